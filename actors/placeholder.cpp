@@ -1,0 +1,2 @@
+// placeholder, replaced by the actors
+namespace muflow::actors {}

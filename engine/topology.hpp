@@ -1,0 +1,103 @@
+#pragma once
+/// \file
+/// Topology files: one TOML file declaring cluster, model, wiring, placement, backend,
+/// workload and sampling (ARCHITECTURE.md §6). Parsed with toml++.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/model_config.hpp"
+
+namespace muflow::engine {
+
+/// One device of the cluster. On the cpu backend every device is a virtual CPU device (an
+/// executor in this process).
+struct DeviceSpec {
+  std::string name;           ///< unique, e.g. "cpu0"
+  std::string kind = "cpu";   ///< "cpu" (later: "H100-SXM", "A100-80GB", ...)
+  std::string node = "node0";
+};
+
+/// Model source: an HF folder, or synthetic dims with a seed (random weights in memory).
+struct ModelSpec {
+  std::string path;                    ///< HF folder (absolute after parsing); empty = synthetic
+  std::optional<ModelConfig> synthetic; ///< set when the [model] table gives dims
+  uint64_t seed = 0;                   ///< weight seed for synthetic models
+  std::string dtype = "f32";           ///< "f32" | "bf16" for synthetic weights
+};
+
+/// Where the requests come from.
+struct WorkloadSpec {
+  std::string kind = "prompts";  ///< "prompts" | "ids" | "poisson" | "trace"
+  std::string prompts_file;      ///< kind=prompts: one prompt per line (absolute path)
+  std::vector<std::string> prompts;            ///< kind=prompts given inline
+  std::vector<std::vector<int32_t>> prompt_ids; ///< kind=ids
+  int64_t max_new_tokens = 16;
+  // kind = poisson
+  int64_t num_requests = 8;
+  double rate_per_s = 4.0;       ///< mean arrivals per second
+  int64_t input_min = 8, input_max = 32;    ///< uniform prompt length range (tokens)
+  int64_t output_min = 8, output_max = 32;  ///< uniform output length range (tokens)
+  // kind = trace
+  std::string trace_file;        ///< CSV TIMESTAMP,ContextTokens,GeneratedTokens (absolute)
+  double time_scale = 1.0;       ///< arrival gaps are multiplied by this
+  int64_t max_requests = 0;      ///< 0 = all rows
+  int64_t max_prompt_tokens = 0; ///< 0 = no clamp; else prompt lengths clamped to this
+  uint64_t seed = 0;             ///< for synthetic prompt ids and arrivals
+};
+
+/// Sampling: temperature 0 = greedy (argmax, ties → lowest id).
+struct SamplingSpec {
+  double temperature = 0.0;
+  double top_p = 1.0;
+  uint64_t seed = 0;
+  bool stop_at_eos = true;
+};
+
+/// Engine-side limits of continuous batching and the device scheduler.
+struct SchedulerSpec {
+  std::string policy = "fifo";        ///< device scheduling policy: "fifo" | "most-tokens"
+  int64_t max_batch_requests = 64;    ///< per attention DP rank
+  int64_t max_prefill_tokens = 512;   ///< prompt tokens per rank per iteration (chunked prefill)
+};
+
+/// A whole topology file.
+struct Topology {
+  std::string source;                 ///< file path (or "<embedded default>")
+  std::string wiring = "sync";        ///< "sync" (more wirings in later issues)
+  std::string backend = "cpu";        ///< "cpu" (later: "sim", "cuda")
+  std::vector<DeviceSpec> devices;
+  ModelSpec model;
+  std::string placement = "round-robin";  ///< expert placement: "round-robin" | "explicit"
+  /// explicit placement: expert_device[e] = device index hosting expert e (all blocks)
+  std::vector<int64_t> expert_device;
+  WorkloadSpec workload;
+  SamplingSpec sampling;
+  SchedulerSpec scheduler;
+  std::string trace_file;             ///< Chrome trace output; empty = none
+};
+
+/// Parses a topology file. Relative paths inside are resolved against the file's folder.
+/// Errors: InvalidArgument "FILE:LINE: key 'a.b': expected ..., got ..." for a wrong type,
+/// unknown key, unknown wiring/backend/kind, out-of-range value; NotFound for a missing file;
+/// the toml++ parse error with its line and column for malformed TOML.
+absl::StatusOr<Topology> parse_topology_file(const std::string& path);
+
+/// Same from an in-memory string; `source_name` is used in error messages and relative
+/// paths resolve against `base_dir`.
+absl::StatusOr<Topology> parse_topology_string(const std::string& text,
+                                               const std::string& source_name,
+                                               const std::string& base_dir);
+
+/// The embedded default: a synthetic Mixtral-style model (see default_synthetic_config()),
+/// 4 cpu devices, sync wiring, built-in prompts (token ids), greedy sampling.
+Topology default_topology();
+
+/// The synthetic model of the embedded default: mixtral, vocab 512, hidden 128, 4 layers,
+/// 4 heads / 2 kv heads (head_dim 32), 8 experts top-2, expert ffn 256.
+ModelConfig default_synthetic_config();
+
+}  // namespace muflow::engine

@@ -1,0 +1,39 @@
+#pragma once
+/// \file
+/// SwiGLU expert FFN (Shazeer 2020) as in Mixtral/Qwen2-MoE experts.
+
+#include <cstdint>
+
+#include "kernels/cpu/linear.hpp"
+
+namespace muflow::kernels::cpu {
+
+/// y = down( silu(x·gateᵀ) ⊙ (x·upᵀ) ), silu(z) = z / (1 + e^{-z}).
+///
+/// gate and up are fused into one prepacked `[2·ffn, hidden]` Linear (one GEMM), down is
+/// `[hidden, ffn]`. Batch invariant (see Linear). Const methods are safe from any thread.
+class ExpertFfn {
+ public:
+  /// f32 weights: gate, up `[ffn, hidden]`, down `[hidden, ffn]`.
+  ExpertFfn(const float* gate, const float* up, const float* down, int64_t hidden, int64_t ffn);
+  /// bf16 weights (raw bits), same shapes.
+  ExpertFfn(const uint16_t* gate, const uint16_t* up, const uint16_t* down, int64_t hidden,
+            int64_t ffn);
+
+  /// x: [num_rows, hidden] f32; y: [num_rows, hidden] f32 (written). num_rows may be 0.
+  void forward(const float* x, int64_t num_rows, float* y) const;
+
+  int64_t hidden() const { return hidden_; }
+  int64_t ffn() const { return ffn_; }
+
+ private:
+  int64_t hidden_, ffn_;
+  Linear gate_up_;
+  Linear down_;
+};
+
+/// silu(gate) ⊙ up for a fused [num_rows, 2·ffn] buffer (gate in the first ffn columns);
+/// writes [num_rows, ffn] to `out`. Any thread.
+void swiglu(const float* gate_up, int64_t num_rows, int64_t ffn, float* out);
+
+}  // namespace muflow::kernels::cpu

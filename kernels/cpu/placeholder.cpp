@@ -1,0 +1,1 @@
+namespace muflow::kernels::cpu {}

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs everything muflow needs to build and test from Debian 12 (bookworm) packages.
+# Idempotent; uses sudo when not root. See ../shared/design/TOOLCHAIN.md for why each is here.
+set -euo pipefail
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+PKGS=(
+  build-essential cmake ninja-build pkg-config git
+  libcaf-dev                       # actors (CAF 0.17)
+  libdnnl-dev ocl-icd-opencl-dev   # oneDNN CPU GEMM (its CMake config needs OpenCL)
+  libabsl-dev                      # Status / StatusOr, strings, containers
+  libtomlplusplus-dev              # topology files
+  libcli11-dev                     # CLI
+  libspdlog-dev libfmt-dev         # logging
+  nlohmann-json3-dev               # config.json, safetensors header, traces
+  libsentencepiece-dev             # tokenizer.model
+  libgtest-dev libgmock-dev libbenchmark-dev
+  python3-numpy python3-torch      # independent float64 reference forward in tests
+)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "muflow: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -q
+  $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
