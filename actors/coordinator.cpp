@@ -1,0 +1,240 @@
+#include "actors/coordinator.hpp"
+
+#include <algorithm>
+#include <deque>
+
+#include "absl/strings/str_format.h"
+#include "actors/messages.hpp"
+
+namespace muflow::actors {
+namespace {
+
+using engine::TokenMeta;
+
+struct RequestState {
+  engine::Request req;
+  int32_t rank = -1;
+  int64_t fed = 0;  ///< prompt tokens sent so far
+  RequestOutput out;
+  bool finished = false;
+};
+
+struct CoordinatorState {
+  RunContextPtr ctx;
+  RunCallbacks callbacks;
+  std::vector<RequestState> requests;        // by id
+  std::deque<int64_t> pending;               // not yet admitted, by arrival
+  std::vector<std::vector<int64_t>> active;  // [rank] admitted, unfinished (admission order)
+  std::unique_ptr<engine::MetricsRecorder> metrics;
+  int64_t iteration = 0;
+  int64_t outstanding = 0;                   // sampler reports still due this iteration
+  std::vector<SampledBatchPtr> reports;
+  bool in_flight = false, wake_pending = false, done = false;
+  int64_t num_finished = 0, num_tokens = 0;
+  caf::response_promise promise;
+  absl::Status first_error;
+  static inline const char* name = "muflow.coordinator";
+};
+
+using Self = caf::stateful_actor<CoordinatorState>;
+
+double now_s(Self* self) { return self->state.ctx->seconds_since_start(self->home_system().clock().now()); }
+
+void finish_run(Self* self) {
+  auto& st = self->state;
+  if (st.done) return;
+  st.done = true;
+  auto outcome = std::make_shared<RunOutcome>();
+  outcome->status = st.first_error;
+  for (RequestState& r : st.requests) outcome->outputs.push_back(std::move(r.out));
+  outcome->metrics = st.metrics->summarize(now_s(self));
+  st.promise.deliver(outcome);
+}
+
+void launch(Self* self);
+
+void admit(Self* self, double t) {
+  auto& st = self->state;
+  const auto& sched = st.ctx->topology.scheduler;
+  while (!st.pending.empty() && st.requests[st.pending.front()].req.arrival_s <= t) {
+    int32_t best = 0;
+    for (int32_t r = 1; r < st.ctx->num_ranks; ++r) {
+      if (st.active[r].size() < st.active[best].size()) best = r;
+    }
+    if (static_cast<int64_t>(st.active[best].size()) >= sched.max_batch_requests) return;
+    const int64_t id = st.pending.front();
+    st.pending.pop_front();
+    st.requests[id].rank = best;
+    st.active[best].push_back(id);
+  }
+}
+
+void launch(Self* self) {
+  auto& st = self->state;
+  if (st.done || st.in_flight) return;
+  const double t = now_s(self);
+  admit(self, t);
+  const auto& sched = st.ctx->topology.scheduler;
+  std::vector<engine::TokenBatchPtr> batches(st.ctx->num_ranks);
+  int64_t total = 0;
+  for (int32_t r = 0; r < st.ctx->num_ranks; ++r) {
+    auto b = std::make_shared<engine::TokenBatch>();
+    b->layer = {engine::StageKind::kAttention, 0, r};
+    b->payload = engine::Payload::kTokenIds;
+    b->iteration = st.iteration;
+    int64_t budget = sched.max_prefill_tokens;
+    for (int64_t id : st.active[r]) {
+      RequestState& rs = st.requests[id];
+      const auto prompt_len = static_cast<int64_t>(rs.req.prompt.size());
+      if (rs.fed < prompt_len) {
+        const int64_t chunk = std::min(prompt_len - rs.fed, budget);
+        for (int64_t p = rs.fed; p < rs.fed + chunk; ++p) {
+          TokenMeta m;
+          m.request_id = id;
+          m.position = p;
+          m.token_id = rs.req.prompt[p];
+          m.origin_rank = r;
+          m.flags = (p == prompt_len - 1 ? engine::kSample : 0) |
+                    (rs.req.return_prompt_logits ? engine::kNeedsLogits : 0);
+          b->tokens.push_back(m);
+        }
+        rs.fed += chunk;
+        budget -= chunk;
+      } else {
+        TokenMeta m;
+        m.request_id = id;
+        m.position = prompt_len + static_cast<int64_t>(rs.out.output.size()) - 1;
+        m.token_id = rs.out.output.back();
+        m.origin_rank = r;
+        m.flags = engine::kSample;
+        b->tokens.push_back(m);
+      }
+    }
+    total += b->num_tokens();
+    batches[r] = std::move(b);
+  }
+  if (total == 0) {
+    if (st.pending.empty()) return finish_run(self);
+    if (!st.wake_pending) {
+      const double gap = std::max(0.0, st.requests[st.pending.front()].req.arrival_s - t);
+      st.wake_pending = true;
+      self->delayed_send(self, std::chrono::microseconds(static_cast<int64_t>(gap * 1e6) + 1),
+                         wake_atom::value);
+    }
+    return;
+  }
+  st.in_flight = true;
+  st.outstanding = st.ctx->num_ranks;
+  for (int32_t r = 0; r < st.ctx->num_ranks; ++r) {
+    self->send(st.ctx->actors.attention[0][r], batch_atom::value, batches[r]);
+  }
+}
+
+void finish_request(Self* self, RequestState& rs, double t) {
+  auto& st = self->state;
+  rs.finished = true;
+  rs.out.finish_s = t;
+  st.metrics->on_finish(rs.req.id, t);
+  ++st.num_finished;
+  auto& act = st.active[rs.rank];
+  act.erase(std::find(act.begin(), act.end(), rs.req.id));
+  for (const auto& block : st.ctx->actors.attention) {
+    self->send(block[rs.rank], release_atom::value, rs.req.id);
+  }
+}
+
+void complete_iteration(Self* self) {
+  auto& st = self->state;
+  const double t = now_s(self);
+  const engine::ModelConfig& c = st.ctx->model->config();
+  std::vector<SampledToken*> rows;
+  for (auto& rep : st.reports) {
+    for (SampledToken& row : rep->rows) rows.push_back(&row);
+  }
+  std::sort(rows.begin(), rows.end(), [](const SampledToken* a, const SampledToken* b) {
+    return std::tie(a->request_id, a->position) < std::tie(b->request_id, b->position);
+  });
+  for (SampledToken* row : rows) {
+    RequestState& rs = st.requests[row->request_id];
+    const auto prompt_len = static_cast<int64_t>(rs.req.prompt.size());
+    if (!row->logits.empty() && row->position < prompt_len) {
+      if (rs.out.prompt_logits.empty()) rs.out.prompt_logits.resize(prompt_len * c.vocab_size);
+      std::copy(row->logits.begin(), row->logits.end(),
+                rs.out.prompt_logits.begin() + row->position * c.vocab_size);
+    }
+    if (row->token < 0 || rs.finished) continue;
+    rs.out.output.push_back(row->token);
+    if (rs.out.first_token_s < 0) rs.out.first_token_s = t;
+    st.metrics->on_token(rs.req.id, t);
+    ++st.num_tokens;
+    if (st.callbacks.on_token) st.callbacks.on_token(rs.req.id, row->token);
+    const bool eos = st.ctx->topology.sampling.stop_at_eos && row->token == c.eos_token_id;
+    const bool full = static_cast<int64_t>(rs.out.output.size()) >= rs.req.max_new_tokens;
+    const bool at_limit = row->position + 2 >= c.max_position_embeddings;
+    if (eos || full || at_limit) finish_request(self, rs, t);
+  }
+  st.reports.clear();
+  st.in_flight = false;
+  ++st.iteration;
+  if (st.callbacks.on_progress) {
+    st.callbacks.on_progress(st.num_finished, static_cast<int64_t>(st.requests.size()),
+                             st.num_tokens);
+  }
+  launch(self);
+}
+
+caf::behavior coordinator_behavior(Self* self, RunContextPtr ctx,
+                                   std::vector<engine::Request> requests, RunCallbacks callbacks) {
+  auto& st = self->state;
+  st.ctx = ctx;
+  st.callbacks = std::move(callbacks);
+  st.active.resize(ctx->num_ranks);
+  st.metrics = std::make_unique<engine::MetricsRecorder>(ctx->placement.num_devices);
+  for (engine::Request& r : requests) {
+    RequestState rs;
+    rs.out.request_id = r.id;
+    rs.out.prompt = r.prompt;
+    rs.out.arrival_s = r.arrival_s;
+    rs.req = std::move(r);
+    st.pending.push_back(rs.req.id);
+    st.metrics->on_arrival(rs.req.id, rs.req.arrival_s);
+    st.requests.push_back(std::move(rs));
+  }
+  return {
+      [=](start_atom) -> caf::response_promise {
+        self->state.promise = self->make_response_promise();
+        launch(self);
+        return self->state.promise;
+      },
+      [=](wake_atom) {
+        self->state.wake_pending = false;
+        launch(self);
+      },
+      [=](sampled_atom, const SampledBatchPtr& report) {
+        auto& s = self->state;
+        if (s.done) return;
+        s.reports.push_back(report);
+        if (--s.outstanding == 0) complete_iteration(self);
+      },
+      [=](busy_atom, int64_t device, double begin_s, double end_s) {
+        self->state.metrics->on_device_busy(device, begin_s, end_s);
+      },
+      [=](load_atom, int64_t block, int64_t iteration, const std::vector<int64_t>& per_device) {
+        self->state.metrics->on_layer_iteration(block, iteration, per_device);
+      },
+      [=](failed_atom, const std::string& what) {
+        auto& s = self->state;
+        if (s.first_error.ok()) s.first_error = absl::InternalError(what);
+        finish_run(self);
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_coordinator(caf::actor_system& sys, RunContextPtr ctx,
+                             std::vector<engine::Request> requests, RunCallbacks callbacks) {
+  return sys.spawn(coordinator_behavior, std::move(ctx), std::move(requests), std::move(callbacks));
+}
+
+}  // namespace muflow::actors

@@ -1,0 +1,68 @@
+#include "actors/device.hpp"
+
+#include "actors/messages.hpp"
+
+namespace muflow::actors {
+namespace {
+
+struct DeviceState {
+  std::vector<engine::StageStatus> stages;
+  bool busy = false;
+  uint64_t next_seq = 0;
+  static inline const char* name = "muflow.device";
+};
+
+caf::actor stage_actor(const RunContext& ctx, const engine::LayerId& l) {
+  switch (l.kind) {
+    case engine::StageKind::kAttention: return ctx.actors.attention[l.block][l.index];
+    case engine::StageKind::kExpert: return ctx.actors.experts[l.block][l.index];
+    case engine::StageKind::kSampler: return ctx.actors.samplers[l.index];
+  }
+  return {};
+}
+
+void try_grant(caf::stateful_actor<DeviceState>* self, const RunContext& ctx,
+               const engine::SchedulingPolicy& policy) {
+  auto& st = self->state;
+  if (st.busy) return;
+  const int64_t pick = policy.pick(st.stages);
+  if (pick < 0) return;
+  st.busy = true;
+  st.stages[pick].queued_tokens = 0;  // re-reported by the stage with `done`
+  self->send(stage_actor(ctx, st.stages[pick].layer), grant_atom::value);
+}
+
+void update(DeviceState& st, int32_t local, int64_t queued) {
+  engine::StageStatus& s = st.stages[local];
+  if (s.queued_tokens <= 0 && queued > 0) s.ready_seq = st.next_seq++;
+  s.queued_tokens = queued;
+}
+
+caf::behavior device_behavior(caf::stateful_actor<DeviceState>* self, RunContextPtr ctx,
+                              int64_t device_index, std::vector<engine::LayerId> stages,
+                              std::shared_ptr<const engine::SchedulingPolicy> policy) {
+  for (const engine::LayerId& l : stages) self->state.stages.push_back({l, 0, 0});
+  return {
+      [=](ready_atom, int32_t local, int64_t queued) {
+        update(self->state, local, queued);
+        try_grant(self, *ctx, *policy);
+      },
+      [=](done_atom, int32_t local, int64_t queued, double begin_s, double end_s) {
+        self->state.busy = false;
+        update(self->state, local, queued);
+        self->send(ctx->actors.coordinator, busy_atom::value, device_index, begin_s, end_s);
+        try_grant(self, *ctx, *policy);
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_device(caf::actor_system& sys, RunContextPtr ctx, int64_t device_index,
+                        std::vector<engine::LayerId> stages,
+                        std::shared_ptr<const engine::SchedulingPolicy> policy) {
+  return sys.spawn(device_behavior, std::move(ctx), device_index, std::move(stages),
+                   std::move(policy));
+}
+
+}  // namespace muflow::actors

@@ -1,0 +1,62 @@
+#pragma once
+/// \file
+/// Message vocabulary between muflow's actors (CAF 0.17 atoms and local-only payload types).
+/// Tensors travel by handle inside TokenBatch (ARCHITECTURE.md §8, invariant 4): every type
+/// here is process-local and marked as such.
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include "engine/request.hpp"
+#include "engine/token_batch.hpp"
+
+namespace muflow::actors {
+
+// Device ↔ stage.
+using ready_atom = caf::atom_constant<caf::atom("ready")>;    ///< stage → device: queued tokens
+using grant_atom = caf::atom_constant<caf::atom("grant")>;    ///< device → stage: run now
+using done_atom = caf::atom_constant<caf::atom("done")>;      ///< stage → device: finished
+// Dataflow.
+using batch_atom = caf::atom_constant<caf::atom("batch")>;    ///< a TokenBatch for a μ-queue
+using contrib_atom = caf::atom_constant<caf::atom("contrib")>;  ///< rank → collective part
+using release_atom = caf::atom_constant<caf::atom("release")>;  ///< free a request's KV cache
+// Coordinator.
+using sampled_atom = caf::atom_constant<caf::atom("sampled")>;  ///< sampler → coordinator
+using busy_atom = caf::atom_constant<caf::atom("busy")>;        ///< device → coordinator
+using load_atom = caf::atom_constant<caf::atom("load")>;        ///< collective → coordinator
+using wake_atom = caf::atom_constant<caf::atom("wake")>;        ///< next arrival due
+using start_atom = caf::atom_constant<caf::atom("start")>;
+using failed_atom = caf::atom_constant<caf::atom("failed")>;    ///< any actor → coordinator
+
+/// One sampled (or logits-only) row reported by a sampler stage.
+struct SampledToken {
+  int64_t request_id = 0;
+  int64_t position = 0;   ///< position of the input row that produced it
+  int32_t token = -1;     ///< sampled next token, -1 for rows that only return logits
+  std::vector<float> logits;  ///< [vocab] when the row asked for logits, else empty
+};
+
+/// All rows a sampler produced in one iteration.
+struct SampledBatch {
+  int64_t iteration = 0;
+  int32_t rank = 0;
+  std::vector<SampledToken> rows;
+};
+using SampledBatchPtr = std::shared_ptr<SampledBatch>;
+
+/// A collective contribution: one part per destination (index = destination slot).
+struct Contribution {
+  int64_t iteration = 0;
+  int32_t source = 0;  ///< contributor index (DP rank for dispatch, expert for combine)
+  std::vector<engine::TokenBatchPtr> parts;
+};
+using ContributionPtr = std::shared_ptr<Contribution>;
+
+}  // namespace muflow::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(muflow::engine::TokenBatchPtr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(muflow::actors::SampledBatchPtr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(muflow::actors::ContributionPtr)

@@ -1,2 +1,0 @@
-// placeholder, replaced by the actors
-namespace muflow::actors {}

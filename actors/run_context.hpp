@@ -1,0 +1,47 @@
+#pragma once
+/// \file
+/// What every actor of one run shares: the prepared model, the wiring table (actor handles),
+/// sampling, and the trace recorder. Filled by Server::run before the coordinator starts and
+/// immutable afterwards (happens-before through the start message), so actors read it freely.
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include "engine/cpu_model.hpp"
+#include "engine/placement.hpp"
+#include "engine/topology.hpp"
+#include "engine/trace.hpp"
+
+namespace muflow::actors {
+
+/// Actor handles of one run, indexed like the model: [block][rank], [block][expert], ...
+struct ActorTable {
+  std::vector<caf::actor> devices;                  ///< [num_devices]
+  std::vector<std::vector<caf::actor>> attention;   ///< [num_layers][num_ranks]
+  std::vector<caf::actor> samplers;                 ///< [num_ranks]
+  std::vector<std::vector<caf::actor>> experts;     ///< [num_layers][num_experts]
+  std::vector<caf::actor> dispatch;                 ///< [num_layers] (sync wiring)
+  std::vector<caf::actor> combine;                  ///< [num_layers] (sync wiring)
+  caf::actor coordinator;
+};
+
+/// Shared, read-only state of one run.
+struct RunContext {
+  std::shared_ptr<const engine::CpuModel> model;
+  engine::Topology topology;
+  engine::Placement placement;
+  int64_t num_ranks = 0;       ///< attention data-parallel ranks (rank r on device r)
+  ActorTable actors;
+  std::shared_ptr<engine::TraceRecorder> trace;  ///< may be null (tracing off)
+  caf::actor_clock::time_point t0;               ///< run start; times are seconds since t0
+
+  double seconds_since_start(caf::actor_clock::time_point t) const {
+    return std::chrono::duration<double>(t - t0).count();
+  }
+};
+using RunContextPtr = std::shared_ptr<const RunContext>;
+
+}  // namespace muflow::actors

@@ -1,0 +1,172 @@
+#include "actors/server.hpp"
+
+#include <thread>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "actors/messages.hpp"
+#include "actors/sync_wiring.hpp"
+#include "engine/model_loader.hpp"
+#include "engine/placement.hpp"
+#include "engine/synthetic_model.hpp"
+#include "engine/workload.hpp"
+
+namespace muflow::actors {
+
+std::vector<std::string> available_wirings() { return {"sync"}; }
+
+absl::StatusOr<std::unique_ptr<Server>> Server::create(engine::Topology topology) {
+  const auto wirings = available_wirings();
+  if (std::find(wirings.begin(), wirings.end(), topology.wiring) == wirings.end()) {
+    return absl::UnimplementedError(absl::StrFormat(
+        "%s: wiring '%s' is not available in this build; expected one of: %s", topology.source,
+        topology.wiring, absl::StrJoin(wirings, ", ")));
+  }
+  if (topology.backend != "cpu") {
+    return absl::UnimplementedError(absl::StrFormat(
+        "%s: backend '%s' is not available in this build; expected: cpu", topology.source,
+        topology.backend));
+  }
+  std::shared_ptr<const engine::ModelWeights> weights;
+  std::unique_ptr<Server> server(new Server());
+  if (!topology.model.path.empty()) {
+    absl::StatusOr<std::shared_ptr<const engine::ModelWeights>> loaded =
+        engine::load_hf_model(topology.model.path);
+    if (!loaded.ok()) return loaded.status();
+    weights = *loaded;
+    absl::StatusOr<std::unique_ptr<engine::Tokenizer>> tok =
+        engine::Tokenizer::load_from_model_dir(topology.model.path);
+    if (tok.ok()) {
+      server->tokenizer_ = std::move(*tok);
+    } else if (!absl::IsNotFound(tok.status())) {
+      return tok.status();
+    }
+  } else if (topology.model.synthetic) {
+    if (absl::Status s = topology.model.synthetic->validate(); !s.ok()) return s;
+    const engine::DType dtype =
+        topology.model.dtype == "bf16" ? engine::DType::kBF16 : engine::DType::kF32;
+    weights = std::make_shared<const engine::ModelWeights>(
+        engine::make_synthetic_model(*topology.model.synthetic, topology.model.seed, dtype));
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: [model] needs either 'path' or synthetic dims", topology.source));
+  }
+  absl::StatusOr<std::shared_ptr<const engine::CpuModel>> model =
+      engine::CpuModel::prepare(weights);
+  if (!model.ok()) return model.status();
+  server->model_ = *model;
+  if (absl::StatusOr<engine::Placement> p =
+          engine::make_placement(topology, server->model_->config().num_experts);
+      !p.ok()) {
+    return p.status();
+  }
+  if (absl::StatusOr<std::unique_ptr<engine::SchedulingPolicy>> pol =
+          engine::make_scheduling_policy(topology.scheduler.policy);
+      !pol.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: key 'scheduler.policy': %s", topology.source, pol.status().message()));
+  }
+  server->topology_ = std::move(topology);
+  return server;
+}
+
+absl::StatusOr<std::vector<engine::Request>> Server::make_workload() const {
+  engine::EncodeFn encode;
+  if (tokenizer_) {
+    encode = [this](const std::string& text) { return tokenizer_->encode(text, true); };
+  }
+  return engine::make_requests(topology_.workload, config().vocab_size, encode);
+}
+
+absl::Status Server::validate(const std::vector<engine::Request>& requests) const {
+  const engine::ModelConfig& c = config();
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const engine::Request& r = requests[i];
+    if (r.id != static_cast<int64_t>(i)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "request at index %d has id %d; ids must be 0..n-1 in order", i, r.id));
+    }
+    if (r.prompt.empty()) {
+      return absl::InvalidArgumentError(absl::StrFormat("request %d: empty prompt", r.id));
+    }
+    for (size_t j = 0; j < r.prompt.size(); ++j) {
+      if (r.prompt[j] < 0 || r.prompt[j] >= c.vocab_size) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "request %d: prompt token %d at index %d is outside the vocabulary [0, %d)", r.id,
+            r.prompt[j], j, c.vocab_size));
+      }
+    }
+    if (r.max_new_tokens < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("request %d: max_new_tokens must be >= 1", r.id));
+    }
+    if (static_cast<int64_t>(r.prompt.size()) >= c.max_position_embeddings) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "request %d: prompt of %d tokens does not fit max_position_embeddings = %d", r.id,
+          r.prompt.size(), c.max_position_embeddings));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RunOutcome> Server::run(std::vector<engine::Request> requests,
+                                       RunCallbacks callbacks) {
+  if (absl::Status s = validate(requests); !s.ok()) return s;
+  std::sort(requests.begin(), requests.end(),
+            [](const engine::Request& a, const engine::Request& b) {
+              return std::tie(a.arrival_s, a.id) < std::tie(b.arrival_s, b.id);
+            });
+  caf::actor_system_config cfg;
+  const auto threads = std::max<size_t>(
+      1, std::min<size_t>(std::thread::hardware_concurrency(), topology_.devices.size()));
+  cfg.set("scheduler.max-threads", threads);
+  caf::actor_system sys{cfg};
+
+  auto ctx = std::make_shared<RunContext>();
+  ctx->model = model_;
+  ctx->topology = topology_;
+  absl::StatusOr<engine::Placement> placement =
+      engine::make_placement(topology_, config().num_experts);
+  if (!placement.ok()) return placement.status();
+  ctx->placement = *placement;
+  if (!topology_.trace_file.empty()) ctx->trace = std::make_shared<engine::TraceRecorder>();
+  absl::StatusOr<std::unique_ptr<engine::SchedulingPolicy>> policy =
+      engine::make_scheduling_policy(topology_.scheduler.policy);
+  if (!policy.ok()) return policy.status();
+  build_sync_wiring(sys, ctx, std::shared_ptr<const engine::SchedulingPolicy>(std::move(*policy)));
+  ctx->t0 = sys.clock().now();
+  ctx->actors.coordinator = spawn_coordinator(sys, ctx, std::move(requests), std::move(callbacks));
+
+  RunOutcome outcome;
+  {
+    caf::scoped_actor self{sys};
+    self->request(ctx->actors.coordinator, caf::infinite, start_atom::value)
+        .receive([&](const RunOutcomePtr& result) { outcome = std::move(*result); },
+                 [&](const caf::error& err) {
+                   outcome.status = absl::InternalError("coordinator failed: " +
+                                                        sys.render(err));
+                 });
+    auto stop = [&](const caf::actor& a) {
+      if (a) self->send_exit(a, caf::exit_reason::user_shutdown);
+    };
+    const ActorTable& t = ctx->actors;
+    for (const auto& v : t.attention) for (const auto& a : v) stop(a);
+    for (const auto& v : t.experts) for (const auto& a : v) stop(a);
+    for (const auto& a : t.samplers) stop(a);
+    for (const auto& a : t.dispatch) stop(a);
+    for (const auto& a : t.combine) stop(a);
+    for (const auto& a : t.devices) stop(a);
+    stop(t.coordinator);
+  }
+  if (!outcome.status.ok()) return outcome.status;
+  if (ctx->trace) {
+    ctx->trace->set_other_data("wiring", topology_.wiring);
+    ctx->trace->set_other_data("topology", topology_.source);
+    if (absl::Status s = ctx->trace->write_json(topology_.trace_file); !s.ok()) return s;
+  }
+  // Break the reference cycle context → actor handles before the system shuts down.
+  ctx->actors = ActorTable{};
+  return outcome;
+}
+
+}  // namespace muflow::actors

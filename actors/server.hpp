@@ -1,0 +1,64 @@
+#pragma once
+/// \file
+/// The public C++ API of muflow: what a host application embeds and what the `muflow` CLI
+/// uses. A Server holds one prepared model and its topology; each `run` builds the actor
+/// wiring the topology names, serves the given requests through it and returns their outputs
+/// and metrics.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "actors/coordinator.hpp"
+#include "engine/cpu_model.hpp"
+#include "engine/request.hpp"
+#include "engine/tokenizer.hpp"
+#include "engine/topology.hpp"
+
+namespace muflow::actors {
+
+/// A serving engine for one model on one cluster topology.
+///
+/// Thread safety: create and call from one host thread; `run` blocks that thread while the
+/// actors (on CAF's worker threads) serve the requests. Callbacks run on an actor thread.
+class Server {
+ public:
+  /// Loads the model the topology names (HF folder, or a synthetic model built in memory),
+  /// its tokenizer if the folder has `tokenizer.model`, prepacks every GEMM and checks the
+  /// placement. Errors: the loader's error (file and tensor named), InvalidArgument for a
+  /// placement that does not fit the model, Unimplemented for a wiring or backend this build
+  /// does not have.
+  static absl::StatusOr<std::unique_ptr<Server>> create(engine::Topology topology);
+
+  const engine::Topology& topology() const { return topology_; }
+  const engine::ModelConfig& config() const { return model_->config(); }
+  std::shared_ptr<const engine::CpuModel> model() const { return model_; }
+  /// The model's tokenizer, or nullptr when the model has none (synthetic models).
+  const engine::Tokenizer* tokenizer() const { return tokenizer_.get(); }
+
+  /// The requests of the topology's [workload] (text prompts are encoded with the
+  /// tokenizer). Errors: those of engine::make_requests.
+  absl::StatusOr<std::vector<engine::Request>> make_workload() const;
+
+  /// Serves `requests` (arrival times in seconds from the start of this call) through the
+  /// topology's wiring and blocks until all finished. Writes the Chrome trace when the
+  /// topology names a trace file. Errors: InvalidArgument for an empty prompt, a token outside
+  /// the vocabulary, max_new_tokens < 1 or a sequence longer than max_position_embeddings;
+  /// Internal when a stage failed (message names the stage); the trace writer's error.
+  absl::StatusOr<RunOutcome> run(std::vector<engine::Request> requests,
+                                 RunCallbacks callbacks = {});
+
+ private:
+  Server() = default;
+  absl::Status validate(const std::vector<engine::Request>& requests) const;
+
+  engine::Topology topology_;
+  std::shared_ptr<const engine::CpuModel> model_;
+  std::unique_ptr<engine::Tokenizer> tokenizer_;
+};
+
+/// Names of the wirings this build can run (the topology's `wiring = "..."`).
+std::vector<std::string> available_wirings();
+
+}  // namespace muflow::actors

@@ -1,0 +1,85 @@
+#include "actors/stage.hpp"
+
+#include <utility>
+
+#include "nlohmann/json.hpp"
+
+namespace muflow::actors {
+namespace {
+
+struct StageState {
+  std::shared_ptr<StageImpl> impl;
+  RunContextPtr ctx;
+  int64_t device_index = 0;
+  int32_t local_index = 0;
+  int64_t trace_tid = 0;
+  static inline const char* name = "muflow.stage";
+};
+
+void flush(caf::event_based_actor* self, std::vector<Send>& sends) {
+  for (Send& s : sends) self->send(s.dest, std::move(s.msg));
+  sends.clear();
+}
+
+void fail(caf::stateful_actor<StageState>* self, const absl::Status& status) {
+  self->send(self->state.ctx->actors.coordinator, failed_atom::value,
+             self->state.impl->name() + ": " + std::string(status.message()));
+}
+
+caf::behavior stage_behavior(caf::stateful_actor<StageState>* self, RunContextPtr ctx,
+                             std::shared_ptr<StageImpl> impl, int64_t device_index,
+                             int32_t local_index, int64_t trace_tid) {
+  self->state.impl = std::move(impl);
+  self->state.ctx = std::move(ctx);
+  self->state.device_index = device_index;
+  self->state.local_index = local_index;
+  self->state.trace_tid = trace_tid;
+  return {
+      [=](batch_atom, const engine::TokenBatchPtr& batch) {
+        auto& st = self->state;
+        std::vector<Send> now;
+        if (absl::Status s = st.impl->enqueue(batch, now); !s.ok()) return fail(self, s);
+        flush(self, now);
+        const int64_t ready = st.impl->ready_tokens();
+        if (ready > 0) {
+          self->send(st.ctx->actors.devices[st.device_index], ready_atom::value, st.local_index,
+                     ready);
+        }
+      },
+      [=](grant_atom) {
+        auto& st = self->state;
+        const auto begin = self->home_system().clock().now();
+        std::vector<Send> out;
+        int64_t num_tokens = 0, iteration = 0;
+        absl::Status s = st.impl->run(out, num_tokens, iteration);
+        const auto end = self->home_system().clock().now();
+        const double begin_s = st.ctx->seconds_since_start(begin);
+        const double end_s = st.ctx->seconds_since_start(end);
+        if (st.ctx->trace) {
+          const engine::LayerId layer = st.impl->layer();
+          st.ctx->trace->complete(st.impl->name(), st.device_index, st.trace_tid, begin_s * 1e6,
+                                  (end_s - begin_s) * 1e6,
+                                  nlohmann::json{{"tokens", num_tokens},
+                                                 {"iteration", iteration},
+                                                 {"block", layer.block},
+                                                 {"index", layer.index},
+                                                 {"phase", "sync"}});
+        }
+        if (!s.ok()) fail(self, s);
+        flush(self, out);
+        self->send(st.ctx->actors.devices[st.device_index], done_atom::value, st.local_index,
+                   st.impl->ready_tokens(), begin_s, end_s);
+      },
+      [=](release_atom, int64_t request_id) { self->state.impl->release(request_id); },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_stage(caf::actor_system& sys, RunContextPtr ctx, std::shared_ptr<StageImpl> impl,
+                       int64_t device_index, int32_t local_index, int64_t trace_tid) {
+  return sys.spawn(stage_behavior, std::move(ctx), std::move(impl), device_index, local_index,
+                   trace_tid);
+}
+
+}  // namespace muflow::actors

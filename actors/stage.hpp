@@ -1,0 +1,52 @@
+#pragma once
+/// \file
+/// Stage actors: one per layer actor (attention per block and DP rank, expert per block and
+/// expert, sampler per DP rank). The actor owns the μ-queue; what the stage computes and where
+/// its outputs go is a StageImpl (ARCHITECTURE.md §3).
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include "absl/status/status.h"
+#include "actors/messages.hpp"
+#include "actors/run_context.hpp"
+
+namespace muflow::actors {
+
+/// A message a stage sends after it ran (or right away, for an empty iteration).
+struct Send {
+  caf::actor dest;
+  caf::message msg;
+};
+
+/// The computation and the wiring of one stage. Owned by exactly one stage actor, called only
+/// from that actor (never concurrently).
+class StageImpl {
+ public:
+  virtual ~StageImpl() = default;
+  /// Queues an incoming batch (the μ-queue). Appends to `now` the messages to send
+  /// immediately (e.g. an empty iteration's contribution to a barrier). Errors: malformed
+  /// input (invariant breaches between actors).
+  virtual absl::Status enqueue(const engine::TokenBatchPtr& batch, std::vector<Send>& now) = 0;
+  /// Tokens that can run now (0 = nothing to grant).
+  virtual int64_t ready_tokens() const = 0;
+  /// Runs one batch from the queue and returns the output messages.
+  /// `trace_args` receives a short description for the trace slice.
+  virtual absl::Status run(std::vector<Send>& out, int64_t& num_tokens, int64_t& iteration) = 0;
+  /// Frees per-request state (KV cache). Default: nothing.
+  virtual void release(int64_t request_id) {}
+  /// Display name, e.g. "attn b3 r1", "expert b3 e5", "sampler r1".
+  virtual std::string name() const = 0;
+  virtual engine::LayerId layer() const = 0;
+};
+
+/// Spawns a stage actor that owns `impl`, lives on device `device_index` and is the
+/// `local_index`-th stage registered on that device. `trace_tid` is its thread id in traces.
+caf::actor spawn_stage(caf::actor_system& sys, RunContextPtr ctx, std::shared_ptr<StageImpl> impl,
+                       int64_t device_index, int32_t local_index, int64_t trace_tid);
+
+}  // namespace muflow::actors

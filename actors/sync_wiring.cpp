@@ -1,0 +1,67 @@
+#include "actors/sync_wiring.hpp"
+
+#include "absl/strings/str_format.h"
+#include "actors/collective.hpp"
+#include "actors/device.hpp"
+#include "actors/model_stages.hpp"
+#include "actors/stage.hpp"
+
+namespace muflow::actors {
+
+void build_sync_wiring(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx,
+                       std::shared_ptr<const engine::SchedulingPolicy> policy) {
+  const engine::ModelConfig& c = ctx->model->config();
+  const auto num_devices = static_cast<int32_t>(ctx->placement.num_devices);
+  const auto L = static_cast<int32_t>(c.num_layers), E = static_cast<int32_t>(c.num_experts);
+  ctx->num_ranks = num_devices;
+  ActorTable& t = ctx->actors;
+
+  // Stages per device, in local-index order; the device actor learns them from this list.
+  std::vector<std::vector<engine::LayerId>> local(num_devices);
+  auto add_local = [&](int32_t device, engine::LayerId l) {
+    local[device].push_back(l);
+    return static_cast<int32_t>(local[device].size() - 1);
+  };
+  auto trace_thread = [&](int32_t device, int32_t local_index, const std::string& name) {
+    if (ctx->trace) ctx->trace->set_thread_name(device, local_index, name);
+  };
+
+  t.attention.assign(L, std::vector<caf::actor>(num_devices));
+  t.experts.assign(L, std::vector<caf::actor>(E));
+  t.samplers.resize(num_devices);
+  for (int32_t b = 0; b < L; ++b) {
+    for (int32_t r = 0; r < num_devices; ++r) {
+      auto impl = make_attention_stage(ctx, b, r);
+      const int32_t li = add_local(r, impl->layer());
+      trace_thread(r, li, impl->name());
+      t.attention[b][r] = spawn_stage(sys, ctx, impl, r, li, li);
+    }
+    for (int32_t e = 0; e < E; ++e) {
+      const auto d = static_cast<int32_t>(ctx->placement.expert_device[e]);
+      auto impl = make_expert_stage(ctx, b, e);
+      const int32_t li = add_local(d, impl->layer());
+      trace_thread(d, li, impl->name());
+      t.experts[b][e] = spawn_stage(sys, ctx, impl, d, li, li);
+    }
+  }
+  for (int32_t r = 0; r < num_devices; ++r) {
+    auto impl = make_sampler_stage(ctx, r);
+    const int32_t li = add_local(r, impl->layer());
+    trace_thread(r, li, impl->name());
+    t.samplers[r] = spawn_stage(sys, ctx, impl, r, li, li);
+  }
+  for (int32_t b = 0; b < L; ++b) {
+    t.dispatch.push_back(spawn_collective(sys, ctx, CollectiveKind::kDispatch, b));
+    t.combine.push_back(spawn_collective(sys, ctx, CollectiveKind::kCombine, b));
+  }
+  for (int32_t d = 0; d < num_devices; ++d) {
+    t.devices.push_back(spawn_device(sys, ctx, d, local[d], policy));
+    if (ctx->trace) {
+      const engine::DeviceSpec& spec = ctx->topology.devices[d];
+      ctx->trace->set_process_name(
+          d, absl::StrFormat("%s (%s, %s)", spec.name, spec.kind, spec.node));
+    }
+  }
+}
+
+}  // namespace muflow::actors

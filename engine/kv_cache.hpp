@@ -1,0 +1,46 @@
+#pragma once
+/// \file
+/// Per-request key/value cache of one attention layer on one data-parallel rank.
+
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+namespace muflow::engine {
+
+/// Keys and values of every request bound to one attention stage (one block, one DP rank).
+///
+/// Layout per request: `[len, num_kv_heads * head_dim]` f32 rows for K and for V, position p in
+/// row p. Owned by exactly one attention stage actor; not thread-safe.
+class KvCache {
+ public:
+  explicit KvCache(int64_t kv_width) : kv_width_(kv_width) {}
+
+  /// Appends the K and V rows (`kv_width` floats each) of `request_id` at `position`.
+  /// Returns false (and appends nothing) unless position == current length: positions must
+  /// arrive in order, without gaps or repeats.
+  bool append(int64_t request_id, int64_t position, const float* k_row, const float* v_row);
+
+  /// Number of cached positions of a request (0 if unknown).
+  int64_t length(int64_t request_id) const;
+  /// K rows `[length, kv_width]` of a request (nullptr if unknown).
+  const float* keys(int64_t request_id) const;
+  /// V rows `[length, kv_width]` of a request (nullptr if unknown).
+  const float* values(int64_t request_id) const;
+  /// Frees a finished request's cache. Unknown ids are ignored.
+  void release(int64_t request_id);
+  /// Bytes held by all requests.
+  int64_t bytes_used() const { return bytes_; }
+  int64_t num_requests() const { return static_cast<int64_t>(entries_.size()); }
+
+ private:
+  struct Entry {
+    std::vector<float> k, v;
+    int64_t len = 0;
+  };
+  int64_t kv_width_;
+  int64_t bytes_ = 0;
+  std::unordered_map<int64_t, Entry> entries_;
+};
+
+}  // namespace muflow::engine

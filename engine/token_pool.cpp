@@ -1,0 +1,120 @@
+#include "engine/token_pool.hpp"
+
+#include "absl/strings/str_format.h"
+#include "engine/cpu_model.hpp"
+
+namespace muflow::engine {
+
+TokenPool::TokenPool(int64_t hidden, int64_t num_topk, int64_t expected_expert_messages)
+    : hidden_(hidden), num_topk_(num_topk), expected_expert_messages_(expected_expert_messages) {}
+
+TokenPool::Entry& TokenPool::entry(Iteration& it, int64_t request_id, int64_t position) {
+  Entry& e = it.entries[{request_id, position}];
+  if (e.outputs.empty()) {
+    e.outputs.resize(num_topk_);
+    e.weights.assign(num_topk_, 0.f);
+  }
+  return e;
+}
+
+absl::Status TokenPool::add_residual(const TokenBatch& batch) {
+  const int64_t n = batch.num_tokens();
+  const int64_t width = batch.act ? batch.act->width : hidden_;
+  if (n > 0 && (!batch.act || (width != hidden_ && width != 2 * hidden_))) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "token pool: residual rows have width %d, expected %d or %d", width, hidden_,
+        2 * hidden_));
+  }
+  Iteration& it = iterations_[batch.iteration];
+  if (it.residual_arrived) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("token pool: second residual batch for iteration %d", batch.iteration));
+  }
+  it.residual_arrived = true;
+  for (int64_t i = 0; i < n; ++i) {
+    const TokenMeta& m = batch.tokens[i];
+    Entry& e = entry(it, m.request_id, m.position);
+    if (e.has_residual) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "token pool: request %d position %d added twice", m.request_id, m.position));
+    }
+    e.has_residual = true;
+    e.meta = m;
+    const float* row = batch.act->row(i);
+    e.residual.assign(row, row + hidden_);
+    if (width == 2 * hidden_) e.shared.assign(row + hidden_, row + 2 * hidden_);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TokenPool::add_expert_outputs(const TokenBatch& batch) {
+  const int64_t n = batch.num_tokens();
+  if (n > 0 && (!batch.act || batch.act->width != hidden_)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "token pool: expert output rows have width %d, expected %d",
+        batch.act ? batch.act->width : 0, hidden_));
+  }
+  Iteration& it = iterations_[batch.iteration];
+  ++it.expert_messages;
+  for (int64_t i = 0; i < n; ++i) {
+    const TokenMeta& m = batch.tokens[i];
+    if (m.topk_rank < 0 || m.topk_rank >= num_topk_) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "token pool: top-k rank %d outside [0, %d)", m.topk_rank, num_topk_));
+    }
+    Entry& e = entry(it, m.request_id, m.position);
+    std::vector<float>& slot = e.outputs[m.topk_rank];
+    if (!slot.empty()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "token pool: request %d position %d got top-k rank %d twice", m.request_id,
+          m.position, m.topk_rank));
+    }
+    const float* row = batch.act->row(i);
+    slot.assign(row, row + hidden_);
+    e.weights[m.topk_rank] = m.topk_weight;
+    ++e.num_outputs;
+  }
+  return absl::OkStatus();
+}
+
+int64_t TokenPool::complete_iteration() const {
+  for (const auto& [iteration, it] : iterations_) {
+    if (it.residual_arrived && it.expert_messages >= expected_expert_messages_) return iteration;
+  }
+  return -1;
+}
+
+int64_t TokenPool::num_tokens(int64_t iteration) const {
+  auto found = iterations_.find(iteration);
+  return found == iterations_.end() ? 0 : static_cast<int64_t>(found->second.entries.size());
+}
+
+absl::StatusOr<MergedTokens> TokenPool::take(int64_t iteration) {
+  auto found = iterations_.find(iteration);
+  if (found == iterations_.end() || !found->second.residual_arrived ||
+      found->second.expert_messages < expected_expert_messages_) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("token pool: iteration %d is not complete", iteration));
+  }
+  MergedTokens out;
+  out.iteration = iteration;
+  out.h.reserve(found->second.entries.size() * hidden_);
+  for (auto& [key, e] : found->second.entries) {
+    if (!e.has_residual || e.num_outputs != num_topk_) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "token pool: request %d position %d has %d of %d expert outputs%s (a dropped token)",
+          key.first, key.second, e.num_outputs, num_topk_,
+          e.has_residual ? "" : " and no residual"));
+    }
+    std::vector<const float*> rows(num_topk_);
+    for (int64_t j = 0; j < num_topk_; ++j) rows[j] = e.outputs[j].data();
+    CpuModel::combine_row(e.residual.data(), rows.data(), e.weights.data(), num_topk_,
+                          e.shared.empty() ? nullptr : e.shared.data(), hidden_);
+    out.tokens.push_back(e.meta);
+    out.h.insert(out.h.end(), e.residual.begin(), e.residual.end());
+  }
+  iterations_.erase(found);
+  return out;
+}
+
+}  // namespace muflow::engine

@@ -1,0 +1,103 @@
+// `muflow generate`: continues one prompt with an HF model folder, through the same Server API
+// (and actor wiring) a host application uses.
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "actors/server.hpp"
+#include "engine/npy.hpp"
+#include "nlohmann/json.hpp"
+#include "tools/commands.hpp"
+
+namespace muflow::tools {
+namespace {
+
+int fail(const std::string& what) {
+  std::fprintf(stderr, "muflow generate: %s\n", what.c_str());
+  return 1;
+}
+
+}  // namespace
+
+Command add_generate_command(CLI::App& app) {
+  struct Options {
+    std::string model, prompt, prompt_ids, logits_out;
+    int64_t max_new_tokens = 32, devices = 1;
+    double temperature = 0.0, top_p = 1.0;
+    uint64_t seed = 0;
+    bool json = false, ignore_eos = false;
+  };
+  auto o = std::make_shared<Options>();
+  app.add_option("--model", o->model, "Hugging Face model folder")->required();
+  auto* text = app.add_option("--prompt", o->prompt, "prompt text (needs tokenizer.model)");
+  auto* ids = app.add_option("--prompt-ids", o->prompt_ids, "prompt token ids, e.g. 1,2,3");
+  text->excludes(ids);
+  app.add_option("--max-new-tokens", o->max_new_tokens, "tokens to generate")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--logits-out", o->logits_out,
+                 "write float32 logits of every prompt position as .npy [num_prompt_tokens, vocab]");
+  app.add_option("--devices", o->devices, "virtual CPU devices (sync wiring)")
+      ->check(CLI::Range(1, 256));
+  app.add_option("--temperature", o->temperature, "0 = greedy")->check(CLI::Range(0.0, 100.0));
+  app.add_option("--top-p", o->top_p, "nucleus sampling mass")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--seed", o->seed, "sampling seed");
+  app.add_flag("--ignore-eos", o->ignore_eos, "keep generating after EOS");
+  app.add_flag("--json", o->json, "print {prompt_ids, output_ids, text} as one JSON object");
+  return [o]() {
+    if (o->prompt.empty() && o->prompt_ids.empty()) return fail("give --prompt or --prompt-ids");
+    engine::Topology t;
+    t.source = "<muflow generate>";
+    for (int64_t d = 0; d < o->devices; ++d) t.devices.push_back({"cpu" + std::to_string(d)});
+    t.model.path = o->model;
+    t.sampling.temperature = o->temperature;
+    t.sampling.top_p = o->top_p;
+    t.sampling.seed = o->seed;
+    t.sampling.stop_at_eos = !o->ignore_eos;
+    absl::StatusOr<std::unique_ptr<actors::Server>> server = actors::Server::create(t);
+    if (!server.ok()) return fail(std::string(server.status().message()));
+    engine::Request req;
+    req.max_new_tokens = o->max_new_tokens;
+    req.return_prompt_logits = !o->logits_out.empty();
+    if (!o->prompt.empty()) {
+      if (!(*server)->tokenizer()) {
+        return fail(o->model + " has no tokenizer.model; give --prompt-ids instead of --prompt");
+      }
+      req.prompt_text = o->prompt;
+      req.prompt = (*server)->tokenizer()->encode(o->prompt, /*add_bos=*/true);
+    } else {
+      for (absl::string_view piece : absl::StrSplit(o->prompt_ids, ',', absl::SkipWhitespace())) {
+        int32_t id = 0;
+        if (!absl::SimpleAtoi(piece, &id)) {
+          return fail("--prompt-ids: '" + std::string(piece) + "' is not an integer token id");
+        }
+        req.prompt.push_back(id);
+      }
+    }
+    absl::StatusOr<actors::RunOutcome> out = (*server)->run({req});
+    if (!out.ok()) return fail(std::string(out.status().message()));
+    const actors::RequestOutput& r = out->outputs.at(0);
+    if (!o->logits_out.empty()) {
+      absl::Status s = engine::write_npy_f32(o->logits_out, r.prompt_logits,
+                                             static_cast<int64_t>(r.prompt.size()),
+                                             (*server)->config().vocab_size);
+      if (!s.ok()) return fail(std::string(s.message()));
+    }
+    const engine::Tokenizer* tok = (*server)->tokenizer();
+    if (o->json) {
+      nlohmann::json j{{"prompt_ids", r.prompt}, {"output_ids", r.output}};
+      if (tok) j["text"] = tok->decode(r.output);
+      std::printf("%s\n", j.dump().c_str());
+    } else if (tok) {
+      std::printf("%s%s\n", o->prompt.empty() ? "" : (o->prompt + " ").c_str(),
+                  tok->decode(r.output).c_str());
+    } else {
+      for (size_t i = 0; i < r.output.size(); ++i) std::printf("%s%d", i ? " " : "", r.output[i]);
+      std::printf("\n");
+    }
+    return 0;
+  };
+}
+
+}  // namespace muflow::tools

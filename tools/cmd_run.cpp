@@ -1,0 +1,105 @@
+// `muflow run [TOPOLOGY]`: serves a topology's workload (or the embedded default) through its
+// wiring, shows progress, prints metrics, writes the Chrome trace and optional outputs.
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include "actors/server.hpp"
+#include "nlohmann/json.hpp"
+#include "tools/commands.hpp"
+
+namespace muflow::tools {
+namespace {
+
+int fail(const std::string& what) {
+  std::fprintf(stderr, "muflow run: %s\n", what.c_str());
+  return 1;
+}
+
+}  // namespace
+
+Command add_run_command(CLI::App& app) {
+  struct Options {
+    std::string topology, outputs, trace;
+    bool quiet = false;
+  };
+  auto o = std::make_shared<Options>();
+  app.add_option("topology", o->topology, "topology TOML file (default: the embedded demo)");
+  app.add_option("--outputs", o->outputs, "write one JSON line per request to this file");
+  app.add_option("--trace", o->trace,
+                 "Chrome trace output (default: the topology's 'trace', else out/muflow-trace.json)");
+  app.add_flag("--quiet", o->quiet, "no progress line");
+  return [o]() {
+    engine::Topology topo;
+    if (o->topology.empty()) {
+      topo = engine::default_topology();
+    } else {
+      absl::StatusOr<engine::Topology> parsed = engine::parse_topology_file(o->topology);
+      if (!parsed.ok()) return fail(std::string(parsed.status().message()));
+      topo = std::move(*parsed);
+    }
+    if (!o->trace.empty()) topo.trace_file = o->trace;
+    if (topo.trace_file.empty()) topo.trace_file = "out/muflow-trace.json";
+    if (!o->quiet) {
+      std::fprintf(stderr, "muflow: %s: wiring %s, backend %s, %zu devices, loading model...\n",
+                   topo.source.c_str(), topo.wiring.c_str(), topo.backend.c_str(),
+                   topo.devices.size());
+    }
+    absl::StatusOr<std::unique_ptr<actors::Server>> server = actors::Server::create(topo);
+    if (!server.ok()) return fail(std::string(server.status().message()));
+    absl::StatusOr<std::vector<engine::Request>> requests = (*server)->make_workload();
+    if (!requests.ok()) return fail(std::string(requests.status().message()));
+
+    actors::RunCallbacks cb;
+    const auto start = std::chrono::steady_clock::now();
+    auto last = start - std::chrono::seconds(1);
+    if (!o->quiet) {
+      cb.on_progress = [start, last](int64_t finished, int64_t total, int64_t tokens) mutable {
+        const auto now = std::chrono::steady_clock::now();
+        if (now - last < std::chrono::milliseconds(200) && finished < total) return;
+        last = now;
+        const double s = std::chrono::duration<double>(now - start).count();
+        std::fprintf(stderr, "\r  requests %lld/%lld  tokens %lld  %.1f tok/s  %.1fs   ",
+                     static_cast<long long>(finished), static_cast<long long>(total),
+                     static_cast<long long>(tokens), s > 0 ? tokens / s : 0.0, s);
+        if (finished == total) std::fprintf(stderr, "\n");
+      };
+    }
+    absl::StatusOr<actors::RunOutcome> out = (*server)->run(*requests, cb);
+    if (!out.ok()) return fail(std::string(out.status().message()));
+
+    std::vector<std::string> names;
+    for (const auto& d : topo.devices) names.push_back(d.name);
+    std::printf("%s", engine::format_metrics_table(out->metrics, names).c_str());
+    std::printf("trace: %s\n", topo.trace_file.c_str());
+    const engine::Tokenizer* tok = (*server)->tokenizer();
+    if (!o->outputs.empty()) {
+      std::ofstream f(o->outputs);
+      if (!f) return fail("cannot write --outputs file '" + o->outputs + "'");
+      for (const actors::RequestOutput& r : out->outputs) {
+        nlohmann::json j{{"request_id", r.request_id}, {"prompt_ids", r.prompt},
+                         {"output_ids", r.output}};
+        if (tok) j["output_text"] = tok->decode(r.output);
+        f << j.dump() << "\n";
+      }
+      std::printf("outputs: %s\n", o->outputs.c_str());
+    } else if (!o->quiet) {
+      const size_t show = std::min<size_t>(out->outputs.size(), 4);
+      for (size_t i = 0; i < show; ++i) {
+        const actors::RequestOutput& r = out->outputs[i];
+        std::string text;
+        if (tok) {
+          text = tok->decode(r.output);
+        } else {
+          for (int32_t t : r.output) text += std::to_string(t) + " ";
+        }
+        std::printf("request %lld -> %s\n", static_cast<long long>(r.request_id), text.c_str());
+      }
+    }
+    return 0;
+  };
+}
+
+}  // namespace muflow::tools

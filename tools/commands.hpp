@@ -1,0 +1,21 @@
+#pragma once
+/// \file
+/// Subcommands of the `muflow` CLI. Each registers its options on a CLI11 app and returns the
+/// function that runs it (exit code). All of them use the public Server API.
+
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+namespace muflow::tools {
+
+using Command = std::function<int()>;
+
+/// `muflow run [TOPOLOGY] [--outputs FILE.jsonl] [--trace FILE.json] [--quiet]`
+Command add_run_command(CLI::App& app);
+/// `muflow generate --model DIR (--prompt TEXT | --prompt-ids 1,2,3) ...`
+Command add_generate_command(CLI::App& app);
+/// `muflow make-model --out DIR --type mixtral|qwen2_moe ...`
+Command add_make_model_command(CLI::App& app);
+
+}  // namespace muflow::tools

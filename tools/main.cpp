@@ -1,0 +1,28 @@
+// The `muflow` command-line tool.
+#include <cstdio>
+#include <map>
+
+#include <CLI/CLI.hpp>
+
+#include "tools/commands.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"muflow: actor-based dataflow engine for Mixture-of-Experts inference"};
+  app.require_subcommand(1);
+  std::map<CLI::App*, muflow::tools::Command> commands;
+  auto add = [&](const char* name, const char* help, auto adder) {
+    CLI::App* sub = app.add_subcommand(name, help);
+    commands[sub] = adder(*sub);
+  };
+  add("run", "serve a topology's workload through its wiring (default: embedded demo)",
+      muflow::tools::add_run_command);
+  add("generate", "continue one prompt with a Hugging Face model folder",
+      muflow::tools::add_generate_command);
+  add("make-model", "write a synthetic MoE model folder (HF format, random weights)",
+      muflow::tools::add_make_model_command);
+  CLI11_PARSE(app, argc, argv);
+  for (auto& [sub, run] : commands) {
+    if (sub->parsed()) return run();
+  }
+  return 2;
+}
