@@ -3,9 +3,11 @@
 /// Topology files: one TOML file declaring cluster, model, wiring, placement, backend,
 /// workload and sampling (ARCHITECTURE.md §6). Parsed with toml++.
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -35,6 +37,8 @@ struct WorkloadSpec {
   std::string prompts_file;      ///< kind=prompts: one prompt per line (absolute path)
   std::vector<std::string> prompts;            ///< kind=prompts given inline
   std::vector<std::vector<int32_t>> prompt_ids; ///< kind=ids
+  /// kind=prompts/ids: tokens generated per request (>= 1). kind=poisson/trace: upper clamp
+  /// on the generated lengths, 0 = no clamp (the parser's default for those kinds).
   int64_t max_new_tokens = 16;
   // kind = poisson
   int64_t num_requests = 8;
@@ -43,7 +47,7 @@ struct WorkloadSpec {
   int64_t output_min = 8, output_max = 32;  ///< uniform output length range (tokens)
   // kind = trace
   std::string trace_file;        ///< CSV TIMESTAMP,ContextTokens,GeneratedTokens (absolute)
-  double time_scale = 1.0;       ///< arrival gaps are multiplied by this
+  double time_scale = 1.0;       ///< arrival times are multiplied by this (>= 0)
   int64_t max_requests = 0;      ///< 0 = all rows
   int64_t max_prompt_tokens = 0; ///< 0 = no clamp; else prompt lengths clamped to this
   uint64_t seed = 0;             ///< for synthetic prompt ids and arrivals
@@ -64,7 +68,8 @@ struct SchedulerSpec {
   int64_t max_prefill_tokens = 512;   ///< prompt tokens per rank per iteration (chunked prefill)
 };
 
-/// A whole topology file.
+/// A whole topology file (format and annotated example: topologies/README.md). Plain value;
+/// produced by the parser, then read-only (safe to share between threads).
 struct Topology {
   std::string source;                 ///< file path (or "<embedded default>")
   std::string wiring = "sync";        ///< "sync" (more wirings in later issues)
@@ -80,10 +85,27 @@ struct Topology {
   std::string trace_file;             ///< Chrome trace output; empty = none
 };
 
-/// Parses a topology file. Relative paths inside are resolved against the file's folder.
+/// Wirings this build implements (`wiring = "..."`); the parser rejects any other name and
+/// lists these in its message. Later issues extend the list ("async", "harmoeny", ...).
+inline constexpr std::array<std::string_view, 1> kKnownWirings = {"sync"};
+/// Backends this build implements (`backend = "..."`).
+inline constexpr std::array<std::string_view, 1> kKnownBackends = {"cpu"};
+/// Expert placement names accepted as `[placement] experts = "..."`.
+inline constexpr std::array<std::string_view, 1> kKnownPlacements = {"round-robin"};
+/// Device scheduling policies accepted as `[scheduler] policy = "..."`.
+inline constexpr std::array<std::string_view, 2> kKnownSchedulerPolicies = {"fifo",
+                                                                            "most-tokens"};
+/// Workload kinds accepted as `[workload] kind = "..."`.
+inline constexpr std::array<std::string_view, 4> kKnownWorkloadKinds = {"prompts", "ids",
+                                                                        "poisson", "trace"};
+
+/// Parses a topology file (format: topologies/README.md). Relative paths inside are
+/// resolved against the file's folder and stored absolute.
 /// Errors: InvalidArgument "FILE:LINE: key 'a.b': expected ..., got ..." for a wrong type,
 /// unknown key, unknown wiring/backend/kind, out-of-range value; NotFound for a missing file;
-/// the toml++ parse error with its line and column for malformed TOML.
+/// the toml++ parse error with its line and column for malformed TOML. Input files named in
+/// the topology (model folder, prompts file, trace CSV) must exist (NotFound otherwise);
+/// keys left out take default_topology()'s values. No shared state; any thread.
 absl::StatusOr<Topology> parse_topology_file(const std::string& path);
 
 /// Same from an in-memory string; `source_name` is used in error messages and relative
@@ -91,6 +113,12 @@ absl::StatusOr<Topology> parse_topology_file(const std::string& path);
 absl::StatusOr<Topology> parse_topology_string(const std::string& text,
                                                const std::string& source_name,
                                                const std::string& base_dir);
+
+/// Checks what the parser cannot know for a model given by `path` until its config.json is
+/// loaded: an explicit placement has exactly one entry per expert, and kind = "ids" token
+/// ids are < vocab_size. InvalidArgument naming the topology source otherwise.
+/// Pure function; any thread.
+absl::Status check_topology_against_model(const Topology& topology, const ModelConfig& config);
 
 /// The embedded default: a synthetic Mixtral-style model (see default_synthetic_config()),
 /// 4 cpu devices, sync wiring, built-in prompts (token ids), greedy sampling.

@@ -15,7 +15,7 @@ PKGS=(
   nlohmann-json3-dev               # config.json, safetensors header, traces
   libsentencepiece-dev             # tokenizer.model
   libgtest-dev libgmock-dev libbenchmark-dev
-  python3-numpy python3-torch      # independent float64 reference forward in tests
+  python3-numpy python3-torch python3-sentencepiece  # independent float64 reference forward in tests
 )
 missing=()
 for p in "${PKGS[@]}"; do

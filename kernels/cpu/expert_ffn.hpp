@@ -21,9 +21,12 @@ class ExpertFfn {
             int64_t ffn);
 
   /// x: [num_rows, hidden] f32; y: [num_rows, hidden] f32 (written). num_rows may be 0.
+  /// x and y must not overlap. Works kLinearMTile rows at a time through per-thread buffers.
   void forward(const float* x, int64_t num_rows, float* y) const;
 
+  /// Model width (elements per row of x and y).
   int64_t hidden() const { return hidden_; }
+  /// Expert intermediate width (rows of gate and up).
   int64_t ffn() const { return ffn_; }
 
  private:

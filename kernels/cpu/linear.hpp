@@ -25,7 +25,10 @@ enum class LinearWeightType { kF32, kBF16 };
 ///
 /// Thread safety: construct on any thread; `forward` is const and may be called
 /// concurrently from any number of threads (each call uses its own scratchpad). oneDNN
-/// runs single-threaded inside a call (each muflow device is one executor thread).
+/// runs single-threaded inside a call (each muflow device is one executor thread): the call
+/// sets the calling thread's OpenMP thread count to 1 for its duration and restores it.
+/// Cost: a call of M rows runs ceil(M / kLinearMTile) full tiles (M = 1 costs as much as
+/// M = kLinearMTile); numbers in bench/README.md and kernels/README.md.
 /// Errors: dims ≤ 0 or a null weight pointer abort through the project assert.
 class Linear {
  public:
@@ -41,11 +44,16 @@ class Linear {
   Linear& operator=(const Linear&) = delete;
 
   /// Computes `num_rows` rows. `x`: [num_rows, in] f32; `y`: [num_rows, out] f32 (written).
-  /// num_rows == 0 is a no-op.
+  /// num_rows == 0 is a no-op. x and y must not overlap.
   void forward(const float* x, int64_t num_rows, float* y) const;
 
+  /// K: columns of x (elements). Not valid on a moved-from Linear.
   int64_t in_features() const;
+  /// N: columns of y (elements).
   int64_t out_features() const;
+  /// The type the primitive computes in: kBF16 for bf16 weights when oneDNN has a bf16
+  /// matmul for this CPU; kF32 for f32 weights, and for bf16 weights on the fallback path
+  /// (weights upcast to f32 exactly at construction, activations still rounded to bf16).
   LinearWeightType weight_type() const;
 
  private:

@@ -1,0 +1,290 @@
+// The cost of batch invariance on the CPU backend.
+//
+// muflow's Linear always runs one oneDNN matmul primitive of shape [kLinearMTile, K]·[K, N]
+// and zero-pads the last tile (kernels/cpu/linear.hpp). The natural, non-batch-invariant way
+// is one primitive created for the exact M (prepacked weights too). This compares both:
+//   BM_Linear_{Muflow,PerM}       one Linear, K = 1024 (hidden), N = 4096 (ffn)
+//   BM_ExpertFfn_{Muflow,PerM}    SwiGLU expert, hidden 1024, ffn 4096: gate|up GEMM, swiglu,
+//                                 down GEMM
+//   BM_Linear_FixedTile           muflow's algorithm with tile T ∈ {8, 16, 32} (to choose
+//                                 kLinearMTile; T = 16 is what Linear does)
+// each for M ∈ {1, 8, 32, 128, 512}, f32 and bf16 weights. The GFLOPs counter counts useful
+// work only (2·M·K·N per GEMM, padding excluded). All runs are single-threaded oneDNN, as in
+// the engine (one executor thread per device). Run: see bench/README.md.
+
+#include <benchmark/benchmark.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <unordered_map>
+#include <vector>
+
+#include "kernels/cpu/bf16.hpp"
+#include "kernels/cpu/expert_ffn.hpp"
+#include "kernels/cpu/linear.hpp"
+#include "kernels/reference/test_inputs.hpp"
+
+namespace {
+
+using muflow::kernels::cpu::ExpertFfn;
+using muflow::kernels::cpu::kLinearMTile;
+using muflow::kernels::cpu::Linear;
+using muflow::kernels::cpu::swiglu;
+using muflow::kernels::reference::random_floats;
+using muflow::kernels::reference::SplitMix64;
+
+constexpr int64_t kHidden = 1024;
+constexpr int64_t kFfn = 4096;
+constexpr uint64_t kSeed = 42;
+
+dnnl::engine& engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
+  std::vector<uint16_t> out(v.size());
+  muflow::kernels::cpu::f32_to_bf16_n(v.data(), static_cast<int64_t>(v.size()), out.data());
+  return out;
+}
+
+/// A plain oneDNN matmul y[M, N] = x[M, K]·Wᵀ for one fixed M (the baseline), weights
+/// prepacked from HF [N, K]. bf16: x is converted to bf16 inside `run` (same work as Linear).
+class OneDnnMatmul {
+ public:
+  OneDnnMatmul(const void* weight, bool bf16, int64_t m, int64_t n, int64_t k)
+      : bf16_(bf16), m_(m), n_(n), k_(k) {
+    using dt = dnnl::memory::data_type;
+    using tag = dnnl::memory::format_tag;
+    const dt wdt = bf16 ? dt::bf16 : dt::f32;
+    const dnnl::memory::desc src_md({m, k}, wdt, tag::ab);
+    const dnnl::memory::desc dst_md({m, n}, dt::f32, tag::ab);
+    const dnnl::memory::desc any_w({k, n}, wdt, tag::any);
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src_md, any_w, dst_md), engine());
+    matmul_ = dnnl::matmul(pd);
+    dnnl::memory user_w(dnnl::memory::desc({k, n}, wdt, dnnl::memory::dims{1, k}), engine(),
+                        const_cast<void*>(weight));
+    weights_ = dnnl::memory(pd.weights_desc(), engine());
+    src_ = dnnl::memory(src_md, engine());
+    dst_ = dnnl::memory(dst_md, engine(), nullptr);
+    dnnl::stream s(engine());
+    dnnl::reorder(user_w, weights_).execute(s, user_w, weights_);
+    s.wait();
+  }
+
+  void run(const float* x, float* y, dnnl::stream& stream) {
+    if (bf16_) {
+      muflow::kernels::cpu::f32_to_bf16_n(x, m_ * k_, static_cast<uint16_t*>(src_.get_data_handle()));
+    } else {
+      src_.set_data_handle(const_cast<float*>(x));
+    }
+    dst_.set_data_handle(y);
+    matmul_.execute(stream, {{DNNL_ARG_SRC, src_}, {DNNL_ARG_WEIGHTS, weights_}, {DNNL_ARG_DST, dst_}});
+  }
+
+ private:
+  bool bf16_;
+  int64_t m_, n_, k_;
+  dnnl::matmul matmul_;
+  dnnl::memory weights_, src_, dst_;
+};
+
+/// Shared random weights of the benchmark shapes (built once).
+struct Weights {
+  std::vector<float> gate, up, down, gate_up;
+  std::vector<uint16_t> gate16, up16, down16, gate_up16;
+  static const Weights& get() {
+    static const Weights w = [] {
+      Weights out;
+      SplitMix64 rng(kSeed);
+      out.gate = random_floats(rng, kFfn * kHidden, -0.05f, 0.05f);
+      out.up = random_floats(rng, kFfn * kHidden, -0.05f, 0.05f);
+      out.down = random_floats(rng, kHidden * kFfn, -0.05f, 0.05f);
+      out.gate_up = out.gate;
+      out.gate_up.insert(out.gate_up.end(), out.up.begin(), out.up.end());
+      out.gate16 = to_bf16(out.gate);
+      out.up16 = to_bf16(out.up);
+      out.down16 = to_bf16(out.down);
+      out.gate_up16 = to_bf16(out.gate_up);
+      return out;
+    }();
+    return w;
+  }
+};
+
+void set_counters(benchmark::State& state, double flops_per_iter) {
+  state.counters["GFLOPs"] =
+      benchmark::Counter(flops_per_iter / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// state.range(0) = M, state.range(1) = 1 for bf16.
+
+void BM_Linear_Muflow(benchmark::State& state) {
+  const int64_t m = state.range(0);
+  const bool bf16 = state.range(1) != 0;
+  const Weights& w = Weights::get();
+  const Linear linear = bf16 ? Linear(w.gate16.data(), kFfn, kHidden, nullptr)
+                             : Linear(w.gate.data(), kFfn, kHidden, nullptr);
+  SplitMix64 rng(kSeed + 1);
+  const std::vector<float> x = random_floats(rng, m * kHidden, -1.0f, 1.0f);
+  std::vector<float> y(m * kFfn);
+  for (auto _ : state) {
+    linear.forward(x.data(), m, y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  set_counters(state, 2.0 * m * kHidden * kFfn);
+}
+
+void BM_Linear_PerM(benchmark::State& state) {
+  const int64_t m = state.range(0);
+  const bool bf16 = state.range(1) != 0;
+  const Weights& w = Weights::get();
+  OneDnnMatmul matmul(bf16 ? static_cast<const void*>(w.gate16.data()) : w.gate.data(), bf16, m,
+                      kFfn, kHidden);
+  dnnl::stream stream(engine());
+  SplitMix64 rng(kSeed + 1);
+  const std::vector<float> x = random_floats(rng, m * kHidden, -1.0f, 1.0f);
+  std::vector<float> y(m * kFfn);
+  for (auto _ : state) {
+    matmul.run(x.data(), y.data(), stream);
+    stream.wait();
+    benchmark::DoNotOptimize(y.data());
+  }
+  set_counters(state, 2.0 * m * kHidden * kFfn);
+}
+
+/// muflow's fixed-tile algorithm with an arbitrary tile T = state.range(2): one [T, K]
+/// primitive, ceil(M / T) executions, the last one zero-padded.
+void BM_Linear_FixedTile(benchmark::State& state) {
+  const int64_t m = state.range(0);
+  const bool bf16 = state.range(1) != 0;
+  const int64_t tile = state.range(2);
+  const Weights& w = Weights::get();
+  OneDnnMatmul matmul(bf16 ? static_cast<const void*>(w.gate16.data()) : w.gate.data(), bf16,
+                      tile, kFfn, kHidden);
+  dnnl::stream stream(engine());
+  SplitMix64 rng(kSeed + 1);
+  const std::vector<float> x = random_floats(rng, m * kHidden, -1.0f, 1.0f);
+  std::vector<float> y(m * kFfn), x_pad(tile * kHidden, 0.0f), y_pad(tile * kFfn);
+  for (auto _ : state) {
+    for (int64_t row = 0; row < m; row += tile) {
+      const int64_t rows = std::min(tile, m - row);
+      if (rows == tile) {
+        matmul.run(x.data() + row * kHidden, y.data() + row * kFfn, stream);
+      } else {
+        std::memcpy(x_pad.data(), x.data() + row * kHidden, rows * kHidden * sizeof(float));
+        std::fill(x_pad.begin() + rows * kHidden, x_pad.end(), 0.0f);
+        matmul.run(x_pad.data(), y_pad.data(), stream);
+        std::memcpy(y.data() + row * kFfn, y_pad.data(), rows * kFfn * sizeof(float));
+      }
+    }
+    stream.wait();
+    benchmark::DoNotOptimize(y.data());
+  }
+  set_counters(state, 2.0 * m * kHidden * kFfn);
+}
+
+void BM_ExpertFfn_Muflow(benchmark::State& state) {
+  const int64_t m = state.range(0);
+  const bool bf16 = state.range(1) != 0;
+  const Weights& w = Weights::get();
+  const ExpertFfn ffn = bf16 ? ExpertFfn(w.gate16.data(), w.up16.data(), w.down16.data(), kHidden, kFfn)
+                             : ExpertFfn(w.gate.data(), w.up.data(), w.down.data(), kHidden, kFfn);
+  SplitMix64 rng(kSeed + 1);
+  const std::vector<float> x = random_floats(rng, m * kHidden, -1.0f, 1.0f);
+  std::vector<float> y(m * kHidden);
+  for (auto _ : state) {
+    ffn.forward(x.data(), m, y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  set_counters(state, 2.0 * m * kHidden * kFfn * 3);
+}
+
+void BM_ExpertFfn_PerM(benchmark::State& state) {
+  const int64_t m = state.range(0);
+  const bool bf16 = state.range(1) != 0;
+  const Weights& w = Weights::get();
+  OneDnnMatmul gate_up(bf16 ? static_cast<const void*>(w.gate_up16.data()) : w.gate_up.data(),
+                       bf16, m, 2 * kFfn, kHidden);
+  OneDnnMatmul down(bf16 ? static_cast<const void*>(w.down16.data()) : w.down.data(), bf16, m,
+                    kHidden, kFfn);
+  dnnl::stream stream(engine());
+  SplitMix64 rng(kSeed + 1);
+  const std::vector<float> x = random_floats(rng, m * kHidden, -1.0f, 1.0f);
+  std::vector<float> h(m * 2 * kFfn), a(m * kFfn), y(m * kHidden);
+  for (auto _ : state) {
+    gate_up.run(x.data(), h.data(), stream);
+    stream.wait();
+    swiglu(h.data(), m, kFfn, a.data());
+    down.run(a.data(), y.data(), stream);
+    stream.wait();
+    benchmark::DoNotOptimize(y.data());
+  }
+  set_counters(state, 2.0 * m * kHidden * kFfn * 3);
+}
+
+void MAndType(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"M", "bf16"});
+  for (int64_t bf16 : {0, 1}) {
+    for (int64_t m : {1, 8, 32, 128, 512}) b->Args({m, bf16});
+  }
+  b->Unit(benchmark::kMicrosecond);
+}
+
+void MTypeAndTile(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"M", "bf16", "tile"});
+  for (int64_t bf16 : {0, 1}) {
+    for (int64_t tile : {8, 16, 32}) {
+      for (int64_t m : {1, 8, 32, 128, 512}) b->Args({m, bf16, tile});
+    }
+  }
+  b->Unit(benchmark::kMicrosecond);
+}
+
+BENCHMARK(BM_Linear_Muflow)->Apply(MAndType);
+BENCHMARK(BM_Linear_PerM)->Apply(MAndType);
+BENCHMARK(BM_ExpertFfn_Muflow)->Apply(MAndType);
+BENCHMARK(BM_ExpertFfn_PerM)->Apply(MAndType);
+BENCHMARK(BM_Linear_FixedTile)->Apply(MTypeAndTile);
+
+/// Prints whether the per-M baseline is batch invariant (row 0 alone vs inside M = 512):
+/// the property muflow pays for.
+void report_per_m_invariance() {
+  const Weights& w = Weights::get();
+  SplitMix64 rng(kSeed + 2);
+  const std::vector<float> x = random_floats(rng, 512 * kHidden, -1.0f, 1.0f);
+  for (bool bf16 : {false, true}) {
+    const void* weights = bf16 ? static_cast<const void*>(w.gate16.data()) : w.gate.data();
+    int num_differ = 0;
+    std::vector<float> alone(kFfn), batch(512 * kFfn);
+    dnnl::stream stream(engine());
+    OneDnnMatmul one(weights, bf16, 1, kFfn, kHidden);
+    one.run(x.data(), alone.data(), stream);
+    for (int64_t m : {8, 32, 128, 512}) {
+      OneDnnMatmul many(weights, bf16, m, kFfn, kHidden);
+      many.run(x.data(), batch.data(), stream);
+      stream.wait();
+      if (std::memcmp(alone.data(), batch.data(), kFfn * sizeof(float)) != 0) ++num_differ;
+    }
+    std::printf("per-M oneDNN %s: row 0 alone vs in M={8,32,128,512}: %d of 4 differ bitwise\n",
+                bf16 ? "bf16" : "f32", num_differ);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  omp_set_num_threads(1);  // baselines single-threaded like Linear (which enforces it itself)
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  std::printf("kLinearMTile = %lld, seed = %llu\n", static_cast<long long>(kLinearMTile),
+              static_cast<unsigned long long>(kSeed));
+  report_per_m_invariance();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,107 @@
+#pragma once
+/// \file
+/// Serving metrics of one run: throughput, time to first token (TTFT), inter-token latency
+/// (ITL), per-device busy time and MoE load balance. The coordinator records events; the CLI
+/// prints the summary as a table or JSON.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace muflow::engine {
+
+/// The q-th percentile (q in [0, 100]) of `values` by linear interpolation between closest
+/// ranks (NumPy's default "linear" method): sort ascending, h = (n - 1) * q / 100, result
+/// = x[floor(h)] + (h - floor(h)) * (x[floor(h) + 1] - x[floor(h)]). So p50 of {1, 2, 3, 4}
+/// is 2.5 and p99 is 3.97. Returns 0 for an empty input. Pure; any thread.
+double percentile_linear(std::vector<double> values, double q);
+
+/// Mean, median and 99th percentile of a latency sample, in milliseconds.
+struct LatencyStats {
+  int64_t num_samples = 0;  ///< 0 = nothing measured (the other fields are then 0)
+  double mean_ms = 0.0;
+  double p50_ms = 0.0;      ///< percentile_linear(samples, 50)
+  double p99_ms = 0.0;      ///< percentile_linear(samples, 99)
+};
+
+/// Summary of one run (MetricsRecorder::summarize).
+struct RunMetrics {
+  int64_t num_requests = 0;            ///< requests that arrived
+  int64_t num_completed_requests = 0;  ///< requests that finished
+  int64_t num_output_tokens = 0;       ///< generated tokens over all requests
+  double duration_s = 0.0;             ///< wall time the rates below are taken over
+  double output_tokens_per_s = 0.0;    ///< num_output_tokens / duration_s
+  LatencyStats ttft;                   ///< first token time - arrival, per request
+  LatencyStats itl;                    ///< gap between consecutive tokens of one request
+  std::vector<double> device_busy_pct; ///< [num_devices] union of busy intervals / duration
+  /// Mean over (block, iteration) samples of mean/max tokens per device in MoE layers:
+  /// 1.0 = every device got the same number of expert tokens; 1/num_devices = one device
+  /// got them all. 0 when num_moe_samples is 0.
+  double moe_balance = 0.0;
+  int64_t num_moe_samples = 0;         ///< (block, iteration) pairs with at least one token
+};
+
+/// Records the events of one run and summarises them.
+///
+/// Times are seconds on one clock (wall or virtual) shared by all calls. Single owner: the
+/// coordinator actor; not thread-safe (no locking). Preconditions (checked with
+/// MUFLOW_ASSERT, they are the caller's invariants, not user input): device indices in
+/// [0, num_devices); on_token / on_finish only for requests that arrived.
+class MetricsRecorder {
+ public:
+  explicit MetricsRecorder(int64_t num_devices);
+
+  /// Request `request_id` arrived (was admitted) at `t_s`.
+  void on_arrival(int64_t request_id, double t_s);
+  /// One output token of `request_id` was produced at `t_s`; the first gives its TTFT, the
+  /// following ones its inter-token gaps.
+  void on_token(int64_t request_id, double t_s);
+  /// `request_id` finished (EOS or max_new_tokens) at `t_s`.
+  void on_finish(int64_t request_id, double t_s);
+  /// `device` computed from begin_s to end_s (end_s >= begin_s). Overlapping intervals of one
+  /// device count once.
+  void on_device_busy(int64_t device, double begin_s, double end_s);
+  /// In MoE block `block` of iteration `iteration`, `device` computed `num_tokens` expert
+  /// tokens (token-expert pairs). Calls for the same (block, iteration, device) add up.
+  void on_expert_tokens(int64_t block, int64_t iteration, int64_t device, int64_t num_tokens);
+  /// All devices at once: tokens_per_device has [num_devices] entries (adds up like above).
+  void on_layer_iteration(int64_t block, int64_t iteration,
+                          const std::vector<int64_t>& tokens_per_device);
+
+  /// Summary over everything recorded. `wall_s` > 0 is the duration rates and busy
+  /// percentages are taken over; otherwise the span from the first arrival to the last
+  /// recorded event is used.
+  RunMetrics summarize(double wall_s) const;
+
+  int64_t num_devices() const { return num_devices_; }
+
+ private:
+  struct RequestTimes {
+    double arrival_s = 0.0;
+    double finish_s = -1.0;          ///< < 0 while running
+    std::vector<double> token_s;     ///< time of each output token
+  };
+  RequestTimes& request(int64_t request_id);
+
+  int64_t num_devices_;
+  std::map<int64_t, RequestTimes> requests_;
+  std::vector<std::vector<std::pair<double, double>>> busy_;  ///< [device] (begin, end)
+  std::map<std::pair<int64_t, int64_t>, std::vector<int64_t>> moe_tokens_;  ///< (block, it)
+  double first_s_ = 0.0, last_s_ = 0.0;
+  bool any_event_ = false;
+};
+
+/// A readable multi-line table for a terminal (ms, tokens/s, %); device_names gives the row
+/// labels of the busy column (missing names print as "dev<i>").
+std::string format_metrics_table(const RunMetrics& metrics,
+                                 const std::vector<std::string>& device_names);
+
+/// JSON object with every RunMetrics field (latencies as {"num_samples","mean_ms","p50_ms",
+/// "p99_ms"}, null when nothing was measured; moe_balance null when num_moe_samples is 0).
+nlohmann::json to_json(const RunMetrics& metrics);
+
+}  // namespace muflow::engine

@@ -1,0 +1,70 @@
+#include "kernels/cpu/expert_ffn.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kernels/assert.hpp"
+
+namespace muflow::kernels::cpu {
+namespace {
+
+/// Stacks gate `[ffn, hidden]` over up `[ffn, hidden]` into one `[2·ffn, hidden]` matrix.
+template <typename T>
+std::vector<T> stack_gate_up(const T* gate, const T* up, int64_t hidden, int64_t ffn) {
+  MUFLOW_ASSERT(gate != nullptr && up != nullptr, "ExpertFfn: null gate or up weight");
+  MUFLOW_ASSERT(hidden > 0 && ffn > 0, "ExpertFfn: dims must be positive");
+  const std::size_t num_values = static_cast<std::size_t>(ffn * hidden);
+  std::vector<T> stacked(2 * num_values);
+  std::memcpy(stacked.data(), gate, num_values * sizeof(T));
+  std::memcpy(stacked.data() + num_values, up, num_values * sizeof(T));
+  return stacked;
+}
+
+}  // namespace
+
+ExpertFfn::ExpertFfn(const float* gate, const float* up, const float* down, int64_t hidden,
+                     int64_t ffn)
+    : hidden_(hidden),
+      ffn_(ffn),
+      gate_up_(stack_gate_up(gate, up, hidden, ffn).data(), 2 * ffn, hidden, nullptr),
+      down_(down, hidden, ffn, nullptr) {}
+
+ExpertFfn::ExpertFfn(const uint16_t* gate, const uint16_t* up, const uint16_t* down,
+                     int64_t hidden, int64_t ffn)
+    : hidden_(hidden),
+      ffn_(ffn),
+      gate_up_(stack_gate_up(gate, up, hidden, ffn).data(), 2 * ffn, hidden, nullptr),
+      down_(down, hidden, ffn, nullptr) {}
+
+void ExpertFfn::forward(const float* x, int64_t num_rows, float* y) const {
+  MUFLOW_ASSERT(num_rows >= 0, "ExpertFfn::forward: negative num_rows");
+  // One row tile at a time keeps the [rows, 2·ffn] intermediate in cache. Each Linear is
+  // batch invariant and swiglu is element-wise, so chunking does not change any row's bits.
+  thread_local std::vector<float> gate_up_buffer;
+  thread_local std::vector<float> activation_buffer;
+  gate_up_buffer.resize(static_cast<std::size_t>(kLinearMTile * 2 * ffn_));
+  activation_buffer.resize(static_cast<std::size_t>(kLinearMTile * ffn_));
+  for (int64_t row = 0; row < num_rows; row += kLinearMTile) {
+    const int64_t rows = std::min<int64_t>(kLinearMTile, num_rows - row);
+    gate_up_.forward(x + row * hidden_, rows, gate_up_buffer.data());
+    swiglu(gate_up_buffer.data(), rows, ffn_, activation_buffer.data());
+    down_.forward(activation_buffer.data(), rows, y + row * hidden_);
+  }
+}
+
+void swiglu(const float* gate_up, int64_t num_rows, int64_t ffn, float* out) {
+  MUFLOW_ASSERT(num_rows >= 0 && ffn > 0, "swiglu: bad sizes");
+  for (int64_t r = 0; r < num_rows; ++r) {
+    const float* gate = gate_up + r * 2 * ffn;
+    const float* up = gate + ffn;
+    float* row_out = out + r * ffn;
+    for (int64_t j = 0; j < ffn; ++j) {
+      const float g = gate[j];
+      row_out[j] = (g / (1.0f + std::exp(-g))) * up[j];
+    }
+  }
+}
+
+}  // namespace muflow::kernels::cpu

@@ -1,0 +1,181 @@
+// Batch invariance (ARCHITECTURE.md §8.1): a row's result is BITWISE the same whether it is
+// computed alone or inside a batch of any size, at any position, next to any other rows.
+// Checked with memcmp for Linear (f32, bf16, with bias), ExpertFfn (f32, bf16), rms_norm and
+// router_topk, for batch sizes 2, 3, 7, 16, 17, 64, 100, 512 and several positions each.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/expert_ffn.hpp"
+#include "kernels/cpu/linear.hpp"
+#include "kernels/cpu/rms_norm.hpp"
+#include "kernels/cpu/router.hpp"
+#include "kernels/reference/test_inputs.hpp"
+
+namespace muflow::kernels::cpu {
+namespace {
+
+using reference::random_bf16;
+using reference::random_floats;
+using reference::SplitMix64;
+
+constexpr int64_t kBatchSizes[] = {2, 3, 7, 16, 17, 64, 100, 512};
+
+/// Positions to place the probe row at in a batch of `batch` rows: both ends, around the
+/// M-tile boundaries, the middle.
+std::vector<int64_t> probe_positions(int64_t batch) {
+  std::vector<int64_t> positions;
+  for (int64_t p : {int64_t{0}, int64_t{1}, kLinearMTile - 1, kLinearMTile, kLinearMTile + 1,
+                    batch / 2, batch - 2, batch - 1}) {
+    if (p >= 0 && p < batch &&
+        std::find(positions.begin(), positions.end(), p) == positions.end()) {
+      positions.push_back(p);
+    }
+  }
+  return positions;
+}
+
+/// A row-wise op: in [num_rows, in_width] → out [num_rows, out_width] (bytes compared).
+using RowOp = std::function<void(const float* in, int64_t num_rows, void* out)>;
+
+/// Runs `op` on the probe row alone, then inside random batches, and memcmp's the probe's
+/// output row. `out_row_bytes` is the size of one output row.
+void expect_batch_invariant(const std::string& what, int64_t in_width, std::size_t out_row_bytes,
+                            const RowOp& op, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
+  SCOPED_TRACE(what);
+  SplitMix64 rng(seed);
+  const std::vector<float> probe = random_floats(rng, in_width, lo, hi);
+  std::vector<unsigned char> alone(out_row_bytes);
+  op(probe.data(), 1, alone.data());
+  for (int64_t batch : kBatchSizes) {
+    for (int64_t position : probe_positions(batch)) {
+      // Fresh neighbours for every (batch, position): different rows around the probe.
+      std::vector<float> x = random_floats(rng, batch * in_width, lo, hi);
+      std::memcpy(x.data() + position * in_width, probe.data(), in_width * sizeof(float));
+      std::vector<unsigned char> out(batch * out_row_bytes);
+      op(x.data(), batch, out.data());
+      ASSERT_EQ(std::memcmp(out.data() + position * out_row_bytes, alone.data(), out_row_bytes), 0)
+          << what << ": probe row differs in batch " << batch << " at position " << position;
+    }
+  }
+}
+
+struct LinearShape {
+  int64_t out, in;
+};
+const LinearShape kLinearShapes[] = {{64, 64}, {70, 100}, {1024, 1024}, {384, 4096}};
+
+TEST(BatchInvarianceTest, LinearF32) {
+  const uint64_t seed = reference::test_seed("BatchInvarianceTest.LinearF32", 2001);
+  SplitMix64 rng(seed);
+  for (const LinearShape& s : kLinearShapes) {
+    for (bool with_bias : {false, true}) {
+      const std::vector<float> w = random_floats(rng, s.out * s.in, -0.1f, 0.1f);
+      const std::vector<float> bias = random_floats(rng, s.out, -1.0f, 1.0f);
+      const Linear linear(w.data(), s.out, s.in, with_bias ? bias.data() : nullptr);
+      expect_batch_invariant(
+          "Linear f32 " + std::to_string(s.out) + "x" + std::to_string(s.in) +
+              (with_bias ? " bias" : ""),
+          s.in, s.out * sizeof(float),
+          [&](const float* x, int64_t n, void* y) { linear.forward(x, n, static_cast<float*>(y)); },
+          rng.next());
+    }
+  }
+}
+
+TEST(BatchInvarianceTest, LinearBF16) {
+  const uint64_t seed = reference::test_seed("BatchInvarianceTest.LinearBF16", 2002);
+  SplitMix64 rng(seed);
+  for (const LinearShape& s : kLinearShapes) {
+    for (bool with_bias : {false, true}) {
+      const std::vector<uint16_t> w = random_bf16(rng, s.out * s.in, -0.1f, 0.1f);
+      const std::vector<float> bias = random_floats(rng, s.out, -1.0f, 1.0f);
+      const Linear linear(w.data(), s.out, s.in, with_bias ? bias.data() : nullptr);
+      expect_batch_invariant(
+          "Linear bf16 " + std::to_string(s.out) + "x" + std::to_string(s.in) +
+              (with_bias ? " bias" : ""),
+          s.in, s.out * sizeof(float),
+          [&](const float* x, int64_t n, void* y) { linear.forward(x, n, static_cast<float*>(y)); },
+          rng.next());
+    }
+  }
+}
+
+TEST(BatchInvarianceTest, ExpertFfnF32AndBF16) {
+  const uint64_t seed = reference::test_seed("BatchInvarianceTest.ExpertFfn", 2003);
+  SplitMix64 rng(seed);
+  struct Shape {
+    int64_t hidden, ffn;
+  };
+  for (const Shape s : {Shape{96, 200}, Shape{256, 704}}) {
+    const std::vector<float> gate = random_floats(rng, s.ffn * s.hidden, -0.1f, 0.1f);
+    const std::vector<float> up = random_floats(rng, s.ffn * s.hidden, -0.1f, 0.1f);
+    const std::vector<float> down = random_floats(rng, s.hidden * s.ffn, -0.1f, 0.1f);
+    const ExpertFfn ffn_f32(gate.data(), up.data(), down.data(), s.hidden, s.ffn);
+    expect_batch_invariant(
+        "ExpertFfn f32 hidden " + std::to_string(s.hidden), s.hidden, s.hidden * sizeof(float),
+        [&](const float* x, int64_t n, void* y) { ffn_f32.forward(x, n, static_cast<float*>(y)); },
+        rng.next());
+    const std::vector<uint16_t> gate16 = random_bf16(rng, s.ffn * s.hidden, -0.1f, 0.1f);
+    const std::vector<uint16_t> up16 = random_bf16(rng, s.ffn * s.hidden, -0.1f, 0.1f);
+    const std::vector<uint16_t> down16 = random_bf16(rng, s.hidden * s.ffn, -0.1f, 0.1f);
+    const ExpertFfn ffn_bf16(gate16.data(), up16.data(), down16.data(), s.hidden, s.ffn);
+    expect_batch_invariant(
+        "ExpertFfn bf16 hidden " + std::to_string(s.hidden), s.hidden, s.hidden * sizeof(float),
+        [&](const float* x, int64_t n, void* y) { ffn_bf16.forward(x, n, static_cast<float*>(y)); },
+        rng.next());
+  }
+}
+
+TEST(BatchInvarianceTest, RmsNorm) {
+  const uint64_t seed = reference::test_seed("BatchInvarianceTest.RmsNorm", 2004);
+  SplitMix64 rng(seed);
+  for (int64_t dim : {1, 7, 1024, 4099}) {
+    const std::vector<float> weight = random_floats(rng, dim, 0.5f, 1.5f);
+    expect_batch_invariant(
+        "rms_norm dim " + std::to_string(dim), dim, dim * sizeof(float),
+        [&](const float* x, int64_t n, void* y) {
+          rms_norm(x, weight.data(), n, dim, 1e-6f, static_cast<float*>(y));
+        },
+        rng.next(), -3.0f, 3.0f);
+  }
+}
+
+TEST(BatchInvarianceTest, RouterTopk) {
+  const uint64_t seed = reference::test_seed("BatchInvarianceTest.RouterTopk", 2005);
+  SplitMix64 rng(seed);
+  struct Config {
+    int64_t num_experts, num_topk;
+    bool renormalize;
+  };
+  for (const Config c : {Config{8, 2, true}, Config{60, 4, false}, Config{64, 8, true},
+                         Config{5, 5, true}}) {
+    const std::size_t ids_bytes = c.num_topk * sizeof(int32_t);
+    const std::size_t row_bytes = ids_bytes + c.num_topk * sizeof(float);
+    // Output row = ids then weights, packed, so one memcmp covers both.
+    expect_batch_invariant(
+        "router_topk E=" + std::to_string(c.num_experts) + " k=" + std::to_string(c.num_topk),
+        c.num_experts, row_bytes,
+        [&](const float* logits, int64_t n, void* out) {
+          std::vector<int32_t> ids(n * c.num_topk);
+          std::vector<float> weights(n * c.num_topk);
+          router_topk(logits, n, c.num_experts, c.num_topk, c.renormalize, ids.data(),
+                      weights.data());
+          auto* bytes = static_cast<unsigned char*>(out);
+          for (int64_t r = 0; r < n; ++r) {
+            std::memcpy(bytes + r * row_bytes, ids.data() + r * c.num_topk, ids_bytes);
+            std::memcpy(bytes + r * row_bytes + ids_bytes, weights.data() + r * c.num_topk,
+                        c.num_topk * sizeof(float));
+          }
+        },
+        rng.next(), -4.0f, 4.0f);
+  }
+}
+
+}  // namespace
+}  // namespace muflow::kernels::cpu

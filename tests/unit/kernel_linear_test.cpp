@@ -1,0 +1,182 @@
+// Tests for kernels/cpu/linear.hpp against kernels/reference/linear.hpp.
+//
+// Tolerance policy (Linear): |y − y_ref| ≤ 1e-5 · Σ_k |x_k·w_k| (+|bias|) + 1e-30, i.e. relative
+// to the magnitude of the terms being summed, the natural error scale of an f32 dot product
+// (reference sums in double). bf16 uses the same bound because the reference mirrors the
+// bf16 contract (x rounded to bf16; bf16·bf16 products are exact in f32).
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "kernels/cpu/bf16.hpp"
+#include "kernels/cpu/linear.hpp"
+#include "kernels/reference/linear.hpp"
+#include "kernels/reference/test_inputs.hpp"
+
+namespace muflow::kernels::cpu {
+namespace {
+
+using reference::random_bf16;
+using reference::random_floats;
+using reference::SplitMix64;
+
+constexpr float kLinearRelTol = 1e-5f;
+
+std::vector<float> abs_values(const std::vector<float>& v) {
+  std::vector<float> out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) out[i] = std::fabs(v[i]);
+  return out;
+}
+
+std::vector<float> upcast(const std::vector<uint16_t>& v) {
+  std::vector<float> out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) out[i] = bf16_to_f32(v[i]);
+  return out;
+}
+
+/// Checks y against the reference for f32 (bf16 == false) or bf16 weights.
+void check_linear(int64_t num_rows, int64_t out, int64_t in, bool with_bias, bool bf16,
+                  uint64_t seed) {
+  SCOPED_TRACE(testing::Message() << "rows=" << num_rows << " out=" << out << " in=" << in
+                                  << " bias=" << with_bias << " bf16=" << bf16);
+  SplitMix64 rng(seed);
+  const std::vector<float> x = random_floats(rng, num_rows * in, -1.0f, 1.0f);
+  const std::vector<float> bias = random_floats(rng, out, -0.5f, 0.5f);
+  const float* bias_ptr = with_bias ? bias.data() : nullptr;
+  std::vector<float> w_f32;
+  std::vector<uint16_t> w_bf16;
+  std::vector<float> y_ref(static_cast<std::size_t>(num_rows * out));
+  std::vector<float> scale(y_ref.size());
+  std::vector<float> x_for_scale = abs_values(x);
+  std::vector<float> w_for_scale;
+  if (bf16) {
+    w_bf16 = random_bf16(rng, out * in, -0.2f, 0.2f);
+    reference::linear_bf16(x.data(), w_bf16.data(), bias_ptr, num_rows, out, in, y_ref.data());
+    w_for_scale = abs_values(upcast(w_bf16));
+  } else {
+    w_f32 = random_floats(rng, out * in, -0.2f, 0.2f);
+    reference::linear(x.data(), w_f32.data(), bias_ptr, num_rows, out, in, y_ref.data());
+    w_for_scale = abs_values(w_f32);
+  }
+  const std::vector<float> abs_bias = abs_values(bias);
+  reference::linear(x_for_scale.data(), w_for_scale.data(), with_bias ? abs_bias.data() : nullptr,
+                    num_rows, out, in, scale.data());
+
+  const Linear linear = bf16 ? Linear(w_bf16.data(), out, in, bias_ptr)
+                             : Linear(w_f32.data(), out, in, bias_ptr);
+  EXPECT_EQ(linear.in_features(), in);
+  EXPECT_EQ(linear.out_features(), out);
+  // One sentinel row after the output: forward must write exactly num_rows rows.
+  const float sentinel = 12345.0f;
+  std::vector<float> y(static_cast<std::size_t>((num_rows + 1) * out), sentinel);
+  linear.forward(x.data(), num_rows, y.data());
+  for (int64_t i = 0; i < num_rows * out; ++i) {
+    ASSERT_LE(std::fabs(y[i] - y_ref[i]), kLinearRelTol * scale[i] + 1e-30f)
+        << "row " << i / out << " col " << i % out << " got " << y[i] << " want " << y_ref[i];
+  }
+  for (int64_t i = num_rows * out; i < (num_rows + 1) * out; ++i) {
+    ASSERT_EQ(y[i], sentinel) << "wrote past num_rows at " << i;
+  }
+}
+
+class LinearTest : public testing::TestWithParam<bool> {};
+
+TEST_P(LinearTest, MatchesReferenceOnManyShapes) {
+  const bool bf16 = GetParam();
+  const uint64_t seed = reference::test_seed("LinearTest.MatchesReferenceOnManyShapes", 1001);
+  // Row counts around the tile (kLinearMTile = 16): 0, 1, tile-1, tile, tile+1, several tiles.
+  const int64_t rows_list[] = {0, 1, 2, kLinearMTile - 1, kLinearMTile, kLinearMTile + 1, 50};
+  struct Shape {
+    int64_t out, in;
+  };
+  const Shape shapes[] = {{1, 1}, {7, 13}, {64, 64}, {70, 100}, {257, 129}, {96, 1024}};
+  uint64_t case_seed = seed;
+  for (const Shape& s : shapes) {
+    for (int64_t rows : rows_list) {
+      for (bool bias : {false, true}) check_linear(rows, s.out, s.in, bias, bf16, case_seed++);
+    }
+  }
+}
+
+TEST_P(LinearTest, ConcurrentCallsFromThreadsAreIdenticalToSerial) {
+  const bool bf16 = GetParam();
+  const uint64_t seed = reference::test_seed("LinearTest.Concurrent", 1002);
+  SplitMix64 rng(seed);
+  const int64_t in = 96, out = 80, rows = 37;
+  const std::vector<float> w = random_floats(rng, out * in, -0.3f, 0.3f);
+  std::vector<uint16_t> w16(w.size());
+  f32_to_bf16_n(w.data(), static_cast<int64_t>(w.size()), w16.data());
+  const Linear linear = bf16 ? Linear(w16.data(), out, in, nullptr) : Linear(w.data(), out, in, nullptr);
+  constexpr int kThreads = 4;
+  std::vector<std::vector<float>> xs, serial(kThreads), parallel(kThreads);
+  for (int t = 0; t < kThreads; ++t) {
+    xs.push_back(random_floats(rng, rows * in, -1.0f, 1.0f));
+    serial[t].resize(rows * out);
+    parallel[t].resize(rows * out);
+    linear.forward(xs[t].data(), rows, serial[t].data());
+  }
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int repeat = 0; repeat < 20; ++repeat) linear.forward(xs[t].data(), rows, parallel[t].data());
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (int t = 0; t < kThreads; ++t) {
+    EXPECT_EQ(std::memcmp(serial[t].data(), parallel[t].data(), serial[t].size() * sizeof(float)), 0)
+        << "thread " << t;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(WeightTypes, LinearTest, testing::Values(false, true),
+                         [](const testing::TestParamInfo<bool>& info) {
+                           return info.param ? "bf16" : "f32";
+                         });
+
+TEST(LinearWeightTypeTest, ReportsTypeInUse) {
+  const float w[4] = {1, 2, 3, 4};
+  const uint16_t w16[4] = {f32_to_bf16(1), f32_to_bf16(2), f32_to_bf16(3), f32_to_bf16(4)};
+  EXPECT_EQ(Linear(w, 2, 2, nullptr).weight_type(), LinearWeightType::kF32);
+  const LinearWeightType bf16_type = Linear(w16, 2, 2, nullptr).weight_type();
+  // kBF16 on CPUs oneDNN has a bf16 matmul for; kF32 is the documented fallback.
+  std::printf("bf16 Linear computes in %s\n", bf16_type == LinearWeightType::kBF16 ? "bf16" : "f32 (fallback)");
+  EXPECT_TRUE(bf16_type == LinearWeightType::kBF16 || bf16_type == LinearWeightType::kF32);
+}
+
+TEST(LinearExactTest, SmallIntegersAreExactWithBiasAndRoundedActivations) {
+  // y = x·Wᵀ + b on small integers is exact in f32; bf16 rounds 1.00390625 (1 + 2^-8, a tie)
+  // to 1.0 (nearest-even), so the bf16 result differs from the f32 one by exactly the tie.
+  const float w[6] = {1, 2, 3, -1, 0, 2};  // [out=2, in=3]
+  const float bias[2] = {0.5f, -4.0f};
+  const float x[3] = {1.00390625f, 2.0f, -3.0f};
+  float y[2];
+  Linear(w, 2, 3, bias).forward(x, 1, y);
+  EXPECT_FLOAT_EQ(y[0], 1.00390625f + 4.0f - 9.0f + 0.5f);
+  EXPECT_FLOAT_EQ(y[1], -1.00390625f + 0.0f - 6.0f - 4.0f);
+  uint16_t w16[6];
+  f32_to_bf16_n(w, 6, w16);
+  Linear(w16, 2, 3, bias).forward(x, 1, y);
+  EXPECT_EQ(y[0], 1.0f + 4.0f - 9.0f + 0.5f);
+  EXPECT_EQ(y[1], -1.0f + 0.0f - 6.0f - 4.0f);
+}
+
+TEST(LinearMoveTest, MovedLinearStillComputes) {
+  const float w[2] = {2.0f, 3.0f};
+  Linear a(w, 1, 2, nullptr);
+  Linear b = std::move(a);
+  const float x[2] = {1.0f, 1.0f};
+  float y = 0.0f;
+  b.forward(x, 1, &y);
+  EXPECT_EQ(y, 5.0f);
+  Linear c(w, 2, 1, nullptr);
+  c = std::move(b);
+  EXPECT_EQ(c.out_features(), 1);
+  EXPECT_EQ(c.in_features(), 2);
+}
+
+}  // namespace
+}  // namespace muflow::kernels::cpu

@@ -1,0 +1,110 @@
+// Serving metrics: percentiles, TTFT / ITL, busy time and MoE balance against values
+// computed by hand.
+
+#include "engine/metrics.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace muflow::engine {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(Percentile, LinearInterpolationBetweenClosestRanks) {
+  EXPECT_DOUBLE_EQ(percentile_linear({4, 1, 3, 2}, 50), 2.5);
+  EXPECT_DOUBLE_EQ(percentile_linear({4, 1, 3, 2}, 99), 3.97);  // h = 2.97
+  EXPECT_DOUBLE_EQ(percentile_linear({4, 1, 3, 2}, 0), 1.0);
+  EXPECT_DOUBLE_EQ(percentile_linear({4, 1, 3, 2}, 100), 4.0);
+  EXPECT_DOUBLE_EQ(percentile_linear({10, 20, 30, 40, 50}, 50), 30.0);
+  EXPECT_DOUBLE_EQ(percentile_linear({10, 20, 30, 40, 50}, 90), 46.0);  // h = 3.6
+  EXPECT_DOUBLE_EQ(percentile_linear({7}, 99), 7.0);
+  EXPECT_DOUBLE_EQ(percentile_linear({}, 50), 0.0);
+}
+
+// Two requests on two devices:
+//   r0 arrives 0.0, tokens 0.1 0.3 0.6, finishes 0.6
+//   r1 arrives 0.2, tokens 0.5 0.55, still running
+MetricsRecorder example_run() {
+  MetricsRecorder rec(2);
+  rec.on_arrival(0, 0.0);
+  rec.on_arrival(1, 0.2);
+  rec.on_token(0, 0.1);
+  rec.on_token(0, 0.3);
+  rec.on_token(1, 0.5);
+  rec.on_token(1, 0.55);
+  rec.on_token(0, 0.6);
+  rec.on_finish(0, 0.6);
+  rec.on_device_busy(0, 0.0, 0.5);
+  rec.on_device_busy(0, 0.25, 0.75);  // overlaps: the union is 0.75 s
+  rec.on_device_busy(1, 0.1, 0.2);
+  rec.on_layer_iteration(0, 0, {4, 4});  // balance 1
+  rec.on_expert_tokens(0, 1, 0, 5);
+  rec.on_expert_tokens(0, 1, 1, 2);
+  rec.on_expert_tokens(0, 1, 0, 1);      // (6, 2): mean 4 / max 6
+  rec.on_layer_iteration(1, 0, {0, 0});  // no tokens: not a sample
+  return rec;
+}
+
+TEST(Metrics, HandComputedSummary) {
+  const RunMetrics m = example_run().summarize(1.0);
+  EXPECT_EQ(m.num_requests, 2);
+  EXPECT_EQ(m.num_completed_requests, 1);
+  EXPECT_EQ(m.num_output_tokens, 5);
+  EXPECT_DOUBLE_EQ(m.duration_s, 1.0);
+  EXPECT_DOUBLE_EQ(m.output_tokens_per_s, 5.0);
+  // TTFT samples 100 ms, 300 ms.
+  EXPECT_EQ(m.ttft.num_samples, 2);
+  EXPECT_NEAR(m.ttft.mean_ms, 200.0, 1e-9);
+  EXPECT_NEAR(m.ttft.p50_ms, 200.0, 1e-9);
+  EXPECT_NEAR(m.ttft.p99_ms, 298.0, 1e-9);
+  // ITL samples 200, 300 (r0) and 50 ms (r1): sorted 50 200 300.
+  EXPECT_EQ(m.itl.num_samples, 3);
+  EXPECT_NEAR(m.itl.mean_ms, 550.0 / 3.0, 1e-9);
+  EXPECT_NEAR(m.itl.p50_ms, 200.0, 1e-9);
+  EXPECT_NEAR(m.itl.p99_ms, 298.0, 1e-9);  // h = 1.98: 200 + 0.98 * 100
+  ASSERT_EQ(m.device_busy_pct.size(), 2u);
+  EXPECT_NEAR(m.device_busy_pct[0], 75.0, 1e-9);
+  EXPECT_NEAR(m.device_busy_pct[1], 10.0, 1e-9);
+  EXPECT_EQ(m.num_moe_samples, 2);
+  EXPECT_NEAR(m.moe_balance, (1.0 + 4.0 / 6.0) / 2.0, 1e-12);
+}
+
+TEST(Metrics, DurationFallsBackToTheRecordedSpan) {
+  const RunMetrics m = example_run().summarize(0.0);
+  EXPECT_DOUBLE_EQ(m.duration_s, 0.75);  // first arrival 0.0, last busy end 0.75
+  EXPECT_NEAR(m.device_busy_pct[0], 100.0, 1e-9);
+}
+
+TEST(Metrics, NothingMeasured) {
+  MetricsRecorder rec(3);
+  const RunMetrics m = rec.summarize(0.0);
+  EXPECT_EQ(m.num_requests, 0);
+  EXPECT_EQ(m.ttft.num_samples, 0);
+  EXPECT_EQ(m.num_moe_samples, 0);
+  EXPECT_EQ(m.device_busy_pct, std::vector<double>(3, 0.0));
+  const nlohmann::json j = to_json(m);
+  EXPECT_TRUE(j["ttft"].is_null());
+  EXPECT_TRUE(j["moe_balance"].is_null());
+  EXPECT_THAT(format_metrics_table(m, {}), HasSubstr("busy dev2"));
+}
+
+TEST(Metrics, TableAndJson) {
+  const RunMetrics m = example_run().summarize(1.0);
+  const std::string table = format_metrics_table(m, {"cpu0", "cpu1"});
+  EXPECT_THAT(table, HasSubstr("requests completed       1 / 2"));
+  EXPECT_THAT(table, HasSubstr("5.00 tokens/s"));
+  EXPECT_THAT(table, HasSubstr("mean 200.00  p50 200.00  p99 298.00 ms  (n=2)"));
+  EXPECT_THAT(table, HasSubstr("busy cpu0                75.0 %"));
+  EXPECT_THAT(table, HasSubstr("0.833"));
+  const nlohmann::json j = to_json(m);
+  EXPECT_EQ(j["num_output_tokens"], 5);
+  EXPECT_EQ(j["num_completed_requests"], 1);
+  EXPECT_NEAR(j["ttft"]["p99_ms"].get<double>(), 298.0, 1e-9);
+  EXPECT_EQ(j["itl"]["num_samples"], 3);
+  EXPECT_NEAR(j["device_busy_pct"][1].get<double>(), 10.0, 1e-9);
+  EXPECT_NEAR(j["moe_balance"].get<double>(), 5.0 / 6.0, 1e-12);
+}
+
+}  // namespace
+}  // namespace muflow::engine

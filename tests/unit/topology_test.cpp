@@ -1,0 +1,352 @@
+// Topology file parser: every shipped example, the embedded default, and the error messages
+// for bad files (file, line, key and what was expected).
+
+#include "engine/topology.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace muflow::engine {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+// A scratch folder for files the tests write, unique per test.
+fs::path scratch_dir() {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  fs::path dir = fs::temp_directory_path() /
+                 (std::string("muflow_topology_test_") + info->name());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+void write_file(const fs::path& path, const std::string& text) {
+  fs::create_directories(path.parent_path());
+  std::ofstream(path) << text;
+}
+
+// The message as std::string (Debian's Abseil has its own string_view, which gmock prints
+// character by character).
+std::string msg(const absl::Status& status) { return std::string(status.message()); }
+
+absl::StatusOr<Topology> parse(const std::string& text, const std::string& base = "/tmp") {
+  return parse_topology_string(text, "topo.toml", base);
+}
+
+TEST(Topology, EveryExampleFileParses) {
+  const fs::path dir = fs::path(MUFLOW_SOURCE_DIR) / "topologies";
+  const bool have_data = fs::exists(MUFLOW_DATA_DIR);
+  int num_files = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().extension() != ".toml") continue;
+    ++num_files;
+    absl::StatusOr<Topology> topo = parse_topology_file(entry.path().string());
+    if (!have_data && absl::IsNotFound(topo.status())) {
+      std::printf("skipping %s: it needs %s, which is absent\n", entry.path().c_str(),
+                  MUFLOW_DATA_DIR);
+      continue;
+    }
+    ASSERT_TRUE(topo.ok()) << entry.path() << ": " << topo.status();
+    EXPECT_EQ(topo->wiring, "sync");
+    EXPECT_FALSE(topo->devices.empty());
+    EXPECT_TRUE(topo->model.synthetic.has_value() != !topo->model.path.empty());
+  }
+  EXPECT_GE(num_files, 4);
+}
+
+TEST(Topology, KjvExampleResolvesPathsAgainstItsFolder) {
+  if (!fs::exists(MUFLOW_DATA_DIR)) GTEST_SKIP() << "needs " << MUFLOW_DATA_DIR;
+  const fs::path file = fs::path(MUFLOW_SOURCE_DIR) / "topologies" / "sync-kjv-4cpu.toml";
+  absl::StatusOr<Topology> topo = parse_topology_file(file.string());
+  ASSERT_TRUE(topo.ok()) << topo.status();
+  EXPECT_EQ(topo->devices.size(), 4u);
+  EXPECT_EQ(topo->devices[3].name, "cpu3");
+  EXPECT_TRUE(fs::path(topo->model.path).is_absolute());
+  EXPECT_TRUE(fs::exists(fs::path(topo->model.path) / "config.json")) << topo->model.path;
+  EXPECT_EQ(topo->workload.kind, "prompts");
+  EXPECT_TRUE(fs::exists(topo->workload.prompts_file));
+  EXPECT_EQ(topo->workload.max_new_tokens, 24);
+  EXPECT_TRUE(fs::path(topo->trace_file).is_absolute());
+}
+
+TEST(Topology, SyntheticExampleFillsEveryField) {
+  const fs::path file = fs::path(MUFLOW_SOURCE_DIR) / "topologies" / "sync-synthetic-8cpu.toml";
+  absl::StatusOr<Topology> topo = parse_topology_file(file.string());
+  ASSERT_TRUE(topo.ok()) << topo.status();
+  ASSERT_EQ(topo->devices.size(), 8u);
+  EXPECT_EQ(topo->devices[5].name, "cpu5");
+  EXPECT_EQ(topo->devices[5].node, "node1");
+  EXPECT_EQ(topo->devices[0].node, "node0");
+  ASSERT_TRUE(topo->model.synthetic.has_value());
+  const ModelConfig& c = *topo->model.synthetic;
+  EXPECT_EQ(c.model_type, ModelType::kMixtral);
+  EXPECT_EQ(c.vocab_size, 1024);
+  EXPECT_EQ(c.hidden_size, 256);
+  EXPECT_EQ(c.num_heads, 8);
+  EXPECT_EQ(c.num_kv_heads, 2);
+  EXPECT_EQ(c.num_experts, 16);
+  EXPECT_EQ(topo->model.seed, 7u);
+  EXPECT_EQ(topo->placement, "explicit");
+  ASSERT_EQ(topo->expert_device.size(), 16u);
+  EXPECT_EQ(topo->expert_device[9], 1);
+  EXPECT_EQ(topo->scheduler.policy, "most-tokens");
+  EXPECT_EQ(topo->workload.kind, "poisson");
+  EXPECT_EQ(topo->workload.num_requests, 64);
+  EXPECT_DOUBLE_EQ(topo->workload.rate_per_s, 8.0);
+  EXPECT_EQ(topo->workload.input_min, 16);
+  EXPECT_EQ(topo->workload.output_max, 32);
+  EXPECT_DOUBLE_EQ(topo->sampling.temperature, 0.8);
+  EXPECT_FALSE(topo->sampling.stop_at_eos);
+  EXPECT_TRUE(topo->trace_file.empty());
+}
+
+TEST(Topology, QwenExampleSetsQwenDefaults) {
+  const fs::path file = fs::path(MUFLOW_SOURCE_DIR) / "topologies" / "sync-qwen2moe-2cpu.toml";
+  absl::StatusOr<Topology> topo = parse_topology_file(file.string());
+  ASSERT_TRUE(topo.ok()) << topo.status();
+  const ModelConfig& c = *topo->model.synthetic;
+  EXPECT_EQ(c.model_type, ModelType::kQwen2Moe);
+  EXPECT_TRUE(c.attention_bias);
+  EXPECT_FALSE(c.norm_topk_prob);
+  EXPECT_EQ(c.shared_expert_ffn, 256);
+  EXPECT_EQ(c.head_dim, 32);  // hidden / heads when not given
+  EXPECT_EQ(topo->model.dtype, "bf16");
+  ASSERT_EQ(topo->workload.prompt_ids.size(), 3u);
+  EXPECT_EQ(topo->workload.prompt_ids[1][2], 1000);
+}
+
+TEST(Topology, DefaultTopology) {
+  const Topology t = default_topology();
+  EXPECT_EQ(t.source, "<embedded default>");
+  EXPECT_EQ(t.wiring, "sync");
+  ASSERT_EQ(t.devices.size(), 4u);
+  EXPECT_EQ(t.devices[0].name, "cpu0");
+  EXPECT_EQ(t.devices[3].name, "cpu3");
+  ASSERT_TRUE(t.model.synthetic.has_value());
+  EXPECT_EQ(t.model.seed, 0u);
+  EXPECT_EQ(t.model.dtype, "f32");
+  const ModelConfig c = default_synthetic_config();
+  EXPECT_TRUE(c.validate().ok()) << c.validate();
+  EXPECT_EQ(c.vocab_size, 512);
+  EXPECT_EQ(c.num_experts, 8);
+  EXPECT_EQ(c.num_topk, 2);
+  EXPECT_EQ(t.workload.kind, "ids");
+  ASSERT_GE(t.workload.prompt_ids.size(), 4u);
+  size_t shortest = 1000, longest = 0;
+  for (const auto& p : t.workload.prompt_ids) {
+    shortest = std::min(shortest, p.size());
+    longest = std::max(longest, p.size());
+    for (int32_t id : p) {
+      EXPECT_GE(id, 0);
+      EXPECT_LT(id, c.vocab_size);
+    }
+  }
+  EXPECT_EQ(shortest, 3u);
+  EXPECT_EQ(longest, 20u);
+  EXPECT_EQ(t.workload.max_new_tokens, 16);
+  EXPECT_DOUBLE_EQ(t.sampling.temperature, 0.0);
+  EXPECT_TRUE(t.trace_file.empty());
+  EXPECT_TRUE(check_topology_against_model(t, c).ok());
+}
+
+TEST(Topology, EmptyFileIsTheDefault) {
+  absl::StatusOr<Topology> topo = parse("");
+  ASSERT_TRUE(topo.ok()) << topo.status();
+  EXPECT_EQ(topo->source, "topo.toml");
+  EXPECT_EQ(topo->devices.size(), 4u);
+  EXPECT_EQ(topo->workload.prompt_ids, default_topology().workload.prompt_ids);
+}
+
+TEST(Topology, SyntaxErrorNamesLineAndColumn) {
+  absl::StatusOr<Topology> topo = parse("wiring = \"sync\"\n\n[model\nhidden = 4\n");
+  ASSERT_FALSE(topo.ok());
+  EXPECT_EQ(topo.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(msg(topo.status()), HasSubstr("topo.toml:3:"));
+  EXPECT_THAT(msg(topo.status()), HasSubstr("TOML syntax error"));
+}
+
+TEST(Topology, UnknownKeyListsTheAllowedOnes) {
+  absl::StatusOr<Topology> topo = parse(
+      "wiring = \"sync\"\n\n[model]\ntype = \"mixtral\"\nvocab = 512\n\nhiden = 128\n");
+  ASSERT_FALSE(topo.ok());
+  EXPECT_THAT(msg(topo.status()),
+              HasSubstr("topo.toml:7: unknown key 'model.hiden'; expected one of: path, type, "
+                        "vocab, hidden"));
+  absl::StatusOr<Topology> root = parse("wirring = \"sync\"\n");
+  ASSERT_FALSE(root.ok());
+  EXPECT_THAT(msg(root.status()), HasSubstr("topo.toml:1: unknown key 'wirring'"));
+}
+
+TEST(Topology, WrongTypeNamesKeyAndTypes) {
+  absl::StatusOr<Topology> topo =
+      parse("[workload]\nkind = \"ids\"\nprompts = [[1, 2]]\nmax_new_tokens = \"many\"\n");
+  ASSERT_FALSE(topo.ok());
+  EXPECT_EQ(msg(topo.status()),
+            "topo.toml:4: key 'workload.max_new_tokens': expected a positive integer, got "
+            "string");
+  absl::StatusOr<Topology> negative = parse("[cluster]\nnum_devices = -2\n");
+  ASSERT_FALSE(negative.ok());
+  EXPECT_THAT(msg(negative.status()),
+              HasSubstr("topo.toml:2: key 'cluster.num_devices': expected a positive integer, "
+                        "got -2"));
+}
+
+TEST(Topology, UnknownWiringListsTheKnownOnes) {
+  absl::StatusOr<Topology> topo = parse("backend = \"cpu\"\nwiring = \"async\"\n");
+  ASSERT_FALSE(topo.ok());
+  EXPECT_EQ(msg(topo.status()),
+            "topo.toml:2: key 'wiring': expected one of: sync; got 'async'");
+  absl::StatusOr<Topology> backend = parse("backend = \"tpu\"\n");
+  ASSERT_FALSE(backend.ok());
+  EXPECT_THAT(msg(backend.status()), HasSubstr("expected one of: cpu; got 'tpu'"));
+}
+
+TEST(Topology, PlacementOutOfRange) {
+  absl::StatusOr<Topology> topo =
+      parse("[cluster]\nnum_devices = 2\n[placement]\nexperts = [0, 1, 2, 0, 1, 0, 1, 0]\n");
+  ASSERT_FALSE(topo.ok());
+  EXPECT_THAT(msg(topo.status()),
+              HasSubstr("topo.toml:4: key 'placement.experts': expected \"round-robin\" or an "
+                        "array of device indices in [0, 2), got 2 for expert 2"));
+  absl::StatusOr<Topology> short_list = parse("[placement]\nexperts = [0, 1, 2]\n");
+  ASSERT_FALSE(short_list.ok());
+  EXPECT_THAT(msg(short_list.status()), HasSubstr("(8 entries), got 3"));
+  absl::StatusOr<Topology> ok = parse("[placement]\nexperts = [3, 2, 1, 0, 3, 2, 1, 0]\n");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->placement, "explicit");
+  EXPECT_EQ(ok->expert_device[0], 3);
+}
+
+TEST(Topology, RangeMinGreaterThanMax) {
+  absl::StatusOr<Topology> topo =
+      parse("[workload]\nkind = \"poisson\"\ninput = [64, 16]\n");
+  ASSERT_FALSE(topo.ok());
+  EXPECT_THAT(msg(topo.status()),
+              HasSubstr("topo.toml:3: key 'workload.input': expected [min, max] with positive "
+                        "integers and min <= max, got [64, 16]"));
+}
+
+TEST(Topology, KeyOfAnotherWorkloadKind) {
+  absl::StatusOr<Topology> topo =
+      parse("[workload]\nkind = \"prompts\"\nprompts = [\"a\"]\nrate = 3.0\n");
+  ASSERT_FALSE(topo.ok());
+  EXPECT_THAT(msg(topo.status()),
+              HasSubstr("topo.toml:4: key 'workload.rate': applies to kind = \"poisson\", not "
+                        "kind = \"prompts\""));
+}
+
+TEST(Topology, MissingPromptsFileIsNotFound) {
+  const fs::path dir = scratch_dir();
+  absl::StatusOr<Topology> topo =
+      parse("[workload]\nkind = \"prompts\"\nfile = \"prompts/none.txt\"\n", dir.string());
+  ASSERT_FALSE(topo.ok());
+  EXPECT_EQ(topo.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(msg(topo.status()), HasSubstr("topo.toml:3: key 'workload.file'"));
+  EXPECT_THAT(msg(topo.status()), HasSubstr((dir / "prompts/none.txt").string()));
+}
+
+TEST(Topology, RelativePathsResolveAgainstTheFilesFolder) {
+  const fs::path dir = scratch_dir();
+  write_file(dir / "conf" / "prompts" / "p.txt", "hello\n");
+  fs::create_directories(dir / "models" / "m");
+  write_file(dir / "conf" / "t.toml",
+             "trace = \"../out/t.json\"\n[model]\npath = \"../models/m\"\n"
+             "[workload]\nkind = \"prompts\"\nfile = \"prompts/p.txt\"\n");
+  // A relative path to the topology file itself: resolution must not depend on it.
+  const fs::path cwd = fs::current_path();
+  fs::current_path(dir);
+  absl::StatusOr<Topology> topo = parse_topology_file("conf/t.toml");
+  fs::current_path(cwd);
+  ASSERT_TRUE(topo.ok()) << topo.status();
+  EXPECT_EQ(topo->model.path, (dir / "models" / "m").string());
+  EXPECT_FALSE(topo->model.synthetic.has_value());
+  EXPECT_EQ(topo->workload.prompts_file, (dir / "conf" / "prompts" / "p.txt").string());
+  EXPECT_EQ(topo->trace_file, (dir / "out" / "t.json").string());
+}
+
+TEST(Topology, MissingTopologyFileIsNotFound) {
+  absl::StatusOr<Topology> topo = parse_topology_file("/nonexistent/dir/topo.toml");
+  ASSERT_FALSE(topo.ok());
+  EXPECT_EQ(topo.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(msg(topo.status()), HasSubstr("/nonexistent/dir/topo.toml"));
+}
+
+TEST(Topology, ModelPathAndDimsAreExclusive) {
+  const fs::path dir = scratch_dir();
+  absl::StatusOr<Topology> topo = parse("[model]\npath = \".\"\nhidden = 64\n", dir.string());
+  ASSERT_FALSE(topo.ok());
+  EXPECT_THAT(msg(topo.status()), HasSubstr("topo.toml:3: key 'model.hidden'"));
+  EXPECT_THAT(msg(topo.status()), HasSubstr("not both"));
+}
+
+TEST(Topology, SyntheticModelConsistencyChecks) {
+  absl::StatusOr<Topology> kv = parse("[model]\nheads = 4\nkv_heads = 3\n");
+  ASSERT_FALSE(kv.ok());
+  EXPECT_THAT(msg(kv.status()), HasSubstr("key 'model.kv_heads'"));
+  absl::StatusOr<Topology> topk = parse("[model]\nexperts = 4\ntopk = 5\n");
+  ASSERT_FALSE(topk.ok());
+  EXPECT_THAT(msg(topk.status()), HasSubstr("topo.toml:3: key 'model.topk'"));
+  absl::StatusOr<Topology> shared = parse("[model]\nshared_ffn = 64\n");
+  ASSERT_FALSE(shared.ok());
+  EXPECT_THAT(msg(shared.status()), HasSubstr("mixtral has no shared expert"));
+  absl::StatusOr<Topology> dtype = parse("[model]\ndtype = \"f16\"\n");
+  ASSERT_FALSE(dtype.ok());
+  EXPECT_THAT(msg(dtype.status()), HasSubstr("expected one of: f32, bf16; got 'f16'"));
+}
+
+TEST(Topology, ClusterDevicesList) {
+  absl::StatusOr<Topology> dup =
+      parse("[[cluster.devices]]\nname = \"a\"\n[[cluster.devices]]\nname = \"a\"\n");
+  ASSERT_FALSE(dup.ok());
+  EXPECT_THAT(msg(dup.status()),
+              HasSubstr("topo.toml:4: key 'cluster.devices[1].name': duplicate device name 'a'"));
+  absl::StatusOr<Topology> both = parse("[cluster]\nnum_devices = 2\n[[cluster.devices]]\n");
+  ASSERT_FALSE(both.ok());
+  EXPECT_THAT(msg(both.status()), HasSubstr("not both"));
+  absl::StatusOr<Topology> gpu = parse("[[cluster.devices]]\nkind = \"H100\"\n");
+  ASSERT_FALSE(gpu.ok());
+  EXPECT_THAT(msg(gpu.status()), HasSubstr("backend 'cpu' runs devices of kind 'cpu'"));
+}
+
+TEST(Topology, IdPromptsCheckedAgainstSyntheticVocab) {
+  absl::StatusOr<Topology> topo =
+      parse("[workload]\nkind = \"ids\"\nprompts = [[1, 2], [3, 600]]\n");
+  ASSERT_FALSE(topo.ok());
+  EXPECT_THAT(msg(topo.status()),
+              HasSubstr("topo.toml:3: key 'workload.prompts': prompt 1 position 1: token id "
+                        "600 is outside [0, 512)"));
+}
+
+TEST(Topology, SamplingRanges) {
+  absl::StatusOr<Topology> topo = parse("[sampling]\ntop_p = 1.5\n");
+  ASSERT_FALSE(topo.ok());
+  EXPECT_THAT(msg(topo.status()),
+              HasSubstr("topo.toml:2: key 'sampling.top_p': expected a number in (0, 1], got 1.5"));
+  absl::StatusOr<Topology> ok = parse("[sampling]\ntemperature = 1\nseed = 42\n");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_DOUBLE_EQ(ok->sampling.temperature, 1.0);
+  EXPECT_EQ(ok->sampling.seed, 42u);
+}
+
+TEST(Topology, CheckAgainstLoadedModel) {
+  Topology t = default_topology();
+  t.placement = "explicit";
+  t.expert_device = {0, 1, 2, 3};
+  ModelConfig c = default_synthetic_config();
+  absl::Status s = check_topology_against_model(t, c);
+  EXPECT_THAT(msg(s), HasSubstr("lists 4 devices; the model has 8 experts"));
+  t.placement = "round-robin";
+  t.expert_device.clear();
+  c.vocab_size = 10;
+  EXPECT_THAT(msg(check_topology_against_model(t, c)),
+              HasSubstr("outside the model's vocabulary [0, 10)"));
+}
+
+}  // namespace
+}  // namespace muflow::engine

@@ -1,2 +1,0 @@
-// placeholder, replaced by the CLI
-int main() { return 0; }
