@@ -55,6 +55,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::create(engine::Topology topology
       engine::CpuModel::prepare(weights);
   if (!model.ok()) return model.status();
   server->model_ = *model;
+  if (absl::Status s = engine::check_topology_against_model(topology, server->model_->config());
+      !s.ok()) {
+    return s;
+  }
   if (absl::StatusOr<engine::Placement> p =
           engine::make_placement(topology, server->model_->config().num_experts);
       !p.ok()) {

@@ -1,5 +1,6 @@
 #include "engine/npy.hpp"
 
+#include <filesystem>
 #include <fstream>
 
 #include "absl/strings/str_format.h"
@@ -19,6 +20,9 @@ absl::Status write_npy_f32(const std::string& path, const std::vector<float>& da
   const size_t unpadded = 10 + dict.size() + 1;
   dict.append((64 - unpadded % 64) % 64, ' ');
   dict.push_back('\n');
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
   std::ofstream out(path, std::ios::binary);
   if (!out) return absl::InternalError(absl::StrFormat("cannot open '%s' for writing", path));
   out.write("\x93NUMPY\x01\x00", 8);

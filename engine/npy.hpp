@@ -10,7 +10,8 @@
 
 namespace muflow::engine {
 
-/// Writes `data` (row-major, `rows * cols` floats) as a `[rows, cols]` `<f4` array.
+/// Writes `data` (row-major, `rows * cols` floats) as a `[rows, cols]` `<f4` array, creating
+/// missing parent folders.
 /// Errors: InvalidArgument when data.size() != rows * cols; Internal naming the path when the
 /// file cannot be written.
 absl::Status write_npy_f32(const std::string& path, const std::vector<float>& data, int64_t rows,

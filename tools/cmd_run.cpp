@@ -2,6 +2,7 @@
 // wiring, shows progress, prints metrics, writes the Chrome trace and optional outputs.
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -76,6 +77,9 @@ Command add_run_command(CLI::App& app) {
     std::printf("trace: %s\n", topo.trace_file.c_str());
     const engine::Tokenizer* tok = (*server)->tokenizer();
     if (!o->outputs.empty()) {
+      const auto parent = std::filesystem::path(o->outputs).parent_path();
+      std::error_code ec;
+      if (!parent.empty()) std::filesystem::create_directories(parent, ec);
       std::ofstream f(o->outputs);
       if (!f) return fail("cannot write --outputs file '" + o->outputs + "'");
       for (const actors::RequestOutput& r : out->outputs) {

@@ -1,0 +1,341 @@
+// The receptor token pool (AsyncMoE §3.2, engine/token_pool.hpp): merges against values
+// computed by hand, bitwise independence of arrival order (values chosen so float summation
+// order changes the result), completion tracking, dropped tokens, duplicates and bad widths.
+
+#include "engine/token_pool.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+namespace muflow::engine {
+namespace {
+
+using ::testing::HasSubstr;
+
+/// One row of a batch: its metadata and its values.
+struct Row {
+  int64_t request_id;
+  int64_t position;
+  int16_t topk_rank;
+  float topk_weight;
+  std::vector<float> values;
+};
+
+TokenBatch make_batch(Payload payload, int64_t iteration, int64_t width,
+                      const std::vector<Row>& rows) {
+  TokenBatch b;
+  b.payload = payload;
+  b.iteration = iteration;
+  b.act = std::make_shared<Activations>(static_cast<int64_t>(rows.size()), width);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    TokenMeta m;
+    m.request_id = rows[i].request_id;
+    m.position = rows[i].position;
+    m.topk_rank = rows[i].topk_rank;
+    m.topk_weight = rows[i].topk_weight;
+    b.tokens.push_back(m);
+    EXPECT_EQ(static_cast<int64_t>(rows[i].values.size()), width) << "test helper misuse";
+    std::copy(rows[i].values.begin(), rows[i].values.end(), b.act->row(static_cast<int64_t>(i)));
+  }
+  return b;
+}
+
+TokenBatch residual(int64_t iteration, int64_t width, const std::vector<Row>& rows) {
+  return make_batch(Payload::kResidual, iteration, width, rows);
+}
+TokenBatch outputs(int64_t iteration, int64_t width, const std::vector<Row>& rows) {
+  return make_batch(Payload::kExpertOutputs, iteration, width, rows);
+}
+
+bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// hidden 2, top-2, one message. Values are exact in binary so the expected values are exact:
+//   h = r + (0.5·y0 + 0.25·y1)
+TEST(TokenPool, MergeEqualsHandComputedWeightedSum) {
+  TokenPool pool(/*hidden=*/2, /*num_topk=*/2, /*expected_expert_messages=*/1);
+  ASSERT_TRUE(pool.add_residual(residual(0, 2, {{7, 3, 0, 0.f, {1.f, -2.f}}})).ok());
+  ASSERT_TRUE(pool.add_expert_outputs(outputs(0, 2,
+                                              {{7, 3, 0, 0.5f, {4.f, 8.f}},
+                                               {7, 3, 1, 0.25f, {16.f, -4.f}}}))
+                  .ok());
+  ASSERT_EQ(pool.complete_iteration(), 0);
+  absl::StatusOr<MergedTokens> merged = pool.take(0);
+  ASSERT_TRUE(merged.ok()) << merged.status();
+  EXPECT_EQ(merged->iteration, 0);
+  ASSERT_EQ(merged->tokens.size(), 1u);
+  EXPECT_EQ(merged->tokens[0].request_id, 7);
+  EXPECT_EQ(merged->tokens[0].position, 3);
+  // d0: 1 + (0.5·4 + 0.25·16) = 1 + 6 = 7;  d1: -2 + (0.5·8 + 0.25·-4) = -2 + 3 = 1
+  EXPECT_EQ(merged->h, (std::vector<float>{7.f, 1.f}));
+  // A taken iteration is gone.
+  EXPECT_EQ(pool.complete_iteration(), -1);
+  EXPECT_EQ(pool.num_tokens(0), 0);
+  EXPECT_EQ(pool.take(0).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// Rows of width 2·hidden carry [h_mid | shared]; shared is added after the expert sum:
+//   h = r + ((w0·y0 + w1·y1) + s)
+TEST(TokenPool, SharedExpertPartOfWideResidualRows) {
+  TokenPool pool(2, 2, 1);
+  ASSERT_TRUE(pool.add_residual(residual(4, 4, {{1, 0, 0, 0.f, {10.f, 20.f, 0.5f, -8.f}}})).ok());
+  ASSERT_TRUE(pool.add_expert_outputs(outputs(4, 2,
+                                              {{1, 0, 1, 0.5f, {2.f, 2.f}},
+                                               {1, 0, 0, 1.0f, {1.f, 3.f}}}))
+                  .ok());
+  absl::StatusOr<MergedTokens> merged = pool.take(4);
+  ASSERT_TRUE(merged.ok()) << merged.status();
+  // d0: 10 + ((1 + 1) + 0.5) = 12.5;  d1: 20 + ((3 + 1) - 8) = 16
+  EXPECT_EQ(merged->h, (std::vector<float>{12.5f, 16.f}));
+}
+
+// Summation order matters for these values in float:
+//   rank order (1e8 + 1) + -1e8 = 0     (1e8 + 1 rounds to 1e8; spacing there is 8)
+//   arrival order rank 2, 0, 1: (-1e8 + 1e8) + 1 = 1
+// The pool must use rank order whatever the arrival order, so every dim merges to r + 0.
+constexpr int64_t kHidden = 3;
+const std::vector<float> kY0 = {1e8f, 1.f, -1e8f};
+const std::vector<float> kY1 = {1.f, -1e8f, 1e8f};
+const std::vector<float> kY2 = {-1e8f, 1e8f, 1.f};
+const std::vector<float> kResidualA = {5.f, 6.f, 7.f};
+const std::vector<float> kResidualB = {-1.f, 0.f, 2.f};
+
+std::vector<float> merge_in_order() {
+  TokenPool pool(kHidden, 3, 1);
+  EXPECT_TRUE(pool.add_residual(residual(0, kHidden,
+                                         {{0, 0, 0, 0.f, kResidualA}, {0, 1, 0, 0.f, kResidualB}}))
+                  .ok());
+  EXPECT_TRUE(pool.add_expert_outputs(outputs(0, kHidden,
+                                              {{0, 0, 0, 1.f, kY0},
+                                               {0, 0, 1, 1.f, kY1},
+                                               {0, 0, 2, 1.f, kY2},
+                                               {0, 1, 0, 1.f, kY1},
+                                               {0, 1, 1, 1.f, kY2},
+                                               {0, 1, 2, 1.f, kY0}}))
+                  .ok());
+  absl::StatusOr<MergedTokens> merged = pool.take(0);
+  EXPECT_TRUE(merged.ok()) << merged.status();
+  return merged.ok() ? merged->h : std::vector<float>{};
+}
+
+TEST(TokenPool, InOrderMergeUsesTopkRankOrder) {
+  const std::vector<float> h = merge_in_order();
+  // Token (0,0) ranks y0,y1,y2: per dim (1e8+1)-1e8=0, (1-1e8)+1e8=0, (-1e8+1e8)+1=1.
+  // Token (0,1) ranks y1,y2,y0: (1-1e8)+1e8=0, (-1e8+1e8)+1=1, (1e8+1)-1e8=0.
+  EXPECT_EQ(h, (std::vector<float>{5.f, 6.f, 8.f, -1.f, 1.f, 2.f}));
+}
+
+TEST(TokenPool, OutOfOrderArrivalIsBitwiseIdentical) {
+  const std::vector<float> expected = merge_in_order();
+  ASSERT_FALSE(expected.empty());
+  // Expert outputs before the residual, higher ranks first, spread over three messages,
+  // token 1's rows before token 0's.
+  TokenPool pool(kHidden, 3, /*expected_expert_messages=*/3);
+  ASSERT_TRUE(pool.add_expert_outputs(outputs(0, kHidden,
+                                              {{0, 1, 2, 1.f, kY0}, {0, 0, 2, 1.f, kY2}}))
+                  .ok());
+  EXPECT_EQ(pool.complete_iteration(), -1);
+  ASSERT_TRUE(pool.add_expert_outputs(outputs(0, kHidden,
+                                              {{0, 1, 1, 1.f, kY2}, {0, 0, 1, 1.f, kY1}}))
+                  .ok());
+  EXPECT_EQ(pool.complete_iteration(), -1);
+  ASSERT_TRUE(pool.add_expert_outputs(outputs(0, kHidden,
+                                              {{0, 0, 0, 1.f, kY0}, {0, 1, 0, 1.f, kY1}}))
+                  .ok());
+  EXPECT_EQ(pool.complete_iteration(), -1) << "complete before the residual arrived";
+  ASSERT_TRUE(pool.add_residual(residual(0, kHidden,
+                                         {{0, 1, 0, 0.f, kResidualB}, {0, 0, 0, 0.f, kResidualA}}))
+                  .ok());
+  ASSERT_EQ(pool.complete_iteration(), 0);
+  absl::StatusOr<MergedTokens> merged = pool.take(0);
+  ASSERT_TRUE(merged.ok()) << merged.status();
+  EXPECT_TRUE(bitwise_equal(merged->h, expected));
+  // An arrival-order sum (ranks 2, 1, 0 for token (0,0)) would give 7 for dims 1 and 2.
+  EXPECT_EQ(merged->h[1], 6.f);
+  EXPECT_EQ(merged->h[2], 8.f);
+}
+
+TEST(TokenPool, CompleteIterationNeedsResidualAndAllMessages) {
+  TokenPool pool(1, 1, /*expected_expert_messages=*/2);
+  EXPECT_EQ(pool.complete_iteration(), -1);
+  ASSERT_TRUE(pool.add_residual(residual(3, 1, {{0, 0, 0, 0.f, {1.f}}, {1, 0, 0, 0.f, {2.f}}}))
+                  .ok());
+  EXPECT_EQ(pool.complete_iteration(), -1);
+  EXPECT_EQ(pool.take(3).status().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(pool.add_expert_outputs(outputs(3, 1, {{1, 0, 0, 1.f, {10.f}}})).ok());
+  EXPECT_EQ(pool.complete_iteration(), -1);
+  EXPECT_EQ(pool.num_tokens(3), 2);
+  ASSERT_TRUE(pool.add_expert_outputs(outputs(3, 1, {{0, 0, 0, 1.f, {20.f}}})).ok());
+  EXPECT_EQ(pool.complete_iteration(), 3);
+  absl::StatusOr<MergedTokens> merged = pool.take(3);
+  ASSERT_TRUE(merged.ok()) << merged.status();
+  EXPECT_EQ(merged->h, (std::vector<float>{21.f, 12.f}));
+}
+
+TEST(TokenPool, EarliestCompleteIterationFirst) {
+  TokenPool pool(1, 1, 1);
+  // Iteration 5 completes first in time, then 2; 1 stays incomplete (no residual).
+  ASSERT_TRUE(pool.add_expert_outputs(outputs(1, 1, {{9, 0, 0, 1.f, {1.f}}})).ok());
+  ASSERT_TRUE(pool.add_residual(residual(5, 1, {{0, 5, 0, 0.f, {1.f}}})).ok());
+  ASSERT_TRUE(pool.add_expert_outputs(outputs(5, 1, {{0, 5, 0, 1.f, {1.f}}})).ok());
+  EXPECT_EQ(pool.complete_iteration(), 5);
+  ASSERT_TRUE(pool.add_residual(residual(2, 1, {{0, 2, 0, 0.f, {1.f}}})).ok());
+  ASSERT_TRUE(pool.add_expert_outputs(outputs(2, 1, {{0, 2, 0, 1.f, {1.f}}})).ok());
+  EXPECT_EQ(pool.complete_iteration(), 2);
+  ASSERT_TRUE(pool.take(2).ok());
+  EXPECT_EQ(pool.complete_iteration(), 5);
+  ASSERT_TRUE(pool.take(5).ok());
+  EXPECT_EQ(pool.complete_iteration(), -1);
+  EXPECT_EQ(pool.num_tokens(1), 1);
+}
+
+TEST(TokenPool, TokenMissingATopkOutputIsReportedNotDropped) {
+  TokenPool pool(1, 2, 1);
+  ASSERT_TRUE(pool.add_residual(residual(0, 1, {{3, 0, 0, 0.f, {1.f}}, {42, 17, 0, 0.f, {1.f}}}))
+                  .ok());
+  // Request 42 position 17 gets only rank 0.
+  ASSERT_TRUE(pool.add_expert_outputs(outputs(0, 1,
+                                              {{3, 0, 0, 0.5f, {1.f}},
+                                               {3, 0, 1, 0.5f, {1.f}},
+                                               {42, 17, 0, 1.f, {1.f}}}))
+                  .ok());
+  ASSERT_EQ(pool.complete_iteration(), 0);
+  absl::StatusOr<MergedTokens> merged = pool.take(0);
+  ASSERT_FALSE(merged.ok());
+  EXPECT_EQ(merged.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(merged.status().message(), HasSubstr("request 42"));
+  EXPECT_THAT(merged.status().message(), HasSubstr("dropped"));
+}
+
+TEST(TokenPool, ExpertOutputForTokenWithoutResidualIsReported) {
+  TokenPool pool(1, 1, 1);
+  ASSERT_TRUE(pool.add_residual(residual(0, 1, {{1, 0, 0, 0.f, {1.f}}})).ok());
+  ASSERT_TRUE(pool.add_expert_outputs(outputs(0, 1,
+                                              {{1, 0, 0, 1.f, {1.f}}, {8, 4, 0, 1.f, {1.f}}}))
+                  .ok());
+  absl::StatusOr<MergedTokens> merged = pool.take(0);
+  ASSERT_FALSE(merged.ok());
+  EXPECT_EQ(merged.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(merged.status().message(), HasSubstr("request 8"));
+  EXPECT_THAT(merged.status().message(), HasSubstr("dropped"));
+}
+
+TEST(TokenPool, DuplicatesRejected) {
+  TokenPool pool(1, 2, 2);
+  ASSERT_TRUE(pool.add_residual(residual(0, 1, {{1, 0, 0, 0.f, {1.f}}})).ok());
+  absl::Status second = pool.add_residual(residual(0, 1, {{2, 0, 0, 0.f, {1.f}}}));
+  EXPECT_EQ(second.code(), absl::StatusCode::kInvalidArgument);
+  // The same token twice inside one residual batch.
+  TokenPool pool2(1, 2, 1);
+  absl::Status twice =
+      pool2.add_residual(residual(0, 1, {{1, 0, 0, 0.f, {1.f}}, {1, 0, 0, 0.f, {2.f}}}));
+  EXPECT_EQ(twice.code(), absl::StatusCode::kInvalidArgument);
+  // The same (token, rank) twice, in one message or across messages.
+  ASSERT_TRUE(pool.add_expert_outputs(outputs(0, 1, {{1, 0, 1, 0.5f, {1.f}}})).ok());
+  absl::Status rank_twice = pool.add_expert_outputs(outputs(0, 1, {{1, 0, 1, 0.5f, {3.f}}}));
+  EXPECT_EQ(rank_twice.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(rank_twice.message(), HasSubstr("twice"));
+  TokenPool pool3(1, 2, 1);
+  absl::Status in_one =
+      pool3.add_expert_outputs(outputs(0, 1, {{1, 0, 0, 0.5f, {1.f}}, {1, 0, 0, 0.5f, {1.f}}}));
+  EXPECT_EQ(in_one.code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(TokenPool, RankOutOfRangeRejected) {
+  TokenPool pool(1, 2, 1);
+  EXPECT_EQ(pool.add_expert_outputs(outputs(0, 1, {{1, 0, 2, 0.5f, {1.f}}})).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(pool.add_expert_outputs(outputs(0, 1, {{1, 0, -1, 0.5f, {1.f}}})).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// BUG (reported): add_expert_outputs counts a message toward expected_expert_messages before
+// validating its rows, so a rejected message makes the iteration look complete. The pool's
+// contract is that complete_iteration() means "all expected expert messages have arrived";
+// a rejected message has not been accepted.
+TEST(TokenPool, RejectedExpertMessageDoesNotCountTowardCompletion) {
+  TokenPool pool(1, 1, 1);
+  ASSERT_TRUE(pool.add_residual(residual(0, 1, {{1, 0, 0, 0.f, {1.f}}})).ok());
+  ASSERT_FALSE(pool.add_expert_outputs(outputs(0, 1, {{1, 0, 5, 1.f, {1.f}}})).ok());
+  EXPECT_EQ(pool.complete_iteration(), -1)
+      << "a rejected expert message was counted as one of the expected messages";
+}
+
+TEST(TokenPool, BadWidthsRejected) {
+  TokenPool pool(4, 1, 1);
+  absl::Status r = pool.add_residual(residual(0, 3, {{1, 0, 0, 0.f, {1.f, 2.f, 3.f}}}));
+  EXPECT_EQ(r.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.message(), HasSubstr("width 3"));
+  absl::Status r16 = pool.add_residual(residual(0, 16, {{1, 0, 0, 0.f, std::vector<float>(16)}}));
+  EXPECT_EQ(r16.code(), absl::StatusCode::kInvalidArgument);
+  // Expert outputs must be exactly hidden wide (2·hidden is only for residual rows).
+  EXPECT_EQ(pool.add_expert_outputs(outputs(0, 8, {{1, 0, 0, 1.f, std::vector<float>(8)}}))
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(pool.add_expert_outputs(outputs(0, 2, {{1, 0, 0, 1.f, {1.f, 2.f}}})).code(),
+            absl::StatusCode::kInvalidArgument);
+  // Rows with no activations at all.
+  TokenBatch no_act;
+  no_act.iteration = 0;
+  no_act.tokens.push_back(TokenMeta{});
+  EXPECT_EQ(pool.add_residual(no_act).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(pool.add_expert_outputs(no_act).code(), absl::StatusCode::kInvalidArgument);
+  // Rejected residuals did not mark the residual as arrived: a good one is still accepted.
+  EXPECT_TRUE(pool.add_residual(residual(0, 4, {{1, 0, 0, 0.f, {1.f, 2.f, 3.f, 4.f}}})).ok());
+}
+
+TEST(TokenPool, EmptyIterationCompletesAndYieldsNothing) {
+  TokenPool pool(8, 2, 2);
+  TokenBatch empty_residual;
+  empty_residual.payload = Payload::kResidual;
+  empty_residual.iteration = 6;
+  ASSERT_TRUE(pool.add_residual(empty_residual).ok());
+  EXPECT_EQ(pool.complete_iteration(), -1);
+  TokenBatch empty_outputs;
+  empty_outputs.payload = Payload::kExpertOutputs;
+  empty_outputs.iteration = 6;
+  ASSERT_TRUE(pool.add_expert_outputs(empty_outputs).ok());
+  ASSERT_TRUE(pool.add_expert_outputs(empty_outputs).ok());
+  EXPECT_EQ(pool.complete_iteration(), 6);
+  EXPECT_EQ(pool.num_tokens(6), 0);
+  absl::StatusOr<MergedTokens> merged = pool.take(6);
+  ASSERT_TRUE(merged.ok()) << merged.status();
+  EXPECT_EQ(merged->iteration, 6);
+  EXPECT_TRUE(merged->tokens.empty());
+  EXPECT_TRUE(merged->h.empty());
+}
+
+TEST(TokenPool, TokensSortedByRequestThenPositionWithTheirRows) {
+  TokenPool pool(1, 1, 1);
+  // Residual rows in scrambled order; each row's value encodes its key (100·request + pos).
+  std::vector<Row> rows;
+  const std::vector<std::pair<int64_t, int64_t>> keys = {{5, 2}, {1, 9}, {5, 0}, {0, 3}, {1, 1}};
+  for (auto [r, p] : keys) rows.push_back({r, p, 0, 0.f, {static_cast<float>(100 * r + p)}});
+  TokenBatch res = residual(0, 1, rows);
+  res.tokens[2].origin_rank = 3;  // residual metadata is what take() returns
+  ASSERT_TRUE(pool.add_residual(res).ok());
+  std::vector<Row> outs;
+  for (auto [r, p] : keys) outs.push_back({r, p, 0, 1.f, {0.f}});
+  std::reverse(outs.begin(), outs.end());
+  ASSERT_TRUE(pool.add_expert_outputs(outputs(0, 1, outs)).ok());
+  absl::StatusOr<MergedTokens> merged = pool.take(0);
+  ASSERT_TRUE(merged.ok()) << merged.status();
+  const std::vector<std::pair<int64_t, int64_t>> sorted = {{0, 3}, {1, 1}, {1, 9}, {5, 0}, {5, 2}};
+  ASSERT_EQ(merged->tokens.size(), sorted.size());
+  ASSERT_EQ(merged->h.size(), sorted.size());
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    EXPECT_EQ(merged->tokens[i].request_id, sorted[i].first) << i;
+    EXPECT_EQ(merged->tokens[i].position, sorted[i].second) << i;
+    EXPECT_EQ(merged->h[i], static_cast<float>(100 * sorted[i].first + sorted[i].second)) << i;
+  }
+  EXPECT_EQ(merged->tokens[3].origin_rank, 3);  // (5, 0)
+}
+
+}  // namespace
+}  // namespace muflow::engine
