@@ -1,0 +1,168 @@
+// The `muflow` binary end to end: outputs, trace and the error messages a user sees for bad
+// input (malformed TOML, corrupt model folders), asserted on the real process.
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "nlohmann/json.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+Result run_muflow(const std::string& args) {
+  const std::string cmd = std::string(MUFLOW_BINARY) + " " + args + " 2>&1";
+  Result r;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) return r;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, pipe)) r.output.append(buf, n);
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+fs::path scratch(const std::string& name) {
+  fs::path p = fs::path(::testing::TempDir()) / ("muflow_cli_" + name);
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
+void write_file(const fs::path& p, const std::string& text) { std::ofstream(p) << text; }
+
+TEST(Cli, DefaultRunPrintsMetricsWritesTraceAndOutputs) {
+  const fs::path dir = scratch("default");
+  const fs::path trace = dir / "trace.json", outputs = dir / "out.jsonl";
+  Result r = run_muflow("run --quiet --trace " + trace.string() + " --outputs " + outputs.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("requests completed       6 / 6"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("output throughput"), std::string::npos);
+  EXPECT_NE(r.output.find("inter-token latency"), std::string::npos);
+
+  // One JSON line per request with the prompt and the generated ids.
+  std::ifstream in(outputs);
+  std::string line;
+  std::set<int64_t> ids;
+  while (std::getline(in, line)) {
+    nlohmann::json j = nlohmann::json::parse(line);
+    ids.insert(j.at("request_id").get<int64_t>());
+    EXPECT_FALSE(j.at("prompt_ids").empty());
+    EXPECT_EQ(j.at("output_ids").size(), 16u) << line;  // default max_new_tokens
+  }
+  EXPECT_EQ(ids, (std::set<int64_t>{0, 1, 2, 3, 4, 5}));
+
+  // Chrome trace: a process per device, X slices of every stage kind with pid = device.
+  std::ifstream tf(trace);
+  nlohmann::json t = nlohmann::json::parse(tf);
+  std::set<int64_t> pids, named_pids;
+  std::set<std::string> kinds;
+  for (const auto& e : t.at("traceEvents")) {
+    if (e.at("ph") == "M" && e.at("name") == "process_name") named_pids.insert(e.at("pid").get<int64_t>());
+    if (e.at("ph") != "X") continue;
+    pids.insert(e.at("pid").get<int64_t>());
+    EXPECT_GE(e.at("dur").get<double>(), 0.0);
+    const std::string name = e.at("name");
+    kinds.insert(name.substr(0, name.find(' ')));
+    EXPECT_GT(e.at("args").at("tokens").get<int64_t>(), 0) << e.dump();
+  }
+  EXPECT_EQ(pids, (std::set<int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(named_pids, pids);
+  EXPECT_EQ(kinds, (std::set<std::string>{"attn", "expert", "sampler"}));
+}
+
+TEST(Cli, MalformedTopologyNamesFileLineAndKey) {
+  const fs::path dir = scratch("toml");
+  write_file(dir / "syntax.toml", "wiring = \"sync\"\nbackend = \"cpu\"\n[cluster\nnum_devices = 2\n");
+  Result r = run_muflow("run " + (dir / "syntax.toml").string());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("syntax.toml:3"), std::string::npos) << r.output;
+
+  write_file(dir / "typo.toml", "wiring = \"sync\"\n\n[cluster]\nnum_devices = 2\nnum_devcies = 3\n");
+  r = run_muflow("run " + (dir / "typo.toml").string());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("typo.toml:5"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("num_devcies"), std::string::npos) << r.output;
+
+  write_file(dir / "wiring.toml", "wiring = \"warp\"\n");
+  r = run_muflow("run " + (dir / "wiring.toml").string());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("wiring.toml:1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("sync"), std::string::npos) << r.output;  // lists what is allowed
+
+  r = run_muflow("run " + (dir / "missing.toml").string());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("missing.toml"), std::string::npos) << r.output;
+}
+
+TEST(Cli, CorruptModelFolderNamesFileAndTensor) {
+  const fs::path dir = scratch("model");
+  Result r = run_muflow("make-model --out " + dir.string() +
+                        " --vocab 64 --hidden 32 --layers 2 --heads 4 --kv-heads 2 --experts 4"
+                        " --topk 2 --ffn 48 --seed 5");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_muflow("generate --model " + dir.string() + " --prompt-ids 1,5,9 --max-new-tokens 3");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+
+  // Prompt text on a model without tokenizer.model.
+  r = run_muflow("generate --model " + dir.string() + " --prompt hello");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("no tokenizer.model"), std::string::npos) << r.output;
+
+  // Token id outside the vocabulary.
+  r = run_muflow("generate --model " + dir.string() + " --prompt-ids 1,64");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("outside the vocabulary [0, 64)"), std::string::npos) << r.output;
+
+  // Truncated weights: the error names the file.
+  const fs::path st = dir / "model.safetensors";
+  fs::resize_file(st, fs::file_size(st) / 2);
+  r = run_muflow("generate --model " + dir.string() + " --prompt-ids 1,2");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("model.safetensors"), std::string::npos) << r.output;
+
+  // Bad config.json.
+  write_file(dir / "config.json", "{\"model_type\": \"llama\"}");
+  r = run_muflow("generate --model " + dir.string() + " --prompt-ids 1,2");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("config.json"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("llama"), std::string::npos) << r.output;
+}
+
+TEST(Cli, GenerateWritesPromptLogitsAsNpy) {
+  const fs::path dir = scratch("npy");
+  Result r = run_muflow("make-model --out " + dir.string() +
+                        " --type qwen2_moe --vocab 50 --hidden 32 --layers 2 --heads 4"
+                        " --kv-heads 4 --experts 4 --topk 2 --ffn 40 --shared-ffn 24 --seed 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const fs::path npy = dir / "sub" / "logits.npy";
+  r = run_muflow("generate --model " + dir.string() +
+                 " --prompt-ids 1,7,8,9,10 --max-new-tokens 2 --devices 2 --json --logits-out " +
+                 npy.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  nlohmann::json j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j.at("prompt_ids").size(), 5u);
+  EXPECT_EQ(j.at("output_ids").size(), 2u);
+  std::ifstream f(npy, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  ASSERT_GT(bytes.size(), 10u);
+  EXPECT_EQ(bytes.substr(0, 6), "\x93NUMPY");
+  EXPECT_NE(bytes.find("'shape': (5, 50)"), std::string::npos);
+  const size_t header = 10 + static_cast<unsigned char>(bytes[8]) +
+                        256 * static_cast<unsigned char>(bytes[9]);
+  EXPECT_EQ(bytes.size() - header, 5u * 50u * sizeof(float));
+}
+
+}  // namespace
