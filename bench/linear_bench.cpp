@@ -1,16 +1,23 @@
 // The cost of batch invariance on the CPU backend.
 //
-// muflow's Linear always runs one oneDNN matmul primitive of shape [kLinearMTile, K]·[K, N]
-// and zero-pads the last tile (kernels/cpu/linear.hpp). The natural, non-batch-invariant way
-// is one primitive created for the exact M (prepacked weights too). This compares both:
-//   BM_Linear_{Muflow,PerM}       one Linear, K = 1024 (hidden), N = 4096 (ffn)
+// muflow's Linear runs every full tile through one oneDNN matmul primitive of shape
+// [kLinearMTile, K]·[K, N]; the remainder goes through a checked [1, K] primitive one row at a
+// time (≤ kLinearSmallMMaxRows rows, when the construction probe passed) or one zero-padded
+// tile (kernels/cpu/linear.hpp). The natural, non-batch-invariant way is one primitive created
+// for the exact M (prepacked weights too). This compares:
+//   BM_Linear_{Muflow,PerM}       one Linear, shape 0: K = 1024 → N = 4096 (hidden → ffn),
+//                                 shape 1: K = 4096 → N = 1024 (ffn → hidden); Muflow with
+//                                 fast = 1 (default, small-M path) or 0 (padded tiles only)
 //   BM_ExpertFfn_{Muflow,PerM}    SwiGLU expert, hidden 1024, ffn 4096: gate|up GEMM, swiglu,
-//                                 down GEMM
-//   BM_Linear_FixedTile           muflow's algorithm with tile T ∈ {8, 16, 32} (to choose
-//                                 kLinearMTile; T = 16 is what Linear does)
-// each for M ∈ {1, 8, 32, 128, 512}, f32 and bf16 weights. The GFLOPs counter counts useful
-// work only (2·M·K·N per GEMM, padding excluded). All runs are single-threaded oneDNN, as in
-// the engine (one executor thread per device). Run: see bench/README.md.
+//                                 down GEMM (Muflow with fast = 0 / 1)
+//   BM_Linear_FixedTile           muflow's padded-tile algorithm with tile T ∈ {8, 16, 32}
+//                                 (to choose kLinearMTile; T = 16 is Linear's tile)
+//   BM_Linear_Construct           construction cost (fast = 0: no probe; 1: the probe forced
+//                                 to run, bypassing the per-process verdict cache)
+// for M ∈ {1..8, 16, 32, 128, 512} (FixedTile: {1, 8, 32, 128, 512}), f32 and bf16 weights.
+// The GFLOPs counter counts useful work only (2·M·K·N per GEMM, padding excluded). All runs
+// are single-threaded oneDNN, as in the engine (one executor thread per device). Run: see
+// bench/README.md.
 
 #include <benchmark/benchmark.h>
 #include <omp.h>
@@ -33,6 +40,7 @@ namespace {
 using muflow::kernels::cpu::ExpertFfn;
 using muflow::kernels::cpu::kLinearMTile;
 using muflow::kernels::cpu::Linear;
+using muflow::kernels::cpu::LinearOptions;
 using muflow::kernels::cpu::swiglu;
 using muflow::kernels::reference::random_floats;
 using muflow::kernels::reference::SplitMix64;
@@ -121,40 +129,80 @@ void set_counters(benchmark::State& state, double flops_per_iter) {
       benchmark::Counter(flops_per_iter / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-// state.range(0) = M, state.range(1) = 1 for bf16.
+// state.range(0) = M, state.range(1) = 1 for bf16; Linear families: state.range(2) = shape
+// (0: 1024 → 4096, 1: 4096 → 1024); Muflow families: last range = fast (small-M path allowed).
+
+struct LinearShape {
+  int64_t in, out;
+};
+
+LinearShape linear_shape(int64_t index) {
+  return index == 0 ? LinearShape{kHidden, kFfn} : LinearShape{kFfn, kHidden};
+}
+
+/// The weights of a Linear shape: gate [ffn, hidden] for 1024 → 4096, down for 4096 → 1024.
+const void* linear_weights(int64_t shape, bool bf16) {
+  const Weights& w = Weights::get();
+  if (shape == 0) return bf16 ? static_cast<const void*>(w.gate16.data()) : w.gate.data();
+  return bf16 ? static_cast<const void*>(w.down16.data()) : w.down.data();
+}
+
+LinearOptions fast_options(bool fast) {
+  LinearOptions options;
+  options.allow_small_m_path = fast;
+  return options;
+}
 
 void BM_Linear_Muflow(benchmark::State& state) {
   const int64_t m = state.range(0);
   const bool bf16 = state.range(1) != 0;
-  const Weights& w = Weights::get();
-  const Linear linear = bf16 ? Linear(w.gate16.data(), kFfn, kHidden, nullptr)
-                             : Linear(w.gate.data(), kFfn, kHidden, nullptr);
+  const LinearShape shape = linear_shape(state.range(2));
+  const void* weights = linear_weights(state.range(2), bf16);
+  const LinearOptions options = fast_options(state.range(3) != 0);
+  const Linear linear =
+      bf16 ? Linear(static_cast<const uint16_t*>(weights), shape.out, shape.in, nullptr, options)
+           : Linear(static_cast<const float*>(weights), shape.out, shape.in, nullptr, options);
+  state.counters["small_path"] = linear.small_m_path_enabled() ? 1.0 : 0.0;
   SplitMix64 rng(kSeed + 1);
-  const std::vector<float> x = random_floats(rng, m * kHidden, -1.0f, 1.0f);
-  std::vector<float> y(m * kFfn);
+  const std::vector<float> x = random_floats(rng, m * shape.in, -1.0f, 1.0f);
+  std::vector<float> y(m * shape.out);
   for (auto _ : state) {
     linear.forward(x.data(), m, y.data());
     benchmark::DoNotOptimize(y.data());
   }
-  set_counters(state, 2.0 * m * kHidden * kFfn);
+  set_counters(state, 2.0 * m * shape.in * shape.out);
 }
 
 void BM_Linear_PerM(benchmark::State& state) {
   const int64_t m = state.range(0);
   const bool bf16 = state.range(1) != 0;
-  const Weights& w = Weights::get();
-  OneDnnMatmul matmul(bf16 ? static_cast<const void*>(w.gate16.data()) : w.gate.data(), bf16, m,
-                      kFfn, kHidden);
+  const LinearShape shape = linear_shape(state.range(2));
+  OneDnnMatmul matmul(linear_weights(state.range(2), bf16), bf16, m, shape.out, shape.in);
   dnnl::stream stream(engine());
   SplitMix64 rng(kSeed + 1);
-  const std::vector<float> x = random_floats(rng, m * kHidden, -1.0f, 1.0f);
-  std::vector<float> y(m * kFfn);
+  const std::vector<float> x = random_floats(rng, m * shape.in, -1.0f, 1.0f);
+  std::vector<float> y(m * shape.out);
   for (auto _ : state) {
     matmul.run(x.data(), y.data(), stream);
     stream.wait();
     benchmark::DoNotOptimize(y.data());
   }
-  set_counters(state, 2.0 * m * kHidden * kFfn);
+  set_counters(state, 2.0 * m * shape.in * shape.out);
+}
+
+/// Construction of a Linear (weights reorder; fast = 1 also the probe, forced to run).
+void BM_Linear_Construct(benchmark::State& state) {
+  const bool bf16 = state.range(0) != 0;
+  const LinearShape shape = linear_shape(state.range(1));
+  const void* weights = linear_weights(state.range(1), bf16);
+  LinearOptions options = fast_options(state.range(2) != 0);
+  options.force_probe_mismatch = options.allow_small_m_path;  // bypasses the verdict cache
+  for (auto _ : state) {
+    const Linear linear =
+        bf16 ? Linear(static_cast<const uint16_t*>(weights), shape.out, shape.in, nullptr, options)
+             : Linear(static_cast<const float*>(weights), shape.out, shape.in, nullptr, options);
+    benchmark::DoNotOptimize(&linear);
+  }
 }
 
 /// muflow's fixed-tile algorithm with an arbitrary tile T = state.range(2): one [T, K]
@@ -192,6 +240,8 @@ void BM_ExpertFfn_Muflow(benchmark::State& state) {
   const int64_t m = state.range(0);
   const bool bf16 = state.range(1) != 0;
   const Weights& w = Weights::get();
+  const bool fast = state.range(2) != 0;
+  // ExpertFfn has no options: fast = 0 emulates it with two padded-tile Linears (same loop).
   const ExpertFfn ffn = bf16 ? ExpertFfn(w.gate16.data(), w.up16.data(), w.down16.data(), kHidden, kFfn)
                              : ExpertFfn(w.gate.data(), w.up.data(), w.down.data(), kHidden, kFfn);
   SplitMix64 rng(kSeed + 1);

@@ -4,8 +4,9 @@ namespace muflow::engine {
 
 bool KvCache::append(int64_t request_id, int64_t position, const float* k_row,
                      const float* v_row) {
-  Entry& e = entries_[request_id];
-  if (position != e.len) return false;
+  auto found = entries_.find(request_id);
+  if (position != (found == entries_.end() ? 0 : found->second.len)) return false;
+  Entry& e = found == entries_.end() ? entries_[request_id] : found->second;
   e.k.insert(e.k.end(), k_row, k_row + kv_width_);
   e.v.insert(e.v.end(), v_row, v_row + kv_width_);
   ++e.len;

@@ -36,6 +36,11 @@ absl::StatusOr<Placement> make_placement(const Topology& topology, int64_t num_e
     p.expert_device = topology.expert_device;
     return p;
   }
+  if (topology.placement != "round-robin") {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: key 'placement.experts': unknown placement '%s'; expected round-robin or explicit",
+        topology.source, topology.placement));
+  }
   p.expert_device.resize(num_experts);
   for (int64_t e = 0; e < num_experts; ++e) p.expert_device[e] = e % p.num_devices;
   return p;

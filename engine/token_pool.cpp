@@ -1,5 +1,8 @@
 #include "engine/token_pool.hpp"
 
+#include <set>
+#include <tuple>
+
 #include "absl/strings/str_format.h"
 #include "engine/cpu_model.hpp"
 
@@ -18,6 +21,7 @@ TokenPool::Entry& TokenPool::entry(Iteration& it, int64_t request_id, int64_t po
 }
 
 absl::Status TokenPool::add_residual(const TokenBatch& batch) {
+  // Validate everything first, then apply: a rejected batch leaves the pool unchanged.
   const int64_t n = batch.num_tokens();
   const int64_t width = batch.act ? batch.act->width : hidden_;
   if (n > 0 && (!batch.act || (width != hidden_ && width != 2 * hidden_))) {
@@ -25,19 +29,27 @@ absl::Status TokenPool::add_residual(const TokenBatch& batch) {
         "token pool: residual rows have width %d, expected %d or %d", width, hidden_,
         2 * hidden_));
   }
-  Iteration& it = iterations_[batch.iteration];
-  if (it.residual_arrived) {
+  if (n > 0 && batch.act->num_rows != n) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "token pool: residual batch has %d tokens but %d rows", n, batch.act->num_rows));
+  }
+  auto found = iterations_.find(batch.iteration);
+  if (found != iterations_.end() && found->second.residual_arrived) {
     return absl::InvalidArgumentError(
         absl::StrFormat("token pool: second residual batch for iteration %d", batch.iteration));
   }
+  std::set<std::pair<int64_t, int64_t>> seen;
+  for (const TokenMeta& m : batch.tokens) {
+    if (!seen.insert({m.request_id, m.position}).second) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "token pool: request %d position %d added twice", m.request_id, m.position));
+    }
+  }
+  Iteration& it = iterations_[batch.iteration];
   it.residual_arrived = true;
   for (int64_t i = 0; i < n; ++i) {
     const TokenMeta& m = batch.tokens[i];
     Entry& e = entry(it, m.request_id, m.position);
-    if (e.has_residual) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "token pool: request %d position %d added twice", m.request_id, m.position));
-    }
     e.has_residual = true;
     e.meta = m;
     const float* row = batch.act->row(i);
@@ -48,29 +60,44 @@ absl::Status TokenPool::add_residual(const TokenBatch& batch) {
 }
 
 absl::Status TokenPool::add_expert_outputs(const TokenBatch& batch) {
+  // Validate everything first, then apply: a rejected message leaves the pool unchanged and
+  // does not count toward completion.
   const int64_t n = batch.num_tokens();
   if (n > 0 && (!batch.act || batch.act->width != hidden_)) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "token pool: expert output rows have width %d, expected %d",
         batch.act ? batch.act->width : 0, hidden_));
   }
-  Iteration& it = iterations_[batch.iteration];
-  ++it.expert_messages;
-  for (int64_t i = 0; i < n; ++i) {
-    const TokenMeta& m = batch.tokens[i];
+  if (n > 0 && batch.act->num_rows != n) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "token pool: expert output batch has %d tokens but %d rows", n, batch.act->num_rows));
+  }
+  auto found = iterations_.find(batch.iteration);
+  std::set<std::tuple<int64_t, int64_t, int16_t>> seen;
+  for (const TokenMeta& m : batch.tokens) {
     if (m.topk_rank < 0 || m.topk_rank >= num_topk_) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "token pool: top-k rank %d outside [0, %d)", m.topk_rank, num_topk_));
     }
-    Entry& e = entry(it, m.request_id, m.position);
-    std::vector<float>& slot = e.outputs[m.topk_rank];
-    if (!slot.empty()) {
+    bool duplicate = !seen.insert({m.request_id, m.position, m.topk_rank}).second;
+    if (!duplicate && found != iterations_.end()) {
+      auto e = found->second.entries.find({m.request_id, m.position});
+      duplicate = e != found->second.entries.end() && !e->second.outputs.empty() &&
+                  !e->second.outputs[m.topk_rank].empty();
+    }
+    if (duplicate) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "token pool: request %d position %d got top-k rank %d twice", m.request_id,
           m.position, m.topk_rank));
     }
+  }
+  Iteration& it = iterations_[batch.iteration];
+  ++it.expert_messages;
+  for (int64_t i = 0; i < n; ++i) {
+    const TokenMeta& m = batch.tokens[i];
+    Entry& e = entry(it, m.request_id, m.position);
     const float* row = batch.act->row(i);
-    slot.assign(row, row + hidden_);
+    e.outputs[m.topk_rank].assign(row, row + hidden_);
     e.weights[m.topk_rank] = m.topk_weight;
     ++e.num_outputs;
   }

@@ -3,12 +3,16 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -79,6 +83,54 @@ ThreadScratch& thread_scratch() {
   std::abort();
 }
 
+/// One oneDNN matmul primitive `[rows, in] x [in, out]` and what executing it needs.
+struct Primitive {
+  int64_t rows = 0;
+  dnnl::matmul matmul;
+  memory::desc src_md, dst_md, scratchpad_md;
+};
+
+/// Per-process verdicts of the small-M probe, keyed by the configuration that decides
+/// oneDNN's kernel choice: (compute type, bf16 rounding, in, out, bias).
+using ProbeKey = std::tuple<int, bool, int64_t, int64_t, bool>;
+
+std::mutex& probe_cache_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+std::map<ProbeKey, bool>& probe_cache() {
+  static std::map<ProbeKey, bool> cache;
+  return cache;
+}
+
+/// splitmix64 (Steele, Lea, Flood 2014), for the fixed-seed probe rows.
+uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/// kLinearMTile probe rows of `in` values: uniform mantissas in [1, 2), random signs,
+/// per-element exponents in [-12, 12], and a per-row scale 2^(3·(r mod 5) − 6), so partial
+/// sums span many binades and any change of summation order shows in the rounding.
+std::vector<float> probe_rows(int64_t in) {
+  uint64_t state = 0x6d75666c6f77ull;  // "muflow", fixed
+  std::vector<float> rows(static_cast<std::size_t>(kLinearMTile * in));
+  for (int64_t r = 0; r < kLinearMTile; ++r) {
+    const int row_exponent = 3 * static_cast<int>(r % 5) - 6;
+    for (int64_t i = 0; i < in; ++i) {
+      const uint64_t bits = splitmix64(state);
+      const float mantissa = 1.0f + static_cast<float>(bits >> 40) * (1.0f / 16777216.0f);
+      const int exponent = static_cast<int>((bits >> 8) % 25) - 12 + row_exponent;
+      const float value = std::ldexp(mantissa, exponent);
+      rows[static_cast<std::size_t>(r * in + i)] = (bits & 1) != 0 ? -value : value;
+    }
+  }
+  return rows;
+}
+
 }  // namespace
 
 struct Linear::Impl {
@@ -88,20 +140,76 @@ struct Linear::Impl {
   bool round_src_to_bf16 = false;  // bf16 weights given: activations are rounded to bf16
   bool has_bias = false;
   memory::data_type src_type = memory::data_type::f32;
-  memory::desc src_md, dst_md, scratchpad_md;
-  dnnl::matmul matmul;
-  memory packed_weights;
+  Primitive tile;   // [kLinearMTile, in]: every full tile, and padded remainders
+  Primitive small;  // [kLinearSmallM, in]: remainders ≤ kLinearSmallMMaxRows when enabled
+  bool small_enabled = false;
+  memory packed_weights;  // shared by both primitives (identical layout, checked)
   memory bias;
 
-  /// Creates the fixed-shape primitive for `weight_dt` weights and prepacks `weight`
-  /// (`[out, in]` row-major, element type `weight_dt`). Throws dnnl::error if oneDNN has no
-  /// implementation for this type on this CPU.
-  void build(const void* weight, memory::data_type weight_dt, const float* bias_values) {
+  std::size_t src_elem_size() const {
+    return src_type == memory::data_type::bf16 ? sizeof(uint16_t) : sizeof(float);
+  }
+
+  /// The source of a primitive of `prim_rows` rows for `rows` rows of x: x itself when no
+  /// conversion or padding is needed, else `buffer` filled with the (bf16-rounded) rows and
+  /// zero padding up to prim_rows. The same conversion for both primitives and the probe.
+  const void* prepare_src(const float* x, int64_t rows, int64_t prim_rows, void* buffer) const {
+    const int64_t in = in_features;
+    if (round_src_to_bf16) {
+      if (src_type == memory::data_type::bf16) {
+        auto* tile = static_cast<uint16_t*>(buffer);
+        f32_to_bf16_n(x, rows * in, tile);
+        std::fill(tile + rows * in, tile + prim_rows * in, uint16_t{0});
+      } else {  // bf16 weights upcast to f32: round activations through bf16 too
+        auto* tile = static_cast<float*>(buffer);
+        for (int64_t i = 0; i < rows * in; ++i) tile[i] = bf16_to_f32(f32_to_bf16(x[i]));
+        std::fill(tile + rows * in, tile + prim_rows * in, 0.0f);
+      }
+      return buffer;
+    }
+    if (rows == prim_rows) return x;
+    auto* tile = static_cast<float*>(buffer);
+    std::memcpy(tile, x, static_cast<std::size_t>(rows * in) * sizeof(float));
+    std::fill(tile + rows * in, tile + prim_rows * in, 0.0f);
+    return buffer;
+  }
+
+  /// Runs `prim` once: y[rows, out] = x[rows, in]·W (+ bias), rows ≤ prim.rows, padding and
+  /// converting through the thread's scratch as needed. Caller holds OmpSingleThreadScope.
+  void execute(const Primitive& prim, const float* x, int64_t rows, float* y) const {
+    ThreadScratch& scratch = thread_scratch();
+    thread_local dnnl::stream stream(cpu_engine());
     dnnl::engine& engine = cpu_engine();
-    src_type = weight_dt;  // f32·f32 or bf16·bf16, always f32 output
-    src_md = memory::desc({kLinearMTile, in_features}, src_type, memory::format_tag::ab);
-    dst_md = memory::desc({kLinearMTile, out_features}, memory::data_type::f32,
-                          memory::format_tag::ab);
+    void* src_buffer =
+        scratch.src_tile.get(static_cast<std::size_t>(prim.rows * in_features) * src_elem_size());
+    const void* src_ptr = prepare_src(x, rows, prim.rows, src_buffer);
+    float* dst_ptr = y;
+    if (rows != prim.rows) {
+      dst_ptr = static_cast<float*>(scratch.dst_tile.get(
+          static_cast<std::size_t>(prim.rows * out_features) * sizeof(float)));
+    }
+    memory src(prim.src_md, engine, const_cast<void*>(src_ptr));
+    memory dst(prim.dst_md, engine, dst_ptr);
+    memory scratchpad(prim.scratchpad_md, engine,
+                      scratch.scratchpad.get(prim.scratchpad_md.get_size()));
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src},
+                                         {DNNL_ARG_WEIGHTS, packed_weights},
+                                         {DNNL_ARG_DST, dst},
+                                         {DNNL_ARG_SCRATCHPAD, scratchpad}};
+    if (has_bias) args.emplace(DNNL_ARG_BIAS, bias);
+    prim.matmul.execute(stream, args);
+    stream.wait();
+    if (rows != prim.rows) {
+      std::memcpy(y, dst_ptr, static_cast<std::size_t>(rows * out_features) * sizeof(float));
+    }
+  }
+
+  /// Creates the primitive descriptor of `rows` rows for weights of type `weight_dt` (weights
+  /// layout `any`). Throws dnnl::error when oneDNN has no implementation.
+  dnnl::matmul::primitive_desc make_pd(int64_t rows, memory::data_type weight_dt) const {
+    const memory::desc src_md({rows, in_features}, src_type, memory::format_tag::ab);
+    const memory::desc dst_md({rows, out_features}, memory::data_type::f32,
+                              memory::format_tag::ab);
     const memory::desc any_weights({in_features, out_features}, weight_dt,
                                    memory::format_tag::any);
     const memory::desc bias_md({1, out_features}, memory::data_type::f32,
@@ -111,9 +219,27 @@ struct Linear::Impl {
     const dnnl::matmul::desc desc = has_bias
                                         ? dnnl::matmul::desc(src_md, any_weights, bias_md, dst_md)
                                         : dnnl::matmul::desc(src_md, any_weights, dst_md);
-    const dnnl::matmul::primitive_desc pd(desc, attr, engine);
-    scratchpad_md = pd.scratchpad_desc();
-    matmul = dnnl::matmul(pd);
+    return dnnl::matmul::primitive_desc(desc, attr, cpu_engine());
+  }
+
+  static Primitive make_primitive(const dnnl::matmul::primitive_desc& pd, int64_t rows) {
+    Primitive prim;
+    prim.rows = rows;
+    prim.src_md = pd.src_desc();
+    prim.dst_md = pd.dst_desc();
+    prim.scratchpad_md = pd.scratchpad_desc();
+    prim.matmul = dnnl::matmul(pd);
+    return prim;
+  }
+
+  /// Creates the fixed-shape tile primitive for `weight_dt` weights and prepacks `weight`
+  /// (`[out, in]` row-major, element type `weight_dt`). Throws dnnl::error if oneDNN has no
+  /// implementation for this type on this CPU.
+  void build(const void* weight, memory::data_type weight_dt, const float* bias_values) {
+    dnnl::engine& engine = cpu_engine();
+    src_type = weight_dt;  // f32·f32 or bf16·bf16, always f32 output
+    const dnnl::matmul::primitive_desc pd = make_pd(kLinearMTile, weight_dt);
+    tile = make_primitive(pd, kLinearMTile);
 
     // HF stores W as [out, in] row-major; the matmul wants [in, out]: a transposed view.
     const memory::desc user_weights_md({in_features, out_features}, weight_dt,
@@ -125,15 +251,94 @@ struct Linear::Impl {
     stream.wait();
 
     if (has_bias) {
-      bias = memory(bias_md, engine);
+      bias = memory(memory::desc({1, out_features}, memory::data_type::f32,
+                                 memory::format_tag::ab),
+                    engine);
       std::memcpy(bias.get_data_handle(), bias_values,
                   static_cast<std::size_t>(out_features) * sizeof(float));
     }
   }
+
+  /// Creates the small primitive and enables it when the probe passes (see linear.hpp).
+  /// Never throws: any oneDNN failure just leaves the fast path off. Caller holds
+  /// OmpSingleThreadScope and has called build().
+  void setup_small_path(const LinearOptions& options) {
+    small_enabled = false;
+    if (!options.allow_small_m_path) return;
+    try {
+      const dnnl::matmul::primitive_desc pd = make_pd(kLinearSmallM, src_type);
+      // Same prepacked weights only: a second copy would double the weights' memory.
+      if (pd.weights_desc() != packed_weights.get_desc()) return;
+      small = make_primitive(pd, kLinearSmallM);
+    } catch (const dnnl::error&) {
+      return;
+    }
+    const ProbeKey key{static_cast<int>(src_type), round_src_to_bf16, in_features, out_features,
+                       has_bias};
+    if (!options.force_probe_mismatch) {
+      std::lock_guard<std::mutex> lock(probe_cache_mutex());
+      const auto it = probe_cache().find(key);
+      if (it != probe_cache().end()) {
+        small_enabled = it->second;
+        return;
+      }
+    }
+    bool equal = false;
+    try {
+      equal = probe_small_equals_tile(options.force_probe_mismatch);
+    } catch (const dnnl::error&) {
+      equal = false;
+    }
+    small_enabled = equal;
+    if (!options.force_probe_mismatch) {
+      std::lock_guard<std::mutex> lock(probe_cache_mutex());
+      probe_cache().emplace(key, equal);
+    }
+  }
+
+  /// The probe: kLinearMTile rows through the tile primitive at two placements (identity and
+  /// rotated by 7, so each row sits at two positions and each position 0..15 is checked
+  /// with two different rows) and one at a time through the small primitive; true iff every
+  /// row is bitwise equal. `corrupt` flips one bit of one small output (test hook).
+  bool probe_small_equals_tile(bool corrupt) const {
+    const int64_t in = in_features;
+    const int64_t out = out_features;
+    const std::vector<float> rows = probe_rows(in);
+    std::vector<float> alone(static_cast<std::size_t>(kLinearMTile * out));
+    for (int64_t r = 0; r < kLinearMTile; r += kLinearSmallM) {
+      execute(small, rows.data() + r * in, kLinearSmallM, alone.data() + r * out);
+    }
+    if (corrupt) {
+      uint32_t bits = 0;
+      std::memcpy(&bits, &alone[0], sizeof(bits));
+      bits ^= 1u;
+      std::memcpy(&alone[0], &bits, sizeof(bits));
+    }
+    constexpr int64_t kRotations[] = {0, 7};
+    std::vector<float> placed(rows.size());
+    std::vector<float> tiled(alone.size());
+    for (const int64_t rotation : kRotations) {
+      // Row r at position (r + rotation) mod kLinearMTile.
+      for (int64_t r = 0; r < kLinearMTile; ++r) {
+        const int64_t position = (r + rotation) % kLinearMTile;
+        std::memcpy(placed.data() + position * in, rows.data() + r * in,
+                    static_cast<std::size_t>(in) * sizeof(float));
+      }
+      execute(tile, placed.data(), kLinearMTile, tiled.data());
+      for (int64_t r = 0; r < kLinearMTile; ++r) {
+        const int64_t position = (r + rotation) % kLinearMTile;
+        if (std::memcmp(tiled.data() + position * out, alone.data() + r * out,
+                        static_cast<std::size_t>(out) * sizeof(float)) != 0) {
+          return false;
+        }
+      }
+    }
+    return true;
+  }
 };
 
 Linear::Linear(const float* weight, int64_t out_features, int64_t in_features,
-               const float* bias)
+               const float* bias, const LinearOptions& options)
     : impl_(std::make_unique<Impl>()) {
   MUFLOW_ASSERT(weight != nullptr, "Linear: null weight");
   MUFLOW_ASSERT(out_features > 0 && in_features > 0, "Linear: dims must be positive");
@@ -147,10 +352,11 @@ Linear::Linear(const float* weight, int64_t out_features, int64_t in_features,
   } catch (const dnnl::error& error) {
     dnnl_failure("Linear(f32): oneDNN matmul creation failed", error);
   }
+  impl_->setup_small_path(options);
 }
 
 Linear::Linear(const uint16_t* weight_bf16, int64_t out_features, int64_t in_features,
-               const float* bias)
+               const float* bias, const LinearOptions& options)
     : impl_(std::make_unique<Impl>()) {
   MUFLOW_ASSERT(weight_bf16 != nullptr, "Linear: null weight");
   MUFLOW_ASSERT(out_features > 0 && in_features > 0, "Linear: dims must be positive");
@@ -159,25 +365,29 @@ Linear::Linear(const uint16_t* weight_bf16, int64_t out_features, int64_t in_fea
   impl_->out_features = out_features;
   impl_->has_bias = bias != nullptr;
   impl_->round_src_to_bf16 = true;
+  bool built = false;
   try {
     impl_->weight_type = LinearWeightType::kBF16;
     impl_->build(weight_bf16, memory::data_type::bf16, bias);
-    return;
+    built = true;
   } catch (const dnnl::error&) {
     // No bf16 matmul on this CPU / oneDNN build: fall back to f32 below.
   }
-  // Fallback: upcast the weights to f32 (exact) and keep rounding activations to bf16, so the
-  // products are the same as in the bf16 path (bf16·bf16 is exact in f32); only the f32
-  // accumulation order may differ.
-  const std::size_t num_weights = static_cast<std::size_t>(out_features) * in_features;
-  std::vector<float> upcast(num_weights);
-  for (std::size_t i = 0; i < num_weights; ++i) upcast[i] = bf16_to_f32(weight_bf16[i]);
-  impl_->weight_type = LinearWeightType::kF32;
-  try {
-    impl_->build(upcast.data(), memory::data_type::f32, bias);
-  } catch (const dnnl::error& error) {
-    dnnl_failure("Linear(bf16 fallback to f32): oneDNN matmul creation failed", error);
+  if (!built) {
+    // Fallback: upcast the weights to f32 (exact) and keep rounding activations to bf16, so
+    // the products are the same as in the bf16 path (bf16·bf16 is exact in f32); only the f32
+    // accumulation order may differ.
+    const std::size_t num_weights = static_cast<std::size_t>(out_features) * in_features;
+    std::vector<float> upcast(num_weights);
+    for (std::size_t i = 0; i < num_weights; ++i) upcast[i] = bf16_to_f32(weight_bf16[i]);
+    impl_->weight_type = LinearWeightType::kF32;
+    try {
+      impl_->build(upcast.data(), memory::data_type::f32, bias);
+    } catch (const dnnl::error& error) {
+      dnnl_failure("Linear(bf16 fallback to f32): oneDNN matmul creation failed", error);
+    }
   }
+  impl_->setup_small_path(options);
 }
 
 Linear::~Linear() = default;
@@ -187,6 +397,7 @@ Linear& Linear::operator=(Linear&&) noexcept = default;
 int64_t Linear::in_features() const { return impl_->in_features; }
 int64_t Linear::out_features() const { return impl_->out_features; }
 LinearWeightType Linear::weight_type() const { return impl_->weight_type; }
+bool Linear::small_m_path_enabled() const { return impl_->small_enabled; }
 
 void Linear::forward(const float* x, int64_t num_rows, float* y) const {
   MUFLOW_ASSERT(num_rows >= 0, "Linear::forward: negative num_rows");
@@ -195,60 +406,24 @@ void Linear::forward(const float* x, int64_t num_rows, float* y) const {
   const Impl& impl = *impl_;
   const int64_t in = impl.in_features;
   const int64_t out = impl.out_features;
-  const bool bf16_src = impl.src_type == memory::data_type::bf16;
+  const int64_t full_rows = num_rows - num_rows % kLinearMTile;
+  const int64_t remainder = num_rows - full_rows;
 
   OmpSingleThreadScope single_thread;
-  dnnl::engine& engine = cpu_engine();
-  thread_local dnnl::stream stream(cpu_engine());
-  ThreadScratch& scratch = thread_scratch();
-
-  const std::size_t src_elem = bf16_src ? sizeof(uint16_t) : sizeof(float);
-  void* src_tile = scratch.src_tile.get(static_cast<std::size_t>(kLinearMTile * in) * src_elem);
-  auto* dst_tile = static_cast<float*>(
-      scratch.dst_tile.get(static_cast<std::size_t>(kLinearMTile * out) * sizeof(float)));
-  void* scratchpad_ptr = scratch.scratchpad.get(impl.scratchpad_md.get_size());
-
   try {
-    memory src(impl.src_md, engine, src_tile);
-    memory dst(impl.dst_md, engine, dst_tile);
-    memory scratchpad(impl.scratchpad_md, engine, scratchpad_ptr);
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src},
-                                         {DNNL_ARG_WEIGHTS, impl.packed_weights},
-                                         {DNNL_ARG_DST, dst},
-                                         {DNNL_ARG_SCRATCHPAD, scratchpad}};
-    if (impl.has_bias) args.emplace(DNNL_ARG_BIAS, impl.bias);
-
-    for (int64_t row = 0; row < num_rows; row += kLinearMTile) {
-      const int64_t rows = std::min<int64_t>(kLinearMTile, num_rows - row);
-      const float* x_tile = x + row * in;
-      // Source: the rows of x themselves when a full f32 tile, else a padded copy.
-      if (impl.round_src_to_bf16) {
-        if (bf16_src) {
-          auto* tile = static_cast<uint16_t*>(src_tile);
-          f32_to_bf16_n(x_tile, rows * in, tile);
-          std::fill(tile + rows * in, tile + kLinearMTile * in, uint16_t{0});
-        } else {  // bf16 weights upcast to f32: round activations through bf16 too
-          auto* tile = static_cast<float*>(src_tile);
-          for (int64_t i = 0; i < rows * in; ++i) tile[i] = bf16_to_f32(f32_to_bf16(x_tile[i]));
-          std::fill(tile + rows * in, tile + kLinearMTile * in, 0.0f);
-        }
-        src.set_data_handle(src_tile);
-      } else if (rows == kLinearMTile) {
-        src.set_data_handle(const_cast<float*>(x_tile));
-      } else {
-        auto* tile = static_cast<float*>(src_tile);
-        std::memcpy(tile, x_tile, static_cast<std::size_t>(rows * in) * sizeof(float));
-        std::fill(tile + rows * in, tile + kLinearMTile * in, 0.0f);
-        src.set_data_handle(src_tile);
-      }
-      float* y_tile = y + row * out;
-      dst.set_data_handle(rows == kLinearMTile ? y_tile : dst_tile);
-      impl.matmul.execute(stream, args);
-      if (rows != kLinearMTile) {
-        std::memcpy(y_tile, dst_tile, static_cast<std::size_t>(rows * out) * sizeof(float));
-      }
+    for (int64_t row = 0; row < full_rows; row += kLinearMTile) {
+      impl.execute(impl.tile, x + row * in, kLinearMTile, y + row * out);
     }
-    stream.wait();
+    if (remainder == 0) return;
+    if (impl.small_enabled && remainder <= kLinearSmallMMaxRows) {
+      // Checked fast path: bitwise the same rows as the tile primitive (construction probe).
+      for (int64_t row = full_rows; row < num_rows; row += kLinearSmallM) {
+        const int64_t rows = std::min<int64_t>(kLinearSmallM, num_rows - row);
+        impl.execute(impl.small, x + row * in, rows, y + row * out);
+      }
+    } else {
+      impl.execute(impl.tile, x + full_rows * in, remainder, y + full_rows * out);
+    }
   } catch (const dnnl::error& error) {
     dnnl_failure("Linear::forward: oneDNN matmul execution failed", error);
   }

@@ -7,14 +7,35 @@
 
 namespace muflow::kernels::cpu {
 
-/// Row tile of every GEMM call (rows of x per oneDNN primitive execution). All calls use
+/// Row tile of every GEMM call (rows of x per oneDNN primitive execution). All full tiles use
 /// the same primitive shape `[kLinearMTile, in] x [in, out]`, so a row's reduction order
 /// never depends on how many rows share its batch (batch invariance; the last tile is
-/// zero-padded). See bench/linear_bench.cpp for what this costs versus per-M primitives.
+/// zero-padded unless the checked small-M path below takes it). See bench/linear_bench.cpp
+/// for what this costs versus per-M primitives.
 inline constexpr int64_t kLinearMTile = 16;
+
+/// Rows of the small-M (GEMV-shaped) primitive of the checked fast path: `[1, in] x [in, out]`.
+inline constexpr int64_t kLinearSmallM = 1;
+
+/// The remainder of a call (num_rows mod kLinearMTile rows; all rows when num_rows <
+/// kLinearMTile) runs through the small primitive, one row per execution, when it has at most
+/// this many rows and the fast path is enabled; a larger remainder runs as one zero-padded
+/// tile. Chosen from measurements (bench/README.md, "Small-M fast path").
+inline constexpr int64_t kLinearSmallMMaxRows = 4;
 
 /// Weight element type accepted by Linear.
 enum class LinearWeightType { kF32, kBF16 };
+
+/// Construction options of Linear (the defaults are what the engine uses).
+struct LinearOptions {
+  /// Try the small-M fast path (it is still enabled only if the construction probe passes).
+  /// false: every call runs padded tiles (benchmarks use it as the baseline).
+  bool allow_small_m_path = true;
+  /// Test hook: flips one bit of the small primitive's probe output, so the probe fails and
+  /// the fast path stays disabled: exercises the fallback on a machine where it would pass.
+  /// Bypasses the per-process probe verdict cache (neither reads nor writes it).
+  bool force_probe_mismatch = false;
+};
 
 /// y[m, out] = x[m, in] · Wᵀ (+ bias), W stored as HF does: `[out, in]` row-major.
 ///
@@ -23,20 +44,49 @@ enum class LinearWeightType { kF32, kBF16 };
 /// matmul accumulates in f32 (AMX / AVX512-BF16 when the CPU has them; oneDNN's reference
 /// path otherwise); outputs are f32.
 ///
+/// Small-M fast path (checked at construction): besides the `[kLinearMTile, in]` tile
+/// primitive, the constructor creates a `[kLinearSmallM, in]` primitive over the *same*
+/// prepacked weights (only when oneDNN picks the identical weights layout for it; otherwise
+/// the fast path stays off rather than doubling the weights' memory). It then checks that the
+/// two give bitwise the same rows: kLinearMTile seeded random probe rows (per-element
+/// magnitudes spread over 2^-12..2^12, a different scale per row, mixed signs; rounded to bf16
+/// first when the activations are, exactly as `forward` does) run through the tile primitive
+/// twice (each row at two positions, every position 0..15 covered twice) and through the small
+/// primitive one row at a time, with the real weights and bias; every output row is
+/// memcmp'd. Only if all agree is the fast path enabled: the remainder of a call (≤
+/// kLinearSmallMMaxRows rows) then runs one row per small execution instead of one padded
+/// tile; full tiles always use the tile primitive.
+///
+/// Why that is sound: oneDNN's GEMM kernels run data-independent code, so a row's output is
+/// a fixed function of that row alone with a fixed rounding (reduction) order per primitive
+/// (the tile primitive's rows never depend on their neighbours; that is the existing batch
+/// invariance). Two kernels whose per-row order (or bias / accumulation step) differs give
+/// different bits on random data with spread magnitudes with overwhelming probability, so
+/// agreement on every probe row at every tile position shows the orders are the same for
+/// this shape, type and ISA, hence the same bits for every input. The verdict is cached per
+/// process per (compute type, bf16 rounding, in, out, bias) because oneDNN's kernel choice
+/// depends on that configuration, not on the weight values (the same argument the probe
+/// relies on). Fallback: if the small primitive cannot be created, wants another weights
+/// layout, or the probe disagrees, `small_m_path_enabled()` is false and every call runs
+/// padded tiles exactly as without the fast path. Batch invariance holds either way.
+///
 /// Thread safety: construct on any thread; `forward` is const and may be called
 /// concurrently from any number of threads (each call uses its own scratchpad). oneDNN
 /// runs single-threaded inside a call (each muflow device is one executor thread): the call
 /// sets the calling thread's OpenMP thread count to 1 for its duration and restores it.
-/// Cost: a call of M rows runs ceil(M / kLinearMTile) full tiles (M = 1 costs as much as
-/// M = kLinearMTile); numbers in bench/README.md and kernels/README.md.
+/// Cost: a call of M rows runs floor(M / kLinearMTile) full tiles, then for the remainder r
+/// either r single-row executions (fast path, 1 ≤ r ≤ kLinearSmallMMaxRows) or one padded
+/// tile; numbers in bench/README.md. Construction additionally runs the probe (2 tile + 16
+/// single-row executions) once per configuration per process. Memory: the weights once.
 /// Errors: dims ≤ 0 or a null weight pointer abort through the project assert.
 class Linear {
  public:
   /// f32 weights `[out, in]`; `bias` `[out]` or nullptr. Copies what it needs.
-  Linear(const float* weight, int64_t out_features, int64_t in_features, const float* bias);
+  Linear(const float* weight, int64_t out_features, int64_t in_features, const float* bias,
+         const LinearOptions& options = LinearOptions{});
   /// bf16 weights (raw bits) `[out, in]`; `bias` `[out]` f32 or nullptr.
   Linear(const uint16_t* weight_bf16, int64_t out_features, int64_t in_features,
-         const float* bias);
+         const float* bias, const LinearOptions& options = LinearOptions{});
   ~Linear();
   Linear(Linear&&) noexcept;
   Linear& operator=(Linear&&) noexcept;
@@ -55,6 +105,9 @@ class Linear {
   /// matmul for this CPU; kF32 for f32 weights, and for bf16 weights on the fallback path
   /// (weights upcast to f32 exactly at construction, activations still rounded to bf16).
   LinearWeightType weight_type() const;
+  /// True when the construction probe showed the small-M primitive bitwise equal to the tile
+  /// primitive, so calls use it for small remainders (see the class comment).
+  bool small_m_path_enabled() const;
 
  private:
   struct Impl;

@@ -72,7 +72,7 @@ TEST(KvCache, RejectsGapsAndRepeatsWithoutChangingState) {
   expect_rows(kv, 1, 3);
 }
 
-// BUG (reported): append() inserts an entry for an unknown request before checking the
+// Regression (was a bug): append() inserts an entry for an unknown request before checking the
 // position, so a rejected first append (position != 0) leaves an empty request behind
 // (num_requests() grows although "nothing is appended").
 TEST(KvCache, RejectedFirstAppendDoesNotCreateRequest) {

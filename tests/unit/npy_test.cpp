@@ -76,10 +76,11 @@ TEST(Npy, HeaderAlignedForManyShapes) {
   for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{
            {1, 1}, {0, 4}, {12, 345}, {1000, 1}, {123456, 7}, {2, 0}}) {
     const fs::path path = temp_path("shape.npy");
-    ASSERT_TRUE(write_npy_f32(path.string(), std::vector<float>(rows * cols, 1.f), rows, cols).ok());
+    ASSERT_TRUE(
+        write_npy_f32(path.string(), std::vector<float>(rows * cols, 1.f), rows, cols).ok());
     const std::string bytes = read_bytes(path);
-    const size_t header_len = static_cast<uint8_t>(bytes[8]) |
-                              (static_cast<size_t>(static_cast<uint8_t>(bytes[9])) << 8);
+    const size_t header_len =
+        static_cast<uint8_t>(bytes[8]) | (static_cast<size_t>(static_cast<uint8_t>(bytes[9])) << 8);
     EXPECT_EQ((10 + header_len) % 64, 0u) << rows << "x" << cols;
     EXPECT_EQ(bytes.size(), 10 + header_len + rows * cols * sizeof(float));
     EXPECT_THAT(bytes.substr(10, header_len),
@@ -99,7 +100,11 @@ TEST(Npy, SizeMismatchIsInvalidArgument) {
 }
 
 TEST(Npy, UnwritablePathIsInternalNamingPath) {
-  const std::string path = temp_path("no_such_dir").string() + "/x.npy";
+  // The parent "directory" is a regular file, so neither creating it nor opening works
+  // (even as root).
+  const fs::path blocker = temp_path("plain_file");
+  { std::ofstream(blocker) << "x"; }
+  const std::string path = blocker.string() + "/sub/x.npy";
   absl::Status s = write_npy_f32(path, std::vector<float>(4), 2, 2);
   EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
   EXPECT_THAT(s.message(), HasSubstr(path));

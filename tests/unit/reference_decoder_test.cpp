@@ -21,8 +21,8 @@
 namespace muflow::engine {
 namespace {
 
-using ::testing::HasSubstr;
 using kernels::reference::test_seed;
+using ::testing::HasSubstr;
 
 ModelConfig small_config(ModelType type) {
   ModelConfig c;
@@ -48,8 +48,7 @@ std::shared_ptr<const CpuModel> build_model(const ModelConfig& c, uint64_t seed)
   const absl::Status valid = c.validate();
   EXPECT_TRUE(valid.ok()) << valid;
   if (!valid.ok()) return nullptr;
-  auto weights =
-      std::make_shared<const ModelWeights>(make_synthetic_model(c, seed, DType::kF32));
+  auto weights = std::make_shared<const ModelWeights>(make_synthetic_model(c, seed, DType::kF32));
   absl::StatusOr<std::shared_ptr<const CpuModel>> model = CpuModel::prepare(weights);
   EXPECT_TRUE(model.ok()) << model.status();
   return model.ok() ? *model : nullptr;
@@ -69,8 +68,8 @@ struct ForwardOut {
 
 /// Runs `tokens` (positions start_pos..) of request `rid` through every block with CpuModel's
 /// stage functions, combining each token's top-k outputs in rank order.
-ForwardOut forward(const CpuModel& m, DirectState& st, int64_t rid, const std::vector<int32_t>& tokens,
-                   int64_t start_pos) {
+ForwardOut forward(const CpuModel& m, DirectState& st, int64_t rid,
+                   const std::vector<int32_t>& tokens, int64_t start_pos) {
   const ModelConfig& c = m.config();
   const int64_t n = static_cast<int64_t>(tokens.size()), H = c.hidden_size, K = c.num_topk;
   std::vector<int64_t> rids(n, rid), pos(n);

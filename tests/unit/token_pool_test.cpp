@@ -61,9 +61,8 @@ bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
 TEST(TokenPool, MergeEqualsHandComputedWeightedSum) {
   TokenPool pool(/*hidden=*/2, /*num_topk=*/2, /*expected_expert_messages=*/1);
   ASSERT_TRUE(pool.add_residual(residual(0, 2, {{7, 3, 0, 0.f, {1.f, -2.f}}})).ok());
-  ASSERT_TRUE(pool.add_expert_outputs(outputs(0, 2,
-                                              {{7, 3, 0, 0.5f, {4.f, 8.f}},
-                                               {7, 3, 1, 0.25f, {16.f, -4.f}}}))
+  ASSERT_TRUE(pool.add_expert_outputs(
+                      outputs(0, 2, {{7, 3, 0, 0.5f, {4.f, 8.f}}, {7, 3, 1, 0.25f, {16.f, -4.f}}}))
                   .ok());
   ASSERT_EQ(pool.complete_iteration(), 0);
   absl::StatusOr<MergedTokens> merged = pool.take(0);
@@ -85,9 +84,8 @@ TEST(TokenPool, MergeEqualsHandComputedWeightedSum) {
 TEST(TokenPool, SharedExpertPartOfWideResidualRows) {
   TokenPool pool(2, 2, 1);
   ASSERT_TRUE(pool.add_residual(residual(4, 4, {{1, 0, 0, 0.f, {10.f, 20.f, 0.5f, -8.f}}})).ok());
-  ASSERT_TRUE(pool.add_expert_outputs(outputs(4, 2,
-                                              {{1, 0, 1, 0.5f, {2.f, 2.f}},
-                                               {1, 0, 0, 1.0f, {1.f, 3.f}}}))
+  ASSERT_TRUE(pool.add_expert_outputs(
+                      outputs(4, 2, {{1, 0, 1, 0.5f, {2.f, 2.f}}, {1, 0, 0, 1.0f, {1.f, 3.f}}}))
                   .ok());
   absl::StatusOr<MergedTokens> merged = pool.take(4);
   ASSERT_TRUE(merged.ok()) << merged.status();
@@ -137,17 +135,17 @@ TEST(TokenPool, OutOfOrderArrivalIsBitwiseIdentical) {
   // Expert outputs before the residual, higher ranks first, spread over three messages,
   // token 1's rows before token 0's.
   TokenPool pool(kHidden, 3, /*expected_expert_messages=*/3);
-  ASSERT_TRUE(pool.add_expert_outputs(outputs(0, kHidden,
-                                              {{0, 1, 2, 1.f, kY0}, {0, 0, 2, 1.f, kY2}}))
-                  .ok());
+  ASSERT_TRUE(
+      pool.add_expert_outputs(outputs(0, kHidden, {{0, 1, 2, 1.f, kY0}, {0, 0, 2, 1.f, kY2}}))
+          .ok());
   EXPECT_EQ(pool.complete_iteration(), -1);
-  ASSERT_TRUE(pool.add_expert_outputs(outputs(0, kHidden,
-                                              {{0, 1, 1, 1.f, kY2}, {0, 0, 1, 1.f, kY1}}))
-                  .ok());
+  ASSERT_TRUE(
+      pool.add_expert_outputs(outputs(0, kHidden, {{0, 1, 1, 1.f, kY2}, {0, 0, 1, 1.f, kY1}}))
+          .ok());
   EXPECT_EQ(pool.complete_iteration(), -1);
-  ASSERT_TRUE(pool.add_expert_outputs(outputs(0, kHidden,
-                                              {{0, 0, 0, 1.f, kY0}, {0, 1, 0, 1.f, kY1}}))
-                  .ok());
+  ASSERT_TRUE(
+      pool.add_expert_outputs(outputs(0, kHidden, {{0, 0, 0, 1.f, kY0}, {0, 1, 0, 1.f, kY1}}))
+          .ok());
   EXPECT_EQ(pool.complete_iteration(), -1) << "complete before the residual arrived";
   ASSERT_TRUE(pool.add_residual(residual(0, kHidden,
                                          {{0, 1, 0, 0.f, kResidualB}, {0, 0, 0, 0.f, kResidualA}}))
@@ -164,8 +162,8 @@ TEST(TokenPool, OutOfOrderArrivalIsBitwiseIdentical) {
 TEST(TokenPool, CompleteIterationNeedsResidualAndAllMessages) {
   TokenPool pool(1, 1, /*expected_expert_messages=*/2);
   EXPECT_EQ(pool.complete_iteration(), -1);
-  ASSERT_TRUE(pool.add_residual(residual(3, 1, {{0, 0, 0, 0.f, {1.f}}, {1, 0, 0, 0.f, {2.f}}}))
-                  .ok());
+  ASSERT_TRUE(
+      pool.add_residual(residual(3, 1, {{0, 0, 0, 0.f, {1.f}}, {1, 0, 0, 0.f, {2.f}}})).ok());
   EXPECT_EQ(pool.complete_iteration(), -1);
   EXPECT_EQ(pool.take(3).status().code(), absl::StatusCode::kFailedPrecondition);
   ASSERT_TRUE(pool.add_expert_outputs(outputs(3, 1, {{1, 0, 0, 1.f, {10.f}}})).ok());
@@ -197,14 +195,14 @@ TEST(TokenPool, EarliestCompleteIterationFirst) {
 
 TEST(TokenPool, TokenMissingATopkOutputIsReportedNotDropped) {
   TokenPool pool(1, 2, 1);
-  ASSERT_TRUE(pool.add_residual(residual(0, 1, {{3, 0, 0, 0.f, {1.f}}, {42, 17, 0, 0.f, {1.f}}}))
-                  .ok());
+  ASSERT_TRUE(
+      pool.add_residual(residual(0, 1, {{3, 0, 0, 0.f, {1.f}}, {42, 17, 0, 0.f, {1.f}}})).ok());
   // Request 42 position 17 gets only rank 0.
-  ASSERT_TRUE(pool.add_expert_outputs(outputs(0, 1,
-                                              {{3, 0, 0, 0.5f, {1.f}},
-                                               {3, 0, 1, 0.5f, {1.f}},
-                                               {42, 17, 0, 1.f, {1.f}}}))
-                  .ok());
+  ASSERT_TRUE(
+      pool
+          .add_expert_outputs(outputs(
+              0, 1, {{3, 0, 0, 0.5f, {1.f}}, {3, 0, 1, 0.5f, {1.f}}, {42, 17, 0, 1.f, {1.f}}}))
+          .ok());
   ASSERT_EQ(pool.complete_iteration(), 0);
   absl::StatusOr<MergedTokens> merged = pool.take(0);
   ASSERT_FALSE(merged.ok());
@@ -216,9 +214,8 @@ TEST(TokenPool, TokenMissingATopkOutputIsReportedNotDropped) {
 TEST(TokenPool, ExpertOutputForTokenWithoutResidualIsReported) {
   TokenPool pool(1, 1, 1);
   ASSERT_TRUE(pool.add_residual(residual(0, 1, {{1, 0, 0, 0.f, {1.f}}})).ok());
-  ASSERT_TRUE(pool.add_expert_outputs(outputs(0, 1,
-                                              {{1, 0, 0, 1.f, {1.f}}, {8, 4, 0, 1.f, {1.f}}}))
-                  .ok());
+  ASSERT_TRUE(
+      pool.add_expert_outputs(outputs(0, 1, {{1, 0, 0, 1.f, {1.f}}, {8, 4, 0, 1.f, {1.f}}})).ok());
   absl::StatusOr<MergedTokens> merged = pool.take(0);
   ASSERT_FALSE(merged.ok());
   EXPECT_EQ(merged.status().code(), absl::StatusCode::kFailedPrecondition);
@@ -255,7 +252,7 @@ TEST(TokenPool, RankOutOfRangeRejected) {
             absl::StatusCode::kInvalidArgument);
 }
 
-// BUG (reported): add_expert_outputs counts a message toward expected_expert_messages before
+// Regression (was a bug): add_expert_outputs counts a message toward expected_expert_messages before
 // validating its rows, so a rejected message makes the iteration look complete. The pool's
 // contract is that complete_iteration() means "all expected expert messages have arrived";
 // a rejected message has not been accepted.
@@ -267,6 +264,19 @@ TEST(TokenPool, RejectedExpertMessageDoesNotCountTowardCompletion) {
       << "a rejected expert message was counted as one of the expected messages";
 }
 
+// Regression (was a bug): add_residual marks the iteration's residual as arrived and stores the rows
+// before the duplicate check of a later row fails, so after a rejected batch the corrected
+// batch is refused as a "second residual batch" and the iteration can never merge.
+TEST(TokenPool, RejectedResidualBatchCanBeResent) {
+  TokenPool pool(1, 1, 1);
+  ASSERT_FALSE(
+      pool.add_residual(residual(0, 1, {{1, 0, 0, 0.f, {1.f}}, {1, 0, 0, 0.f, {2.f}}})).ok());
+  EXPECT_EQ(pool.complete_iteration(), -1);
+  EXPECT_TRUE(
+      pool.add_residual(residual(0, 1, {{1, 0, 0, 0.f, {1.f}}, {1, 1, 0, 0.f, {2.f}}})).ok())
+      << "a rejected residual batch left the iteration marked as having its residual";
+}
+
 TEST(TokenPool, BadWidthsRejected) {
   TokenPool pool(4, 1, 1);
   absl::Status r = pool.add_residual(residual(0, 3, {{1, 0, 0, 0.f, {1.f, 2.f, 3.f}}}));
@@ -275,8 +285,7 @@ TEST(TokenPool, BadWidthsRejected) {
   absl::Status r16 = pool.add_residual(residual(0, 16, {{1, 0, 0, 0.f, std::vector<float>(16)}}));
   EXPECT_EQ(r16.code(), absl::StatusCode::kInvalidArgument);
   // Expert outputs must be exactly hidden wide (2·hidden is only for residual rows).
-  EXPECT_EQ(pool.add_expert_outputs(outputs(0, 8, {{1, 0, 0, 1.f, std::vector<float>(8)}}))
-                .code(),
+  EXPECT_EQ(pool.add_expert_outputs(outputs(0, 8, {{1, 0, 0, 1.f, std::vector<float>(8)}})).code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(pool.add_expert_outputs(outputs(0, 2, {{1, 0, 0, 1.f, {1.f, 2.f}}})).code(),
             absl::StatusCode::kInvalidArgument);
