@@ -203,6 +203,28 @@ caf::behavior coordinator_behavior(Self* self, RunContextPtr ctx,
   return {
       [=](start_atom) -> caf::response_promise {
         self->state.promise = self->make_response_promise();
+        // A stage that dies (e.g. an exception escaping a handler) must fail the run, not
+        // leave the coordinator waiting for its report forever.
+        const ActorTable& t = self->state.ctx->actors;
+        auto watch = [&](const caf::actor& a) {
+          if (a) self->monitor(a);
+        };
+        for (const auto& v : t.attention) for (const auto& a : v) watch(a);
+        for (const auto& v : t.experts) for (const auto& a : v) watch(a);
+        for (const auto& a : t.samplers) watch(a);
+        for (const auto& a : t.dispatch) watch(a);
+        for (const auto& a : t.combine) watch(a);
+        for (const auto& a : t.devices) watch(a);
+        self->set_down_handler([=](caf::down_msg& msg) {
+          auto& s = self->state;
+          if (s.done) return;
+          if (s.first_error.ok()) {
+            s.first_error = absl::InternalError(
+                "an actor of the wiring stopped unexpectedly: " +
+                self->home_system().render(msg.reason));
+          }
+          finish_run(self);
+        });
         launch(self);
         return self->state.promise;
       },

@@ -236,20 +236,39 @@ void BM_Linear_FixedTile(benchmark::State& state) {
   set_counters(state, 2.0 * m * kHidden * kFfn);
 }
 
+/// fast = 1: the real ExpertFfn (small-M path on when its probes pass). fast = 0: ExpertFfn's
+/// loop rebuilt from two Linears with the small-M path off (ExpertFfn takes no options).
 void BM_ExpertFfn_Muflow(benchmark::State& state) {
   const int64_t m = state.range(0);
   const bool bf16 = state.range(1) != 0;
-  const Weights& w = Weights::get();
   const bool fast = state.range(2) != 0;
-  // ExpertFfn has no options: fast = 0 emulates it with two padded-tile Linears (same loop).
-  const ExpertFfn ffn = bf16 ? ExpertFfn(w.gate16.data(), w.up16.data(), w.down16.data(), kHidden, kFfn)
-                             : ExpertFfn(w.gate.data(), w.up.data(), w.down.data(), kHidden, kFfn);
+  const Weights& w = Weights::get();
   SplitMix64 rng(kSeed + 1);
   const std::vector<float> x = random_floats(rng, m * kHidden, -1.0f, 1.0f);
   std::vector<float> y(m * kHidden);
-  for (auto _ : state) {
-    ffn.forward(x.data(), m, y.data());
-    benchmark::DoNotOptimize(y.data());
+  if (fast) {
+    const ExpertFfn ffn = bf16 ? ExpertFfn(w.gate16.data(), w.up16.data(), w.down16.data(), kHidden, kFfn)
+                               : ExpertFfn(w.gate.data(), w.up.data(), w.down.data(), kHidden, kFfn);
+    for (auto _ : state) {
+      ffn.forward(x.data(), m, y.data());
+      benchmark::DoNotOptimize(y.data());
+    }
+  } else {
+    const LinearOptions off = fast_options(false);
+    const Linear gate_up = bf16 ? Linear(w.gate_up16.data(), 2 * kFfn, kHidden, nullptr, off)
+                                : Linear(w.gate_up.data(), 2 * kFfn, kHidden, nullptr, off);
+    const Linear down = bf16 ? Linear(w.down16.data(), kHidden, kFfn, nullptr, off)
+                             : Linear(w.down.data(), kHidden, kFfn, nullptr, off);
+    std::vector<float> h(kLinearMTile * 2 * kFfn), a(kLinearMTile * kFfn);
+    for (auto _ : state) {
+      for (int64_t row = 0; row < m; row += kLinearMTile) {
+        const int64_t rows = std::min<int64_t>(kLinearMTile, m - row);
+        gate_up.forward(x.data() + row * kHidden, rows, h.data());
+        swiglu(h.data(), rows, kFfn, a.data());
+        down.forward(a.data(), rows, y.data() + row * kHidden);
+      }
+      benchmark::DoNotOptimize(y.data());
+    }
   }
   set_counters(state, 2.0 * m * kHidden * kFfn * 3);
 }
@@ -277,10 +296,44 @@ void BM_ExpertFfn_PerM(benchmark::State& state) {
   set_counters(state, 2.0 * m * kHidden * kFfn * 3);
 }
 
+constexpr int64_t kMs[] = {1, 2, 3, 4, 5, 6, 7, 8, 16, 32, 128, 512};
+
+void MTypeShapeFast(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"M", "bf16", "shape", "fast"});
+  for (int64_t shape : {0, 1}) {
+    for (int64_t bf16 : {0, 1}) {
+      for (int64_t fast : {0, 1}) {
+        for (int64_t m : kMs) b->Args({m, bf16, shape, fast});
+      }
+    }
+  }
+  b->Unit(benchmark::kMicrosecond);
+}
+
+void MTypeShape(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"M", "bf16", "shape"});
+  for (int64_t shape : {0, 1}) {
+    for (int64_t bf16 : {0, 1}) {
+      for (int64_t m : kMs) b->Args({m, bf16, shape});
+    }
+  }
+  b->Unit(benchmark::kMicrosecond);
+}
+
+void MTypeFast(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"M", "bf16", "fast"});
+  for (int64_t bf16 : {0, 1}) {
+    for (int64_t fast : {0, 1}) {
+      for (int64_t m : {1, 2, 4, 8, 16, 17, 32, 128, 512}) b->Args({m, bf16, fast});
+    }
+  }
+  b->Unit(benchmark::kMicrosecond);
+}
+
 void MAndType(benchmark::internal::Benchmark* b) {
   b->ArgNames({"M", "bf16"});
   for (int64_t bf16 : {0, 1}) {
-    for (int64_t m : {1, 8, 32, 128, 512}) b->Args({m, bf16});
+    for (int64_t m : {1, 2, 4, 8, 16, 17, 32, 128, 512}) b->Args({m, bf16});
   }
   b->Unit(benchmark::kMicrosecond);
 }
@@ -295,11 +348,22 @@ void MTypeAndTile(benchmark::internal::Benchmark* b) {
   b->Unit(benchmark::kMicrosecond);
 }
 
-BENCHMARK(BM_Linear_Muflow)->Apply(MAndType);
-BENCHMARK(BM_Linear_PerM)->Apply(MAndType);
-BENCHMARK(BM_ExpertFfn_Muflow)->Apply(MAndType);
+void TypeShapeFast(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"bf16", "shape", "fast"});
+  for (int64_t shape : {0, 1}) {
+    for (int64_t bf16 : {0, 1}) {
+      for (int64_t fast : {0, 1}) b->Args({bf16, shape, fast});
+    }
+  }
+  b->Unit(benchmark::kMillisecond);
+}
+
+BENCHMARK(BM_Linear_Muflow)->Apply(MTypeShapeFast);
+BENCHMARK(BM_Linear_PerM)->Apply(MTypeShape);
+BENCHMARK(BM_ExpertFfn_Muflow)->Apply(MTypeFast);
 BENCHMARK(BM_ExpertFfn_PerM)->Apply(MAndType);
 BENCHMARK(BM_Linear_FixedTile)->Apply(MTypeAndTile);
+BENCHMARK(BM_Linear_Construct)->Apply(TypeShapeFast);
 
 /// Prints whether the per-M baseline is batch invariant (row 0 alone vs inside M = 512):
 /// the property muflow pays for.

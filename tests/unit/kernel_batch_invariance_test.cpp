@@ -1,11 +1,16 @@
 // Batch invariance (ARCHITECTURE.md §8.1): a row's result is BITWISE the same whether it is
 // computed alone or inside a batch of any size, at any position, next to any other rows.
 // Checked with memcmp for Linear (f32, bf16, with bias), ExpertFfn (f32, bf16), rms_norm and
-// router_topk, for batch sizes 2, 3, 7, 16, 17, 64, 100, 512 and several positions each.
+// router_topk, for batch sizes 1..33, 64, 100, 512 and several positions each; Linear and
+// ExpertFfn also at EVERY position (each row of a random batch vs the same row alone). Linear
+// runs with its checked small-M fast path (asserted enabled on the development machine, see
+// kSmallPathMayBeOff) and with the fast path forced off through the probe-failure hook.
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -24,7 +29,31 @@ using reference::random_bf16;
 using reference::random_floats;
 using reference::SplitMix64;
 
-constexpr int64_t kBatchSizes[] = {2, 3, 7, 16, 17, 64, 100, 512};
+/// 1..33 (every remainder of the 16-row tile, twice), then several tiles.
+const std::vector<int64_t> kBatchSizes = [] {
+  std::vector<int64_t> sizes;
+  for (int64_t b = 1; b <= 33; ++b) sizes.push_back(b);
+  for (int64_t b : {64, 100, 512}) sizes.push_back(b);
+  return sizes;
+}();
+
+/// The small-M fast path is expected to pass its probe on the development machine (AVX-512 /
+/// AVX512-BF16, oneDNN brgemm). On a machine whose oneDNN disagrees, set
+/// MUFLOW_ALLOW_NO_SMALL_M_PATH=1: the path is then allowed to be off, and invariance is
+/// still checked.
+bool small_path_may_be_off() {
+  const char* env = std::getenv("MUFLOW_ALLOW_NO_SMALL_M_PATH");
+  return env != nullptr && std::string(env) == "1";
+}
+
+void expect_small_path(const Linear& linear, const std::string& what) {
+  if (small_path_may_be_off()) {
+    std::printf("%s: small-M path %s\n", what.c_str(),
+                linear.small_m_path_enabled() ? "enabled" : "disabled");
+    return;
+  }
+  EXPECT_TRUE(linear.small_m_path_enabled()) << what << ": small-M fast path not enabled";
+}
 
 /// Positions to place the probe row at in a batch of `batch` rows: both ends, around the
 /// M-tile boundaries, the middle.
@@ -65,9 +94,50 @@ void expect_batch_invariant(const std::string& what, int64_t in_width, std::size
   }
 }
 
+/// Every position: for each batch size, one random batch through `op`, then every row of it
+/// alone; each output row memcmp'd against its alone result.
+void expect_every_row_invariant(const std::string& what, int64_t in_width,
+                                std::size_t out_row_bytes, const RowOp& op, uint64_t seed,
+                                float lo = -1.0f, float hi = 1.0f) {
+  SCOPED_TRACE(what);
+  SplitMix64 rng(seed);
+  std::vector<unsigned char> alone(out_row_bytes);
+  for (int64_t batch : kBatchSizes) {
+    const std::vector<float> x = random_floats(rng, batch * in_width, lo, hi);
+    std::vector<unsigned char> out(batch * out_row_bytes);
+    op(x.data(), batch, out.data());
+    for (int64_t row = 0; row < batch; ++row) {
+      op(x.data() + row * in_width, 1, alone.data());
+      ASSERT_EQ(std::memcmp(out.data() + row * out_row_bytes, alone.data(), out_row_bytes), 0)
+          << what << ": row " << row << " of batch " << batch << " differs from the row alone";
+    }
+  }
+}
+
+LinearOptions forced_probe_failure() {
+  LinearOptions options;
+  options.force_probe_mismatch = true;
+  return options;
+}
+
 struct LinearShape {
   int64_t out, in;
 };
+
+/// `a` and `b` give bitwise the same outputs for random batches of every size in kBatchSizes.
+void expect_same_bits(const std::string& what, int64_t in, int64_t out, const Linear& a,
+                      const Linear& b, uint64_t seed) {
+  SCOPED_TRACE(what);
+  SplitMix64 rng(seed);
+  for (int64_t batch : kBatchSizes) {
+    const std::vector<float> x = random_floats(rng, batch * in, -1.0f, 1.0f);
+    std::vector<float> ya(batch * out), yb(batch * out);
+    a.forward(x.data(), batch, ya.data());
+    b.forward(x.data(), batch, yb.data());
+    ASSERT_EQ(std::memcmp(ya.data(), yb.data(), ya.size() * sizeof(float)), 0)
+        << what << ": batch " << batch;
+  }
+}
 const LinearShape kLinearShapes[] = {{64, 64}, {70, 100}, {1024, 1024}, {384, 4096}};
 
 TEST(BatchInvarianceTest, LinearF32) {
@@ -78,12 +148,26 @@ TEST(BatchInvarianceTest, LinearF32) {
       const std::vector<float> w = random_floats(rng, s.out * s.in, -0.1f, 0.1f);
       const std::vector<float> bias = random_floats(rng, s.out, -1.0f, 1.0f);
       const Linear linear(w.data(), s.out, s.in, with_bias ? bias.data() : nullptr);
-      expect_batch_invariant(
-          "Linear f32 " + std::to_string(s.out) + "x" + std::to_string(s.in) +
-              (with_bias ? " bias" : ""),
-          s.in, s.out * sizeof(float),
-          [&](const float* x, int64_t n, void* y) { linear.forward(x, n, static_cast<float*>(y)); },
-          rng.next());
+      const std::string what = "Linear f32 " + std::to_string(s.out) + "x" +
+                               std::to_string(s.in) + (with_bias ? " bias" : "");
+      expect_small_path(linear, what);
+      const RowOp op = [&](const float* x, int64_t n, void* y) {
+        linear.forward(x, n, static_cast<float*>(y));
+      };
+      expect_batch_invariant(what, s.in, s.out * sizeof(float), op, rng.next());
+      expect_every_row_invariant(what + " every row", s.in, s.out * sizeof(float), op,
+                                 rng.next());
+      // Probe forced to fail: the fast path is off, padded tiles only, still invariant, and
+      // bitwise equal to the fast path (which the probe claims is the same computation).
+      const Linear fallback(w.data(), s.out, s.in, with_bias ? bias.data() : nullptr,
+                            forced_probe_failure());
+      EXPECT_FALSE(fallback.small_m_path_enabled()) << what;
+      const RowOp fallback_op = [&](const float* x, int64_t n, void* y) {
+        fallback.forward(x, n, static_cast<float*>(y));
+      };
+      expect_every_row_invariant(what + " forced fallback", s.in, s.out * sizeof(float),
+                                 fallback_op, rng.next());
+      expect_same_bits(what + " fast vs fallback", s.in, s.out, linear, fallback, rng.next());
     }
   }
 }
@@ -96,12 +180,26 @@ TEST(BatchInvarianceTest, LinearBF16) {
       const std::vector<uint16_t> w = random_bf16(rng, s.out * s.in, -0.1f, 0.1f);
       const std::vector<float> bias = random_floats(rng, s.out, -1.0f, 1.0f);
       const Linear linear(w.data(), s.out, s.in, with_bias ? bias.data() : nullptr);
-      expect_batch_invariant(
-          "Linear bf16 " + std::to_string(s.out) + "x" + std::to_string(s.in) +
-              (with_bias ? " bias" : ""),
-          s.in, s.out * sizeof(float),
-          [&](const float* x, int64_t n, void* y) { linear.forward(x, n, static_cast<float*>(y)); },
-          rng.next());
+      const std::string what = "Linear bf16 " + std::to_string(s.out) + "x" +
+                               std::to_string(s.in) + (with_bias ? " bias" : "");
+      expect_small_path(linear, what);
+      const RowOp op = [&](const float* x, int64_t n, void* y) {
+        linear.forward(x, n, static_cast<float*>(y));
+      };
+      expect_batch_invariant(what, s.in, s.out * sizeof(float), op, rng.next());
+      expect_every_row_invariant(what + " every row", s.in, s.out * sizeof(float), op,
+                                 rng.next());
+      // Probe forced to fail: the fast path is off, padded tiles only, still invariant, and
+      // bitwise equal to the fast path (which the probe claims is the same computation).
+      const Linear fallback(w.data(), s.out, s.in, with_bias ? bias.data() : nullptr,
+                            forced_probe_failure());
+      EXPECT_FALSE(fallback.small_m_path_enabled()) << what;
+      const RowOp fallback_op = [&](const float* x, int64_t n, void* y) {
+        fallback.forward(x, n, static_cast<float*>(y));
+      };
+      expect_every_row_invariant(what + " forced fallback", s.in, s.out * sizeof(float),
+                                 fallback_op, rng.next());
+      expect_same_bits(what + " fast vs fallback", s.in, s.out, linear, fallback, rng.next());
     }
   }
 }
@@ -121,12 +219,22 @@ TEST(BatchInvarianceTest, ExpertFfnF32AndBF16) {
         "ExpertFfn f32 hidden " + std::to_string(s.hidden), s.hidden, s.hidden * sizeof(float),
         [&](const float* x, int64_t n, void* y) { ffn_f32.forward(x, n, static_cast<float*>(y)); },
         rng.next());
+    expect_every_row_invariant(
+        "ExpertFfn f32 every row, hidden " + std::to_string(s.hidden), s.hidden,
+        s.hidden * sizeof(float),
+        [&](const float* x, int64_t n, void* y) { ffn_f32.forward(x, n, static_cast<float*>(y)); },
+        rng.next());
     const std::vector<uint16_t> gate16 = random_bf16(rng, s.ffn * s.hidden, -0.1f, 0.1f);
     const std::vector<uint16_t> up16 = random_bf16(rng, s.ffn * s.hidden, -0.1f, 0.1f);
     const std::vector<uint16_t> down16 = random_bf16(rng, s.hidden * s.ffn, -0.1f, 0.1f);
     const ExpertFfn ffn_bf16(gate16.data(), up16.data(), down16.data(), s.hidden, s.ffn);
     expect_batch_invariant(
         "ExpertFfn bf16 hidden " + std::to_string(s.hidden), s.hidden, s.hidden * sizeof(float),
+        [&](const float* x, int64_t n, void* y) { ffn_bf16.forward(x, n, static_cast<float*>(y)); },
+        rng.next());
+    expect_every_row_invariant(
+        "ExpertFfn bf16 every row, hidden " + std::to_string(s.hidden), s.hidden,
+        s.hidden * sizeof(float),
         [&](const float* x, int64_t n, void* y) { ffn_bf16.forward(x, n, static_cast<float*>(y)); },
         rng.next());
   }

@@ -4,11 +4,16 @@
 // to the magnitude of the terms being summed, the natural error scale of an f32 dot product
 // (reference sums in double). bf16 uses the same bound because the reference mirrors the
 // bf16 contract (x rounded to bf16; bf16·bf16 products are exact in f32).
+// The small-M fast path (kernels/cpu/linear.hpp) must be bitwise equal to the padded tiles:
+// checked against a Linear with the path off and one whose probe is forced to fail.
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -40,7 +45,7 @@ std::vector<float> upcast(const std::vector<uint16_t>& v) {
 
 /// Checks y against the reference for f32 (bf16 == false) or bf16 weights.
 void check_linear(int64_t num_rows, int64_t out, int64_t in, bool with_bias, bool bf16,
-                  uint64_t seed) {
+                  uint64_t seed, const LinearOptions& options = LinearOptions{}) {
   SCOPED_TRACE(testing::Message() << "rows=" << num_rows << " out=" << out << " in=" << in
                                   << " bias=" << with_bias << " bf16=" << bf16);
   SplitMix64 rng(seed);
@@ -66,8 +71,11 @@ void check_linear(int64_t num_rows, int64_t out, int64_t in, bool with_bias, boo
   reference::linear(x_for_scale.data(), w_for_scale.data(), with_bias ? abs_bias.data() : nullptr,
                     num_rows, out, in, scale.data());
 
-  const Linear linear = bf16 ? Linear(w_bf16.data(), out, in, bias_ptr)
-                             : Linear(w_f32.data(), out, in, bias_ptr);
+  const Linear linear = bf16 ? Linear(w_bf16.data(), out, in, bias_ptr, options)
+                             : Linear(w_f32.data(), out, in, bias_ptr, options);
+  if (options.force_probe_mismatch || !options.allow_small_m_path) {
+    EXPECT_FALSE(linear.small_m_path_enabled());
+  }
   EXPECT_EQ(linear.in_features(), in);
   EXPECT_EQ(linear.out_features(), out);
   // One sentinel row after the output: forward must write exactly num_rows rows.
@@ -130,6 +138,125 @@ TEST_P(LinearTest, ConcurrentCallsFromThreadsAreIdenticalToSerial) {
     EXPECT_EQ(std::memcmp(serial[t].data(), parallel[t].data(), serial[t].size() * sizeof(float)), 0)
         << "thread " << t;
   }
+}
+
+/// See kernel_batch_invariance_test.cpp: MUFLOW_ALLOW_NO_SMALL_M_PATH=1 on a machine whose
+/// oneDNN fails the probe (the path is then off and everything else must still pass).
+bool small_path_may_be_off() {
+  const char* env = std::getenv("MUFLOW_ALLOW_NO_SMALL_M_PATH");
+  return env != nullptr && std::string(env) == "1";
+}
+
+TEST_P(LinearTest, ForcedProbeFailureFallsBackToPaddedTilesAndStaysCorrect) {
+  const bool bf16 = GetParam();
+  const uint64_t seed = reference::test_seed("LinearTest.ForcedProbeFailure", 1003);
+  LinearOptions forced;
+  forced.force_probe_mismatch = true;
+  LinearOptions off;
+  off.allow_small_m_path = false;
+  uint64_t case_seed = seed;
+  for (int64_t rows : {int64_t{1}, int64_t{3}, kLinearMTile + 2, int64_t{50}}) {
+    for (bool bias : {false, true}) {
+      check_linear(rows, 70, 100, bias, bf16, case_seed++, forced);
+      check_linear(rows, 70, 100, bias, bf16, case_seed++, off);
+    }
+  }
+}
+
+TEST_P(LinearTest, SmallMPathIsEnabledAndBitwiseEqualToPaddedTiles) {
+  const bool bf16 = GetParam();
+  const uint64_t seed = reference::test_seed("LinearTest.SmallMPath", 1004);
+  SplitMix64 rng(seed);
+  struct Shape {
+    int64_t out, in;
+  };
+  LinearOptions off;
+  off.allow_small_m_path = false;
+  LinearOptions forced;
+  forced.force_probe_mismatch = true;
+  for (const Shape s : {Shape{1, 1}, Shape{7, 13}, Shape{70, 100}, Shape{257, 129},
+                        Shape{1024, 1024}, Shape{384, 4096}}) {
+    for (bool with_bias : {false, true}) {
+      SCOPED_TRACE(testing::Message() << "out=" << s.out << " in=" << s.in << " bias="
+                                      << with_bias << " bf16=" << bf16);
+      const std::vector<float> w = random_floats(rng, s.out * s.in, -0.2f, 0.2f);
+      std::vector<uint16_t> w16(w.size());
+      f32_to_bf16_n(w.data(), static_cast<int64_t>(w.size()), w16.data());
+      const std::vector<float> bias = random_floats(rng, s.out, -0.5f, 0.5f);
+      const float* bias_ptr = with_bias ? bias.data() : nullptr;
+      auto make = [&](const LinearOptions& options) {
+        return bf16 ? Linear(w16.data(), s.out, s.in, bias_ptr, options)
+                    : Linear(w.data(), s.out, s.in, bias_ptr, options);
+      };
+      const Linear fast = make(LinearOptions{});
+      const Linear tiles_only = make(off);
+      const Linear probe_failed = make(forced);
+      if (small_path_may_be_off()) {
+        std::printf("small-M path %s\n", fast.small_m_path_enabled() ? "enabled" : "disabled");
+      } else {
+        EXPECT_TRUE(fast.small_m_path_enabled());
+      }
+      EXPECT_FALSE(tiles_only.small_m_path_enabled());
+      EXPECT_FALSE(probe_failed.small_m_path_enabled());
+      for (int64_t rows = 1; rows <= 2 * kLinearMTile + 1; ++rows) {
+        const std::vector<float> x = random_floats(rng, rows * s.in, -1.0f, 1.0f);
+        std::vector<float> y_fast(rows * s.out), y_tiles(rows * s.out), y_failed(rows * s.out);
+        fast.forward(x.data(), rows, y_fast.data());
+        tiles_only.forward(x.data(), rows, y_tiles.data());
+        probe_failed.forward(x.data(), rows, y_failed.data());
+        ASSERT_EQ(std::memcmp(y_fast.data(), y_tiles.data(), y_fast.size() * sizeof(float)), 0)
+            << "rows " << rows;
+        ASSERT_EQ(std::memcmp(y_failed.data(), y_tiles.data(), y_fast.size() * sizeof(float)), 0)
+            << "rows " << rows;
+      }
+    }
+  }
+}
+
+TEST_P(LinearTest, ConcurrentSmallAndTileCallsAreBitwiseStable) {
+  // Threads mix remainders taken by the small-M path (1..4 rows, 17, 20) and by padded tiles
+  // (5, 37) on one Linear; every result must equal the serial one, and each row its row alone.
+  const bool bf16 = GetParam();
+  const uint64_t seed = reference::test_seed("LinearTest.ConcurrentSmallM", 1005);
+  SplitMix64 rng(seed);
+  const int64_t in = 200, out = 150;
+  const std::vector<float> w = random_floats(rng, out * in, -0.3f, 0.3f);
+  std::vector<uint16_t> w16(w.size());
+  f32_to_bf16_n(w.data(), static_cast<int64_t>(w.size()), w16.data());
+  const std::vector<float> bias = random_floats(rng, out, -0.5f, 0.5f);
+  const Linear linear = bf16 ? Linear(w16.data(), out, in, bias.data())
+                             : Linear(w.data(), out, in, bias.data());
+  const int64_t rows_per_thread[] = {1, 2, 3, 4, 5, 17, 20, 37};
+  constexpr int kThreads = 8;
+  std::vector<std::vector<float>> xs(kThreads), serial(kThreads), parallel(kThreads);
+  for (int t = 0; t < kThreads; ++t) {
+    const int64_t rows = rows_per_thread[t];
+    xs[t] = random_floats(rng, rows * in, -1.0f, 1.0f);
+    serial[t].resize(rows * out);
+    parallel[t].resize(rows * out);
+    linear.forward(xs[t].data(), rows, serial[t].data());
+    std::vector<float> alone(out);
+    for (int64_t r = 0; r < rows; ++r) {
+      linear.forward(xs[t].data() + r * in, 1, alone.data());
+      ASSERT_EQ(std::memcmp(alone.data(), serial[t].data() + r * out, out * sizeof(float)), 0)
+          << "thread " << t << " row " << r;
+    }
+  }
+  std::vector<std::thread> threads;
+  std::vector<int> mismatches(kThreads, 0);
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int repeat = 0; repeat < 50; ++repeat) {
+        linear.forward(xs[t].data(), rows_per_thread[t], parallel[t].data());
+        if (std::memcmp(serial[t].data(), parallel[t].data(),
+                        serial[t].size() * sizeof(float)) != 0) {
+          ++mismatches[t];
+        }
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(mismatches[t], 0) << "thread " << t;
 }
 
 INSTANTIATE_TEST_SUITE_P(WeightTypes, LinearTest, testing::Values(false, true),
