@@ -63,7 +63,7 @@ caf::behavior stage_behavior(caf::stateful_actor<StageState>* self, RunContextPt
                                                  {"iteration", iteration},
                                                  {"block", layer.block},
                                                  {"index", layer.index},
-                                                 {"phase", "sync"}});
+                                                 {"phase", st.ctx->topology.wiring}});
         }
         if (!s.ok()) fail(self, s);
         flush(self, out);

@@ -2,7 +2,7 @@
 //
 // muflow's Linear runs every full tile through one oneDNN matmul primitive of shape
 // [kLinearMTile, K]·[K, N]; the remainder goes through a checked [1, K] primitive one row at a
-// time (≤ kLinearSmallMMaxRows rows, when the construction probe passed) or one zero-padded
+// time (≤ kLinearSmallMMaxRows{F32,BF16} rows, when the construction probe passed) or one zero-padded
 // tile (kernels/cpu/linear.hpp). The natural, non-batch-invariant way is one primitive created
 // for the exact M (prepacked weights too). This compares:
 //   BM_Linear_{Muflow,PerM}       one Linear, shape 0: K = 1024 → N = 4096 (hidden → ffn),

@@ -141,8 +141,9 @@ struct Linear::Impl {
   bool has_bias = false;
   memory::data_type src_type = memory::data_type::f32;
   Primitive tile;   // [kLinearMTile, in]: every full tile, and padded remainders
-  Primitive small;  // [kLinearSmallM, in]: remainders ≤ kLinearSmallMMaxRows when enabled
+  Primitive small;  // [kLinearSmallM, in]: remainders ≤ small_max_rows when enabled
   bool small_enabled = false;
+  int64_t small_max_rows = 0;  // kLinearSmallMMaxRows{F32,BF16} by src_type
   memory packed_weights;  // shared by both primitives (identical layout, checked)
   memory bias;
 
@@ -264,6 +265,8 @@ struct Linear::Impl {
   /// OmpSingleThreadScope and has called build().
   void setup_small_path(const LinearOptions& options) {
     small_enabled = false;
+    small_max_rows = src_type == memory::data_type::bf16 ? kLinearSmallMMaxRowsBF16
+                                                         : kLinearSmallMMaxRowsF32;
     if (!options.allow_small_m_path) return;
     try {
       const dnnl::matmul::primitive_desc pd = make_pd(kLinearSmallM, src_type);
@@ -415,7 +418,7 @@ void Linear::forward(const float* x, int64_t num_rows, float* y) const {
       impl.execute(impl.tile, x + row * in, kLinearMTile, y + row * out);
     }
     if (remainder == 0) return;
-    if (impl.small_enabled && remainder <= kLinearSmallMMaxRows) {
+    if (impl.small_enabled && remainder <= impl.small_max_rows) {
       // Checked fast path: bitwise the same rows as the tile primitive (construction probe).
       for (int64_t row = full_rows; row < num_rows; row += kLinearSmallM) {
         const int64_t rows = std::min<int64_t>(kLinearSmallM, num_rows - row);

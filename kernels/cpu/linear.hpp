@@ -20,8 +20,13 @@ inline constexpr int64_t kLinearSmallM = 1;
 /// The remainder of a call (num_rows mod kLinearMTile rows; all rows when num_rows <
 /// kLinearMTile) runs through the small primitive, one row per execution, when it has at most
 /// this many rows and the fast path is enabled; a larger remainder runs as one zero-padded
-/// tile. Chosen from measurements (bench/README.md, "Small-M fast path").
-inline constexpr int64_t kLinearSmallMMaxRows = 4;
+/// tile. Each single-row execution streams the whole weight matrix again, so with weights that
+/// are not cache-resident (the MoE case) r rows cost about r weight passes versus one for the
+/// tile. Measured (bench/README.md, "Small-M fast path"): f32 wins at 1 row and loses at 2
+/// with 32 MiB of weights; bf16 (half the bytes, cheaper padded tile relative to a pass) wins
+/// at 2 and loses at 4.
+inline constexpr int64_t kLinearSmallMMaxRowsF32 = 1;
+inline constexpr int64_t kLinearSmallMMaxRowsBF16 = 2;
 
 /// Weight element type accepted by Linear.
 enum class LinearWeightType { kF32, kBF16 };
@@ -54,8 +59,9 @@ struct LinearOptions {
 /// twice (each row at two positions, every position 0..15 covered twice) and through the small
 /// primitive one row at a time, with the real weights and bias; every output row is
 /// memcmp'd. Only if all agree is the fast path enabled: the remainder of a call (≤
-/// kLinearSmallMMaxRows rows) then runs one row per small execution instead of one padded
-/// tile; full tiles always use the tile primitive.
+/// kLinearSmallMMaxRowsF32 / kLinearSmallMMaxRowsBF16 rows, by the type the primitive
+/// computes in) then runs one row per small execution instead of one padded tile; full tiles
+/// always use the tile primitive.
 ///
 /// Why that is sound: oneDNN's GEMM kernels run data-independent code, so a row's output is
 /// a fixed function of that row alone with a fixed rounding (reduction) order per primitive
@@ -75,7 +81,7 @@ struct LinearOptions {
 /// runs single-threaded inside a call (each muflow device is one executor thread): the call
 /// sets the calling thread's OpenMP thread count to 1 for its duration and restores it.
 /// Cost: a call of M rows runs floor(M / kLinearMTile) full tiles, then for the remainder r
-/// either r single-row executions (fast path, 1 ≤ r ≤ kLinearSmallMMaxRows) or one padded
+/// either r single-row executions (fast path, r ≤ the threshold above) or one padded
 /// tile; numbers in bench/README.md. Construction additionally runs the probe (2 tile + 16
 /// single-row executions) once per configuration per process. Memory: the weights once.
 /// Errors: dims ≤ 0 or a null weight pointer abort through the project assert.
