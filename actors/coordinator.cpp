@@ -31,7 +31,7 @@ struct CoordinatorState {
   std::vector<SampledBatchPtr> reports;
   bool in_flight = false, wake_pending = false, done = false;
   int64_t num_finished = 0, num_tokens = 0;
-  caf::response_promise promise;
+  caf::actor reply_to;  ///< receives the RunOutcomePtr
   absl::Status first_error;
   static inline const char* name = "muflow.coordinator";
 };
@@ -48,7 +48,7 @@ void finish_run(Self* self) {
   outcome->status = st.first_error;
   for (RequestState& r : st.requests) outcome->outputs.push_back(std::move(r.out));
   outcome->metrics = st.metrics->summarize(now_s(self));
-  st.promise.deliver(outcome);
+  self->send(st.reply_to, outcome);
 }
 
 void launch(Self* self);
@@ -167,18 +167,33 @@ void complete_iteration(Self* self) {
     if (rs.out.first_token_s < 0) rs.out.first_token_s = t;
     st.metrics->on_token(rs.req.id, t);
     ++st.num_tokens;
-    if (st.callbacks.on_token) st.callbacks.on_token(rs.req.id, row->token);
+    if (st.callbacks.on_token) {
+      try {
+        st.callbacks.on_token(rs.req.id, row->token);
+      } catch (const std::exception& e) {
+        if (st.first_error.ok()) st.first_error = absl::InternalError(
+            std::string("on_token callback threw: ") + e.what());
+        return finish_run(self);
+      }
+    }
     const bool eos = st.ctx->topology.sampling.stop_at_eos && row->token == c.eos_token_id;
     const bool full = static_cast<int64_t>(rs.out.output.size()) >= rs.req.max_new_tokens;
-    const bool at_limit = row->position + 2 >= c.max_position_embeddings;
+    // The next input would sit at position row->position + 1: stop when that does not exist.
+    const bool at_limit = row->position + 1 >= c.max_position_embeddings;
     if (eos || full || at_limit) finish_request(self, rs, t);
   }
   st.reports.clear();
   st.in_flight = false;
   ++st.iteration;
   if (st.callbacks.on_progress) {
-    st.callbacks.on_progress(st.num_finished, static_cast<int64_t>(st.requests.size()),
-                             st.num_tokens);
+    try {
+      st.callbacks.on_progress(st.num_finished, static_cast<int64_t>(st.requests.size()),
+                               st.num_tokens);
+    } catch (const std::exception& e) {
+      if (st.first_error.ok()) st.first_error = absl::InternalError(
+          std::string("on_progress callback threw: ") + e.what());
+      return finish_run(self);
+    }
   }
   launch(self);
 }
@@ -190,19 +205,20 @@ caf::behavior coordinator_behavior(Self* self, RunContextPtr ctx,
   st.callbacks = std::move(callbacks);
   st.active.resize(ctx->num_ranks);
   st.metrics = std::make_unique<engine::MetricsRecorder>(ctx->placement.num_devices);
+  // `requests` come sorted by arrival; state is indexed by request id (ids are 0..n-1).
+  st.requests.resize(requests.size());
   for (engine::Request& r : requests) {
-    RequestState rs;
+    RequestState& rs = st.requests.at(r.id);
     rs.out.request_id = r.id;
     rs.out.prompt = r.prompt;
     rs.out.arrival_s = r.arrival_s;
+    st.pending.push_back(r.id);
+    st.metrics->on_arrival(r.id, r.arrival_s);
     rs.req = std::move(r);
-    st.pending.push_back(rs.req.id);
-    st.metrics->on_arrival(rs.req.id, rs.req.arrival_s);
-    st.requests.push_back(std::move(rs));
   }
   return {
-      [=](start_atom) -> caf::response_promise {
-        self->state.promise = self->make_response_promise();
+      [=](start_atom, const caf::actor& reply_to) {
+        self->state.reply_to = reply_to;
         // A stage that dies (e.g. an exception escaping a handler) must fail the run, not
         // leave the coordinator waiting for its report forever.
         const ActorTable& t = self->state.ctx->actors;
@@ -226,7 +242,6 @@ caf::behavior coordinator_behavior(Self* self, RunContextPtr ctx,
           finish_run(self);
         });
         launch(self);
-        return self->state.promise;
       },
       [=](wake_atom) {
         self->state.wake_pending = false;

@@ -27,7 +27,7 @@ struct RequestOutput {
   double arrival_s = 0, first_token_s = -1, finish_s = -1;  ///< seconds since run start
 };
 
-/// The result of one run: status (first error, if any), outputs by request id, metrics.
+/// The result of one run: status (first error, if any), outputs indexed by request id, metrics.
 struct RunOutcome {
   absl::Status status;
   std::vector<RequestOutput> outputs;
@@ -44,8 +44,9 @@ struct RunCallbacks {
   std::function<void(int64_t num_finished, int64_t num_requests, int64_t num_tokens)> on_progress;
 };
 
-/// Spawns the coordinator for `requests` (sorted by arrival). Send it `start_atom` as a
-/// request; it responds with a RunOutcomePtr when every request finished or a stage failed.
+/// Spawns the coordinator for `requests` (sorted by arrival; ids 0..n-1, each once). Send it
+/// `(start_atom, reply_to)`; it sends a RunOutcomePtr to `reply_to` when every request finished
+/// or a stage failed (a callback that throws fails the run too).
 caf::actor spawn_coordinator(caf::actor_system& sys, RunContextPtr ctx,
                              std::vector<engine::Request> requests, RunCallbacks callbacks);
 

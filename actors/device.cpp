@@ -47,10 +47,9 @@ caf::behavior device_behavior(caf::stateful_actor<DeviceState>* self, RunContext
         update(self->state, local, queued);
         try_grant(self, *ctx, *policy);
       },
-      [=](done_atom, int32_t local, int64_t queued, double begin_s, double end_s) {
+      [=](done_atom, int32_t local, int64_t queued) {
         self->state.busy = false;
         update(self->state, local, queued);
-        self->send(ctx->actors.coordinator, busy_atom::value, device_index, begin_s, end_s);
         try_grant(self, *ctx, *policy);
       },
   };

@@ -16,7 +16,8 @@
 namespace muflow::actors {
 
 /// Spawns device `device_index` with the layer ids of its stages, in local-index order
-/// (stage i reports `ready`/`done` with local index i). Busy intervals go to the coordinator.
+/// (stage i reports `ready`/`done` with local index i). Stages report their busy intervals to
+/// the coordinator themselves.
 caf::actor spawn_device(caf::actor_system& sys, RunContextPtr ctx, int64_t device_index,
                         std::vector<engine::LayerId> stages,
                         std::shared_ptr<const engine::SchedulingPolicy> policy);

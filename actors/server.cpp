@@ -1,5 +1,6 @@
 #include "actors/server.hpp"
 
+#include <cmath>
 #include <thread>
 
 #include "absl/strings/str_format.h"
@@ -12,6 +13,9 @@
 #include "engine/workload.hpp"
 
 namespace muflow::actors {
+namespace {
+constexpr double kMaxArrivalS = 1e7;  // ~116 days: keeps timer arithmetic far from overflow
+}  // namespace
 
 std::vector<std::string> available_wirings() { return {"sync"}; }
 
@@ -26,6 +30,13 @@ absl::StatusOr<std::unique_ptr<Server>> Server::create(engine::Topology topology
     return absl::UnimplementedError(absl::StrFormat(
         "%s: backend '%s' is not available in this build; expected: cpu", topology.source,
         topology.backend));
+  }
+  if (topology.scheduler.max_batch_requests < 1 || topology.scheduler.max_prefill_tokens < 1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: keys 'scheduler.max_batch_requests' and 'scheduler.max_prefill_tokens' must be >= 1 "
+        "(got %d and %d)",
+        topology.source, topology.scheduler.max_batch_requests,
+        topology.scheduler.max_prefill_tokens));
   }
   std::shared_ptr<const engine::ModelWeights> weights;
   std::unique_ptr<Server> server(new Server());
@@ -100,6 +111,11 @@ absl::Status Server::validate(const std::vector<engine::Request>& requests) cons
             r.prompt[j], j, c.vocab_size));
       }
     }
+    if (!std::isfinite(r.arrival_s) || r.arrival_s < 0 || r.arrival_s > kMaxArrivalS) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "request %d: arrival time %g s; expected a finite time in [0, %g] s", r.id, r.arrival_s,
+          kMaxArrivalS));
+    }
     if (r.max_new_tokens < 1) {
       return absl::InvalidArgumentError(
           absl::StrFormat("request %d: max_new_tokens must be >= 1", r.id));
@@ -144,32 +160,38 @@ absl::StatusOr<RunOutcome> Server::run(std::vector<engine::Request> requests,
   RunOutcome outcome;
   {
     caf::scoped_actor self{sys};
-    self->request(ctx->actors.coordinator, caf::infinite, start_atom::value)
-        .receive([&](const RunOutcomePtr& result) { outcome = std::move(*result); },
-                 [&](const caf::error& err) {
-                   outcome.status = absl::InternalError("coordinator failed: " +
-                                                        sys.render(err));
-                 });
-    auto stop = [&](const caf::actor& a) {
-      if (a) self->send_exit(a, caf::exit_reason::user_shutdown);
-    };
-    const ActorTable& t = ctx->actors;
-    for (const auto& v : t.attention) for (const auto& a : v) stop(a);
-    for (const auto& v : t.experts) for (const auto& a : v) stop(a);
-    for (const auto& a : t.samplers) stop(a);
-    for (const auto& a : t.dispatch) stop(a);
-    for (const auto& a : t.combine) stop(a);
-    for (const auto& a : t.devices) stop(a);
-    stop(t.coordinator);
+    self->monitor(ctx->actors.coordinator);
+    self->send(ctx->actors.coordinator, start_atom::value, caf::actor_cast<caf::actor>(self));
+    bool received = false;
+    self->receive_while([&] { return !received; })(
+        [&](const RunOutcomePtr& result) {
+          outcome = std::move(*result);
+          received = true;
+        },
+        [&](const caf::down_msg& down) {
+          outcome.status = absl::InternalError("the coordinator stopped unexpectedly: " +
+                                               sys.render(down.reason));
+          received = true;
+        });
   }
+  auto stop = [](const caf::actor& a) {
+    if (a) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  };
+  const ActorTable& t = ctx->actors;
+  for (const auto& v : t.attention) for (const auto& a : v) stop(a);
+  for (const auto& v : t.experts) for (const auto& a : v) stop(a);
+  for (const auto& a : t.samplers) stop(a);
+  for (const auto& a : t.dispatch) stop(a);
+  for (const auto& a : t.combine) stop(a);
+  for (const auto& a : t.devices) stop(a);
+  stop(t.coordinator);
+  sys.await_all_actors_done();  // nothing reads ctx or records trace events after this
   if (!outcome.status.ok()) return outcome.status;
   if (ctx->trace) {
     ctx->trace->set_other_data("wiring", topology_.wiring);
     ctx->trace->set_other_data("topology", topology_.source);
     if (absl::Status s = ctx->trace->write_json(topology_.trace_file); !s.ok()) return s;
   }
-  // Break the reference cycle context → actor handles before the system shuts down.
-  ctx->actors = ActorTable{};
   return outcome;
 }
 

@@ -27,8 +27,8 @@ class Server {
   /// Loads the model the topology names (HF folder, or a synthetic model built in memory),
   /// its tokenizer if the folder has `tokenizer.model`, prepacks every GEMM and checks the
   /// placement. Errors: the loader's error (file and tensor named), InvalidArgument for a
-  /// placement that does not fit the model, Unimplemented for a wiring or backend this build
-  /// does not have.
+  /// placement that does not fit the model or scheduler limits below 1, Unimplemented for a
+  /// wiring or backend this build does not have.
   static absl::StatusOr<std::unique_ptr<Server>> create(engine::Topology topology);
 
   const engine::Topology& topology() const { return topology_; }
@@ -43,9 +43,11 @@ class Server {
 
   /// Serves `requests` (arrival times in seconds from the start of this call) through the
   /// topology's wiring and blocks until all finished. Writes the Chrome trace when the
-  /// topology names a trace file. Errors: InvalidArgument for an empty prompt, a token outside
-  /// the vocabulary, max_new_tokens < 1 or a sequence longer than max_position_embeddings;
-  /// Internal when a stage failed (message names the stage); the trace writer's error.
+  /// topology names a trace file. Errors: InvalidArgument for ids that are not 0..n-1 in
+  /// order, an empty prompt, a token outside the vocabulary, max_new_tokens < 1, a prompt of
+  /// max_position_embeddings tokens or more, an arrival time that is not finite or outside
+  /// [0, 1e7] s; Internal when a stage, the coordinator or a callback failed (the message says
+  /// which); the trace writer's error. Generation also stops at max_position_embeddings.
   absl::StatusOr<RunOutcome> run(std::vector<engine::Request> requests,
                                  RunCallbacks callbacks = {});
 

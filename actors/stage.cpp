@@ -13,6 +13,7 @@ struct StageState {
   int64_t device_index = 0;
   int32_t local_index = 0;
   int64_t trace_tid = 0;
+  bool failed = false;  ///< after a failure the stage reports nothing ready and drops input
   static inline const char* name = "muflow.stage";
 };
 
@@ -22,6 +23,8 @@ void flush(caf::event_based_actor* self, std::vector<Send>& sends) {
 }
 
 void fail(caf::stateful_actor<StageState>* self, const absl::Status& status) {
+  if (self->state.failed) return;
+  self->state.failed = true;
   self->send(self->state.ctx->actors.coordinator, failed_atom::value,
              self->state.impl->name() + ": " + std::string(status.message()));
 }
@@ -37,6 +40,7 @@ caf::behavior stage_behavior(caf::stateful_actor<StageState>* self, RunContextPt
   return {
       [=](batch_atom, const engine::TokenBatchPtr& batch) {
         auto& st = self->state;
+        if (st.failed) return;
         std::vector<Send> now;
         if (absl::Status s = st.impl->enqueue(batch, now); !s.ok()) return fail(self, s);
         flush(self, now);
@@ -65,10 +69,13 @@ caf::behavior stage_behavior(caf::stateful_actor<StageState>* self, RunContextPt
                                                  {"index", layer.index},
                                                  {"phase", st.ctx->topology.wiring}});
         }
+        // Busy time goes to the coordinator before the outputs, so it is accounted before the
+        // iteration these outputs complete (messages from one sender arrive in order).
+        self->send(st.ctx->actors.coordinator, busy_atom::value, st.device_index, begin_s, end_s);
         if (!s.ok()) fail(self, s);
-        flush(self, out);
+        if (!st.failed) flush(self, out);
         self->send(st.ctx->actors.devices[st.device_index], done_atom::value, st.local_index,
-                   st.impl->ready_tokens(), begin_s, end_s);
+                   st.failed ? int64_t{0} : st.impl->ready_tokens());
       },
       [=](release_atom, int64_t request_id) { self->state.impl->release(request_id); },
   };

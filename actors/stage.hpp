@@ -34,8 +34,9 @@ class StageImpl {
   virtual absl::Status enqueue(const engine::TokenBatchPtr& batch, std::vector<Send>& now) = 0;
   /// Tokens that can run now (0 = nothing to grant).
   virtual int64_t ready_tokens() const = 0;
-  /// Runs one batch from the queue and returns the output messages.
-  /// `trace_args` receives a short description for the trace slice.
+  /// Runs one batch from the queue, appends the output messages to `out`, and sets
+  /// `num_tokens` / `iteration` to what it ran (for the trace slice). Errors: a failed merge
+  /// or KV append; the stage actor then stops and the run fails.
   virtual absl::Status run(std::vector<Send>& out, int64_t& num_tokens, int64_t& iteration) = 0;
   /// Frees per-request state (KV cache). Default: nothing.
   virtual void release(int64_t request_id) {}

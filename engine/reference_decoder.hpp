@@ -23,9 +23,11 @@ struct ReferenceResult {
 };
 
 /// Prefills the whole prompt in one batch, then decodes one token at a time until
-/// `request.max_new_tokens` tokens or EOS (when sampling.stop_at_eos). Same combine order and
-/// sampling as the actors. Errors: InvalidArgument for an empty prompt or a token id outside
-/// [0, vocab). Thread-safe (own KV caches).
+/// `request.max_new_tokens` tokens, EOS (when sampling.stop_at_eos), or the next position
+/// reaching max_position_embeddings. Same combine order and sampling as the actors. Errors:
+/// InvalidArgument for an empty prompt or a token id outside [0, vocab); FailedPrecondition
+/// from the KV cache (an internal inconsistency). Unlike Server::run it does not reject prompts
+/// of max_position_embeddings tokens or more. Thread-safe (own KV caches).
 absl::StatusOr<ReferenceResult> reference_generate(const CpuModel& model, const Request& request,
                                                    const SamplingSpec& sampling,
                                                    bool want_prompt_logits);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -33,14 +34,18 @@ int32_t sample_token(const float* logits, int64_t vocab, const SamplingSpec& sam
   }
   std::vector<int32_t> order(vocab);
   std::iota(order.begin(), order.end(), 0);
+  // NaN logits count as -inf (never drawn) so the comparison stays a strict weak order.
+  auto key = [&](int32_t i) {
+    return std::isnan(logits[i]) ? -std::numeric_limits<float>::infinity() : logits[i];
+  };
   std::stable_sort(order.begin(), order.end(),
-                   [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+                   [&](int32_t a, int32_t b) { return key(a) > key(b); });
   const double inv_t = 1.0 / sampling.temperature;
-  const double max_logit = logits[order[0]];
+  const double max_logit = key(order[0]);
   std::vector<double> p(vocab);
   double total = 0.0;
   for (int64_t i = 0; i < vocab; ++i) {
-    p[i] = std::exp((logits[order[i]] - max_logit) * inv_t);
+    p[i] = std::isnan(logits[order[i]]) ? 0.0 : std::exp((key(order[i]) - max_logit) * inv_t);
     total += p[i];
   }
   int64_t keep = vocab;

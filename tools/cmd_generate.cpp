@@ -41,7 +41,8 @@ Command add_generate_command(CLI::App& app) {
   app.add_option("--devices", o->devices, "virtual CPU devices (sync wiring)")
       ->check(CLI::Range(1, 256));
   app.add_option("--temperature", o->temperature, "0 = greedy")->check(CLI::Range(0.0, 100.0));
-  app.add_option("--top-p", o->top_p, "nucleus sampling mass")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--top-p", o->top_p, "nucleus sampling mass, in (0, 1]")
+      ->check(CLI::Range(1e-9, 1.0));
   app.add_option("--seed", o->seed, "sampling seed");
   app.add_flag("--ignore-eos", o->ignore_eos, "keep generating after EOS");
   app.add_flag("--json", o->json, "print {prompt_ids, output_ids, text} as one JSON object");

@@ -1,0 +1,145 @@
+// Server::run edge cases: request order, the position limit, bad arrival times and scheduler
+// limits, and a host callback that throws. None may hang, crash, or change the answer.
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "actors/server.hpp"
+#include "engine/reference_decoder.hpp"
+
+namespace muflow {
+namespace {
+
+using engine::Request;
+using engine::Topology;
+
+Topology small_topology(int num_devices, int64_t max_position = 4096) {
+  Topology t;
+  t.source = "<test>";
+  for (int d = 0; d < num_devices; ++d) t.devices.push_back({"cpu" + std::to_string(d)});
+  engine::ModelConfig c;
+  c.vocab_size = 97;
+  c.hidden_size = 32;
+  c.num_layers = 2;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.head_dim = 8;
+  c.num_experts = 4;
+  c.num_topk = 2;
+  c.expert_ffn = 40;
+  c.max_position_embeddings = max_position;
+  t.model.synthetic = c;
+  t.model.seed = 21;
+  t.sampling.stop_at_eos = false;
+  t.scheduler.max_prefill_tokens = 5;
+  return t;
+}
+
+Request make_request(int64_t id, int len, double arrival_s, int64_t max_new) {
+  Request r;
+  r.id = id;
+  r.arrival_s = arrival_s;
+  r.max_new_tokens = max_new;
+  for (int j = 0; j < len; ++j) r.prompt.push_back(static_cast<int32_t>(3 + (id * 13 + j * 7) % 90));
+  return r;
+}
+
+void expect_matches_reference(actors::Server& server, const std::vector<Request>& requests,
+                              const actors::RunOutcome& out) {
+  ASSERT_EQ(out.outputs.size(), requests.size());
+  for (const Request& r : requests) {
+    absl::StatusOr<engine::ReferenceResult> ref =
+        engine::reference_generate(*server.model(), r, server.topology().sampling, false);
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    EXPECT_EQ(out.outputs[r.id].request_id, r.id);
+    EXPECT_EQ(out.outputs[r.id].prompt, r.prompt);
+    EXPECT_EQ(out.outputs[r.id].output, ref->output_ids) << "request " << r.id;
+  }
+}
+
+TEST(ServerRun, ArrivalOrderDiffersFromIdOrder) {
+  auto server = actors::Server::create(small_topology(2));
+  ASSERT_TRUE(server.ok()) << server.status();
+  // Request 0 arrives last; outputs must still be indexed by request id.
+  std::vector<Request> requests = {make_request(0, 6, 0.004, 5), make_request(1, 3, 0.0, 7),
+                                   make_request(2, 9, 0.0, 4), make_request(3, 4, 0.002, 6)};
+  absl::StatusOr<actors::RunOutcome> out = (*server)->run(requests);
+  ASSERT_TRUE(out.ok()) << out.status();
+  expect_matches_reference(**server, requests, *out);
+}
+
+TEST(ServerRun, StopsAtMaxPositionLikeTheReference) {
+  auto server = actors::Server::create(small_topology(3, /*max_position=*/16));
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::vector<Request> requests = {make_request(0, 10, 0, 50), make_request(1, 14, 0, 50),
+                                   make_request(2, 15, 0, 50)};
+  absl::StatusOr<actors::RunOutcome> out = (*server)->run(requests);
+  ASSERT_TRUE(out.ok()) << out.status();
+  expect_matches_reference(**server, requests, *out);
+  // Positions 0..15 exist: a prompt of p tokens can generate 16 - p + 1 tokens (the last one
+  // is sampled from position 15 and never fed back).
+  EXPECT_EQ(out->outputs[0].output.size(), 7u);
+  EXPECT_EQ(out->outputs[2].output.size(), 2u);
+}
+
+TEST(ServerRun, RejectsBadArrivalTimes) {
+  auto server = actors::Server::create(small_topology(2));
+  ASSERT_TRUE(server.ok()) << server.status();
+  for (double bad : {std::nan(""), -1.0, std::numeric_limits<double>::infinity(), 1e300}) {
+    absl::StatusOr<actors::RunOutcome> out = (*server)->run({make_request(0, 3, bad, 2)});
+    ASSERT_FALSE(out.ok()) << bad;
+    EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(std::string(out.status().message()).find("arrival time"), std::string::npos);
+  }
+}
+
+TEST(ServerRun, RejectsSchedulerLimitsBelowOne) {
+  Topology t = small_topology(2);
+  t.scheduler.max_prefill_tokens = 0;
+  auto server = actors::Server::create(t);
+  ASSERT_FALSE(server.ok());
+  EXPECT_NE(std::string(server.status().message()).find("max_prefill_tokens"), std::string::npos);
+  t = small_topology(2);
+  t.scheduler.max_batch_requests = 0;
+  server = actors::Server::create(t);
+  ASSERT_FALSE(server.ok());
+  EXPECT_NE(std::string(server.status().message()).find("max_batch_requests"), std::string::npos);
+}
+
+TEST(ServerRun, ThrowingCallbackFailsTheRunWithoutHanging) {
+  auto server = actors::Server::create(small_topology(2));
+  ASSERT_TRUE(server.ok()) << server.status();
+  actors::RunCallbacks cb;
+  cb.on_token = [](int64_t, int32_t) { throw std::runtime_error("host is gone"); };
+  absl::StatusOr<actors::RunOutcome> out =
+      (*server)->run({make_request(0, 4, 0, 3), make_request(1, 5, 0, 3)}, cb);
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(std::string(out.status().message()).find("host is gone"), std::string::npos)
+      << out.status();
+  // The server stays usable for the next run.
+  std::vector<Request> requests = {make_request(0, 4, 0, 3)};
+  out = (*server)->run(requests);
+  ASSERT_TRUE(out.ok()) << out.status();
+  expect_matches_reference(**server, requests, *out);
+}
+
+TEST(ServerRun, StreamsEveryTokenOnceInOrder) {
+  auto server = actors::Server::create(small_topology(4));
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::vector<Request> requests = {make_request(0, 8, 0, 6), make_request(1, 2, 0, 9),
+                                   make_request(2, 12, 0.001, 3)};
+  std::vector<std::vector<int32_t>> streamed(requests.size());
+  actors::RunCallbacks cb;
+  cb.on_token = [&](int64_t id, int32_t token) { streamed.at(id).push_back(token); };
+  absl::StatusOr<actors::RunOutcome> out = (*server)->run(requests, cb);
+  ASSERT_TRUE(out.ok()) << out.status();
+  for (const Request& r : requests) EXPECT_EQ(streamed[r.id], out->outputs[r.id].output);
+  EXPECT_EQ(out->metrics.ttft.num_samples, 3);
+}
+
+}  // namespace
+}  // namespace muflow
