@@ -10,6 +10,7 @@ namespace {
 
 struct CollectiveState {
   std::map<int64_t, std::vector<ContributionPtr>> pending;  // iteration → by source
+  std::map<int64_t, std::vector<double>> arrived_us;        // iteration → receipt time by source
   static inline const char* name = "muflow.collective";
 };
 
@@ -17,6 +18,54 @@ caf::actor destination(const RunContext& ctx, CollectiveKind kind, int32_t block
   if (kind == CollectiveKind::kDispatch) return ctx.actors.experts[block][slot];
   const auto num_layers = static_cast<int32_t>(ctx.model->config().num_layers);
   return block + 1 < num_layers ? ctx.actors.attention[block + 1][slot] : ctx.actors.samplers[slot];
+}
+
+StageSite source_site(const RunContext& ctx, CollectiveKind kind, int32_t block, size_t source) {
+  return kind == CollectiveKind::kDispatch ? ctx.sites.attention[block][source]
+                                           : ctx.sites.experts[block][source];
+}
+
+StageSite dest_site(const RunContext& ctx, CollectiveKind kind, int32_t block, size_t slot) {
+  if (kind == CollectiveKind::kDispatch) return ctx.sites.experts[block][slot];
+  const auto num_layers = static_cast<int32_t>(ctx.model->config().num_layers);
+  return block + 1 < num_layers ? ctx.sites.attention[block + 1][slot] : ctx.sites.samplers[slot];
+}
+
+// Trace of one completed barrier: each source's wait (from its contribution to completion) on
+// its device's wait lane, and one flow arrow per pair of distinct devices that exchanged rows.
+void trace_barrier(const RunContext& ctx, CollectiveKind kind, int32_t block, int64_t iteration,
+                   const std::vector<ContributionPtr>& slot, const std::vector<double>& arrived_us,
+                   double done_us) {
+  engine::TraceRecorder& trace = *ctx.trace;
+  const char* what = kind == CollectiveKind::kDispatch ? "dispatch" : "combine";
+  const std::string wait_name = absl::StrFormat("wait %s b%d", what, block);
+  const std::string flow_name = absl::StrFormat("%s b%d", what, block);
+  const int64_t num_devices = ctx.placement.num_devices;
+  const int64_t kind_index = kind == CollectiveKind::kDispatch ? 0 : 1;
+  const int64_t num_layers = ctx.model->config().num_layers;
+  std::vector<std::vector<StageSite>> pair_dest(num_devices * num_devices);
+  std::vector<char> pair_used(num_devices * num_devices, 0);
+  std::vector<StageSite> pair_src(num_devices * num_devices);
+  for (size_t src = 0; src < slot.size(); ++src) {
+    const StageSite s = source_site(ctx, kind, block, src);
+    trace.complete_in("wait", wait_name, s.device, kWaitLaneTid, arrived_us[src],
+                      done_us - arrived_us[src],
+                      nlohmann::json{{"block", block}, {"iteration", iteration},
+                                     {"collective", what}});
+    for (size_t d = 0; d < slot[src]->parts.size(); ++d) {
+      if (slot[src]->parts[d]->num_tokens() == 0) continue;
+      const StageSite t = dest_site(ctx, kind, block, d);
+      if (t.device == s.device) continue;
+      const int64_t pair = s.device * num_devices + t.device;
+      if (pair_used[pair]) continue;
+      pair_used[pair] = 1;
+      const auto id = static_cast<uint64_t>(
+          (((iteration * num_layers + block) * 2 + kind_index) * num_devices + s.device) *
+              num_devices + t.device + 1);
+      trace.flow('s', "batch", flow_name, id, s.device, s.tid, arrived_us[src]);
+      trace.flow('f', "batch", flow_name, id, t.device, t.tid, done_us);
+    }
+  }
 }
 
 caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, RunContextPtr ctx,
@@ -33,6 +82,11 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
       return;
     }
     slot[c->source] = c;
+    if (ctx->trace) {
+      auto& arrived = self->state.arrived_us[c->iteration];
+      if (arrived.empty()) arrived.resize(num_sources);
+      arrived[c->source] = ctx->seconds_since_start(self->home_system().clock().now()) * 1e6;
+    }
     for (const ContributionPtr& p : slot) {
       if (!p) return;  // barrier not complete yet
     }
@@ -64,11 +118,14 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
                  c->iteration, tokens_per_device);
     }
     if (ctx->trace) {
+      const double done_us = ctx->seconds_since_start(self->home_system().clock().now()) * 1e6;
       ctx->trace->instant(kind == CollectiveKind::kDispatch ? "dispatch all-to-all"
                                                             : "combine all-to-all",
-                          0, 0, ctx->seconds_since_start(self->home_system().clock().now()) * 1e6,
-                          engine::InstantScope::kGlobal,
+                          0, 0, done_us, engine::InstantScope::kGlobal,
                           nlohmann::json{{"block", block}, {"iteration", c->iteration}});
+      trace_barrier(*ctx, kind, block, c->iteration, slot, self->state.arrived_us[c->iteration],
+                    done_us);
+      self->state.arrived_us.erase(c->iteration);
     }
     self->state.pending.erase(c->iteration);
   }};

@@ -66,6 +66,10 @@ void admit(Self* self, double t) {
     st.pending.pop_front();
     st.requests[id].rank = best;
     st.active[best].push_back(id);
+    if (st.ctx->trace) {
+      st.ctx->trace->instant("admit", best, 0, t * 1e6, engine::InstantScope::kGlobal,
+                             nlohmann::json{{"request_id", id}, {"rank", best}});
+    }
   }
 }
 
@@ -135,6 +139,11 @@ void finish_request(Self* self, RequestState& rs, double t) {
   rs.finished = true;
   rs.out.finish_s = t;
   st.metrics->on_finish(rs.req.id, t);
+  if (st.ctx->trace) {
+    st.ctx->trace->instant("finish", rs.rank, 0, t * 1e6, engine::InstantScope::kGlobal,
+                           nlohmann::json{{"request_id", rs.req.id}, {"rank", rs.rank},
+                                          {"output_tokens", rs.out.output.size()}});
+  }
   ++st.num_finished;
   auto& act = st.active[rs.rank];
   act.erase(std::find(act.begin(), act.end(), rs.req.id));

@@ -8,6 +8,7 @@ namespace {
 struct DeviceState {
   std::vector<engine::StageStatus> stages;
   bool busy = false;
+  int64_t device_index = 0;
   uint64_t next_seq = 0;
   static inline const char* name = "muflow.device";
 };
@@ -21,6 +22,13 @@ caf::actor stage_actor(const RunContext& ctx, const engine::LayerId& l) {
   return {};
 }
 
+void trace_busy(caf::stateful_actor<DeviceState>* self, const RunContext& ctx, int busy) {
+  if (!ctx.trace) return;
+  ctx.trace->counter("busy", self->state.device_index,
+                     ctx.seconds_since_start(self->home_system().clock().now()) * 1e6,
+                     nlohmann::json{{"busy", busy}});
+}
+
 void try_grant(caf::stateful_actor<DeviceState>* self, const RunContext& ctx,
                const engine::SchedulingPolicy& policy) {
   auto& st = self->state;
@@ -29,6 +37,7 @@ void try_grant(caf::stateful_actor<DeviceState>* self, const RunContext& ctx,
   if (pick < 0) return;
   st.busy = true;
   st.stages[pick].queued_tokens = 0;  // re-reported by the stage with `done`
+  trace_busy(self, ctx, 1);
   self->send(stage_actor(ctx, st.stages[pick].layer), grant_atom::value);
 }
 
@@ -42,6 +51,7 @@ caf::behavior device_behavior(caf::stateful_actor<DeviceState>* self, RunContext
                               int64_t device_index, std::vector<engine::LayerId> stages,
                               std::shared_ptr<const engine::SchedulingPolicy> policy) {
   for (const engine::LayerId& l : stages) self->state.stages.push_back({l, 0, 0});
+  self->state.device_index = device_index;
   return {
       [=](ready_atom, int32_t local, int64_t queued) {
         update(self->state, local, queued);
@@ -50,6 +60,7 @@ caf::behavior device_behavior(caf::stateful_actor<DeviceState>* self, RunContext
       [=](done_atom, int32_t local, int64_t queued) {
         self->state.busy = false;
         update(self->state, local, queued);
+        trace_busy(self, *ctx, 0);
         try_grant(self, *ctx, *policy);
       },
   };

@@ -110,6 +110,7 @@ class AttentionStage final : public StageImpl {
   }
 
   void release(int64_t request_id) override { kv_.release(request_id); }
+  int64_t kv_bytes() const override { return kv_.bytes_used(); }
   std::string name() const override { return absl::StrFormat("attn b%d r%d", block_, rank_); }
   LayerId layer() const override { return {StageKind::kAttention, block_, rank_}; }
 

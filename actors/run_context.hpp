@@ -28,6 +28,22 @@ struct ActorTable {
   caf::actor coordinator;
 };
 
+/// Where a stage actor lives: its device and its thread id in traces (its local index).
+struct StageSite {
+  int64_t device = 0;
+  int64_t tid = 0;
+};
+
+/// Sites of every stage, indexed like ActorTable (filled by the wiring builder).
+struct SiteTable {
+  std::vector<std::vector<StageSite>> attention;  ///< [num_layers][num_ranks]
+  std::vector<std::vector<StageSite>> experts;    ///< [num_layers][num_experts]
+  std::vector<StageSite> samplers;                ///< [num_ranks]
+};
+
+/// Trace thread id of the lane that shows time spent waiting in collectives.
+inline constexpr int64_t kWaitLaneTid = 10000;
+
 /// Shared, read-only state of one run.
 struct RunContext {
   std::shared_ptr<const engine::CpuModel> model;
@@ -35,6 +51,7 @@ struct RunContext {
   engine::Placement placement;
   int64_t num_ranks = 0;       ///< attention data-parallel ranks (rank r on device r)
   ActorTable actors;
+  SiteTable sites;
   std::shared_ptr<engine::TraceRecorder> trace;  ///< may be null (tracing off)
   caf::actor_clock::time_point t0;               ///< run start; times are seconds since t0
 

@@ -190,6 +190,11 @@ absl::StatusOr<RunOutcome> Server::run(std::vector<engine::Request> requests,
   if (ctx->trace) {
     ctx->trace->set_other_data("wiring", topology_.wiring);
     ctx->trace->set_other_data("topology", topology_.source);
+    ctx->trace->set_other_data("metrics", engine::to_json(outcome.metrics));
+    ctx->trace->set_other_data("num_devices", ctx->placement.num_devices);
+    ctx->trace->set_other_data("num_layers", config().num_layers);
+    ctx->trace->set_other_data("num_experts", config().num_experts);
+    ctx->trace->set_other_data("expert_device", ctx->placement.expert_device);
     if (absl::Status s = ctx->trace->write_json(topology_.trace_file); !s.ok()) return s;
   }
   return outcome;

@@ -14,12 +14,28 @@ struct StageState {
   int32_t local_index = 0;
   int64_t trace_tid = 0;
   bool failed = false;  ///< after a failure the stage reports nothing ready and drops input
+  int64_t traced_depth = -1;  ///< last μ-queue depth written to the trace
   static inline const char* name = "muflow.stage";
 };
 
 void flush(caf::event_based_actor* self, std::vector<Send>& sends) {
   for (Send& s : sends) self->send(s.dest, std::move(s.msg));
   sends.clear();
+}
+
+double now_us(caf::stateful_actor<StageState>* self) {
+  return self->state.ctx->seconds_since_start(self->home_system().clock().now()) * 1e6;
+}
+
+// Traces the μ-queue depth (tokens ready to run) when it changed.
+void trace_depth(caf::stateful_actor<StageState>* self, double ts_us) {
+  auto& st = self->state;
+  if (!st.ctx->trace) return;
+  const int64_t depth = st.failed ? 0 : st.impl->ready_tokens();
+  if (depth == st.traced_depth) return;
+  st.traced_depth = depth;
+  st.ctx->trace->counter("queue " + st.impl->name(), st.device_index, ts_us,
+                         nlohmann::json{{"tokens", depth}});
 }
 
 void fail(caf::stateful_actor<StageState>* self, const absl::Status& status) {
@@ -44,6 +60,7 @@ caf::behavior stage_behavior(caf::stateful_actor<StageState>* self, RunContextPt
         std::vector<Send> now;
         if (absl::Status s = st.impl->enqueue(batch, now); !s.ok()) return fail(self, s);
         flush(self, now);
+        trace_depth(self, now_us(self));
         const int64_t ready = st.impl->ready_tokens();
         if (ready > 0) {
           self->send(st.ctx->actors.devices[st.device_index], ready_atom::value, st.local_index,
@@ -74,6 +91,13 @@ caf::behavior stage_behavior(caf::stateful_actor<StageState>* self, RunContextPt
         self->send(st.ctx->actors.coordinator, busy_atom::value, st.device_index, begin_s, end_s);
         if (!s.ok()) fail(self, s);
         if (!st.failed) flush(self, out);
+        if (st.ctx->trace) {
+          trace_depth(self, end_s * 1e6);
+          if (const int64_t kv = st.impl->kv_bytes(); kv >= 0) {
+            st.ctx->trace->counter("kv cache " + st.impl->name(), st.device_index, end_s * 1e6,
+                                   nlohmann::json{{"bytes", kv}});
+          }
+        }
         self->send(st.ctx->actors.devices[st.device_index], done_atom::value, st.local_index,
                    st.failed ? int64_t{0} : st.impl->ready_tokens());
       },

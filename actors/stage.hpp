@@ -38,6 +38,8 @@ class StageImpl {
   /// `num_tokens` / `iteration` to what it ran (for the trace slice). Errors: a failed merge
   /// or KV append; the stage actor then stops and the run fails.
   virtual absl::Status run(std::vector<Send>& out, int64_t& num_tokens, int64_t& iteration) = 0;
+  /// Bytes held in this stage's KV cache, or -1 when it has none (traced as a counter).
+  virtual int64_t kv_bytes() const { return -1; }
   /// Frees per-request state (KV cache). Default: nothing.
   virtual void release(int64_t request_id) {}
   /// Display name, e.g. "attn b3 r1", "expert b3 e5", "sampler r1".

@@ -26,6 +26,10 @@ void build_sync_wiring(caf::actor_system& sys, const std::shared_ptr<RunContext>
     if (ctx->trace) ctx->trace->set_thread_name(device, local_index, name);
   };
 
+  SiteTable& sites = ctx->sites;
+  sites.attention.assign(L, std::vector<StageSite>(num_devices));
+  sites.experts.assign(L, std::vector<StageSite>(E));
+  sites.samplers.resize(num_devices);
   t.attention.assign(L, std::vector<caf::actor>(num_devices));
   t.experts.assign(L, std::vector<caf::actor>(E));
   t.samplers.resize(num_devices);
@@ -35,6 +39,7 @@ void build_sync_wiring(caf::actor_system& sys, const std::shared_ptr<RunContext>
       const int32_t li = add_local(r, impl->layer());
       trace_thread(r, li, impl->name());
       t.attention[b][r] = spawn_stage(sys, ctx, impl, r, li, li);
+      sites.attention[b][r] = {r, li};
     }
     for (int32_t e = 0; e < E; ++e) {
       const auto d = static_cast<int32_t>(ctx->placement.expert_device[e]);
@@ -42,6 +47,7 @@ void build_sync_wiring(caf::actor_system& sys, const std::shared_ptr<RunContext>
       const int32_t li = add_local(d, impl->layer());
       trace_thread(d, li, impl->name());
       t.experts[b][e] = spawn_stage(sys, ctx, impl, d, li, li);
+      sites.experts[b][e] = {d, li};
     }
   }
   for (int32_t r = 0; r < num_devices; ++r) {
@@ -49,6 +55,7 @@ void build_sync_wiring(caf::actor_system& sys, const std::shared_ptr<RunContext>
     const int32_t li = add_local(r, impl->layer());
     trace_thread(r, li, impl->name());
     t.samplers[r] = spawn_stage(sys, ctx, impl, r, li, li);
+    sites.samplers[r] = {r, li};
   }
   for (int32_t b = 0; b < L; ++b) {
     t.dispatch.push_back(spawn_collective(sys, ctx, CollectiveKind::kDispatch, b));
@@ -57,6 +64,7 @@ void build_sync_wiring(caf::actor_system& sys, const std::shared_ptr<RunContext>
   for (int32_t d = 0; d < num_devices; ++d) {
     t.devices.push_back(spawn_device(sys, ctx, d, local[d], policy));
     if (ctx->trace) {
+      ctx->trace->set_thread_name(d, kWaitLaneTid, "collective waits");
       const engine::DeviceSpec& spec = ctx->topology.devices[d];
       ctx->trace->set_process_name(
           d, absl::StrFormat("%s (%s, %s)", spec.name, spec.kind, spec.node));

@@ -28,6 +28,9 @@ nlohmann::json event_json(const TraceEvent& e) {
                       {"tid", e.tid},
                       {"ts", e.ts_us}};
   if (e.phase == 'X') j["dur"] = e.dur_us;
+  if (!e.cat.empty()) j["cat"] = e.cat;
+  if (e.phase == 's' || e.phase == 'f') j["id"] = e.flow_id;
+  if (e.phase == 'f') j["bp"] = "e";
   if (e.phase == 'i') j["s"] = scope_code(e.scope);
   if (!e.args.is_null()) j["args"] = e.args;
   return j;
@@ -50,7 +53,7 @@ absl::Status io_error(int err, const std::string& message) {
 
 bool event_less(const TraceEvent& a, const TraceEvent& b) {
   const auto key = [](const TraceEvent& e) {
-    return std::tie(e.ts_us, e.pid, e.tid, e.name, e.phase, e.dur_us);
+    return std::tie(e.ts_us, e.pid, e.tid, e.name, e.phase, e.dur_us, e.cat, e.flow_id);
   };
   if (key(a) != key(b)) return key(a) < key(b);
   return a.args.dump() < b.args.dump();  // full tie: order by content, not by arrival
@@ -102,6 +105,33 @@ void TraceRecorder::counter(std::string name, int64_t pid, double ts_us, nlohman
   e.pid = pid;
   e.ts_us = ts_us;
   e.args = std::move(values);
+  add(std::move(e));
+}
+
+void TraceRecorder::complete_in(std::string cat, std::string name, int64_t pid, int64_t tid,
+                                double ts_us, double dur_us, nlohmann::json args) {
+  TraceEvent e;
+  e.name = std::move(name);
+  e.cat = std::move(cat);
+  e.phase = 'X';
+  e.pid = pid;
+  e.tid = tid;
+  e.ts_us = ts_us;
+  e.dur_us = std::max(dur_us, 0.0);
+  e.args = std::move(args);
+  add(std::move(e));
+}
+
+void TraceRecorder::flow(char phase, std::string cat, std::string name, uint64_t id, int64_t pid,
+                         int64_t tid, double ts_us) {
+  TraceEvent e;
+  e.name = std::move(name);
+  e.cat = std::move(cat);
+  e.phase = phase;
+  e.flow_id = id;
+  e.pid = pid;
+  e.tid = tid;
+  e.ts_us = ts_us;
   add(std::move(e));
 }
 

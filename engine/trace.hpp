@@ -31,6 +31,8 @@ struct TraceEvent {
   double dur_us = 0.0;       ///< 'X' only
   InstantScope scope = InstantScope::kThread;  ///< 'i' only
   nlohmann::json args;       ///< object or null
+  std::string cat;           ///< category ("wait", "batch", ...); empty = none
+  uint64_t flow_id = 0;      ///< 's' / 'f' flow events only
 };
 
 /// Collects trace events from many threads and writes them as one JSON file.
@@ -55,6 +57,15 @@ class TraceRecorder {
   /// A counter sample ('C') of process `pid` at `ts_us`: `values` is an object of numbers,
   /// e.g. {"queued_tokens": 12}.
   void counter(std::string name, int64_t pid, double ts_us, nlohmann::json values);
+
+  /// A complete ('X') slice with a category, e.g. "wait" for time spent in a collective.
+  void complete_in(std::string cat, std::string name, int64_t pid, int64_t tid, double ts_us,
+                   double dur_us, nlohmann::json args = nullptr);
+
+  /// A flow arrow between two slices (Chrome 's' start / 'f' finish with binding point "e"),
+  /// e.g. a token batch crossing devices. `id` pairs the two ends; both use `cat` and `name`.
+  void flow(char phase, std::string cat, std::string name, uint64_t id, int64_t pid, int64_t tid,
+            double ts_us);
   /// Metadata ('M' process_name): label of process `pid` ("cpu0"). Last call wins.
   void set_process_name(int64_t pid, std::string name);
   /// Metadata ('M' thread_name): label of thread `tid` of `pid` ("expert b0 e3"). Last wins.

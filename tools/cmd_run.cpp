@@ -24,7 +24,7 @@ int fail(const std::string& what) {
 Command add_run_command(CLI::App& app) {
   struct Options {
     std::string topology, outputs, trace;
-    bool quiet = false;
+    bool quiet = false, no_trace = false;
   };
   auto o = std::make_shared<Options>();
   app.add_option("topology", o->topology, "topology TOML file (default: the embedded demo)");
@@ -32,6 +32,7 @@ Command add_run_command(CLI::App& app) {
   app.add_option("--trace", o->trace,
                  "Chrome trace output (default: the topology's 'trace', else out/muflow-trace.json)");
   app.add_flag("--quiet", o->quiet, "no progress line");
+  app.add_flag("--no-trace", o->no_trace, "record no trace (benchmarks)");
   return [o]() {
     engine::Topology topo;
     if (o->topology.empty()) {
@@ -43,6 +44,7 @@ Command add_run_command(CLI::App& app) {
     }
     if (!o->trace.empty()) topo.trace_file = o->trace;
     if (topo.trace_file.empty()) topo.trace_file = "out/muflow-trace.json";
+    if (o->no_trace) topo.trace_file.clear();
     if (!o->quiet) {
       std::fprintf(stderr, "muflow: %s: wiring %s, backend %s, %zu devices, loading model...\n",
                    topo.source.c_str(), topo.wiring.c_str(), topo.backend.c_str(),
@@ -74,7 +76,7 @@ Command add_run_command(CLI::App& app) {
     std::vector<std::string> names;
     for (const auto& d : topo.devices) names.push_back(d.name);
     std::printf("%s", engine::format_metrics_table(out->metrics, names).c_str());
-    std::printf("trace: %s\n", topo.trace_file.c_str());
+    if (!topo.trace_file.empty()) std::printf("trace: %s\n", topo.trace_file.c_str());
     const engine::Tokenizer* tok = (*server)->tokenizer();
     if (!o->outputs.empty()) {
       const auto parent = std::filesystem::path(o->outputs).parent_path();

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -67,11 +68,24 @@ TEST(Cli, DefaultRunPrintsMetricsWritesTraceAndOutputs) {
   // Chrome trace: a process per device, X slices of every stage kind with pid = device.
   std::ifstream tf(trace);
   nlohmann::json t = nlohmann::json::parse(tf);
-  std::set<int64_t> pids, named_pids;
-  std::set<std::string> kinds;
+  std::set<int64_t> pids, named_pids, wait_pids;
+  std::set<std::string> kinds, counters;
+  std::map<uint64_t, int> flow_ends;  // id → +1 for 's', +2 for 'f'
+  int admits = 0, finishes = 0;
   for (const auto& e : t.at("traceEvents")) {
-    if (e.at("ph") == "M" && e.at("name") == "process_name") named_pids.insert(e.at("pid").get<int64_t>());
-    if (e.at("ph") != "X") continue;
+    const std::string ph = e.at("ph");
+    if (ph == "M" && e.at("name") == "process_name") named_pids.insert(e.at("pid").get<int64_t>());
+    if (ph == "C") counters.insert(e.at("name").get<std::string>().substr(0, 5));
+    if (ph == "s") flow_ends[e.at("id").get<uint64_t>()] += 1;
+    if (ph == "f") flow_ends[e.at("id").get<uint64_t>()] += 2;
+    if (ph == "i" && e.at("name") == "admit") ++admits;
+    if (ph == "i" && e.at("name") == "finish") ++finishes;
+    if (ph == "X" && e.value("cat", "") == "wait") {
+      EXPECT_EQ(e.at("tid").get<int64_t>(), 10000);
+      wait_pids.insert(e.at("pid").get<int64_t>());
+      continue;
+    }
+    if (ph != "X") continue;
     pids.insert(e.at("pid").get<int64_t>());
     EXPECT_GE(e.at("dur").get<double>(), 0.0);
     const std::string name = e.at("name");
@@ -81,6 +95,16 @@ TEST(Cli, DefaultRunPrintsMetricsWritesTraceAndOutputs) {
   EXPECT_EQ(pids, (std::set<int64_t>{0, 1, 2, 3}));
   EXPECT_EQ(named_pids, pids);
   EXPECT_EQ(kinds, (std::set<std::string>{"attn", "expert", "sampler"}));
+  // Every device waits in collectives under sync; μ-queue depth, busy state and KV counters;
+  // every flow has both ends; one admission and one completion per request.
+  EXPECT_EQ(wait_pids, pids);
+  EXPECT_EQ(counters, (std::set<std::string>{"queue", "busy", "kv ca"}));
+  ASSERT_FALSE(flow_ends.empty());
+  for (const auto& [id, ends] : flow_ends) EXPECT_EQ(ends, 3) << "flow " << id;
+  EXPECT_EQ(admits, 6);
+  EXPECT_EQ(finishes, 6);
+  EXPECT_EQ(t.at("otherData").at("metrics").at("num_completed_requests"), 6);
+  EXPECT_EQ(t.at("otherData").at("num_devices"), 4);
 }
 
 TEST(Cli, MalformedTopologyNamesFileLineAndKey) {
