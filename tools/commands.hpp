@@ -17,5 +17,9 @@ Command add_run_command(CLI::App& app);
 Command add_generate_command(CLI::App& app);
 /// `muflow make-model --out DIR --type mixtral|qwen2_moe ...`
 Command add_make_model_command(CLI::App& app);
+/// `muflow trace summary TRACE.json [--top N] [--json]`
+Command add_trace_summary_command(CLI::App& app);
+/// `muflow trace view TRACE.json -o REPORT.html [--compare OTHER.json] [--title T]`
+Command add_trace_view_command(CLI::App& app);
 
 }  // namespace muflow::tools

@@ -16,6 +16,7 @@ PKGS=(
   libsentencepiece-dev             # tokenizer.model
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-numpy python3-torch python3-sentencepiece  # independent float64 reference forward in tests
+  chromium                         # headless browser test of the `muflow trace view` report
 )
 missing=()
 for p in "${PKGS[@]}"; do

@@ -20,7 +20,22 @@ int main(int argc, char** argv) {
       muflow::tools::add_generate_command);
   add("make-model", "write a synthetic MoE model folder (HF format, random weights)",
       muflow::tools::add_make_model_command);
-  CLI11_PARSE(app, argc, argv);
+  CLI::App* trace = app.add_subcommand("trace", "inspect a Chrome trace written by `muflow run`");
+  trace->require_subcommand(1);
+  auto add_trace = [&](const char* name, const char* help, auto adder) {
+    CLI::App* sub = trace->add_subcommand(name, help);
+    commands[sub] = adder(*sub);
+  };
+  add_trace("summary", "busy/wait/idle per device, top waiting reasons, per-layer balance",
+            muflow::tools::add_trace_summary_command);
+  add_trace("view", "write a self-contained HTML report (timeline, queues, heatmap)",
+            muflow::tools::add_trace_view_command);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;  // usage errors exit 2 (documented in tools/README.md)
+  }
   for (auto& [sub, run] : commands) {
     if (sub->parsed()) return run();
   }

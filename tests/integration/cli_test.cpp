@@ -2,6 +2,7 @@
 // input (malformed TOML, corrupt model folders), asserted on the real process.
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -105,6 +106,43 @@ TEST(Cli, DefaultRunPrintsMetricsWritesTraceAndOutputs) {
   EXPECT_EQ(finishes, 6);
   EXPECT_EQ(t.at("otherData").at("metrics").at("num_completed_requests"), 6);
   EXPECT_EQ(t.at("otherData").at("num_devices"), 4);
+}
+
+// Round trip: what `muflow trace summary` computes from the trace's events equals what the run's
+// metrics reported (busy % per device over the run's duration).
+TEST(Cli, TraceSummaryAgreesWithRunMetrics) {
+  const fs::path dir = scratch("summary");
+  const fs::path trace = dir / "trace.json";
+  Result r = run_muflow("run --quiet --trace " + trace.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_muflow("trace summary --json " + trace.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json report = nlohmann::json::parse(r.output);
+  std::ifstream tf(trace);
+  const nlohmann::json t = nlohmann::json::parse(tf);
+  const auto& run_busy = t.at("otherData").at("metrics").at("device_busy_pct");
+  ASSERT_EQ(report.at("devices").size(), run_busy.size());
+  for (size_t d = 0; d < run_busy.size(); ++d) {
+    const auto& dev = report.at("devices")[d];
+    EXPECT_NEAR(dev.at("run_busy_pct").get<double>(), run_busy[d].get<double>(),
+                1e-6 * std::max(1.0, run_busy[d].get<double>()))
+        << "device " << d;
+    EXPECT_NEAR(dev.at("busy_pct").get<double>() + dev.at("wait_pct").get<double>() +
+                    dev.at("idle_pct").get<double>(),
+                100.0, 1e-6);
+    EXPECT_GT(dev.at("wait_pct").get<double>(), 0.0);  // sync waits at every barrier
+  }
+  // The heatmap counts every expert token the run computed: top-k rows of every token that
+  // passed a block; the balance table covers every block.
+  EXPECT_EQ(report.at("heatmap").at("num_blocks"), 4);
+  EXPECT_EQ(report.at("balance").size(), 4u);
+  r = run_muflow("trace summary " + trace.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("waiting in collectives"), std::string::npos) << r.output;
+
+  r = run_muflow("trace summary " + (dir / "nope.json").string());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("nope.json"), std::string::npos) << r.output;
 }
 
 TEST(Cli, MalformedTopologyNamesFileLineAndKey) {
