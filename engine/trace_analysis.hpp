@@ -187,7 +187,9 @@ absl::StatusOr<TraceReport> analyze_trace_file(const std::string& path,
 /// The report model the HTML viewer reads: {"meta", "devices", "stages", "queues",
 /// "heatmap", "balance", "waits"} (see engine/README.md, "Trace analysis"). A device's
 /// "slices" is null when slices_included is false. Times in microseconds relative to t0;
-/// slice, gap and series times are rounded to 1 ns (the trace's resolution).
+/// slice, gap and series times are rounded to 1 ns (the trace's resolution). Beyond the
+/// viewer's schema, meta.run_duration_us and each device's run_busy_pct carry the run's own
+/// duration and busy % (null when the trace has no otherData.metrics).
 nlohmann::json to_report_json(const TraceReport& report);
 
 /// Text for a terminal: the window, per-device busy/wait/idle % (and the run's busy % when

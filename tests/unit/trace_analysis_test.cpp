@@ -293,10 +293,10 @@ TEST(TraceAnalysis, ReportJsonHasExactlyTheModelsKeys) {
   using S = std::set<std::string>;
   EXPECT_EQ(keys(j), (S{"meta", "devices", "stages", "queues", "heatmap", "balance", "waits"}));
   EXPECT_EQ(keys(j["meta"]), (S{"source", "wiring", "topology", "t0_us", "duration_us",
-                                "num_events", "num_dropped_events"}));
+                                "num_events", "num_dropped_events", "run_duration_us"}));
   EXPECT_EQ(keys(j["devices"][0]),
             (S{"pid", "name", "busy_us", "wait_us", "idle_us", "busy_pct", "wait_pct",
-               "idle_pct", "slices", "buckets", "gaps"}));
+               "idle_pct", "slices", "buckets", "gaps", "run_busy_pct"}));
   EXPECT_EQ(keys(j["devices"][0]["buckets"]), (S{"bucket_us", "busy", "wait"}));
   EXPECT_EQ(j["devices"][0]["buckets"]["busy"].size(), 1000u);
   EXPECT_EQ(j["devices"][0]["gaps"][0], json::array({30.0, 10.0}));

@@ -182,10 +182,17 @@
     this.tokensPerS = samplerTokens / (this.duration / 1e6);
     this.waitTotal = (rep.waits || []).reduce(function (a, w) { return a + num(w.total_us); }, 0);
   }
-  Run.prototype.stageColor = function (stage) {
+  /// Fill of a stage's slices: its kind's colour, lighter for alternate blocks.
+  Run.prototype.stageRgb = function (stage) {
     var base = palette[stage && palette[stage.kind] ? stage.kind : 'other'];
     var b = stage ? num(stage.block) : 0;
-    return rgb(mix(base, palette.panel, (((b % 4) + 4) % 4) * 0.13));
+    return mix(base, palette.panel, (((b % 4) + 4) % 4) * 0.13);
+  };
+  Run.prototype.stageColor = function (stage) { return rgb(this.stageRgb(stage)); };
+  /// Label colour readable on stageColor(stage).
+  Run.prototype.stageText = function (stage) {
+    var c = this.stageRgb(stage);
+    return 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2] > 150 ? 'rgba(10,20,40,0.9)' : 'rgba(255,255,255,0.95)';
   };
   Run.prototype.tag = function () {
     return el('span', { class: 'run-tag' + (this.index ? ' b' : ''), text: this.label });
@@ -439,7 +446,7 @@
         if (room > 24) {
           ctx.save();
           ctx.beginPath(); ctx.rect(lx, top, room, bh); ctx.clip();
-          ctx.fillStyle = 'rgba(255,255,255,0.95)';
+          ctx.fillStyle = run.stageText(stage);
           ctx.fillText(stage.name + (s[3] ? DOT + s[3] + ' tok' : ''), lx, top + bh / 2);
           ctx.restore();
         }
