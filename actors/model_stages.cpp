@@ -82,7 +82,7 @@ class AttentionStage final : public StageImpl {
     return it < 0 ? 0 : pool_.num_tokens(it);
   }
 
-  absl::Status run(std::vector<Send>& out, int64_t& num_tokens, int64_t& iteration) override {
+  absl::Status run(std::vector<Send>& out, RunInfo& info) override {
     std::vector<TokenMeta> meta;
     std::vector<float> h;
     const int64_t H = cfg_.hidden_size;
@@ -90,7 +90,7 @@ class AttentionStage final : public StageImpl {
       if (queued_.empty()) return absl::OkStatus();
       TokenBatchPtr b = queued_.begin()->second;
       queued_.erase(queued_.begin());
-      iteration = b->iteration;
+      info.iteration = b->iteration;
       meta = b->tokens;
       std::vector<int32_t> ids(meta.size());
       for (size_t i = 0; i < meta.size(); ++i) ids[i] = meta[i].token_id;
@@ -101,12 +101,13 @@ class AttentionStage final : public StageImpl {
       if (it < 0) return absl::OkStatus();
       absl::StatusOr<engine::MergedTokens> merged = pool_.take(it);
       if (!merged.ok()) return merged.status();
-      iteration = it;
+      info.iteration = it;
       meta = std::move(merged->tokens);
       h = std::move(merged->h);
     }
-    num_tokens = static_cast<int64_t>(meta.size());
-    return emit(iteration, std::move(meta), std::move(h), out);
+    info.num_tokens = static_cast<int64_t>(meta.size());
+    info.num_requests = count_requests(meta);
+    return emit(info.iteration, std::move(meta), std::move(h), out);
   }
 
   void release(int64_t request_id) override { kv_.release(request_id); }
@@ -203,12 +204,13 @@ class ExpertStage final : public StageImpl {
     return queued_.empty() ? 0 : queued_.begin()->second->num_tokens();
   }
 
-  absl::Status run(std::vector<Send>& out, int64_t& num_tokens, int64_t& iteration) override {
+  absl::Status run(std::vector<Send>& out, RunInfo& info) override {
     if (queued_.empty()) return absl::OkStatus();
     TokenBatchPtr b = queued_.begin()->second;
     queued_.erase(queued_.begin());
-    num_tokens = b->num_tokens();
-    iteration = b->iteration;
+    info.num_tokens = b->num_tokens();
+    info.num_requests = count_requests(b->tokens);
+    info.iteration = b->iteration;
     compute_and_send(*b, out);
     return absl::OkStatus();
   }
@@ -270,13 +272,15 @@ class SamplerStage final : public StageImpl {
     return it < 0 ? 0 : pool_.num_tokens(it);
   }
 
-  absl::Status run(std::vector<Send>& out, int64_t& num_tokens, int64_t& iteration) override {
+  absl::Status run(std::vector<Send>& out, RunInfo& info) override {
     const int64_t it = pool_.complete_iteration();
     if (it < 0) return absl::OkStatus();
     absl::StatusOr<engine::MergedTokens> merged = pool_.take(it);
     if (!merged.ok()) return merged.status();
-    iteration = it;
-    num_tokens = static_cast<int64_t>(merged->tokens.size());
+    info.iteration = it;
+    info.num_tokens = static_cast<int64_t>(merged->tokens.size());
+    info.num_requests = count_requests(merged->tokens);
+    const int64_t num_tokens = info.num_tokens;
     const engine::ModelConfig& c = ctx_->model->config();
     const int64_t H = c.hidden_size, V = c.vocab_size;
     std::vector<int64_t> rows;

@@ -1,10 +1,20 @@
 #include "actors/stage.hpp"
 
+#include <algorithm>
 #include <utility>
 
 #include "nlohmann/json.hpp"
 
 namespace muflow::actors {
+
+int64_t count_requests(const std::vector<engine::TokenMeta>& tokens) {
+  std::vector<int64_t> ids;
+  ids.reserve(tokens.size());
+  for (const engine::TokenMeta& t : tokens) ids.push_back(t.request_id);
+  std::sort(ids.begin(), ids.end());
+  return std::unique(ids.begin(), ids.end()) - ids.begin();
+}
+
 namespace {
 
 struct StageState {
@@ -71,8 +81,8 @@ caf::behavior stage_behavior(caf::stateful_actor<StageState>* self, RunContextPt
         auto& st = self->state;
         const auto begin = self->home_system().clock().now();
         std::vector<Send> out;
-        int64_t num_tokens = 0, iteration = 0;
-        absl::Status s = st.impl->run(out, num_tokens, iteration);
+        RunInfo info;
+        absl::Status s = st.impl->run(out, info);
         const auto end = self->home_system().clock().now();
         const double begin_s = st.ctx->seconds_since_start(begin);
         const double end_s = st.ctx->seconds_since_start(end);
@@ -80,8 +90,9 @@ caf::behavior stage_behavior(caf::stateful_actor<StageState>* self, RunContextPt
           const engine::LayerId layer = st.impl->layer();
           st.ctx->trace->complete(st.impl->name(), st.device_index, st.trace_tid, begin_s * 1e6,
                                   (end_s - begin_s) * 1e6,
-                                  nlohmann::json{{"tokens", num_tokens},
-                                                 {"iteration", iteration},
+                                  nlohmann::json{{"tokens", info.num_tokens},
+                                                 {"requests", info.num_requests},
+                                                 {"iteration", info.iteration},
                                                  {"block", layer.block},
                                                  {"index", layer.index},
                                                  {"phase", st.ctx->topology.wiring}});

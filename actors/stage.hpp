@@ -23,6 +23,16 @@ struct Send {
   caf::message msg;
 };
 
+/// What one run of a stage processed (for the trace slice).
+struct RunInfo {
+  int64_t num_tokens = 0;
+  int64_t num_requests = 0;  ///< distinct requests among the tokens
+  int64_t iteration = 0;
+};
+
+/// Number of distinct request ids in `tokens`.
+int64_t count_requests(const std::vector<engine::TokenMeta>& tokens);
+
 /// The computation and the wiring of one stage. Owned by exactly one stage actor, called only
 /// from that actor (never concurrently).
 class StageImpl {
@@ -34,10 +44,10 @@ class StageImpl {
   virtual absl::Status enqueue(const engine::TokenBatchPtr& batch, std::vector<Send>& now) = 0;
   /// Tokens that can run now (0 = nothing to grant).
   virtual int64_t ready_tokens() const = 0;
-  /// Runs one batch from the queue, appends the output messages to `out`, and sets
-  /// `num_tokens` / `iteration` to what it ran (for the trace slice). Errors: a failed merge
-  /// or KV append; the stage actor then stops and the run fails.
-  virtual absl::Status run(std::vector<Send>& out, int64_t& num_tokens, int64_t& iteration) = 0;
+  /// Runs one batch from the queue, appends the output messages to `out`, and describes what
+  /// it ran in `info` (for the trace slice). Errors: a failed merge or KV append; the stage
+  /// actor then stops and the run fails.
+  virtual absl::Status run(std::vector<Send>& out, RunInfo& info) = 0;
   /// Bytes held in this stage's KV cache, or -1 when it has none (traced as a counter).
   virtual int64_t kv_bytes() const { return -1; }
   /// Frees per-request state (KV cache). Default: nothing.

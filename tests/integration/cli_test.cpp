@@ -92,6 +92,8 @@ TEST(Cli, DefaultRunPrintsMetricsWritesTraceAndOutputs) {
     const std::string name = e.at("name");
     kinds.insert(name.substr(0, name.find(' ')));
     EXPECT_GT(e.at("args").at("tokens").get<int64_t>(), 0) << e.dump();
+    EXPECT_GE(e.at("args").at("tokens").get<int64_t>(), e.at("args").at("requests").get<int64_t>());
+    EXPECT_GE(e.at("args").at("requests").get<int64_t>(), 1) << e.dump();
   }
   EXPECT_EQ(pids, (std::set<int64_t>{0, 1, 2, 3}));
   EXPECT_EQ(named_pids, pids);
