@@ -187,7 +187,6 @@ nlohmann::json TraceRecorder::to_json() const {
 
 absl::Status TraceRecorder::write_json(const std::string& path) const {
   namespace fs = std::filesystem;
-  const nlohmann::json trace = to_json();
   const fs::path parent = fs::path(path).parent_path();
   if (!parent.empty()) {
     std::error_code ec;
@@ -204,14 +203,34 @@ absl::Status TraceRecorder::write_json(const std::string& path) const {
     return io_error(err, sv_cat("cannot write trace '", path, "': ",
                                            std::strerror(err)));
   }
-  // One event per line: valid JSON that diffs and greps well.
-  out << "{\"traceEvents\":[";
-  const nlohmann::json& events = trace["traceEvents"];
-  for (size_t i = 0; i < events.size(); ++i) {
-    out << (i == 0 ? "\n" : ",\n") << events[i].dump();
+  // Streams one event per line (valid JSON that diffs and greps well) in the same order as
+  // to_json(), without building the whole document: peak memory stays near the recorder's.
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<const TraceEvent*> order;
+    order.reserve(events_.size());
+    for (const TraceEvent& e : events_) order.push_back(&e);
+    std::sort(order.begin(), order.end(),
+              [](const TraceEvent* a, const TraceEvent* b) { return event_less(*a, *b); });
+    out << "{\"traceEvents\":[";
+    bool first = true;
+    auto emit = [&](const nlohmann::json& j) {
+      out << (first ? "\n" : ",\n") << j.dump();
+      first = false;
+    };
+    for (const auto& [pid, name] : process_names_) {
+      emit(metadata_json("process_name", pid, 0, name));
+    }
+    for (const auto& [key, name] : thread_names_) {
+      emit(metadata_json("thread_name", key.first, key.second, name));
+    }
+    for (const TraceEvent* e : order) emit(event_json(*e));
+    nlohmann::json other = other_data_;
+    other["max_events"] = max_events_;
+    other["num_events"] = static_cast<int64_t>(events_.size());
+    other["num_dropped_events"] = num_dropped_;
+    out << "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":" << other.dump() << "}\n";
   }
-  out << "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":" << trace["otherData"].dump()
-      << "}\n";
   out.flush();
   if (!out) {
     const int err = errno;
