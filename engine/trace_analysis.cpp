@@ -470,6 +470,7 @@ absl::StatusOr<TraceReport> Analyzer::finish(const json& other, const AnalysisOp
   const json* metrics = nullptr;
   if (const auto it = other.find("metrics"); it != other.end() && it->is_object()) {
     metrics = &*it;
+    meta.run_metrics = *it;
     const auto d = it->find("duration_s");
     if (d != it->end() && d->is_number() && d->get<double>() > 0) {
       meta.run_duration_us = d->get<double>() * 1e6;
@@ -661,6 +662,7 @@ json to_report_json(const TraceReport& r) {
   // The run's own duration (otherData.metrics.duration_s), when the trace carries it.
   out["meta"]["run_duration_us"] =
       r.meta.run_duration_us > 0 ? json(r.meta.run_duration_us) : json(nullptr);
+  out["meta"]["run_metrics"] = r.meta.run_metrics;
   json devices = json::array();
   for (const DeviceReport& d : r.devices) {
     json slices = nullptr;

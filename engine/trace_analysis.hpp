@@ -150,6 +150,9 @@ struct TraceMeta {
   double run_duration_us = 0.0;
   int64_t num_events = 0;          ///< otherData.num_events, else events read (metadata out)
   int64_t num_dropped_events = 0;  ///< otherData.num_dropped_events, else 0
+  /// otherData.metrics (the run's RunMetrics as JSON: output tokens/s, TTFT, ITL, ...), or
+  /// null when the trace has none.
+  nlohmann::json run_metrics;
 };
 
 /// Everything analyze_trace finds. Plain data; owned by the caller.
@@ -188,8 +191,9 @@ absl::StatusOr<TraceReport> analyze_trace_file(const std::string& path,
 /// "heatmap", "balance", "waits"} (see engine/README.md, "Trace analysis"). A device's
 /// "slices" is null when slices_included is false. Times in microseconds relative to t0;
 /// slice, gap and series times are rounded to 1 ns (the trace's resolution). Beyond the
-/// viewer's schema, meta.run_duration_us and each device's run_busy_pct carry the run's own
-/// duration and busy % (null when the trace has no otherData.metrics).
+/// viewer's schema, meta.run_duration_us, meta.run_metrics and each device's run_busy_pct
+/// carry the run's own duration, metrics and busy % (null when the trace has no
+/// otherData.metrics).
 nlohmann::json to_report_json(const TraceReport& report);
 
 /// Text for a terminal: the window, per-device busy/wait/idle % (and the run's busy % when

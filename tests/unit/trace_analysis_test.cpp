@@ -293,7 +293,7 @@ TEST(TraceAnalysis, ReportJsonHasExactlyTheModelsKeys) {
   using S = std::set<std::string>;
   EXPECT_EQ(keys(j), (S{"meta", "devices", "stages", "queues", "heatmap", "balance", "waits"}));
   EXPECT_EQ(keys(j["meta"]), (S{"source", "wiring", "topology", "t0_us", "duration_us",
-                                "num_events", "num_dropped_events", "run_duration_us"}));
+                                "num_events", "num_dropped_events", "run_duration_us", "run_metrics"}));
   EXPECT_EQ(keys(j["devices"][0]),
             (S{"pid", "name", "busy_us", "wait_us", "idle_us", "busy_pct", "wait_pct",
                "idle_pct", "slices", "buckets", "gaps", "run_busy_pct"}));

@@ -179,7 +179,12 @@
     });
     this.samplerTokens = samplerTokens;
     this.stageRuns = runs;
-    this.tokensPerS = samplerTokens / (this.duration / 1e6);
+    // Prefer the run's own output throughput (generated tokens / run duration); without it,
+    // fall back to rows through the samplers (prompt rows included) over the trace window.
+    var rm = (rep.meta && rep.meta.run_metrics) || null;
+    this.outputTokens = rm && isFinite(rm.num_output_tokens) ? rm.num_output_tokens : NaN;
+    this.tokensPerS = rm && isFinite(rm.output_tokens_per_s) ? rm.output_tokens_per_s
+                                                             : samplerTokens / (this.duration / 1e6);
     this.waitTotal = (rep.waits || []).reduce(function (a, w) { return a + num(w.total_us); }, 0);
   }
   /// Fill of a stage's slices: its kind's colour, lighter for alternate blocks.
@@ -718,7 +723,9 @@
       kpi('mean busy', fmtPct(run.meanBusy), 'wait ' + fmtPct(run.meanWait) + DOT + 'idle ' + fmtPct(run.meanIdle)),
       kpi('balance', isNaN(run.meanBalance) ? '-' : run.meanBalance.toFixed(2),
           isNaN(run.worstBalance) ? 'no expert load' : 'mean/max tokens; worst ' + run.worstBalance.toFixed(2)),
-      kpi('throughput', run.samplerTokens ? fmtCompact(run.tokensPerS) + ' tok/s' : '-', fmtInt(run.samplerTokens) + ' sampled tokens'),
+      kpi('throughput', isFinite(run.tokensPerS) && run.tokensPerS > 0 ? fmtCompact(run.tokensPerS) + ' tok/s' : '-',
+          isFinite(run.outputTokens) ? fmtInt(run.outputTokens) + ' output tokens'
+                                     : fmtInt(run.samplerTokens) + ' sampler rows'),
       kpi('events', fmtCompact(m.num_events), num(m.num_dropped_events) ? fmtInt(m.num_dropped_events) + ' dropped' : 'none dropped')
     ]));
     host.appendChild(card);
