@@ -16,7 +16,7 @@ struct CollectiveState {
 
 caf::actor destination(const RunContext& ctx, CollectiveKind kind, int32_t block, size_t slot) {
   if (kind == CollectiveKind::kDispatch) return ctx.actors.experts[block][slot];
-  const auto num_layers = static_cast<int32_t>(ctx.model->config().num_layers);
+  const auto num_layers = static_cast<int32_t>(ctx.config.num_layers);
   return block + 1 < num_layers ? ctx.actors.attention[block + 1][slot] : ctx.actors.samplers[slot];
 }
 
@@ -27,7 +27,7 @@ StageSite source_site(const RunContext& ctx, CollectiveKind kind, int32_t block,
 
 StageSite dest_site(const RunContext& ctx, CollectiveKind kind, int32_t block, size_t slot) {
   if (kind == CollectiveKind::kDispatch) return ctx.sites.experts[block][slot];
-  const auto num_layers = static_cast<int32_t>(ctx.model->config().num_layers);
+  const auto num_layers = static_cast<int32_t>(ctx.config.num_layers);
   return block + 1 < num_layers ? ctx.sites.attention[block + 1][slot] : ctx.sites.samplers[slot];
 }
 
@@ -42,7 +42,7 @@ void trace_barrier(const RunContext& ctx, CollectiveKind kind, int32_t block, in
   const std::string flow_name = absl::StrFormat("%s b%d", what, block);
   const int64_t num_devices = ctx.placement.num_devices;
   const int64_t kind_index = kind == CollectiveKind::kDispatch ? 0 : 1;
-  const int64_t num_layers = ctx.model->config().num_layers;
+  const int64_t num_layers = ctx.config.num_layers;
   std::vector<std::vector<StageSite>> pair_dest(num_devices * num_devices);
   std::vector<char> pair_used(num_devices * num_devices, 0);
   std::vector<StageSite> pair_src(num_devices * num_devices);
@@ -72,7 +72,7 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
                                   CollectiveKind kind, int32_t block) {
   const size_t num_sources = kind == CollectiveKind::kDispatch
                                  ? static_cast<size_t>(ctx->num_ranks)
-                                 : static_cast<size_t>(ctx->model->config().num_experts);
+                                 : static_cast<size_t>(ctx->config.num_experts);
   return {[=](contrib_atom, const ContributionPtr& c) {
     auto& slot = self->state.pending[c->iteration];
     if (slot.empty()) slot.resize(num_sources);

@@ -155,7 +155,7 @@ void finish_request(Self* self, RequestState& rs, double t) {
 void complete_iteration(Self* self) {
   auto& st = self->state;
   const double t = now_s(self);
-  const engine::ModelConfig& c = st.ctx->model->config();
+  const engine::ModelConfig& c = st.ctx->config;
   std::vector<SampledToken*> rows;
   for (auto& rep : st.reports) {
     for (SampledToken& row : rep->rows) rows.push_back(&row);

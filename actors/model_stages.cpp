@@ -3,7 +3,6 @@
 #include <map>
 
 #include "absl/strings/str_format.h"
-#include "engine/sampling.hpp"
 #include "engine/token_pool.hpp"
 
 namespace muflow::actors {
@@ -19,7 +18,7 @@ using engine::TokenMeta;
 
 /// The layer that merges block `block`'s expert outputs for `rank`.
 LayerId merge_target(const RunContext& ctx, int32_t block, int32_t rank) {
-  const auto num_layers = static_cast<int32_t>(ctx.model->config().num_layers);
+  const auto num_layers = static_cast<int32_t>(ctx.config.num_layers);
   if (block + 1 < num_layers) return {StageKind::kAttention, block + 1, rank};
   return {StageKind::kSampler, num_layers, rank};
 }
@@ -48,18 +47,20 @@ void push_row(TokenBatch& b, const TokenMeta& meta, const float* row, int64_t wi
 // ---------------------------------------------------------------------------------------------
 class AttentionStage final : public StageImpl {
  public:
-  AttentionStage(RunContextPtr ctx, int32_t block, int32_t rank)
+  AttentionStage(RunContextPtr ctx, engine::Executor* exec, int32_t block, int32_t rank)
       : ctx_(std::move(ctx)),
+        exec_(exec),
         block_(block),
         rank_(rank),
-        cfg_(ctx_->model->config()),
-        kv_(cfg_.num_kv_heads * cfg_.head_dim),
-        pool_(cfg_.hidden_size, cfg_.num_topk, 1) {}
+        cfg_(ctx_->config),
+        width_(exec->activation_width()),
+        kv_(width_ > 0 ? cfg_.num_kv_heads * cfg_.head_dim : 0),
+        pool_(width_, cfg_.num_topk, 1) {}
 
   absl::Status enqueue(const TokenBatchPtr& batch, std::vector<Send>& now) override {
     if (block_ == 0) {
       if (batch->payload != Payload::kTokenIds) return bad_payload(*batch);
-      if (batch->num_tokens() == 0) return emit(batch->iteration, {}, {}, now);
+      if (batch->num_tokens() == 0) return emit(batch->iteration, {}, {}, now, nullptr);
       queued_.emplace(batch->iteration, batch);
       return absl::OkStatus();
     }
@@ -71,7 +72,7 @@ class AttentionStage final : public StageImpl {
     const int64_t it = pool_.complete_iteration();
     if (it >= 0 && pool_.num_tokens(it) == 0) {
       (void)pool_.take(it);
-      return emit(it, {}, {}, now);
+      return emit(it, {}, {}, now, nullptr);
     }
     return absl::OkStatus();
   }
@@ -85,17 +86,14 @@ class AttentionStage final : public StageImpl {
   absl::Status run(std::vector<Send>& out, RunInfo& info) override {
     std::vector<TokenMeta> meta;
     std::vector<float> h;
-    const int64_t H = cfg_.hidden_size;
     if (block_ == 0) {
       if (queued_.empty()) return absl::OkStatus();
       TokenBatchPtr b = queued_.begin()->second;
       queued_.erase(queued_.begin());
       info.iteration = b->iteration;
       meta = b->tokens;
-      std::vector<int32_t> ids(meta.size());
-      for (size_t i = 0; i < meta.size(); ++i) ids[i] = meta[i].token_id;
-      h.resize(meta.size() * H);
-      ctx_->model->embed(ids.data(), static_cast<int64_t>(ids.size()), h.data());
+      h.resize(meta.size() * width_);
+      exec_->embed(meta, h.data());
     } else {
       const int64_t it = pool_.complete_iteration();
       if (it < 0) return absl::OkStatus();
@@ -107,7 +105,7 @@ class AttentionStage final : public StageImpl {
     }
     info.num_tokens = static_cast<int64_t>(meta.size());
     info.num_requests = count_requests(meta);
-    return emit(info.iteration, std::move(meta), std::move(h), out);
+    return emit(info.iteration, std::move(meta), std::move(h), out, &info.seconds);
   }
 
   void release(int64_t request_id) override { kv_.release(request_id); }
@@ -122,25 +120,21 @@ class AttentionStage final : public StageImpl {
   }
 
   // Runs attention on `h` (may be empty) and sends dispatch + residual for `iteration`.
+  // `seconds` (may be null for an empty iteration) receives the executor's modeled duration.
   absl::Status emit(int64_t iteration, std::vector<TokenMeta> meta, std::vector<float> h,
-                    std::vector<Send>& out) {
+                    std::vector<Send>& out, double* seconds) {
     const int64_t n = static_cast<int64_t>(meta.size());
-    const int64_t H = cfg_.hidden_size, K = cfg_.num_topk, E = cfg_.num_experts;
+    const int64_t H = width_, K = cfg_.num_topk, E = cfg_.num_experts;
     const bool shared = cfg_.shared_expert_ffn > 0;
     std::vector<float> x(n * H), w(n * K), sh(shared ? n * H : 0);
     std::vector<int32_t> ids(n * K);
     if (n > 0) {
-      std::vector<int64_t> rids(n), pos(n);
-      for (int64_t i = 0; i < n; ++i) {
-        rids[i] = meta[i].request_id;
-        pos[i] = meta[i].position;
-      }
-      engine::AttentionOutputs o{x.data(), ids.data(), w.data(), shared ? sh.data() : nullptr};
-      if (absl::Status s = ctx_->model->attention(block_, kv_, rids.data(), pos.data(), n,
-                                                  h.data(), o);
-          !s.ok()) {
+      engine::AttentionResult o{x.data(), ids.data(), w.data(), shared ? sh.data() : nullptr};
+      double modeled = 0.0;
+      if (absl::Status s = exec_->attention(block_, kv_, meta, h.data(), o, &modeled); !s.ok()) {
         return s;
       }
+      if (seconds) *seconds = modeled;
     }
     auto contrib = std::make_shared<Contribution>();
     contrib->iteration = iteration;
@@ -175,8 +169,10 @@ class AttentionStage final : public StageImpl {
   }
 
   RunContextPtr ctx_;
+  engine::Executor* exec_;
   int32_t block_, rank_;
   const engine::ModelConfig& cfg_;
+  int64_t width_;  // activation floats per row (0 in simulation)
   engine::KvCache kv_;
   engine::TokenPool pool_;
   std::map<int64_t, TokenBatchPtr> queued_;  // block 0: iteration → token ids
@@ -185,15 +181,15 @@ class AttentionStage final : public StageImpl {
 // ---------------------------------------------------------------------------------------------
 class ExpertStage final : public StageImpl {
  public:
-  ExpertStage(RunContextPtr ctx, int32_t block, int32_t expert)
-      : ctx_(std::move(ctx)), block_(block), expert_(expert) {}
+  ExpertStage(RunContextPtr ctx, engine::Executor* exec, int32_t block, int32_t expert)
+      : ctx_(std::move(ctx)), exec_(exec), block_(block), expert_(expert) {}
 
   absl::Status enqueue(const TokenBatchPtr& batch, std::vector<Send>& now) override {
     if (batch->payload != Payload::kExpertInputs) {
       return absl::InvalidArgumentError(absl::StrFormat("%s: unexpected payload", name()));
     }
     if (batch->num_tokens() == 0) {
-      compute_and_send(*batch, now);
+      compute_and_send(*batch, now, nullptr);
       return absl::OkStatus();
     }
     queued_.emplace(batch->iteration, batch);
@@ -211,7 +207,7 @@ class ExpertStage final : public StageImpl {
     info.num_tokens = b->num_tokens();
     info.num_requests = count_requests(b->tokens);
     info.iteration = b->iteration;
-    compute_and_send(*b, out);
+    compute_and_send(*b, out, &info.seconds);
     return absl::OkStatus();
   }
 
@@ -219,10 +215,14 @@ class ExpertStage final : public StageImpl {
   LayerId layer() const override { return {StageKind::kExpert, block_, expert_}; }
 
  private:
-  void compute_and_send(const TokenBatch& in, std::vector<Send>& out) {
-    const int64_t n = in.num_tokens(), H = ctx_->model->config().hidden_size;
+  void compute_and_send(const TokenBatch& in, std::vector<Send>& out, double* seconds) {
+    const int64_t n = in.num_tokens(), H = exec_->activation_width();
     std::vector<float> y(n * H);
-    if (n > 0) ctx_->model->expert(block_, expert_, in.act->data.data(), n, y.data());
+    if (n > 0) {
+      double modeled = 0.0;
+      exec_->expert(block_, expert_, in.act->data.data(), n, y.data(), &modeled);
+      if (seconds) *seconds = modeled;
+    }
     auto contrib = std::make_shared<Contribution>();
     contrib->iteration = in.iteration;
     contrib->source = expert_;
@@ -238,6 +238,7 @@ class ExpertStage final : public StageImpl {
   }
 
   RunContextPtr ctx_;
+  engine::Executor* exec_;
   int32_t block_, expert_;
   std::map<int64_t, TokenBatchPtr> queued_;
 };
@@ -245,10 +246,11 @@ class ExpertStage final : public StageImpl {
 // ---------------------------------------------------------------------------------------------
 class SamplerStage final : public StageImpl {
  public:
-  SamplerStage(RunContextPtr ctx, int32_t rank)
+  SamplerStage(RunContextPtr ctx, engine::Executor* exec, int32_t rank)
       : ctx_(std::move(ctx)),
+        exec_(exec),
         rank_(rank),
-        pool_(ctx_->model->config().hidden_size, ctx_->model->config().num_topk, 1) {}
+        pool_(exec->activation_width(), ctx_->config.num_topk, 1) {}
 
   absl::Status enqueue(const TokenBatchPtr& batch, std::vector<Send>& now) override {
     absl::Status s = batch->payload == Payload::kResidual ? pool_.add_residual(*batch)
@@ -281,32 +283,27 @@ class SamplerStage final : public StageImpl {
     info.num_tokens = static_cast<int64_t>(merged->tokens.size());
     info.num_requests = count_requests(merged->tokens);
     const int64_t num_tokens = info.num_tokens;
-    const engine::ModelConfig& c = ctx_->model->config();
-    const int64_t H = c.hidden_size, V = c.vocab_size;
-    std::vector<int64_t> rows;
+    const int64_t H = exec_->activation_width();
+    std::vector<TokenMeta> rows;
+    std::vector<float> h;
     for (int64_t i = 0; i < num_tokens; ++i) {
-      if (merged->tokens[i].flags & (engine::kSample | engine::kNeedsLogits)) rows.push_back(i);
+      const TokenMeta& m = merged->tokens[i];
+      if (!(m.flags & (engine::kSample | engine::kNeedsLogits))) continue;
+      rows.push_back(m);
+      h.insert(h.end(), merged->h.begin() + i * H, merged->h.begin() + (i + 1) * H);
     }
-    std::vector<float> h(rows.size() * H), logits(rows.size() * V);
-    for (size_t r = 0; r < rows.size(); ++r) {
-      std::copy(merged->h.begin() + rows[r] * H, merged->h.begin() + (rows[r] + 1) * H,
-                h.begin() + r * H);
-    }
-    if (!rows.empty()) ctx_->model->logits(h.data(), static_cast<int64_t>(rows.size()), logits.data());
+    std::vector<int32_t> tokens;
+    std::vector<std::vector<float>> logits;
+    exec_->sample(rows, h.data(), ctx_->topology.sampling, &tokens, &logits, &info.seconds);
     auto report = std::make_shared<SampledBatch>();
     report->iteration = it;
     report->rank = rank_;
     for (size_t r = 0; r < rows.size(); ++r) {
-      const TokenMeta& m = merged->tokens[rows[r]];
       SampledToken t;
-      t.request_id = m.request_id;
-      t.position = m.position;
-      const float* lr = logits.data() + r * V;
-      if (m.flags & engine::kSample) {
-        t.token = engine::sample_token(lr, V, ctx_->topology.sampling, m.request_id,
-                                       m.position + 1);
-      }
-      if (m.flags & engine::kNeedsLogits) t.logits.assign(lr, lr + V);
+      t.request_id = rows[r].request_id;
+      t.position = rows[r].position;
+      t.token = tokens[r];
+      t.logits = std::move(logits[r]);
       report->rows.push_back(std::move(t));
     }
     out.push_back({ctx_->actors.coordinator, caf::make_message(sampled_atom::value, report)});
@@ -315,25 +312,29 @@ class SamplerStage final : public StageImpl {
 
   std::string name() const override { return absl::StrFormat("sampler r%d", rank_); }
   LayerId layer() const override {
-    return {StageKind::kSampler, static_cast<int32_t>(ctx_->model->config().num_layers), rank_};
+    return {StageKind::kSampler, static_cast<int32_t>(ctx_->config.num_layers), rank_};
   }
 
  private:
   RunContextPtr ctx_;
+  engine::Executor* exec_;
   int32_t rank_;
   engine::TokenPool pool_;
 };
 
 }  // namespace
 
-std::shared_ptr<StageImpl> make_attention_stage(RunContextPtr ctx, int32_t block, int32_t rank) {
-  return std::make_shared<AttentionStage>(std::move(ctx), block, rank);
+std::shared_ptr<StageImpl> make_attention_stage(RunContextPtr ctx, engine::Executor* exec,
+                                                int32_t block, int32_t rank) {
+  return std::make_shared<AttentionStage>(std::move(ctx), exec, block, rank);
 }
-std::shared_ptr<StageImpl> make_expert_stage(RunContextPtr ctx, int32_t block, int32_t expert) {
-  return std::make_shared<ExpertStage>(std::move(ctx), block, expert);
+std::shared_ptr<StageImpl> make_expert_stage(RunContextPtr ctx, engine::Executor* exec,
+                                             int32_t block, int32_t expert) {
+  return std::make_shared<ExpertStage>(std::move(ctx), exec, block, expert);
 }
-std::shared_ptr<StageImpl> make_sampler_stage(RunContextPtr ctx, int32_t rank) {
-  return std::make_shared<SamplerStage>(std::move(ctx), rank);
+std::shared_ptr<StageImpl> make_sampler_stage(RunContextPtr ctx, engine::Executor* exec,
+                                              int32_t rank) {
+  return std::make_shared<SamplerStage>(std::move(ctx), exec, rank);
 }
 
 }  // namespace muflow::actors

@@ -1,12 +1,14 @@
 #pragma once
 /// \file
-/// The three stage kinds of the cpu backend under the sync wiring: attention (per block and
+/// The three stage kinds (every backend: the math or the modeled time comes from the device's
+/// engine::Executor): attention (per block and
 /// DP rank), expert (per block and expert) and sampler (per DP rank). Each is a StageImpl
 /// owned by one stage actor.
 
 #include <memory>
 
 #include "actors/stage.hpp"
+#include "engine/executor.hpp"
 
 namespace muflow::actors {
 
@@ -14,14 +16,17 @@ namespace muflow::actors {
 /// then RMSNorm, GQA attention with this rank's KV cache of `block`, residual, RMSNorm,
 /// router top-k and shared expert; sends expert inputs to the block's dispatch all-to-all and
 /// the residual rows to the next merge point on the same rank.
-std::shared_ptr<StageImpl> make_attention_stage(RunContextPtr ctx, int32_t block, int32_t rank);
+std::shared_ptr<StageImpl> make_attention_stage(RunContextPtr ctx, engine::Executor* exec,
+                                                int32_t block, int32_t rank);
 
 /// ExpertStage(block, expert): SwiGLU FFN over every token routed to it in one iteration;
 /// outputs go to the block's combine all-to-all, one part per origin rank.
-std::shared_ptr<StageImpl> make_expert_stage(RunContextPtr ctx, int32_t block, int32_t expert);
+std::shared_ptr<StageImpl> make_expert_stage(RunContextPtr ctx, engine::Executor* exec,
+                                             int32_t block, int32_t expert);
 
 /// SamplerStage(rank): merges the last block's expert outputs, final RMSNorm, LM head and
 /// sampling for the rows that need it; reports every iteration to the coordinator.
-std::shared_ptr<StageImpl> make_sampler_stage(RunContextPtr ctx, int32_t rank);
+std::shared_ptr<StageImpl> make_sampler_stage(RunContextPtr ctx, engine::Executor* exec,
+                                              int32_t rank);
 
 }  // namespace muflow::actors

@@ -11,6 +11,7 @@
 #include <caf/all.hpp>
 
 #include "engine/cpu_model.hpp"
+#include "engine/executor.hpp"
 #include "engine/placement.hpp"
 #include "engine/topology.hpp"
 #include "engine/trace.hpp"
@@ -46,7 +47,10 @@ inline constexpr int64_t kWaitLaneTid = 10000;
 
 /// Shared, read-only state of one run.
 struct RunContext {
-  std::shared_ptr<const engine::CpuModel> model;
+  engine::ModelConfig config;                    ///< the model's dims (every backend)
+  std::shared_ptr<const engine::CpuModel> model;  ///< cpu backend: the prepared weights
+  /// One executor per device (owned here; each used only by that device's stages).
+  std::vector<std::shared_ptr<engine::Executor>> executors;
   engine::Topology topology;
   engine::Placement placement;
   int64_t num_ranks = 0;       ///< attention data-parallel ranks (rank r on device r)

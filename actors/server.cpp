@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "actors/messages.hpp"
 #include "actors/sync_wiring.hpp"
+#include "engine/cpu_executor.hpp"
 #include "engine/model_loader.hpp"
 #include "engine/placement.hpp"
 #include "engine/synthetic_model.hpp"
@@ -144,6 +145,10 @@ absl::StatusOr<RunOutcome> Server::run(std::vector<engine::Request> requests,
 
   auto ctx = std::make_shared<RunContext>();
   ctx->model = model_;
+  ctx->config = model_->config();
+  for (size_t d = 0; d < topology_.devices.size(); ++d) {
+    ctx->executors.push_back(std::make_shared<engine::CpuExecutor>(model_));
+  }
   ctx->topology = topology_;
   absl::StatusOr<engine::Placement> placement =
       engine::make_placement(topology_, config().num_experts);

@@ -28,6 +28,7 @@ struct RunInfo {
   int64_t num_tokens = 0;
   int64_t num_requests = 0;  ///< distinct requests among the tokens
   int64_t iteration = 0;
+  double seconds = 0.0;  ///< modeled duration (virtual time); 0 when the run is measured
 };
 
 /// Number of distinct request ids in `tokens`.

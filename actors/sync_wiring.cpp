@@ -10,7 +10,7 @@ namespace muflow::actors {
 
 void build_sync_wiring(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx,
                        std::shared_ptr<const engine::SchedulingPolicy> policy) {
-  const engine::ModelConfig& c = ctx->model->config();
+  const engine::ModelConfig& c = ctx->config;
   const auto num_devices = static_cast<int32_t>(ctx->placement.num_devices);
   const auto L = static_cast<int32_t>(c.num_layers), E = static_cast<int32_t>(c.num_experts);
   ctx->num_ranks = num_devices;
@@ -35,7 +35,7 @@ void build_sync_wiring(caf::actor_system& sys, const std::shared_ptr<RunContext>
   t.samplers.resize(num_devices);
   for (int32_t b = 0; b < L; ++b) {
     for (int32_t r = 0; r < num_devices; ++r) {
-      auto impl = make_attention_stage(ctx, b, r);
+      auto impl = make_attention_stage(ctx, ctx->executors[r].get(), b, r);
       const int32_t li = add_local(r, impl->layer());
       trace_thread(r, li, impl->name());
       t.attention[b][r] = spawn_stage(sys, ctx, impl, r, li, li);
@@ -43,7 +43,7 @@ void build_sync_wiring(caf::actor_system& sys, const std::shared_ptr<RunContext>
     }
     for (int32_t e = 0; e < E; ++e) {
       const auto d = static_cast<int32_t>(ctx->placement.expert_device[e]);
-      auto impl = make_expert_stage(ctx, b, e);
+      auto impl = make_expert_stage(ctx, ctx->executors[d].get(), b, e);
       const int32_t li = add_local(d, impl->layer());
       trace_thread(d, li, impl->name());
       t.experts[b][e] = spawn_stage(sys, ctx, impl, d, li, li);
@@ -51,7 +51,7 @@ void build_sync_wiring(caf::actor_system& sys, const std::shared_ptr<RunContext>
     }
   }
   for (int32_t r = 0; r < num_devices; ++r) {
-    auto impl = make_sampler_stage(ctx, r);
+    auto impl = make_sampler_stage(ctx, ctx->executors[r].get(), r);
     const int32_t li = add_local(r, impl->layer());
     trace_thread(r, li, impl->name());
     t.samplers[r] = spawn_stage(sys, ctx, impl, r, li, li);
