@@ -1,5 +1,7 @@
 #include "actors/collective.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "absl/strings/str_format.h"
@@ -92,6 +94,8 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
     }
     const size_t num_dests = slot.front()->parts.size();
     std::vector<int64_t> tokens_per_device(ctx->placement.num_devices, 0);
+    const double done_s = ctx->seconds_since_start(self->home_system().clock().now());
+    double a2a_end_s = done_s;
     for (size_t d = 0; d < num_dests; ++d) {
       auto out = std::make_shared<engine::TokenBatch>();
       const engine::TokenBatch& first = *slot.front()->parts[d];
@@ -99,19 +103,50 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
       out->payload = first.payload;
       out->iteration = c->iteration;
       out->act = std::make_shared<engine::Activations>(0, first.act ? first.act->width : 0);
-      for (const ContributionPtr& p : slot) {  // source order: deterministic
-        const engine::TokenBatch& part = *p->parts[d];
+      const StageSite to = dest_site(*ctx, kind, block, d);
+      double deliver_s = done_s;
+      for (size_t src = 0; src < slot.size(); ++src) {  // source order: deterministic
+        const engine::TokenBatch& part = *slot[src]->parts[d];
         out->tokens.insert(out->tokens.end(), part.tokens.begin(), part.tokens.end());
         if (part.act) {
           out->act->data.insert(out->act->data.end(), part.act->data.begin(),
                                 part.act->data.end());
           out->act->num_rows += part.act->num_rows;
         }
+        if (ctx->network && part.num_tokens() > 0) {
+          // Virtual time: the part crosses the big switch once the barrier completed.
+          const StageSite from = source_site(*ctx, kind, block, src);
+          const int64_t bytes =
+              part.num_tokens() * ctx->config.hidden_size * ctx->activation_bytes;
+          deliver_s = std::max(deliver_s, ctx->network->schedule(transport::Transfer{
+                                              static_cast<int32_t>(from.device),
+                                              static_cast<int32_t>(to.device), bytes, done_s}));
+        }
       }
       if (kind == CollectiveKind::kDispatch) {
         tokens_per_device[ctx->placement.expert_device[d]] += out->num_tokens();
       }
-      self->send(destination(*ctx, kind, block, d), batch_atom::value, out);
+      a2a_end_s = std::max(a2a_end_s, deliver_s);
+      if (deliver_s > done_s) {
+        if (ctx->trace && out->num_tokens() > 0) {
+          ctx->trace->complete_in("wait",
+                                  absl::StrFormat("wait %s transfer b%d",
+                                                  kind == CollectiveKind::kDispatch ? "dispatch"
+                                                                                    : "combine",
+                                                  block),
+                                  to.device, kWaitLaneTid, done_s * 1e6,
+                                  (deliver_s - done_s) * 1e6,
+                                  nlohmann::json{{"block", block}, {"iteration", c->iteration}});
+        }
+        self->delayed_send(destination(*ctx, kind, block, d),
+                           std::chrono::nanoseconds(std::llround((deliver_s - done_s) * 1e9)),
+                           batch_atom::value, out);
+      } else {
+        self->send(destination(*ctx, kind, block, d), batch_atom::value, out);
+      }
+    }
+    if (a2a_end_s > done_s) {
+      self->send(ctx->actors.coordinator, a2a_atom::value, a2a_end_s - done_s);
     }
     if (kind == CollectiveKind::kDispatch) {
       self->send(ctx->actors.coordinator, load_atom::value, static_cast<int64_t>(block),

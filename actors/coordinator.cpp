@@ -31,6 +31,7 @@ struct CoordinatorState {
   std::vector<SampledBatchPtr> reports;
   bool in_flight = false, wake_pending = false, done = false;
   int64_t num_finished = 0, num_tokens = 0;
+  double all_to_all_s = 0.0;  ///< virtual time spent in all-to-all transfers
   caf::actor reply_to;  ///< receives the RunOutcomePtr
   absl::Status first_error;
   static inline const char* name = "muflow.coordinator";
@@ -48,6 +49,7 @@ void finish_run(Self* self) {
   outcome->status = st.first_error;
   for (RequestState& r : st.requests) outcome->outputs.push_back(std::move(r.out));
   outcome->metrics = st.metrics->summarize(now_s(self));
+  outcome->metrics.all_to_all_s = st.all_to_all_s;
   self->send(st.reply_to, outcome);
 }
 
@@ -268,6 +270,7 @@ caf::behavior coordinator_behavior(Self* self, RunContextPtr ctx,
       [=](load_atom, int64_t block, int64_t iteration, const std::vector<int64_t>& per_device) {
         self->state.metrics->on_layer_iteration(block, iteration, per_device);
       },
+      [=](a2a_atom, double seconds) { self->state.all_to_all_s += seconds; },
       [=](failed_atom, const std::string& what) {
         auto& s = self->state;
         if (s.first_error.ok()) s.first_error = absl::InternalError(what);

@@ -27,8 +27,10 @@ using release_atom = caf::atom_constant<caf::atom("release")>;  ///< free a requ
 using sampled_atom = caf::atom_constant<caf::atom("sampled")>;  ///< sampler → coordinator
 using busy_atom = caf::atom_constant<caf::atom("busy")>;        ///< device → coordinator
 using load_atom = caf::atom_constant<caf::atom("load")>;        ///< collective → coordinator
+using a2a_atom = caf::atom_constant<caf::atom("a2a")>;          ///< all-to-all transfer time
 using wake_atom = caf::atom_constant<caf::atom("wake")>;        ///< next arrival due
 using start_atom = caf::atom_constant<caf::atom("start")>;
+using finish_atom = caf::atom_constant<caf::atom("finish")>;  ///< virtual time: run ends
 using failed_atom = caf::atom_constant<caf::atom("failed")>;    ///< any actor → coordinator
 
 /// One sampled (or logits-only) row reported by a sampler stage.

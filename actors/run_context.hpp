@@ -15,6 +15,7 @@
 #include "engine/placement.hpp"
 #include "engine/topology.hpp"
 #include "engine/trace.hpp"
+#include "transport/big_switch_network.hpp"
 
 namespace muflow::actors {
 
@@ -58,6 +59,11 @@ struct RunContext {
   SiteTable sites;
   std::shared_ptr<engine::TraceRecorder> trace;  ///< may be null (tracing off)
   caf::actor_clock::time_point t0;               ///< run start; times are seconds since t0
+  bool virtual_time = false;  ///< sim backend: stages complete after their modeled duration
+  /// sim backend: the big-switch network all collectives schedule their transfers on (owned
+  /// here, used only from actors of a single-threaded virtual-time run); null on cpu.
+  std::shared_ptr<transport::BigSwitchNetwork> network;
+  int64_t activation_bytes = 2;  ///< sim: bytes per activation element on the wire
 
   double seconds_since_start(caf::actor_clock::time_point t) const {
     return std::chrono::duration<double>(t - t0).count();

@@ -3,11 +3,15 @@
 #include <cmath>
 #include <thread>
 
+#include <caf/scheduler/test_coordinator.hpp>
+
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "actors/messages.hpp"
+#include "actors/sim_backend.hpp"
 #include "actors/sync_wiring.hpp"
 #include "engine/cpu_executor.hpp"
+#include "engine/hf_config.hpp"
 #include "engine/model_loader.hpp"
 #include "engine/placement.hpp"
 #include "engine/synthetic_model.hpp"
@@ -27,9 +31,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::create(engine::Topology topology
         "%s: wiring '%s' is not available in this build; expected one of: %s", topology.source,
         topology.wiring, absl::StrJoin(wirings, ", ")));
   }
-  if (topology.backend != "cpu") {
+  if (topology.backend != "cpu" && topology.backend != "sim") {
     return absl::UnimplementedError(absl::StrFormat(
-        "%s: backend '%s' is not available in this build; expected: cpu", topology.source,
+        "%s: backend '%s' is not available in this build; expected: cpu, sim", topology.source,
         topology.backend));
   }
   if (topology.scheduler.max_batch_requests < 1 || topology.scheduler.max_prefill_tokens < 1) {
@@ -41,7 +45,24 @@ absl::StatusOr<std::unique_ptr<Server>> Server::create(engine::Topology topology
   }
   std::shared_ptr<const engine::ModelWeights> weights;
   std::unique_ptr<Server> server(new Server());
-  if (!topology.model.path.empty()) {
+  if (topology.backend == "sim") {
+    // No weights: dims from a preset, synthetic dims, or an HF folder's config.json.
+    absl::StatusOr<engine::ModelConfig> config =
+        !topology.model.path.empty()
+            ? engine::parse_hf_config(topology.model.path + "/config.json")
+            : (topology.model.synthetic ? absl::StatusOr<engine::ModelConfig>(
+                                              *topology.model.synthetic)
+                                        : absl::InvalidArgumentError("no model"));
+    if (!config.ok()) return config.status();
+    if (absl::Status s = config->validate(); !s.ok()) return s;
+    if (absl::Status s = engine::check_topology_against_model(topology, *config); !s.ok()) {
+      return s;
+    }
+    absl::StatusOr<SimSetup> sim = make_sim_setup(topology, *config);
+    if (!sim.ok()) return sim.status();
+    server->sim_ = std::make_unique<SimSetup>(std::move(*sim));
+    server->config_ = *config;
+  } else if (!topology.model.path.empty()) {
     absl::StatusOr<std::shared_ptr<const engine::ModelWeights>> loaded =
         engine::load_hf_model(topology.model.path);
     if (!loaded.ok()) return loaded.status();
@@ -63,16 +84,19 @@ absl::StatusOr<std::unique_ptr<Server>> Server::create(engine::Topology topology
     return absl::InvalidArgumentError(
         absl::StrFormat("%s: [model] needs either 'path' or synthetic dims", topology.source));
   }
-  absl::StatusOr<std::shared_ptr<const engine::CpuModel>> model =
-      engine::CpuModel::prepare(weights);
-  if (!model.ok()) return model.status();
-  server->model_ = *model;
-  if (absl::Status s = engine::check_topology_against_model(topology, server->model_->config());
-      !s.ok()) {
-    return s;
+  if (weights) {
+    absl::StatusOr<std::shared_ptr<const engine::CpuModel>> model =
+        engine::CpuModel::prepare(weights);
+    if (!model.ok()) return model.status();
+    server->model_ = *model;
+    server->config_ = server->model_->config();
+    if (absl::Status s = engine::check_topology_against_model(topology, server->config_);
+        !s.ok()) {
+      return s;
+    }
   }
   if (absl::StatusOr<engine::Placement> p =
-          engine::make_placement(topology, server->model_->config().num_experts);
+          engine::make_placement(topology, server->config_.num_experts);
       !p.ok()) {
     return p.status();
   }
@@ -117,6 +141,10 @@ absl::Status Server::validate(const std::vector<engine::Request>& requests) cons
           "request %d: arrival time %g s; expected a finite time in [0, %g] s", r.id, r.arrival_s,
           kMaxArrivalS));
     }
+    if (sim_ && r.return_prompt_logits) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "request %d: prompt logits are not available on backend 'sim' (no math)", r.id));
+    }
     if (r.max_new_tokens < 1) {
       return absl::InvalidArgumentError(
           absl::StrFormat("request %d: max_new_tokens must be >= 1", r.id));
@@ -130,6 +158,25 @@ absl::Status Server::validate(const std::vector<engine::Request>& requests) cons
   return absl::OkStatus();
 }
 
+namespace {
+
+// Discrete-event loop of the testing scheduler: run every ready actor, then jump the virtual
+// clock to the next delayed message; stops when nothing is left (TOOLCHAIN.md).
+void run_virtual_time(caf::actor_system& sys) {
+  auto& sched = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
+  for (;;) {
+    sched.run();
+    if (!sched.trigger_timeout()) break;
+  }
+}
+
+}  // namespace
+
+kernels::sim::Precision Server::sim_precision() const {
+  return topology_.model.dtype == "bf16" ? kernels::sim::Precision::kBF16
+                                         : kernels::sim::Precision::kF32;
+}
+
 absl::StatusOr<RunOutcome> Server::run(std::vector<engine::Request> requests,
                                        RunCallbacks callbacks) {
   if (absl::Status s = validate(requests); !s.ok()) return s;
@@ -137,17 +184,33 @@ absl::StatusOr<RunOutcome> Server::run(std::vector<engine::Request> requests,
             [](const engine::Request& a, const engine::Request& b) {
               return std::tie(a.arrival_s, a.id) < std::tie(b.arrival_s, b.id);
             });
+  const bool sim = sim_ != nullptr;
   caf::actor_system_config cfg;
-  const auto threads = std::max<size_t>(
-      1, std::min<size_t>(std::thread::hardware_concurrency(), topology_.devices.size()));
-  cfg.set("scheduler.max-threads", threads);
+  if (sim) {
+    // Virtual time: CAF's deterministic scheduler runs every actor on this thread and
+    // delayed messages fire when the loop below advances the clock (ARCHITECTURE.md §4).
+    cfg.set("scheduler.policy", caf::atom("testing"));
+  } else {
+    const auto threads = std::max<size_t>(
+        1, std::min<size_t>(std::thread::hardware_concurrency(), topology_.devices.size()));
+    cfg.set("scheduler.max-threads", threads);
+  }
   caf::actor_system sys{cfg};
 
   auto ctx = std::make_shared<RunContext>();
   ctx->model = model_;
-  ctx->config = model_->config();
-  for (size_t d = 0; d < topology_.devices.size(); ++d) {
-    ctx->executors.push_back(std::make_shared<engine::CpuExecutor>(model_));
+  ctx->config = config_;
+  if (sim) {
+    ctx->virtual_time = true;
+    ctx->executors = make_sim_executors(*sim_, config_, sim_precision());
+    absl::StatusOr<std::shared_ptr<transport::BigSwitchNetwork>> net = make_sim_network(*sim_);
+    if (!net.ok()) return net.status();
+    ctx->network = *net;
+    ctx->activation_bytes = topology_.network.activation_bytes;
+  } else {
+    for (size_t d = 0; d < topology_.devices.size(); ++d) {
+      ctx->executors.push_back(std::make_shared<engine::CpuExecutor>(model_));
+    }
   }
   ctx->topology = topology_;
   absl::StatusOr<engine::Placement> placement =
@@ -168,7 +231,28 @@ absl::StatusOr<RunOutcome> Server::run(std::vector<engine::Request> requests,
     self->monitor(ctx->actors.coordinator);
     self->send(ctx->actors.coordinator, start_atom::value, caf::actor_cast<caf::actor>(self));
     bool received = false;
-    self->receive_while([&] { return !received; })(
+    if (sim) run_virtual_time(sys);
+    auto keep_waiting = [&] { return !received; };
+    auto handlers = self->receive_while(keep_waiting);
+    if (sim) {
+      // Everything has run; the outcome (or the coordinator's death) is already queued.
+      self->receive(
+          [&](const RunOutcomePtr& result) {
+            outcome = std::move(*result);
+            received = true;
+          },
+          [&](const caf::down_msg& down) {
+            outcome.status = absl::InternalError("the coordinator stopped unexpectedly: " +
+                                                 sys.render(down.reason));
+            received = true;
+          },
+          caf::after(std::chrono::seconds(0)) >> [&] {
+            outcome.status = absl::InternalError(
+                "the simulation ran out of events before every request finished");
+            received = true;
+          });
+    }
+    if (!received) handlers(
         [&](const RunOutcomePtr& result) {
           outcome = std::move(*result);
           received = true;
@@ -190,6 +274,7 @@ absl::StatusOr<RunOutcome> Server::run(std::vector<engine::Request> requests,
   for (const auto& a : t.combine) stop(a);
   for (const auto& a : t.devices) stop(a);
   stop(t.coordinator);
+  if (sim) run_virtual_time(sys);
   sys.await_all_actors_done();  // nothing reads ctx or records trace events after this
   if (!outcome.status.ok()) return outcome.status;
   if (ctx->trace) {

@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "actors/coordinator.hpp"
+#include "actors/sim_backend.hpp"
 #include "engine/cpu_model.hpp"
 #include "engine/request.hpp"
 #include "engine/tokenizer.hpp"
@@ -32,7 +33,8 @@ class Server {
   static absl::StatusOr<std::unique_ptr<Server>> create(engine::Topology topology);
 
   const engine::Topology& topology() const { return topology_; }
-  const engine::ModelConfig& config() const { return model_->config(); }
+  const engine::ModelConfig& config() const { return config_; }
+  /// The prepared weights (cpu backend); nullptr on the sim backend.
   std::shared_ptr<const engine::CpuModel> model() const { return model_; }
   /// The model's tokenizer, or nullptr when the model has none (synthetic models).
   const engine::Tokenizer* tokenizer() const { return tokenizer_.get(); }
@@ -55,8 +57,12 @@ class Server {
   Server() = default;
   absl::Status validate(const std::vector<engine::Request>& requests) const;
 
+  kernels::sim::Precision sim_precision() const;
+
   engine::Topology topology_;
-  std::shared_ptr<const engine::CpuModel> model_;
+  engine::ModelConfig config_;
+  std::shared_ptr<const engine::CpuModel> model_;  // cpu backend
+  std::unique_ptr<SimSetup> sim_;                  // sim backend
   std::unique_ptr<engine::Tokenizer> tokenizer_;
 };
 

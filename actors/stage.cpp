@@ -1,6 +1,8 @@
 #include "actors/stage.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <optional>
 #include <utility>
 
 #include "nlohmann/json.hpp"
@@ -17,6 +19,14 @@ int64_t count_requests(const std::vector<engine::TokenMeta>& tokens) {
 
 namespace {
 
+/// A run whose outputs wait for the virtual clock to reach its end.
+struct PendingRun {
+  double begin_s = 0, end_s = 0;
+  RunInfo info;
+  absl::Status status;
+  std::vector<Send> out;
+};
+
 struct StageState {
   std::shared_ptr<StageImpl> impl;
   RunContextPtr ctx;
@@ -25,6 +35,7 @@ struct StageState {
   int64_t trace_tid = 0;
   bool failed = false;  ///< after a failure the stage reports nothing ready and drops input
   int64_t traced_depth = -1;  ///< last μ-queue depth written to the trace
+  std::optional<PendingRun> pending;  ///< virtual time: the run in progress
   static inline const char* name = "muflow.stage";
 };
 
@@ -46,6 +57,40 @@ void trace_depth(caf::stateful_actor<StageState>* self, double ts_us) {
   st.traced_depth = depth;
   st.ctx->trace->counter("queue " + st.impl->name(), st.device_index, ts_us,
                          nlohmann::json{{"tokens", depth}});
+}
+
+void fail(caf::stateful_actor<StageState>* self, const absl::Status& status);
+
+// Records the execution [begin_s, end_s], reports busy time, sends the outputs and tells the
+// device the stage is done.
+void complete_run(caf::stateful_actor<StageState>* self, double begin_s, double end_s,
+                  const RunInfo& info, const absl::Status& s, std::vector<Send>& out) {
+  auto& st = self->state;
+  if (st.ctx->trace) {
+    const engine::LayerId layer = st.impl->layer();
+    st.ctx->trace->complete(st.impl->name(), st.device_index, st.trace_tid, begin_s * 1e6,
+                            (end_s - begin_s) * 1e6,
+                            nlohmann::json{{"tokens", info.num_tokens},
+                                           {"requests", info.num_requests},
+                                           {"iteration", info.iteration},
+                                           {"block", layer.block},
+                                           {"index", layer.index},
+                                           {"phase", st.ctx->topology.wiring}});
+  }
+  // Busy time goes to the coordinator before the outputs, so it is accounted before the
+  // iteration these outputs complete (messages from one sender arrive in order).
+  self->send(st.ctx->actors.coordinator, busy_atom::value, st.device_index, begin_s, end_s);
+  if (!s.ok()) fail(self, s);
+  if (!st.failed) flush(self, out);
+  if (st.ctx->trace) {
+    trace_depth(self, end_s * 1e6);
+    if (const int64_t kv = st.impl->kv_bytes(); kv >= 0) {
+      st.ctx->trace->counter("kv cache " + st.impl->name(), st.device_index, end_s * 1e6,
+                             nlohmann::json{{"bytes", kv}});
+    }
+  }
+  self->send(st.ctx->actors.devices[st.device_index], done_atom::value, st.local_index,
+             st.failed ? int64_t{0} : st.impl->ready_tokens());
 }
 
 void fail(caf::stateful_actor<StageState>* self, const absl::Status& status) {
@@ -79,38 +124,26 @@ caf::behavior stage_behavior(caf::stateful_actor<StageState>* self, RunContextPt
       },
       [=](grant_atom) {
         auto& st = self->state;
-        const auto begin = self->home_system().clock().now();
+        const double begin_s = st.ctx->seconds_since_start(self->home_system().clock().now());
         std::vector<Send> out;
         RunInfo info;
         absl::Status s = st.impl->run(out, info);
-        const auto end = self->home_system().clock().now();
-        const double begin_s = st.ctx->seconds_since_start(begin);
-        const double end_s = st.ctx->seconds_since_start(end);
-        if (st.ctx->trace) {
-          const engine::LayerId layer = st.impl->layer();
-          st.ctx->trace->complete(st.impl->name(), st.device_index, st.trace_tid, begin_s * 1e6,
-                                  (end_s - begin_s) * 1e6,
-                                  nlohmann::json{{"tokens", info.num_tokens},
-                                                 {"requests", info.num_requests},
-                                                 {"iteration", info.iteration},
-                                                 {"block", layer.block},
-                                                 {"index", layer.index},
-                                                 {"phase", st.ctx->topology.wiring}});
+        if (!st.ctx->virtual_time) {
+          const double end_s = st.ctx->seconds_since_start(self->home_system().clock().now());
+          return complete_run(self, begin_s, end_s, info, s, out);
         }
-        // Busy time goes to the coordinator before the outputs, so it is accounted before the
-        // iteration these outputs complete (messages from one sender arrive in order).
-        self->send(st.ctx->actors.coordinator, busy_atom::value, st.device_index, begin_s, end_s);
-        if (!s.ok()) fail(self, s);
-        if (!st.failed) flush(self, out);
-        if (st.ctx->trace) {
-          trace_depth(self, end_s * 1e6);
-          if (const int64_t kv = st.impl->kv_bytes(); kv >= 0) {
-            st.ctx->trace->counter("kv cache " + st.impl->name(), st.device_index, end_s * 1e6,
-                                   nlohmann::json{{"bytes", kv}});
-          }
-        }
-        self->send(st.ctx->actors.devices[st.device_index], done_atom::value, st.local_index,
-                   st.failed ? int64_t{0} : st.impl->ready_tokens());
+        // Virtual time: the stage is busy for the modeled duration; its outputs leave when the
+        // clock reaches the end (ARCHITECTURE.md §4).
+        st.pending.emplace(PendingRun{begin_s, begin_s + info.seconds, info, s, std::move(out)});
+        self->delayed_send(self, std::chrono::nanoseconds(std::llround(info.seconds * 1e9)),
+                           finish_atom::value);
+      },
+      [=](finish_atom) {
+        auto& st = self->state;
+        if (!st.pending) return;
+        PendingRun run = std::move(*st.pending);
+        st.pending.reset();
+        complete_run(self, run.begin_s, run.end_s, run.info, run.status, run.out);
       },
       [=](release_atom, int64_t request_id) { self->state.impl->release(request_id); },
   };

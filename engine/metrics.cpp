@@ -173,6 +173,12 @@ std::string format_metrics_table(const RunMetrics& m,
       m.num_moe_samples == 0 ? "-"
                              : absl::StrFormat("%.3f  (1.000 = perfect, %d samples)",
                                                m.moe_balance, m.num_moe_samples));
+  if (m.all_to_all_s > 0) {
+    row("time in all-to-all", absl::StrFormat("%.3f s  (%.1f %% of the run)", m.all_to_all_s,
+                                              m.duration_s > 0 ? 100.0 * m.all_to_all_s /
+                                                                     m.duration_s
+                                                               : 0.0));
+  }
   for (size_t d = 0; d < m.device_busy_pct.size(); ++d) {
     const std::string name =
         d < device_names.size() ? device_names[d] : absl::StrFormat("dev%d", d);
@@ -191,7 +197,8 @@ nlohmann::json to_json(const RunMetrics& m) {
           {"itl", latency_json(m.itl)},
           {"device_busy_pct", m.device_busy_pct},
           {"moe_balance", m.num_moe_samples > 0 ? nlohmann::json(m.moe_balance) : nullptr},
-          {"num_moe_samples", m.num_moe_samples}};
+          {"num_moe_samples", m.num_moe_samples},
+          {"all_to_all_s", m.all_to_all_s}};
 }
 
 }  // namespace muflow::engine

@@ -43,6 +43,9 @@ struct RunMetrics {
   /// got them all. 0 when num_moe_samples is 0.
   double moe_balance = 0.0;
   int64_t num_moe_samples = 0;         ///< (block, iteration) pairs with at least one token
+  /// Virtual-time runs: seconds spent moving data in all-to-alls (barrier completion to the
+  /// last delivery), summed over every dispatch and combine; 0 when transfers are in memory.
+  double all_to_all_s = 0.0;
 };
 
 /// Records the events of one run and summarises them.

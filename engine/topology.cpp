@@ -14,6 +14,7 @@
 #include <toml++/toml.h>
 
 #include "absl/status/status.h"
+#include "engine/model_presets.hpp"
 #include "engine/sv_cat.hpp"
 #include "engine/toml_reader.hpp"
 #include "engine/topology_sections.hpp"
@@ -25,15 +26,15 @@ namespace fs = std::filesystem;
 using topology_detail::require_existing;
 using topology_detail::resolve_path;
 
-constexpr std::string_view kRootKeys[] = {"wiring",    "backend",   "trace",
-                                          "cluster",   "model",     "placement",
-                                          "scheduler", "workload",  "sampling"};
+constexpr std::string_view kRootKeys[] = {"wiring",    "backend",  "trace",   "cluster",
+                                          "model",     "placement", "scheduler", "workload",
+                                          "sampling",  "router",   "network"};
 constexpr std::string_view kClusterKeys[] = {"num_devices", "kind", "devices"};
 constexpr std::string_view kDeviceKeys[] = {"name", "kind", "node"};
 constexpr std::string_view kModelKeys[] = {"path",    "type",  "vocab",   "hidden",
                                            "layers",  "heads", "kv_heads", "head_dim",
                                            "experts", "topk",  "ffn",     "shared_ffn",
-                                           "seed",    "dtype"};
+                                           "seed",    "dtype", "preset"};
 constexpr std::string_view kModelTypes[] = {"mixtral", "qwen2_moe"};
 constexpr std::string_view kDtypes[] = {"f32", "bf16"};
 constexpr std::string_view kPlacementKeys[] = {"experts"};
@@ -62,10 +63,7 @@ absl::Status parse_cluster(const TomlTableReader& r, const std::string& backend,
     std::string kind = "cpu";
     MUFLOW_TOPO_RETURN_IF_ERROR(r.read_int("num_devices", &num_devices, 1));
     MUFLOW_TOPO_RETURN_IF_ERROR(r.read_string("kind", &kind));
-    if (backend == "cpu" && kind != "cpu") {
-      return r.error("kind", sv_cat("backend 'cpu' runs devices of kind 'cpu' only; got '",
-                                          kind, "'"));
-    }
+    MUFLOW_TOPO_RETURN_IF_ERROR(topology_detail::check_device_kind(r, "kind", backend, kind));
     devices->clear();
     for (int64_t i = 0; i < num_devices; ++i) {
       devices->push_back(DeviceSpec{sv_cat(kind, i), kind, "node0"});
@@ -89,10 +87,8 @@ absl::Status parse_cluster(const TomlTableReader& r, const std::string& backend,
     spec.name = sv_cat(spec.kind, i);
     MUFLOW_TOPO_RETURN_IF_ERROR(d.read_string("name", &spec.name));
     MUFLOW_TOPO_RETURN_IF_ERROR(d.read_string("node", &spec.node));
-    if (backend == "cpu" && spec.kind != "cpu") {
-      return d.error("kind", sv_cat("backend 'cpu' runs devices of kind 'cpu' only; got '",
-                                          spec.kind, "'"));
-    }
+    MUFLOW_TOPO_RETURN_IF_ERROR(
+        topology_detail::check_device_kind(d, "kind", backend, spec.kind));
     if (!names.insert(spec.name).second) {
       return d.error("name", sv_cat("duplicate device name '", spec.name, "'"));
     }
@@ -103,6 +99,23 @@ absl::Status parse_cluster(const TomlTableReader& r, const std::string& backend,
 
 absl::Status parse_model(const TomlTableReader& r, const fs::path& base_dir, ModelSpec* model) {
   MUFLOW_TOPO_RETURN_IF_ERROR(r.check_keys(kModelKeys));
+  if (r.has("preset")) {
+    for (std::string_view key : kModelKeys) {
+      if (key != "preset" && key != "dtype" && r.has(key)) {
+        return r.error(key, "a [model] table gives either preset = \"...\" (with an optional "
+                            "dtype), path = \"...\" or synthetic dims, not several");
+      }
+    }
+    std::string name;
+    MUFLOW_TOPO_RETURN_IF_ERROR(r.read_string("preset", &name));
+    absl::StatusOr<ModelConfig> preset = model_preset(name);
+    if (!preset.ok()) return r.error("preset", std::string(preset.status().message()));
+    MUFLOW_TOPO_RETURN_IF_ERROR(r.read_choice("dtype", &model->dtype, kDtypes));
+    model->path.clear();
+    model->preset = name;
+    model->synthetic = *preset;
+    return absl::OkStatus();
+  }
   if (r.has("path")) {
     for (std::string_view key : kModelKeys) {
       if (key != "path" && r.has(key)) {
@@ -265,6 +278,23 @@ absl::StatusOr<Topology> parse_document(const toml::table& doc, const std::strin
   MUFLOW_TOPO_RETURN_IF_ERROR(with_table(root, "sampling", [&](const TomlTableReader& r) {
     return parse_sampling(r, &topo.sampling);
   }));
+  for (std::string_view sim_only : {"router", "network"}) {
+    if (topo.backend != "sim" && root.has(sim_only)) {
+      return root.error(sim_only, "applies to backend = \"sim\" only (the cpu backend routes "
+                                  "with the model's gate and hands batches over in memory)");
+    }
+  }
+  MUFLOW_TOPO_RETURN_IF_ERROR(with_table(root, "router", [&](const TomlTableReader& r) {
+    return topology_detail::parse_router_table(r, base_dir, &topo.router);
+  }));
+  MUFLOW_TOPO_RETURN_IF_ERROR(with_table(root, "network", [&](const TomlTableReader& r) {
+    return topology_detail::parse_network_table(r, &topo.network);
+  }));
+  if (topo.backend == "cpu" && !topo.model.preset.empty()) {
+    return absl::InvalidArgumentError(sv_cat(
+        source, ": key 'model.preset': preset models have no weights; they run on "
+                "backend = \"sim\" (give synthetic dims or a model folder for cpu)"));
+  }
   if (topo.model.synthetic) {
     MUFLOW_TOPO_RETURN_IF_ERROR(check_topology_against_model(topo, *topo.model.synthetic));
   }

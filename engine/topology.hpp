@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -12,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/model_config.hpp"
+#include "engine/router_model.hpp"
 
 namespace muflow::engine {
 
@@ -29,6 +31,7 @@ struct ModelSpec {
   std::optional<ModelConfig> synthetic; ///< set when the [model] table gives dims
   uint64_t seed = 0;                   ///< weight seed for synthetic models
   std::string dtype = "f32";           ///< "f32" | "bf16" for synthetic weights
+  std::string preset;                  ///< weightless model preset (sim only), e.g. "mixtral-8x7b" 
 };
 
 /// Where the requests come from.
@@ -68,6 +71,19 @@ struct SchedulerSpec {
   int64_t max_prefill_tokens = 512;   ///< prompt tokens per rank per iteration (chunked prefill)
 };
 
+/// The sim backend's network (transport/link_model.hpp link class names). Empty = the
+/// default for the devices' kind (NVLink of that generation inside a node, 200 Gb/s between
+/// nodes, the kind's PCIe generation to the host).
+struct NetworkSpec {
+  std::string intra_node;        ///< e.g. "nvlink4-h100"
+  std::string inter_node;        ///< e.g. "ib-200g"
+  std::string host_link;         ///< e.g. "pcie4-x16"
+  int64_t activation_bytes = 2;  ///< bytes per activation element on the wire (bf16 = 2)
+  /// "file:line" of each link key given, so a later check (transport/, which engine/ cannot
+  /// include) can still point at the line: keys "intra_node", "inter_node", "host_link".
+  std::map<std::string, std::string> where;
+};
+
 /// A whole topology file (format and annotated example: topologies/README.md). Plain value;
 /// produced by the parser, then read-only (safe to share between threads).
 struct Topology {
@@ -82,6 +98,8 @@ struct Topology {
   WorkloadSpec workload;
   SamplingSpec sampling;
   SchedulerSpec scheduler;
+  RouterSpec router;                  ///< sim: how tokens pick experts (cpu uses the real gate)
+  NetworkSpec network;                ///< sim: links between devices
   std::string trace_file;             ///< Chrome trace output; empty = none
 };
 
@@ -89,7 +107,7 @@ struct Topology {
 /// lists these in its message. Later issues extend the list ("async", "harmoeny", ...).
 inline constexpr std::array<std::string_view, 1> kKnownWirings = {"sync"};
 /// Backends this build implements (`backend = "..."`).
-inline constexpr std::array<std::string_view, 1> kKnownBackends = {"cpu"};
+inline constexpr std::array<std::string_view, 2> kKnownBackends = {"cpu", "sim"};
 /// Expert placement names accepted as `[placement] experts = "..."`.
 inline constexpr std::array<std::string_view, 1> kKnownPlacements = {"round-robin"};
 /// Device scheduling policies accepted as `[scheduler] policy = "..."`.

@@ -28,4 +28,16 @@ absl::Status parse_workload_table(const TomlTableReader& reader,
                                   const std::filesystem::path& base_dir, int64_t vocab_size,
                                   WorkloadSpec* out);
 
+/// [router] (sim backend): kind, seed, skew, hot_experts, alpha, exp_rate, file.
+absl::Status parse_router_table(const TomlTableReader& reader,
+                                const std::filesystem::path& base_dir, RouterSpec* out);
+
+/// [network] (sim backend): intra_node, inter_node, host_link, activation_bytes.
+absl::Status parse_network_table(const TomlTableReader& reader, NetworkSpec* out);
+
+/// Checks a device kind for `backend`: "cpu" for the cpu backend, a simulated device kind
+/// (kernels/sim/device_kind.hpp) for sim.
+absl::Status check_device_kind(const TomlTableReader& reader, std::string_view key,
+                               const std::string& backend, const std::string& kind);
+
 }  // namespace muflow::engine::topology_detail

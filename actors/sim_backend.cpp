@@ -1,0 +1,88 @@
+#include "actors/sim_backend.hpp"
+
+#include <map>
+
+#include "absl/strings/str_format.h"
+#include "engine/sim_executor.hpp"
+
+namespace muflow::actors {
+namespace {
+
+// Default fabric link of a device kind (kernels/sim/device_kind.hpp names).
+const char* default_intra_node(const std::string& kind) {
+  if (kind.rfind("H200", 0) == 0) return "nvlink4-h200";
+  if (kind.rfind("H100", 0) == 0) return "nvlink4-h100";
+  if (kind.rfind("A100", 0) == 0) return "nvlink3-a100";
+  if (kind.rfind("V100", 0) == 0) return "nvlink2-v100";
+  return "pcie4-x16";
+}
+
+const char* default_host_link(const std::string& kind) {
+  if (kind.rfind("H", 0) == 0) return "pcie5-x16";
+  if (kind.rfind("A100", 0) == 0) return "pcie4-x16";
+  if (kind.rfind("V100", 0) == 0) return "pcie3-x16";
+  return "pcie4-x16";
+}
+
+absl::StatusOr<transport::LinkClass> link(const engine::Topology& t, const char* key,
+                                          const std::string& given, const char* fallback) {
+  const std::string name = given.empty() ? fallback : given;
+  absl::StatusOr<transport::LinkClass> found = transport::link_class_by_name(name);
+  if (found.ok()) return found;
+  auto where = t.network.where.find(key);
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "%s: key 'network.%s': %s",
+      where != t.network.where.end() ? where->second : t.source, key, found.status().message()));
+}
+
+}  // namespace
+
+absl::StatusOr<SimSetup> make_sim_setup(const engine::Topology& t,
+                                        const engine::ModelConfig& config) {
+  SimSetup setup;
+  absl::StatusOr<std::unique_ptr<engine::RouterModel>> router = engine::make_router_model(
+      t.router, config.num_experts, config.num_topk, config.num_layers);
+  if (!router.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: [router]: %s", t.source, router.status().message()));
+  }
+  setup.router = std::shared_ptr<const engine::RouterModel>(std::move(*router));
+  setup.cost = std::make_shared<const kernels::sim::CostModel>();
+  std::map<std::string, int32_t> nodes;
+  for (const engine::DeviceSpec& d : t.devices) {
+    absl::StatusOr<kernels::sim::DeviceKind> kind = kernels::sim::find_device_kind(d.kind);
+    if (!kind.ok()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: device '%s': %s", t.source, d.name, kind.status().message()));
+    }
+    auto intra = link(t, "intra_node", t.network.intra_node, default_intra_node(d.kind));
+    if (!intra.ok()) return intra.status();
+    auto inter = link(t, "inter_node", t.network.inter_node, "ib-200g");
+    if (!inter.ok()) return inter.status();
+    auto host = link(t, "host_link", t.network.host_link, default_host_link(d.kind));
+    if (!host.ok()) return host.status();
+    const auto node = nodes.emplace(d.node, static_cast<int32_t>(nodes.size())).first->second;
+    setup.kinds.push_back(*kind);
+    setup.links.push_back(transport::DeviceLinks{node, *intra, *inter, *host});
+  }
+  return setup;
+}
+
+std::vector<std::shared_ptr<engine::Executor>> make_sim_executors(
+    const SimSetup& setup, const engine::ModelConfig& c, kernels::sim::Precision precision) {
+  std::vector<std::shared_ptr<engine::Executor>> out;
+  for (const kernels::sim::DeviceKind& kind : setup.kinds) {
+    out.push_back(std::make_shared<engine::SimExecutor>(c, kind, setup.cost, setup.router,
+                                                        precision));
+  }
+  return out;
+}
+
+absl::StatusOr<std::shared_ptr<transport::BigSwitchNetwork>> make_sim_network(
+    const SimSetup& setup) {
+  absl::StatusOr<transport::BigSwitchNetwork> net = transport::BigSwitchNetwork::create(setup.links);
+  if (!net.ok()) return net.status();
+  return std::make_shared<transport::BigSwitchNetwork>(std::move(*net));
+}
+
+}  // namespace muflow::actors

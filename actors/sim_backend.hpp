@@ -1,0 +1,40 @@
+#pragma once
+/// \file
+/// Setting up the sim backend for a run: one SimExecutor per device (its device kind's cost
+/// model and the topology's router model) and the big-switch network of the cluster.
+
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/executor.hpp"
+#include "engine/model_config.hpp"
+#include "engine/router_model.hpp"
+#include "engine/topology.hpp"
+#include "kernels/sim/cost_model.hpp"
+#include "transport/big_switch_network.hpp"
+
+namespace muflow::actors {
+
+/// What the sim backend needs, built once per Server (checked at Server::create).
+struct SimSetup {
+  std::shared_ptr<const engine::RouterModel> router;
+  std::shared_ptr<const kernels::sim::CostModel> cost;
+  std::vector<kernels::sim::DeviceKind> kinds;       ///< per device
+  std::vector<transport::DeviceLinks> links;         ///< per device
+};
+
+/// Builds the sim setup of `topology` for a model with `config`. Default links per device
+/// kind: NVLink of that generation inside a node ("cpu" devices: PCIe 4 peer copies), IB
+/// 200 Gb/s between nodes, the kind's PCIe generation to the host; `[network]` overrides.
+/// Errors: unknown device kind, link class or router (message names the topology key).
+absl::StatusOr<SimSetup> make_sim_setup(const engine::Topology& topology,
+                                        const engine::ModelConfig& config);
+
+/// One SimExecutor per device and a fresh network (ports idle at time 0) for one run.
+std::vector<std::shared_ptr<engine::Executor>> make_sim_executors(
+    const SimSetup& setup, const engine::ModelConfig& c, kernels::sim::Precision precision);
+absl::StatusOr<std::shared_ptr<transport::BigSwitchNetwork>> make_sim_network(
+    const SimSetup& setup);
+
+}  // namespace muflow::actors

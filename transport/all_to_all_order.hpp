@@ -1,0 +1,52 @@
+#pragma once
+/// \file
+/// All-to-all traffic matrices on the big switch: Aurora's lower bound b_max (Theorems 4.2
+/// and 5.2), the port-load bound of this network model, and baseline transmission orders to
+/// compare against. An order is just a `std::vector<Transfer>` served in sequence by
+/// `BigSwitchNetwork`, so any ordering algorithm (e.g. Aurora's contention-free Algorithm 1,
+/// a later issue) plugs in without new API.
+
+#include <cstdint>
+#include <vector>
+
+#include "transport/big_switch_network.hpp"
+
+namespace muflow::transport {
+
+/// bytes[i][j] = bytes device i sends to device j; [num_devices][num_devices], entries >= 0
+/// (shape and sign are caller invariants, checked by MUFLOW_ASSERT). The diagonal is
+/// in-device traffic: the bounds and orders below leave it out (Aurora §4.2, footnote 1).
+using TrafficMatrix = std::vector<std::vector<int64_t>>;
+
+/// Aurora's minimum all-to-all time (seconds) with per-device bandwidths (Theorem 5.2;
+/// Theorem 4.2 when all are equal): b_max = max( max_i sum_{j!=i} bytes[i][j] / egress_bw[i],
+/// max_j sum_{i!=j} bytes[i][j] / ingress_bw[j] ). Ignores latency. Both bandwidth vectors
+/// are [num_devices] bytes/s, > 0. 0 for an empty or all-zero matrix.
+double all_to_all_lower_bound(const TrafficMatrix& bytes, const std::vector<double>& egress_bw,
+                              const std::vector<double>& ingress_bw);
+
+/// As above with the same bandwidth for each device's egress and ingress ([num_devices]).
+double all_to_all_lower_bound(const TrafficMatrix& bytes, const std::vector<double>& bw);
+
+/// The bound this network model itself obeys: the busiest port's total holding time,
+/// max over ports of sum of `network.transfer_seconds` of its off-diagonal non-zero
+/// entries (latency and min-of-two-ports bandwidth included). With all ports idle and every
+/// transfer ready at t, no order finishes before t + this; it is >= the Aurora bound with
+/// the devices' own bandwidths. `bytes` must be [network.num_devices()]^2.
+double port_load_lower_bound(const BigSwitchNetwork& network, const TrafficMatrix& bytes);
+
+/// Source-major order: i = 0.., and within a source j = 0.. (what a naive loop over
+/// destinations sends). Leaves out the diagonal and zero entries. All ready at `ready_s`.
+std::vector<Transfer> order_row_major(const TrafficMatrix& bytes, double ready_s);
+
+/// The row-major transfers shuffled by Fisher-Yates with SplitMix64(`seed`): the same seed
+/// gives the same order on every platform.
+std::vector<Transfer> order_random(const TrafficMatrix& bytes, uint64_t seed, double ready_s);
+
+/// Shortest first by bytes, ties by (src, dst) ascending.
+std::vector<Transfer> order_sjf(const TrafficMatrix& bytes, double ready_s);
+
+/// Latest finish minus `now_s` (seconds) of finish times from `finish_times`; 0 when empty.
+double makespan(const std::vector<double>& finish_s, double now_s);
+
+}  // namespace muflow::transport

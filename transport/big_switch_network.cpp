@@ -1,0 +1,187 @@
+#include "transport/big_switch_network.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/assert.hpp"
+
+namespace muflow::transport {
+namespace {
+
+/// List-scheduling step shared by the pure and the stateful paths: `transfer` waits for
+/// `floor_s`, its ready time and both ports, then holds both for `seconds`.
+double serve(const Transfer& transfer, double seconds, double floor_s, double& egress_free,
+             double& ingress_free) {
+  const double start = std::max({floor_s, transfer.ready_s, egress_free, ingress_free});
+  const double finish = start + seconds;
+  egress_free = finish;
+  ingress_free = finish;
+  return finish;
+}
+
+/// Host-link step: one PCIe direction of one device, serialized.
+double serve_host(const LinkClass& link, int64_t bytes, double ready_s, double& port_free) {
+  MUFLOW_ASSERT(bytes >= 0, "host copy of a negative number of bytes");
+  MUFLOW_ASSERT(!std::isnan(ready_s), "host copy ready time is NaN");
+  if (bytes == 0) {
+    return ready_s;
+  }
+  const double finish = std::max(ready_s, port_free) + transfer_seconds(link, bytes);
+  port_free = finish;
+  return finish;
+}
+
+}  // namespace
+
+BigSwitchNetwork::BigSwitchNetwork(std::vector<DeviceLinks> devices)
+    : devices_(std::move(devices)),
+      egress_free_(devices_.size(), 0.0),
+      ingress_free_(devices_.size(), 0.0),
+      h2d_free_(devices_.size(), 0.0),
+      d2h_free_(devices_.size(), 0.0) {}
+
+absl::StatusOr<BigSwitchNetwork> BigSwitchNetwork::create(std::vector<DeviceLinks> devices) {
+  if (devices.empty()) {
+    return absl::InvalidArgumentError("network: no devices");
+  }
+  for (size_t d = 0; d < devices.size(); ++d) {
+    const DeviceLinks& dev = devices[d];
+    if (dev.node < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("network: device ", d, ": node index ", dev.node, " is negative"));
+    }
+    const std::string where = absl::StrCat("network: device ", d);
+    for (const auto& [link, name] :
+         {std::pair{&dev.intra_node, "intra_node"}, std::pair{&dev.inter_node, "inter_node"},
+          std::pair{&dev.host, "host"}}) {
+      if (absl::Status s = validate_link_class(*link, absl::StrCat(where, " ", name)); !s.ok()) {
+        return s;
+      }
+    }
+  }
+  return BigSwitchNetwork(std::move(devices));
+}
+
+absl::StatusOr<BigSwitchNetwork> BigSwitchNetwork::uniform(int32_t num_devices,
+                                                           int32_t devices_per_node,
+                                                           LinkClass intra_node,
+                                                           LinkClass inter_node, LinkClass host) {
+  if (num_devices < 1 || devices_per_node < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("network: need num_devices >= 1 and devices_per_node >= 1, got ", num_devices,
+                     " and ", devices_per_node));
+  }
+  std::vector<DeviceLinks> devices(static_cast<size_t>(num_devices));
+  for (int32_t d = 0; d < num_devices; ++d) {
+    devices[static_cast<size_t>(d)] = {d / devices_per_node, intra_node, inter_node, host};
+  }
+  return create(std::move(devices));
+}
+
+void BigSwitchNetwork::check_device(int32_t d) const {
+  MUFLOW_ASSERT(d >= 0 && d < num_devices(), "device index outside the network");
+}
+
+const DeviceLinks& BigSwitchNetwork::device(int32_t d) const {
+  check_device(d);
+  return devices_[static_cast<size_t>(d)];
+}
+
+bool BigSwitchNetwork::same_node(int32_t a, int32_t b) const {
+  return device(a).node == device(b).node;
+}
+
+LinkClass BigSwitchNetwork::path(int32_t src, int32_t dst) const {
+  const bool intra = same_node(src, dst);
+  const LinkClass& s = intra ? device(src).intra_node : device(src).inter_node;
+  const LinkClass& d = intra ? device(dst).intra_node : device(dst).inter_node;
+  return {std::min(s.bandwidth_bytes_per_s, d.bandwidth_bytes_per_s),
+          std::max(s.latency_s, d.latency_s)};
+}
+
+double BigSwitchNetwork::transfer_seconds(int32_t src, int32_t dst, int64_t bytes) const {
+  check_device(src);
+  check_device(dst);
+  MUFLOW_ASSERT(bytes >= 0, "transfer of a negative number of bytes");
+  if (src == dst || bytes == 0) {
+    return 0.0;
+  }
+  return transport::transfer_seconds(path(src, dst), bytes);
+}
+
+std::vector<double> BigSwitchNetwork::finish_times(const std::vector<Transfer>& ordered,
+                                                   double now_s) const {
+  MUFLOW_ASSERT(!std::isnan(now_s), "now is NaN");
+  std::vector<double> egress = egress_free_;
+  std::vector<double> ingress = ingress_free_;
+  std::vector<double> finish;
+  finish.reserve(ordered.size());
+  for (const Transfer& t : ordered) {
+    const double seconds = transfer_seconds(t.src, t.dst, t.bytes);
+    MUFLOW_ASSERT(!std::isnan(t.ready_s), "transfer ready time is NaN");
+    if (t.src == t.dst || t.bytes == 0) {
+      finish.push_back(std::max(now_s, t.ready_s));
+      continue;
+    }
+    finish.push_back(serve(t, seconds, now_s, egress[static_cast<size_t>(t.src)],
+                           ingress[static_cast<size_t>(t.dst)]));
+  }
+  return finish;
+}
+
+double BigSwitchNetwork::schedule(const Transfer& t) {
+  const double seconds = transfer_seconds(t.src, t.dst, t.bytes);
+  MUFLOW_ASSERT(!std::isnan(t.ready_s), "transfer ready time is NaN");
+  if (t.src == t.dst || t.bytes == 0) {
+    return t.ready_s;
+  }
+  return serve(t, seconds, t.ready_s, egress_free_[static_cast<size_t>(t.src)],
+               ingress_free_[static_cast<size_t>(t.dst)]);
+}
+
+std::vector<double> BigSwitchNetwork::schedule_all(const std::vector<Transfer>& ordered) {
+  std::vector<double> finish;
+  finish.reserve(ordered.size());
+  for (const Transfer& t : ordered) {
+    finish.push_back(schedule(t));
+  }
+  return finish;
+}
+
+double BigSwitchNetwork::host_to_device(int32_t device_index, int64_t bytes, double ready_s) {
+  return serve_host(device(device_index).host, bytes, ready_s,
+                    h2d_free_[static_cast<size_t>(device_index)]);
+}
+
+double BigSwitchNetwork::device_to_host(int32_t device_index, int64_t bytes, double ready_s) {
+  return serve_host(device(device_index).host, bytes, ready_s,
+                    d2h_free_[static_cast<size_t>(device_index)]);
+}
+
+double BigSwitchNetwork::egress_free_s(int32_t d) const {
+  check_device(d);
+  return egress_free_[static_cast<size_t>(d)];
+}
+double BigSwitchNetwork::ingress_free_s(int32_t d) const {
+  check_device(d);
+  return ingress_free_[static_cast<size_t>(d)];
+}
+double BigSwitchNetwork::host_to_device_free_s(int32_t d) const {
+  check_device(d);
+  return h2d_free_[static_cast<size_t>(d)];
+}
+double BigSwitchNetwork::device_to_host_free_s(int32_t d) const {
+  check_device(d);
+  return d2h_free_[static_cast<size_t>(d)];
+}
+
+void BigSwitchNetwork::reset() {
+  std::fill(egress_free_.begin(), egress_free_.end(), 0.0);
+  std::fill(ingress_free_.begin(), ingress_free_.end(), 0.0);
+  std::fill(h2d_free_.begin(), h2d_free_.end(), 0.0);
+  std::fill(d2h_free_.begin(), d2h_free_.end(), 0.0);
+}
+
+}  // namespace muflow::transport
