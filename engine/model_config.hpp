@@ -32,6 +32,9 @@ struct ModelConfig {
   int64_t num_topk = 0;               ///< `num_experts_per_tok`
   int64_t expert_ffn = 0;             ///< `intermediate_size` (mixtral) / `moe_intermediate_size`
   int64_t shared_expert_ffn = 0;      ///< `shared_expert_intermediate_size`; 0 = none
+  /// Experts are gated (SwiGLU: gate, up, down) as in Mixtral/Qwen; false = two-matrix FFN
+  /// (Switch Transformer's ReLU expert). Only simulated models may set false (cost model).
+  bool gated_experts = true;
   bool norm_topk_prob = true;         ///< renormalise the top-k weights to sum to 1
   bool attention_bias = false;        ///< q/k/v projections carry a bias (qwen2_moe)
   bool tie_word_embeddings = false;   ///< lm_head shares embed_tokens

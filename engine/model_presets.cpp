@@ -68,8 +68,10 @@ ModelConfig switch_base_128() {
   c.num_experts = 128;
   c.num_topk = 1;
   c.expert_ffn = 3072;
+  c.gated_experts = false;  // Switch experts are 2-matrix ReLU FFNs (wi, wo)
   c.rms_norm_eps = 1e-6f;
-  c.max_position_embeddings = 512;
+  // T5 uses relative position buckets (no hard limit); HarMoEny runs 1024-token sequences.
+  c.max_position_embeddings = 4096;
   c.bos_token_id = 0;
   c.eos_token_id = 1;
   return c;
@@ -88,7 +90,7 @@ ModelConfig deepseek_v2_lite() {
   c.num_experts = 64;
   c.num_topk = 6;
   c.expert_ffn = 1408;
-  c.shared_expert_ffn = 2 * 1408;  // n_shared_experts × moe_intermediate_size
+  c.shared_expert_ffn = int64_t{2} * 1408;  // n_shared_experts × moe_intermediate_size
   c.norm_topk_prob = false;
   c.rms_norm_eps = 1e-6f;
   c.rope_theta = 10000.0f;

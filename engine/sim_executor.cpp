@@ -62,7 +62,10 @@ absl::Status SimExecutor::attention(int64_t block, KvCache& kv,
 void SimExecutor::expert(int64_t block, int64_t expert, const float* x, int64_t n, float* y,
                          double* seconds) {
   *seconds = seconds_for(
-      kernels::sim::expert_ffn_cost(n, config_.hidden_size, config_.expert_ffn, precision_), n);
+      kernels::sim::expert_ffn_cost(n, config_.hidden_size, config_.expert_ffn, precision_,
+                                    config_.gated_experts ? kernels::sim::FfnKind::kSwiGlu
+                                                          : kernels::sim::FfnKind::kTwoLayer),
+      n);
 }
 
 void SimExecutor::sample(const std::vector<TokenMeta>& rows, const float* h,

@@ -204,7 +204,7 @@ TEST(Topology, UnknownWiringListsTheKnownOnes) {
             "topo.toml:2: key 'wiring': expected one of: sync; got 'async'");
   absl::StatusOr<Topology> backend = parse("backend = \"tpu\"\n");
   ASSERT_FALSE(backend.ok());
-  EXPECT_THAT(msg(backend.status()), HasSubstr("expected one of: cpu; got 'tpu'"));
+  EXPECT_THAT(msg(backend.status()), HasSubstr("expected one of: cpu, sim; got 'tpu'"));
 }
 
 TEST(Topology, PlacementOutOfRange) {
