@@ -36,9 +36,17 @@ absl::StatusOr<Placement> make_placement(const Topology& topology, int64_t num_e
     p.expert_device = topology.expert_device;
     return p;
   }
+  if (topology.placement == "contiguous") {
+    // Blocks of ceil(E / D) consecutive experts per device (DeepSpeed-style expert ranges;
+    // HarMoEny §3 puts the hot experts 0..9 on GPU 0 this way).
+    const int64_t per_device = (num_experts + p.num_devices - 1) / p.num_devices;
+    p.expert_device.resize(num_experts);
+    for (int64_t e = 0; e < num_experts; ++e) p.expert_device[e] = e / per_device;
+    return p;
+  }
   if (topology.placement != "round-robin") {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: key 'placement.experts': unknown placement '%s'; expected round-robin or explicit",
+        "%s: key 'placement.experts': unknown placement '%s'; expected round-robin, contiguous or explicit",
         topology.source, topology.placement));
   }
   p.expert_device.resize(num_experts);

@@ -20,8 +20,8 @@ struct Placement {
   std::vector<int64_t> experts_on(int64_t device) const;
 };
 
-/// Builds the placement a topology asks for: "round-robin" (expert e on device e mod D) or
-/// "explicit" (topology.expert_device). Errors: InvalidArgument when an explicit placement
+/// Builds the placement a topology asks for: "round-robin" (expert e on device e mod D),
+/// "contiguous" (expert e on device e / ceil(E/D)) or "explicit" (topology.expert_device). Errors: InvalidArgument when an explicit placement
 /// does not list exactly `num_experts` devices or names a device outside [0, D).
 absl::StatusOr<Placement> make_placement(const Topology& topology, int64_t num_experts);
 

@@ -92,7 +92,7 @@ struct Topology {
   std::string backend = "cpu";        ///< "cpu" (later: "sim", "cuda")
   std::vector<DeviceSpec> devices;
   ModelSpec model;
-  std::string placement = "round-robin";  ///< expert placement: "round-robin" | "explicit"
+  std::string placement = "round-robin";  ///< "round-robin" | "contiguous" | "explicit"
   /// explicit placement: expert_device[e] = device index hosting expert e (all blocks)
   std::vector<int64_t> expert_device;
   WorkloadSpec workload;
@@ -109,7 +109,8 @@ inline constexpr std::array<std::string_view, 1> kKnownWirings = {"sync"};
 /// Backends this build implements (`backend = "..."`).
 inline constexpr std::array<std::string_view, 2> kKnownBackends = {"cpu", "sim"};
 /// Expert placement names accepted as `[placement] experts = "..."`.
-inline constexpr std::array<std::string_view, 1> kKnownPlacements = {"round-robin"};
+inline constexpr std::array<std::string_view, 2> kKnownPlacements = {"round-robin",
+                                                                      "contiguous"};
 /// Device scheduling policies accepted as `[scheduler] policy = "..."`.
 inline constexpr std::array<std::string_view, 2> kKnownSchedulerPolicies = {"fifo",
                                                                             "most-tokens"};

@@ -10,8 +10,10 @@
 namespace muflow::engine::topology_detail {
 namespace {
 
-constexpr std::string_view kRouterKeys[] = {"kind", "seed", "skew", "hot_experts", "alpha",
-                                            "exp_rate", "file", "tokens_per_request"};
+constexpr std::string_view kRouterKeys[] = {"kind",     "seed", "skew", "skew_mode",
+                                            "hot_experts", "alpha", "exp_rate", "file",
+                                            "tokens_per_request"};
+constexpr std::string_view kSkewModes[] = {"code", "share"};
 constexpr std::string_view kNetworkKeys[] = {"intra_node", "inter_node", "host_link",
                                              "activation_bytes"};
 
@@ -39,6 +41,9 @@ absl::Status parse_router_table(const TomlTableReader& r, const std::filesystem:
   if (absl::Status s = r.read_double("skew", &out->skew, "a fraction in [0, 1]",
                                      [](double v) { return v >= 0 && v <= 1; });
       !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = r.read_choice("skew_mode", &out->skew_mode, kSkewModes); !s.ok()) {
     return s;
   }
   if (absl::Status s = r.read_int("hot_experts", &out->hot_experts, 0); !s.ok()) return s;

@@ -91,7 +91,7 @@ Command add_run_command(CLI::App& app) {
         f << j.dump() << "\n";
       }
       std::printf("outputs: %s\n", o->outputs.c_str());
-    } else if (!o->quiet) {
+    } else if (!o->quiet && topo.backend != "sim") {  // sim token ids carry no text
       const size_t show = std::min<size_t>(out->outputs.size(), 4);
       for (size_t i = 0; i < show; ++i) {
         const actors::RequestOutput& r = out->outputs[i];

@@ -15,6 +15,8 @@ using Command = std::function<int()>;
 Command add_run_command(CLI::App& app);
 /// `muflow generate --model DIR (--prompt TEXT | --prompt-ids 1,2,3) ...`
 Command add_generate_command(CLI::App& app);
+/// `muflow bench TOPOLOGY [--wirings a,b] [--sweep KEY=v1,v2]... [--csv FILE]`
+Command add_bench_command(CLI::App& app);
 /// `muflow make-model --out DIR --type mixtral|qwen2_moe ...`
 Command add_make_model_command(CLI::App& app);
 /// `muflow trace summary TRACE.json [--top N] [--json]`

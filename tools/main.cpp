@@ -18,6 +18,8 @@ int main(int argc, char** argv) {
       muflow::tools::add_run_command);
   add("generate", "continue one prompt with a Hugging Face model folder",
       muflow::tools::add_generate_command);
+  add("bench", "compare wirings and parameter sweeps on one workload (table, --csv)",
+      muflow::tools::add_bench_command);
   add("make-model", "write a synthetic MoE model folder (HF format, random weights)",
       muflow::tools::add_make_model_command);
   CLI::App* trace = app.add_subcommand("trace", "inspect a Chrome trace written by `muflow run`");

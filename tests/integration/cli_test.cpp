@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <vector>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -145,6 +146,40 @@ TEST(Cli, TraceSummaryAgreesWithRunMetrics) {
   r = run_muflow("trace summary " + (dir / "nope.json").string());
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("nope.json"), std::string::npos) << r.output;
+}
+
+// `muflow bench` on the sim backend: one row per sweep value in the table and the CSV; under
+// sync EP, skewing 90% of the tokens onto GPU 0's experts must cost throughput.
+TEST(Cli, BenchSweepsSkewOnTheSimBackend) {
+  const fs::path dir = scratch("bench");
+  const std::string topo = std::string(MUFLOW_SOURCE_DIR) +
+                           "/topologies/sim-harmoeny-switch128-8xv100.toml";
+  const fs::path csv = dir / "bench.csv";
+  Result r = run_muflow("bench " + topo + " --sweep router.skew=0,0.9 --csv " + csv.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("router.skew"), std::string::npos) << r.output;
+  std::ifstream f(csv);
+  std::string header, line;
+  std::getline(f, header);
+  EXPECT_EQ(header.rfind("wiring,router.skew,tok/s,", 0), 0u) << header;
+  std::vector<double> tokens_per_s;
+  while (std::getline(f, line)) {
+    std::vector<std::string> cells;
+    std::stringstream ss(line);
+    for (std::string c; std::getline(ss, c, ',');) cells.push_back(c);
+    ASSERT_GE(cells.size(), 3u) << line;
+    EXPECT_EQ(cells[0], "sync");
+    tokens_per_s.push_back(std::stod(cells[2]));
+  }
+  ASSERT_EQ(tokens_per_s.size(), 2u);
+  EXPECT_GT(tokens_per_s[0], 1.5 * tokens_per_s[1]) << "skew 0 vs 0.9";
+
+  r = run_muflow("bench " + topo + " --sweep router.skw=0.1");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("unknown key 'router.skw'"), std::string::npos) << r.output;
+  r = run_muflow("bench " + topo + " --sweep router.skew=2");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("router.skew=2"), std::string::npos) << r.output;
 }
 
 TEST(Cli, MalformedTopologyNamesFileLineAndKey) {

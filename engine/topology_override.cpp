@@ -1,0 +1,119 @@
+#include "engine/topology_override.hpp"
+
+#include <cmath>
+#include <functional>
+#include <map>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace muflow::engine {
+namespace {
+
+absl::Status bad(const std::string& key, const std::string& value, const char* expected) {
+  return absl::InvalidArgumentError(
+      absl::StrFormat("--sweep %s=%s: expected %s", key, value, expected));
+}
+
+absl::Status set_double(const std::string& key, const std::string& v, double* out, double lo,
+                        double hi) {
+  double x = 0;
+  if (!absl::SimpleAtod(v, &x) || !std::isfinite(x) || x < lo || x > hi) {
+    return bad(key, v, absl::StrFormat("a number in [%g, %g]", lo, hi).c_str());
+  }
+  *out = x;
+  return absl::OkStatus();
+}
+
+absl::Status set_int(const std::string& key, const std::string& v, int64_t* out, int64_t lo) {
+  int64_t x = 0;
+  if (!absl::SimpleAtoi(v, &x) || x < lo) {
+    return bad(key, v, absl::StrFormat("an integer >= %d", lo).c_str());
+  }
+  *out = x;
+  return absl::OkStatus();
+}
+
+using Setter = std::function<absl::Status(Topology&, const std::string&, const std::string&)>;
+
+const std::map<std::string, Setter>& setters() {
+  static const std::map<std::string, Setter> table = {
+      {"router.kind",
+       [](Topology& t, const std::string& k, const std::string& v) {
+         t.router.kind = v;
+         return absl::OkStatus();
+       }},
+      {"router.skew",
+       [](Topology& t, const std::string& k, const std::string& v) {
+         return set_double(k, v, &t.router.skew, 0, 1);
+       }},
+      {"router.hot_experts",
+       [](Topology& t, const std::string& k, const std::string& v) {
+         return set_int(k, v, &t.router.hot_experts, 0);
+       }},
+      {"router.seed",
+       [](Topology& t, const std::string& k, const std::string& v) {
+         int64_t s = 0;
+         absl::Status st = set_int(k, v, &s, 0);
+         t.router.seed = static_cast<uint64_t>(s);
+         return st;
+       }},
+      {"workload.rate",
+       [](Topology& t, const std::string& k, const std::string& v) {
+         return set_double(k, v, &t.workload.rate_per_s, 1e-9, 1e12);
+       }},
+      {"workload.num_requests",
+       [](Topology& t, const std::string& k, const std::string& v) {
+         return set_int(k, v, &t.workload.num_requests, 1);
+       }},
+      {"scheduler.policy",
+       [](Topology& t, const std::string& k, const std::string& v) {
+         t.scheduler.policy = v;
+         return absl::OkStatus();
+       }},
+      {"scheduler.max_batch_requests",
+       [](Topology& t, const std::string& k, const std::string& v) {
+         return set_int(k, v, &t.scheduler.max_batch_requests, 1);
+       }},
+      {"cluster.num_devices",
+       [](Topology& t, const std::string& k, const std::string& v) {
+         int64_t n = 0;
+         if (absl::Status s = set_int(k, v, &n, 1); !s.ok()) return s;
+         const DeviceSpec first = t.devices.empty() ? DeviceSpec{} : t.devices.front();
+         t.devices.clear();
+         for (int64_t d = 0; d < n; ++d) {
+           t.devices.push_back({absl::StrFormat("%s%d", first.kind, d), first.kind, first.node});
+         }
+         return absl::OkStatus();
+       }},
+      {"model.dtype",
+       [](Topology& t, const std::string& k, const std::string& v) {
+         if (v != "f32" && v != "bf16") return bad(k, v, "f32 or bf16");
+         t.model.dtype = v;
+         return absl::OkStatus();
+       }},
+  };
+  return table;
+}
+
+}  // namespace
+
+std::vector<std::string> topology_override_keys() {
+  std::vector<std::string> keys;
+  for (const auto& [k, setter] : setters()) keys.push_back(k);
+  return keys;
+}
+
+absl::Status apply_topology_override(Topology& topology, const std::string& key,
+                                     const std::string& value) {
+  auto it = setters().find(key);
+  if (it == setters().end()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--sweep: unknown key '%s'; expected one of: %s", key,
+                        absl::StrJoin(topology_override_keys(), ", ")));
+  }
+  return it->second(topology, key, value);
+}
+
+}  // namespace muflow::engine
