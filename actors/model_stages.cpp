@@ -135,6 +135,12 @@ class AttentionStage final : public StageImpl {
         return s;
       }
       if (seconds) *seconds = modeled;
+      if (ctx_->routing) {
+        for (int64_t i = 0; i < n; ++i) {
+          ctx_->routing->add(meta[i].request_id, meta[i].position, block_, ids.data() + i * K,
+                             w.data() + i * K, K);
+        }
+      }
     }
     auto contrib = std::make_shared<Contribution>();
     contrib->iteration = iteration;

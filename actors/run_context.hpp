@@ -14,6 +14,7 @@
 #include "engine/executor.hpp"
 #include "engine/placement.hpp"
 #include "engine/topology.hpp"
+#include "engine/routing_record.hpp"
 #include "engine/trace.hpp"
 #include "transport/big_switch_network.hpp"
 
@@ -58,6 +59,7 @@ struct RunContext {
   ActorTable actors;
   SiteTable sites;
   std::shared_ptr<engine::TraceRecorder> trace;  ///< may be null (tracing off)
+  std::shared_ptr<engine::RoutingRecorder> routing;  ///< may be null (not recording routing)
   caf::actor_clock::time_point t0;               ///< run start; times are seconds since t0
   bool virtual_time = false;  ///< sim backend: stages complete after their modeled duration
   /// sim backend: the big-switch network all collectives schedule their transfers on (owned

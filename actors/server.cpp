@@ -218,6 +218,9 @@ absl::StatusOr<RunOutcome> Server::run(std::vector<engine::Request> requests,
   if (!placement.ok()) return placement.status();
   ctx->placement = *placement;
   if (!topology_.trace_file.empty()) ctx->trace = std::make_shared<engine::TraceRecorder>();
+  if (!topology_.routing_record_file.empty()) {
+    ctx->routing = std::make_shared<engine::RoutingRecorder>();
+  }
   absl::StatusOr<std::unique_ptr<engine::SchedulingPolicy>> policy =
       engine::make_scheduling_policy(topology_.scheduler.policy);
   if (!policy.ok()) return policy.status();
@@ -277,6 +280,9 @@ absl::StatusOr<RunOutcome> Server::run(std::vector<engine::Request> requests,
   if (sim) run_virtual_time(sys);
   sys.await_all_actors_done();  // nothing reads ctx or records trace events after this
   if (!outcome.status.ok()) return outcome.status;
+  if (ctx->routing) {
+    if (absl::Status s = ctx->routing->write_csv(topology_.routing_record_file); !s.ok()) return s;
+  }
   if (ctx->trace) {
     ctx->trace->set_other_data("wiring", topology_.wiring);
     ctx->trace->set_other_data("topology", topology_.source);

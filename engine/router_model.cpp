@@ -1,4 +1,5 @@
 #include "engine/router_model.hpp"
+#include "engine/routing_record.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -12,7 +13,7 @@ namespace muflow::engine {
 
 std::vector<std::string> router_kind_names() {
   return {"uniform",     "harmoeny-skew", "moeshard-multinomial",
-          "exponential", "replay-npy",    "replay-per-rank"};
+          "exponential", "replay-npy",    "replay-per-rank", "recorded"};
 }
 
 absl::StatusOr<std::unique_ptr<RouterModel>> make_router_model(const RouterSpec& spec,
@@ -40,6 +41,13 @@ absl::StatusOr<std::unique_ptr<RouterModel>> make_router_model(const RouterSpec&
         spec.replay_tokens_per_request, spec.replay_shuffle);
     if (!r.ok()) return r.status();
     return std::unique_ptr<RouterModel>(*std::move(r));
+  }
+  if (spec.kind == "recorded") {
+    if (spec.trace_file.empty()) {
+      return absl::InvalidArgumentError(
+          "router recorded: needs the routing CSV of a run (`muflow run --record-routing`)");
+    }
+    return make_recorded_router(spec.trace_file, num_experts, num_topk, num_layers, spec.seed);
   }
   if (spec.kind == "replay-per-rank") {
     const std::string path = router_trace_path(spec, num_experts);

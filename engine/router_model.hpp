@@ -18,6 +18,7 @@
 /// | `exponential`          | router_distributions.hpp     | AsyncMoE's exponential popularity fit
 /// | | `replay-npy`           | router_replay.hpp            | HarMoEny's Switch BookCorpus trace |
 /// | `replay-per-rank`      | router_replay.hpp            | HarMoEny's per-rank Switch trace |
+/// | `recorded`             | routing_record.hpp           | a run's own paths (`--record-routing`) |
 
 #include <cstdint>
 #include <memory>

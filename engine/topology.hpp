@@ -101,6 +101,9 @@ struct Topology {
   RouterSpec router;                  ///< sim: how tokens pick experts (cpu uses the real gate)
   NetworkSpec network;                ///< sim: links between devices
   std::string trace_file;             ///< Chrome trace output; empty = none
+  /// Per-token expert choices output (engine/routing_record.hpp CSV); empty = none. Set by
+  /// `muflow run --record-routing FILE`.
+  std::string routing_record_file;
 };
 
 /// Wirings this build implements (`wiring = "..."`); the parser rejects any other name and

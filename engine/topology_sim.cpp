@@ -67,7 +67,7 @@ absl::Status parse_router_table(const TomlTableReader& r, const std::filesystem:
     out->trace_file = resolve_path(base_dir, file);
     if (absl::Status s = require_existing(r, "file", out->trace_file, false); !s.ok()) return s;
   }
-  const bool replay = out->kind.rfind("replay", 0) == 0;
+  const bool replay = out->kind.rfind("replay", 0) == 0 || out->kind == "recorded";
   if (replay && out->trace_file.empty()) {
     return r.table_error(sv_cat("[router] kind = \"", out->kind, "\" needs file = \"...\""));
   }

@@ -23,7 +23,7 @@ int fail(const std::string& what) {
 
 Command add_run_command(CLI::App& app) {
   struct Options {
-    std::string topology, outputs, trace;
+    std::string topology, outputs, trace, record_routing;
     bool quiet = false, no_trace = false;
   };
   auto o = std::make_shared<Options>();
@@ -33,6 +33,9 @@ Command add_run_command(CLI::App& app) {
                  "Chrome trace output (default: the topology's 'trace', else out/muflow-trace.json)");
   app.add_flag("--quiet", o->quiet, "no progress line");
   app.add_flag("--no-trace", o->no_trace, "record no trace (benchmarks)");
+  app.add_option("--record-routing", o->record_routing,
+                 "write every token's expert choices per block as CSV (replay in sim with "
+                 "[router] kind = \"recorded\")");
   return [o]() {
     engine::Topology topo;
     if (o->topology.empty()) {
@@ -45,6 +48,7 @@ Command add_run_command(CLI::App& app) {
     if (!o->trace.empty()) topo.trace_file = o->trace;
     if (topo.trace_file.empty()) topo.trace_file = "out/muflow-trace.json";
     if (o->no_trace) topo.trace_file.clear();
+    topo.routing_record_file = o->record_routing;
     if (!o->quiet) {
       std::fprintf(stderr, "muflow: %s: wiring %s, backend %s, %zu devices, loading model...\n",
                    topo.source.c_str(), topo.wiring.c_str(), topo.backend.c_str(),

@@ -172,7 +172,7 @@ TEST(RouterModel, FactoryErrors) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(r.status().message(), HasSubstr("does-not-exist-8.npy"));
-  EXPECT_EQ(router_kind_names().size(), 6u);
+  EXPECT_EQ(router_kind_names().size(), 7u);
 }
 
 TEST(RouterModel, DescribeNamesKindAndResolvedDefaults) {
