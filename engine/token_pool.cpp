@@ -1,20 +1,23 @@
 #include "engine/token_pool.hpp"
 
-#include <set>
+#include <algorithm>
 #include <tuple>
 
 #include "absl/strings/str_format.h"
 #include "engine/cpu_model.hpp"
+#include "kernels/assert.hpp"
 
 namespace muflow::engine {
 
 TokenPool::TokenPool(int64_t hidden, int64_t num_topk, int64_t expected_expert_messages)
-    : hidden_(hidden), num_topk_(num_topk), expected_expert_messages_(expected_expert_messages) {}
+    : hidden_(hidden), num_topk_(num_topk), expected_expert_messages_(expected_expert_messages) {
+  MUFLOW_ASSERT(num_topk >= 1 && num_topk <= 64, "token pool supports top-1..top-64");
+}
 
 TokenPool::Entry& TokenPool::entry(Iteration& it, int64_t request_id, int64_t position) {
   Entry& e = it.entries[{request_id, position}];
-  if (e.outputs.empty()) {
-    e.outputs.resize(num_topk_);
+  if (e.weights.empty()) {
+    e.outputs.assign(num_topk_ * hidden_, 0.f);
     e.weights.assign(num_topk_, 0.f);
   }
   return e;
@@ -38,11 +41,14 @@ absl::Status TokenPool::add_residual(const TokenBatch& batch) {
     return absl::InvalidArgumentError(
         absl::StrFormat("token pool: second residual batch for iteration %d", batch.iteration));
   }
-  std::set<std::pair<int64_t, int64_t>> seen;
-  for (const TokenMeta& m : batch.tokens) {
-    if (!seen.insert({m.request_id, m.position}).second) {
+  std::vector<std::pair<int64_t, int64_t>> keys;
+  keys.reserve(batch.tokens.size());
+  for (const TokenMeta& m : batch.tokens) keys.emplace_back(m.request_id, m.position);
+  std::sort(keys.begin(), keys.end());
+  for (size_t i = 1; i < keys.size(); ++i) {
+    if (keys[i] == keys[i - 1]) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "token pool: request %d position %d added twice", m.request_id, m.position));
+          "token pool: request %d position %d added twice", keys[i].first, keys[i].second));
     }
   }
   Iteration& it = iterations_[batch.iteration];
@@ -73,22 +79,32 @@ absl::Status TokenPool::add_expert_outputs(const TokenBatch& batch) {
         "token pool: expert output batch has %d tokens but %d rows", n, batch.act->num_rows));
   }
   auto found = iterations_.find(batch.iteration);
-  std::set<std::tuple<int64_t, int64_t, int16_t>> seen;
+  auto duplicate = [](const TokenMeta& m) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("token pool: request %d position %d got top-k rank %d twice",
+                        m.request_id, m.position, m.topk_rank));
+  };
+  std::vector<std::tuple<int64_t, int64_t, int16_t>> keys;
+  keys.reserve(batch.tokens.size());
   for (const TokenMeta& m : batch.tokens) {
     if (m.topk_rank < 0 || m.topk_rank >= num_topk_) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "token pool: top-k rank %d outside [0, %d)", m.topk_rank, num_topk_));
     }
-    bool duplicate = !seen.insert({m.request_id, m.position, m.topk_rank}).second;
-    if (!duplicate && found != iterations_.end()) {
+    if (found != iterations_.end()) {
       auto e = found->second.entries.find({m.request_id, m.position});
-      duplicate = e != found->second.entries.end() && !e->second.outputs.empty() &&
-                  !e->second.outputs[m.topk_rank].empty();
+      if (e != found->second.entries.end() && ((e->second.arrived >> m.topk_rank) & 1u)) {
+        return duplicate(m);
+      }
     }
-    if (duplicate) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "token pool: request %d position %d got top-k rank %d twice", m.request_id,
-          m.position, m.topk_rank));
+    keys.emplace_back(m.request_id, m.position, m.topk_rank);
+  }
+  std::sort(keys.begin(), keys.end());
+  for (size_t i = 1; i < keys.size(); ++i) {
+    if (keys[i] == keys[i - 1]) {
+      TokenMeta m;
+      std::tie(m.request_id, m.position, m.topk_rank) = keys[i];
+      return duplicate(m);
     }
   }
   Iteration& it = iterations_[batch.iteration];
@@ -97,8 +113,9 @@ absl::Status TokenPool::add_expert_outputs(const TokenBatch& batch) {
     const TokenMeta& m = batch.tokens[i];
     Entry& e = entry(it, m.request_id, m.position);
     const float* row = batch.act->row(i);
-    e.outputs[m.topk_rank].assign(row, row + hidden_);
+    std::copy(row, row + hidden_, e.outputs.begin() + m.topk_rank * hidden_);
     e.weights[m.topk_rank] = m.topk_weight;
+    e.arrived |= uint64_t{1} << m.topk_rank;
     ++e.num_outputs;
   }
   return absl::OkStatus();
@@ -134,7 +151,7 @@ absl::StatusOr<MergedTokens> TokenPool::take(int64_t iteration) {
           e.has_residual ? "" : " and no residual"));
     }
     std::vector<const float*> rows(num_topk_);
-    for (int64_t j = 0; j < num_topk_; ++j) rows[j] = e.outputs[j].data();
+    for (int64_t j = 0; j < num_topk_; ++j) rows[j] = e.outputs.data() + j * hidden_;
     CpuModel::combine_row(e.residual.data(), rows.data(), e.weights.data(), num_topk_,
                           e.shared.empty() ? nullptr : e.shared.data(), hidden_);
     out.tokens.push_back(e.meta);

@@ -51,8 +51,9 @@ class TokenPool {
     TokenMeta meta;
     std::vector<float> residual;  ///< [hidden]
     std::vector<float> shared;    ///< [hidden] or empty
-    std::vector<std::vector<float>> outputs;  ///< [num_topk][hidden], empty until arrived
+    std::vector<float> outputs;   ///< [num_topk * hidden], slot j valid when bit j of arrived
     std::vector<float> weights;   ///< [num_topk]
+    uint64_t arrived = 0;         ///< bit j: top-k rank j arrived (num_topk <= 64)
     int64_t num_outputs = 0;
     bool has_residual = false;
   };

@@ -1,0 +1,76 @@
+// Simulation speed of the sim backend: token-layer events (one token passing one MoE block)
+// per wall second, with the real actors in virtual time (issue target: >= 1M per core).
+#include <benchmark/benchmark.h>
+
+#include <string>
+#include <vector>
+
+#include "actors/server.hpp"
+#include "engine/model_presets.hpp"
+
+namespace {
+
+using muflow::engine::Request;
+using muflow::engine::Topology;
+
+Topology topology(int num_devices, const std::string& preset) {
+  Topology t;
+  t.source = "<sim bench>";
+  t.backend = "sim";
+  for (int d = 0; d < num_devices; ++d) {
+    t.devices.push_back({"h" + std::to_string(d), "H100-SXM", "node" + std::to_string(d / 8)});
+  }
+  t.model.synthetic = *muflow::engine::model_preset(preset);
+  t.model.preset = preset;
+  t.model.dtype = "bf16";
+  t.router.kind = "exponential";
+  t.sampling.stop_at_eos = false;
+  t.scheduler.max_batch_requests = 256;
+  t.scheduler.max_prefill_tokens = 4096;
+  return t;
+}
+
+// A closed batch: `num_requests` requests of `prompt` prompt tokens and `output` new tokens.
+void BM_SimTokenLayerEvents(benchmark::State& state) {
+  const int num_devices = static_cast<int>(state.range(0));
+  const int num_requests = static_cast<int>(state.range(1));
+  const int prompt = 64, output = 32;
+  Topology t = topology(num_devices, "mixtral-8x7b");
+  auto server = muflow::actors::Server::create(t);
+  if (!server.ok()) {
+    state.SkipWithError(std::string(server.status().message()).c_str());
+    return;
+  }
+  std::vector<Request> requests;
+  for (int i = 0; i < num_requests; ++i) {
+    Request r;
+    r.id = i;
+    r.max_new_tokens = output;
+    r.prompt.assign(prompt, 5);
+    requests.push_back(r);
+  }
+  const int64_t layers = (*server)->config().num_layers;
+  int64_t events = 0;
+  for (auto _ : state) {
+    auto out = (*server)->run(requests);
+    if (!out.ok()) {
+      state.SkipWithError(std::string(out.status().message()).c_str());
+      return;
+    }
+    // Every prompt token and every fed-back generated token passes every block.
+    events += static_cast<int64_t>(num_requests) * (prompt + output - 1) * layers;
+  }
+  state.counters["token_layer_events_per_s"] =
+      benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_SimTokenLayerEvents)
+    ->Args({8, 64})
+    ->Args({8, 256})
+    ->Args({64, 256})
+    ->Args({256, 512})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();
