@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -38,7 +40,8 @@ Result run_muflow(const std::string& args) {
 }
 
 fs::path scratch(const std::string& name) {
-  fs::path p = fs::path(::testing::TempDir()) / ("muflow_cli_" + name);
+  fs::path p = fs::path(::testing::TempDir()) /
+               (std::to_string(::getpid()) + "_muflow_cli_" + name);
   fs::remove_all(p);
   fs::create_directories(p);
   return p;

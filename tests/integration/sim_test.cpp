@@ -1,6 +1,8 @@
 // The sim backend: the same actors in virtual time with the cost model and the big-switch
 // network. Determinism, scale, HarMoEny's §3 skew experiment and replay of a real routing
 // trace.
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -49,6 +51,14 @@ std::vector<engine::Request> closed_batch(int num_requests, int prompt_len, int 
   return out;
 }
 
+// A fresh folder per process and test (concurrent test runs never share files).
+fs::path scratch_dir(const std::string& name) {
+  fs::path p = fs::path(::testing::TempDir()) /
+               (std::to_string(::getpid()) + "_muflow_sim_" + name);
+  fs::remove_all(p);
+  return p;
+}
+
 std::string read_file(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   std::ostringstream s;
@@ -58,7 +68,7 @@ std::string read_file(const fs::path& p) {
 
 // Invariant 3: same topology and seed → byte-identical metrics and trace.
 TEST(Sim, DeterministicMetricsAndTrace) {
-  const fs::path dir = fs::path(::testing::TempDir()) / "muflow_sim_det";
+  const fs::path dir = scratch_dir("det");
   fs::create_directories(dir);
   std::string metrics[2], trace[2];
   for (int run = 0; run < 2; ++run) {
@@ -79,7 +89,8 @@ TEST(Sim, DeterministicMetricsAndTrace) {
     trace[run] = read_file(t.trace_file);
   }
   EXPECT_EQ(metrics[0], metrics[1]);
-  EXPECT_EQ(trace[0], trace[1]);
+  EXPECT_TRUE(trace[0] == trace[1]) << "the two traces differ (" << trace[0].size() << " vs "
+                                    << trace[1].size() << " bytes)";
   EXPECT_GT(trace[0].size(), 1000u);
 }
 
@@ -111,7 +122,7 @@ std::vector<double> expert_busy_per_device(const std::string& trace_path, int nu
 // that all live on GPU 0 (experts placed in contiguous blocks of 16): the other GPUs idle for
 // most of each MoE layer (the paper measured > 82%); with uniform routing they do not.
 TEST(Sim, HarmoenySkewLeavesColdDevicesIdle) {
-  const fs::path dir = fs::path(::testing::TempDir()) / "muflow_sim_harmoeny";
+  const fs::path dir = scratch_dir("harmoeny");
   fs::create_directories(dir);
   double idle_skewed = 0, idle_uniform = 0;
   for (const bool skewed : {true, false}) {
@@ -156,7 +167,7 @@ TEST(Sim, ReplayedTraceLoadMatchesTheFile) {
   const int64_t rows = file->shape[0], cols = file->shape[1];
   ASSERT_EQ(rows, 680 * 60);
 
-  const fs::path dir = fs::path(::testing::TempDir()) / "muflow_sim_replay";
+  const fs::path dir = scratch_dir("replay");
   fs::create_directories(dir);
   Topology t = sim_topology(8, "V100-32GB", "switch-base-128");
   t.router.kind = "replay-npy";
@@ -195,7 +206,7 @@ TEST(Sim, ReplayedTraceLoadMatchesTheFile) {
 // must route every (request, position, block) exactly as the cpu did — the same tokens pass the
 // same blocks in both, none dropped or duplicated.
 TEST(Sim, SameExpertChoicesAsTheCpuBackend) {
-  const fs::path dir = fs::path(::testing::TempDir()) / "muflow_sim_vs_cpu";
+  const fs::path dir = scratch_dir("vs_cpu");
   fs::create_directories(dir);
   engine::ModelConfig c;
   c.vocab_size = 211;
