@@ -10,12 +10,6 @@
 namespace muflow::engine {
 namespace {
 
-uint64_t mix64(uint64_t z) {  // splitmix64 finaliser (Steele, Lea & Flood 2014)
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 }  // namespace
 
@@ -106,7 +100,7 @@ std::vector<int32_t> exponential_popularity_order(int64_t num_experts, uint64_t 
                                                   int32_t block) {
   std::vector<int32_t> order(static_cast<size_t>(num_experts));
   for (int64_t i = 0; i < num_experts; ++i) order[static_cast<size_t>(i)] = static_cast<int32_t>(i);
-  SplitMix64 rng(seed ^ mix64(static_cast<uint64_t>(static_cast<int64_t>(block))));
+  SplitMix64 rng(seed ^ splitmix64_mix(static_cast<uint64_t>(static_cast<int64_t>(block))));
   for (int64_t i = num_experts - 1; i > 0; --i) {
     const int64_t j = rng.uniform_int(0, i);
     std::swap(order[static_cast<size_t>(i)], order[static_cast<size_t>(j)]);

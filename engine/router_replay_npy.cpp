@@ -1,18 +1,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
+#include "engine/splitmix64.hpp"
 #include "engine/router_replay.hpp"
 #include "kernels/assert.hpp"
 
 namespace muflow::engine {
 namespace {
 
-uint64_t mix64(uint64_t z) {  // splitmix64 finaliser (Steele, Lea & Flood 2014)
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 constexpr int kFeistelRounds = 4;
 
@@ -91,7 +86,7 @@ ReplayNpyRouter::ReplayNpyRouter(int64_t num_experts, int64_t num_layers, std::s
   block_keys_.resize(static_cast<size_t>(num_layers));
   for (int64_t b = 0; b < num_layers; ++b) {
     block_keys_[static_cast<size_t>(b)] =
-        mix64(seed ^ mix64(0x7265706C6179ull + static_cast<uint64_t>(b)));
+        splitmix64_mix(seed ^ splitmix64_mix(0x7265706C6179ull + static_cast<uint64_t>(b)));
   }
 }
 
@@ -114,7 +109,7 @@ int64_t ReplayNpyRouter::trace_row(int32_t block, int64_t token) const {
     uint64_t left = x >> half_bits_;
     uint64_t right = x & mask;
     for (int round = 0; round < kFeistelRounds; ++round) {
-      const uint64_t f = mix64(key ^ (static_cast<uint64_t>(round) << 56) ^ right) & mask;
+      const uint64_t f = splitmix64_mix(key ^ (static_cast<uint64_t>(round) << 56) ^ right) & mask;
       const uint64_t next_right = left ^ f;
       left = right;
       right = next_right;

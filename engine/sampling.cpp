@@ -1,5 +1,7 @@
 #include "engine/sampling.hpp"
 
+#include "engine/splitmix64.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -9,17 +11,11 @@
 namespace muflow::engine {
 namespace {
 
-uint64_t mix64(uint64_t z) {  // splitmix64 finaliser (Steele, Lea & Flood 2014)
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 }  // namespace
 
 double counter_uniform(uint64_t seed, uint64_t a, uint64_t b) {
-  const uint64_t h = mix64(mix64(mix64(seed) ^ a) ^ b);
+  const uint64_t h = splitmix64_mix(splitmix64_mix(splitmix64_mix(seed) ^ a) ^ b);
   return static_cast<double>(h >> 11) * 0x1.0p-53;
 }
 

@@ -10,6 +10,15 @@
 
 namespace muflow::engine {
 
+/// The splitmix64 output function applied to `z` + the golden-ratio increment: a bijective
+/// 64-bit mix used for counter-based (stateless) random draws.
+inline uint64_t splitmix64_mix(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
 /// A 64-bit PRNG with a 64-bit state. Value type; not thread-safe (one owner).
 class SplitMix64 {
  public:
@@ -22,6 +31,9 @@ class SplitMix64 {
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
   }
+
+  /// Uniform in [-1, 1): the top 24 bits mapped to a float grid of step 2^-23 (exact).
+  float uniform_pm1() { return static_cast<float>(next() >> 40) * (1.0f / 8388608.0f) - 1.0f; }
 
   /// Uniform double in [0, 1) with 53 random bits.
   double uniform01() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }

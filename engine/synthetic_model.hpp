@@ -8,22 +8,9 @@
 
 #include "engine/model_weights.hpp"
 
-namespace muflow::engine {
+#include "engine/splitmix64.hpp"
 
-/// splitmix64 (Steele, Lea & Flood, "Fast splittable pseudorandom number generators",
-/// OOPSLA 2014; constants as in Vigna's public-domain reference). Portable and exact on
-/// every compiler and standard library, unlike the std:: distributions.
-struct SplitMix64 {
-  uint64_t state;
-  uint64_t next() {
-    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  /// Uniform in [-1, 1): the top 24 bits mapped to a float grid of step 2^-23 (exact).
-  float uniform_pm1() { return static_cast<float>(next() >> 40) * (1.0f / 8388608.0f) - 1.0f; }
-};
+namespace muflow::engine {
 
 /// FNV-1a 64-bit hash of a string (for per-tensor seeds).
 uint64_t fnv1a64(std::string_view text);
