@@ -22,6 +22,15 @@ caf::actor destination(const RunContext& ctx, CollectiveKind kind, int32_t block
   return block + 1 < num_layers ? ctx.actors.attention[block + 1][slot] : ctx.actors.samplers[slot];
 }
 
+engine::LayerId destination_layer(const RunContext& ctx, CollectiveKind kind, int32_t block,
+                                  size_t slot) {
+  const auto d = static_cast<int32_t>(slot);
+  if (kind == CollectiveKind::kDispatch) return {engine::StageKind::kExpert, block, d};
+  const auto num_layers = static_cast<int32_t>(ctx.config.num_layers);
+  if (block + 1 < num_layers) return {engine::StageKind::kAttention, block + 1, d};
+  return {engine::StageKind::kSampler, num_layers, d};
+}
+
 StageSite source_site(const RunContext& ctx, CollectiveKind kind, int32_t block, size_t source) {
   return kind == CollectiveKind::kDispatch ? ctx.sites.attention[block][source]
                                            : ctx.sites.experts[block][source];
@@ -55,7 +64,7 @@ void trace_barrier(const RunContext& ctx, CollectiveKind kind, int32_t block, in
                       nlohmann::json{{"block", block}, {"iteration", iteration},
                                      {"collective", what}});
     for (size_t d = 0; d < slot[src]->parts.size(); ++d) {
-      if (slot[src]->parts[d]->num_tokens() == 0) continue;
+      if (!slot[src]->parts[d] || slot[src]->parts[d]->num_tokens() == 0) continue;
       const StageSite t = dest_site(ctx, kind, block, d);
       if (t.device == s.device) continue;
       const int64_t pair = s.device * num_devices + t.device;
@@ -93,19 +102,22 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
       if (!p) return;  // barrier not complete yet
     }
     const size_t num_dests = slot.front()->parts.size();
+    const int64_t width = ctx->executors.front()->activation_width();
     std::vector<int64_t> tokens_per_device(ctx->placement.num_devices, 0);
     const double done_s = ctx->seconds_since_start(self->home_system().clock().now());
     double a2a_end_s = done_s;
     for (size_t d = 0; d < num_dests; ++d) {
+      // Every destination gets a batch each iteration (possibly empty): its barrier needs it.
       auto out = std::make_shared<engine::TokenBatch>();
-      const engine::TokenBatch& first = *slot.front()->parts[d];
-      out->layer = first.layer;
-      out->payload = first.payload;
+      out->layer = destination_layer(*ctx, kind, block, d);
+      out->payload = kind == CollectiveKind::kDispatch ? engine::Payload::kExpertInputs
+                                                       : engine::Payload::kExpertOutputs;
       out->iteration = c->iteration;
-      out->act = std::make_shared<engine::Activations>(0, first.act ? first.act->width : 0);
+      out->act = std::make_shared<engine::Activations>(0, width);
       const StageSite to = dest_site(*ctx, kind, block, d);
       double deliver_s = done_s;
       for (size_t src = 0; src < slot.size(); ++src) {  // source order: deterministic
+        if (!slot[src]->parts[d]) continue;
         const engine::TokenBatch& part = *slot[src]->parts[d];
         out->tokens.insert(out->tokens.end(), part.tokens.begin(), part.tokens.end());
         if (part.act) {

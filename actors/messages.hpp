@@ -49,7 +49,8 @@ struct SampledBatch {
 };
 using SampledBatchPtr = std::shared_ptr<SampledBatch>;
 
-/// A collective contribution: one part per destination (index = destination slot).
+/// A collective contribution: one part per destination (index = destination slot); a null
+/// part means no rows for that destination.
 struct Contribution {
   int64_t iteration = 0;
   int32_t source = 0;  ///< contributor index (DP rank for dispatch, expert for combine)

@@ -145,18 +145,19 @@ class AttentionStage final : public StageImpl {
     auto contrib = std::make_shared<Contribution>();
     contrib->iteration = iteration;
     contrib->source = rank_;
-    contrib->parts.resize(E);
-    for (int32_t e = 0; e < E; ++e) {
-      contrib->parts[e] =
-          new_batch({StageKind::kExpert, block_, e}, Payload::kExpertInputs, iteration, H);
-    }
+    contrib->parts.resize(E);  // parts for experts that get no token stay null (empty)
     for (int64_t i = 0; i < n; ++i) {
       for (int64_t j = 0; j < K; ++j) {
         TokenMeta m = meta[i];
         m.origin_rank = rank_;
         m.topk_rank = static_cast<int16_t>(j);
         m.topk_weight = w[i * K + j];
-        push_row(*contrib->parts[ids[i * K + j]], m, x.data() + i * H, H);
+        const int32_t e = ids[i * K + j];
+        if (!contrib->parts[e]) {
+          contrib->parts[e] =
+              new_batch({StageKind::kExpert, block_, e}, Payload::kExpertInputs, iteration, H);
+        }
+        push_row(*contrib->parts[e], m, x.data() + i * H, H);
       }
     }
     out.push_back({ctx_->actors.dispatch[block_], caf::make_message(contrib_atom::value, contrib)});
@@ -232,13 +233,14 @@ class ExpertStage final : public StageImpl {
     auto contrib = std::make_shared<Contribution>();
     contrib->iteration = in.iteration;
     contrib->source = expert_;
-    contrib->parts.resize(ctx_->num_ranks);
-    for (int32_t r = 0; r < ctx_->num_ranks; ++r) {
-      contrib->parts[r] = new_batch(merge_target(*ctx_, block_, r), Payload::kExpertOutputs,
-                                    in.iteration, H);
-    }
+    contrib->parts.resize(ctx_->num_ranks);  // ranks that get no row stay null (empty)
     for (int64_t i = 0; i < n; ++i) {
-      push_row(*contrib->parts[in.tokens[i].origin_rank], in.tokens[i], y.data() + i * H, H);
+      const int32_t r = in.tokens[i].origin_rank;
+      if (!contrib->parts[r]) {
+        contrib->parts[r] = new_batch(merge_target(*ctx_, block_, r), Payload::kExpertOutputs,
+                                      in.iteration, H);
+      }
+      push_row(*contrib->parts[r], in.tokens[i], y.data() + i * H, H);
     }
     out.push_back({ctx_->actors.combine[block_], caf::make_message(contrib_atom::value, contrib)});
   }
