@@ -1,8 +1,11 @@
 #pragma once
 /// \file
-/// What every actor of one run shares: the prepared model, the wiring table (actor handles),
-/// sampling, and the trace recorder. Filled by Server::run before the coordinator starts and
-/// immutable afterwards (happens-before through the start message), so actors read it freely.
+/// What every actor of one run shares: the model, the executors, the wiring table (actor
+/// handles), sampling, and the recorders. Filled by Server::run before the coordinator starts
+/// and immutable afterwards (happens-before through the start message), so actors read it
+/// freely. What the pointers point to may change: the trace and routing recorders are
+/// thread-safe; each executor is used by its own device's stages only; the sim network is
+/// mutated by collectives of a single-threaded virtual-time run only.
 
 #include <cstdint>
 #include <memory>
