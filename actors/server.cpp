@@ -234,37 +234,26 @@ absl::StatusOr<RunOutcome> Server::run(std::vector<engine::Request> requests,
     self->monitor(ctx->actors.coordinator);
     self->send(ctx->actors.coordinator, start_atom::value, caf::actor_cast<caf::actor>(self));
     bool received = false;
-    if (sim) run_virtual_time(sys);
-    auto keep_waiting = [&] { return !received; };
-    auto handlers = self->receive_while(keep_waiting);
+    auto on_outcome = [&](const RunOutcomePtr& result) {
+      outcome = std::move(*result);
+      received = true;
+    };
+    auto on_down = [&](const caf::down_msg& down) {
+      outcome.status = absl::InternalError("the coordinator stopped unexpectedly: " +
+                                           sys.render(down.reason));
+      received = true;
+    };
     if (sim) {
+      run_virtual_time(sys);
       // Everything has run; the outcome (or the coordinator's death) is already queued.
-      self->receive(
-          [&](const RunOutcomePtr& result) {
-            outcome = std::move(*result);
-            received = true;
-          },
-          [&](const caf::down_msg& down) {
-            outcome.status = absl::InternalError("the coordinator stopped unexpectedly: " +
-                                                 sys.render(down.reason));
-            received = true;
-          },
-          caf::after(std::chrono::seconds(0)) >> [&] {
-            outcome.status = absl::InternalError(
-                "the simulation ran out of events before every request finished");
-            received = true;
-          });
+      self->receive(on_outcome, on_down, caf::after(std::chrono::seconds(0)) >> [&] {
+        outcome.status = absl::InternalError(
+            "the simulation ran out of events before every request finished");
+        received = true;
+      });
+    } else {
+      self->receive_while([&] { return !received; })(on_outcome, on_down);
     }
-    if (!received) handlers(
-        [&](const RunOutcomePtr& result) {
-          outcome = std::move(*result);
-          received = true;
-        },
-        [&](const caf::down_msg& down) {
-          outcome.status = absl::InternalError("the coordinator stopped unexpectedly: " +
-                                               sys.render(down.reason));
-          received = true;
-        });
   }
   auto stop = [](const caf::actor& a) {
     if (a) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);

@@ -74,15 +74,7 @@ void TraceRecorder::add(TraceEvent event) {
 
 void TraceRecorder::complete(std::string name, int64_t pid, int64_t tid, double ts_us,
                              double dur_us, nlohmann::json args) {
-  TraceEvent e;
-  e.name = std::move(name);
-  e.phase = 'X';
-  e.pid = pid;
-  e.tid = tid;
-  e.ts_us = ts_us;
-  e.dur_us = std::max(dur_us, 0.0);
-  e.args = std::move(args);
-  add(std::move(e));
+  complete_in("", std::move(name), pid, tid, ts_us, dur_us, std::move(args));
 }
 
 void TraceRecorder::instant(std::string name, int64_t pid, int64_t tid, double ts_us,
