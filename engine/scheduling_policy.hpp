@@ -43,6 +43,36 @@ class MostTokensPolicy final : public SchedulingPolicy {
   const char* name() const override { return "most-tokens"; }
 };
 
+/// First layer first (AsyncMoE §3.4's FLFS baseline): the ready stage with the lowest block,
+/// ties → earliest ready, then lower index. Aggressively merges a wave of tokens but lets new
+/// requests preempt later blocks (the paper's Figure 12).
+class FirstLayerFirstPolicy final : public SchedulingPolicy {
+ public:
+  int64_t pick(const std::vector<StageStatus>& stages) const override;
+  const char* name() const override { return "flfs"; }
+};
+
+/// The defragging scheduler (AsyncMoE Algorithm 1, §3.4). Over the device's own stages,
+/// with Q[b][g] the tokens queued at the stage of block b and index g:
+///   score(b, g) = Q[b][g] + Σ_{k=1..K} δ^k · mean_g' Q[(b + k) mod N_B][g']   if Q[b][g] > 0,
+/// where N_B = 1 + the largest block among the device's stages (the sampler counts as block
+/// num_layers) and the mean is over the device's stages of that block (0 when it has none).
+/// Picks the highest score; ties → earliest ready, then lower index. Defaults K = 4, δ = 0.8
+/// (the paper's and its public code's).
+class DefragPolicy final : public SchedulingPolicy {
+ public:
+  explicit DefragPolicy(int64_t lookahead = 4, double decay = 0.8)
+      : lookahead_(lookahead), decay_(decay) {}
+  int64_t pick(const std::vector<StageStatus>& stages) const override;
+  const char* name() const override { return "defrag"; }
+  /// The score of every stage (0 for stages with no queued tokens), for tests and traces.
+  std::vector<double> scores(const std::vector<StageStatus>& stages) const;
+
+ private:
+  int64_t lookahead_;
+  double decay_;
+};
+
 /// Names accepted by make_scheduling_policy.
 std::vector<std::string> scheduling_policy_names();
 

@@ -66,7 +66,7 @@ struct SamplingSpec {
 
 /// Engine-side limits of continuous batching and the device scheduler.
 struct SchedulerSpec {
-  std::string policy = "fifo";        ///< device scheduling policy: "fifo" | "most-tokens"
+  std::string policy = "fifo";  ///< device scheduling: "fifo" | "most-tokens" | "flfs" | "defrag"
   int64_t max_batch_requests = 64;    ///< per attention DP rank
   int64_t max_prefill_tokens = 512;   ///< prompt tokens per rank per iteration (chunked prefill)
 };
@@ -115,8 +115,8 @@ inline constexpr std::array<std::string_view, 2> kKnownBackends = {"cpu", "sim"}
 inline constexpr std::array<std::string_view, 2> kKnownPlacements = {"round-robin",
                                                                       "contiguous"};
 /// Device scheduling policies accepted as `[scheduler] policy = "..."`.
-inline constexpr std::array<std::string_view, 2> kKnownSchedulerPolicies = {"fifo",
-                                                                            "most-tokens"};
+inline constexpr std::array<std::string_view, 4> kKnownSchedulerPolicies = {
+    "fifo", "most-tokens", "flfs", "defrag"};
 /// Workload kinds accepted as `[workload] kind = "..."`.
 inline constexpr std::array<std::string_view, 4> kKnownWorkloadKinds = {"prompts", "ids",
                                                                         "poisson", "trace"};

@@ -11,6 +11,7 @@
 #include "actors/server.hpp"
 #include "engine/reference_decoder.hpp"
 #include "engine/sampling.hpp"
+#include "engine/scheduling_policy.hpp"
 
 namespace muflow {
 namespace {
@@ -201,6 +202,31 @@ TEST(SyncInvariance, ExplicitPlacementAndMostTokensPolicy) {
   }
   // Every expert token ran on device 0: the MoE balance is 1/3 (mean/max over 3 devices).
   EXPECT_NEAR(out->metrics.moe_balance, 1.0 / 3.0, 1e-9);
+}
+
+// The device scheduling policy changes the order stages run in, never the answer.
+TEST(SyncInvariance, EverySchedulingPolicy) {
+  for (const std::string& policy : engine::scheduling_policy_names()) {
+    Topology t;
+    t.model.synthetic = small_mixtral(3);
+    t.model.seed = 18;
+    Topology three = topology_for(3);
+    t.devices = three.devices;
+    t.scheduler = three.scheduler;
+    t.scheduler.policy = policy;
+    absl::StatusOr<std::unique_ptr<actors::Server>> server = actors::Server::create(t);
+    ASSERT_TRUE(server.ok()) << server.status();
+    std::vector<Request> requests = make_requests(211, 1, 7, 4);
+    absl::StatusOr<actors::RunOutcome> out = (*server)->run(requests);
+    ASSERT_TRUE(out.ok()) << out.status();
+    for (size_t i = 0; i < requests.size(); ++i) {
+      absl::StatusOr<engine::ReferenceResult> ref =
+          engine::reference_generate(*(*server)->model(), requests[i], t.sampling, true);
+      ASSERT_TRUE(ref.ok());
+      EXPECT_EQ(out->outputs[i].output, ref->output_ids) << policy << ", request " << i;
+      EXPECT_EQ(out->outputs[i].prompt_logits, ref->prompt_logits) << policy << ", request " << i;
+    }
+  }
 }
 
 TEST(Server, RejectsBadRequestsWithClearErrors) {

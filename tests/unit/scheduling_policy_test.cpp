@@ -60,7 +60,7 @@ TEST(MostTokensPolicy, MaxQueuedThenEarliestThenIndex) {
 }
 
 TEST(MakeSchedulingPolicy, KnownNames) {
-  EXPECT_THAT(scheduling_policy_names(), ElementsAre("fifo", "most-tokens"));
+  EXPECT_THAT(scheduling_policy_names(), ElementsAre("fifo", "most-tokens", "flfs", "defrag"));
   for (const std::string& name : scheduling_policy_names()) {
     absl::StatusOr<std::unique_ptr<SchedulingPolicy>> p = make_scheduling_policy(name);
     ASSERT_TRUE(p.ok()) << p.status();
@@ -80,6 +80,72 @@ TEST(MakeSchedulingPolicy, UnknownNameListsKnownOnes) {
     EXPECT_THAT(p.status().message(), HasSubstr("fifo"));
     EXPECT_THAT(p.status().message(), HasSubstr("most-tokens"));
     EXPECT_THAT(p.status().message(), HasSubstr(std::string("'") + bad + "'"));
+  }
+}
+
+}  // namespace
+}  // namespace muflow::engine
+
+// ---- FLFS and the defragging scheduler (AsyncMoE §3.4, Algorithm 1) ----------------------
+
+namespace muflow::engine {
+namespace {
+
+StageStatus at_block(int32_t block, int32_t index, int64_t queued, uint64_t seq) {
+  StageStatus s;
+  s.layer = {StageKind::kExpert, block, index};
+  s.queued_tokens = queued;
+  s.ready_seq = seq;
+  return s;
+}
+
+TEST(FirstLayerFirst, PicksTheLowestReadyBlock) {
+  FirstLayerFirstPolicy flfs;
+  std::vector<StageStatus> s = {at_block(2, 0, 20, 0), at_block(0, 1, 0, 1),
+                                at_block(1, 0, 1, 5), at_block(1, 1, 9, 2)};
+  EXPECT_EQ(flfs.pick(s), 3);  // block 1 (block 0 has nothing); earlier ready of the two
+  s[1].queued_tokens = 1;
+  EXPECT_EQ(flfs.pick(s), 1);
+  for (auto& x : s) x.queued_tokens = 0;
+  EXPECT_EQ(flfs.pick(s), -1);
+}
+
+TEST(Defrag, ScoresFollowAlgorithm1ByHand) {
+  // Blocks 0..2 (N_B = 3), K = 4, δ = 0.8; mean queue per block: b0 2, b1 (10+0)/2 = 5, b2 6.
+  DefragPolicy defrag;
+  std::vector<StageStatus> s = {at_block(0, 0, 2, 0), at_block(1, 0, 10, 1),
+                                at_block(1, 1, 0, 2), at_block(2, 0, 6, 3)};
+  const std::vector<double> score = defrag.scores(s);
+  EXPECT_NEAR(score[0], 2 + 0.8 * 5 + 0.64 * 6 + 0.512 * 2 + 0.4096 * 5, 1e-12);
+  EXPECT_NEAR(score[1], 10 + 0.8 * 6 + 0.64 * 2 + 0.512 * 5 + 0.4096 * 6, 1e-12);
+  EXPECT_EQ(score[2], 0.0);  // empty queues are never scheduled
+  EXPECT_NEAR(score[3], 6 + 0.8 * 2 + 0.64 * 5 + 0.512 * 6 + 0.4096 * 2, 1e-12);
+  EXPECT_EQ(defrag.pick(s), 1);
+}
+
+TEST(Defrag, PrefersTheLayerBeforeADenseWaveOverTheFullestQueue) {
+  // MTFS would run block 1 (6 tokens); block 0's successor holds the wave, so defrag runs it.
+  std::vector<StageStatus> s = {at_block(0, 0, 5, 0), at_block(1, 0, 6, 1),
+                                at_block(2, 0, 0, 2)};
+  EXPECT_EQ(MostTokensPolicy().pick(s), 1);
+  EXPECT_EQ(DefragPolicy().pick(s), 0);
+}
+
+TEST(Defrag, DoesNotLetANewRequestPreemptTheMainWave) {
+  // A fresh token at block 0 vs the main wave of 20 at block 2 (4 blocks): FLFS runs the
+  // newcomer (the starvation of §5.3), defrag keeps the wave moving.
+  std::vector<StageStatus> s = {at_block(0, 0, 1, 5), at_block(1, 0, 0, 0),
+                                at_block(2, 0, 20, 1), at_block(3, 0, 0, 0)};
+  EXPECT_EQ(FirstLayerFirstPolicy().pick(s), 0);
+  EXPECT_EQ(DefragPolicy().pick(s), 2);
+  EXPECT_EQ(DefragPolicy().pick({}), -1);
+}
+
+TEST(Defrag, FactoryKnowsTheNewPolicies) {
+  for (const char* name : {"flfs", "defrag"}) {
+    auto p = make_scheduling_policy(name);
+    ASSERT_TRUE(p.ok()) << name;
+    EXPECT_STREQ((*p)->name(), name);
   }
 }
 
