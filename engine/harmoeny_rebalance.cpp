@@ -33,14 +33,14 @@ int64_t max_moves(int64_t num_ranks, int64_t num_experts) {
 
 absl::Status validate(const RebalanceSchedule& s, int64_t q) {
   if (q < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "harmoeny rebalance: threshold q must be >= 1 token, got ", q,
-        " (q <= 0 lets Algorithm 2 move 0 tokens forever)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("harmoeny rebalance: threshold q must be >= 1 token, got ", q,
+                     " (q <= 0 lets Algorithm 2 move 0 tokens forever)"));
   }
   if (s.num_ranks < 1 || s.num_experts < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "harmoeny rebalance: schedule needs >= 1 rank and >= 1 expert, got num_ranks=",
-        s.num_ranks, " num_experts=", s.num_experts));
+        "harmoeny rebalance: schedule needs >= 1 rank and >= 1 expert, got num_ranks=", s.num_ranks,
+        " num_experts=", s.num_experts));
   }
   if (s.num_ranks > (int64_t{1} << 20) || s.num_experts > (int64_t{1} << 20) ||
       static_cast<uint64_t>(s.tokens.size()) !=
@@ -52,8 +52,8 @@ absl::Status validate(const RebalanceSchedule& s, int64_t q) {
   int64_t total = 0;
   for (size_t i = 0; i < s.tokens.size(); ++i) {
     if (s.tokens[i] < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "harmoeny rebalance: schedule entry ", i, " is negative (", s.tokens[i], ")"));
+      return absl::InvalidArgumentError(absl::StrCat("harmoeny rebalance: schedule entry ", i,
+                                                     " is negative (", s.tokens[i], ")"));
     }
     if (s.tokens[i] > std::numeric_limits<int64_t>::max() - total) {
       return absl::InvalidArgumentError("harmoeny rebalance: total token count overflows int64");
@@ -65,7 +65,7 @@ absl::Status validate(const RebalanceSchedule& s, int64_t q) {
 
 RebalanceResult start(const RebalanceSchedule& initial) {
   RebalanceResult r;
-  r.schedule = initial;  // paper line 4: S ← S_initial
+  r.schedule = initial;       // paper line 4: S ← S_initial
   r.loads = initial.loads();  // line 6: t_g ← S.sum(dim=(0,1))
   const int64_t total = std::accumulate(r.loads.begin(), r.loads.end(), int64_t{0});
   r.avg_tokens = total / initial.num_ranks;  // line 5: t_avg ← ⌊S.sum() / |G|⌋
@@ -97,7 +97,8 @@ std::vector<int64_t> RebalanceSchedule::loads() const {
   std::vector<int64_t> out(static_cast<size_t>(num_ranks), 0);
   for (int64_t src = 0; src < num_ranks; ++src) {
     for (int64_t e = 0; e < num_experts; ++e) {
-      for (int64_t dst = 0; dst < num_ranks; ++dst) out[static_cast<size_t>(dst)] += at(src, e, dst);
+      for (int64_t dst = 0; dst < num_ranks; ++dst)
+        out[static_cast<size_t>(dst)] += at(src, e, dst);
     }
   }
   return out;
@@ -106,25 +107,25 @@ std::vector<int64_t> RebalanceSchedule::loads() const {
 absl::StatusOr<RebalanceSchedule> harmoeny_initial_schedule(
     const std::vector<std::vector<int64_t>>& counts, const std::vector<int64_t>& expert_home) {
   if (counts.empty() || expert_home.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "harmoeny_initial_schedule: need >= 1 rank and >= 1 expert, got counts with ",
-        counts.size(), " rows and expert_home with ", expert_home.size(), " entries"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("harmoeny_initial_schedule: need >= 1 rank and >= 1 expert, got counts with ",
+                     counts.size(), " rows and expert_home with ", expert_home.size(), " entries"));
   }
   RebalanceSchedule s;
   s.num_ranks = static_cast<int64_t>(counts.size());
   s.num_experts = static_cast<int64_t>(expert_home.size());
   for (size_t src = 0; src < counts.size(); ++src) {
     if (counts[src].size() != expert_home.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "harmoeny_initial_schedule: counts row ", src, " has ", counts[src].size(),
-          " experts, expert_home has ", expert_home.size()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("harmoeny_initial_schedule: counts row ", src, " has ", counts[src].size(),
+                       " experts, expert_home has ", expert_home.size()));
     }
   }
   for (size_t e = 0; e < expert_home.size(); ++e) {
     if (expert_home[e] < 0 || expert_home[e] >= s.num_ranks) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "harmoeny_initial_schedule: expert ", e, " has home rank ", expert_home[e],
-          ", outside [0, ", s.num_ranks, ")"));
+      return absl::InvalidArgumentError(absl::StrCat("harmoeny_initial_schedule: expert ", e,
+                                                     " has home rank ", expert_home[e],
+                                                     ", outside [0, ", s.num_ranks, ")"));
     }
   }
   if (s.num_ranks > (int64_t{1} << 20) || s.num_experts > (int64_t{1} << 20)) {

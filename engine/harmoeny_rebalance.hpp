@@ -69,11 +69,11 @@ enum class RebalanceStop {
 
 /// Output of a rebalancing run.
 struct RebalanceResult {
-  RebalanceSchedule schedule;   ///< `[num_ranks, num_experts, num_ranks]`, tokens.
-  std::vector<int64_t> loads;   ///< `[num_ranks]`, tokens per destination rank after moves.
-  int64_t avg_tokens = 0;       ///< ⌊T / num_ranks⌋ (paper line 5), tokens.
-  int64_t num_moves = 0;        ///< Number of (src, expert, g_max → g_min) transfers made.
-  int64_t tokens_moved = 0;     ///< Σ of the transferred token counts.
+  RebalanceSchedule schedule;  ///< `[num_ranks, num_experts, num_ranks]`, tokens.
+  std::vector<int64_t> loads;  ///< `[num_ranks]`, tokens per destination rank after moves.
+  int64_t avg_tokens = 0;      ///< ⌊T / num_ranks⌋ (paper line 5), tokens.
+  int64_t num_moves = 0;       ///< Number of (src, expert, g_max → g_min) transfers made.
+  int64_t tokens_moved = 0;    ///< Σ of the transferred token counts.
   RebalanceStop stop = RebalanceStop::kBalanced;
 };
 

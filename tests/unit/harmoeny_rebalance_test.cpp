@@ -149,8 +149,8 @@ TEST(HarmoenyRebalanceTest, Figure6Code) {
 
 TEST(HarmoenyRebalanceTest, Figure6ThresholdBlocksSmallMoves) {
   // q = 4: GPU 0 can take 5 − 2 = 3 < 4 tokens, so line 19 stops before any move.
-  for (RebalanceFn fn : {RebalanceFn{&harmoeny_rebalance_paper},
-                         RebalanceFn{&harmoeny_rebalance_code}}) {
+  for (RebalanceFn fn :
+       {RebalanceFn{&harmoeny_rebalance_paper}, RebalanceFn{&harmoeny_rebalance_code}}) {
     absl::StatusOr<RebalanceSchedule> init = harmoeny_initial_schedule(kFig6Counts, kFig6Home);
     absl::StatusOr<RebalanceResult> r = fn(*init, 4);
     ASSERT_TRUE(r.ok());
@@ -165,8 +165,8 @@ TEST(HarmoenyRebalanceTest, AvgPlusQIsNotGuaranteed) {
   // avg + 18 > avg + q. Both variants share this stop rule; the bound they do give is
   // max ≤ T − (G − 1)(avg − q + 1) = 30 − 2·1 = 28.
   const Counts counts = {{1, 0, 0}, {0, 1, 0}, {0, 0, 28}};
-  for (RebalanceFn fn : {RebalanceFn{&harmoeny_rebalance_paper},
-                         RebalanceFn{&harmoeny_rebalance_code}}) {
+  for (RebalanceFn fn :
+       {RebalanceFn{&harmoeny_rebalance_paper}, RebalanceFn{&harmoeny_rebalance_code}}) {
     absl::StatusOr<RebalanceSchedule> init = harmoeny_initial_schedule(counts, {0, 1, 2});
     absl::StatusOr<RebalanceResult> r = fn(*init, 10);
     ASSERT_TRUE(r.ok());
@@ -226,16 +226,16 @@ TEST(HarmoenyRebalanceTest, RandomMatrices) {
       ++stops[paper ? 0 : 1][static_cast<int>(r->stop)];
       if (testing::Test::HasFatalFailure()) return;
       // Idempotence: running again on the output moves nothing and stops for the same reason.
-      absl::StatusOr<RebalanceResult> again =
-          paper ? harmoeny_rebalance_paper(r->schedule, q) : harmoeny_rebalance_code(r->schedule, q);
+      absl::StatusOr<RebalanceResult> again = paper ? harmoeny_rebalance_paper(r->schedule, q)
+                                                    : harmoeny_rebalance_code(r->schedule, q);
       ASSERT_TRUE(again.ok());
       EXPECT_EQ(again->num_moves, 0);
       EXPECT_EQ(again->schedule, r->schedule);
       EXPECT_EQ(again->stop, r->stop);
       // A threshold above every count moves nothing.
-      absl::StatusOr<RebalanceResult> huge =
-          paper ? harmoeny_rebalance_paper(*init, int64_t{1} << 40)
-                : harmoeny_rebalance_code(*init, int64_t{1} << 40);
+      absl::StatusOr<RebalanceResult> huge = paper
+                                                 ? harmoeny_rebalance_paper(*init, int64_t{1} << 40)
+                                                 : harmoeny_rebalance_code(*init, int64_t{1} << 40);
       ASSERT_TRUE(huge.ok());
       EXPECT_EQ(huge->num_moves, 0);
       EXPECT_EQ(huge->schedule, *init);
@@ -255,8 +255,8 @@ TEST(HarmoenyRebalanceTest, BalancedInputIsUntouched) {
   // Every rank already at the average: zero moves for any q, including q = 1.
   const Counts even = {{2, 1, 1}, {1, 3, 1}, {2, 1, 3}};  // expert totals 5, 5, 5
   for (int64_t q : {int64_t{1}, int64_t{3}, int64_t{1} << 40}) {
-    for (RebalanceFn fn : {RebalanceFn{&harmoeny_rebalance_paper},
-                           RebalanceFn{&harmoeny_rebalance_code}}) {
+    for (RebalanceFn fn :
+         {RebalanceFn{&harmoeny_rebalance_paper}, RebalanceFn{&harmoeny_rebalance_code}}) {
       absl::StatusOr<RebalanceSchedule> s = harmoeny_initial_schedule(even, {0, 1, 2});
       absl::StatusOr<RebalanceResult> r = fn(*s, q);
       ASSERT_TRUE(r.ok());
