@@ -878,17 +878,25 @@
     document.body.dataset.renderMs = String(Math.round(performance.now() - t0));
   }
 
+  // The theme is always explicit (data-theme on <html>; one dark palette in viewer.css): it
+  // follows the system setting until the user picks one with the button.
+  var root = document.documentElement;
+  var userPickedTheme = false;
+  var systemDark = window.matchMedia ? window.matchMedia('(prefers-color-scheme: dark)') : null;
+  function followSystemTheme() {
+    if (userPickedTheme) return;
+    root.dataset.theme = systemDark && systemDark.matches ? 'dark' : 'light';
+    readPalette();
+    scheduleAll();
+  }
   var themeButton = document.getElementById('theme-toggle');
   themeButton.addEventListener('click', function () {
-    var root = document.documentElement;
-    var dark = root.dataset.theme ? root.dataset.theme === 'dark' : window.matchMedia('(prefers-color-scheme: dark)').matches;
-    root.dataset.theme = dark ? 'light' : 'dark';
+    userPickedTheme = true;
+    root.dataset.theme = root.dataset.theme === 'dark' ? 'light' : 'dark';
     readPalette();
     scheduleAll();
   });
-  if (window.matchMedia) {
-    window.matchMedia('(prefers-color-scheme: dark)').addEventListener('change', function () { readPalette(); scheduleAll(); });
-  }
+  if (systemDark) systemDark.addEventListener('change', followSystemTheme);
   if (window.ResizeObserver) new ResizeObserver(function () { scheduleAll(); }).observe(app);
   else window.addEventListener('resize', scheduleAll);
 
