@@ -232,16 +232,8 @@ caf::behavior coordinator_behavior(Self* self, RunContextPtr ctx,
         self->state.reply_to = reply_to;
         // A stage that dies (e.g. an exception escaping a handler) must fail the run, not
         // leave the coordinator waiting for its report forever.
-        const ActorTable& t = self->state.ctx->actors;
-        auto watch = [&](const caf::actor& a) {
-          if (a) self->monitor(a);
-        };
-        for (const auto& v : t.attention) for (const auto& a : v) watch(a);
-        for (const auto& v : t.experts) for (const auto& a : v) watch(a);
-        for (const auto& a : t.samplers) watch(a);
-        for (const auto& a : t.dispatch) watch(a);
-        for (const auto& a : t.combine) watch(a);
-        for (const auto& a : t.devices) watch(a);
+        self->state.ctx->actors.for_each_wiring_actor(
+            [&](const caf::actor& a) { self->monitor(a); });
         self->set_down_handler([=](caf::down_msg& msg) {
           auto& s = self->state;
           if (s.done) return;

@@ -32,6 +32,21 @@ struct ActorTable {
   std::vector<caf::actor> dispatch;                 ///< [num_layers] (sync wiring)
   std::vector<caf::actor> combine;                  ///< [num_layers] (sync wiring)
   caf::actor coordinator;
+
+  /// Calls `fn(const caf::actor&)` for every actor of the wiring except the coordinator
+  /// (stages, collectives, devices), skipping empty handles.
+  template <typename Fn>
+  void for_each_wiring_actor(Fn&& fn) const {
+    auto visit = [&](const caf::actor& a) {
+      if (a) fn(a);
+    };
+    for (const auto& v : attention) for (const auto& a : v) visit(a);
+    for (const auto& v : experts) for (const auto& a : v) visit(a);
+    for (const auto& a : samplers) visit(a);
+    for (const auto& a : dispatch) visit(a);
+    for (const auto& a : combine) visit(a);
+    for (const auto& a : devices) visit(a);
+  }
 };
 
 /// Where a stage actor lives: its device and its thread id in traces (its local index).

@@ -256,16 +256,10 @@ absl::StatusOr<RunOutcome> Server::run(std::vector<engine::Request> requests,
     }
   }
   auto stop = [](const caf::actor& a) {
-    if (a) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
   };
-  const ActorTable& t = ctx->actors;
-  for (const auto& v : t.attention) for (const auto& a : v) stop(a);
-  for (const auto& v : t.experts) for (const auto& a : v) stop(a);
-  for (const auto& a : t.samplers) stop(a);
-  for (const auto& a : t.dispatch) stop(a);
-  for (const auto& a : t.combine) stop(a);
-  for (const auto& a : t.devices) stop(a);
-  stop(t.coordinator);
+  ctx->actors.for_each_wiring_actor(stop);
+  if (ctx->actors.coordinator) stop(ctx->actors.coordinator);
   if (sim) run_virtual_time(sys);
   sys.await_all_actors_done();  // nothing reads ctx or records trace events after this
   if (!outcome.status.ok()) return outcome.status;

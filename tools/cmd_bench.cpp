@@ -131,6 +131,8 @@ Command add_bench_command(CLI::App& app) {
       if (!f) return fail("cannot write --csv file '" + o->csv + "'");
       f << absl::StrJoin(header, ",") << "\n";
       for (const Row& r : rows) f << absl::StrJoin(r.cells, ",") << "\n";
+      f.flush();
+      if (!f) return fail("failed writing --csv file '" + o->csv + "' (disk full?)");
       std::printf("csv: %s\n", o->csv.c_str());
     }
     return 0;

@@ -94,6 +94,8 @@ Command add_run_command(CLI::App& app) {
         if (tok) j["output_text"] = tok->decode(r.output);
         f << j.dump() << "\n";
       }
+      f.flush();
+      if (!f) return fail("failed writing --outputs file '" + o->outputs + "' (disk full?)");
       std::printf("outputs: %s\n", o->outputs.c_str());
     } else if (!o->quiet && topo.backend != "sim") {  // sim token ids carry no text
       const size_t show = std::min<size_t>(out->outputs.size(), 4);
