@@ -85,6 +85,7 @@ struct RunContext {
   std::shared_ptr<transport::BigSwitchNetwork> network;
   int64_t activation_bytes = 2;  ///< sim: bytes per activation element on the wire
 
+  /// Seconds from the run's start to `t` (a time of the actor clock: real or virtual).
   double seconds_since_start(caf::actor_clock::time_point t) const {
     return std::chrono::duration<double>(t - t0).count();
   }

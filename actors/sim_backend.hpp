@@ -31,9 +31,11 @@ struct SimSetup {
 absl::StatusOr<SimSetup> make_sim_setup(const engine::Topology& topology,
                                         const engine::ModelConfig& config);
 
-/// One SimExecutor per device and a fresh network (ports idle at time 0) for one run.
+/// One SimExecutor per device (indexed like topology.devices), costing ops at `precision`.
 std::vector<std::shared_ptr<engine::Executor>> make_sim_executors(
     const SimSetup& setup, const engine::ModelConfig& c, kernels::sim::Precision precision);
+/// A fresh big-switch network for one run (every port idle at virtual time 0). Errors: an
+/// invalid link class (transport::BigSwitchNetwork::create).
 absl::StatusOr<std::shared_ptr<transport::BigSwitchNetwork>> make_sim_network(
     const SimSetup& setup);
 
