@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_format.h"
 #include "actors/messages.hpp"
+#include "engine/kv_admission.hpp"
 
 namespace muflow::actors {
 namespace {
@@ -17,6 +18,7 @@ struct RequestState {
   int64_t fed = 0;  ///< prompt tokens sent so far
   RequestOutput out;
   bool finished = false;
+  bool in_flight = false;  ///< barrier-free: a step of this request is in the dataflow
 };
 
 struct CoordinatorState {
@@ -25,6 +27,7 @@ struct CoordinatorState {
   std::vector<RequestState> requests;        // by id
   std::deque<int64_t> pending;               // not yet admitted, by arrival
   std::vector<std::vector<int64_t>> active;  // [rank] admitted, unfinished (admission order)
+  std::vector<engine::RankKv> kv;            // [rank] KV reservations (barrier-free admission)
   std::unique_ptr<engine::MetricsRecorder> metrics;
   int64_t iteration = 0;
   int64_t outstanding = 0;                   // sampler reports still due this iteration
@@ -55,67 +58,150 @@ void finish_run(Self* self) {
 
 void launch(Self* self);
 
-void admit(Self* self, double t) {
+void fail_run(Self* self, absl::Status status) {
+  if (self->state.first_error.ok()) self->state.first_error = std::move(status);
+  finish_run(self);
+}
+
+int64_t kv_need_bytes(const CoordinatorState& st, const engine::Request& r) {
+  return (static_cast<int64_t>(r.prompt.size()) + r.max_new_tokens) * st.ctx->kv_bytes_per_token;
+}
+
+// Admits arrived requests in arrival order while a rank can take the next one: barrier
+// wirings pick the rank with the fewest active requests, the barrier-free one the rank with
+// the most free KV-cache memory (AsyncMoE §3.1). False when the run failed.
+bool admit(Self* self, double t) {
   auto& st = self->state;
   const auto& sched = st.ctx->topology.scheduler;
   while (!st.pending.empty() && st.requests[st.pending.front()].req.arrival_s <= t) {
-    int32_t best = 0;
-    for (int32_t r = 1; r < st.ctx->num_ranks; ++r) {
-      if (st.active[r].size() < st.active[best].size()) best = r;
-    }
-    if (static_cast<int64_t>(st.active[best].size()) >= sched.max_batch_requests) return;
     const int64_t id = st.pending.front();
+    int32_t best = 0;
+    if (st.ctx->point_to_point) {
+      const int64_t need = kv_need_bytes(st, st.requests[id].req);
+      best = engine::pick_rank_most_free_kv(st.kv, sched.max_batch_requests, need);
+      if (best < 0) {
+        const bool any_active = std::any_of(st.kv.begin(), st.kv.end(),
+                                            [](const auto& k) { return k.active_requests > 0; });
+        if (any_active) return true;  // wait until a request finishes
+        fail_run(self, absl::ResourceExhaustedError(absl::StrFormat(
+                           "request %d needs %d bytes of KV cache (%d prompt + %d output tokens), "
+                           "more than any attention rank can hold",
+                           id, need, st.requests[id].req.prompt.size(),
+                           st.requests[id].req.max_new_tokens)));
+        return false;
+      }
+      st.kv[best].reserved_bytes += need;
+      ++st.kv[best].active_requests;
+    } else {
+      for (int32_t r = 1; r < st.ctx->num_ranks; ++r) {
+        if (st.active[r].size() < st.active[best].size()) best = r;
+      }
+      if (static_cast<int64_t>(st.active[best].size()) >= sched.max_batch_requests) return true;
+    }
     st.pending.pop_front();
     st.requests[id].rank = best;
     st.active[best].push_back(id);
     if (st.ctx->trace) {
-      st.ctx->trace->instant("admit", best, 0, t * 1e6, engine::InstantScope::kGlobal,
+      st.ctx->trace->instant("admit", st.ctx->placement.rank_device[best], 0, t * 1e6,
+                             engine::InstantScope::kGlobal,
                              nlohmann::json{{"request_id", id}, {"rank", best}});
     }
   }
+  return true;
 }
 
+// Appends the next input of request `id` (its next prefill chunk within `budget` prompt
+// tokens, or its last generated token) to `b`.
+void add_step(CoordinatorState& st, int64_t id, int32_t r, int64_t& budget, engine::TokenBatch& b) {
+  RequestState& rs = st.requests[id];
+  const auto prompt_len = static_cast<int64_t>(rs.req.prompt.size());
+  if (rs.fed < prompt_len) {
+    const int64_t chunk = std::min(prompt_len - rs.fed, budget);
+    for (int64_t p = rs.fed; p < rs.fed + chunk; ++p) {
+      TokenMeta m;
+      m.request_id = id;
+      m.position = p;
+      m.token_id = rs.req.prompt[p];
+      m.origin_rank = r;
+      m.flags = (p == prompt_len - 1 ? engine::kSample : 0) |
+                (rs.req.return_prompt_logits ? engine::kNeedsLogits : 0);
+      b.tokens.push_back(m);
+    }
+    rs.fed += chunk;
+    budget -= chunk;
+  } else {
+    TokenMeta m;
+    m.request_id = id;
+    m.position = prompt_len + static_cast<int64_t>(rs.out.output.size()) - 1;
+    m.token_id = rs.out.output.back();
+    m.origin_rank = r;
+    m.flags = engine::kSample;
+    b.tokens.push_back(m);
+  }
+}
+
+engine::TokenBatchPtr new_input(int32_t rank, int64_t iteration) {
+  auto b = std::make_shared<engine::TokenBatch>();
+  b->layer = {engine::StageKind::kAttention, 0, rank};
+  b->payload = engine::Payload::kTokenIds;
+  b->iteration = iteration;
+  return b;
+}
+
+// Wakes the coordinator when the next pending request arrives (if that is in the future).
+void wake_at_next_arrival(Self* self, double t) {
+  auto& st = self->state;
+  if (st.pending.empty() || st.wake_pending) return;
+  const double arrival = st.requests[st.pending.front()].req.arrival_s;
+  if (arrival <= t) return;  // arrived but waiting for room: a finishing request retries
+  st.wake_pending = true;
+  self->delayed_send(self, std::chrono::microseconds(static_cast<int64_t>((arrival - t) * 1e6) + 1),
+                     wake_atom::value);
+}
+
+// Barrier-free pacing: every admitted request whose previous step came back gets its next
+// step now; one batch per rank (the attention stage re-batches with whatever else queued).
+void launch_async(Self* self) {
+  auto& st = self->state;
+  if (st.done) return;
+  const double t = now_s(self);
+  if (!admit(self, t)) return;
+  const auto& sched = st.ctx->topology.scheduler;
+  bool any_in_flight = false;
+  for (int32_t r = 0; r < st.ctx->num_ranks; ++r) {
+    engine::TokenBatchPtr b = new_input(r, st.iteration);
+    int64_t budget = sched.max_prefill_tokens;
+    for (int64_t id : st.active[r]) {
+      RequestState& rs = st.requests[id];
+      const bool prefill = rs.fed < static_cast<int64_t>(rs.req.prompt.size());
+      if (!rs.in_flight && (budget > 0 || !prefill)) {
+        add_step(st, id, r, budget, *b);
+        rs.in_flight = true;
+      }
+      any_in_flight |= rs.in_flight;
+    }
+    if (b->num_tokens() > 0) self->send(st.ctx->actors.attention[0][r], batch_atom::value, b);
+  }
+  ++st.iteration;
+  if (!any_in_flight && st.pending.empty()) return finish_run(self);
+  wake_at_next_arrival(self, t);
+}
+
+// Barrier pacing (sync): one iteration at a time over every rank; every rank gets a batch,
+// possibly empty, because every rank contributes to every barrier.
 void launch(Self* self) {
   auto& st = self->state;
+  if (st.ctx->point_to_point) return launch_async(self);
   if (st.done || st.in_flight) return;
   const double t = now_s(self);
-  admit(self, t);
+  if (!admit(self, t)) return;
   const auto& sched = st.ctx->topology.scheduler;
   std::vector<engine::TokenBatchPtr> batches(st.ctx->num_ranks);
   int64_t total = 0;
   for (int32_t r = 0; r < st.ctx->num_ranks; ++r) {
-    auto b = std::make_shared<engine::TokenBatch>();
-    b->layer = {engine::StageKind::kAttention, 0, r};
-    b->payload = engine::Payload::kTokenIds;
-    b->iteration = st.iteration;
+    engine::TokenBatchPtr b = new_input(r, st.iteration);
     int64_t budget = sched.max_prefill_tokens;
-    for (int64_t id : st.active[r]) {
-      RequestState& rs = st.requests[id];
-      const auto prompt_len = static_cast<int64_t>(rs.req.prompt.size());
-      if (rs.fed < prompt_len) {
-        const int64_t chunk = std::min(prompt_len - rs.fed, budget);
-        for (int64_t p = rs.fed; p < rs.fed + chunk; ++p) {
-          TokenMeta m;
-          m.request_id = id;
-          m.position = p;
-          m.token_id = rs.req.prompt[p];
-          m.origin_rank = r;
-          m.flags = (p == prompt_len - 1 ? engine::kSample : 0) |
-                    (rs.req.return_prompt_logits ? engine::kNeedsLogits : 0);
-          b->tokens.push_back(m);
-        }
-        rs.fed += chunk;
-        budget -= chunk;
-      } else {
-        TokenMeta m;
-        m.request_id = id;
-        m.position = prompt_len + static_cast<int64_t>(rs.out.output.size()) - 1;
-        m.token_id = rs.out.output.back();
-        m.origin_rank = r;
-        m.flags = engine::kSample;
-        b->tokens.push_back(m);
-      }
-    }
+    for (int64_t id : st.active[r]) add_step(st, id, r, budget, *b);
     total += b->num_tokens();
     batches[r] = std::move(b);
   }
@@ -142,11 +228,17 @@ void finish_request(Self* self, RequestState& rs, double t) {
   rs.out.finish_s = t;
   st.metrics->on_finish(rs.req.id, t);
   if (st.ctx->trace) {
-    st.ctx->trace->instant("finish", rs.rank, 0, t * 1e6, engine::InstantScope::kGlobal,
+    st.ctx->trace->instant("finish", st.ctx->placement.rank_device[rs.rank], 0, t * 1e6,
+                           engine::InstantScope::kGlobal,
                            nlohmann::json{{"request_id", rs.req.id}, {"rank", rs.rank},
                                           {"output_tokens", rs.out.output.size()}});
   }
   ++st.num_finished;
+  if (st.ctx->point_to_point) {
+    engine::RankKv& k = st.kv[rs.rank];
+    k.reserved_bytes -= kv_need_bytes(st, rs.req);
+    --k.active_requests;
+  }
   auto& act = st.active[rs.rank];
   act.erase(std::find(act.begin(), act.end(), rs.req.id));
   for (const auto& block : st.ctx->actors.attention) {
@@ -154,12 +246,15 @@ void finish_request(Self* self, RequestState& rs, double t) {
   }
 }
 
-void complete_iteration(Self* self) {
+// Applies sampled rows (reports of one sync iteration, or one report when barrier-free) in
+// (request, position) order: prompt logits, generated tokens, streaming, stop conditions.
+// False when the run ended (a callback threw).
+bool apply_reports(Self* self, const std::vector<SampledBatchPtr>& reports) {
   auto& st = self->state;
   const double t = now_s(self);
   const engine::ModelConfig& c = st.ctx->config;
   std::vector<SampledToken*> rows;
-  for (auto& rep : st.reports) {
+  for (auto& rep : reports) {
     for (SampledToken& row : rep->rows) rows.push_back(&row);
   }
   std::sort(rows.begin(), rows.end(), [](const SampledToken* a, const SampledToken* b) {
@@ -182,9 +277,8 @@ void complete_iteration(Self* self) {
       try {
         st.callbacks.on_token(rs.req.id, row->token);
       } catch (const std::exception& e) {
-        if (st.first_error.ok()) st.first_error = absl::InternalError(
-            std::string("on_token callback threw: ") + e.what());
-        return finish_run(self);
+        fail_run(self, absl::InternalError(std::string("on_token callback threw: ") + e.what()));
+        return false;
       }
     }
     const bool eos = st.ctx->topology.sampling.stop_at_eos && row->token == c.eos_token_id;
@@ -193,19 +287,35 @@ void complete_iteration(Self* self) {
     const bool at_limit = row->position + 1 >= c.max_position_embeddings;
     if (eos || full || at_limit) finish_request(self, rs, t);
   }
-  st.reports.clear();
-  st.in_flight = false;
-  ++st.iteration;
   if (st.callbacks.on_progress) {
     try {
       st.callbacks.on_progress(st.num_finished, static_cast<int64_t>(st.requests.size()),
                                st.num_tokens);
     } catch (const std::exception& e) {
-      if (st.first_error.ok()) st.first_error = absl::InternalError(
-          std::string("on_progress callback threw: ") + e.what());
-      return finish_run(self);
+      fail_run(self, absl::InternalError(std::string("on_progress callback threw: ") + e.what()));
+      return false;
     }
   }
+  return true;
+}
+
+void complete_iteration(Self* self) {
+  auto& st = self->state;
+  std::vector<SampledBatchPtr> reports = std::move(st.reports);
+  st.reports.clear();
+  if (!apply_reports(self, reports)) return;
+  st.in_flight = false;
+  ++st.iteration;
+  launch(self);
+}
+
+// Barrier-free: one sampler report completes the current step of its requests.
+void complete_step(Self* self, const SampledBatchPtr& report) {
+  auto& st = self->state;
+  for (int64_t id : report->requests) {
+    if (id >= 0 && id < static_cast<int64_t>(st.requests.size())) st.requests[id].in_flight = false;
+  }
+  if (!apply_reports(self, {report})) return;
   launch(self);
 }
 
@@ -215,6 +325,12 @@ caf::behavior coordinator_behavior(Self* self, RunContextPtr ctx,
   st.ctx = ctx;
   st.callbacks = std::move(callbacks);
   st.active.resize(ctx->num_ranks);
+  st.kv.resize(ctx->num_ranks);
+  for (int64_t r = 0; r < ctx->num_ranks; ++r) {
+    if (r < static_cast<int64_t>(ctx->kv_capacity_bytes.size())) {
+      st.kv[r].capacity_bytes = ctx->kv_capacity_bytes[r];
+    }
+  }
   st.metrics = std::make_unique<engine::MetricsRecorder>(ctx->placement.num_devices);
   // `requests` come sorted by arrival; state is indexed by request id (ids are 0..n-1).
   st.requests.resize(requests.size());
@@ -253,6 +369,7 @@ caf::behavior coordinator_behavior(Self* self, RunContextPtr ctx,
       [=](sampled_atom, const SampledBatchPtr& report) {
         auto& s = self->state;
         if (s.done) return;
+        if (s.ctx->point_to_point) return complete_step(self, report);
         s.reports.push_back(report);
         if (--s.outstanding == 0) complete_iteration(self);
       },

@@ -46,6 +46,9 @@ struct SampledBatch {
   int64_t iteration = 0;
   int32_t rank = 0;
   std::vector<SampledToken> rows;
+  /// Every request whose tokens passed the sampler in this run (ascending), including
+  /// prefill chunks that sample nothing: the barrier-free coordinator feeds them next.
+  std::vector<int64_t> requests;
 };
 using SampledBatchPtr = std::shared_ptr<SampledBatch>;
 

@@ -1,5 +1,7 @@
 #include "actors/model_stages.hpp"
 
+#include <algorithm>
+#include <deque>
 #include <map>
 
 #include "absl/strings/str_format.h"
@@ -44,6 +46,45 @@ void push_row(TokenBatch& b, const TokenMeta& meta, const float* row, int64_t wi
   ++b.act->num_rows;
 }
 
+engine::TokenPool make_pool(const RunContext& ctx, int64_t width) {
+  return ctx.point_to_point ? engine::TokenPool::per_request(width, ctx.config.num_topk)
+                            : engine::TokenPool(width, ctx.config.num_topk, 1);
+}
+
+/// A point-to-point send of token batch `b` to `dest` on device `to_device`.
+Send p2p(const RunContext& ctx, caf::actor dest, int64_t to_device, TokenBatchPtr b) {
+  const int64_t bytes = b->num_tokens() * ctx.config.hidden_size * ctx.activation_bytes;
+  return {std::move(dest), caf::make_message(batch_atom::value, std::move(b)), to_device, bytes};
+}
+
+/// Barrier-free μ-queue of whole batches: FIFO, taken whole while the total stays <= max
+/// (at least one batch), so a request's group is never split.
+class BatchQueue {
+ public:
+  void push(TokenBatchPtr b) {
+    tokens_ += b->num_tokens();
+    q_.push_back(std::move(b));
+  }
+  int64_t tokens() const { return tokens_; }
+  bool empty() const { return q_.empty(); }
+  /// Removes batches from the front up to `max_tokens` tokens.
+  std::vector<TokenBatchPtr> take(int64_t max_tokens) {
+    std::vector<TokenBatchPtr> out;
+    int64_t n = 0;
+    while (!q_.empty() && (out.empty() || n + q_.front()->num_tokens() <= max_tokens)) {
+      n += q_.front()->num_tokens();
+      out.push_back(std::move(q_.front()));
+      q_.pop_front();
+    }
+    tokens_ -= n;
+    return out;
+  }
+
+ private:
+  std::deque<TokenBatchPtr> q_;
+  int64_t tokens_ = 0;
+};
+
 // ---------------------------------------------------------------------------------------------
 class AttentionStage final : public StageImpl {
  public:
@@ -55,11 +96,15 @@ class AttentionStage final : public StageImpl {
         cfg_(ctx_->config),
         width_(exec->activation_width()),
         kv_(width_ > 0 ? cfg_.num_kv_heads * cfg_.head_dim : 0),
-        pool_(width_, cfg_.num_topk, 1) {}
+        pool_(make_pool(*ctx_, width_)) {}
 
   absl::Status enqueue(const TokenBatchPtr& batch, std::vector<Send>& now) override {
     if (block_ == 0) {
       if (batch->payload != Payload::kTokenIds) return bad_payload(*batch);
+      if (ctx_->point_to_point) {
+        if (batch->num_tokens() > 0) fresh_.push(batch);
+        return absl::OkStatus();
+      }
       if (batch->num_tokens() == 0) return emit(batch->iteration, {}, {}, now, nullptr);
       queued_.emplace(batch->iteration, batch);
       return absl::OkStatus();
@@ -78,15 +123,26 @@ class AttentionStage final : public StageImpl {
   }
 
   int64_t ready_tokens() const override {
-    if (block_ == 0) return queued_.empty() ? 0 : queued_.begin()->second->num_tokens();
-    const int64_t it = pool_.complete_iteration();
-    return it < 0 ? 0 : pool_.num_tokens(it);
+    if (block_ == 0) {
+      if (ctx_->point_to_point) return fresh_.tokens();
+      return queued_.empty() ? 0 : queued_.begin()->second->num_tokens();
+    }
+    return pool_.ready_tokens();
   }
 
   absl::Status run(std::vector<Send>& out, RunInfo& info) override {
     std::vector<TokenMeta> meta;
     std::vector<float> h;
-    if (block_ == 0) {
+    if (block_ == 0 && ctx_->point_to_point) {
+      if (fresh_.empty()) return absl::OkStatus();
+      std::vector<TokenBatchPtr> batches = fresh_.take(ctx_->max_batch_tokens);
+      info.iteration = batches.front()->iteration;
+      for (const TokenBatchPtr& b : batches) {
+        meta.insert(meta.end(), b->tokens.begin(), b->tokens.end());
+      }
+      h.resize(meta.size() * width_);
+      exec_->embed(meta, h.data());
+    } else if (block_ == 0) {
       if (queued_.empty()) return absl::OkStatus();
       TokenBatchPtr b = queued_.begin()->second;
       queued_.erase(queued_.begin());
@@ -95,11 +151,10 @@ class AttentionStage final : public StageImpl {
       h.resize(meta.size() * width_);
       exec_->embed(meta, h.data());
     } else {
-      const int64_t it = pool_.complete_iteration();
-      if (it < 0) return absl::OkStatus();
-      absl::StatusOr<engine::MergedTokens> merged = pool_.take(it);
+      absl::StatusOr<engine::MergedTokens> merged = pool_.take_ready(ctx_->max_batch_tokens);
       if (!merged.ok()) return merged.status();
-      info.iteration = it;
+      if (merged->tokens.empty()) return absl::OkStatus();
+      info.iteration = merged->iteration;
       meta = std::move(merged->tokens);
       h = std::move(merged->h);
     }
@@ -160,7 +215,17 @@ class AttentionStage final : public StageImpl {
         push_row(*contrib->parts[e], m, x.data() + i * H, H);
       }
     }
-    out.push_back({ctx_->actors.dispatch[block_], caf::make_message(contrib_atom::value, contrib)});
+    if (ctx_->point_to_point) {
+      // No barrier: each expert's rows go straight to its μ-queue on its device.
+      for (int32_t e = 0; e < E; ++e) {
+        if (!contrib->parts[e]) continue;
+        out.push_back(p2p(*ctx_, ctx_->actors.experts[block_][e],
+                          ctx_->placement.expert_device[e], std::move(contrib->parts[e])));
+      }
+    } else {
+      out.push_back(
+          {ctx_->actors.dispatch[block_], caf::make_message(contrib_atom::value, contrib)});
+    }
     const int64_t width = shared ? 2 * H : H;
     TokenBatchPtr residual =
         new_batch(merge_target(*ctx_, block_, rank_), Payload::kResidual, iteration, width);
@@ -182,7 +247,8 @@ class AttentionStage final : public StageImpl {
   int64_t width_;  // activation floats per row (0 in simulation)
   engine::KvCache kv_;
   engine::TokenPool pool_;
-  std::map<int64_t, TokenBatchPtr> queued_;  // block 0: iteration → token ids
+  std::map<int64_t, TokenBatchPtr> queued_;  // block 0, sync: iteration → token ids
+  BatchQueue fresh_;                         // block 0, async: token ids as they came
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -195,6 +261,10 @@ class ExpertStage final : public StageImpl {
     if (batch->payload != Payload::kExpertInputs) {
       return absl::InvalidArgumentError(absl::StrFormat("%s: unexpected payload", name()));
     }
+    if (ctx_->point_to_point) {
+      if (batch->num_tokens() > 0) fifo_.push(batch);
+      return absl::OkStatus();
+    }
     if (batch->num_tokens() == 0) {
       compute_and_send(*batch, now, nullptr);
       return absl::OkStatus();
@@ -204,13 +274,22 @@ class ExpertStage final : public StageImpl {
   }
 
   int64_t ready_tokens() const override {
+    if (ctx_->point_to_point) return fifo_.tokens();
     return queued_.empty() ? 0 : queued_.begin()->second->num_tokens();
   }
 
   absl::Status run(std::vector<Send>& out, RunInfo& info) override {
-    if (queued_.empty()) return absl::OkStatus();
-    TokenBatchPtr b = queued_.begin()->second;
-    queued_.erase(queued_.begin());
+    TokenBatchPtr b;
+    if (ctx_->point_to_point) {
+      // Re-batch just in time: whatever is queued, from any rank and iteration.
+      if (fifo_.empty()) return absl::OkStatus();
+      std::vector<TokenBatchPtr> batches = fifo_.take(ctx_->max_batch_tokens);
+      b = batches.size() == 1 ? batches.front() : concat(batches);
+    } else {
+      if (queued_.empty()) return absl::OkStatus();
+      b = queued_.begin()->second;
+      queued_.erase(queued_.begin());
+    }
     info.num_tokens = b->num_tokens();
     info.num_requests = count_requests(b->tokens);
     info.iteration = b->iteration;
@@ -242,13 +321,36 @@ class ExpertStage final : public StageImpl {
       }
       push_row(*contrib->parts[r], in.tokens[i], y.data() + i * H, H);
     }
+    if (ctx_->point_to_point) {
+      // No barrier: each origin rank's outputs go straight to its merge point.
+      for (int32_t r = 0; r < static_cast<int32_t>(ctx_->num_ranks); ++r) {
+        if (!contrib->parts[r]) continue;
+        out.push_back(p2p(*ctx_, merge_actor(*ctx_, block_, r), ctx_->placement.rank_device[r],
+                          std::move(contrib->parts[r])));
+      }
+      return;
+    }
     out.push_back({ctx_->actors.combine[block_], caf::make_message(contrib_atom::value, contrib)});
+  }
+
+  // One batch holding the rows of `batches` in order.
+  TokenBatchPtr concat(const std::vector<TokenBatchPtr>& batches) const {
+    const int64_t H = exec_->activation_width();
+    TokenBatchPtr b = new_batch({StageKind::kExpert, block_, expert_}, Payload::kExpertInputs,
+                                batches.front()->iteration, H);
+    for (const TokenBatchPtr& part : batches) {
+      b->tokens.insert(b->tokens.end(), part->tokens.begin(), part->tokens.end());
+      b->act->data.insert(b->act->data.end(), part->act->data.begin(), part->act->data.end());
+      b->act->num_rows += part->act->num_rows;
+    }
+    return b;
   }
 
   RunContextPtr ctx_;
   engine::Executor* exec_;
   int32_t block_, expert_;
-  std::map<int64_t, TokenBatchPtr> queued_;
+  std::map<int64_t, TokenBatchPtr> queued_;  // sync: iteration → the barrier's batch
+  BatchQueue fifo_;                          // async: batches as they came
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -258,7 +360,7 @@ class SamplerStage final : public StageImpl {
       : ctx_(std::move(ctx)),
         exec_(exec),
         rank_(rank),
-        pool_(exec->activation_width(), ctx_->config.num_topk, 1) {}
+        pool_(make_pool(*ctx_, exec->activation_width())) {}
 
   absl::Status enqueue(const TokenBatchPtr& batch, std::vector<Send>& now) override {
     absl::Status s = batch->payload == Payload::kResidual ? pool_.add_residual(*batch)
@@ -277,16 +379,13 @@ class SamplerStage final : public StageImpl {
     return absl::OkStatus();
   }
 
-  int64_t ready_tokens() const override {
-    const int64_t it = pool_.complete_iteration();
-    return it < 0 ? 0 : pool_.num_tokens(it);
-  }
+  int64_t ready_tokens() const override { return pool_.ready_tokens(); }
 
   absl::Status run(std::vector<Send>& out, RunInfo& info) override {
-    const int64_t it = pool_.complete_iteration();
-    if (it < 0) return absl::OkStatus();
-    absl::StatusOr<engine::MergedTokens> merged = pool_.take(it);
+    absl::StatusOr<engine::MergedTokens> merged = pool_.take_ready(ctx_->max_batch_tokens);
     if (!merged.ok()) return merged.status();
+    if (merged->tokens.empty()) return absl::OkStatus();
+    const int64_t it = merged->iteration;
     info.iteration = it;
     info.num_tokens = static_cast<int64_t>(merged->tokens.size());
     info.num_requests = count_requests(merged->tokens);
@@ -306,6 +405,10 @@ class SamplerStage final : public StageImpl {
     auto report = std::make_shared<SampledBatch>();
     report->iteration = it;
     report->rank = rank_;
+    for (const TokenMeta& m : merged->tokens) report->requests.push_back(m.request_id);
+    std::sort(report->requests.begin(), report->requests.end());
+    report->requests.erase(std::unique(report->requests.begin(), report->requests.end()),
+                           report->requests.end());
     for (size_t r = 0; r < rows.size(); ++r) {
       SampledToken t;
       t.request_id = rows[r].request_id;

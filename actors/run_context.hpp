@@ -73,7 +73,16 @@ struct RunContext {
   std::vector<std::shared_ptr<engine::Executor>> executors;
   engine::Topology topology;
   engine::Placement placement;
-  int64_t num_ranks = 0;       ///< attention data-parallel ranks (rank r on device r)
+  int64_t num_ranks = 0;       ///< attention DP ranks (rank r on placement.rank_device[r])
+  /// Barrier-free wiring (`async`): stages send token batches point to point to the next
+  /// stage and take per-request-ready tokens from their μ-queues, up to max_batch_tokens;
+  /// false: barrier collectives (sync).
+  bool point_to_point = false;
+  int64_t max_batch_tokens = 512;  ///< point_to_point: most tokens per stage run
+  /// Per DP rank: KV-cache bytes it can hold (-1 = unlimited) and per token; the
+  /// coordinator's admission reads them (engine/kv_admission.hpp).
+  std::vector<int64_t> kv_capacity_bytes;
+  int64_t kv_bytes_per_token = 0;
   ActorTable actors;
   SiteTable sites;
   std::shared_ptr<engine::TraceRecorder> trace;  ///< may be null (tracing off)

@@ -9,9 +9,10 @@
 #include "absl/strings/str_join.h"
 #include "actors/messages.hpp"
 #include "actors/sim_backend.hpp"
-#include "actors/sync_wiring.hpp"
+#include "actors/wiring.hpp"
 #include "engine/cpu_executor.hpp"
 #include "engine/hf_config.hpp"
+#include "engine/kv_admission.hpp"
 #include "engine/model_loader.hpp"
 #include "engine/placement.hpp"
 #include "engine/synthetic_model.hpp"
@@ -22,7 +23,7 @@ namespace {
 constexpr double kMaxArrivalS = 1e7;  // ~116 days: keeps timer arithmetic far from overflow
 }  // namespace
 
-std::vector<std::string> available_wirings() { return {"sync"}; }
+std::vector<std::string> available_wirings() { return {"sync", "async"}; }
 
 absl::StatusOr<std::unique_ptr<Server>> Server::create(engine::Topology topology) {
   const auto wirings = available_wirings();
@@ -224,7 +225,21 @@ absl::StatusOr<RunOutcome> Server::run(std::vector<engine::Request> requests,
   absl::StatusOr<std::unique_ptr<engine::SchedulingPolicy>> policy =
       engine::make_scheduling_policy(topology_.scheduler.policy);
   if (!policy.ok()) return policy.status();
-  build_sync_wiring(sys, ctx, std::shared_ptr<const engine::SchedulingPolicy>(std::move(*policy)));
+  // KV-cache capacity per DP rank for admission: on sim the device's memory (90% usable)
+  // less the weights it holds; on cpu unlimited (host memory).
+  const int64_t elem_bytes = topology_.model.dtype == "bf16" ? 2 : 4;
+  ctx->kv_bytes_per_token = engine::kv_bytes_per_token(config_, elem_bytes);
+  for (int64_t d : ctx->placement.rank_device) {
+    int64_t capacity = -1;
+    if (sim) {
+      const int64_t experts_here = static_cast<int64_t>(ctx->placement.experts_on(d).size());
+      capacity = std::max<int64_t>(
+          0, static_cast<int64_t>(0.9 * static_cast<double>(sim_->kinds[d].memory_bytes)) -
+                 engine::resident_weight_bytes(config_, true, experts_here, elem_bytes));
+    }
+    ctx->kv_capacity_bytes.push_back(capacity);
+  }
+  build_wiring(sys, ctx, std::shared_ptr<const engine::SchedulingPolicy>(std::move(*policy)));
   ctx->t0 = sys.clock().now();
   ctx->actors.coordinator = spawn_coordinator(sys, ctx, std::move(requests), std::move(callbacks));
 

@@ -10,19 +10,25 @@
 
 namespace muflow::engine {
 
-/// Where stages live. Attention data-parallel rank r runs on device r (sync wiring: every
-/// device is a DP rank); expert e of every block runs on `expert_device[e]`.
+/// Where stages live. Attention data-parallel rank r (every block) and its sampler run on
+/// device `rank_device[r]`; expert e of every block runs on `expert_device[e]`.
 struct Placement {
   int64_t num_devices = 0;
   std::vector<int64_t> expert_device;  ///< [num_experts], values in [0, num_devices)
+  /// [num_ranks]: sync wiring 0..D-1 (every device is a DP rank); async wiring 0..A-1 (the
+  /// attention devices, disjoint from the expert devices A..D-1).
+  std::vector<int64_t> rank_device;
 
   /// Experts hosted by `device`, ascending.
   std::vector<int64_t> experts_on(int64_t device) const;
 };
 
-/// Builds the placement a topology asks for: "round-robin" (expert e on device e mod D),
-/// "contiguous" (expert e on device e / ceil(E/D)) or "explicit" (topology.expert_device). Errors: InvalidArgument when an explicit placement
-/// does not list exactly `num_experts` devices or names a device outside [0, D).
+/// Builds the placement a topology asks for. Expert devices are every device (sync), or the
+/// devices after the attention devices (async: `topology.attention_devices`, default D/2);
+/// over those X devices: "round-robin" (expert e on the (e mod X)-th), "contiguous" (on the
+/// (e / ceil(E/X))-th) or "explicit" (topology.expert_device, global device indices).
+/// Errors: InvalidArgument when an explicit placement does not list exactly `num_experts`
+/// devices or names a device outside the expert devices, or async has fewer than 2 devices.
 absl::StatusOr<Placement> make_placement(const Topology& topology, int64_t num_experts);
 
 }  // namespace muflow::engine

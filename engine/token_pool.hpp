@@ -4,8 +4,17 @@
 /// its residual row and all of its top-k expert outputs for a block have arrived, then merges
 /// them in top-k rank order (never arrival order), so the sum is bitwise the same whatever
 /// wiring delivered the parts.
+///
+/// Two readiness rules, one per family of wirings:
+///  - per iteration (barrier wirings such as `sync`): an iteration is ready once its residual
+///    batch and `expected_expert_messages` expert-output batches arrived; it is taken whole.
+///  - per request (the barrier-free `async` wiring): the tokens of one request that a stage
+///    sent together (its prefill chunk or its decode token, the request's *group*) are ready
+///    once their residual and every token's k outputs arrived, whatever batches carried them;
+///    ready groups are taken first-ready-first, re-batched up to a token limit.
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <vector>
 
@@ -14,37 +23,62 @@
 
 namespace muflow::engine {
 
-/// Merged tokens of one iteration: `tokens[i]` ↔ row i of `h` [n, hidden].
+/// Merged tokens: `tokens[i]` ↔ row i of `h` [n, hidden].
 struct MergedTokens {
-  int64_t iteration = 0;
-  std::vector<TokenMeta> tokens;  ///< sorted by (request_id, position); meta of the residual
+  int64_t iteration = 0;  ///< per-iteration pools: the iteration; per-request pools: -1
+  std::vector<TokenMeta> tokens;  ///< meta of the residual; sorted by (request_id, position)
+                                  ///< within an iteration or a group
   std::vector<float> h;           ///< residual + Σ_j w_j y_j (+ shared), [n, hidden]
 };
 
 /// Token pool of one merge point (attention stage of block b+1, or the sampler), for one DP
-/// rank. Inputs per iteration: one residual batch (rows `[h_mid | shared]`, width hidden or
-/// 2·hidden) and `expected_expert_messages` batches of expert outputs (rows carry topk_rank
-/// and topk_weight). Owned by one stage actor; not thread-safe.
+/// rank. Inputs: residual batches (rows `[h_mid | shared]`, width hidden or 2·hidden) and
+/// expert-output batches (width hidden; rows carry topk_rank and topk_weight). Owned by one
+/// stage actor; not thread-safe.
 class TokenPool {
  public:
-  TokenPool(int64_t hidden, int64_t num_topk, int64_t expected_expert_messages);
+  enum class Readiness { kPerIteration, kPerRequest };
 
-  /// Adds a residual batch (one per iteration). Errors: InvalidArgument on a row width that is
-  /// neither hidden nor 2·hidden, or a token that was already added.
+  /// A per-iteration pool: each iteration gets one residual batch and
+  /// `expected_expert_messages` expert-output batches (a barrier's delivery).
+  TokenPool(int64_t hidden, int64_t num_topk, int64_t expected_expert_messages);
+  /// A per-request pool (batch.iteration is ignored; a request has one group in flight).
+  static TokenPool per_request(int64_t hidden, int64_t num_topk);
+
+  Readiness readiness() const { return readiness_; }
+
+  /// Adds a residual batch. Errors: InvalidArgument on a row width that is neither hidden nor
+  /// 2·hidden, a token that was already added, or (per iteration) a second residual batch for
+  /// the iteration / (per request) a second residual for a request whose group is held.
+  /// A rejected batch leaves the pool unchanged.
   absl::Status add_residual(const TokenBatch& batch);
   /// Adds expert outputs (width hidden). Errors: InvalidArgument on a bad width, a top-k rank
-  /// out of range, or the same (token, rank) twice.
+  /// out of range, or the same (token, rank) twice. A rejected batch leaves the pool unchanged.
   absl::Status add_expert_outputs(const TokenBatch& batch);
 
-  /// The earliest iteration whose residual and all expected expert messages have arrived, or
-  /// -1 when none has.
+  /// Per iteration: the earliest iteration whose residual and all expected expert messages
+  /// have arrived, or -1 when none has. Per request: always -1.
   int64_t complete_iteration() const;
-  /// Number of tokens of an iteration held (0 if unknown).
+  /// Number of tokens of an iteration held (0 if unknown; per-iteration pools).
   int64_t num_tokens(int64_t iteration) const;
 
-  /// Removes and merges one complete iteration. Errors: FailedPrecondition if the iteration is
-  /// incomplete, or a token lacks one of its top-k outputs (a dropped token).
+  /// Removes and merges one complete iteration (per-iteration pools). Errors:
+  /// FailedPrecondition if the iteration is incomplete, or a token lacks one of its top-k
+  /// outputs (a dropped token).
   absl::StatusOr<MergedTokens> take(int64_t iteration);
+
+  /// Tokens that take_ready would return with no limit: the complete iteration's (per
+  /// iteration) or those of every ready group (per request).
+  int64_t ready_tokens() const;
+  /// Takes what is ready: per iteration, the earliest complete iteration (whole, `max_tokens`
+  /// ignored: the barrier already fixed the batch); per request, ready groups in the order
+  /// they became ready while the total stays <= `max_tokens` (at least one group; a group is
+  /// never split, since attention needs a request's positions in order). Empty result when
+  /// nothing is ready. Errors: as take().
+  absl::StatusOr<MergedTokens> take_ready(int64_t max_tokens);
+
+  /// Per request: requests with tokens held (complete or not), for tests and leak checks.
+  int64_t num_held_requests() const { return static_cast<int64_t>(buckets_.size()); }
 
  private:
   struct Entry {
@@ -57,15 +91,29 @@ class TokenPool {
     int64_t num_outputs = 0;
     bool has_residual = false;
   };
-  struct Iteration {
+  /// Tokens of one iteration (per iteration) or one request's group (per request).
+  struct Bucket {
     bool residual_arrived = false;
     int64_t expert_messages = 0;
+    int64_t complete_entries = 0;  ///< entries with residual and all k outputs
+    bool in_ready_order = false;   ///< per request: listed in ready_order_
     std::map<std::pair<int64_t, int64_t>, Entry> entries;  ///< (request, position) → entry
   };
-  Entry& entry(Iteration& it, int64_t request_id, int64_t position);
+  TokenPool(Readiness readiness, int64_t hidden, int64_t num_topk,
+            int64_t expected_expert_messages);
+  int64_t bucket_key(const TokenBatch& batch, const TokenMeta& m) const;
+  Entry& entry(Bucket& b, int64_t request_id, int64_t position);
+  bool is_complete(const Bucket& b) const;
+  // Per request: records `key` as ready when its bucket just became complete.
+  void note_if_ready(int64_t key);
+  // Merges and removes one complete bucket, appending to `out`.
+  absl::Status merge_into(std::map<int64_t, Bucket>::iterator found, MergedTokens& out);
 
+  Readiness readiness_;
   int64_t hidden_, num_topk_, expected_expert_messages_;
-  std::map<int64_t, Iteration> iterations_;
+  std::map<int64_t, Bucket> buckets_;  ///< iteration or request id → bucket
+  std::deque<int64_t> ready_order_;    ///< per request: ready groups, first-ready first
+  int64_t ready_tokens_ = 0;           ///< per request: tokens in ready_order_'s groups
 };
 
 }  // namespace muflow::engine

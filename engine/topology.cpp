@@ -37,9 +37,9 @@ constexpr std::string_view kModelKeys[] = {"path",    "type",  "vocab",   "hidde
                                            "seed",    "dtype", "preset"};
 constexpr std::string_view kModelTypes[] = {"mixtral", "qwen2_moe"};
 constexpr std::string_view kDtypes[] = {"f32", "bf16"};
-constexpr std::string_view kPlacementKeys[] = {"experts"};
+constexpr std::string_view kPlacementKeys[] = {"experts", "attention_devices"};
 constexpr std::string_view kSchedulerKeys[] = {"policy", "max_batch_requests",
-                                               "max_prefill_tokens"};
+                                               "max_prefill_tokens", "max_batch_tokens"};
 constexpr std::string_view kSamplingKeys[] = {"temperature", "top_p", "seed", "stop_at_eos"};
 
 // Runs `expr` (an absl::Status expression) and returns it from the enclosing function if
@@ -181,6 +181,15 @@ absl::Status parse_model(const TomlTableReader& r, const fs::path& base_dir, Mod
 absl::Status parse_placement(const TomlTableReader& r, int64_t num_devices,
                              const std::optional<ModelConfig>& synthetic, Topology* topo) {
   MUFLOW_TOPO_RETURN_IF_ERROR(r.check_keys(kPlacementKeys));
+  if (r.has("attention_devices")) {
+    MUFLOW_TOPO_RETURN_IF_ERROR(r.read_int("attention_devices", &topo->attention_devices, 1));
+    if (topo->attention_devices >= num_devices) {
+      return r.error("attention_devices",
+                     sv_cat("expected fewer attention devices than the cluster's ", num_devices,
+                            " devices (the rest host the experts), got ",
+                            topo->attention_devices));
+    }
+  }
   const toml::node* n = r.node("experts");
   if (n == nullptr) return absl::OkStatus();
   if (n->is_string()) {
@@ -222,6 +231,7 @@ absl::Status parse_scheduler(const TomlTableReader& r, SchedulerSpec* s) {
   MUFLOW_TOPO_RETURN_IF_ERROR(r.read_choice("policy", &s->policy, kKnownSchedulerPolicies));
   MUFLOW_TOPO_RETURN_IF_ERROR(r.read_int("max_batch_requests", &s->max_batch_requests, 1));
   MUFLOW_TOPO_RETURN_IF_ERROR(r.read_int("max_prefill_tokens", &s->max_prefill_tokens, 1));
+  MUFLOW_TOPO_RETURN_IF_ERROR(r.read_int("max_batch_tokens", &s->max_batch_tokens, 1));
   return absl::OkStatus();
 }
 

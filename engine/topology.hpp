@@ -69,6 +69,10 @@ struct SchedulerSpec {
   std::string policy = "fifo";  ///< device scheduling: "fifo" | "most-tokens" | "flfs" | "defrag"
   int64_t max_batch_requests = 64;    ///< per attention DP rank
   int64_t max_prefill_tokens = 512;   ///< prompt tokens per rank per iteration (chunked prefill)
+  /// Barrier-free wirings (`async`): most tokens one stage run takes from its μ-queue (the
+  /// batch is re-formed just in time from what is queued; AsyncMoE's public code uses 512).
+  /// Barrier wirings run whatever the barrier delivered.
+  int64_t max_batch_tokens = 512;
 };
 
 /// The sim backend's network (transport/link_model.hpp link class names). Empty = the
@@ -88,13 +92,17 @@ struct NetworkSpec {
 /// produced by the parser, then read-only (safe to share between threads).
 struct Topology {
   std::string source;                 ///< file path (or "<embedded default>")
-  std::string wiring = "sync";        ///< "sync" (more wirings in later issues)
+  std::string wiring = "sync";        ///< one of kKnownWirings
   std::string backend = "cpu";        ///< "cpu" (later: "sim", "cuda")
   std::vector<DeviceSpec> devices;
   ModelSpec model;
   std::string placement = "round-robin";  ///< "round-robin" | "contiguous" | "explicit"
   /// explicit placement: expert_device[e] = device index hosting expert e (all blocks)
   std::vector<int64_t> expert_device;
+  /// `async` wiring: devices 0..attention_devices-1 run attention (one DP rank each, every
+  /// block) and the sampler, the others the experts; 0 = half the devices (AsyncMoE's 4 + 4
+  /// on 8 GPUs). Other wirings ignore it.
+  int64_t attention_devices = 0;
   WorkloadSpec workload;
   SamplingSpec sampling;
   SchedulerSpec scheduler;
@@ -108,7 +116,7 @@ struct Topology {
 
 /// Wirings this build implements (`wiring = "..."`); the parser rejects any other name and
 /// lists these in its message. Later issues extend the list ("async", "harmoeny", ...).
-inline constexpr std::array<std::string_view, 1> kKnownWirings = {"sync"};
+inline constexpr std::array<std::string_view, 2> kKnownWirings = {"sync", "async"};
 /// Backends this build implements (`backend = "..."`).
 inline constexpr std::array<std::string_view, 2> kKnownBackends = {"cpu", "sim"};
 /// Expert placement names accepted as `[placement] experts = "..."`.

@@ -76,6 +76,18 @@ const std::map<std::string, Setter>& setters() {
        [](Topology& t, const std::string& k, const std::string& v) {
          return set_int(k, v, &t.scheduler.max_batch_requests, 1);
        }},
+      {"scheduler.max_batch_tokens",
+       [](Topology& t, const std::string& k, const std::string& v) {
+         return set_int(k, v, &t.scheduler.max_batch_tokens, 1);
+       }},
+      {"placement.attention_devices",
+       [](Topology& t, const std::string& k, const std::string& v) {
+         if (absl::Status s = set_int(k, v, &t.attention_devices, 1); !s.ok()) return s;
+         if (t.attention_devices >= static_cast<int64_t>(t.devices.size())) {
+           return bad(k, v, "fewer than the cluster's devices");
+         }
+         return absl::OkStatus();
+       }},
       {"cluster.num_devices",
        [](Topology& t, const std::string& k, const std::string& v) {
          int64_t n = 0;

@@ -12,6 +12,7 @@
 #include "engine/reference_decoder.hpp"
 #include "engine/sampling.hpp"
 #include "engine/scheduling_policy.hpp"
+#include "invariance_fixtures.hpp"
 
 namespace muflow {
 namespace {
@@ -20,61 +21,10 @@ using engine::ModelConfig;
 using engine::Request;
 using engine::Topology;
 
-ModelConfig small_mixtral(int64_t topk) {
-  ModelConfig c;
-  c.model_type = engine::ModelType::kMixtral;
-  c.vocab_size = 211;
-  c.hidden_size = 64;
-  c.num_layers = 3;
-  c.num_heads = 4;
-  c.num_kv_heads = 2;
-  c.head_dim = 16;
-  c.num_experts = 8;
-  c.num_topk = topk;
-  c.expert_ffn = 96;
-  c.norm_topk_prob = true;
-  return c;
-}
-
-ModelConfig small_qwen2moe() {
-  ModelConfig c = small_mixtral(2);
-  c.model_type = engine::ModelType::kQwen2Moe;
-  c.num_experts = 6;
-  c.shared_expert_ffn = 80;
-  c.attention_bias = true;
-  c.norm_topk_prob = false;
-  return c;
-}
-
-Topology topology_for(int num_devices) {
-  Topology t;
-  t.source = "<test>";
-  for (int d = 0; d < num_devices; ++d) t.devices.push_back({"cpu" + std::to_string(d)});
-  // Small limits so that requests queue, prefill is chunked, and decode and prefill mix.
-  t.scheduler.max_batch_requests = 3;
-  t.scheduler.max_prefill_tokens = 7;
-  return t;
-}
-
-// Concurrent requests of different lengths; later ones arrive while earlier ones decode.
-std::vector<Request> make_requests(int64_t vocab, int64_t bos, int num_requests, uint64_t seed) {
-  std::vector<Request> out;
-  for (int i = 0; i < num_requests; ++i) {
-    Request r;
-    r.id = i;
-    r.arrival_s = i < 4 ? 0.0 : 0.002 * (i - 3);
-    r.max_new_tokens = 6 + (i * 5) % 9;
-    r.return_prompt_logits = true;  // compared bitwise: a stronger check than tokens alone
-    const int len = 2 + (i * 7 + static_cast<int>(seed)) % 19;
-    r.prompt.push_back(static_cast<int32_t>(bos));
-    for (int j = 1; j < len; ++j) {
-      r.prompt.push_back(static_cast<int32_t>(
-          3 + engine::counter_uniform(seed, i, j) * static_cast<double>(vocab - 3)));
-    }
-    out.push_back(r);
-  }
-  return out;
-}
+using testing_fixtures::make_requests;
+using testing_fixtures::small_mixtral;
+using testing_fixtures::small_qwen2moe;
+using testing_fixtures::topology_for;
 
 void expect_same_tokens_on_every_device_count(Topology base, int num_requests) {
   std::vector<std::vector<int32_t>> expected;

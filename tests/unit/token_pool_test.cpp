@@ -348,3 +348,123 @@ TEST(TokenPool, TokensSortedByRequestThenPositionWithTheirRows) {
 
 }  // namespace
 }  // namespace muflow::engine
+
+// ---------------------------------------------------------------------------------------------
+// Per-request readiness (the async wiring): a request's group is ready once its residual and
+// every token's k outputs arrived, whatever batches and iterations carried them.
+
+namespace muflow::engine {
+namespace {
+
+TEST(TokenPoolPerRequest, OutOfOrderTopkOutputsMergeBitwiseInRankOrder) {
+  const std::vector<float> expected = merge_in_order();
+  ASSERT_FALSE(expected.empty());
+  TokenPool pool = TokenPool::per_request(kHidden, 3);
+  // Each of the k outputs comes alone, from a different "expert device", ranks reversed,
+  // some before the residual; iteration numbers are meaningless here.
+  ASSERT_TRUE(pool.add_expert_outputs(outputs(7, kHidden, {{0, 0, 2, 1.f, kY2}})).ok());
+  ASSERT_TRUE(pool.add_expert_outputs(outputs(3, kHidden, {{0, 1, 0, 1.f, kY1}})).ok());
+  ASSERT_TRUE(pool.add_residual(residual(
+                      1, kHidden, {{0, 1, 0, 0.f, kResidualB}, {0, 0, 0, 0.f, kResidualA}}))
+                  .ok());
+  ASSERT_TRUE(pool.add_expert_outputs(outputs(9, kHidden, {{0, 0, 1, 1.f, kY1}})).ok());
+  ASSERT_TRUE(pool.add_expert_outputs(outputs(9, kHidden, {{0, 1, 2, 1.f, kY0}})).ok());
+  ASSERT_TRUE(pool.add_expert_outputs(outputs(2, kHidden, {{0, 0, 0, 1.f, kY0}})).ok());
+  EXPECT_EQ(pool.ready_tokens(), 0) << "token (0,1) still lacks rank 1";
+  absl::StatusOr<MergedTokens> none = pool.take_ready(100);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->tokens.empty());
+  ASSERT_TRUE(pool.add_expert_outputs(outputs(4, kHidden, {{0, 1, 1, 1.f, kY2}})).ok());
+  EXPECT_EQ(pool.ready_tokens(), 2);
+  absl::StatusOr<MergedTokens> merged = pool.take_ready(100);
+  ASSERT_TRUE(merged.ok()) << merged.status();
+  EXPECT_EQ(merged->iteration, -1);
+  ASSERT_EQ(merged->tokens.size(), 2u);
+  EXPECT_EQ(merged->tokens[0].position, 0);
+  EXPECT_TRUE(bitwise_equal(merged->h, expected));
+  EXPECT_EQ(pool.ready_tokens(), 0);
+  EXPECT_EQ(pool.num_held_requests(), 0);
+}
+
+TEST(TokenPoolPerRequest, ARequestFinishesWhileAnotherIsMidFlight) {
+  TokenPool pool = TokenPool::per_request(1, 2);
+  // Requests 4 and 9 arrive in one residual batch (one attention run).
+  ASSERT_TRUE(
+      pool.add_residual(residual(0, 1, {{4, 10, 0, 0.f, {1.f}}, {9, 3, 0, 0.f, {2.f}}})).ok());
+  ASSERT_TRUE(pool.add_expert_outputs(
+                      outputs(0, 1, {{9, 3, 0, 0.5f, {4.f}}, {4, 10, 1, 0.5f, {8.f}}}))
+                  .ok());
+  EXPECT_EQ(pool.ready_tokens(), 0);
+  ASSERT_TRUE(pool.add_expert_outputs(outputs(0, 1, {{9, 3, 1, 0.5f, {6.f}}})).ok());
+  // Request 9 is ready on its own; request 4 still waits for its top-1 output.
+  EXPECT_EQ(pool.ready_tokens(), 1);
+  absl::StatusOr<MergedTokens> first = pool.take_ready(100);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(first->tokens.size(), 1u);
+  EXPECT_EQ(first->tokens[0].request_id, 9);
+  EXPECT_EQ(first->h, (std::vector<float>{2.f + 2.f + 3.f}));
+  EXPECT_EQ(pool.num_held_requests(), 1);
+  // Request 9 finished; its next step never comes. Request 4 completes later.
+  ASSERT_TRUE(pool.add_expert_outputs(outputs(1, 1, {{4, 10, 0, 0.25f, {4.f}}})).ok());
+  absl::StatusOr<MergedTokens> second = pool.take_ready(100);
+  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_EQ(second->tokens.size(), 1u);
+  EXPECT_EQ(second->tokens[0].request_id, 4);
+  EXPECT_EQ(second->h, (std::vector<float>{1.f + 1.f + 4.f}));
+  EXPECT_EQ(pool.num_held_requests(), 0);
+}
+
+TEST(TokenPoolPerRequest, NewRequestJoinsARunningWaveAndGroupsAreNeverSplit) {
+  TokenPool pool = TokenPool::per_request(1, 1);
+  // The running wave: requests 0 and 1 decoding (one token each).
+  ASSERT_TRUE(
+      pool.add_residual(residual(5, 1, {{0, 40, 0, 0.f, {0.f}}, {1, 41, 0, 0.f, {0.f}}})).ok());
+  ASSERT_TRUE(pool.add_expert_outputs(outputs(5, 1, {{1, 41, 0, 1.f, {1.f}}})).ok());
+  // A new request joins with a 3-token prefill chunk from another attention run.
+  ASSERT_TRUE(pool.add_residual(residual(6, 1,
+                                         {{2, 0, 0, 0.f, {0.f}},
+                                          {2, 1, 0, 0.f, {0.f}},
+                                          {2, 2, 0, 0.f, {0.f}}}))
+                  .ok());
+  ASSERT_TRUE(pool.add_expert_outputs(
+                      outputs(6, 1, {{2, 0, 0, 1.f, {1.f}}, {2, 2, 0, 1.f, {1.f}}}))
+                  .ok());
+  EXPECT_EQ(pool.ready_tokens(), 1) << "only request 1 is complete";
+  ASSERT_TRUE(pool.add_expert_outputs(outputs(7, 1, {{2, 1, 0, 1.f, {1.f}}})).ok());
+  ASSERT_TRUE(pool.add_expert_outputs(outputs(8, 1, {{0, 40, 0, 1.f, {1.f}}})).ok());
+  EXPECT_EQ(pool.ready_tokens(), 5);
+  // Ready order: request 1, then 2 (3 tokens), then 0. A limit of 3 takes request 1 and
+  // stops before request 2's group (1 + 3 > 3): groups are taken whole.
+  absl::StatusOr<MergedTokens> a = pool.take_ready(3);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(a->tokens.size(), 1u);
+  EXPECT_EQ(a->tokens[0].request_id, 1);
+  // A group larger than the limit still goes (alone).
+  absl::StatusOr<MergedTokens> b = pool.take_ready(2);
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_EQ(b->tokens.size(), 3u);
+  EXPECT_EQ(b->tokens[0].request_id, 2);
+  EXPECT_EQ(b->tokens[2].position, 2);
+  absl::StatusOr<MergedTokens> c = pool.take_ready(100);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->tokens.size(), 1u);
+  EXPECT_EQ(c->tokens[0].request_id, 0);
+  EXPECT_EQ(pool.ready_tokens(), 0);
+}
+
+TEST(TokenPoolPerRequest, DuplicatesAndASecondResidualAreRejectedWithoutChange) {
+  TokenPool pool = TokenPool::per_request(1, 2);
+  ASSERT_TRUE(pool.add_residual(residual(0, 1, {{3, 0, 0, 0.f, {1.f}}})).ok());
+  absl::Status again = pool.add_residual(residual(1, 1, {{3, 1, 0, 0.f, {1.f}}}));
+  EXPECT_EQ(again.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(again.message()), HasSubstr("second residual for request 3"));
+  ASSERT_TRUE(pool.add_expert_outputs(outputs(0, 1, {{3, 0, 1, 1.f, {1.f}}})).ok());
+  absl::Status dup = pool.add_expert_outputs(outputs(4, 1, {{3, 0, 1, 1.f, {1.f}}}));
+  EXPECT_THAT(std::string(dup.message()), HasSubstr("got top-k rank 1 twice"));
+  EXPECT_EQ(pool.ready_tokens(), 0);
+  ASSERT_TRUE(pool.add_expert_outputs(outputs(0, 1, {{3, 0, 0, 1.f, {1.f}}})).ok());
+  EXPECT_EQ(pool.ready_tokens(), 1);
+}
+
+}  // namespace
+}  // namespace muflow::engine

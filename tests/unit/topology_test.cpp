@@ -198,13 +198,32 @@ TEST(Topology, WrongTypeNamesKeyAndTypes) {
 }
 
 TEST(Topology, UnknownWiringListsTheKnownOnes) {
-  absl::StatusOr<Topology> topo = parse("backend = \"cpu\"\nwiring = \"async\"\n");
+  absl::StatusOr<Topology> topo = parse("backend = \"cpu\"\nwiring = \"warp\"\n");
   ASSERT_FALSE(topo.ok());
   EXPECT_EQ(msg(topo.status()),
-            "topo.toml:2: key 'wiring': expected one of: sync; got 'async'");
+            "topo.toml:2: key 'wiring': expected one of: sync, async; got 'warp'");
   absl::StatusOr<Topology> backend = parse("backend = \"tpu\"\n");
   ASSERT_FALSE(backend.ok());
   EXPECT_THAT(msg(backend.status()), HasSubstr("expected one of: cpu, sim; got 'tpu'"));
+}
+
+TEST(Topology, AsyncKeys) {
+  absl::StatusOr<Topology> topo = parse(
+      "wiring = \"async\"\n[cluster]\nnum_devices = 6\n[placement]\nattention_devices = 2\n"
+      "[scheduler]\nmax_batch_tokens = 64\npolicy = \"defrag\"\n");
+  ASSERT_TRUE(topo.ok()) << topo.status();
+  EXPECT_EQ(topo->wiring, "async");
+  EXPECT_EQ(topo->attention_devices, 2);
+  EXPECT_EQ(topo->scheduler.max_batch_tokens, 64);
+  absl::StatusOr<Topology> all =
+      parse("[cluster]\nnum_devices = 4\n[placement]\nattention_devices = 4\n");
+  ASSERT_FALSE(all.ok());
+  EXPECT_EQ(msg(all.status()),
+            "topo.toml:4: key 'placement.attention_devices': expected fewer attention devices "
+            "than the cluster's 4 devices (the rest host the experts), got 4");
+  absl::StatusOr<Topology> zero = parse("[scheduler]\nmax_batch_tokens = 0\n");
+  ASSERT_FALSE(zero.ok());
+  EXPECT_THAT(msg(zero.status()), HasSubstr("topo.toml:2: key 'scheduler.max_batch_tokens'"));
 }
 
 TEST(Topology, PlacementOutOfRange) {

@@ -1,4 +1,4 @@
-#include "actors/sync_wiring.hpp"
+#include "actors/wiring.hpp"
 
 #include "absl/strings/str_format.h"
 #include "actors/collective.hpp"
@@ -8,12 +8,15 @@
 
 namespace muflow::actors {
 
-void build_sync_wiring(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx,
-                       std::shared_ptr<const engine::SchedulingPolicy> policy) {
+void build_wiring(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx,
+                  std::shared_ptr<const engine::SchedulingPolicy> policy) {
   const engine::ModelConfig& c = ctx->config;
   const auto num_devices = static_cast<int32_t>(ctx->placement.num_devices);
+  const auto num_ranks = static_cast<int32_t>(ctx->placement.rank_device.size());
   const auto L = static_cast<int32_t>(c.num_layers), E = static_cast<int32_t>(c.num_experts);
-  ctx->num_ranks = num_devices;
+  ctx->num_ranks = num_ranks;
+  ctx->point_to_point = ctx->topology.wiring == "async";
+  ctx->max_batch_tokens = ctx->topology.scheduler.max_batch_tokens;
   ActorTable& t = ctx->actors;
 
   // Stages per device, in local-index order; the device actor learns them from this list.
@@ -27,19 +30,20 @@ void build_sync_wiring(caf::actor_system& sys, const std::shared_ptr<RunContext>
   };
 
   SiteTable& sites = ctx->sites;
-  sites.attention.assign(L, std::vector<StageSite>(num_devices));
+  sites.attention.assign(L, std::vector<StageSite>(num_ranks));
   sites.experts.assign(L, std::vector<StageSite>(E));
-  sites.samplers.resize(num_devices);
-  t.attention.assign(L, std::vector<caf::actor>(num_devices));
+  sites.samplers.resize(num_ranks);
+  t.attention.assign(L, std::vector<caf::actor>(num_ranks));
   t.experts.assign(L, std::vector<caf::actor>(E));
-  t.samplers.resize(num_devices);
+  t.samplers.resize(num_ranks);
   for (int32_t b = 0; b < L; ++b) {
-    for (int32_t r = 0; r < num_devices; ++r) {
-      auto impl = make_attention_stage(ctx, ctx->executors[r].get(), b, r);
-      const int32_t li = add_local(r, impl->layer());
-      trace_thread(r, li, impl->name());
-      t.attention[b][r] = spawn_stage(sys, ctx, impl, r, li, li);
-      sites.attention[b][r] = {r, li};
+    for (int32_t r = 0; r < num_ranks; ++r) {
+      const auto d = static_cast<int32_t>(ctx->placement.rank_device[r]);
+      auto impl = make_attention_stage(ctx, ctx->executors[d].get(), b, r);
+      const int32_t li = add_local(d, impl->layer());
+      trace_thread(d, li, impl->name());
+      t.attention[b][r] = spawn_stage(sys, ctx, impl, d, li, li);
+      sites.attention[b][r] = {d, li};
     }
     for (int32_t e = 0; e < E; ++e) {
       const auto d = static_cast<int32_t>(ctx->placement.expert_device[e]);
@@ -50,21 +54,24 @@ void build_sync_wiring(caf::actor_system& sys, const std::shared_ptr<RunContext>
       sites.experts[b][e] = {d, li};
     }
   }
-  for (int32_t r = 0; r < num_devices; ++r) {
-    auto impl = make_sampler_stage(ctx, ctx->executors[r].get(), r);
-    const int32_t li = add_local(r, impl->layer());
-    trace_thread(r, li, impl->name());
-    t.samplers[r] = spawn_stage(sys, ctx, impl, r, li, li);
-    sites.samplers[r] = {r, li};
+  for (int32_t r = 0; r < num_ranks; ++r) {
+    const auto d = static_cast<int32_t>(ctx->placement.rank_device[r]);
+    auto impl = make_sampler_stage(ctx, ctx->executors[d].get(), r);
+    const int32_t li = add_local(d, impl->layer());
+    trace_thread(d, li, impl->name());
+    t.samplers[r] = spawn_stage(sys, ctx, impl, d, li, li);
+    sites.samplers[r] = {d, li};
   }
-  for (int32_t b = 0; b < L; ++b) {
-    t.dispatch.push_back(spawn_collective(sys, ctx, CollectiveKind::kDispatch, b));
-    t.combine.push_back(spawn_collective(sys, ctx, CollectiveKind::kCombine, b));
+  if (!ctx->point_to_point) {
+    for (int32_t b = 0; b < L; ++b) {
+      t.dispatch.push_back(spawn_collective(sys, ctx, CollectiveKind::kDispatch, b));
+      t.combine.push_back(spawn_collective(sys, ctx, CollectiveKind::kCombine, b));
+    }
   }
   for (int32_t d = 0; d < num_devices; ++d) {
     t.devices.push_back(spawn_device(sys, ctx, d, local[d], policy));
     if (ctx->trace) {
-      ctx->trace->set_thread_name(d, kWaitLaneTid, "collective waits");
+      if (!ctx->point_to_point) ctx->trace->set_thread_name(d, kWaitLaneTid, "collective waits");
       const engine::DeviceSpec& spec = ctx->topology.devices[d];
       ctx->trace->set_process_name(
           d, absl::StrFormat("%s (%s, %s)", spec.name, spec.kind, spec.node));

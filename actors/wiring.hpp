@@ -1,0 +1,28 @@
+#pragma once
+/// \file
+/// Which actors a wiring has and where they live. Both wirings place attention DP rank r
+/// (every block) and its sampler on ctx->placement.rank_device[r] and expert e (every block)
+/// on ctx->placement.expert_device[e]:
+///  - `sync` (DeepSpeed-MoE-style synchronous EP): every device is a DP rank, and a barrier
+///    all-to-all actor per block for dispatch and for combine;
+///  - `async` (AsyncMoE §3): attention and experts on disjoint devices, no collectives and no
+///    barriers; stages send point to point and re-batch from their μ-queues
+///    (ctx->point_to_point).
+
+#include <memory>
+
+#include <caf/all.hpp>
+
+#include "absl/status/status.h"
+#include "actors/run_context.hpp"
+#include "engine/scheduling_policy.hpp"
+
+namespace muflow::actors {
+
+/// Spawns every device, stage and (sync) collective actor into `ctx->actors` (all but the
+/// coordinator). Call before the coordinator starts; `ctx` must already hold the model,
+/// executors, topology and placement; `ctx->num_ranks` and `ctx->point_to_point` are set here.
+void build_wiring(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx,
+                       std::shared_ptr<const engine::SchedulingPolicy> policy);
+
+}  // namespace muflow::actors
