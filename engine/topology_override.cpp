@@ -35,6 +35,19 @@ absl::Status set_int(const std::string& key, const std::string& v, int64_t* out,
   return absl::OkStatus();
 }
 
+// "LO:HI" (inclusive token range, 1 <= LO <= HI).
+absl::Status set_range(const std::string& key, const std::string& v, int64_t* lo, int64_t* hi) {
+  const size_t colon = v.find(':');
+  int64_t a = 0, b = 0;
+  if (colon == std::string::npos || !absl::SimpleAtoi(v.substr(0, colon), &a) ||
+      !absl::SimpleAtoi(v.substr(colon + 1), &b) || a < 1 || b < a) {
+    return bad(key, v, "LO:HI with 1 <= LO <= HI");
+  }
+  *lo = a;
+  *hi = b;
+  return absl::OkStatus();
+}
+
 using Setter = std::function<absl::Status(Topology&, const std::string&, const std::string&)>;
 
 const std::map<std::string, Setter>& setters() {
@@ -98,6 +111,23 @@ const std::map<std::string, Setter>& setters() {
            t.devices.push_back({absl::StrFormat("%s%d", first.kind, d), first.kind, first.node});
          }
          return absl::OkStatus();
+       }},
+      {"model.topk",
+       [](Topology& t, const std::string& k, const std::string& v) {
+         if (!t.model.synthetic) return bad(k, v, "a topology whose model gives dims or a preset");
+         int64_t topk = 0;
+         if (absl::Status s = set_int(k, v, &topk, 1); !s.ok()) return s;
+         if (topk > t.model.synthetic->num_experts) return bad(k, v, "at most the expert count");
+         t.model.synthetic->num_topk = topk;
+         return absl::OkStatus();
+       }},
+      {"workload.input",
+       [](Topology& t, const std::string& k, const std::string& v) {
+         return set_range(k, v, &t.workload.input_min, &t.workload.input_max);
+       }},
+      {"workload.output",
+       [](Topology& t, const std::string& k, const std::string& v) {
+         return set_range(k, v, &t.workload.output_min, &t.workload.output_max);
        }},
       {"model.dtype",
        [](Topology& t, const std::string& k, const std::string& v) {
