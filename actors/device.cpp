@@ -1,5 +1,7 @@
 #include "actors/device.hpp"
 
+#include <cmath>
+
 #include "actors/messages.hpp"
 
 namespace muflow::actors {
@@ -10,6 +12,7 @@ struct DeviceState {
   bool busy = false;
   int64_t device_index = 0;
   uint64_t next_seq = 0;
+  double wake_at_s = -1;  ///< batch hold: a wake-up is scheduled for this time (-1 = none)
   static inline const char* name = "muflow.device";
 };
 
@@ -29,10 +32,25 @@ void trace_busy(caf::stateful_actor<DeviceState>* self, const RunContext& ctx, i
                      nlohmann::json{{"busy", busy}});
 }
 
+double now_s(caf::stateful_actor<DeviceState>* self, const RunContext& ctx) {
+  return ctx.seconds_since_start(self->home_system().clock().now());
+}
+
 void try_grant(caf::stateful_actor<DeviceState>* self, const RunContext& ctx,
                const engine::SchedulingPolicy& policy) {
   auto& st = self->state;
   if (st.busy) return;
+  const auto& sched = ctx.topology.scheduler;
+  if (ctx.point_to_point && sched.hold_min_tokens > 0) {
+    const double now = now_s(self, ctx);
+    const double release =
+        engine::apply_batch_hold(st.stages, now, sched.hold_min_tokens, sched.hold_max_ms * 1e-3);
+    if (std::isfinite(release) && (st.wake_at_s < now || release < st.wake_at_s)) {
+      st.wake_at_s = release;
+      self->delayed_send(self, std::chrono::nanoseconds(std::llround((release - now) * 1e9) + 1),
+                         wake_atom::value);
+    }
+  }
   const int64_t pick = policy.pick(st.stages);
   if (pick < 0) return;
   st.busy = true;
@@ -41,9 +59,12 @@ void try_grant(caf::stateful_actor<DeviceState>* self, const RunContext& ctx,
   self->send(stage_actor(ctx, st.stages[pick].layer), grant_atom::value);
 }
 
-void update(DeviceState& st, int32_t local, int64_t queued) {
+void update(DeviceState& st, int32_t local, int64_t queued, double now) {
   engine::StageStatus& s = st.stages[local];
-  if (s.queued_tokens <= 0 && queued > 0) s.ready_seq = st.next_seq++;
+  if (s.queued_tokens <= 0 && queued > 0) {
+    s.ready_seq = st.next_seq++;
+    s.ready_since_s = now;
+  }
   s.queued_tokens = queued;
 }
 
@@ -54,12 +75,13 @@ caf::behavior device_behavior(caf::stateful_actor<DeviceState>* self, RunContext
   self->state.device_index = device_index;
   return {
       [=](ready_atom, int32_t local, int64_t queued) {
-        update(self->state, local, queued);
+        update(self->state, local, queued, now_s(self, *ctx));
         try_grant(self, *ctx, *policy);
       },
+      [=](wake_atom) { try_grant(self, *ctx, *policy); },
       [=](done_atom, int32_t local, int64_t queued) {
         self->state.busy = false;
-        update(self->state, local, queued);
+        update(self->state, local, queued, now_s(self, *ctx));
         trace_busy(self, *ctx, 0);
         try_grant(self, *ctx, *policy);
       },

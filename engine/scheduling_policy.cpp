@@ -1,6 +1,7 @@
 #include "engine/scheduling_policy.hpp"
 
 #include <algorithm>
+#include <limits>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -10,7 +11,7 @@ namespace muflow::engine {
 int64_t FifoPolicy::pick(const std::vector<StageStatus>& stages) const {
   int64_t best = -1;
   for (int64_t i = 0; i < static_cast<int64_t>(stages.size()); ++i) {
-    if (stages[i].queued_tokens <= 0) continue;
+    if (!runnable(stages[i])) continue;
     if (best < 0 || stages[i].ready_seq < stages[best].ready_seq) best = i;
   }
   return best;
@@ -20,7 +21,7 @@ int64_t MostTokensPolicy::pick(const std::vector<StageStatus>& stages) const {
   int64_t best = -1;
   for (int64_t i = 0; i < static_cast<int64_t>(stages.size()); ++i) {
     const StageStatus& s = stages[i];
-    if (s.queued_tokens <= 0) continue;
+    if (!runnable(s)) continue;
     if (best < 0 || s.queued_tokens > stages[best].queued_tokens ||
         (s.queued_tokens == stages[best].queued_tokens &&
          s.ready_seq < stages[best].ready_seq)) {
@@ -34,7 +35,7 @@ int64_t FirstLayerFirstPolicy::pick(const std::vector<StageStatus>& stages) cons
   int64_t best = -1;
   for (int64_t i = 0; i < static_cast<int64_t>(stages.size()); ++i) {
     const StageStatus& s = stages[i];
-    if (s.queued_tokens <= 0) continue;
+    if (!runnable(s)) continue;
     if (best < 0 || s.layer.block < stages[best].layer.block ||
         (s.layer.block == stages[best].layer.block && s.ready_seq < stages[best].ready_seq)) {
       best = i;
@@ -73,13 +74,25 @@ int64_t DefragPolicy::pick(const std::vector<StageStatus>& stages) const {
   const std::vector<double> score = scores(stages);
   int64_t best = -1;
   for (int64_t i = 0; i < static_cast<int64_t>(stages.size()); ++i) {
-    if (stages[i].queued_tokens <= 0) continue;
+    if (!runnable(stages[i])) continue;
     if (best < 0 || score[i] > score[best] ||
         (score[i] == score[best] && stages[i].ready_seq < stages[best].ready_seq)) {
       best = i;
     }
   }
   return best;
+}
+
+double apply_batch_hold(std::vector<StageStatus>& stages, double now_s, int64_t min_tokens,
+                        double max_hold_s) {
+  double next = std::numeric_limits<double>::infinity();
+  for (StageStatus& s : stages) {
+    const double release = s.ready_since_s + max_hold_s;
+    s.held = min_tokens > 0 && s.queued_tokens > 0 && s.queued_tokens < min_tokens &&
+             now_s < release;
+    if (s.held) next = std::min(next, release);
+  }
+  return next;
 }
 
 std::vector<std::string> scheduling_policy_names() {

@@ -17,13 +17,26 @@ struct StageStatus {
   LayerId layer;
   int64_t queued_tokens = 0;  ///< tokens ready to run now (0 = not ready)
   uint64_t ready_seq = 0;     ///< order in which the stage became ready (smaller = earlier)
+  double ready_since_s = 0;   ///< run clock when it last became ready (seconds)
+  bool held = false;          ///< batch hold: queued but not runnable yet (apply_batch_hold)
 };
+
+/// Whether a policy may grant the stage: it has queued tokens and is not held.
+inline bool runnable(const StageStatus& s) { return s.queued_tokens > 0 && !s.held; }
+
+/// Batch hold (barrier-free wirings; AsyncMoE's public code holds a layer until enough tokens
+/// or an urgency deadline): marks `held` every stage with 0 < queued < `min_tokens` that
+/// became ready less than `max_hold_s` before `now_s`, so small fragments wait for the rest
+/// of their wave instead of costing a full weight read each. `min_tokens` <= 0 holds nothing.
+/// Returns the earliest time a held stage is released (+inf when none is held). Pure.
+double apply_batch_hold(std::vector<StageStatus>& stages, double now_s, int64_t min_tokens,
+                        double max_hold_s);
 
 /// Picks the stage a device runs next. Implementations are pure and stateless.
 class SchedulingPolicy {
  public:
   virtual ~SchedulingPolicy() = default;
-  /// Index into `stages` of the stage to grant, or -1 when none has queued tokens.
+  /// Index into `stages` of the stage to grant, or -1 when none is runnable().
   virtual int64_t pick(const std::vector<StageStatus>& stages) const = 0;
   virtual const char* name() const = 0;
 };

@@ -73,6 +73,10 @@ struct SchedulerSpec {
   /// batch is re-formed just in time from what is queued; AsyncMoE's public code uses 512).
   /// Barrier wirings run whatever the barrier delivered.
   int64_t max_batch_tokens = 512;
+  /// Barrier-free wirings: a stage with fewer queued tokens than this waits up to
+  /// hold_max_ms for more before its device may run it (0 = never hold).
+  int64_t hold_min_tokens = 0;
+  double hold_max_ms = 1.0;
 };
 
 /// The sim backend's network (transport/link_model.hpp link class names). Empty = the

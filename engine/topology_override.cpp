@@ -93,6 +93,14 @@ const std::map<std::string, Setter>& setters() {
        [](Topology& t, const std::string& k, const std::string& v) {
          return set_int(k, v, &t.scheduler.max_batch_tokens, 1);
        }},
+      {"scheduler.hold_min_tokens",
+       [](Topology& t, const std::string& k, const std::string& v) {
+         return set_int(k, v, &t.scheduler.hold_min_tokens, 0);
+       }},
+      {"scheduler.hold_max_ms",
+       [](Topology& t, const std::string& k, const std::string& v) {
+         return set_double(k, v, &t.scheduler.hold_max_ms, 0, 1e4);
+       }},
       {"placement.attention_devices",
        [](Topology& t, const std::string& k, const std::string& v) {
          if (absl::Status s = set_int(k, v, &t.attention_devices, 1); !s.ok()) return s;

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# AsyncMoE §5.1 and §5.3 in the sim (seed 004; topology
+# topologies/sim-asyncmoe-mixtral-mqa-8xa100-80gb.toml): sync EP over 8 A100-80GB vs async
+# 4 attention + 4 expert GPUs, for the paper's three workloads and top-1/top-2, at a saturating
+# Poisson rate (the throughput column is then the achievable throughput); then the device
+# scheduling policies at ~80% of async's saturated throughput.
+# Usage: bench/asyncmoe_5_1.sh [MUFLOW_BINARY] [OUT_DIR]   (about 10 minutes on 2 cores)
+set -euo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
+muflow="${1:-$here/build/release/tools/muflow}"
+out="${2:-$here/out/asyncmoe}"
+topo="$here/topologies/sim-asyncmoe-mixtral-mqa-8xa100-80gb.toml"
+requests="${REQUESTS:-1000}"
+mkdir -p "$out"
+declare -A input=([short]=30:70 [medium]=50:150 [reasonable]=100:300)
+declare -A output=([short]=70:130 [medium]=50:250 [reasonable]=100:500)
+for w in short medium reasonable; do
+  echo "== §5.1 $w (saturating rate 1000 req/s, $requests requests)"
+  "$muflow" bench "$topo" --wirings sync,async --sweep model.topk=1,2 \
+    --sweep workload.input="${input[$w]}" --sweep workload.output="${output[$w]}" \
+    --sweep workload.rate=1000 --sweep workload.num_requests="$requests" \
+    --csv "$out/5_1_$w.csv"
+done
+# §5.3: medium workload; RATE_TOP1 / RATE_TOP2 = ~80% of async's saturated request rate.
+echo "== §5.3 policies, medium workload, top-1 at ${RATE_TOP1:-60} req/s"
+"$muflow" bench "$topo" --wirings async --sweep scheduler.policy=most-tokens,flfs,defrag \
+  --sweep model.topk=1 --sweep workload.rate="${RATE_TOP1:-60}" \
+  --sweep workload.num_requests="$requests" --csv "$out/5_3_top1.csv"
+echo "== §5.3 policies, medium workload, top-2 at ${RATE_TOP2:-40} req/s"
+"$muflow" bench "$topo" --wirings async --sweep scheduler.policy=most-tokens,flfs,defrag \
+  --sweep model.topk=2 --sweep workload.rate="${RATE_TOP2:-40}" \
+  --sweep workload.num_requests="$requests" --csv "$out/5_3_top2.csv"
