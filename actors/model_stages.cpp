@@ -47,8 +47,10 @@ void push_row(TokenBatch& b, const TokenMeta& meta, const float* row, int64_t wi
 }
 
 engine::TokenPool make_pool(const RunContext& ctx, int64_t width) {
-  return ctx.point_to_point ? engine::TokenPool::per_request(width, ctx.config.num_topk)
-                            : engine::TokenPool(width, ctx.config.num_topk, 1);
+  return ctx.point_to_point
+             ? engine::TokenPool::per_request(width, ctx.config.num_topk,
+                                              ctx.topology.scheduler.merge == "wave")
+             : engine::TokenPool(width, ctx.config.num_topk, 1);
 }
 
 /// A point-to-point send of token batch `b` to `dest` on device `to_device`.
@@ -180,6 +182,8 @@ class AttentionStage final : public StageImpl {
                     std::vector<Send>& out, double* seconds) {
     const int64_t n = static_cast<int64_t>(meta.size());
     const int64_t H = width_, K = cfg_.num_topk, E = cfg_.num_experts;
+    const int64_t wave = next_wave_++;  // unique per stage, hence per merge point
+    for (TokenMeta& m : meta) m.wave = wave;
     const bool shared = cfg_.shared_expert_ffn > 0;
     std::vector<float> x(n * H), w(n * K), sh(shared ? n * H : 0);
     std::vector<int32_t> ids(n * K);
@@ -249,6 +253,7 @@ class AttentionStage final : public StageImpl {
   engine::TokenPool pool_;
   std::map<int64_t, TokenBatchPtr> queued_;  // block 0, sync: iteration → token ids
   BatchQueue fresh_;                         // block 0, async: token ids as they came
+  int64_t next_wave_ = 0;                    // id of this stage's next run (TokenMeta::wave)
 };
 
 // ---------------------------------------------------------------------------------------------

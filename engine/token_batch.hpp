@@ -31,6 +31,7 @@ struct TokenMeta {
   int16_t topk_rank = 0;    ///< 0..num_topk-1: which of the token's top-k experts this row is for
   float topk_weight = 0.f;  ///< router weight of that expert (after renormalisation if any)
   uint8_t flags = 0;        ///< kNeedsLogits etc.
+  int64_t wave = 0;         ///< async: id of the attention run that emitted it (merge group)
 };
 
 /// TokenMeta::flags bits.

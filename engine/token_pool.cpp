@@ -22,12 +22,15 @@ TokenPool::TokenPool(Readiness readiness, int64_t hidden, int64_t num_topk,
 TokenPool::TokenPool(int64_t hidden, int64_t num_topk, int64_t expected_expert_messages)
     : TokenPool(Readiness::kPerIteration, hidden, num_topk, expected_expert_messages) {}
 
-TokenPool TokenPool::per_request(int64_t hidden, int64_t num_topk) {
-  return TokenPool(Readiness::kPerRequest, hidden, num_topk, 0);
+TokenPool TokenPool::per_request(int64_t hidden, int64_t num_topk, bool by_wave) {
+  TokenPool pool(Readiness::kPerRequest, hidden, num_topk, 0);
+  pool.by_wave_ = by_wave;
+  return pool;
 }
 
 int64_t TokenPool::bucket_key(const TokenBatch& batch, const TokenMeta& m) const {
-  return readiness_ == Readiness::kPerIteration ? batch.iteration : m.request_id;
+  if (readiness_ == Readiness::kPerIteration) return batch.iteration;
+  return by_wave_ ? m.wave : m.request_id;
 }
 
 TokenPool::Entry& TokenPool::entry(Bucket& b, int64_t request_id, int64_t position) {
@@ -79,7 +82,7 @@ absl::Status TokenPool::add_residual(const TokenBatch& batch) {
     }
   } else {
     for (const TokenMeta& m : batch.tokens) {
-      auto found = buckets_.find(m.request_id);
+      auto found = buckets_.find(bucket_key(batch, m));
       if (found != buckets_.end() && found->second.residual_arrived) {
         return absl::InvalidArgumentError(absl::StrFormat(
             "token pool: second residual for request %d while its group is held (position %d)",

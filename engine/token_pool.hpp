@@ -43,7 +43,10 @@ class TokenPool {
   /// `expected_expert_messages` expert-output batches (a barrier's delivery).
   TokenPool(int64_t hidden, int64_t num_topk, int64_t expected_expert_messages);
   /// A per-request pool (batch.iteration is ignored; a request has one group in flight).
-  static TokenPool per_request(int64_t hidden, int64_t num_topk);
+  /// With `by_wave`, a group is every token one attention run emitted (TokenMeta::wave)
+  /// instead of one request's tokens: the run's wave merges as a whole, so fragments that
+  /// return from different expert devices are not re-batched separately.
+  static TokenPool per_request(int64_t hidden, int64_t num_topk, bool by_wave = false);
 
   Readiness readiness() const { return readiness_; }
 
@@ -110,6 +113,7 @@ class TokenPool {
   absl::Status merge_into(std::map<int64_t, Bucket>::iterator found, MergedTokens& out);
 
   Readiness readiness_;
+  bool by_wave_ = false;
   int64_t hidden_, num_topk_, expected_expert_messages_;
   std::map<int64_t, Bucket> buckets_;  ///< iteration or request id → bucket
   std::deque<int64_t> ready_order_;    ///< per request: ready groups, first-ready first

@@ -76,6 +76,10 @@ struct SchedulerSpec {
   /// Barrier-free wirings: a stage with fewer queued tokens than this waits up to
   /// hold_max_ms for more before its device may run it (0 = never hold).
   int64_t hold_min_tokens = 0;
+  /// Barrier-free wirings: what a merge point releases together: "request" (a request's
+  /// tokens once all their top-k outputs arrived; AsyncMoE §3.2) or "wave" (every token of
+  /// one attention run, so a rank's wave is not split by expert devices finishing apart).
+  std::string merge = "request";
   double hold_max_ms = 1.0;
 };
 
@@ -129,6 +133,8 @@ inline constexpr std::array<std::string_view, 2> kKnownPlacements = {"round-robi
 /// Device scheduling policies accepted as `[scheduler] policy = "..."`.
 inline constexpr std::array<std::string_view, 4> kKnownSchedulerPolicies = {
     "fifo", "most-tokens", "flfs", "defrag"};
+/// Merge granularities accepted as `[scheduler] merge = "..."`.
+inline constexpr std::array<std::string_view, 2> kKnownMerges = {"request", "wave"};
 /// Workload kinds accepted as `[workload] kind = "..."`.
 inline constexpr std::array<std::string_view, 4> kKnownWorkloadKinds = {"prompts", "ids",
                                                                         "poisson", "trace"};

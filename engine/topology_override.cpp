@@ -97,6 +97,12 @@ const std::map<std::string, Setter>& setters() {
        [](Topology& t, const std::string& k, const std::string& v) {
          return set_int(k, v, &t.scheduler.hold_min_tokens, 0);
        }},
+      {"scheduler.merge",
+       [](Topology& t, const std::string& k, const std::string& v) {
+         if (v != "request" && v != "wave") return bad(k, v, "request or wave");
+         t.scheduler.merge = v;
+         return absl::OkStatus();
+       }},
       {"scheduler.hold_max_ms",
        [](Topology& t, const std::string& k, const std::string& v) {
          return set_double(k, v, &t.scheduler.hold_max_ms, 0, 1e4);

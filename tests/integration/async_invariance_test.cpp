@@ -31,12 +31,15 @@ struct Shape {
   int attention_devices;
   int64_t max_batch_tokens;
   std::string policy;
+  std::string merge = "request";
+  int64_t hold_min_tokens = 0;
 };
 
 // (devices, attention devices): 1+1, 1+2, 2+3 and the paper's 4+4; small and large re-batch
 // limits; the four policies spread over the shapes.
 const std::vector<Shape> kShapes = {
-    {2, 1, 512, "defrag"}, {3, 1, 5, "most-tokens"}, {5, 2, 3, "flfs"}, {8, 4, 16, "fifo"}};
+    {2, 1, 512, "defrag"},        {3, 1, 5, "most-tokens", "wave"},
+    {5, 2, 3, "flfs", "request", 4}, {8, 4, 16, "fifo", "wave", 8}};
 
 actors::RunOutcome run(Topology t, const std::vector<Request>& requests) {
   absl::StatusOr<std::unique_ptr<actors::Server>> server = actors::Server::create(t);
@@ -76,10 +79,13 @@ void expect_async_equals_reference_and_sync(Topology base, int num_requests) {
     t.attention_devices = shape.attention_devices;
     t.scheduler.max_batch_tokens = shape.max_batch_tokens;
     t.scheduler.policy = shape.policy;
+    t.scheduler.merge = shape.merge;
+    t.scheduler.hold_min_tokens = shape.hold_min_tokens;
     const std::string what = std::to_string(shape.attention_devices) + "+" +
                              std::to_string(shape.devices - shape.attention_devices) +
                              " devices, " + shape.policy + ", max batch " +
-                             std::to_string(shape.max_batch_tokens);
+                             std::to_string(shape.max_batch_tokens) + ", merge " + shape.merge +
+                             ", hold " + std::to_string(shape.hold_min_tokens);
     const actors::RunOutcome out = run(t, requests);
     ASSERT_EQ(out.outputs.size(), requests.size()) << what;
     int64_t tokens = 0;

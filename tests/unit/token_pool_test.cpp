@@ -468,3 +468,38 @@ TEST(TokenPoolPerRequest, DuplicatesAndASecondResidualAreRejectedWithoutChange) 
 
 }  // namespace
 }  // namespace muflow::engine
+
+namespace muflow::engine {
+namespace {
+
+TokenBatch with_wave(TokenBatch b, int64_t wave) {
+  for (TokenMeta& m : b.tokens) m.wave = wave;
+  return b;
+}
+
+// merge = "wave": one attention run's tokens are released together, even when one request
+// of it is complete long before another.
+TEST(TokenPoolPerWave, AWaveIsReleasedWhole) {
+  TokenPool pool = TokenPool::per_request(1, 1, /*by_wave=*/true);
+  ASSERT_TRUE(pool.add_residual(with_wave(
+                      residual(0, 1, {{4, 10, 0, 0.f, {1.f}}, {9, 3, 0, 0.f, {2.f}}}), 7))
+                  .ok());
+  ASSERT_TRUE(pool.add_expert_outputs(with_wave(outputs(0, 1, {{9, 3, 0, 1.f, {5.f}}}), 7)).ok());
+  EXPECT_EQ(pool.ready_tokens(), 0) << "request 9 alone is complete, its wave is not";
+  // Another wave of the same merge point completes first and goes first.
+  ASSERT_TRUE(pool.add_residual(with_wave(residual(0, 1, {{5, 0, 0, 0.f, {0.f}}}), 8)).ok());
+  ASSERT_TRUE(pool.add_expert_outputs(with_wave(outputs(0, 1, {{5, 0, 0, 1.f, {1.f}}}), 8)).ok());
+  EXPECT_EQ(pool.ready_tokens(), 1);
+  ASSERT_TRUE(pool.add_expert_outputs(with_wave(outputs(0, 1, {{4, 10, 0, 1.f, {3.f}}}), 7)).ok());
+  EXPECT_EQ(pool.ready_tokens(), 3);
+  absl::StatusOr<MergedTokens> merged = pool.take_ready(100);
+  ASSERT_TRUE(merged.ok()) << merged.status();
+  ASSERT_EQ(merged->tokens.size(), 3u);
+  EXPECT_EQ(merged->tokens[0].request_id, 5);
+  EXPECT_EQ(merged->tokens[1].request_id, 4);
+  EXPECT_EQ(merged->tokens[2].request_id, 9);
+  EXPECT_EQ(merged->h, (std::vector<float>{1.f, 4.f, 7.f}));
+}
+
+}  // namespace
+}  // namespace muflow::engine
