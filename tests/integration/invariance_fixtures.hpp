@@ -2,8 +2,13 @@
 // Shared fixtures of the invariance tests (invariant 1, ARCHITECTURE.md §8): small synthetic
 // models, a cpu topology with small batching limits, and concurrent requests with staggered
 // arrivals, chunked prefill and mixed lengths.
+#include <cstring>
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
+
+#include "actors/coordinator.hpp"
 
 #include "engine/model_config.hpp"
 #include "engine/request.hpp"
@@ -70,6 +75,27 @@ inline std::vector<Request> make_requests(int64_t vocab, int64_t bos, int num_re
     out.push_back(r);
   }
   return out;
+}
+
+/// Expects every output to equal the expected tokens and its prompt logits to be bitwise equal
+/// (messages prefixed with `what`); returns the number of generated tokens compared.
+inline int64_t expect_outputs_match(const std::vector<actors::RequestOutput>& outputs,
+                                    const std::vector<std::vector<int32_t>>& tokens,
+                                    const std::vector<std::vector<float>>& logits,
+                                    const std::string& what) {
+  EXPECT_EQ(outputs.size(), tokens.size()) << what;
+  int64_t total = 0;
+  for (size_t i = 0; i < outputs.size() && i < tokens.size(); ++i) {
+    EXPECT_EQ(outputs[i].output, tokens[i]) << what << ", request " << i;
+    const std::vector<float>& got = outputs[i].prompt_logits;
+    EXPECT_EQ(got.size(), logits[i].size()) << what << ", request " << i;
+    if (got.size() == logits[i].size()) {
+      EXPECT_EQ(0, std::memcmp(got.data(), logits[i].data(), got.size() * sizeof(float)))
+          << what << ", request " << i << ": prompt logits not bitwise equal";
+    }
+    total += static_cast<int64_t>(outputs[i].output.size());
+  }
+  return total;
 }
 
 }  // namespace muflow::testing_fixtures

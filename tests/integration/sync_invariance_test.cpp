@@ -51,18 +51,8 @@ void expect_same_tokens_on_every_device_count(Topology base, int num_requests) {
     absl::StatusOr<actors::RunOutcome> out = (*server)->run(requests);
     ASSERT_TRUE(out.ok()) << out.status();
     ASSERT_EQ(out->outputs.size(), requests.size());
-    int64_t tokens = 0;
-    for (size_t i = 0; i < requests.size(); ++i) {
-      EXPECT_EQ(out->outputs[i].output, expected[i])
-          << devices << " devices, request " << i << " (prompt of "
-          << requests[i].prompt.size() << " tokens)";
-      const std::vector<float>& logits = out->outputs[i].prompt_logits;
-      ASSERT_EQ(logits.size(), expected_logits[i].size()) << devices << " devices, request " << i;
-      EXPECT_EQ(0, std::memcmp(logits.data(), expected_logits[i].data(),
-                               logits.size() * sizeof(float)))
-          << devices << " devices, request " << i << ": prompt logits not bitwise equal";
-      tokens += static_cast<int64_t>(out->outputs[i].output.size());
-    }
+    const int64_t tokens = testing_fixtures::expect_outputs_match(
+        out->outputs, expected, expected_logits, std::to_string(devices) + " devices");
     EXPECT_EQ(out->metrics.num_completed_requests, num_requests);
     EXPECT_EQ(out->metrics.num_output_tokens, tokens);
     EXPECT_EQ(out->metrics.device_busy_pct.size(), static_cast<size_t>(devices));
