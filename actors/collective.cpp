@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_format.h"
 #include "actors/messages.hpp"
+#include "engine/expert_dispatch.hpp"
 
 namespace muflow::actors {
 namespace {
@@ -45,8 +46,8 @@ StageSite dest_site(const RunContext& ctx, CollectiveKind kind, int32_t block, s
 // Trace of one completed barrier: each source's wait (from its contribution to completion) on
 // its device's wait lane, and one flow arrow per pair of distinct devices that exchanged rows.
 void trace_barrier(const RunContext& ctx, CollectiveKind kind, int32_t block, int64_t iteration,
-                   const std::vector<ContributionPtr>& slot, const std::vector<double>& arrived_us,
-                   double done_us) {
+                   size_t num_sources, const std::vector<std::vector<int64_t>>& rows_from,
+                   const std::vector<double>& arrived_us, double done_us) {
   engine::TraceRecorder& trace = *ctx.trace;
   const char* what = kind == CollectiveKind::kDispatch ? "dispatch" : "combine";
   const std::string wait_name = absl::StrFormat("wait %s b%d", what, block);
@@ -54,17 +55,15 @@ void trace_barrier(const RunContext& ctx, CollectiveKind kind, int32_t block, in
   const int64_t num_devices = ctx.placement.num_devices;
   const int64_t kind_index = kind == CollectiveKind::kDispatch ? 0 : 1;
   const int64_t num_layers = ctx.config.num_layers;
-  std::vector<std::vector<StageSite>> pair_dest(num_devices * num_devices);
   std::vector<char> pair_used(num_devices * num_devices, 0);
-  std::vector<StageSite> pair_src(num_devices * num_devices);
-  for (size_t src = 0; src < slot.size(); ++src) {
+  for (size_t src = 0; src < num_sources; ++src) {
     const StageSite s = source_site(ctx, kind, block, src);
     trace.complete_in("wait", wait_name, s.device, kWaitLaneTid, arrived_us[src],
                       done_us - arrived_us[src],
                       nlohmann::json{{"block", block}, {"iteration", iteration},
                                      {"collective", what}});
-    for (size_t d = 0; d < slot[src]->parts.size(); ++d) {
-      if (!slot[src]->parts[d] || slot[src]->parts[d]->num_tokens() == 0) continue;
+    for (size_t d = 0; d < rows_from.size(); ++d) {
+      if (rows_from[d][src] == 0) continue;
       const StageSite t = dest_site(ctx, kind, block, d);
       if (t.device == s.device) continue;
       const int64_t pair = s.device * num_devices + t.device;
@@ -79,11 +78,114 @@ void trace_barrier(const RunContext& ctx, CollectiveKind kind, int32_t block, in
   }
 }
 
+// The per-destination batches of one completed barrier and how many rows each source sent
+// each destination (for the network model).
+struct Delivery {
+  std::vector<engine::TokenBatchPtr> out;       // [num destinations], never null
+  std::vector<std::vector<int64_t>> rows_from;  // [num destinations][num sources]
+  int64_t tokens_rebalanced = 0;                // harmoeny: tokens moved off their home
+};
+
+// Concatenation in source order (sync dispatch to per-expert stages; every combine but
+// MoEShard's).
+Delivery concat_parts(const RunContext& ctx, CollectiveKind kind, int32_t block,
+                      const std::vector<ContributionPtr>& slot, size_t num_dests,
+                      int64_t iteration, int64_t width) {
+  Delivery d;
+  for (size_t dst = 0; dst < num_dests; ++dst) {
+    // Every destination gets a batch each iteration (possibly empty): its barrier needs it.
+    auto out = std::make_shared<engine::TokenBatch>();
+    out->layer = destination_layer(ctx, kind, block, dst);
+    out->payload = kind == CollectiveKind::kDispatch ? engine::Payload::kExpertInputs
+                                                     : engine::Payload::kExpertOutputs;
+    out->iteration = iteration;
+    out->act = std::make_shared<engine::Activations>(0, width);
+    std::vector<int64_t> from(slot.size(), 0);
+    for (size_t src = 0; src < slot.size(); ++src) {  // source order: deterministic
+      if (dst >= slot[src]->parts.size() || !slot[src]->parts[dst]) continue;
+      const engine::TokenBatch& part = *slot[src]->parts[dst];
+      out->tokens.insert(out->tokens.end(), part.tokens.begin(), part.tokens.end());
+      if (part.act) {
+        out->act->data.insert(out->act->data.end(), part.act->data.begin(), part.act->data.end());
+        out->act->num_rows += part.act->num_rows;
+      }
+      from[src] = part.num_tokens();
+    }
+    d.out.push_back(std::move(out));
+    d.rows_from.push_back(std::move(from));
+  }
+  return d;
+}
+
+// Dispatch to per-device expert stages: HarMoEny's schedule or MoEShard's all-gather.
+absl::StatusOr<Delivery> dispatch_per_device(const RunContext& ctx, int32_t block,
+                                             const std::vector<ContributionPtr>& slot,
+                                             int64_t iteration, int64_t width) {
+  engine::DispatchParts parts;
+  for (const ContributionPtr& c : slot) parts.push_back(c->parts);
+  const auto num_devices = static_cast<int64_t>(ctx.expert_slot_device.size());
+  Delivery d;
+  if (ctx.expert_mode == ExpertMode::kMoeShard) {
+    auto out = engine::dispatch_all_gather(parts, num_devices, block, iteration, width,
+                                           &d.rows_from);
+    if (!out.ok()) return out.status();
+    d.out = std::move(*out);
+    return d;
+  }
+  // HarMoEny Algorithm 1: every rank knows the [ranks, experts] counts (the metadata
+  // all-gather is this barrier) and derives the same schedule.
+  auto counts = engine::dispatch_counts(parts);
+  if (!counts.ok()) return counts.status();
+  const auto& p = ctx.harmoeny;
+  auto rebalanced = p.paper
+                        ? engine::harmoeny_rebalance_paper(*counts, ctx.placement.expert_device, p.q)
+                        : engine::harmoeny_rebalance_code(*counts, ctx.placement.expert_device, p.q);
+  if (!rebalanced.ok()) return rebalanced.status();
+  auto out = engine::dispatch_by_schedule(parts, rebalanced->schedule, block, iteration, width,
+                                          &d.rows_from);
+  if (!out.ok()) return out.status();
+  d.out = std::move(*out);
+  d.tokens_rebalanced = rebalanced->tokens_moved;
+  return d;
+}
+
+// MoEShard's reduce-scatter: each rank receives the sum of the shards' partial outputs.
+absl::StatusOr<Delivery> reduce_scatter(const RunContext& ctx, int32_t block,
+                                        const std::vector<ContributionPtr>& slot,
+                                        size_t num_dests, int64_t iteration, int64_t width) {
+  Delivery d;
+  for (size_t dst = 0; dst < num_dests; ++dst) {
+    std::vector<engine::TokenBatchPtr> partials;
+    std::vector<int64_t> from(slot.size(), 0);
+    for (size_t src = 0; src < slot.size(); ++src) {
+      partials.push_back(dst < slot[src]->parts.size() ? slot[src]->parts[dst] : nullptr);
+      if (partials.back()) from[src] = partials.back()->num_tokens();
+    }
+    auto sum = engine::reduce_partials(partials);
+    if (!sum.ok()) {
+      return absl::InternalError(absl::StrFormat("combine b%d: %s", block, sum.status().message()));
+    }
+    engine::TokenBatchPtr out = *sum;
+    if (!out) {
+      out = std::make_shared<engine::TokenBatch>();
+      out->act = std::make_shared<engine::Activations>(0, width);
+    }
+    out->layer = destination_layer(ctx, CollectiveKind::kCombine, block, dst);
+    out->payload = engine::Payload::kExpertOutputs;
+    out->iteration = iteration;
+    d.out.push_back(std::move(out));
+    d.rows_from.push_back(std::move(from));
+  }
+  return d;
+}
+
 caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, RunContextPtr ctx,
                                   CollectiveKind kind, int32_t block) {
   const size_t num_sources = kind == CollectiveKind::kDispatch
                                  ? static_cast<size_t>(ctx->num_ranks)
-                                 : static_cast<size_t>(ctx->config.num_experts);
+                                 : ctx->expert_slot_device.size();
+  const size_t num_dests = kind == CollectiveKind::kDispatch ? ctx->expert_slot_device.size()
+                                                             : static_cast<size_t>(ctx->num_ranks);
   return {[=](contrib_atom, const ContributionPtr& c) {
     auto& slot = self->state.pending[c->iteration];
     if (slot.empty()) slot.resize(num_sources);
@@ -93,7 +195,7 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
       return;
     }
     slot[c->source] = c;
-    if (ctx->trace) {
+    {
       auto& arrived = self->state.arrived_us[c->iteration];
       if (arrived.empty()) arrived.resize(num_sources);
       arrived[c->source] = ctx->seconds_since_start(self->home_system().clock().now()) * 1e6;
@@ -101,42 +203,39 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
     for (const ContributionPtr& p : slot) {
       if (!p) return;  // barrier not complete yet
     }
-    const size_t num_dests = slot.front()->parts.size();
     const int64_t width = ctx->executors.front()->activation_width();
-    std::vector<int64_t> tokens_per_device(ctx->placement.num_devices, 0);
     const double done_s = ctx->seconds_since_start(self->home_system().clock().now());
+    absl::StatusOr<Delivery> delivery =
+        kind == CollectiveKind::kDispatch && ctx->expert_mode != ExpertMode::kPerExpert
+            ? dispatch_per_device(*ctx, block, slot, c->iteration, width)
+        : kind == CollectiveKind::kCombine && ctx->expert_mode == ExpertMode::kMoeShard
+            ? reduce_scatter(*ctx, block, slot, num_dests, c->iteration, width)
+            : concat_parts(*ctx, kind, block, slot, num_dests, c->iteration, width);
+    if (!delivery.ok()) {
+      self->send(ctx->actors.coordinator, failed_atom::value,
+                 std::string(delivery.status().message()));
+      return;
+    }
+    std::vector<int64_t> tokens_per_device(ctx->placement.num_devices, 0);
     double a2a_end_s = done_s;
     for (size_t d = 0; d < num_dests; ++d) {
-      // Every destination gets a batch each iteration (possibly empty): its barrier needs it.
-      auto out = std::make_shared<engine::TokenBatch>();
-      out->layer = destination_layer(*ctx, kind, block, d);
-      out->payload = kind == CollectiveKind::kDispatch ? engine::Payload::kExpertInputs
-                                                       : engine::Payload::kExpertOutputs;
-      out->iteration = c->iteration;
-      out->act = std::make_shared<engine::Activations>(0, width);
+      const engine::TokenBatchPtr& out = delivery->out[d];
       const StageSite to = dest_site(*ctx, kind, block, d);
       double deliver_s = done_s;
-      for (size_t src = 0; src < slot.size(); ++src) {  // source order: deterministic
-        if (!slot[src]->parts[d]) continue;
-        const engine::TokenBatch& part = *slot[src]->parts[d];
-        out->tokens.insert(out->tokens.end(), part.tokens.begin(), part.tokens.end());
-        if (part.act) {
-          out->act->data.insert(out->act->data.end(), part.act->data.begin(),
-                                part.act->data.end());
-          out->act->num_rows += part.act->num_rows;
-        }
-        if (ctx->network && part.num_tokens() > 0) {
+      if (ctx->network) {
+        for (size_t src = 0; src < slot.size(); ++src) {
+          const int64_t rows = delivery->rows_from[d][src];
+          if (rows == 0) continue;
           // Virtual time: the part crosses the big switch once the barrier completed.
           const StageSite from = source_site(*ctx, kind, block, src);
-          const int64_t bytes =
-              part.num_tokens() * ctx->config.hidden_size * ctx->activation_bytes;
+          const int64_t bytes = rows * ctx->config.hidden_size * ctx->activation_bytes;
           deliver_s = std::max(deliver_s, ctx->network->schedule(transport::Transfer{
                                               static_cast<int32_t>(from.device),
                                               static_cast<int32_t>(to.device), bytes, done_s}));
         }
       }
       if (kind == CollectiveKind::kDispatch) {
-        tokens_per_device[ctx->placement.expert_device[d]] += out->num_tokens();
+        tokens_per_device[ctx->expert_slot_device[d]] += out->num_tokens();
       }
       a2a_end_s = std::max(a2a_end_s, deliver_s);
       if (deliver_s > done_s) {
@@ -160,9 +259,19 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
     if (a2a_end_s > done_s) {
       self->send(ctx->actors.coordinator, a2a_atom::value, a2a_end_s - done_s);
     }
+    const std::vector<double>& arrived_us = self->state.arrived_us[c->iteration];
     if (kind == CollectiveKind::kDispatch) {
       self->send(ctx->actors.coordinator, load_atom::value, static_cast<int64_t>(block),
-                 c->iteration, tokens_per_device);
+                 c->iteration, tokens_per_device, done_s, delivery->tokens_rebalanced);
+    } else {
+      // When each device's last expert stage finished this layer (HarMoEny's idle time).
+      std::vector<double> finish_s(ctx->placement.num_devices, -1.0);
+      for (size_t src = 0; src < slot.size(); ++src) {
+        const int64_t dev = ctx->expert_slot_device[src];
+        finish_s[dev] = std::max(finish_s[dev], arrived_us[src] * 1e-6);
+      }
+      self->send(ctx->actors.coordinator, layer_atom::value, static_cast<int64_t>(block),
+                 c->iteration, done_s, finish_s);
     }
     if (ctx->trace) {
       const double done_us = ctx->seconds_since_start(self->home_system().clock().now()) * 1e6;
@@ -170,10 +279,10 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
                                                             : "combine all-to-all",
                           0, 0, done_us, engine::InstantScope::kGlobal,
                           nlohmann::json{{"block", block}, {"iteration", c->iteration}});
-      trace_barrier(*ctx, kind, block, c->iteration, slot, self->state.arrived_us[c->iteration],
-                    done_us);
-      self->state.arrived_us.erase(c->iteration);
+      trace_barrier(*ctx, kind, block, c->iteration, slot.size(), delivery->rows_from,
+                    arrived_us, done_us);
     }
+    self->state.arrived_us.erase(c->iteration);
     self->state.pending.erase(c->iteration);
   }};
 }

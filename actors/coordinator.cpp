@@ -376,8 +376,18 @@ caf::behavior coordinator_behavior(Self* self, RunContextPtr ctx,
       [=](busy_atom, int64_t device, double begin_s, double end_s) {
         self->state.metrics->on_device_busy(device, begin_s, end_s);
       },
-      [=](load_atom, int64_t block, int64_t iteration, const std::vector<int64_t>& per_device) {
+      [=](load_atom, int64_t block, int64_t iteration, const std::vector<int64_t>& per_device,
+          double done_s, int64_t tokens_rebalanced) {
         self->state.metrics->on_layer_iteration(block, iteration, per_device);
+        self->state.metrics->on_layer_start(block, iteration, done_s);
+        self->state.metrics->on_rebalance(tokens_rebalanced);
+      },
+      [=](layer_atom, int64_t block, int64_t iteration, double done_s,
+          const std::vector<double>& finish_s) {
+        self->state.metrics->on_layer_end(block, iteration, done_s, finish_s);
+      },
+      [=](fetch_atom, int64_t fetches, int64_t restores, double stall_s) {
+        self->state.metrics->on_expert_fetches(fetches, restores, stall_s);
       },
       [=](a2a_atom, double seconds) { self->state.all_to_all_s += seconds; },
       [=](failed_atom, const std::string& what) {

@@ -26,7 +26,9 @@ using release_atom = caf::atom_constant<caf::atom("release")>;  ///< free a requ
 // Coordinator.
 using sampled_atom = caf::atom_constant<caf::atom("sampled")>;  ///< sampler → coordinator
 using busy_atom = caf::atom_constant<caf::atom("busy")>;        ///< device → coordinator
-using load_atom = caf::atom_constant<caf::atom("load")>;        ///< collective → coordinator
+using load_atom = caf::atom_constant<caf::atom("load")>;        ///< dispatch → coordinator
+using layer_atom = caf::atom_constant<caf::atom("layer")>;      ///< combine → coordinator
+using fetch_atom = caf::atom_constant<caf::atom("fetch")>;      ///< expert slots → coordinator
 using a2a_atom = caf::atom_constant<caf::atom("a2a")>;          ///< all-to-all transfer time
 using wake_atom = caf::atom_constant<caf::atom("wake")>;        ///< next arrival due
 using start_atom = caf::atom_constant<caf::atom("start")>;

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "absl/strings/str_format.h"
+#include "engine/harmoeny_slots.hpp"
 #include "engine/token_pool.hpp"
 
 namespace muflow::actors {
@@ -259,8 +260,14 @@ class AttentionStage final : public StageImpl {
 // ---------------------------------------------------------------------------------------------
 class ExpertStage final : public StageImpl {
  public:
+  /// `expert`: the expert (per-expert modes) or the device (per-device modes) of this slot.
   ExpertStage(RunContextPtr ctx, engine::Executor* exec, int32_t block, int32_t expert)
-      : ctx_(std::move(ctx)), exec_(exec), block_(block), expert_(expert) {}
+      : ctx_(std::move(ctx)),
+        exec_(exec),
+        block_(block),
+        expert_(expert),
+        device_(ctx_->expert_slot_device[expert]),
+        num_home_(static_cast<int64_t>(ctx_->placement.experts_on(device_).size())) {}
 
   absl::Status enqueue(const TokenBatchPtr& batch, std::vector<Send>& now) override {
     if (batch->payload != Payload::kExpertInputs) {
@@ -302,7 +309,14 @@ class ExpertStage final : public StageImpl {
     return absl::OkStatus();
   }
 
-  std::string name() const override { return absl::StrFormat("expert b%d e%d", block_, expert_); }
+  std::string name() const override {
+    switch (ctx_->expert_mode) {
+      case ExpertMode::kHarmoeny: return absl::StrFormat("experts b%d d%d", block_, expert_);
+      case ExpertMode::kMoeShard: return absl::StrFormat("shards b%d d%d", block_, expert_);
+      case ExpertMode::kPerExpert: break;
+    }
+    return absl::StrFormat("expert b%d e%d", block_, expert_);
+  }
   LayerId layer() const override { return {StageKind::kExpert, block_, expert_}; }
 
  private:
@@ -310,8 +324,8 @@ class ExpertStage final : public StageImpl {
     const int64_t n = in.num_tokens(), H = exec_->activation_width();
     std::vector<float> y(n * H);
     if (n > 0) {
-      double modeled = 0.0;
-      exec_->expert(block_, expert_, in.act->data.data(), n, y.data(), &modeled);
+      const double modeled = in.segments.empty() ? compute_one(in, y.data())
+                                                 : compute_segments(in, y.data(), out);
       if (seconds) *seconds = modeled;
     }
     auto contrib = std::make_shared<Contribution>();
@@ -338,6 +352,54 @@ class ExpertStage final : public StageImpl {
     out.push_back({ctx_->actors.combine[block_], caf::make_message(contrib_atom::value, contrib)});
   }
 
+  // Every row for this stage's expert.
+  double compute_one(const TokenBatch& in, float* y) {
+    double modeled = 0.0;
+    exec_->expert(block_, expert_, in.act->data.data(), in.num_tokens(), y, &modeled);
+    return modeled;
+  }
+
+  // A per-device stage: one GEMM group per expert segment. MoEShard runs this device's shard
+  // of each expert; HarMoEny runs whole experts, local or fetched into a slot, and its
+  // modeled time follows the slot cache's timeline (engine/harmoeny_slots.hpp).
+  double compute_segments(const TokenBatch& in, float* y, std::vector<Send>& out) {
+    const int64_t H = exec_->activation_width();
+    const float* x = H > 0 ? in.act->data.data() : nullptr;
+    const bool shard = ctx_->expert_mode == ExpertMode::kMoeShard;
+    const auto num_shards = static_cast<int64_t>(ctx_->expert_slot_device.size());
+    double total = 0.0;
+    std::vector<engine::SlotWork> work;
+    for (const engine::ExpertSegment& seg : in.segments) {
+      const int64_t rows = seg.end - seg.begin;
+      const float* xs = x ? x + seg.begin * H : nullptr;
+      float* ys = H > 0 ? y + seg.begin * H : nullptr;
+      double s = 0.0;
+      if (shard) {
+        exec_->expert_shard(block_, seg.expert, expert_, num_shards, xs, rows, ys, &s);
+      } else {
+        exec_->expert(block_, seg.expert, xs, rows, ys, &s);
+        work.push_back({seg.expert, rows, ctx_->placement.expert_device[seg.expert] == device_,
+                        s});
+      }
+      total += s;
+    }
+    if (shard) return total;
+    const HarmoenyParams& p = ctx_->harmoeny;
+    absl::StatusOr<engine::SlotTimeline> t = engine::plan_slot_timeline(
+        std::move(work), num_home_, p.slots, p.copy_s[device_], p.prefetch);
+    if (!t.ok()) {
+      out.push_back({ctx_->actors.coordinator,
+                     caf::make_message(failed_atom::value,
+                                       name() + ": " + std::string(t.status().message()))});
+      return total;
+    }
+    if (t->fetches > 0) {
+      out.push_back({ctx_->actors.coordinator,
+                     caf::make_message(fetch_atom::value, t->fetches, t->restores, t->stall_s)});
+    }
+    return t->makespan_s;
+  }
+
   // One batch holding the rows of `batches` in order.
   TokenBatchPtr concat(const std::vector<TokenBatchPtr>& batches) const {
     const int64_t H = exec_->activation_width();
@@ -354,6 +416,8 @@ class ExpertStage final : public StageImpl {
   RunContextPtr ctx_;
   engine::Executor* exec_;
   int32_t block_, expert_;
+  int64_t device_;    // where this stage runs
+  int64_t num_home_;  // experts placed on device_ (HarMoEny's slot cache)
   std::map<int64_t, TokenBatchPtr> queued_;  // sync: iteration → the barrier's batch
   BatchQueue fifo_;                          // async: batches as they came
 };

@@ -28,7 +28,9 @@ struct ActorTable {
   std::vector<caf::actor> devices;                  ///< [num_devices]
   std::vector<std::vector<caf::actor>> attention;   ///< [num_layers][num_ranks]
   std::vector<caf::actor> samplers;                 ///< [num_ranks]
-  std::vector<std::vector<caf::actor>> experts;     ///< [num_layers][num_experts]
+  /// [num_layers][num expert slots]: per expert (sync, async) or per device (harmoeny,
+  /// moeshard); see RunContext::expert_slot_device.
+  std::vector<std::vector<caf::actor>> experts;
   std::vector<caf::actor> dispatch;                 ///< [num_layers] (sync wiring)
   std::vector<caf::actor> combine;                  ///< [num_layers] (sync wiring)
   caf::actor coordinator;
@@ -58,12 +60,30 @@ struct StageSite {
 /// Sites of every stage, indexed like ActorTable (filled by the wiring builder).
 struct SiteTable {
   std::vector<std::vector<StageSite>> attention;  ///< [num_layers][num_ranks]
-  std::vector<std::vector<StageSite>> experts;    ///< [num_layers][num_experts]
+  std::vector<std::vector<StageSite>> experts;    ///< [num_layers][num expert slots]
   std::vector<StageSite> samplers;                ///< [num_ranks]
 };
 
 /// Trace thread id of the lane that shows time spent waiting in collectives.
 inline constexpr int64_t kWaitLaneTid = 10000;
+
+/// How a block's expert stages are cut.
+enum class ExpertMode {
+  kPerExpert,  ///< one stage per expert on its placement device (sync, async)
+  kHarmoeny,   ///< one stage per device running the experts the HarMoEny schedule sends it
+  kMoeShard,   ///< one stage per device running its shard of every expert (MoEShard)
+};
+
+/// The `harmoeny` wiring's resolved options (engine::HarmoenySpec with defaults filled in).
+struct HarmoenyParams {
+  int64_t q = 150;            ///< token transfer threshold, tokens
+  bool paper = true;          ///< Algorithm 2 (true) or the public code's variant
+  int64_t slots = 0;          ///< expert slots per device
+  bool prefetch = true;       ///< asynchronous copies into freed slots
+  /// [num_devices] seconds to copy one expert's weights from host memory (sim: the host
+  /// link model; cpu: 0, the weights are already in memory).
+  std::vector<double> copy_s;
+};
 
 /// Shared, read-only state of one run.
 struct RunContext {
@@ -79,6 +99,11 @@ struct RunContext {
   /// false: barrier collectives (sync).
   bool point_to_point = false;
   int64_t max_batch_tokens = 512;  ///< point_to_point: most tokens per stage run
+  ExpertMode expert_mode = ExpertMode::kPerExpert;
+  /// [num expert slots] device of expert stage slot s of every block: expert_device[s] per
+  /// expert, or s itself for per-device modes.
+  std::vector<int64_t> expert_slot_device;
+  HarmoenyParams harmoeny;  ///< kHarmoeny only
   /// Per DP rank: KV-cache bytes it can hold (-1 = unlimited) and per token; the
   /// coordinator's admission reads them (engine/kv_admission.hpp).
   std::vector<int64_t> kv_capacity_bytes;

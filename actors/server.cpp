@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "actors/messages.hpp"
 #include "actors/sim_backend.hpp"
+#include "actors/harmoeny_setup.hpp"
 #include "actors/wiring.hpp"
 #include "engine/cpu_executor.hpp"
 #include "engine/hf_config.hpp"
@@ -23,7 +24,9 @@ namespace {
 constexpr double kMaxArrivalS = 1e7;  // ~116 days: keeps timer arithmetic far from overflow
 }  // namespace
 
-std::vector<std::string> available_wirings() { return {"sync", "async"}; }
+std::vector<std::string> available_wirings() {
+  return {"sync", "async", "harmoeny", "moeshard"};
+}
 
 absl::StatusOr<std::unique_ptr<Server>> Server::create(engine::Topology topology) {
   const auto wirings = available_wirings();
@@ -91,15 +94,28 @@ absl::StatusOr<std::unique_ptr<Server>> Server::create(engine::Topology topology
     if (!model.ok()) return model.status();
     server->model_ = *model;
     server->config_ = server->model_->config();
+    if (topology.wiring == "moeshard") {
+      absl::StatusOr<std::shared_ptr<const engine::CpuExpertShards>> shards =
+          engine::CpuExpertShards::prepare(*weights, static_cast<int64_t>(topology.devices.size()));
+      if (!shards.ok()) return shards.status();
+      server->shards_ = *shards;
+    }
     if (absl::Status s = engine::check_topology_against_model(topology, server->config_);
         !s.ok()) {
       return s;
     }
   }
-  if (absl::StatusOr<engine::Placement> p =
-          engine::make_placement(topology, server->config_.num_experts);
-      !p.ok()) {
-    return p.status();
+  absl::StatusOr<engine::Placement> placement =
+      engine::make_placement(topology, server->config_.num_experts);
+  if (!placement.ok()) return placement.status();
+  if (topology.wiring == "harmoeny") {
+    server->topology_ = topology;  // sim_precision() reads it
+    absl::StatusOr<HarmoenyParams> h = resolve_harmoeny(
+        topology, server->config_, *placement, server->sim_.get(),
+        server->sim_ ? server->sim_precision() : kernels::sim::Precision::kF32,
+        topology.model.dtype == "bf16" ? 2 : 4);
+    if (!h.ok()) return h.status();
+    server->harmoeny_ = std::move(*h);
   }
   if (absl::StatusOr<std::unique_ptr<engine::SchedulingPolicy>> pol =
           engine::make_scheduling_policy(topology.scheduler.policy);
@@ -210,7 +226,7 @@ absl::StatusOr<RunOutcome> Server::run(std::vector<engine::Request> requests,
     ctx->activation_bytes = topology_.network.activation_bytes;
   } else {
     for (size_t d = 0; d < topology_.devices.size(); ++d) {
-      ctx->executors.push_back(std::make_shared<engine::CpuExecutor>(model_));
+      ctx->executors.push_back(std::make_shared<engine::CpuExecutor>(model_, shards_));
     }
   }
   ctx->topology = topology_;
@@ -228,6 +244,7 @@ absl::StatusOr<RunOutcome> Server::run(std::vector<engine::Request> requests,
   // KV-cache capacity per DP rank for admission: on sim the device's memory (90% usable)
   // less the weights it holds; on cpu unlimited (host memory).
   const int64_t elem_bytes = topology_.model.dtype == "bf16" ? 2 : 4;
+  ctx->harmoeny = harmoeny_;
   ctx->kv_bytes_per_token = engine::kv_bytes_per_token(config_, elem_bytes);
   for (int64_t d : ctx->placement.rank_device) {
     int64_t capacity = -1;

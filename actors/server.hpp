@@ -11,7 +11,9 @@
 
 #include "absl/status/statusor.h"
 #include "actors/coordinator.hpp"
+#include "actors/run_context.hpp"
 #include "actors/sim_backend.hpp"
+#include "engine/cpu_expert_shards.hpp"
 #include "engine/cpu_model.hpp"
 #include "engine/request.hpp"
 #include "engine/tokenizer.hpp"
@@ -62,6 +64,8 @@ class Server {
   engine::Topology topology_;
   engine::ModelConfig config_;
   std::shared_ptr<const engine::CpuModel> model_;  // cpu backend
+  std::shared_ptr<const engine::CpuExpertShards> shards_;  // cpu backend, moeshard wiring
+  HarmoenyParams harmoeny_;                                // harmoeny wiring, resolved
   std::unique_ptr<SimSetup> sim_;                  // sim backend
   std::unique_ptr<engine::Tokenizer> tokenizer_;
 };

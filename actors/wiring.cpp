@@ -13,10 +13,21 @@ void build_wiring(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx
   const engine::ModelConfig& c = ctx->config;
   const auto num_devices = static_cast<int32_t>(ctx->placement.num_devices);
   const auto num_ranks = static_cast<int32_t>(ctx->placement.rank_device.size());
-  const auto L = static_cast<int32_t>(c.num_layers), E = static_cast<int32_t>(c.num_experts);
+  const auto L = static_cast<int32_t>(c.num_layers);
   ctx->num_ranks = num_ranks;
   ctx->point_to_point = ctx->topology.wiring == "async";
   ctx->max_batch_tokens = ctx->topology.scheduler.max_batch_tokens;
+  ctx->expert_mode = ctx->topology.wiring == "harmoeny"   ? ExpertMode::kHarmoeny
+                     : ctx->topology.wiring == "moeshard" ? ExpertMode::kMoeShard
+                                                          : ExpertMode::kPerExpert;
+  // Expert stage slots of every block: one per expert, or one per device.
+  ctx->expert_slot_device.clear();
+  if (ctx->expert_mode == ExpertMode::kPerExpert) {
+    ctx->expert_slot_device = ctx->placement.expert_device;
+  } else {
+    for (int32_t d = 0; d < num_devices; ++d) ctx->expert_slot_device.push_back(d);
+  }
+  const auto S = static_cast<int32_t>(ctx->expert_slot_device.size());
   ActorTable& t = ctx->actors;
 
   // Stages per device, in local-index order; the device actor learns them from this list.
@@ -31,10 +42,10 @@ void build_wiring(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx
 
   SiteTable& sites = ctx->sites;
   sites.attention.assign(L, std::vector<StageSite>(num_ranks));
-  sites.experts.assign(L, std::vector<StageSite>(E));
+  sites.experts.assign(L, std::vector<StageSite>(S));
   sites.samplers.resize(num_ranks);
   t.attention.assign(L, std::vector<caf::actor>(num_ranks));
-  t.experts.assign(L, std::vector<caf::actor>(E));
+  t.experts.assign(L, std::vector<caf::actor>(S));
   t.samplers.resize(num_ranks);
   for (int32_t b = 0; b < L; ++b) {
     for (int32_t r = 0; r < num_ranks; ++r) {
@@ -45,8 +56,8 @@ void build_wiring(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx
       t.attention[b][r] = spawn_stage(sys, ctx, impl, d, li, li);
       sites.attention[b][r] = {d, li};
     }
-    for (int32_t e = 0; e < E; ++e) {
-      const auto d = static_cast<int32_t>(ctx->placement.expert_device[e]);
+    for (int32_t e = 0; e < S; ++e) {
+      const auto d = static_cast<int32_t>(ctx->expert_slot_device[e]);
       auto impl = make_expert_stage(ctx, ctx->executors[d].get(), b, e);
       const int32_t li = add_local(d, impl->layer());
       trace_thread(d, li, impl->name());

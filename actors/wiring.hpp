@@ -7,7 +7,13 @@
 ///    all-to-all actor per block for dispatch and for combine;
 ///  - `async` (AsyncMoE §3): attention and experts on disjoint devices, no collectives and no
 ///    barriers; stages send point to point and re-batch from their μ-queues
-///    (ctx->point_to_point).
+///    (ctx->point_to_point);
+///  - `harmoeny` (HarMoEny §4): sync's barriers, but one expert stage per device per block;
+///    the dispatch collective rebalances tokens (Algorithm 2) so a device may run experts it
+///    fetches into its slot cache;
+///  - `moeshard` (MoEShard §3): one expert stage per device per block running its shard of
+///    every expert on all tokens (all-gather dispatch, reduce-scatter combine).
+/// Sync and async have one expert stage per expert (placement.expert_device[e]).
 
 #include <memory>
 
@@ -21,7 +27,8 @@ namespace muflow::actors {
 
 /// Spawns every device, stage and (sync) collective actor into `ctx->actors` (all but the
 /// coordinator). Call before the coordinator starts; `ctx` must already hold the model,
-/// executors, topology and placement; `ctx->num_ranks` and `ctx->point_to_point` are set here.
+/// executors, topology and placement (and, for `harmoeny`, ctx->harmoeny); num_ranks,
+/// point_to_point, expert_mode and expert_slot_device are set here.
 void build_wiring(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx,
                        std::shared_ptr<const engine::SchedulingPolicy> policy);
 

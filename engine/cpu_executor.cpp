@@ -1,6 +1,7 @@
 #include "engine/cpu_executor.hpp"
 
 #include "engine/sampling.hpp"
+#include "kernels/assert.hpp"
 
 namespace muflow::engine {
 
@@ -28,6 +29,14 @@ void CpuExecutor::expert(int64_t block, int64_t expert, const float* x, int64_t 
                          double* seconds) {
   *seconds = 0.0;
   model_->expert(block, expert, x, n, y);
+}
+
+void CpuExecutor::expert_shard(int64_t block, int64_t expert, int64_t shard, int64_t num_shards,
+                               const float* x, int64_t n, float* y, double* seconds) {
+  *seconds = 0.0;
+  MUFLOW_ASSERT(shards_ && shards_->num_shards() == num_shards,
+                "CpuExecutor::expert_shard: shards not prepared for this count");
+  shards_->forward(block, expert, shard, x, n, y);
 }
 
 void CpuExecutor::sample(const std::vector<TokenMeta>& rows, const float* h,

@@ -4,6 +4,7 @@
 
 #include <memory>
 
+#include "engine/cpu_expert_shards.hpp"
 #include "engine/cpu_model.hpp"
 #include "engine/executor.hpp"
 
@@ -14,7 +15,10 @@ namespace muflow::engine {
 /// Executor for threading.
 class CpuExecutor final : public Executor {
  public:
-  explicit CpuExecutor(std::shared_ptr<const CpuModel> model) : model_(std::move(model)) {}
+  /// `shards` (may be null) is needed only by the moeshard wiring's expert_shard calls.
+  explicit CpuExecutor(std::shared_ptr<const CpuModel> model,
+                       std::shared_ptr<const CpuExpertShards> shards = nullptr)
+      : model_(std::move(model)), shards_(std::move(shards)) {}
 
   int64_t activation_width() const override { return model_->config().hidden_size; }
   bool virtual_time() const override { return false; }
@@ -23,12 +27,15 @@ class CpuExecutor final : public Executor {
                          float* h, const AttentionResult& out, double* seconds) override;
   void expert(int64_t block, int64_t expert, const float* x, int64_t n, float* y,
               double* seconds) override;
+  void expert_shard(int64_t block, int64_t expert, int64_t shard, int64_t num_shards,
+                    const float* x, int64_t n, float* y, double* seconds) override;
   void sample(const std::vector<TokenMeta>& rows, const float* h, const SamplingSpec& sampling,
               std::vector<int32_t>* tokens, std::vector<std::vector<float>>* logits,
               double* seconds) override;
 
  private:
   std::shared_ptr<const CpuModel> model_;
+  std::shared_ptr<const CpuExpertShards> shards_;
 };
 
 }  // namespace muflow::engine

@@ -47,6 +47,11 @@ class Executor {
   /// One expert over `n` rows: y [n, width] from x [n, width].
   virtual void expert(int64_t block, int64_t expert, const float* x, int64_t n, float* y,
                       double* seconds) = 0;
+  /// MoEShard: shard `shard` of `num_shards` (engine/moeshard_plan.hpp) of one expert over
+  /// `n` rows: y [n, width] is the shard's partial output (the expert's output is the sum
+  /// over shards). Backends without shards prepared abort (the wiring prepares them).
+  virtual void expert_shard(int64_t block, int64_t expert, int64_t shard, int64_t num_shards,
+                            const float* x, int64_t n, float* y, double* seconds) = 0;
   /// Final norm, LM head and sampling for `rows` (h [rows.size(), width]): token[i] is the next
   /// token after rows[i] (position + 1) where rows[i] asks for kSample, else -1; logits[i] is
   /// filled [vocab] where it asks for kNeedsLogits.

@@ -117,6 +117,27 @@ void MetricsRecorder::on_layer_iteration(int64_t block, int64_t iteration,
   }
 }
 
+void MetricsRecorder::on_layer_start(int64_t block, int64_t iteration, double t_s) {
+  layer_start_s_[{block, iteration}] = t_s;
+}
+
+void MetricsRecorder::on_layer_end(int64_t block, int64_t iteration, double t_s,
+                                   const std::vector<double>& finish_s) {
+  auto it = layer_start_s_.find({block, iteration});
+  if (it == layer_start_s_.end()) return;
+  const double duration = t_s - it->second;
+  layer_start_s_.erase(it);
+  layer_s_.push_back(duration);
+  if (duration <= 0) return;
+  double last = -1.0;
+  for (double f : finish_s) last = std::max(last, f);
+  for (double f : finish_s) {
+    if (f < 0) continue;
+    idle_fraction_sum_ += (last - f) / duration;
+    ++idle_samples_;
+  }
+}
+
 RunMetrics MetricsRecorder::summarize(double wall_s) const {
   RunMetrics m;
   m.num_requests = static_cast<int64_t>(requests_.size());
@@ -148,6 +169,14 @@ RunMetrics MetricsRecorder::summarize(double wall_s) const {
     ++m.num_moe_samples;
   }
   if (m.num_moe_samples > 0) m.moe_balance = balance_sum / static_cast<double>(m.num_moe_samples);
+  m.moe_layer = latency_stats(layer_s_);
+  if (idle_samples_ > 0) {
+    m.moe_idle_pct = 100.0 * idle_fraction_sum_ / static_cast<double>(idle_samples_);
+  }
+  m.tokens_rebalanced = tokens_rebalanced_;
+  m.expert_fetches = expert_fetches_;
+  m.expert_restores = expert_restores_;
+  m.fetch_stall_s = fetch_stall_s_;
   return m;
 }
 
@@ -179,6 +208,15 @@ std::string format_metrics_table(const RunMetrics& m,
                                                                      m.duration_s
                                                                : 0.0));
   }
+  if (m.moe_layer.num_samples > 0) {
+    row("MoE layer", latency(m.moe_layer));
+    row("MoE idle at combine", absl::StrFormat("%.1f %% of the layer", m.moe_idle_pct));
+  }
+  if (m.tokens_rebalanced > 0 || m.expert_fetches > 0) {
+    row("rebalanced tokens", absl::StrFormat("%d", m.tokens_rebalanced));
+    row("expert fetches", absl::StrFormat("%d  (restores %d, stalled %.3f s)", m.expert_fetches,
+                                          m.expert_restores, m.fetch_stall_s));
+  }
   for (size_t d = 0; d < m.device_busy_pct.size(); ++d) {
     const std::string name =
         d < device_names.size() ? device_names[d] : absl::StrFormat("dev%d", d);
@@ -198,7 +236,13 @@ nlohmann::json to_json(const RunMetrics& m) {
           {"device_busy_pct", m.device_busy_pct},
           {"moe_balance", m.num_moe_samples > 0 ? nlohmann::json(m.moe_balance) : nullptr},
           {"num_moe_samples", m.num_moe_samples},
-          {"all_to_all_s", m.all_to_all_s}};
+          {"all_to_all_s", m.all_to_all_s},
+          {"moe_layer", latency_json(m.moe_layer)},
+          {"moe_idle_pct", m.moe_layer.num_samples > 0 ? nlohmann::json(m.moe_idle_pct) : nullptr},
+          {"tokens_rebalanced", m.tokens_rebalanced},
+          {"expert_fetches", m.expert_fetches},
+          {"expert_restores", m.expert_restores},
+          {"fetch_stall_s", m.fetch_stall_s}};
 }
 
 }  // namespace muflow::engine

@@ -46,6 +46,17 @@ struct RunMetrics {
   /// Virtual-time runs: seconds spent moving data in all-to-alls (barrier completion to the
   /// last delivery), summed over every dispatch and combine; 0 when transfers are in memory.
   double all_to_all_s = 0.0;
+  /// Barrier wirings: per (block, iteration), dispatch barrier completion to combine barrier
+  /// completion (the MoE layer: transfers, expert compute and waiting). Empty under async.
+  LatencyStats moe_layer;
+  /// Barrier wirings: mean over MoE layers and expert devices of (the layer's last expert
+  /// device to finish − this device's finish) / the layer's time, in %: how long devices idle
+  /// at the combine barrier (HarMoEny §3 / §5.3's "idle time"). 0 without samples.
+  double moe_idle_pct = 0.0;
+  int64_t tokens_rebalanced = 0;  ///< harmoeny: expert tokens computed away from their home
+  int64_t expert_fetches = 0;     ///< harmoeny: foreign experts copied into slots
+  int64_t expert_restores = 0;    ///< harmoeny: home experts copied back afterwards
+  double fetch_stall_s = 0.0;     ///< harmoeny: device seconds waiting for expert copies
 };
 
 /// Records the events of one run and summarises them.
@@ -75,6 +86,22 @@ class MetricsRecorder {
   void on_layer_iteration(int64_t block, int64_t iteration,
                           const std::vector<int64_t>& tokens_per_device);
 
+  /// Block `block` of iteration `iteration`: dispatch barrier completed at `t_s`.
+  void on_layer_start(int64_t block, int64_t iteration, double t_s);
+  /// Its combine barrier completed at `t_s`; `finish_s[d]` is when device d's last expert
+  /// stage of the layer finished (< 0: device d hosts no expert stage). Ignored without a
+  /// matching on_layer_start.
+  void on_layer_end(int64_t block, int64_t iteration, double t_s,
+                    const std::vector<double>& finish_s);
+  /// HarMoEny: `tokens` expert tokens were scheduled away from their expert's home device.
+  void on_rebalance(int64_t tokens) { tokens_rebalanced_ += tokens; }
+  /// HarMoEny: a device copied `fetches` foreign experts in, will restore `restores` home
+  /// experts, and waited `stall_s` for copies.
+  void on_expert_fetches(int64_t fetches, int64_t restores, double stall_s) {
+    expert_fetches_ += fetches;
+    expert_restores_ += restores;
+    fetch_stall_s_ += stall_s;
+  }
   /// Summary over everything recorded. `wall_s` > 0 is the duration rates and busy
   /// percentages are taken over; otherwise the span from the first arrival to the last
   /// recorded event is used.
@@ -94,6 +121,12 @@ class MetricsRecorder {
   std::map<int64_t, RequestTimes> requests_;
   std::vector<std::vector<std::pair<double, double>>> busy_;  ///< [device] (begin, end)
   std::map<std::pair<int64_t, int64_t>, std::vector<int64_t>> moe_tokens_;  ///< (block, it)
+  std::map<std::pair<int64_t, int64_t>, double> layer_start_s_;  ///< (block, it) → start
+  std::vector<double> layer_s_;     ///< per completed layer: its duration
+  double idle_fraction_sum_ = 0.0;  ///< Σ over layers and expert devices of idle / duration
+  int64_t idle_samples_ = 0;
+  int64_t tokens_rebalanced_ = 0, expert_fetches_ = 0, expert_restores_ = 0;
+  double fetch_stall_s_ = 0.0;
   double first_s_ = 0.0, last_s_ = 0.0;
   bool any_event_ = false;
 };

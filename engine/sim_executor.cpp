@@ -68,6 +68,18 @@ void SimExecutor::expert(int64_t block, int64_t expert, const float* x, int64_t 
       n);
 }
 
+void SimExecutor::expert_shard(int64_t block, int64_t expert, int64_t shard, int64_t num_shards,
+                               const float* x, int64_t n, float* y, double* seconds) {
+  // Shard sizes as moeshard_plan: ⌊ffn / D⌋, one more for the first ffn mod D shards.
+  const int64_t ffn = config_.expert_ffn / num_shards + (shard < config_.expert_ffn % num_shards);
+  *seconds = ffn == 0 ? 0.0
+                      : seconds_for(kernels::sim::expert_ffn_cost(
+                                        n, config_.hidden_size, ffn, precision_,
+                                        config_.gated_experts ? kernels::sim::FfnKind::kSwiGlu
+                                                              : kernels::sim::FfnKind::kTwoLayer),
+                                    n);
+}
+
 void SimExecutor::sample(const std::vector<TokenMeta>& rows, const float* h,
                          const SamplingSpec& sampling, std::vector<int32_t>* tokens,
                          std::vector<std::vector<float>>* logits, double* seconds) {

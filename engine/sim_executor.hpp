@@ -31,6 +31,8 @@ class SimExecutor final : public Executor {
                          float* h, const AttentionResult& out, double* seconds) override;
   void expert(int64_t block, int64_t expert, const float* x, int64_t n, float* y,
               double* seconds) override;
+  void expert_shard(int64_t block, int64_t expert, int64_t shard, int64_t num_shards,
+                    const float* x, int64_t n, float* y, double* seconds) override;
   void sample(const std::vector<TokenMeta>& rows, const float* h, const SamplingSpec& sampling,
               std::vector<int32_t>* tokens, std::vector<std::vector<float>>* logits,
               double* seconds) override;

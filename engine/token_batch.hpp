@@ -59,6 +59,16 @@ enum class Payload : int8_t {
   kExpertOutputs,  ///< combine: expert(b, e) → merge point: expert output rows
 };
 
+/// Rows [begin, end) of a batch that are all for `expert` (batches of per-device expert
+/// stages, which run several experts: HarMoEny, MoEShard).
+struct ExpertSegment {
+  int32_t expert = 0;
+  int64_t begin = 0;
+  int64_t end = 0;
+
+  friend bool operator==(const ExpertSegment&, const ExpertSegment&) = default;
+};
+
 /// A batch of tokens for one layer in one iteration: `tokens.size()` records and, when the
 /// hop carries hidden states, `act` with `act->num_rows == tokens.size()` (row i ↔ tokens[i]).
 /// In simulation `act` is null (metadata only).
@@ -68,6 +78,10 @@ struct TokenBatch {
   int64_t iteration = 0;   ///< coordinator's iteration (decode step) number
   std::vector<TokenMeta> tokens;
   std::shared_ptr<Activations> act;
+  /// Expert inputs for a per-device expert stage: the rows grouped by expert, segments in
+  /// ascending expert order covering every row once (empty segments are left out). Empty
+  /// for a per-expert stage, whose rows are all for expert `layer.index`.
+  std::vector<ExpertSegment> segments;
 
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
 };

@@ -28,7 +28,8 @@ using topology_detail::resolve_path;
 
 constexpr std::string_view kRootKeys[] = {"wiring",    "backend",  "trace",   "cluster",
                                           "model",     "placement", "scheduler", "workload",
-                                          "sampling",  "router",   "network"};
+                                          "sampling",  "router",   "network", "harmoeny"};
+constexpr std::string_view kHarmoenyKeys[] = {"q", "rebalance", "slots", "prefetch"};
 constexpr std::string_view kClusterKeys[] = {"num_devices", "kind", "devices"};
 constexpr std::string_view kDeviceKeys[] = {"name", "kind", "node"};
 constexpr std::string_view kModelKeys[] = {"path",    "type",  "vocab",   "hidden",
@@ -252,6 +253,15 @@ absl::Status parse_sampling(const TomlTableReader& r, SamplingSpec* s) {
   return absl::OkStatus();
 }
 
+absl::Status parse_harmoeny(const TomlTableReader& r, HarmoenySpec* h) {
+  MUFLOW_TOPO_RETURN_IF_ERROR(r.check_keys(kHarmoenyKeys));
+  MUFLOW_TOPO_RETURN_IF_ERROR(r.read_int("q", &h->q, 0));
+  MUFLOW_TOPO_RETURN_IF_ERROR(r.read_choice("rebalance", &h->rebalance, kKnownRebalances));
+  MUFLOW_TOPO_RETURN_IF_ERROR(r.read_int("slots", &h->slots, 0));
+  MUFLOW_TOPO_RETURN_IF_ERROR(r.read_bool("prefetch", &h->prefetch));
+  return absl::OkStatus();
+}
+
 // Reads sub-table `key` of the root and runs `parse` on it when present.
 template <typename Fn>
 absl::Status with_table(const TomlTableReader& root, std::string_view key, Fn&& parse) {
@@ -293,6 +303,12 @@ absl::StatusOr<Topology> parse_document(const toml::table& doc, const std::strin
   }));
   MUFLOW_TOPO_RETURN_IF_ERROR(with_table(root, "sampling", [&](const TomlTableReader& r) {
     return parse_sampling(r, &topo.sampling);
+  }));
+  if (topo.wiring != "harmoeny" && root.has("harmoeny")) {
+    return root.error("harmoeny", "applies to wiring = \"harmoeny\" only");
+  }
+  MUFLOW_TOPO_RETURN_IF_ERROR(with_table(root, "harmoeny", [&](const TomlTableReader& r) {
+    return parse_harmoeny(r, &topo.harmoeny);
   }));
   for (std::string_view sim_only : {"router", "network"}) {
     if (topo.backend != "sim" && root.has(sim_only)) {

@@ -83,6 +83,22 @@ struct SchedulerSpec {
   double hold_max_ms = 1.0;
 };
 
+/// `harmoeny` wiring options (HarMoEny §4; ../shared/seeds/NOTES.md for its public code).
+struct HarmoenySpec {
+  /// Token transfer threshold q (tokens, ≥ 1); 0 = Eq. 4 from the first device's FLOP/s
+  /// (model precision) and host-link bandwidth (sim), or HarMoEny's code default 150 (cpu,
+  /// which has no modeled rates).
+  int64_t q = 0;
+  /// "paper" (Algorithm 2) or "code" (the variant HarMoEny's public code runs).
+  std::string rebalance = "paper";
+  /// Expert slots per device (≥ the most experts any device hosts); 0 = that maximum
+  /// (E / devices, HarMoEny's default).
+  int64_t slots = 0;
+  /// Copy foreign experts into free slots while other experts compute (true) or only when
+  /// the device reaches them (false: the ablation "rebalance without prefetch").
+  bool prefetch = true;
+};
+
 /// The sim backend's network (transport/link_model.hpp link class names). Empty = the
 /// default for the devices' kind (NVLink of that generation inside a node, 200 Gb/s between
 /// nodes, the kind's PCIe generation to the host).
@@ -114,6 +130,7 @@ struct Topology {
   WorkloadSpec workload;
   SamplingSpec sampling;
   SchedulerSpec scheduler;
+  HarmoenySpec harmoeny;              ///< `harmoeny` wiring only
   RouterSpec router;                  ///< sim: how tokens pick experts (cpu uses the real gate)
   NetworkSpec network;                ///< sim: links between devices
   std::string trace_file;             ///< Chrome trace output; empty = none
@@ -123,8 +140,11 @@ struct Topology {
 };
 
 /// Wirings this build implements (`wiring = "..."`); the parser rejects any other name and
-/// lists these in its message. Later issues extend the list ("async", "harmoeny", ...).
-inline constexpr std::array<std::string_view, 2> kKnownWirings = {"sync", "async"};
+/// lists these in its message.
+inline constexpr std::array<std::string_view, 4> kKnownWirings = {"sync", "async", "harmoeny",
+                                                                  "moeshard"};
+/// HarMoEny rebalancing variants accepted as `[harmoeny] rebalance = "..."`.
+inline constexpr std::array<std::string_view, 2> kKnownRebalances = {"paper", "code"};
 /// Backends this build implements (`backend = "..."`).
 inline constexpr std::array<std::string_view, 2> kKnownBackends = {"cpu", "sim"};
 /// Expert placement names accepted as `[placement] experts = "..."`.

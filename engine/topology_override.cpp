@@ -1,5 +1,6 @@
 #include "engine/topology_override.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -142,6 +143,34 @@ const std::map<std::string, Setter>& setters() {
       {"workload.output",
        [](Topology& t, const std::string& k, const std::string& v) {
          return set_range(k, v, &t.workload.output_min, &t.workload.output_max);
+       }},
+      {"wiring",
+       [](Topology& t, const std::string& k, const std::string& v) {
+         if (std::find(kKnownWirings.begin(), kKnownWirings.end(), v) == kKnownWirings.end()) {
+           return bad(k, v, "sync, async, harmoeny or moeshard");
+         }
+         t.wiring = v;
+         return absl::OkStatus();
+       }},
+      {"harmoeny.q",
+       [](Topology& t, const std::string& k, const std::string& v) {
+         return set_int(k, v, &t.harmoeny.q, 0);
+       }},
+      {"harmoeny.slots",
+       [](Topology& t, const std::string& k, const std::string& v) {
+         return set_int(k, v, &t.harmoeny.slots, 0);
+       }},
+      {"harmoeny.rebalance",
+       [](Topology& t, const std::string& k, const std::string& v) {
+         if (v != "paper" && v != "code") return bad(k, v, "paper or code");
+         t.harmoeny.rebalance = v;
+         return absl::OkStatus();
+       }},
+      {"harmoeny.prefetch",
+       [](Topology& t, const std::string& k, const std::string& v) {
+         if (v != "true" && v != "false") return bad(k, v, "true or false");
+         t.harmoeny.prefetch = v == "true";
+         return absl::OkStatus();
        }},
       {"model.dtype",
        [](Topology& t, const std::string& k, const std::string& v) {

@@ -205,7 +205,7 @@ TEST(Topology, UnknownWiringListsTheKnownOnes) {
   absl::StatusOr<Topology> topo = parse("backend = \"cpu\"\nwiring = \"warp\"\n");
   ASSERT_FALSE(topo.ok());
   EXPECT_EQ(msg(topo.status()),
-            "topo.toml:2: key 'wiring': expected one of: sync, async; got 'warp'");
+            "topo.toml:2: key 'wiring': expected one of: sync, async, harmoeny, moeshard; got 'warp'");
   absl::StatusOr<Topology> backend = parse("backend = \"tpu\"\n");
   ASSERT_FALSE(backend.ok());
   EXPECT_THAT(msg(backend.status()), HasSubstr("expected one of: cpu, sim; got 'tpu'"));
@@ -228,6 +228,33 @@ TEST(Topology, AsyncKeys) {
   absl::StatusOr<Topology> zero = parse("[scheduler]\nmax_batch_tokens = 0\n");
   ASSERT_FALSE(zero.ok());
   EXPECT_THAT(msg(zero.status()), HasSubstr("topo.toml:2: key 'scheduler.max_batch_tokens'"));
+}
+
+TEST(Topology, HarmoenyKeys) {
+  absl::StatusOr<Topology> topo = parse(
+      "wiring = \"harmoeny\"\n[harmoeny]\nq = 1024\nrebalance = \"code\"\nslots = 4\n"
+      "prefetch = false\n");
+  ASSERT_TRUE(topo.ok()) << topo.status();
+  EXPECT_EQ(topo->harmoeny.q, 1024);
+  EXPECT_EQ(topo->harmoeny.rebalance, "code");
+  EXPECT_EQ(topo->harmoeny.slots, 4);
+  EXPECT_FALSE(topo->harmoeny.prefetch);
+  absl::StatusOr<Topology> defaults = parse("wiring = \"moeshard\"\n");
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_EQ(defaults->harmoeny.q, 0) << "0 = Eq. 4";
+  EXPECT_EQ(defaults->harmoeny.rebalance, "paper");
+  EXPECT_TRUE(defaults->harmoeny.prefetch);
+  absl::StatusOr<Topology> wrong_wiring = parse("wiring = \"sync\"\n[harmoeny]\nq = 3\n");
+  ASSERT_FALSE(wrong_wiring.ok());
+  EXPECT_THAT(msg(wrong_wiring.status()),
+              HasSubstr("key 'harmoeny': applies to wiring = \"harmoeny\" only"));
+  absl::StatusOr<Topology> bad =
+      parse("wiring = \"harmoeny\"\n[harmoeny]\nrebalance = \"greedy\"\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(msg(bad.status()), HasSubstr("topo.toml:3: key 'harmoeny.rebalance': expected one "
+                                           "of: paper, code; got 'greedy'"));
+  EXPECT_FALSE(parse("wiring = \"harmoeny\"\n[harmoeny]\nq = -1\n").ok());
+  EXPECT_FALSE(parse("wiring = \"harmoeny\"\n[harmoeny]\nwindow = 2\n").ok());
 }
 
 TEST(Topology, PlacementOutOfRange) {

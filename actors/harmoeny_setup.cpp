@@ -1,0 +1,57 @@
+#include "actors/harmoeny_setup.hpp"
+
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+#include "engine/harmoeny_rebalance.hpp"
+#include "transport/link_model.hpp"
+
+namespace muflow::actors {
+
+absl::StatusOr<HarmoenyParams> resolve_harmoeny(const engine::Topology& topology,
+                                                const engine::ModelConfig& config,
+                                                const engine::Placement& placement,
+                                                const SimSetup* sim,
+                                                kernels::sim::Precision precision,
+                                                int64_t weight_bytes) {
+  const engine::HarmoenySpec& spec = topology.harmoeny;
+  HarmoenyParams p;
+  p.paper = spec.rebalance == "paper";
+  p.prefetch = spec.prefetch;
+  int64_t most_home = 0;
+  for (int64_t d = 0; d < placement.num_devices; ++d) {
+    most_home = std::max<int64_t>(most_home, placement.experts_on(d).size());
+  }
+  p.slots = spec.slots > 0 ? spec.slots : most_home;
+  if (p.slots < most_home) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: key 'harmoeny.slots': expected at least %d (the most experts a device hosts), "
+        "got %d",
+        topology.source, most_home, spec.slots));
+  }
+  const int64_t matrices = config.gated_experts ? 3 : 2;
+  const int64_t expert_bytes = matrices * config.hidden_size * config.expert_ffn * weight_bytes;
+  p.copy_s.assign(placement.num_devices, 0.0);
+  if (sim) {
+    for (int64_t d = 0; d < placement.num_devices; ++d) {
+      p.copy_s[d] = transport::transfer_seconds(sim->links[d].host, expert_bytes);
+    }
+  }
+  if (spec.q > 0) {
+    p.q = spec.q;
+  } else if (sim) {
+    absl::StatusOr<int64_t> q = engine::harmoeny_default_q(
+        sim->kinds.front().peak_flops(precision), sim->links.front().host.bandwidth_bytes_per_s,
+        static_cast<double>(weight_bytes));
+    if (!q.ok()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: [harmoeny] q from Eq. 4: %s", topology.source, q.status().message()));
+    }
+    p.q = *q;
+  } else {
+    p.q = kHarmoenyCodeDefaultQ;
+  }
+  return p;
+}
+
+}  // namespace muflow::actors

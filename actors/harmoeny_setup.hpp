@@ -1,0 +1,36 @@
+#pragma once
+/// \file
+/// Resolves the `harmoeny` wiring's options for one run (defaults of engine::HarmoenySpec
+/// filled in from the placement and, on sim, the device and host-link models).
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "actors/run_context.hpp"
+#include "actors/sim_backend.hpp"
+#include "kernels/sim/precision.hpp"
+
+namespace muflow::actors {
+
+/// The code default of q where no rates are modeled (cpu backend): HarMoEny's public code
+/// uses 150 (../shared/seeds/NOTES.md).
+inline constexpr int64_t kHarmoenyCodeDefaultQ = 150;
+
+/// HarmoenyParams for `topology` (its [harmoeny] table) with the model `config` placed by
+/// `placement`:
+///  - slots: topology value, or the most experts any device hosts (E / devices);
+///  - q: topology value, or on sim Eq. 4 (engine::harmoeny_default_q) from device 0's peak
+///    FLOP/s at `precision` and its host-link bandwidth, with d_type = `weight_bytes` per
+///    element; on cpu kHarmoenyCodeDefaultQ;
+///  - copy_s[d]: on sim the host link's time for one expert's weights (gate, up, down:
+///    3 · hidden · ffn · weight_bytes, or 2 · for ungated experts); on cpu 0.
+/// `sim` is null on cpu. Errors: InvalidArgument naming `[harmoeny] slots` when the slots
+/// cannot hold a device's home experts, or when Eq. 4 fails.
+absl::StatusOr<HarmoenyParams> resolve_harmoeny(const engine::Topology& topology,
+                                                const engine::ModelConfig& config,
+                                                const engine::Placement& placement,
+                                                const SimSetup* sim,
+                                                kernels::sim::Precision precision,
+                                                int64_t weight_bytes);
+
+}  // namespace muflow::actors
