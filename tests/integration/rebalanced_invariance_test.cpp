@@ -197,6 +197,7 @@ TEST(MoeShardInvariance, SyntheticQwen2MoeSharedExpert) {
 TEST(HarmoenySetup, SlotsThatCannotHoldTheHomeExpertsAreAnError) {
   Topology t = on_devices(Topology{}, 2, "harmoeny");
   t.model.synthetic = small_mixtral(1);
+  t.source = "<test>";
   t.harmoeny.slots = 3;  // round-robin puts 4 of the 8 experts on each device
   absl::StatusOr<std::unique_ptr<actors::Server>> server = actors::Server::create(t);
   ASSERT_FALSE(server.ok());
