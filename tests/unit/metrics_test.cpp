@@ -108,3 +108,36 @@ TEST(Metrics, TableAndJson) {
 
 }  // namespace
 }  // namespace muflow::engine
+
+namespace muflow::engine {
+namespace {
+
+TEST(MetricsLayers, LayerTimeAndIdleAtTheCombineBarrier) {
+  MetricsRecorder m(3);
+  // Layer (0, 0): 10 ms; devices finish at 4, 10 and (no expert stage) never.
+  m.on_layer_start(0, 0, 1.000);
+  m.on_layer_end(0, 0, 1.010, {1.004, 1.010, -1.0});
+  // Layer (1, 0): 20 ms; both devices finish together.
+  m.on_layer_start(1, 0, 2.000);
+  m.on_layer_end(1, 0, 2.020, {2.015, 2.015, -1.0});
+  m.on_layer_end(5, 5, 3.0, {2.9, 2.9, 2.9});  // no start: ignored
+  m.on_rebalance(7);
+  m.on_expert_fetches(2, 1, 0.5);
+  m.on_expert_fetches(1, 0, 0.25);
+  const RunMetrics r = m.summarize(1.0);
+  EXPECT_EQ(r.moe_layer.num_samples, 2);
+  EXPECT_NEAR(r.moe_layer.mean_ms, 15.0, 1e-9);
+  // Idle fractions: (6/10, 0) for layer 0 and (0, 0) for layer 1 → mean 15%.
+  EXPECT_NEAR(r.moe_idle_pct, 15.0, 1e-9);
+  EXPECT_EQ(r.tokens_rebalanced, 7);
+  EXPECT_EQ(r.expert_fetches, 3);
+  EXPECT_EQ(r.expert_restores, 1);
+  EXPECT_DOUBLE_EQ(r.fetch_stall_s, 0.75);
+  const nlohmann::json j = to_json(r);
+  EXPECT_NEAR(j["moe_idle_pct"].get<double>(), 15.0, 1e-9);
+  EXPECT_EQ(j["expert_fetches"].get<int64_t>(), 3);
+  EXPECT_TRUE(to_json(MetricsRecorder(2).summarize(1.0))["moe_idle_pct"].is_null());
+}
+
+}  // namespace
+}  // namespace muflow::engine
