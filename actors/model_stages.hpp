@@ -19,10 +19,13 @@ namespace muflow::actors {
 std::shared_ptr<StageImpl> make_attention_stage(RunContextPtr ctx, engine::Executor* exec,
                                                 int32_t block, int32_t rank);
 
-/// ExpertStage(block, expert): SwiGLU FFN over every token routed to it in one iteration;
-/// outputs go to the block's combine all-to-all, one part per origin rank.
+/// ExpertStage(block, slot): SwiGLU FFN over every token routed to it in one iteration;
+/// outputs go to the block's combine all-to-all (async: point to point), one part per origin
+/// rank. `slot` is an expert (sync, async) or a device (ctx->expert_mode kHarmoeny: the
+/// experts of each segment of its batch, timed by the slot cache on sim; kMoeShard: this
+/// device's shard of each segment's expert).
 std::shared_ptr<StageImpl> make_expert_stage(RunContextPtr ctx, engine::Executor* exec,
-                                             int32_t block, int32_t expert);
+                                             int32_t block, int32_t slot);
 
 /// SamplerStage(rank): merges the last block's expert outputs, final RMSNorm, LM head and
 /// sampling for the rows that need it; reports every iteration to the coordinator.
