@@ -41,36 +41,17 @@ const std::vector<Shape> kShapes = {
     {2, 1, 512, "defrag"},        {3, 1, 5, "most-tokens", "wave"},
     {5, 2, 3, "flfs", "request", 4}, {8, 4, 16, "fifo", "wave", 8}};
 
-actors::RunOutcome run(Topology t, const std::vector<Request>& requests) {
-  absl::StatusOr<std::unique_ptr<actors::Server>> server = actors::Server::create(t);
-  EXPECT_TRUE(server.ok()) << server.status();
-  if (!server.ok()) return {};
-  absl::StatusOr<actors::RunOutcome> out = (*server)->run(requests);
-  EXPECT_TRUE(out.ok()) << out.status();
-  return out.ok() ? *out : actors::RunOutcome{};
-}
-
 void expect_async_equals_reference_and_sync(Topology base, int num_requests) {
-  base.devices = topology_for(1).devices;
-  absl::StatusOr<std::unique_ptr<actors::Server>> ref_server = actors::Server::create(base);
-  ASSERT_TRUE(ref_server.ok()) << ref_server.status();
-  const ModelConfig& c = (*ref_server)->config();
-  const std::vector<Request> requests =
-      make_requests(c.vocab_size, c.bos_token_id, num_requests, 11);
-  std::vector<std::vector<int32_t>> ref_tokens;
-  std::vector<std::vector<float>> ref_logits;
-  for (const Request& r : requests) {
-    absl::StatusOr<engine::ReferenceResult> one =
-        engine::reference_generate(*(*ref_server)->model(), r, base.sampling, true);
-    ASSERT_TRUE(one.ok()) << one.status();
-    ref_tokens.push_back(one->output_ids);
-    ref_logits.push_back(one->prompt_logits);
-  }
+  const testing_fixtures::Reference ref = testing_fixtures::reference_for(base, num_requests, 11);
+  ASSERT_EQ(ref.tokens.size(), static_cast<size_t>(num_requests));
+  const std::vector<Request>& requests = ref.requests;
+  const std::vector<std::vector<int32_t>>& ref_tokens = ref.tokens;
+  const std::vector<std::vector<float>>& ref_logits = ref.logits;
   Topology sync = base;
   const Topology four = topology_for(4);
   sync.devices = four.devices;
   sync.scheduler = four.scheduler;
-  const actors::RunOutcome sync_out = run(sync, requests);
+  const actors::RunOutcome sync_out = testing_fixtures::run_topology(sync, requests);
   ASSERT_EQ(sync_out.outputs.size(), requests.size());
   for (const Shape& shape : kShapes) {
     Topology t = base;
@@ -88,7 +69,7 @@ void expect_async_equals_reference_and_sync(Topology base, int num_requests) {
                              " devices, " + shape.policy + ", max batch " +
                              std::to_string(shape.max_batch_tokens) + ", merge " + shape.merge +
                              ", hold " + std::to_string(shape.hold_min_tokens);
-    const actors::RunOutcome out = run(t, requests);
+    const actors::RunOutcome out = testing_fixtures::run_topology(t, requests);
     ASSERT_EQ(out.outputs.size(), requests.size()) << what;
     const int64_t tokens =
         testing_fixtures::expect_outputs_match(out.outputs, ref_tokens, ref_logits, what);

@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 
 #include "actors/coordinator.hpp"
+#include "actors/server.hpp"
+#include "engine/reference_decoder.hpp"
 
 #include "engine/model_config.hpp"
 #include "engine/request.hpp"
@@ -96,6 +98,44 @@ inline int64_t expect_outputs_match(const std::vector<actors::RequestOutput>& ou
     total += static_cast<int64_t>(outputs[i].output.size());
   }
   return total;
+}
+
+/// Runs `requests` on a server built for `t`; a failure is a test failure and gives an empty
+/// outcome.
+inline actors::RunOutcome run_topology(const Topology& t, const std::vector<Request>& requests) {
+  absl::StatusOr<std::unique_ptr<actors::Server>> server = actors::Server::create(t);
+  EXPECT_TRUE(server.ok()) << server.status();
+  if (!server.ok()) return {};
+  absl::StatusOr<actors::RunOutcome> out = (*server)->run(requests);
+  EXPECT_TRUE(out.ok()) << out.status();
+  return out.ok() ? *out : actors::RunOutcome{};
+}
+
+/// The single-device reference (engine::reference_generate) for `num_requests` requests of
+/// make_requests(…, seed) on `base`'s model and sampling.
+struct Reference {
+  std::vector<Request> requests;
+  std::vector<std::vector<int32_t>> tokens;
+  std::vector<std::vector<float>> logits;
+};
+
+inline Reference reference_for(Topology base, int num_requests, uint64_t seed) {
+  base.devices = topology_for(1).devices;
+  Reference ref;
+  absl::StatusOr<std::unique_ptr<actors::Server>> server = actors::Server::create(base);
+  EXPECT_TRUE(server.ok()) << server.status();
+  if (!server.ok()) return ref;
+  const ModelConfig& c = (*server)->config();
+  ref.requests = make_requests(c.vocab_size, c.bos_token_id, num_requests, seed);
+  for (const Request& r : ref.requests) {
+    absl::StatusOr<engine::ReferenceResult> one =
+        engine::reference_generate(*(*server)->model(), r, base.sampling, true);
+    EXPECT_TRUE(one.ok()) << one.status();
+    if (!one.ok()) return ref;
+    ref.tokens.push_back(one->output_ids);
+    ref.logits.push_back(one->prompt_logits);
+  }
+  return ref;
 }
 
 }  // namespace muflow::testing_fixtures

@@ -34,38 +34,11 @@ using testing_fixtures::topology_for;
 // output element), which the following blocks can amplify a little.
 constexpr double kShardLogitTolerance = 1e-4;
 
-struct Reference {
-  std::vector<Request> requests;
-  std::vector<std::vector<int32_t>> tokens;
-  std::vector<std::vector<float>> logits;
-};
+using testing_fixtures::Reference;
+using testing_fixtures::run_topology;
 
-Reference reference(Topology base, int num_requests) {
-  base.devices = topology_for(1).devices;
-  Reference ref;
-  absl::StatusOr<std::unique_ptr<actors::Server>> server = actors::Server::create(base);
-  EXPECT_TRUE(server.ok()) << server.status();
-  if (!server.ok()) return ref;
-  const ModelConfig& c = (*server)->config();
-  ref.requests = make_requests(c.vocab_size, c.bos_token_id, num_requests, 13);
-  for (const Request& r : ref.requests) {
-    absl::StatusOr<engine::ReferenceResult> one =
-        engine::reference_generate(*(*server)->model(), r, base.sampling, true);
-    EXPECT_TRUE(one.ok()) << one.status();
-    if (!one.ok()) return ref;
-    ref.tokens.push_back(one->output_ids);
-    ref.logits.push_back(one->prompt_logits);
-  }
-  return ref;
-}
-
-actors::RunOutcome run(const Topology& t, const std::vector<Request>& requests) {
-  absl::StatusOr<std::unique_ptr<actors::Server>> server = actors::Server::create(t);
-  EXPECT_TRUE(server.ok()) << server.status();
-  if (!server.ok()) return {};
-  absl::StatusOr<actors::RunOutcome> out = (*server)->run(requests);
-  EXPECT_TRUE(out.ok()) << out.status();
-  return out.ok() ? *out : actors::RunOutcome{};
+Reference reference(const Topology& base, int num_requests) {
+  return testing_fixtures::reference_for(base, num_requests, 13);
 }
 
 Topology on_devices(Topology base, int devices, const std::string& wiring) {
@@ -101,7 +74,7 @@ void expect_harmoeny_bitwise(Topology base, int num_requests) {
     t.harmoeny.q = k.q;
     const std::string what = "harmoeny " + std::to_string(k.devices) + " devices, " +
                              k.rebalance + (k.prefetch ? ", prefetch" : ", no prefetch");
-    const actors::RunOutcome out = run(t, ref.requests);
+    const actors::RunOutcome out = run_topology(t, ref.requests);
     ASSERT_EQ(out.outputs.size(), ref.requests.size()) << what;
     testing_fixtures::expect_outputs_match(out.outputs, ref.tokens, ref.logits, what);
     EXPECT_EQ(out.metrics.num_completed_requests, num_requests) << what;
@@ -122,7 +95,7 @@ void expect_moeshard_matches(Topology base, int num_requests) {
   for (int devices : {2, 4, 5}) {
     const Topology t = on_devices(base, devices, "moeshard");
     const std::string what = "moeshard " + std::to_string(devices) + " devices";
-    const actors::RunOutcome out = run(t, ref.requests);
+    const actors::RunOutcome out = run_topology(t, ref.requests);
     ASSERT_EQ(out.outputs.size(), ref.requests.size()) << what;
     double worst = 0.0;
     for (size_t i = 0; i < out.outputs.size(); ++i) {
