@@ -4,7 +4,9 @@
 #include <map>
 
 #include "absl/strings/str_format.h"
+#include "engine/moeshard_plan.hpp"
 #include "engine/sampling.hpp"
+#include "kernels/assert.hpp"
 #include "kernels/sim/op_cost.hpp"
 
 namespace muflow::engine {
@@ -70,8 +72,11 @@ void SimExecutor::expert(int64_t block, int64_t expert, const float* x, int64_t 
 
 void SimExecutor::expert_shard(int64_t block, int64_t expert, int64_t shard, int64_t num_shards,
                                const float* x, int64_t n, float* y, double* seconds) {
-  // Shard sizes as moeshard_plan: ⌊ffn / D⌋, one more for the first ffn mod D shards.
-  const int64_t ffn = config_.expert_ffn / num_shards + (shard < config_.expert_ffn % num_shards);
+  // The shard's width from the same plan the cpu backend slices weights with.
+  absl::StatusOr<ShardPlan> plan = moeshard_plan(config_.expert_ffn, num_shards);
+  MUFLOW_ASSERT(plan.ok() && shard >= 0 && shard < num_shards,
+                "SimExecutor::expert_shard: bad shard index or count");
+  const int64_t ffn = plan->ranges[shard].size();
   *seconds = ffn == 0 ? 0.0
                       : seconds_for(kernels::sim::expert_ffn_cost(
                                         n, config_.hidden_size, ffn, precision_,
