@@ -14,6 +14,8 @@ PKGS=(
   libspdlog-dev libfmt-dev         # logging
   nlohmann-json3-dev               # config.json, safetensors header, traces
   libsentencepiece-dev             # tokenizer.model
+  libboost-graph-dev               # bipartite matching (Aurora colocation planner)
+  libglpk-dev                      # MILP solver (ExFlow affinity placement)
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-numpy python3-torch python3-sentencepiece  # independent float64 reference forward in tests
   chromium                         # headless browser test of the `muflow trace view` report
