@@ -54,9 +54,9 @@ ModelConfig qwen15_moe_a27b() {
   return c;
 }
 
-// google/switch-base-128 config.json (d_model, d_ff, d_kv, num_heads, num_experts,
+// google/switch-base-{8,...,128} config.json (d_model, d_ff, d_kv, num_heads, num_experts,
 // num_sparse_encoder_layers, vocab_size, layer_norm_epsilon, pad/eos ids).
-ModelConfig switch_base_128() {
+ModelConfig switch_base(int64_t num_experts) {
   ModelConfig c;
   c.model_type = ModelType::kMixtral;
   c.vocab_size = 32128;
@@ -65,7 +65,7 @@ ModelConfig switch_base_128() {
   c.num_heads = 12;
   c.num_kv_heads = 12;
   c.head_dim = 64;
-  c.num_experts = 128;
+  c.num_experts = num_experts;
   c.num_topk = 1;
   c.expert_ffn = 3072;
   c.gated_experts = false;  // Switch experts are 2-matrix ReLU FFNs (wi, wo)
@@ -103,7 +103,8 @@ ModelConfig deepseek_v2_lite() {
 }  // namespace
 
 std::vector<std::string> model_preset_names() {
-  return {"mixtral-8x7b", "qwen1.5-moe-a2.7b", "switch-base-128", "deepseek-v2-lite"};
+  return {"mixtral-8x7b",   "qwen1.5-moe-a2.7b", "switch-base-8",   "switch-base-16",
+          "switch-base-32", "switch-base-64",    "switch-base-128", "deepseek-v2-lite"};
 }
 
 absl::StatusOr<ModelConfig> synthetic_model_preset(const SyntheticPreset& dims) {
@@ -133,8 +134,12 @@ absl::StatusOr<ModelConfig> model_preset(std::string_view name) {
     c = mixtral_8x7b();
   } else if (name == "qwen1.5-moe-a2.7b") {
     c = qwen15_moe_a27b();
-  } else if (name == "switch-base-128") {
-    c = switch_base_128();
+  } else if (name == "switch-base-8" || name == "switch-base-16" || name == "switch-base-32" ||
+             name == "switch-base-64" || name == "switch-base-128") {
+    const std::string_view digits = name.substr(std::string_view("switch-base-").size());
+    int64_t experts = 0;
+    (void)absl::SimpleAtoi(absl::string_view(digits.data(), digits.size()), &experts);
+    c = switch_base(experts);
   } else if (name == "deepseek-v2-lite") {
     c = deepseek_v2_lite();
   } else if (absl::string_view rest(name.data(), name.size());

@@ -45,6 +45,8 @@ std::vector<std::string> model_preset_names();
 ///   (768·3072·2 = 4.7 M params, 18.9 MB in fp32; HarMoEny quotes 18 MB) whereas
 ///   ModelConfig's experts are 3-matrix SwiGLU: a cost model counting gate+up+down
 ///   overestimates a Switch expert's FLOPs and bytes by 1.5× (expert_ffn 2048 would match).
+/// - `switch-base-8`, `-16`, `-32`, `-64`: the same dims with 8…64 experts (the sizes of
+///   HarMoEny's per-rank routing trace, ../shared/data/routing).
 /// - `deepseek-v2-lite`: hidden 2048, 27 layers, 64 routed experts top-6, 2 shared experts
 ///   (shared_expert_ffn = 2 · 1408 = 2816), moe ffn 1408, norm_topk_prob false, vocab
 ///   102400, eps 1e-6, rope θ 10000, 163840 positions, bos 100000 / eos 100001.

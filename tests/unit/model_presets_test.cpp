@@ -6,6 +6,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <string>
+
 namespace muflow::engine {
 namespace {
 
@@ -18,7 +20,7 @@ ModelConfig get(std::string_view name) {
 }
 
 TEST(ModelPresets, EveryNamedPresetValidates) {
-  ASSERT_EQ(model_preset_names().size(), 4u);
+  ASSERT_EQ(model_preset_names().size(), 8u);
   for (const std::string& name : model_preset_names()) {
     absl::StatusOr<ModelConfig> c = model_preset(name);
     ASSERT_TRUE(c.ok()) << name << ": " << c.status();
@@ -69,6 +71,16 @@ TEST(ModelPresets, SwitchBase128) {
   EXPECT_EQ(c.num_heads, 12);
   EXPECT_EQ(c.head_dim, 64);
   EXPECT_EQ(c.num_layers, 6);  // the encoder's MoE layers, as in HarMoEny's traces
+}
+
+TEST(ModelPresets, SwitchBaseSizes) {
+  for (int64_t e : {8, 16, 32, 64}) {
+    const ModelConfig c = get("switch-base-" + std::to_string(e));
+    EXPECT_EQ(c.num_experts, e);
+    EXPECT_EQ(c.hidden_size, 768);
+    EXPECT_EQ(c.num_layers, 6);
+  }
+  EXPECT_FALSE(model_preset("switch-base-12").ok());
 }
 
 TEST(ModelPresets, DeepseekV2Lite) {
