@@ -7,6 +7,8 @@
 #include "absl/strings/str_format.h"
 #include "actors/messages.hpp"
 #include "engine/expert_dispatch.hpp"
+#include "engine/splitmix64.hpp"
+#include "transport/aurora_order.hpp"
 
 namespace muflow::actors {
 namespace {
@@ -179,6 +181,57 @@ absl::StatusOr<Delivery> reduce_scatter(const RunContext& ctx, int32_t block,
   return d;
 }
 
+// sim: the barrier's parts cross the big switch as one all-to-all between devices (the parts
+// of all slots on one device travel together, as one buffer per peer). The transfers are
+// served in the topology's `a2a_order` (Aurora §4) from `done_s`; returns when each
+// destination's last incoming part arrives ([num destinations] seconds, >= done_s) and the
+// port-load lower bound of that all-to-all (seconds; transport/all_to_all_order.hpp).
+struct NetworkDelivery {
+  std::vector<double> deliver_s;
+  double bound_s = 0.0;
+};
+
+NetworkDelivery network_delivery(const RunContext& ctx, CollectiveKind kind, int32_t block,
+                                     int64_t iteration,
+                                     const std::vector<std::vector<int64_t>>& rows_from,
+                                     double done_s) {
+  const auto num_devices = static_cast<size_t>(ctx.placement.num_devices);
+  transport::TrafficMatrix bytes(num_devices, std::vector<int64_t>(num_devices, 0));
+  const int64_t row_bytes = ctx.config.hidden_size * ctx.activation_bytes;
+  for (size_t d = 0; d < rows_from.size(); ++d) {
+    const int64_t to = dest_site(ctx, kind, block, d).device;
+    for (size_t src = 0; src < rows_from[d].size(); ++src) {
+      const int64_t from = source_site(ctx, kind, block, src).device;
+      bytes[from][to] += rows_from[d][src] * row_bytes;
+    }
+  }
+  const uint64_t seed = engine::splitmix64_mix(
+      ctx.a2a_seed ^ engine::splitmix64_mix((static_cast<uint64_t>(iteration) << 20) ^
+                                            (static_cast<uint64_t>(block) << 1) ^
+                                            (kind == CollectiveKind::kDispatch ? 0u : 1u)));
+  const std::vector<transport::Transfer> order =
+      transport::order_all_to_all(ctx.a2a_order, *ctx.network, bytes, done_s, seed);
+  const std::vector<double> finish = ctx.network->schedule_all(order);
+  std::vector<std::vector<double>> pair_done(num_devices, std::vector<double>(num_devices, done_s));
+  for (size_t i = 0; i < order.size(); ++i) {
+    double& t = pair_done[order[i].src][order[i].dst];
+    t = std::max(t, finish[i]);
+  }
+  NetworkDelivery out;
+  out.bound_s = transport::port_load_lower_bound(*ctx.network, bytes);
+  std::vector<double>& deliver = out.deliver_s;
+  deliver.assign(rows_from.size(), done_s);
+  for (size_t d = 0; d < rows_from.size(); ++d) {
+    const int64_t to = dest_site(ctx, kind, block, d).device;
+    for (size_t src = 0; src < rows_from[d].size(); ++src) {
+      if (rows_from[d][src] == 0) continue;
+      const int64_t from = source_site(ctx, kind, block, src).device;
+      deliver[d] = std::max(deliver[d], pair_done[from][to]);
+    }
+  }
+  return out;
+}
+
 caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, RunContextPtr ctx,
                                   CollectiveKind kind, int32_t block) {
   const size_t num_sources = kind == CollectiveKind::kDispatch
@@ -217,23 +270,15 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
       return;
     }
     std::vector<int64_t> tokens_per_device(ctx->placement.num_devices, 0);
+    NetworkDelivery net{std::vector<double>(num_dests, done_s), 0.0};
+    if (ctx->network) {
+      net = network_delivery(*ctx, kind, block, c->iteration, delivery->rows_from, done_s);
+    }
     double a2a_end_s = done_s;
     for (size_t d = 0; d < num_dests; ++d) {
       const engine::TokenBatchPtr& out = delivery->out[d];
       const StageSite to = dest_site(*ctx, kind, block, d);
-      double deliver_s = done_s;
-      if (ctx->network) {
-        for (size_t src = 0; src < slot.size(); ++src) {
-          const int64_t rows = delivery->rows_from[d][src];
-          if (rows == 0) continue;
-          // Virtual time: the part crosses the big switch once the barrier completed.
-          const StageSite from = source_site(*ctx, kind, block, src);
-          const int64_t bytes = rows * ctx->config.hidden_size * ctx->activation_bytes;
-          deliver_s = std::max(deliver_s, ctx->network->schedule(transport::Transfer{
-                                              static_cast<int32_t>(from.device),
-                                              static_cast<int32_t>(to.device), bytes, done_s}));
-        }
-      }
+      const double deliver_s = net.deliver_s[d];
       if (kind == CollectiveKind::kDispatch) {
         tokens_per_device[ctx->expert_slot_device[d]] += out->num_tokens();
       }
@@ -257,7 +302,7 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
       }
     }
     if (a2a_end_s > done_s) {
-      self->send(ctx->actors.coordinator, a2a_atom::value, a2a_end_s - done_s);
+      self->send(ctx->actors.coordinator, a2a_atom::value, a2a_end_s - done_s, net.bound_s);
     }
     const std::vector<double>& arrived_us = self->state.arrived_us[c->iteration];
     if (kind == CollectiveKind::kDispatch) {

@@ -35,6 +35,7 @@ struct CoordinatorState {
   bool in_flight = false, wake_pending = false, done = false;
   int64_t num_finished = 0, num_tokens = 0;
   double all_to_all_s = 0.0;  ///< virtual time spent in all-to-all transfers
+  double all_to_all_bound_s = 0.0;  ///< their port-load lower bounds (b_max)
   caf::actor reply_to;  ///< receives the RunOutcomePtr
   absl::Status first_error;
   static inline const char* name = "muflow.coordinator";
@@ -53,6 +54,7 @@ void finish_run(Self* self) {
   for (RequestState& r : st.requests) outcome->outputs.push_back(std::move(r.out));
   outcome->metrics = st.metrics->summarize(now_s(self));
   outcome->metrics.all_to_all_s = st.all_to_all_s;
+  outcome->metrics.all_to_all_bound_s = st.all_to_all_bound_s;
   self->send(st.reply_to, outcome);
 }
 
@@ -389,7 +391,10 @@ caf::behavior coordinator_behavior(Self* self, RunContextPtr ctx,
       [=](fetch_atom, int64_t fetches, int64_t restores, double stall_s) {
         self->state.metrics->on_expert_fetches(fetches, restores, stall_s);
       },
-      [=](a2a_atom, double seconds) { self->state.all_to_all_s += seconds; },
+      [=](a2a_atom, double seconds, double bound_s) {
+        self->state.all_to_all_s += seconds;
+        self->state.all_to_all_bound_s += bound_s;
+      },
       [=](failed_atom, const std::string& what) {
         auto& s = self->state;
         if (s.first_error.ok()) s.first_error = absl::InternalError(what);

@@ -19,6 +19,7 @@
 #include "engine/topology.hpp"
 #include "engine/routing_record.hpp"
 #include "engine/trace.hpp"
+#include "transport/aurora_order.hpp"
 #include "transport/big_switch_network.hpp"
 
 namespace muflow::actors {
@@ -118,6 +119,9 @@ struct RunContext {
   /// here, used only from actors of a single-threaded virtual-time run); null on cpu.
   std::shared_ptr<transport::BigSwitchNetwork> network;
   int64_t activation_bytes = 2;  ///< sim: bytes per activation element on the wire
+  /// sim: order of each barrier all-to-all's device-to-device transfers (`[network] a2a_order`)
+  transport::A2aOrder a2a_order = transport::A2aOrder::kRowMajor;
+  uint64_t a2a_seed = 0;  ///< sim, a2a_order = random: mixed with (block, iteration, kind)
 
   /// Seconds from the run's start to `t` (a time of the actor clock: real or virtual).
   double seconds_since_start(caf::actor_clock::time_point t) const {

@@ -224,6 +224,10 @@ absl::StatusOr<RunOutcome> Server::run(std::vector<engine::Request> requests,
     if (!net.ok()) return net.status();
     ctx->network = *net;
     ctx->activation_bytes = topology_.network.activation_bytes;
+    absl::StatusOr<transport::A2aOrder> order = transport::parse_a2a_order(topology_.network.a2a_order);
+    if (!order.ok()) return order.status();
+    ctx->a2a_order = *order;
+    ctx->a2a_seed = topology_.router.seed;
   } else {
     for (size_t d = 0; d < topology_.devices.size(); ++d) {
       ctx->executors.push_back(std::make_shared<engine::CpuExecutor>(model_, shards_));

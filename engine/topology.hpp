@@ -107,6 +107,13 @@ struct NetworkSpec {
   std::string inter_node;        ///< e.g. "ib-200g"
   std::string host_link;         ///< e.g. "pcie4-x16"
   int64_t activation_bytes = 2;  ///< bytes per activation element on the wire (bf16 = 2)
+  /// Order in which a synchronous all-to-all's point-to-point transfers are served (one of
+  /// kKnownA2aOrders; transport/aurora_order.hpp): "row_major" (each source sends to
+  /// destinations 0, 1, ...), "random", "sjf" (smallest first), "aurora_chunked"
+  /// (contention-free chunked order that finishes in Aurora's b_max, Theorem 4.2/5.2, plus
+  /// one latency per chunk), "aurora_unsplit" (Aurora Algorithm 1, one transfer per pair) or
+  /// "aurora" (whichever of the two the network model predicts faster).
+  std::string a2a_order = "row_major";
   /// "file:line" of each link key given, so a later check (transport/, which engine/ cannot
   /// include) can still point at the line: keys "intra_node", "inter_node", "host_link".
   std::map<std::string, std::string> where;
@@ -144,6 +151,9 @@ struct Topology {
 inline constexpr std::array<std::string_view, 4> kKnownWirings = {"sync", "async", "harmoeny",
                                                                   "moeshard"};
 /// HarMoEny rebalancing variants accepted as `[harmoeny] rebalance = "..."`.
+/// All-to-all transmission orders accepted as `[network] a2a_order = "..."`.
+inline constexpr std::array<std::string_view, 6> kKnownA2aOrders = {
+    "row_major", "random", "sjf", "aurora", "aurora_chunked", "aurora_unsplit"};
 inline constexpr std::array<std::string_view, 2> kKnownRebalances = {"paper", "code"};
 /// Backends this build implements (`backend = "..."`).
 inline constexpr std::array<std::string_view, 2> kKnownBackends = {"cpu", "sim"};

@@ -176,6 +176,15 @@ const std::map<std::string, Setter>& setters() {
          t.harmoeny.prefetch = v == "true";
          return absl::OkStatus();
        }},
+      {"network.a2a_order",
+       [](Topology& t, const std::string& k, const std::string& v) {
+         if (std::find(kKnownA2aOrders.begin(), kKnownA2aOrders.end(), v) ==
+             kKnownA2aOrders.end()) {
+           return bad(k, v, "row_major, random, sjf, aurora, aurora_chunked or aurora_unsplit");
+         }
+         t.network.a2a_order = v;
+         return absl::OkStatus();
+       }},
       {"model.dtype",
        [](Topology& t, const std::string& k, const std::string& v) {
          if (v != "f32" && v != "bf16") return bad(k, v, "f32 or bf16");

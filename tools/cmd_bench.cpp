@@ -64,7 +64,7 @@ Command add_bench_command(CLI::App& app) {
     std::vector<std::string> header = {"wiring"};
     for (const Sweep& s : sweeps) header.push_back(s.key);
     for (const char* h : {"tok/s", "ttft_mean_ms", "ttft_p50_ms", "ttft_p99_ms", "itl_mean_ms",
-                          "itl_p50_ms", "itl_p99_ms", "busy_pct", "idle_pct", "a2a_s",
+                          "itl_p50_ms", "itl_p99_ms", "busy_pct", "idle_pct", "a2a_s", "a2a_bound_s",
                           "balance", "moe_layer_ms", "moe_idle_pct", "moved_tokens",
                           "expert_fetches"}) {
       header.push_back(h);
@@ -107,6 +107,7 @@ Command add_bench_command(CLI::App& app) {
           row.cells.push_back(fmt(v));
         }
         row.cells.push_back(fmt(m.all_to_all_s, 4));
+        row.cells.push_back(fmt(m.all_to_all_bound_s, 4));
         row.cells.push_back(fmt(m.moe_balance, 3));
         row.cells.push_back(fmt(m.moe_layer.mean_ms, 3));
         row.cells.push_back(fmt(m.moe_idle_pct));

@@ -17,6 +17,8 @@ Command add_run_command(CLI::App& app);
 Command add_generate_command(CLI::App& app);
 /// `muflow bench TOPOLOGY [--wirings a,b] [--sweep KEY=v1,v2]... [--csv FILE]`
 Command add_bench_command(CLI::App& app);
+/// `muflow plan TOPOLOGY [--traffic CSV] [--routing CSV] [--colocate TOPOLOGY] ...`
+Command add_plan_command(CLI::App& app);
 /// `muflow make-model --out DIR --type mixtral|qwen2_moe ...`
 Command add_make_model_command(CLI::App& app);
 /// `muflow trace summary TRACE.json [--top N] [--json]`

@@ -20,6 +20,8 @@ int main(int argc, char** argv) {
       muflow::tools::add_generate_command);
   add("bench", "compare wirings and parameter sweeps on one workload (table, --csv)",
       muflow::tools::add_bench_command);
+  add("plan", "placement and all-to-all planners: Aurora order/colocation, ExFlow affinity",
+      muflow::tools::add_plan_command);
   add("make-model", "write a synthetic MoE model folder (HF format, random weights)",
       muflow::tools::add_make_model_command);
   CLI::App* trace = app.add_subcommand("trace", "inspect a Chrome trace written by `muflow run`");

@@ -82,7 +82,8 @@ OrderPlan order_aurora_unsplit(const BigSwitchNetwork& network, const TrafficMat
 /// included; ties go to the unsplit plan, which has fewer chunks). With zero-latency links
 /// that is the chunked plan whenever the unsplit one misses b_max, so it finishes in b_max;
 /// with latency it avoids paying one latency per chunk when that costs more than the chunks
-/// save. Same arguments and cost as the two.
+/// save. The chunked plan is not built when the unsplit one already meets the port-load
+/// bound. Same arguments as the two; cost up to theirs combined.
 OrderPlan order_aurora(const BigSwitchNetwork& network, const TrafficMatrix& bytes,
                        double ready_s);
 

@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <cstdio>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -279,6 +281,43 @@ TEST(Sim, ModelFromHfConfigWithoutWeights) {
   auto out = (*server)->run(closed_batch(4, 12, 5));
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(out->metrics.num_output_tokens, 20);
+}
+
+// `[network] a2a_order` changes when all-to-alls finish, never the answer: the same tokens and
+// the same traffic (hence the same sum of lower bounds b_max) under every order; no order
+// beats b_max, and Aurora's is at least as fast as row-major and SJF on skewed traffic.
+TEST(Sim, AllToAllOrderChangesTimeNotTokens) {
+  std::map<std::string, actors::RunOutcome> runs;
+  for (const std::string order : {"row_major", "sjf", "random", "aurora"}) {
+    Topology t = sim_topology(8, "A100-80GB", "switch-base-8");
+    t.network.intra_node = "eth-100g";
+    t.network.a2a_order = order;
+    t.router.kind = "exponential";
+    t.router.exp_rate = 0.6;  // hot expert ≈ 3× the mean load
+    t.router.seed = 3;
+    auto server = actors::Server::create(t);
+    ASSERT_TRUE(server.ok()) << server.status();
+    auto out = (*server)->run(closed_batch(32, 96, 3));
+    ASSERT_TRUE(out.ok()) << out.status();
+    runs[order] = std::move(*out);
+  }
+  const actors::RunOutcome& base = runs.at("row_major");
+  ASSERT_GT(base.metrics.all_to_all_bound_s, 0.0);
+  for (const auto& [order, out] : runs) {
+    SCOPED_TRACE(order);
+    ASSERT_EQ(out.outputs.size(), base.outputs.size());
+    for (size_t i = 0; i < out.outputs.size(); ++i) {
+      EXPECT_EQ(out.outputs[i].output, base.outputs[i].output);
+    }
+    EXPECT_DOUBLE_EQ(out.metrics.all_to_all_bound_s, base.metrics.all_to_all_bound_s);
+    EXPECT_GE(out.metrics.all_to_all_s, out.metrics.all_to_all_bound_s * (1 - 1e-9));
+  }
+  const double aurora = runs.at("aurora").metrics.all_to_all_s;
+  EXPECT_LE(aurora, runs.at("row_major").metrics.all_to_all_s);
+  EXPECT_LE(aurora, runs.at("sjf").metrics.all_to_all_s);
+  std::printf("a2a seconds: bound %.6f row_major %.6f sjf %.6f random %.6f aurora %.6f\n",
+              base.metrics.all_to_all_bound_s, base.metrics.all_to_all_s,
+              runs.at("sjf").metrics.all_to_all_s, runs.at("random").metrics.all_to_all_s, aurora);
 }
 
 }  // namespace

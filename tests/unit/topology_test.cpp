@@ -2,6 +2,7 @@
 // for bad files (file, line, key and what was expected).
 
 #include "engine/topology.hpp"
+#include "engine/topology_override.hpp"
 
 #include <filesystem>
 #include <fstream>
@@ -255,6 +256,27 @@ TEST(Topology, HarmoenyKeys) {
                                            "of: paper, code; got 'greedy'"));
   EXPECT_FALSE(parse("wiring = \"harmoeny\"\n[harmoeny]\nq = -1\n").ok());
   EXPECT_FALSE(parse("wiring = \"harmoeny\"\n[harmoeny]\nwindow = 2\n").ok());
+}
+
+TEST(Topology, AllToAllOrderKey) {
+  const std::string sim =
+      "backend = \"sim\"\n[cluster]\nnum_devices = 2\nkind = \"A100-80GB\"\n"
+      "[model]\npreset = \"switch-base-8\"\n[network]\n";
+  absl::StatusOr<Topology> defaults = parse(sim);
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_EQ(defaults->network.a2a_order, "row_major");
+  absl::StatusOr<Topology> aurora = parse(sim + "a2a_order = \"aurora\"\n");
+  ASSERT_TRUE(aurora.ok()) << aurora.status();
+  EXPECT_EQ(aurora->network.a2a_order, "aurora");
+  absl::StatusOr<Topology> bad = parse(sim + "a2a_order = \"fastest\"\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(msg(bad.status()),
+              HasSubstr("topo.toml:8: key 'network.a2a_order': expected one of: row_major, random, "
+                        "sjf, aurora, aurora_chunked, aurora_unsplit; got 'fastest'"));
+  Topology t = *defaults;
+  ASSERT_TRUE(engine::apply_topology_override(t, "network.a2a_order", "sjf").ok());
+  EXPECT_EQ(t.network.a2a_order, "sjf");
+  EXPECT_FALSE(engine::apply_topology_override(t, "network.a2a_order", "fifo").ok());
 }
 
 TEST(Topology, PlacementOutOfRange) {
