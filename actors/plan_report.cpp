@@ -4,6 +4,7 @@
 #include <map>
 #include <memory>
 #include <numeric>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -226,13 +227,25 @@ void capability_section(const Planned& p, const std::vector<RankExpertTokens>& t
                                   current_max * 1e12, a->max_time * 1e12));
 }
 
-absl::Status affinity_section(const Planned& p, const PlanOptions& o, std::string* out) {
-  absl::StatusOr<engine::RoutingTable> table = engine::read_routing_csv(o.routing_file);
+absl::StatusOr<engine::AffinityCounts> read_counts(const Planned& p, const std::string& file) {
+  absl::StatusOr<engine::RoutingTable> table = engine::read_routing_csv(file);
   if (!table.ok()) return table.status();
   absl::StatusOr<engine::AffinityCounts> counts = engine::affinity_counts_from_routing(
       *table, p.config.num_layers, p.config.num_experts);
   if (!counts.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(o.routing_file, ": ", counts.status().message()));
+    return absl::InvalidArgumentError(absl::StrCat(file, ": ", counts.status().message()));
+  }
+  return counts;
+}
+
+absl::Status affinity_section(const Planned& p, const PlanOptions& o, std::string* out) {
+  absl::StatusOr<engine::AffinityCounts> counts = read_counts(p, o.routing_file);
+  if (!counts.ok()) return counts.status();
+  std::optional<engine::AffinityCounts> held_out;
+  if (!o.evaluate_file.empty()) {
+    absl::StatusOr<engine::AffinityCounts> c = read_counts(p, o.evaluate_file);
+    if (!c.ok()) return c.status();
+    held_out = std::move(*c);
   }
   // Nodes in order of first appearance; device = node·g + gpu.
   std::vector<std::string> nodes;
@@ -275,6 +288,30 @@ absl::Status affinity_section(const Planned& p, const PlanOptions& o, std::strin
   row("round-robin", plan->round_robin);
   if (plan->heuristic) row("heuristic", *plan->heuristic);
   if (plan->milp) row("milp", *plan->milp);
+  if (held_out) {
+    absl::StrAppend(out, absl::StrFormat("held-out paths: %s (%d token transitions)\n",
+                                         o.evaluate_file, held_out->total()));
+    absl::StatusOr<engine::HopCount> rr =
+        engine::cross_device_hops(*held_out, plan->round_robin.placement);
+    if (!rr.ok()) return rr.status();
+    auto scored = [&](const char* name, const engine::AffinitySolution& s) -> absl::Status {
+      absl::StatusOr<engine::HopCount> h = engine::cross_device_hops(*held_out, s.placement);
+      if (!h.ok()) return h.status();
+      absl::StrAppend(out, absl::StrFormat(
+          "%-12s cross-device hops %8d (%5.1f %%)  %s\n", name, h->hops, 100.0 * h->fraction(),
+          rr->fraction() > 0 ? absl::StrFormat("%.1f %% fewer than round robin",
+                                               100.0 * (1.0 - h->fraction() / rr->fraction()))
+                             : std::string("-")));
+      return absl::OkStatus();
+    };
+    if (absl::Status s = scored("round-robin", plan->round_robin); !s.ok()) return s;
+    if (plan->heuristic) {
+      if (absl::Status s = scored("heuristic", *plan->heuristic); !s.ok()) return s;
+    }
+    if (plan->milp) {
+      if (absl::Status s = scored("milp", *plan->milp); !s.ok()) return s;
+    }
+  }
   const engine::AffinitySolution& best = plan->milp ? *plan->milp : *plan->heuristic;
   for (size_t s = 0; s < best.placement.expert_device.size(); ++s) {
     std::vector<std::string> devs;

@@ -37,6 +37,9 @@ struct PlanOptions {
   /// Recorded per-token paths (engine/routing_record.hpp CSV) for the affinity planner;
   /// empty = skip it.
   std::string routing_file;
+  /// Held-out recorded paths (same format) on which the planned placements are also scored,
+  /// so the reported cut is not only in-sample; empty = skip.
+  std::string evaluate_file;
   std::string affinity_method = "both";  ///< "milp" | "heuristic" | "both"
   double affinity_time_limit_s = 10.0;   ///< MILP wall-clock budget (> 0)
   /// A second topology whose model is colocated with this one (same number of devices and

@@ -28,6 +28,8 @@ Command add_plan_command(CLI::App& app) {
   app.add_option("--routing", o->plan.routing_file,
                  "recorded per-token paths (`muflow run --record-routing`) for the ExFlow "
                  "affinity planner");
+  app.add_option("--evaluate", o->plan.evaluate_file,
+                 "held-out recorded paths on which the affinity placements are also scored");
   app.add_option("--method", o->plan.affinity_method, "affinity planner: milp, heuristic or both")
       ->check(CLI::IsMember({"milp", "heuristic", "both"}));
   app.add_option("--time-limit", o->plan.affinity_time_limit_s,

@@ -19,6 +19,7 @@ PKGS=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-numpy python3-torch python3-sentencepiece  # independent float64 reference forward in tests
   chromium                         # headless browser test of the `muflow trace view` report
+  bible-kjv                        # KJV text for bench/aurora_exflow.sh (recorded expert paths)
 )
 missing=()
 for p in "${PKGS[@]}"; do

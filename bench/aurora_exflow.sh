@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Aurora §4 and ExFlow §IV (seeds 002 and 003):
+#  1. Aurora: all-to-all time of each transmission order next to its lower bound b_max, on
+#     the real per-rank Switch-8 BookCorpus traffic (muflow plan: each of the 6 blocks of one
+#     iteration, 8 GPUs behind a 100 Gb/s big switch) and end to end in the sim (muflow bench:
+#     the time spent in all-to-alls of one 8 × 5,100-token prefill).
+#  2. ExFlow: paths of kjv-mixtral-tiny recorded on KJV text (Genesis = planning set, Exodus =
+#     held out), planned on 1 node × 4 devices (2 experts per device and block) and 2 × 2;
+#     cross-device hops of round robin vs the heuristic vs the GLPK MILP.
+# Needs the `bible` command (Debian's bible-kjv, installed by tools/install-deps.sh).
+# Usage: bench/aurora_exflow.sh [MUFLOW_BINARY] [OUT_DIR]   (about a minute on 2 cores)
+set -euo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
+muflow="${1:-$here/build/release/tools/muflow}"
+out="${2:-$here/out/aurora_exflow}"
+mkdir -p "$out"
+aurora="$here/topologies/sim-aurora-switch8-8gpu-100g.toml"
+traffic="$here/../shared/data/routing/switch-base-per-rank-bookcorpus.csv"
+
+echo "== Aurora §4: dispatch all-to-all per block, real per-rank traffic (ms; paper: up to 1.38x over SJF)"
+for it in 0 1; do
+  "$muflow" plan "$aurora" --traffic "$traffic" --iteration "$it" | tee "$out/aurora_plan_it$it.txt"
+done
+echo "== Aurora §4 end to end in the sim (a2a_s = time in all-to-alls, a2a_bound_s = sum of b_max)"
+"$muflow" bench "$aurora" \
+  --sweep network.a2a_order=row_major,random,sjf,aurora_unsplit,aurora_chunked,aurora \
+  --csv "$out/aurora_bench.csv"
+
+echo "== ExFlow §IV: affinity placement on paths recorded from kjv-mixtral-tiny"
+command -v bible >/dev/null || { echo "no 'bible' command: run tools/install-deps.sh" >&2; exit 1; }
+model="$(cd "$here/../shared/data/models/kjv-mixtral-tiny" && pwd)"
+# Verse text without its reference, verses longer than 20 characters, the first 400.
+verses() { bible -f "$1" | sed 's/^[^ ]* //' | awk 'length($0) > 20 && n < 400 { print; n++ }'; }
+verses gen1:1-gen50:26 > "$out/genesis.txt"
+verses ex1:1-ex40:38 > "$out/exodus.txt"
+for part in genesis exodus; do
+  for nodes in 1 2; do
+    cat > "$out/$part-$nodes.toml" <<TOML
+wiring = "sync"
+backend = "cpu"
+[[cluster.devices]]
+name = "cpu0"
+node = "node0"
+[[cluster.devices]]
+name = "cpu1"
+node = "node0"
+[[cluster.devices]]
+name = "cpu2"
+node = "node$((nodes - 1))"
+[[cluster.devices]]
+name = "cpu3"
+node = "node$((nodes - 1))"
+[model]
+path = "$model"
+[scheduler]
+max_batch_requests = 64
+max_prefill_tokens = 4096
+[workload]
+kind = "prompts"
+file = "$part.txt"
+max_new_tokens = 16
+[sampling]
+temperature = 0.0
+stop_at_eos = false
+TOML
+  done
+  "$muflow" run "$out/$part-1.toml" --no-trace --quiet --record-routing "$out/$part-routing.csv" > /dev/null
+done
+for nodes in 1 2; do
+  echo "-- $nodes node(s) x $((4 / nodes)) devices"
+  "$muflow" plan "$out/genesis-$nodes.toml" --routing "$out/genesis-routing.csv" \
+    --evaluate "$out/exodus-routing.csv" --time-limit 30 | tee "$out/exflow_plan_${nodes}node.txt"
+done
