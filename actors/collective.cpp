@@ -205,6 +205,22 @@ NetworkDelivery network_delivery(const RunContext& ctx, CollectiveKind kind, int
       bytes[from][to] += rows_from[d][src] * row_bytes;
     }
   }
+  if (ctx.context_coherent && kind == CollectiveKind::kDispatch) {
+    // `exflow` keeps every rank's KV cache coherent (ExFlow §IV-A all-gathers): each rank's
+    // new K/V rows of this block (one per token it just ran attention for) go to every other
+    // device, with the dispatch.
+    const int64_t k = ctx.config.num_topk;
+    const int64_t kv_row_bytes =
+        2 * ctx.config.num_kv_heads * ctx.config.head_dim * ctx.activation_bytes;
+    for (size_t src = 0; src < (rows_from.empty() ? 0 : rows_from[0].size()); ++src) {
+      int64_t rows = 0;
+      for (const auto& per_source : rows_from) rows += per_source[src];
+      const int64_t from = source_site(ctx, kind, block, src).device;
+      for (size_t to = 0; to < num_devices; ++to) {
+        if (static_cast<int64_t>(to) != from) bytes[from][to] += rows / k * kv_row_bytes;
+      }
+    }
+  }
   const uint64_t seed = engine::splitmix64_mix(
       ctx.a2a_seed ^ engine::splitmix64_mix((static_cast<uint64_t>(iteration) << 20) ^
                                             (static_cast<uint64_t>(block) << 1) ^
@@ -280,7 +296,7 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
       const StageSite to = dest_site(*ctx, kind, block, d);
       const double deliver_s = net.deliver_s[d];
       if (kind == CollectiveKind::kDispatch) {
-        tokens_per_device[ctx->expert_slot_device[d]] += out->num_tokens();
+        tokens_per_device[to.device] += out->num_tokens();
       }
       a2a_end_s = std::max(a2a_end_s, deliver_s);
       if (deliver_s > done_s) {
@@ -301,6 +317,19 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
         self->send(destination(*ctx, kind, block, d), batch_atom::value, out);
       }
     }
+    {
+      int64_t rows = 0, remote = 0;
+      for (size_t d = 0; d < num_dests; ++d) {
+        const int64_t to = dest_site(*ctx, kind, block, d).device;
+        for (size_t src = 0; src < slot.size(); ++src) {
+          const int64_t n = delivery->rows_from[d][src];
+          rows += n;
+          if (source_site(*ctx, kind, block, src).device != to) remote += n;
+        }
+      }
+      self->send(ctx->actors.coordinator, rows_atom::value, kind == CollectiveKind::kDispatch,
+                 remote, rows);
+    }
     if (a2a_end_s > done_s) {
       self->send(ctx->actors.coordinator, a2a_atom::value, a2a_end_s - done_s, net.bound_s);
     }
@@ -312,7 +341,7 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
       // When each device's last expert stage finished this layer (HarMoEny's idle time).
       std::vector<double> finish_s(ctx->placement.num_devices, -1.0);
       for (size_t src = 0; src < slot.size(); ++src) {
-        const int64_t dev = ctx->expert_slot_device[src];
+        const int64_t dev = source_site(*ctx, kind, block, src).device;
         finish_s[dev] = std::max(finish_s[dev], arrived_us[src] * 1e-6);
       }
       self->send(ctx->actors.coordinator, layer_atom::value, static_cast<int64_t>(block),

@@ -391,6 +391,9 @@ caf::behavior coordinator_behavior(Self* self, RunContextPtr ctx,
       [=](fetch_atom, int64_t fetches, int64_t restores, double stall_s) {
         self->state.metrics->on_expert_fetches(fetches, restores, stall_s);
       },
+      [=](rows_atom, bool dispatch, int64_t remote, int64_t rows) {
+        self->state.metrics->on_all_to_all_rows(dispatch, remote, rows);
+      },
       [=](a2a_atom, double seconds, double bound_s) {
         self->state.all_to_all_s += seconds;
         self->state.all_to_all_bound_s += bound_s;

@@ -30,6 +30,7 @@ using load_atom = caf::atom_constant<caf::atom("load")>;        ///< dispatch �
 using layer_atom = caf::atom_constant<caf::atom("layer")>;      ///< combine → coordinator
 using fetch_atom = caf::atom_constant<caf::atom("fetch")>;      ///< expert slots → coordinator
 using a2a_atom = caf::atom_constant<caf::atom("a2a")>;          ///< all-to-all transfer time
+using rows_atom = caf::atom_constant<caf::atom("a2arows")>;     ///< all-to-all rows, off-device
 using wake_atom = caf::atom_constant<caf::atom("wake")>;        ///< next arrival due
 using start_atom = caf::atom_constant<caf::atom("start")>;
 using finish_atom = caf::atom_constant<caf::atom("finish")>;  ///< virtual time: run ends

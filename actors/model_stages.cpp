@@ -51,7 +51,15 @@ engine::TokenPool make_pool(const RunContext& ctx, int64_t width) {
   return ctx.point_to_point
              ? engine::TokenPool::per_request(width, ctx.config.num_topk,
                                               ctx.topology.scheduler.merge == "wave")
-             : engine::TokenPool(width, ctx.config.num_topk, 1);
+             : engine::TokenPool(width, ctx.config.num_topk, 1,
+                                 ctx.context_coherent ? ctx.num_ranks : 1);
+}
+
+// The KV cache of attention stage (block, rank): the block's shared one under `exflow`.
+std::shared_ptr<SharedKvCache> kv_cache_for(const RunContext& ctx, int32_t block, int64_t width) {
+  if (ctx.context_coherent) return ctx.shared_kv.at(block);
+  return std::make_shared<SharedKvCache>(width > 0 ? ctx.config.num_kv_heads * ctx.config.head_dim
+                                                   : 0);
 }
 
 /// A point-to-point send of token batch `b` to `dest` on device `to_device`.
@@ -98,7 +106,7 @@ class AttentionStage final : public StageImpl {
         rank_(rank),
         cfg_(ctx_->config),
         width_(exec->activation_width()),
-        kv_(width_ > 0 ? cfg_.num_kv_heads * cfg_.head_dim : 0),
+        kv_(kv_cache_for(*ctx_, block, width_)),
         pool_(make_pool(*ctx_, width_)) {}
 
   absl::Status enqueue(const TokenBatchPtr& batch, std::vector<Send>& now) override {
@@ -166,8 +174,14 @@ class AttentionStage final : public StageImpl {
     return emit(info.iteration, std::move(meta), std::move(h), out, &info.seconds);
   }
 
-  void release(int64_t request_id) override { kv_.release(request_id); }
-  int64_t kv_bytes() const override { return kv_.bytes_used(); }
+  void release(int64_t request_id) override {
+    std::lock_guard<std::mutex> lock(kv_->mutex);
+    kv_->cache.release(request_id);
+  }
+  int64_t kv_bytes() const override {
+    std::lock_guard<std::mutex> lock(kv_->mutex);
+    return kv_->cache.bytes_used();
+  }
   std::string name() const override { return absl::StrFormat("attn b%d r%d", block_, rank_); }
   LayerId layer() const override { return {StageKind::kAttention, block_, rank_}; }
 
@@ -191,9 +205,12 @@ class AttentionStage final : public StageImpl {
     if (n > 0) {
       engine::AttentionResult o{x.data(), ids.data(), w.data(), shared ? sh.data() : nullptr};
       double modeled = 0.0;
-      if (absl::Status s = exec_->attention(block_, kv_, meta, h.data(), o, &modeled); !s.ok()) {
+      std::unique_lock<std::mutex> lock(kv_->mutex);
+      if (absl::Status s = exec_->attention(block_, kv_->cache, meta, h.data(), o, &modeled);
+          !s.ok()) {
         return s;
       }
+      lock.unlock();
       if (seconds) *seconds = modeled;
       if (ctx_->routing) {
         for (int64_t i = 0; i < n; ++i) {
@@ -202,6 +219,7 @@ class AttentionStage final : public StageImpl {
         }
       }
     }
+    const std::vector<int32_t> next = continuation_ranks(meta, ids);
     auto contrib = std::make_shared<Contribution>();
     contrib->iteration = iteration;
     contrib->source = rank_;
@@ -209,7 +227,7 @@ class AttentionStage final : public StageImpl {
     for (int64_t i = 0; i < n; ++i) {
       for (int64_t j = 0; j < K; ++j) {
         TokenMeta m = meta[i];
-        m.origin_rank = rank_;
+        m.origin_rank = next[i];  // where the combine delivers this token's outputs
         m.topk_rank = static_cast<int16_t>(j);
         m.topk_weight = w[i * K + j];
         const int32_t e = ids[i * K + j];
@@ -231,18 +249,46 @@ class AttentionStage final : public StageImpl {
       out.push_back(
           {ctx_->actors.dispatch[block_], caf::make_message(contrib_atom::value, contrib)});
     }
+    // The residual goes where the token continues: this rank, or (`exflow`) one batch to
+    // every rank, possibly empty, since each rank's pool waits for one from every rank.
     const int64_t width = shared ? 2 * H : H;
-    TokenBatchPtr residual =
-        new_batch(merge_target(*ctx_, block_, rank_), Payload::kResidual, iteration, width);
-    residual->tokens = meta;
-    residual->act->num_rows = n;
-    residual->act->data.resize(n * width);
-    for (int64_t i = 0; i < n; ++i) {
-      std::copy(h.begin() + i * H, h.begin() + (i + 1) * H, residual->act->row(i));
-      if (shared) std::copy(sh.begin() + i * H, sh.begin() + (i + 1) * H, residual->act->row(i) + H);
+    const int64_t num_targets = ctx_->context_coherent ? ctx_->num_ranks : 1;
+    for (int64_t target = 0; target < num_targets; ++target) {
+      const auto r = static_cast<int32_t>(ctx_->context_coherent ? target : rank_);
+      TokenBatchPtr residual =
+          new_batch(merge_target(*ctx_, block_, r), Payload::kResidual, iteration, width);
+      for (int64_t i = 0; i < n; ++i) {
+        if (next[i] != r) continue;
+        residual->tokens.push_back(meta[i]);
+        residual->act->data.insert(residual->act->data.end(), h.begin() + i * H,
+                                   h.begin() + (i + 1) * H);
+        if (shared) {
+          residual->act->data.insert(residual->act->data.end(), sh.begin() + i * H,
+                                     sh.begin() + (i + 1) * H);
+        }
+      }
+      residual->act->num_rows = residual->num_tokens();
+      out.push_back({merge_actor(*ctx_, block_, r), caf::make_message(batch_atom::value, residual)});
     }
-    out.push_back({merge_actor(*ctx_, block_, rank_), caf::make_message(batch_atom::value, residual)});
     return absl::OkStatus();
+  }
+
+  // The DP rank each token continues on after this block's experts: this one, or (`exflow`)
+  // for a request with one token in the batch, the rank on its top-1 expert's device.
+  std::vector<int32_t> continuation_ranks(const std::vector<TokenMeta>& meta,
+                                          const std::vector<int32_t>& ids) const {
+    std::vector<int32_t> next(meta.size(), rank_);
+    if (!ctx_->context_coherent) return next;
+    std::map<int64_t, int64_t> tokens_of;
+    for (const TokenMeta& m : meta) ++tokens_of[m.request_id];
+    const int64_t K = cfg_.num_topk;
+    for (size_t i = 0; i < meta.size(); ++i) {
+      if (tokens_of[meta[i].request_id] != 1) continue;
+      const int64_t device = ctx_->placement.device_of(block_, ids[i * K]);
+      const int64_t r = ctx_->rank_of_device[device];
+      if (r >= 0) next[i] = static_cast<int32_t>(r);
+    }
+    return next;
   }
 
   RunContextPtr ctx_;
@@ -250,7 +296,7 @@ class AttentionStage final : public StageImpl {
   int32_t block_, rank_;
   const engine::ModelConfig& cfg_;
   int64_t width_;  // activation floats per row (0 in simulation)
-  engine::KvCache kv_;
+  std::shared_ptr<SharedKvCache> kv_;
   engine::TokenPool pool_;
   std::map<int64_t, TokenBatchPtr> queued_;  // block 0, sync: iteration → token ids
   BatchQueue fresh_;                         // block 0, async: token ids as they came

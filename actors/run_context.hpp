@@ -9,11 +9,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include <caf/all.hpp>
 
 #include "engine/cpu_model.hpp"
+#include "engine/kv_cache.hpp"
 #include "engine/executor.hpp"
 #include "engine/placement.hpp"
 #include "engine/topology.hpp"
@@ -23,6 +25,17 @@
 #include "transport/big_switch_network.hpp"
 
 namespace muflow::actors {
+
+/// One attention layer's KV cache with the lock its users take around every call. A stage
+/// owns one alone, or (`exflow`) all DP ranks' stages of a block share one: ExFlow keeps the
+/// replicas coherent with all-gathers; in one process the replicas are one object, and the
+/// mutex serialises the ranks' attention calls on it (the barrier pacing guarantees that a
+/// request's rows of one block are appended by one stage per iteration, in position order).
+struct SharedKvCache {
+  explicit SharedKvCache(int64_t kv_width) : cache(kv_width) {}
+  std::mutex mutex;
+  engine::KvCache cache;
+};
 
 /// Actor handles of one run, indexed like the model: [block][rank], [block][expert], ...
 struct ActorTable {
@@ -102,9 +115,21 @@ struct RunContext {
   int64_t max_batch_tokens = 512;  ///< point_to_point: most tokens per stage run
   ExpertMode expert_mode = ExpertMode::kPerExpert;
   /// [num expert slots] device of expert stage slot s of every block: expert_device[s] per
-  /// expert, or s itself for per-device modes.
+  /// expert, or s itself for per-device modes. With an affinity placement the device differs
+  /// per block: ask `placement.device_of(block, s)` or `sites.experts[block][s]`.
   std::vector<int64_t> expert_slot_device;
   HarmoenyParams harmoeny;  ///< kHarmoeny only
+  /// `exflow` (ExFlow §IV-A, context-coherent EP): every DP rank sees every request's KV
+  /// cache, so a decode token continues (next attention, or the sampler) on the rank of the
+  /// device that ran its top-1 expert instead of returning to its home rank; a request with
+  /// several tokens in the batch (a prefill chunk) stays home, since its tokens attend to each
+  /// other within the block. The combine then only moves the other top-k outputs.
+  bool context_coherent = false;
+  /// context_coherent: [num_devices] the DP rank on each device (-1: none).
+  std::vector<int64_t> rank_of_device;
+  /// context_coherent: [num_layers] the one KV cache of each block that all its attention
+  /// stages share (null entries otherwise: each stage owns its cache).
+  std::vector<std::shared_ptr<SharedKvCache>> shared_kv;
   /// Per DP rank: KV-cache bytes it can hold (-1 = unlimited) and per token; the
   /// coordinator's admission reads them (engine/kv_admission.hpp).
   std::vector<int64_t> kv_capacity_bytes;

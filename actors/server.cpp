@@ -10,6 +10,7 @@
 #include "actors/messages.hpp"
 #include "actors/sim_backend.hpp"
 #include "actors/harmoeny_setup.hpp"
+#include "actors/affinity_setup.hpp"
 #include "actors/wiring.hpp"
 #include "engine/cpu_executor.hpp"
 #include "engine/hf_config.hpp"
@@ -25,7 +26,7 @@ constexpr double kMaxArrivalS = 1e7;  // ~116 days: keeps timer arithmetic far f
 }  // namespace
 
 std::vector<std::string> available_wirings() {
-  return {"sync", "async", "harmoeny", "moeshard"};
+  return {"sync", "async", "harmoeny", "moeshard", "exflow"};
 }
 
 absl::StatusOr<std::unique_ptr<Server>> Server::create(engine::Topology topology) {
@@ -108,6 +109,13 @@ absl::StatusOr<std::unique_ptr<Server>> Server::create(engine::Topology topology
   absl::StatusOr<engine::Placement> placement =
       engine::make_placement(topology, server->config_.num_experts);
   if (!placement.ok()) return placement.status();
+  if (topology.placement == "affinity") {
+    if (absl::Status s = apply_affinity_placement(topology, server->config_, &*placement);
+        !s.ok()) {
+      return s;
+    }
+  }
+  server->placement_ = *placement;
   if (topology.wiring == "harmoeny") {
     server->topology_ = topology;  // sim_precision() reads it
     absl::StatusOr<HarmoenyParams> h = resolve_harmoeny(
@@ -234,10 +242,7 @@ absl::StatusOr<RunOutcome> Server::run(std::vector<engine::Request> requests,
     }
   }
   ctx->topology = topology_;
-  absl::StatusOr<engine::Placement> placement =
-      engine::make_placement(topology_, config().num_experts);
-  if (!placement.ok()) return placement.status();
-  ctx->placement = *placement;
+  ctx->placement = placement_;
   if (!topology_.trace_file.empty()) ctx->trace = std::make_shared<engine::TraceRecorder>();
   if (!topology_.routing_record_file.empty()) {
     ctx->routing = std::make_shared<engine::RoutingRecorder>();
@@ -310,6 +315,9 @@ absl::StatusOr<RunOutcome> Server::run(std::vector<engine::Request> requests,
     ctx->trace->set_other_data("num_layers", config().num_layers);
     ctx->trace->set_other_data("num_experts", config().num_experts);
     ctx->trace->set_other_data("expert_device", ctx->placement.expert_device);
+    if (!ctx->placement.block_expert_device.empty()) {
+      ctx->trace->set_other_data("block_expert_device", ctx->placement.block_expert_device);
+    }
     if (absl::Status s = ctx->trace->write_json(topology_.trace_file); !s.ok()) return s;
   }
   return outcome;

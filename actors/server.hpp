@@ -17,6 +17,7 @@
 #include "engine/cpu_model.hpp"
 #include "engine/request.hpp"
 #include "engine/tokenizer.hpp"
+#include "engine/placement.hpp"
 #include "engine/topology.hpp"
 
 namespace muflow::actors {
@@ -66,6 +67,7 @@ class Server {
   std::shared_ptr<const engine::CpuModel> model_;  // cpu backend
   std::shared_ptr<const engine::CpuExpertShards> shards_;  // cpu backend, moeshard wiring
   HarmoenyParams harmoeny_;                                // harmoeny wiring, resolved
+  engine::Placement placement_;                            // planned once, at create
   std::unique_ptr<SimSetup> sim_;                  // sim backend
   std::unique_ptr<engine::Tokenizer> tokenizer_;
 };

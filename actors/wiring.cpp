@@ -16,6 +16,16 @@ void build_wiring(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx
   const auto L = static_cast<int32_t>(c.num_layers);
   ctx->num_ranks = num_ranks;
   ctx->point_to_point = ctx->topology.wiring == "async";
+  ctx->context_coherent = ctx->topology.wiring == "exflow";
+  ctx->rank_of_device.assign(num_devices, -1);
+  for (int32_t r = 0; r < num_ranks; ++r) ctx->rank_of_device[ctx->placement.rank_device[r]] = r;
+  ctx->shared_kv.assign(L, nullptr);
+  if (ctx->context_coherent) {
+    const int64_t width = ctx->executors.front()->activation_width() > 0
+                              ? c.num_kv_heads * c.head_dim
+                              : 0;
+    for (auto& kv : ctx->shared_kv) kv = std::make_shared<SharedKvCache>(width);
+  }
   ctx->max_batch_tokens = ctx->topology.scheduler.max_batch_tokens;
   ctx->expert_mode = ctx->topology.wiring == "harmoeny"   ? ExpertMode::kHarmoeny
                      : ctx->topology.wiring == "moeshard" ? ExpertMode::kMoeShard
@@ -57,7 +67,9 @@ void build_wiring(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx
       sites.attention[b][r] = {d, li};
     }
     for (int32_t e = 0; e < S; ++e) {
-      const auto d = static_cast<int32_t>(ctx->expert_slot_device[e]);
+      const auto d = static_cast<int32_t>(ctx->expert_mode == ExpertMode::kPerExpert
+                                              ? ctx->placement.device_of(b, e)
+                                              : ctx->expert_slot_device[e]);
       auto impl = make_expert_stage(ctx, ctx->executors[d].get(), b, e);
       const int32_t li = add_local(d, impl->layer());
       trace_thread(d, li, impl->name());

@@ -174,6 +174,10 @@ RunMetrics MetricsRecorder::summarize(double wall_s) const {
     m.moe_idle_pct = 100.0 * idle_fraction_sum_ / static_cast<double>(idle_samples_);
   }
   m.tokens_rebalanced = tokens_rebalanced_;
+  m.dispatch_rows = dispatch_rows_;
+  m.dispatch_remote_rows = dispatch_remote_;
+  m.combine_rows = combine_rows_;
+  m.combine_remote_rows = combine_remote_;
   m.expert_fetches = expert_fetches_;
   m.expert_restores = expert_restores_;
   m.fetch_stall_s = fetch_stall_s_;
@@ -212,6 +216,14 @@ std::string format_metrics_table(const RunMetrics& m,
     row("MoE layer", latency(m.moe_layer));
     row("MoE idle at combine", absl::StrFormat("%.1f %% of the layer", m.moe_idle_pct));
   }
+  if (m.dispatch_rows + m.combine_rows > 0) {
+    auto pct = [](int64_t part, int64_t whole) { return whole > 0 ? 100.0 * part / whole : 0.0; };
+    row("all-to-all rows off-device",
+        absl::StrFormat("dispatch %d / %d (%.1f %%), combine %d / %d (%.1f %%)",
+                        m.dispatch_remote_rows, m.dispatch_rows,
+                        pct(m.dispatch_remote_rows, m.dispatch_rows), m.combine_remote_rows,
+                        m.combine_rows, pct(m.combine_remote_rows, m.combine_rows)));
+  }
   if (m.tokens_rebalanced > 0 || m.expert_fetches > 0) {
     row("rebalanced tokens", absl::StrFormat("%d", m.tokens_rebalanced));
     row("expert fetches", absl::StrFormat("%d  (restores %d, stalled %.3f s)", m.expert_fetches,
@@ -223,6 +235,13 @@ std::string format_metrics_table(const RunMetrics& m,
     row(absl::StrFormat("busy %s", name), absl::StrFormat("%.1f %%", m.device_busy_pct[d]));
   }
   return out;
+}
+
+double RunMetrics::remote_rows_pct() const {
+  const int64_t rows = dispatch_rows + combine_rows;
+  return rows > 0 ? 100.0 * static_cast<double>(dispatch_remote_rows + combine_remote_rows) /
+                        static_cast<double>(rows)
+                  : 0.0;
 }
 
 nlohmann::json to_json(const RunMetrics& m) {
@@ -241,6 +260,10 @@ nlohmann::json to_json(const RunMetrics& m) {
           {"moe_layer", latency_json(m.moe_layer)},
           {"moe_idle_pct", m.moe_layer.num_samples > 0 ? nlohmann::json(m.moe_idle_pct) : nullptr},
           {"tokens_rebalanced", m.tokens_rebalanced},
+          {"dispatch_rows", m.dispatch_rows},
+          {"dispatch_remote_rows", m.dispatch_remote_rows},
+          {"combine_rows", m.combine_rows},
+          {"combine_remote_rows", m.combine_remote_rows},
           {"expert_fetches", m.expert_fetches},
           {"expert_restores", m.expert_restores},
           {"fetch_stall_s", m.fetch_stall_s}};

@@ -62,6 +62,13 @@ struct RunMetrics {
   int64_t expert_fetches = 0;     ///< harmoeny: foreign experts copied into slots
   int64_t expert_restores = 0;    ///< harmoeny: home experts copied back afterwards
   double fetch_stall_s = 0.0;     ///< harmoeny: device seconds waiting for expert copies
+  /// Barrier wirings: token rows the dispatch / combine all-to-alls delivered (a token counts
+  /// once per top-k expert), and how many of them crossed to another device. ExFlow's
+  /// context coherence and affinity placement exist to cut the remote ones (§IV).
+  int64_t dispatch_rows = 0, dispatch_remote_rows = 0;
+  int64_t combine_rows = 0, combine_remote_rows = 0;
+  /// (dispatch + combine remote rows) / (dispatch + combine rows) in %; 0 without rows.
+  double remote_rows_pct() const;
 };
 
 /// Records the events of one run and summarises them.
@@ -107,6 +114,12 @@ class MetricsRecorder {
     expert_restores_ += restores;
     fetch_stall_s_ += stall_s;
   }
+  /// A barrier all-to-all (dispatch when `dispatch`, else combine) delivered `rows` token
+  /// rows, `remote` of them from another device.
+  void on_all_to_all_rows(bool dispatch, int64_t remote, int64_t rows) {
+    (dispatch ? dispatch_rows_ : combine_rows_) += rows;
+    (dispatch ? dispatch_remote_ : combine_remote_) += remote;
+  }
   /// Summary over everything recorded. `wall_s` > 0 is the duration rates and busy
   /// percentages are taken over; otherwise the span from the first arrival to the last
   /// recorded event is used.
@@ -131,6 +144,7 @@ class MetricsRecorder {
   double idle_fraction_sum_ = 0.0;  ///< Σ over layers and expert devices of idle / duration
   int64_t idle_samples_ = 0;
   int64_t tokens_rebalanced_ = 0, expert_fetches_ = 0, expert_restores_ = 0;
+  int64_t dispatch_rows_ = 0, dispatch_remote_ = 0, combine_rows_ = 0, combine_remote_ = 0;
   double fetch_stall_s_ = 0.0;
   double first_s_ = 0.0, last_s_ = 0.0;
   bool any_event_ = false;

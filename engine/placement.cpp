@@ -12,6 +12,11 @@ std::vector<int64_t> Placement::experts_on(int64_t device) const {
   return out;
 }
 
+int64_t Placement::device_of(int64_t block, int64_t e) const {
+  if (block_expert_device.empty()) return expert_device.at(e);
+  return block_expert_device.at(block).at(e);
+}
+
 absl::StatusOr<Placement> make_placement(const Topology& topology, int64_t num_experts) {
   Placement p;
   p.num_devices = static_cast<int64_t>(topology.devices.size());
@@ -69,6 +74,12 @@ absl::StatusOr<Placement> make_placement(const Topology& topology, int64_t num_e
     for (int64_t e = 0; e < num_experts; ++e) {
       p.expert_device[e] = first_expert_device + e / per_device;
     }
+    return p;
+  }
+  if (topology.placement == "affinity") {
+    // Round robin until the planner (actors::Server, which has the recorded paths) replaces
+    // it with one map per block.
+    for (int64_t e = 0; e < num_experts; ++e) p.expert_device[e] = first_expert_device + e % X;
     return p;
   }
   if (topology.placement != "round-robin") {

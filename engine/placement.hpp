@@ -19,8 +19,14 @@ struct Placement {
   /// attention devices, disjoint from the expert devices A..D-1).
   std::vector<int64_t> rank_device;
 
-  /// Experts hosted by `device`, ascending.
+  /// [num_layers][num_experts] when the expert → device map differs per block (affinity
+  /// placement, ExFlow §IV); empty = `expert_device` for every block.
+  std::vector<std::vector<int64_t>> block_expert_device;
+
+  /// Experts hosted by `device` (block 0's map), ascending.
   std::vector<int64_t> experts_on(int64_t device) const;
+  /// Device of expert `e` in block `block` (both in range; asserts).
+  int64_t device_of(int64_t block, int64_t e) const;
 };
 
 /// Builds the placement a topology asks for. Expert devices are every device (sync), or the

@@ -11,19 +11,23 @@
 namespace muflow::engine {
 
 TokenPool::TokenPool(Readiness readiness, int64_t hidden, int64_t num_topk,
-                     int64_t expected_expert_messages)
+                     int64_t expected_expert_messages, int64_t expected_residual_messages)
     : readiness_(readiness),
       hidden_(hidden),
       num_topk_(num_topk),
-      expected_expert_messages_(expected_expert_messages) {
+      expected_expert_messages_(expected_expert_messages),
+      expected_residual_messages_(expected_residual_messages) {
   MUFLOW_ASSERT(num_topk >= 1 && num_topk <= 64, "token pool supports top-1..top-64");
+  MUFLOW_ASSERT(expected_residual_messages >= 1, "a pool expects at least one residual batch");
 }
 
-TokenPool::TokenPool(int64_t hidden, int64_t num_topk, int64_t expected_expert_messages)
-    : TokenPool(Readiness::kPerIteration, hidden, num_topk, expected_expert_messages) {}
+TokenPool::TokenPool(int64_t hidden, int64_t num_topk, int64_t expected_expert_messages,
+                     int64_t expected_residual_messages)
+    : TokenPool(Readiness::kPerIteration, hidden, num_topk, expected_expert_messages,
+                expected_residual_messages) {}
 
 TokenPool TokenPool::per_request(int64_t hidden, int64_t num_topk, bool by_wave) {
-  TokenPool pool(Readiness::kPerRequest, hidden, num_topk, 0);
+  TokenPool pool(Readiness::kPerRequest, hidden, num_topk, 0, 1);
   pool.by_wave_ = by_wave;
   return pool;
 }
@@ -77,8 +81,19 @@ absl::Status TokenPool::add_residual(const TokenBatch& batch) {
   if (readiness_ == Readiness::kPerIteration) {
     auto found = buckets_.find(batch.iteration);
     if (found != buckets_.end() && found->second.residual_arrived) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("token pool: second residual batch for iteration %d", batch.iteration));
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "token pool: %s residual batch for iteration %d",
+          expected_residual_messages_ == 1 ? "second" : "one more than expected",
+          batch.iteration));
+    }
+    if (found != buckets_.end()) {
+      for (const TokenMeta& m : batch.tokens) {
+        auto e = found->second.entries.find({m.request_id, m.position});
+        if (e != found->second.entries.end() && e->second.has_residual) {
+          return absl::InvalidArgumentError(absl::StrFormat(
+              "token pool: request %d position %d added twice", m.request_id, m.position));
+        }
+      }
     }
   } else {
     for (const TokenMeta& m : batch.tokens) {
@@ -100,13 +115,16 @@ absl::Status TokenPool::add_residual(const TokenBatch& batch) {
           "token pool: request %d position %d added twice", keys[i].first, keys[i].second));
     }
   }
-  if (readiness_ == Readiness::kPerIteration) buckets_[batch.iteration].residual_arrived = true;
+  if (readiness_ == Readiness::kPerIteration) {
+    Bucket& b = buckets_[batch.iteration];
+    b.residual_arrived = ++b.residual_messages == expected_residual_messages_;
+  }
   std::set<int64_t> touched;
   for (int64_t i = 0; i < n; ++i) {
     const TokenMeta& m = batch.tokens[i];
     const int64_t key = bucket_key(batch, m);
     Bucket& b = buckets_[key];
-    b.residual_arrived = true;
+    if (readiness_ == Readiness::kPerRequest) b.residual_arrived = true;
     touched.insert(key);
     Entry& e = entry(b, m.request_id, m.position);
     e.has_residual = true;

@@ -39,9 +39,12 @@ class TokenPool {
  public:
   enum class Readiness { kPerIteration, kPerRequest };
 
-  /// A per-iteration pool: each iteration gets one residual batch and
-  /// `expected_expert_messages` expert-output batches (a barrier's delivery).
-  TokenPool(int64_t hidden, int64_t num_topk, int64_t expected_expert_messages);
+  /// A per-iteration pool: each iteration gets `expected_residual_messages` residual batches
+  /// (1: its own rank's; `exflow`: one from every DP rank, since tokens continue where their
+  /// top-1 expert ran) and `expected_expert_messages` expert-output batches (a barrier's
+  /// delivery). Both counts >= 1.
+  TokenPool(int64_t hidden, int64_t num_topk, int64_t expected_expert_messages,
+            int64_t expected_residual_messages = 1);
   /// A per-request pool (batch.iteration is ignored; a request has one group in flight).
   /// With `by_wave`, a group is every token one attention run emitted (TokenMeta::wave)
   /// instead of one request's tokens: the run's wave merges as a whole, so fragments that
@@ -51,8 +54,10 @@ class TokenPool {
   Readiness readiness() const { return readiness_; }
 
   /// Adds a residual batch. Errors: InvalidArgument on a row width that is neither hidden nor
-  /// 2·hidden, a token that was already added, or (per iteration) a second residual batch for
-  /// the iteration / (per request) a second residual for a request whose group is held.
+  /// 2·hidden, a token that was already added (in this batch or, per iteration, an earlier
+  /// residual batch of the iteration), or (per iteration) more residual batches for the
+  /// iteration than expected / (per request) a second residual for a request whose group is
+  /// held.
   /// A rejected batch leaves the pool unchanged.
   absl::Status add_residual(const TokenBatch& batch);
   /// Adds expert outputs (width hidden). Errors: InvalidArgument on a bad width, a top-k rank
@@ -96,14 +101,15 @@ class TokenPool {
   };
   /// Tokens of one iteration (per iteration) or one request's group (per request).
   struct Bucket {
-    bool residual_arrived = false;
+    bool residual_arrived = false;  ///< per iteration: all expected residual batches arrived
+    int64_t residual_messages = 0;  ///< per iteration: residual batches so far
     int64_t expert_messages = 0;
     int64_t complete_entries = 0;  ///< entries with residual and all k outputs
     bool in_ready_order = false;   ///< per request: listed in ready_order_
     std::map<std::pair<int64_t, int64_t>, Entry> entries;  ///< (request, position) → entry
   };
   TokenPool(Readiness readiness, int64_t hidden, int64_t num_topk,
-            int64_t expected_expert_messages);
+            int64_t expected_expert_messages, int64_t expected_residual_messages);
   int64_t bucket_key(const TokenBatch& batch, const TokenMeta& m) const;
   Entry& entry(Bucket& b, int64_t request_id, int64_t position);
   bool is_complete(const Bucket& b) const;
@@ -114,7 +120,7 @@ class TokenPool {
 
   Readiness readiness_;
   bool by_wave_ = false;
-  int64_t hidden_, num_topk_, expected_expert_messages_;
+  int64_t hidden_, num_topk_, expected_expert_messages_, expected_residual_messages_;
   std::map<int64_t, Bucket> buckets_;  ///< iteration or request id → bucket
   std::deque<int64_t> ready_order_;    ///< per request: ready groups, first-ready first
   int64_t ready_tokens_ = 0;           ///< per request: tokens in ready_order_'s groups

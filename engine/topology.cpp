@@ -38,7 +38,9 @@ constexpr std::string_view kModelKeys[] = {"path",    "type",  "vocab",   "hidde
                                            "seed",    "dtype", "preset"};
 constexpr std::string_view kModelTypes[] = {"mixtral", "qwen2_moe"};
 constexpr std::string_view kDtypes[] = {"f32", "bf16"};
-constexpr std::string_view kPlacementKeys[] = {"experts", "attention_devices"};
+constexpr std::string_view kPlacementKeys[] = {"experts", "attention_devices", "paths", "planner",
+                                               "time_limit_s"};
+constexpr std::string_view kAffinityPlanners[] = {"heuristic", "milp"};
 constexpr std::string_view kSchedulerKeys[] = {"policy", "max_batch_requests",
                                                "max_prefill_tokens", "max_batch_tokens",
                                                "hold_min_tokens", "hold_max_ms", "merge"};
@@ -180,7 +182,8 @@ absl::Status parse_model(const TomlTableReader& r, const fs::path& base_dir, Mod
   return absl::OkStatus();
 }
 
-absl::Status parse_placement(const TomlTableReader& r, int64_t num_devices,
+absl::Status parse_placement(const TomlTableReader& r, const fs::path& base_dir,
+                             int64_t num_devices,
                              const std::optional<ModelConfig>& synthetic, Topology* topo) {
   MUFLOW_TOPO_RETURN_IF_ERROR(r.check_keys(kPlacementKeys));
   if (r.has("attention_devices")) {
@@ -192,13 +195,30 @@ absl::Status parse_placement(const TomlTableReader& r, int64_t num_devices,
                             topo->attention_devices));
     }
   }
+  MUFLOW_TOPO_RETURN_IF_ERROR(r.read_choice("planner", &topo->affinity_planner, kAffinityPlanners));
+  MUFLOW_TOPO_RETURN_IF_ERROR(r.read_double("time_limit_s", &topo->affinity_time_limit_s,
+                                            "seconds > 0",
+                                            [](double v) { return std::isfinite(v) && v > 0; }));
+  if (r.has("paths")) {
+    MUFLOW_TOPO_RETURN_IF_ERROR(r.read_string("paths", &topo->affinity_paths));
+    topo->affinity_paths = resolve_path(base_dir, topo->affinity_paths);
+    MUFLOW_TOPO_RETURN_IF_ERROR(require_existing(r, "paths", topo->affinity_paths, false));
+  }
   const toml::node* n = r.node("experts");
-  if (n == nullptr) return absl::OkStatus();
-  if (n->is_string()) {
+  if (n != nullptr && n->is_string()) {
     MUFLOW_TOPO_RETURN_IF_ERROR(r.read_choice("experts", &topo->placement, kKnownPlacements));
     topo->expert_device.clear();
-    return absl::OkStatus();
   }
+  const bool affinity = topo->placement == "affinity";
+  if (affinity && topo->affinity_paths.empty()) {
+    return r.error("experts", "experts = \"affinity\" needs paths = \"...\" (a CSV from "
+                              "`muflow run --record-routing`)");
+  }
+  if (!affinity && (r.has("paths") || r.has("planner") || r.has("time_limit_s"))) {
+    return r.error(r.has("paths") ? "paths" : r.has("planner") ? "planner" : "time_limit_s",
+                   "applies to experts = \"affinity\" only");
+  }
+  if (n == nullptr || n->is_string()) return absl::OkStatus();
   const std::string expected =
       sv_cat("\"round-robin\" or an array of device indices in [0, ", num_devices, ")");
   const toml::array* arr = n->as_array();
@@ -290,7 +310,8 @@ absl::StatusOr<Topology> parse_document(const toml::table& doc, const std::strin
     return parse_model(r, base_dir, &topo.model);
   }));
   MUFLOW_TOPO_RETURN_IF_ERROR(with_table(root, "placement", [&](const TomlTableReader& r) {
-    return parse_placement(r, static_cast<int64_t>(topo.devices.size()), topo.model.synthetic,
+    return parse_placement(r, base_dir, static_cast<int64_t>(topo.devices.size()),
+                           topo.model.synthetic,
                            &topo);
   }));
   MUFLOW_TOPO_RETURN_IF_ERROR(with_table(root, "scheduler", [&](const TomlTableReader& r) {

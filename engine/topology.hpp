@@ -127,9 +127,17 @@ struct Topology {
   std::string backend = "cpu";        ///< "cpu" (later: "sim", "cuda")
   std::vector<DeviceSpec> devices;
   ModelSpec model;
-  std::string placement = "round-robin";  ///< "round-robin" | "contiguous" | "explicit"
+  /// "round-robin" | "contiguous" | "explicit" | "affinity"
+  std::string placement = "round-robin";
   /// explicit placement: expert_device[e] = device index hosting expert e (all blocks)
   std::vector<int64_t> expert_device;
+  /// affinity placement (ExFlow §IV, engine/affinity_placement.hpp): a different expert →
+  /// device map per block, planned at startup from the per-token paths in `affinity_paths`
+  /// (a `muflow run --record-routing` CSV, absolute after parsing) with `affinity_planner`
+  /// ("heuristic" or "milp") under `affinity_time_limit_s` seconds (> 0).
+  std::string affinity_paths;
+  std::string affinity_planner = "heuristic";
+  double affinity_time_limit_s = 10.0;
   /// `async` wiring: devices 0..attention_devices-1 run attention (one DP rank each, every
   /// block) and the sampler, the others the experts; 0 = half the devices (AsyncMoE's 4 + 4
   /// on 8 GPUs). Other wirings ignore it.
@@ -148,8 +156,8 @@ struct Topology {
 
 /// Wirings this build implements (`wiring = "..."`); the parser rejects any other name and
 /// lists these in its message.
-inline constexpr std::array<std::string_view, 4> kKnownWirings = {"sync", "async", "harmoeny",
-                                                                  "moeshard"};
+inline constexpr std::array<std::string_view, 5> kKnownWirings = {"sync", "async", "harmoeny",
+                                                                  "moeshard", "exflow"};
 /// HarMoEny rebalancing variants accepted as `[harmoeny] rebalance = "..."`.
 /// All-to-all transmission orders accepted as `[network] a2a_order = "..."`.
 inline constexpr std::array<std::string_view, 6> kKnownA2aOrders = {
@@ -158,8 +166,8 @@ inline constexpr std::array<std::string_view, 2> kKnownRebalances = {"paper", "c
 /// Backends this build implements (`backend = "..."`).
 inline constexpr std::array<std::string_view, 2> kKnownBackends = {"cpu", "sim"};
 /// Expert placement names accepted as `[placement] experts = "..."`.
-inline constexpr std::array<std::string_view, 2> kKnownPlacements = {"round-robin",
-                                                                      "contiguous"};
+inline constexpr std::array<std::string_view, 3> kKnownPlacements = {"round-robin",
+                                                                      "contiguous", "affinity"};
 /// Device scheduling policies accepted as `[scheduler] policy = "..."`.
 inline constexpr std::array<std::string_view, 4> kKnownSchedulerPolicies = {
     "fifo", "most-tokens", "flfs", "defrag"};

@@ -151,7 +151,7 @@ const std::map<std::string, Setter>& setters() {
       {"wiring",
        [](Topology& t, const std::string& k, const std::string& v) {
          if (std::find(kKnownWirings.begin(), kKnownWirings.end(), v) == kKnownWirings.end()) {
-           return bad(k, v, "sync, async, harmoeny or moeshard");
+           return bad(k, v, "sync, async, harmoeny, moeshard or exflow");
          }
          t.wiring = v;
          return absl::OkStatus();

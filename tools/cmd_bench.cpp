@@ -66,7 +66,7 @@ Command add_bench_command(CLI::App& app) {
     for (const char* h : {"tok/s", "ttft_mean_ms", "ttft_p50_ms", "ttft_p99_ms", "itl_mean_ms",
                           "itl_p50_ms", "itl_p99_ms", "busy_pct", "idle_pct", "a2a_s", "a2a_bound_s",
                           "balance", "moe_layer_ms", "moe_idle_pct", "moved_tokens",
-                          "expert_fetches"}) {
+                          "expert_fetches", "remote_rows_pct"}) {
       header.push_back(h);
     }
     std::vector<Row> rows;
@@ -113,6 +113,7 @@ Command add_bench_command(CLI::App& app) {
         row.cells.push_back(fmt(m.moe_idle_pct));
         row.cells.push_back(std::to_string(m.tokens_rebalanced));
         row.cells.push_back(std::to_string(m.expert_fetches));
+        row.cells.push_back(fmt(m.remote_rows_pct()));
         rows.push_back(std::move(row));
       }
     }

@@ -139,5 +139,25 @@ TEST(MetricsLayers, LayerTimeAndIdleAtTheCombineBarrier) {
   EXPECT_TRUE(to_json(MetricsRecorder(2).summarize(1.0))["moe_idle_pct"].is_null());
 }
 
+
+// Rows through the barrier all-to-alls and how many crossed devices (ExFlow's target).
+TEST(MetricsLayers, AllToAllRowsOffDevice) {
+  MetricsRecorder m(2);
+  m.on_all_to_all_rows(true, 3, 10);
+  m.on_all_to_all_rows(false, 1, 10);
+  m.on_all_to_all_rows(true, 0, 4);
+  const RunMetrics r = m.summarize(1.0);
+  EXPECT_EQ(r.dispatch_rows, 14);
+  EXPECT_EQ(r.dispatch_remote_rows, 3);
+  EXPECT_EQ(r.combine_rows, 10);
+  EXPECT_EQ(r.combine_remote_rows, 1);
+  EXPECT_NEAR(r.remote_rows_pct(), 100.0 * 4 / 24, 1e-12);
+  EXPECT_EQ(to_json(r)["combine_remote_rows"].get<int64_t>(), 1);
+  EXPECT_NE(format_metrics_table(r, {}).find("dispatch 3 / 14 (21.4 %), combine 1 / 10 (10.0 %)"),
+            std::string::npos)
+      << format_metrics_table(r, {});
+  EXPECT_DOUBLE_EQ(MetricsRecorder(2).summarize(1.0).remote_rows_pct(), 0.0);
+}
+
 }  // namespace
 }  // namespace muflow::engine

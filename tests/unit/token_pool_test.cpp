@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace muflow::engine {
@@ -174,6 +175,32 @@ TEST(TokenPool, CompleteIterationNeedsResidualAndAllMessages) {
   absl::StatusOr<MergedTokens> merged = pool.take(3);
   ASSERT_TRUE(merged.ok()) << merged.status();
   EXPECT_EQ(merged->h, (std::vector<float>{21.f, 12.f}));
+}
+
+// `exflow`: residuals of one iteration come from every rank (tokens continue where their top-1
+// expert ran). The iteration completes only with all of them, in any order; an extra batch or
+// a token repeated across batches is rejected without changing the pool.
+TEST(TokenPool, ResidualsFromSeveralRanks) {
+  TokenPool pool(1, 1, /*expected_expert_messages=*/1, /*expected_residual_messages=*/3);
+  ASSERT_TRUE(pool.add_residual(residual(0, 1, {{4, 9, 0, 0.f, {1.f}}})).ok());
+  ASSERT_TRUE(pool.add_expert_outputs(
+                      outputs(0, 1, {{4, 9, 0, 1.f, {10.f}}, {2, 5, 0, 1.f, {20.f}}}))
+                  .ok());
+  ASSERT_TRUE(pool.add_residual(residual(0, 1, {})).ok());  // a rank that sent us nothing
+  EXPECT_EQ(pool.complete_iteration(), -1);
+  const absl::Status repeated = pool.add_residual(residual(0, 1, {{4, 9, 0, 0.f, {5.f}}}));
+  EXPECT_EQ(repeated.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(repeated.message().find("request 4 position 9 added twice"), std::string::npos)
+      << repeated;
+  EXPECT_EQ(pool.complete_iteration(), -1);
+  ASSERT_TRUE(pool.add_residual(residual(0, 1, {{2, 5, 0, 0.f, {2.f}}})).ok());
+  EXPECT_EQ(pool.complete_iteration(), 0);
+  EXPECT_EQ(pool.add_residual(residual(0, 1, {})).code(), absl::StatusCode::kInvalidArgument);
+  absl::StatusOr<MergedTokens> merged = pool.take(0);
+  ASSERT_TRUE(merged.ok()) << merged.status();
+  ASSERT_EQ(merged->tokens.size(), 2u);
+  EXPECT_EQ(merged->tokens[0].request_id, 2);  // sorted by (request, position)
+  EXPECT_EQ(merged->h, (std::vector<float>{22.f, 11.f}));
 }
 
 TEST(TokenPool, EarliestCompleteIterationFirst) {

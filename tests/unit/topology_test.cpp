@@ -206,7 +206,7 @@ TEST(Topology, UnknownWiringListsTheKnownOnes) {
   absl::StatusOr<Topology> topo = parse("backend = \"cpu\"\nwiring = \"warp\"\n");
   ASSERT_FALSE(topo.ok());
   EXPECT_EQ(msg(topo.status()),
-            "topo.toml:2: key 'wiring': expected one of: sync, async, harmoeny, moeshard; got 'warp'");
+            "topo.toml:2: key 'wiring': expected one of: sync, async, harmoeny, moeshard, exflow; got 'warp'");
   absl::StatusOr<Topology> backend = parse("backend = \"tpu\"\n");
   ASSERT_FALSE(backend.ok());
   EXPECT_THAT(msg(backend.status()), HasSubstr("expected one of: cpu, sim; got 'tpu'"));
@@ -277,6 +277,42 @@ TEST(Topology, AllToAllOrderKey) {
   ASSERT_TRUE(engine::apply_topology_override(t, "network.a2a_order", "sjf").ok());
   EXPECT_EQ(t.network.a2a_order, "sjf");
   EXPECT_FALSE(engine::apply_topology_override(t, "network.a2a_order", "fifo").ok());
+}
+
+TEST(Topology, AffinityPlacementKeys) {
+  const fs::path dir = fs::path(::testing::TempDir()) / "muflow_topology_affinity";
+  fs::create_directories(dir);
+  std::ofstream(dir / "paths.csv") << "request_id,position,block,experts,weights\n";
+  const std::string base = "wiring = \"exflow\"\n[placement]\n";
+  absl::StatusOr<Topology> topo = parse_topology_string(
+      base + "experts = \"affinity\"\npaths = \"paths.csv\"\nplanner = \"milp\"\n"
+             "time_limit_s = 2.5\n",
+      "topo.toml", dir.string());
+  ASSERT_TRUE(topo.ok()) << topo.status();
+  EXPECT_EQ(topo->placement, "affinity");
+  EXPECT_EQ(topo->affinity_paths, (dir / "paths.csv").string());
+  EXPECT_EQ(topo->affinity_planner, "milp");
+  EXPECT_DOUBLE_EQ(topo->affinity_time_limit_s, 2.5);
+  absl::StatusOr<Topology> no_paths =
+      parse_topology_string(base + "experts = \"affinity\"\n", "topo.toml", dir.string());
+  ASSERT_FALSE(no_paths.ok());
+  EXPECT_THAT(msg(no_paths.status()),
+              HasSubstr("topo.toml:3: key 'placement.experts': experts = \"affinity\" needs "
+                        "paths = \"...\""));
+  absl::StatusOr<Topology> missing = parse_topology_string(
+      base + "experts = \"affinity\"\npaths = \"nope.csv\"\n", "topo.toml", dir.string());
+  ASSERT_FALSE(missing.ok());
+  EXPECT_THAT(msg(missing.status()), HasSubstr("key 'placement.paths': no such file"));
+  absl::StatusOr<Topology> stray =
+      parse_topology_string(base + "planner = \"milp\"\n", "topo.toml", dir.string());
+  ASSERT_FALSE(stray.ok());
+  EXPECT_THAT(msg(stray.status()),
+              HasSubstr("key 'placement.planner': applies to experts = \"affinity\" only"));
+  absl::StatusOr<Topology> bad_planner = parse_topology_string(
+      base + "experts = \"affinity\"\npaths = \"paths.csv\"\nplanner = \"cbc\"\n",
+      "topo.toml", dir.string());
+  ASSERT_FALSE(bad_planner.ok());
+  EXPECT_THAT(msg(bad_planner.status()), HasSubstr("expected one of: heuristic, milp"));
 }
 
 TEST(Topology, PlacementOutOfRange) {
