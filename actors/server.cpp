@@ -10,7 +10,7 @@
 #include "actors/messages.hpp"
 #include "actors/sim_backend.hpp"
 #include "actors/harmoeny_setup.hpp"
-#include "actors/affinity_setup.hpp"
+#include "actors/placement_setup.hpp"
 #include "actors/wiring.hpp"
 #include "engine/cpu_executor.hpp"
 #include "engine/hf_config.hpp"
@@ -111,6 +111,15 @@ absl::StatusOr<std::unique_ptr<Server>> Server::create(engine::Topology topology
   if (!placement.ok()) return placement.status();
   if (topology.placement == "affinity") {
     if (absl::Status s = apply_affinity_placement(topology, server->config_, &*placement);
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (topology.placement == "capability") {
+    server->topology_ = topology;  // sim_precision() reads it
+    if (absl::Status s = apply_capability_placement(
+            topology, server->config_, server->sim_.get(),
+            server->sim_ ? server->sim_precision() : kernels::sim::Precision::kF32, &*placement);
         !s.ok()) {
       return s;
     }

@@ -76,9 +76,9 @@ absl::StatusOr<Placement> make_placement(const Topology& topology, int64_t num_e
     }
     return p;
   }
-  if (topology.placement == "affinity") {
-    // Round robin until the planner (actors::Server, which has the recorded paths) replaces
-    // it with one map per block.
+  if (topology.placement == "affinity" || topology.placement == "capability") {
+    // Round robin until the planner (actors::Server, which has the recorded paths or the
+    // router and device models) replaces it.
     for (int64_t e = 0; e < num_experts; ++e) p.expert_device[e] = first_expert_device + e % X;
     return p;
   }

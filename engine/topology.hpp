@@ -127,7 +127,7 @@ struct Topology {
   std::string backend = "cpu";        ///< "cpu" (later: "sim", "cuda")
   std::vector<DeviceSpec> devices;
   ModelSpec model;
-  /// "round-robin" | "contiguous" | "explicit" | "affinity"
+  /// "round-robin" | "contiguous" | "explicit" | "affinity" | "capability" (Aurora Thm 5.1)
   std::string placement = "round-robin";
   /// explicit placement: expert_device[e] = device index hosting expert e (all blocks)
   std::vector<int64_t> expert_device;
@@ -166,8 +166,8 @@ inline constexpr std::array<std::string_view, 2> kKnownRebalances = {"paper", "c
 /// Backends this build implements (`backend = "..."`).
 inline constexpr std::array<std::string_view, 2> kKnownBackends = {"cpu", "sim"};
 /// Expert placement names accepted as `[placement] experts = "..."`.
-inline constexpr std::array<std::string_view, 3> kKnownPlacements = {"round-robin",
-                                                                      "contiguous", "affinity"};
+inline constexpr std::array<std::string_view, 4> kKnownPlacements = {
+    "round-robin", "contiguous", "affinity", "capability"};
 /// Device scheduling policies accepted as `[scheduler] policy = "..."`.
 inline constexpr std::array<std::string_view, 4> kKnownSchedulerPolicies = {
     "fifo", "most-tokens", "flfs", "defrag"};

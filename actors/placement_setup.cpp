@@ -1,4 +1,4 @@
-#include "actors/affinity_setup.hpp"
+#include "actors/placement_setup.hpp"
 
 #include <map>
 #include <string>
@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_format.h"
 #include "engine/affinity_placement.hpp"
+#include "engine/aurora_placement.hpp"
 #include "engine/routing_record.hpp"
 
 namespace muflow::actors {
@@ -50,6 +51,53 @@ absl::Status apply_affinity_placement(const engine::Topology& topology,
   const engine::AffinitySolution& best = plan->milp ? *plan->milp : *plan->heuristic;
   placement->block_expert_device = best.placement.expert_device;
   placement->expert_device = best.placement.expert_device.front();
+  return absl::OkStatus();
+}
+
+std::vector<double> sample_expert_loads(const engine::RouterModel& router,
+                                        const engine::Placement& placement,
+                                        int64_t tokens_per_rank) {
+  const int64_t k = router.num_topk();
+  std::vector<double> loads(router.num_experts(), 0.0);
+  std::vector<int32_t> ids(k);
+  std::vector<float> w(k);
+  const auto ranks = static_cast<int64_t>(placement.rank_device.size());
+  for (int32_t b = 0; b < static_cast<int32_t>(router.num_layers()); ++b) {
+    for (int64_t r = 0; r < ranks; ++r) {
+      for (int64_t i = 0; i < tokens_per_rank; ++i) {
+        router.route(b, r * tokens_per_rank + i, 0, ids.data(), w.data());
+        for (int64_t j = 0; j < k; ++j) loads[ids[j]] += 1.0;
+      }
+    }
+  }
+  return loads;
+}
+
+absl::Status apply_capability_placement(const engine::Topology& topology,
+                                        const engine::ModelConfig& config, const SimSetup* sim,
+                                        kernels::sim::Precision precision,
+                                        engine::Placement* placement) {
+  auto fail = [&](const std::string& what) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: key 'placement.experts' = \"capability\": %s", topology.source, what));
+  };
+  if (sim == nullptr) return fail("needs backend = \"sim\" (router loads, device FLOP/s)");
+  if (topology.wiring != "sync" && topology.wiring != "exflow" && topology.wiring != "harmoeny") {
+    return fail(absl::StrFormat("needs wiring \"sync\", \"exflow\" or \"harmoeny\", got \"%s\"",
+                                topology.wiring));
+  }
+  const int64_t devices = placement->num_devices;
+  if (config.num_experts % devices != 0) {
+    return fail(absl::StrFormat("%d experts do not divide over %d devices", config.num_experts,
+                                devices));
+  }
+  std::vector<double> speeds;
+  for (const kernels::sim::DeviceKind& kind : sim->kinds) speeds.push_back(kind.peak_flops(precision));
+  absl::StatusOr<engine::CapabilityAssignment> a = engine::assign_by_capability(
+      sample_expert_loads(*sim->router, *placement, 1024), speeds, config.num_experts / devices);
+  if (!a.ok()) return fail(std::string(a.status().message()));
+  placement->expert_device = a->gpu_of_expert;
+  placement->block_expert_device.clear();
   return absl::OkStatus();
 }
 

@@ -1,0 +1,56 @@
+#pragma once
+/// \file
+/// Planned placements, applied when a Server is created:
+///  - `[placement] experts = "affinity"`: one expert → device map per block from recorded
+///    per-token paths (ExFlow §IV; engine/affinity_placement.hpp);
+///  - `[placement] experts = "capability"`: experts by expected load on devices by FLOP/s
+///    (Aurora Theorem 5.1; engine/aurora_placement.hpp), for clusters of mixed GPU kinds.
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "actors/sim_backend.hpp"
+#include "engine/model_config.hpp"
+#include "engine/router_model.hpp"
+#include "kernels/sim/precision.hpp"
+#include "engine/placement.hpp"
+#include "engine/topology.hpp"
+
+namespace muflow::actors {
+
+/// Replaces `placement`'s expert map with ExFlow's affinity placement planned from
+/// `topology.affinity_paths` (a `muflow run --record-routing` CSV of this model) over the
+/// topology's nodes (devices listed node by node, the same number per node), with
+/// `affinity_planner` ("heuristic", or "milp": the GLPK MILP warm-started by the heuristic,
+/// under `affinity_time_limit_s`). Sets `placement->block_expert_device` ([num_layers]
+/// [num_experts]) and `expert_device` to block 0's map. Blocking (the MILP may use its whole
+/// time limit); call from the host thread.
+/// Errors (messages name the topology and key): a wiring other than sync or exflow (the only
+/// ones whose expert stages may move between blocks); the CSV's errors (file and line); paths
+/// whose blocks or experts do not fit the model; devices not grouped evenly by node; experts
+/// that do not divide over the devices.
+absl::Status apply_affinity_placement(const engine::Topology& topology,
+                                      const engine::ModelConfig& config,
+                                      engine::Placement* placement);
+
+/// Tokens routed to each expert when every DP rank of `placement` routes `tokens_per_rank`
+/// tokens (request r·N + i, position 0) through `router` in every block, summed over blocks:
+/// [num_experts], the expected expert loads a planner sees before serving.
+std::vector<double> sample_expert_loads(const engine::RouterModel& router,
+                                        const engine::Placement& placement,
+                                        int64_t tokens_per_rank);
+
+/// Replaces `placement->expert_device` by Aurora's Theorem 5.1 assignment: experts sorted by
+/// `sample_expert_loads` (1024 tokens per rank) descending, devices by peak FLOP/s at
+/// `precision` descending, num_experts / num_devices experts each. The same map serves every
+/// block (the loads are summed over blocks).
+/// Errors (naming the topology and key): backend other than sim (the loads come from its
+/// router model and the speeds from its device kinds); a wiring other than sync, exflow or
+/// harmoeny; experts that do not divide over the devices.
+absl::Status apply_capability_placement(const engine::Topology& topology,
+                                        const engine::ModelConfig& config, const SimSetup* sim,
+                                        kernels::sim::Precision precision,
+                                        engine::Placement* placement);
+
+}  // namespace muflow::actors
