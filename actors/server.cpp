@@ -72,13 +72,6 @@ absl::StatusOr<std::unique_ptr<Server>> Server::create(engine::Topology topology
         engine::load_hf_model(topology.model.path);
     if (!loaded.ok()) return loaded.status();
     weights = *loaded;
-    absl::StatusOr<std::unique_ptr<engine::Tokenizer>> tok =
-        engine::Tokenizer::load_from_model_dir(topology.model.path);
-    if (tok.ok()) {
-      server->tokenizer_ = std::move(*tok);
-    } else if (!absl::IsNotFound(tok.status())) {
-      return tok.status();
-    }
   } else if (topology.model.synthetic) {
     if (absl::Status s = topology.model.synthetic->validate(); !s.ok()) return s;
     const engine::DType dtype =
@@ -88,6 +81,16 @@ absl::StatusOr<std::unique_ptr<Server>> Server::create(engine::Topology topology
   } else {
     return absl::InvalidArgumentError(
         absl::StrFormat("%s: [model] needs either 'path' or synthetic dims", topology.source));
+  }
+  if (!topology.model.path.empty()) {
+    // Text prompts need the folder's tokenizer, on the sim backend too (no weights there).
+    absl::StatusOr<std::unique_ptr<engine::Tokenizer>> tok =
+        engine::Tokenizer::load_from_model_dir(topology.model.path);
+    if (tok.ok()) {
+      server->tokenizer_ = std::move(*tok);
+    } else if (!absl::IsNotFound(tok.status())) {
+      return tok.status();
+    }
   }
   if (weights) {
     absl::StatusOr<std::shared_ptr<const engine::CpuModel>> model =

@@ -6,7 +6,10 @@
 #     the time spent in all-to-alls of one 8 × 5,100-token prefill).
 #  2. ExFlow: paths of kjv-mixtral-tiny recorded on KJV text (Genesis = planning set, Exodus =
 #     held out), planned on 1 node × 4 devices (2 experts per device and block) and 2 × 2;
-#     cross-device hops of round robin vs the heuristic vs the GLPK MILP.
+#     cross-device hops of round robin vs the heuristic vs the GLPK MILP; then the same
+#     model in the sim (4 × A100-80GB in 2 nodes, the recorded paths replayed) under sync and
+#     exflow, round-robin and affinity placement: throughput, time in all-to-alls and rows
+#     off-device (exflow also sends every new K/V row to the other devices).
 # Needs the `bible` command (Debian's bible-kjv, installed by tools/install-deps.sh).
 # Usage: bench/aurora_exflow.sh [MUFLOW_BINARY] [OUT_DIR]   (about a minute on 2 cores)
 set -euo pipefail
@@ -70,4 +73,53 @@ for nodes in 1 2; do
   echo "-- $nodes node(s) x $((4 / nodes)) devices"
   "$muflow" plan "$out/genesis-$nodes.toml" --routing "$out/genesis-routing.csv" \
     --evaluate "$out/exodus-routing.csv" --time-limit 30 | tee "$out/exflow_plan_${nodes}node.txt"
+done
+
+echo "== ExFlow in the sim: kjv-mixtral-tiny dims, Genesis paths replayed, 4 x A100-80GB in 2 nodes"
+for wiring in sync exflow; do
+  for placement in round-robin affinity; do
+    {
+      cat <<TOML
+wiring = "$wiring"
+backend = "sim"
+[[cluster.devices]]
+kind = "A100-80GB"
+node = "node0"
+[[cluster.devices]]
+kind = "A100-80GB"
+node = "node0"
+[[cluster.devices]]
+kind = "A100-80GB"
+node = "node1"
+[[cluster.devices]]
+kind = "A100-80GB"
+node = "node1"
+[model]
+path = "$model"
+[placement]
+experts = "$placement"
+TOML
+      [ "$placement" = affinity ] && echo "paths = \"genesis-routing.csv\""
+      cat <<TOML
+[router]
+kind = "recorded"
+file = "genesis-routing.csv"
+[network]
+a2a_order = "aurora"
+activation_bytes = 4
+[scheduler]
+max_batch_requests = 64
+max_prefill_tokens = 4096
+[workload]
+kind = "prompts"
+file = "genesis.txt"
+max_new_tokens = 16
+[sampling]
+stop_at_eos = false
+TOML
+    } > "$out/sim-$wiring-$placement.toml"
+    echo "-- $wiring, $placement"
+    "$muflow" run "$out/sim-$wiring-$placement.toml" --no-trace --quiet |
+      grep -E "output throughput|inter-token|time in all-to-all|rows off-device"
+  done
 done
