@@ -189,6 +189,7 @@ absl::StatusOr<Delivery> reduce_scatter(const RunContext& ctx, int32_t block,
 struct NetworkDelivery {
   std::vector<double> deliver_s;
   double bound_s = 0.0;
+  double end_s = 0.0;  ///< when the last transfer finished (>= done_s)
 };
 
 NetworkDelivery network_delivery(const RunContext& ctx, CollectiveKind kind, int32_t block,
@@ -235,14 +236,16 @@ NetworkDelivery network_delivery(const RunContext& ctx, CollectiveKind kind, int
   }
   NetworkDelivery out;
   out.bound_s = transport::port_load_lower_bound(*ctx.network, bytes);
+  out.end_s = done_s;
+  for (double f : finish) out.end_s = std::max(out.end_s, f);
   std::vector<double>& deliver = out.deliver_s;
   deliver.assign(rows_from.size(), done_s);
+  // A destination's batch is complete when every transfer into its device is (one fused
+  // all-to-all: under exflow that includes the K/V rows, so the run never beats the bound).
   for (size_t d = 0; d < rows_from.size(); ++d) {
     const int64_t to = dest_site(ctx, kind, block, d).device;
-    for (size_t src = 0; src < rows_from[d].size(); ++src) {
-      if (rows_from[d][src] == 0) continue;
-      const int64_t from = source_site(ctx, kind, block, src).device;
-      deliver[d] = std::max(deliver[d], pair_done[from][to]);
+    for (size_t from = 0; from < num_devices; ++from) {
+      if (bytes[from][to] > 0) deliver[d] = std::max(deliver[d], pair_done[from][to]);
     }
   }
   return out;
@@ -286,7 +289,7 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
       return;
     }
     std::vector<int64_t> tokens_per_device(ctx->placement.num_devices, 0);
-    NetworkDelivery net{std::vector<double>(num_dests, done_s), 0.0};
+    NetworkDelivery net{std::vector<double>(num_dests, done_s), 0.0, done_s};
     if (ctx->network) {
       net = network_delivery(*ctx, kind, block, c->iteration, delivery->rows_from, done_s);
     }
@@ -330,6 +333,7 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
       self->send(ctx->actors.coordinator, rows_atom::value, kind == CollectiveKind::kDispatch,
                  remote, rows);
     }
+    a2a_end_s = std::max(a2a_end_s, net.end_s);
     if (a2a_end_s > done_s) {
       self->send(ctx->actors.coordinator, a2a_atom::value, a2a_end_s - done_s, net.bound_s);
     }

@@ -268,7 +268,13 @@ class AttentionStage final : public StageImpl {
         }
       }
       residual->act->num_rows = residual->num_tokens();
-      out.push_back({merge_actor(*ctx_, block_, r), caf::make_message(batch_atom::value, residual)});
+      // A token continuing on another device takes its residual stream there (hidden
+      // values per token on the wire; the sim charges the transfer).
+      const int64_t to = ctx_->placement.rank_device[r];
+      const int64_t bytes = residual->num_tokens() * cfg_.hidden_size * ctx_->activation_bytes *
+                            (shared ? 2 : 1);
+      out.push_back({merge_actor(*ctx_, block_, r), caf::make_message(batch_atom::value, residual),
+                     r == rank_ ? -1 : to, r == rank_ ? 0 : bytes});
     }
     return absl::OkStatus();
   }

@@ -44,10 +44,7 @@ absl::StatusOr<Planned> load(const engine::Topology& topology) {
   Planned p;
   p.topology = (*server)->topology();
   p.config = (*server)->config();
-  absl::StatusOr<engine::Placement> placement =
-      engine::make_placement(p.topology, p.config.num_experts);
-  if (!placement.ok()) return placement.status();
-  p.placement = std::move(*placement);
+  p.placement = (*server)->placement();
   if (p.topology.backend == "sim") {
     absl::StatusOr<SimSetup> sim = make_sim_setup(p.topology, p.config);
     if (!sim.ok()) return sim.status();
@@ -73,14 +70,21 @@ absl::StatusOr<std::vector<RankExpertTokens>> traffic_from_csv(const Planned& p,
         absl::StrFormat("%s: iteration %d out of range [0, %d)", o.traffic_file,
                         o.traffic_iteration, counts->num_iterations));
   }
-  // Block b plans for the CSV's layer b (as replay-per-rank replays layer b mod its layers).
+  // Block b plans for the CSV's layer b; blocks beyond the CSV's layers are not planned.
   std::vector<RankExpertTokens> out;
+  // Bytes must fit int64 in the planners: at most 2^40 tokens per (rank, expert) entry.
+  constexpr int64_t kMaxTokens = int64_t{1} << 40;
   for (int64_t layer = 0; layer < std::min(counts->num_layers, p.config.num_layers); ++layer) {
     RankExpertTokens t(ranks, std::vector<int64_t>(p.config.num_experts, 0));
     int64_t sum = 0;
     for (int64_t r = 0; r < ranks; ++r) {
       for (int64_t e = 0; e < p.config.num_experts; ++e) {
         t[r][e] = counts->count(r, layer, o.traffic_iteration, e);
+        if (t[r][e] > kMaxTokens / std::max<int64_t>(1, ranks * p.config.num_experts)) {
+          return absl::InvalidArgumentError(absl::StrFormat(
+              "%s: layer %d rank %d expert %d: %d tokens is more than this planner handles",
+              o.traffic_file, layer, r, e, t[r][e]));
+        }
         sum += t[r][e];
       }
     }
@@ -390,8 +394,8 @@ absl::Status colocation_section(const Planned& a, const PlanOptions& o, std::str
 
 absl::StatusOr<std::string> plan_report(const engine::Topology& topology,
                                         const PlanOptions& options) {
-  if (options.sample_tokens < 1) {
-    return absl::InvalidArgumentError("--sample-tokens: expected an integer >= 1");
+  if (options.sample_tokens < 1 || options.sample_tokens > 1'000'000) {
+    return absl::InvalidArgumentError("--sample-tokens: expected an integer in [1, 1000000]");
   }
   if (options.affinity_method != "milp" && options.affinity_method != "heuristic" &&
       options.affinity_method != "both") {

@@ -7,8 +7,8 @@
 ///    traffic matrix between devices — from a real per-rank routing trace (HarMoEny's
 ///    `switch-base-per-rank-bookcorpus.csv` format) or from the topology's router on a sample
 ///    of tokens per DP rank — served on the sim backend's big-switch network in each order of
-///    `transport::A2aOrder`, next to its lower bound b_max. (The combine is the transpose and
-///    has the same bound.)
+///    `transport::A2aOrder`, next to its lower bound b_max. (Under sync the combine is the
+///    transpose and has the same bound; exflow's differs, see actors/collective.cpp.)
 ///  - **Mixed GPU kinds** (Aurora Theorem 5.1): when the devices are of different kinds,
 ///    the experts sorted by load assigned to the devices in descending FLOP/s.
 ///  - **Affinity placement** (ExFlow §IV): from recorded per-token paths

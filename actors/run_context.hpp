@@ -120,10 +120,13 @@ struct RunContext {
   std::vector<int64_t> expert_slot_device;
   HarmoenyParams harmoeny;  ///< kHarmoeny only
   /// `exflow` (ExFlow §IV-A, context-coherent EP): every DP rank sees every request's KV
-  /// cache, so a decode token continues (next attention, or the sampler) on the rank of the
-  /// device that ran its top-1 expert instead of returning to its home rank; a request with
-  /// several tokens in the batch (a prefill chunk) stays home, since its tokens attend to each
-  /// other within the block. The combine then only moves the other top-k outputs.
+  /// cache, so a request with one token in the batch (a decode step, or a one-token prefill
+  /// chunk) continues (next attention, or the sampler) on the rank of the device that ran its
+  /// top-1 expert instead of returning to its home rank; a request with several tokens in the
+  /// batch stays home, since its tokens attend to each other within the block. The combine
+  /// then only moves the other top-k outputs. Costs: every rank sends every rank a residual
+  /// batch per block and iteration (R² messages, most empty), and the shared KV cache's lock
+  /// serialises the ranks' attention of a block on the cpu backend.
   bool context_coherent = false;
   /// context_coherent: [num_devices] the DP rank on each device (-1: none).
   std::vector<int64_t> rank_of_device;

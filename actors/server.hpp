@@ -37,6 +37,8 @@ class Server {
 
   const engine::Topology& topology() const { return topology_; }
   const engine::ModelConfig& config() const { return config_; }
+  /// The placement runs use: the topology's, with planned ones (affinity, capability) solved.
+  const engine::Placement& placement() const { return placement_; }
   /// The prepared weights (cpu backend); nullptr on the sim backend.
   std::shared_ptr<const engine::CpuModel> model() const { return model_; }
   /// The model's tokenizer, or nullptr when the model has none (synthetic models).

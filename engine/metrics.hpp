@@ -48,7 +48,7 @@ struct RunMetrics {
   double all_to_all_s = 0.0;
   /// Sum over the same all-to-alls of their lower bound: the busiest port's total transfer
   /// time (transport::port_load_lower_bound; Aurora's b_max, Theorem 4.2/5.2, when links have
-  /// no latency). all_to_all_s / all_to_all_bound_s >= 1 is how far the transmission order
+  /// no latency), over every byte the all-to-all moved (exflow: K/V rows included). all_to_all_s / all_to_all_bound_s >= 1 is how far the transmission order
   /// (`[network] a2a_order`) is from optimal; 0 when transfers are in memory.
   double all_to_all_bound_s = 0.0;
   /// Barrier wirings: per (block, iteration), dispatch barrier completion to combine barrier

@@ -24,7 +24,7 @@ Command add_plan_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--sample-tokens", o->plan.sample_tokens,
                  "router sample: tokens per DP rank (default 1024)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1'000'000));
   app.add_option("--routing", o->plan.routing_file,
                  "recorded per-token paths (`muflow run --record-routing`) for the ExFlow "
                  "affinity planner");

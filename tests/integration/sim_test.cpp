@@ -366,5 +366,33 @@ TEST(Sim, CapabilityPlacementOnMixedGpuKinds) {
       << server.status();
 }
 
+// exflow in virtual time: the same tokens as sync; decode tokens continue where their top-1
+// expert ran (fewer combine rows off-device under top-1); the K/V rows it replicates are part
+// of every dispatch, and no all-to-all finishes before its bound.
+TEST(Sim, ExflowMovesFewerCombineRowsAndNeverBeatsTheBound) {
+  std::map<std::string, actors::RunOutcome> runs;
+  for (const std::string wiring : {"sync", "exflow"}) {
+    Topology t = sim_topology(8, "A100-80GB", "switch-base-8");
+    t.wiring = wiring;
+    t.network.a2a_order = "aurora";
+    t.router.kind = "exponential";
+    t.router.seed = 4;
+    auto server = actors::Server::create(t);
+    ASSERT_TRUE(server.ok()) << server.status();
+    auto out = (*server)->run(closed_batch(16, 24, 12));
+    ASSERT_TRUE(out.ok()) << out.status();
+    runs[wiring] = std::move(*out);
+  }
+  const engine::RunMetrics& sync = runs.at("sync").metrics;
+  const engine::RunMetrics& exflow = runs.at("exflow").metrics;
+  for (size_t i = 0; i < runs.at("sync").outputs.size(); ++i) {
+    EXPECT_EQ(runs.at("exflow").outputs[i].output, runs.at("sync").outputs[i].output);
+  }
+  EXPECT_EQ(exflow.combine_rows, sync.combine_rows);
+  EXPECT_LT(exflow.combine_remote_rows, sync.combine_remote_rows);
+  EXPECT_GE(exflow.all_to_all_s, exflow.all_to_all_bound_s * (1 - 1e-9));
+  EXPECT_GE(sync.all_to_all_s, sync.all_to_all_bound_s * (1 - 1e-9));
+}
+
 }  // namespace
 }  // namespace muflow
