@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <deque>
+#include <chrono>
+#include <future>
 #include <map>
 
 #include "absl/strings/str_format.h"
+#include "engine/cpu_expert_slots.hpp"
 #include "engine/harmoeny_slots.hpp"
 #include "engine/token_pool.hpp"
 
@@ -420,6 +423,10 @@ class ExpertStage final : public StageImpl {
     const bool shard = ctx_->expert_mode == ExpertMode::kMoeShard;
     const auto num_shards = static_cast<int64_t>(ctx_->expert_slot_device.size());
     double total = 0.0;
+    if (!shard && !ctx_->expert_slots.empty()) {
+      compute_with_slot_copies(in, x, y, out);
+      return 0.0;  // measured, not modeled
+    }
     std::vector<engine::SlotWork> work;
     for (const engine::ExpertSegment& seg : in.segments) {
       const int64_t rows = seg.end - seg.begin;
@@ -450,6 +457,72 @@ class ExpertStage final : public StageImpl {
                      caf::make_message(fetch_atom::value, t->fetches, t->restores, t->stall_s)});
     }
     return t->makespan_s;
+  }
+
+  // HarMoEny on the cpu backend: the slot plan's run order, foreign experts computed from
+  // weights the device's copy worker brought into their slots (engine/cpu_expert_slots.hpp).
+  // With prefetch every copy is queued up front (each after the compute that last used its
+  // slot), so copies overlap the experts computing before them; without, a copy is asked for
+  // when the compute reaches its expert. Reports the copies made and the wall time waited.
+  void compute_with_slot_copies(const TokenBatch& in, const float* x, float* y,
+                                std::vector<Send>& out) {
+    const int64_t H = exec_->activation_width();
+    const HarmoenyParams& p = ctx_->harmoeny;
+    engine::CpuExpertSlots& slots = *ctx_->expert_slots.at(device_);
+    std::map<int32_t, const engine::ExpertSegment*> segment_of;
+    std::vector<engine::SlotWork> work;
+    for (const engine::ExpertSegment& seg : in.segments) {
+      segment_of[seg.expert] = &seg;
+      work.push_back({seg.expert, seg.end - seg.begin,
+                      ctx_->placement.expert_device[seg.expert] == device_, 0.0});
+    }
+    absl::StatusOr<engine::SlotTimeline> t =
+        engine::plan_slot_timeline(std::move(work), num_home_, p.slots, 0.0, p.prefetch);
+    if (!t.ok()) {
+      out.push_back({ctx_->actors.coordinator,
+                     caf::make_message(failed_atom::value,
+                                       name() + ": " + std::string(t.status().message()))});
+      return;
+    }
+    const size_t n = t->order.size();
+    std::vector<std::promise<void>> computed(n);
+    std::vector<std::shared_future<void>> computed_event(n), copied(n);
+    for (size_t i = 0; i < n; ++i) computed_event[i] = computed[i].get_future().share();
+    auto fetch = [&](size_t i) {
+      const int32_t prev = t->slot_prev[i];
+      copied[i] = slots.fetch(t->slot[i], block_, t->order[i],
+                              prev >= 0 ? computed_event[prev] : std::shared_future<void>{});
+    };
+    const int64_t copies_before = slots.copies();
+    if (p.prefetch) {
+      for (size_t i = 0; i < n; ++i) {
+        if (t->slot[i] >= 0) fetch(i);
+      }
+    }
+    double stall_s = 0.0;
+    // Every `computed` promise is set on every path: queued copies wait on them.
+    for (size_t i = 0; i < n; ++i) {
+      const engine::ExpertSegment& seg = *segment_of.at(t->order[i]);
+      const int64_t rows = seg.end - seg.begin;
+      if (t->slot[i] >= 0) {
+        if (!p.prefetch) fetch(i);
+        const auto wait_from = std::chrono::steady_clock::now();
+        copied[i].wait();
+        stall_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_from)
+                       .count();
+        slots.forward(t->slot[i], block_, seg.expert, x + seg.begin * H, rows,
+                      y + seg.begin * H);
+      } else {
+        double unused = 0.0;
+        exec_->expert(block_, seg.expert, x + seg.begin * H, rows, y + seg.begin * H, &unused);
+      }
+      computed[i].set_value();
+    }
+    const int64_t copies = slots.copies() - copies_before;
+    if (copies > 0) {
+      out.push_back({ctx_->actors.coordinator,
+                     caf::make_message(fetch_atom::value, copies, t->restores, stall_s)});
+    }
   }
 
   // One batch holding the rows of `batches` in order.

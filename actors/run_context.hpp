@@ -14,6 +14,7 @@
 
 #include <caf/all.hpp>
 
+#include "engine/cpu_expert_slots.hpp"
 #include "engine/cpu_model.hpp"
 #include "engine/kv_cache.hpp"
 #include "engine/executor.hpp"
@@ -119,6 +120,9 @@ struct RunContext {
   /// per block: ask `placement.device_of(block, s)` or `sites.experts[block][s]`.
   std::vector<int64_t> expert_slot_device;
   HarmoenyParams harmoeny;  ///< kHarmoeny only
+  /// kHarmoeny on the cpu backend: each device's expert slots and copy worker (empty on sim,
+  /// which models the copies instead).
+  std::vector<std::shared_ptr<engine::CpuExpertSlots>> expert_slots;
   /// `exflow` (ExFlow §IV-A, context-coherent EP): every DP rank sees every request's KV
   /// cache, so a request with one token in the batch (a decode step, or a one-token prefill
   /// chunk) continues (next attention, or the sampler) on the rank of the device that ran its

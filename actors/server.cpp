@@ -266,6 +266,13 @@ absl::StatusOr<RunOutcome> Server::run(std::vector<engine::Request> requests,
   // less the weights it holds; on cpu unlimited (host memory).
   const int64_t elem_bytes = topology_.model.dtype == "bf16" ? 2 : 4;
   ctx->harmoeny = harmoeny_;
+  if (topology_.wiring == "harmoeny" && model_) {
+    // HarMoEny §4.3 on cpu: every device's slots and the worker that copies experts in.
+    for (size_t d = 0; d < topology_.devices.size(); ++d) {
+      ctx->expert_slots.push_back(
+          std::make_shared<engine::CpuExpertSlots>(model_, harmoeny_.slots));
+    }
+  }
   ctx->kv_bytes_per_token = engine::kv_bytes_per_token(config_, elem_bytes);
   for (int64_t d : ctx->placement.rank_device) {
     int64_t capacity = -1;

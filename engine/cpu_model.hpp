@@ -56,6 +56,10 @@ class CpuModel {
 
   /// One expert's SwiGLU FFN: y[n, hidden] = expert_{block,expert}(x[n, hidden]).
   void expert(int64_t block, int64_t expert, const float* x, int64_t n, float* y) const;
+  /// The prepared FFN of one expert (to copy its prepacked weights into a slot).
+  const kernels::cpu::ExpertFfn& expert_ffn(int64_t block, int64_t expert) const {
+    return *blocks_.at(block).experts.at(expert);
+  }
 
   /// Final RMSNorm + LM head: logits[n, vocab] from h[n, hidden] (h unchanged).
   void logits(const float* h, int64_t n, float* logits) const;

@@ -52,11 +52,12 @@ absl::StatusOr<SlotTimeline> plan_slot_timeline(std::vector<SlotWork> work, int6
     double free_at = 0;
     bool home = false;
     bool overwritten = false;
+    int32_t last_user = -1;  ///< position in t.order of the expert that used it last
   };
   std::vector<Slot> slots;
-  for (int64_t i = num_home; i < num_slots; ++i) slots.push_back({0.0, false, false});
+  for (int64_t i = num_home; i < num_slots; ++i) slots.push_back({0.0, false, false, -1});
   for (int64_t i = static_cast<int64_t>(local.size()); i < num_home; ++i) {
-    slots.push_back({0.0, true, false});
+    slots.push_back({0.0, true, false, -1});
   }
   SlotTimeline t;
   double compute_free = 0, copy_free = 0;
@@ -67,9 +68,14 @@ absl::StatusOr<SlotTimeline> plan_slot_timeline(std::vector<SlotWork> work, int6
     t.order.push_back(w.expert);
     t.start_s.push_back(start);
     t.end_s.push_back(compute_free);
+    t.slot.push_back(-1);
+    t.slot_prev.push_back(-1);
     return compute_free;
   };
-  for (size_t i = 0; i < leaders; ++i) slots.push_back({run(local[i], 0.0), true, false});
+  for (size_t i = 0; i < leaders; ++i) {
+    const double end = run(local[i], 0.0);
+    slots.push_back({end, true, false, static_cast<int32_t>(t.order.size() - 1)});
+  }
   // Slots of the other local experts are never lent (they are still needed).
   for (const SlotWork& w : foreign) {
     auto slot = std::min_element(slots.begin(), slots.end(), [](const Slot& a, const Slot& b) {
@@ -83,6 +89,9 @@ absl::StatusOr<SlotTimeline> plan_slot_timeline(std::vector<SlotWork> work, int6
     if (slot->home && !slot->overwritten) ++t.restores;
     slot->overwritten = true;
     slot->free_at = run(w, copy_free);
+    t.slot.back() = static_cast<int32_t>(slot - slots.begin());
+    t.slot_prev.back() = slot->last_user;
+    slot->last_user = static_cast<int32_t>(t.order.size() - 1);
   }
   for (size_t i = leaders; i < local.size(); ++i) run(local[i], 0.0);
   t.makespan_s = compute_free;

@@ -39,6 +39,13 @@ struct SlotTimeline {
   std::vector<int32_t> order;      ///< experts in run order
   std::vector<double> start_s;     ///< [order.size()] compute start, seconds from layer start
   std::vector<double> end_s;       ///< [order.size()] compute end
+  /// [order.size()] the slot a foreign expert is copied into (ids in [0, num_slots): spare
+  /// slots first, then home slots); -1 for a local expert (its weights are already here).
+  std::vector<int32_t> slot;
+  /// [order.size()] for a foreign expert, the position in `order` of the expert that used its
+  /// slot before (whose compute must end before the copy may overwrite it); -1 when the slot
+  /// was free from the layer's start, and for local experts.
+  std::vector<int32_t> slot_prev;
   double makespan_s = 0;           ///< compute end of the last expert (0 when none)
   double stall_s = 0;              ///< compute-stream seconds spent waiting for copies
   int64_t fetches = 0;             ///< foreign experts copied in (expert swaps)

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -38,8 +39,33 @@ ExpertFfn::ExpertFfn(const uint16_t* gate, const uint16_t* up, const uint16_t* d
       gate_up_(stack_gate_up(gate, up, hidden, ffn).data(), 2 * ffn, hidden, nullptr),
       down_(down, hidden, ffn, nullptr) {}
 
+namespace {
+std::size_t round_up_64(std::size_t n) { return (n + 63) / 64 * 64; }
+}  // namespace
+
+std::size_t ExpertFfn::packed_bytes() const {
+  return round_up_64(gate_up_.packed_bytes()) + down_.packed_bytes();
+}
+
+void ExpertFfn::copy_packed(void* dst) const {
+  MUFLOW_ASSERT(reinterpret_cast<std::uintptr_t>(dst) % 64 == 0,
+                "ExpertFfn::copy_packed: destination must be 64-byte aligned");
+  auto* out = static_cast<unsigned char*>(dst);
+  std::memcpy(out, gate_up_.packed_data(), gate_up_.packed_bytes());
+  std::memcpy(out + round_up_64(gate_up_.packed_bytes()), down_.packed_data(),
+              down_.packed_bytes());
+}
+
 void ExpertFfn::forward(const float* x, int64_t num_rows, float* y) const {
+  forward_packed(nullptr, x, num_rows, y);
+}
+
+void ExpertFfn::forward_packed(const void* packed, const float* x, int64_t num_rows,
+                               float* y) const {
   MUFLOW_ASSERT(num_rows >= 0, "ExpertFfn::forward: negative num_rows");
+  const auto* base = static_cast<const unsigned char*>(packed);
+  const void* gate_up_w = base;
+  const void* down_w = base ? base + round_up_64(gate_up_.packed_bytes()) : nullptr;
   // One row tile at a time keeps the [rows, 2·ffn] intermediate in cache. Each Linear is
   // batch invariant and swiglu is element-wise, so chunking does not change any row's bits.
   thread_local std::vector<float> gate_up_buffer;
@@ -48,9 +74,9 @@ void ExpertFfn::forward(const float* x, int64_t num_rows, float* y) const {
   activation_buffer.resize(static_cast<std::size_t>(kLinearMTile * ffn_));
   for (int64_t row = 0; row < num_rows; row += kLinearMTile) {
     const int64_t rows = std::min<int64_t>(kLinearMTile, num_rows - row);
-    gate_up_.forward(x + row * hidden_, rows, gate_up_buffer.data());
+    gate_up_.forward_packed(gate_up_w, x + row * hidden_, rows, gate_up_buffer.data());
     swiglu(gate_up_buffer.data(), rows, ffn_, activation_buffer.data());
-    down_.forward(activation_buffer.data(), rows, y + row * hidden_);
+    down_.forward_packed(down_w, activation_buffer.data(), rows, y + row * hidden_);
   }
 }
 

@@ -2,6 +2,7 @@
 /// \file
 /// SwiGLU expert FFN (Shazeer 2020) as in Mixtral/Qwen2-MoE experts.
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/cpu/linear.hpp"
@@ -23,6 +24,16 @@ class ExpertFfn {
   /// x: [num_rows, hidden] f32; y: [num_rows, hidden] f32 (written). num_rows may be 0.
   /// x and y must not overlap. Works kLinearMTile rows at a time through per-thread buffers.
   void forward(const float* x, int64_t num_rows, float* y) const;
+
+  /// Bytes of this expert's prepacked weights as one block (gate|up, then down at the next
+  /// 64-byte boundary): what a weight copy into an expert slot moves (HarMoEny §4.3).
+  std::size_t packed_bytes() const;
+  /// Copies the prepacked weights into `dst` (packed_bytes() bytes, 64-byte aligned). Any
+  /// thread (reads only this expert's immutable weights).
+  void copy_packed(void* dst) const;
+  /// forward() with the weights read from `packed`, a copy made by copy_packed (nullptr: this
+  /// expert's own). Bitwise the same rows as forward().
+  void forward_packed(const void* packed, const float* x, int64_t num_rows, float* y) const;
 
   /// Model width (elements per row of x and y).
   int64_t hidden() const { return hidden_; }

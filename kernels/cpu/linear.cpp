@@ -178,6 +178,13 @@ struct Linear::Impl {
   /// Runs `prim` once: y[rows, out] = x[rows, in]·W (+ bias), rows ≤ prim.rows, padding and
   /// converting through the thread's scratch as needed. Caller holds OmpSingleThreadScope.
   void execute(const Primitive& prim, const float* x, int64_t rows, float* y) const {
+    execute_with(prim, packed_weights, x, rows, y);
+  }
+
+  /// `execute` with the prepacked weights read from `weights` (the same desc as
+  /// packed_weights: this Linear's own, or a byte copy of them elsewhere).
+  void execute_with(const Primitive& prim, const memory& weights, const float* x, int64_t rows,
+                    float* y) const {
     ThreadScratch& scratch = thread_scratch();
     thread_local dnnl::stream stream(cpu_engine());
     dnnl::engine& engine = cpu_engine();
@@ -194,7 +201,7 @@ struct Linear::Impl {
     memory scratchpad(prim.scratchpad_md, engine,
                       scratch.scratchpad.get(prim.scratchpad_md.get_size()));
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src},
-                                         {DNNL_ARG_WEIGHTS, packed_weights},
+                                         {DNNL_ARG_WEIGHTS, weights},
                                          {DNNL_ARG_DST, dst},
                                          {DNNL_ARG_SCRATCHPAD, scratchpad}};
     if (has_bias) args.emplace(DNNL_ARG_BIAS, bias);
@@ -402,11 +409,26 @@ int64_t Linear::out_features() const { return impl_->out_features; }
 LinearWeightType Linear::weight_type() const { return impl_->weight_type; }
 bool Linear::small_m_path_enabled() const { return impl_->small_enabled; }
 
+std::size_t Linear::packed_bytes() const { return impl_->packed_weights.get_desc().get_size(); }
+
+const void* Linear::packed_data() const { return impl_->packed_weights.get_data_handle(); }
+
 void Linear::forward(const float* x, int64_t num_rows, float* y) const {
+  forward_packed(nullptr, x, num_rows, y);
+}
+
+void Linear::forward_packed(const void* packed, const float* x, int64_t num_rows,
+                            float* y) const {
   MUFLOW_ASSERT(num_rows >= 0, "Linear::forward: negative num_rows");
   if (num_rows == 0) return;
   MUFLOW_ASSERT(x != nullptr && y != nullptr, "Linear::forward: null x or y");
+  MUFLOW_ASSERT(packed == nullptr || reinterpret_cast<std::uintptr_t>(packed) % 64 == 0,
+                "Linear::forward_packed: weights must be 64-byte aligned");
   const Impl& impl = *impl_;
+  const memory weights =
+      packed == nullptr
+          ? impl.packed_weights
+          : memory(impl.packed_weights.get_desc(), cpu_engine(), const_cast<void*>(packed));
   const int64_t in = impl.in_features;
   const int64_t out = impl.out_features;
   const int64_t full_rows = num_rows - num_rows % kLinearMTile;
@@ -415,17 +437,17 @@ void Linear::forward(const float* x, int64_t num_rows, float* y) const {
   OmpSingleThreadScope single_thread;
   try {
     for (int64_t row = 0; row < full_rows; row += kLinearMTile) {
-      impl.execute(impl.tile, x + row * in, kLinearMTile, y + row * out);
+      impl.execute_with(impl.tile, weights, x + row * in, kLinearMTile, y + row * out);
     }
     if (remainder == 0) return;
     if (impl.small_enabled && remainder <= impl.small_max_rows) {
       // Checked fast path: bitwise the same rows as the tile primitive (construction probe).
       for (int64_t row = full_rows; row < num_rows; row += kLinearSmallM) {
         const int64_t rows = std::min<int64_t>(kLinearSmallM, num_rows - row);
-        impl.execute(impl.small, x + row * in, rows, y + row * out);
+        impl.execute_with(impl.small, weights, x + row * in, rows, y + row * out);
       }
     } else {
-      impl.execute(impl.tile, x + full_rows * in, remainder, y + full_rows * out);
+      impl.execute_with(impl.tile, weights, x + full_rows * in, remainder, y + full_rows * out);
     }
   } catch (const dnnl::error& error) {
     dnnl_failure("Linear::forward: oneDNN matmul execution failed", error);

@@ -2,6 +2,7 @@
 /// \file
 /// Batch-invariant dense layer on oneDNN matmul with prepacked weights.
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 
@@ -102,6 +103,16 @@ class Linear {
   /// Computes `num_rows` rows. `x`: [num_rows, in] f32; `y`: [num_rows, out] f32 (written).
   /// num_rows == 0 is a no-op. x and y must not overlap.
   void forward(const float* x, int64_t num_rows, float* y) const;
+
+  /// Bytes of the prepacked weights (oneDNN's layout for this shape and type).
+  std::size_t packed_bytes() const;
+  /// The prepacked weights (packed_bytes() bytes), owned by this Linear; a byte copy of them
+  /// anywhere (e.g. an expert slot, HarMoEny §4.3) can stand in for them in forward_packed.
+  const void* packed_data() const;
+  /// forward() reading the prepacked weights from `packed` (64-byte aligned; a byte copy of
+  /// packed_data(), or nullptr for this Linear's own) instead of this Linear's memory. Same
+  /// primitives, same bits as forward(). Any thread; `packed` must not change during the call.
+  void forward_packed(const void* packed, const float* x, int64_t num_rows, float* y) const;
 
   /// K: columns of x (elements). Not valid on a moved-from Linear.
   int64_t in_features() const;

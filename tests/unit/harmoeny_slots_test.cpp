@@ -30,6 +30,9 @@ TEST(HarmoenySlots, ForeignExpertsRunAfterTheTwoLargestLocalOnes) {
   EXPECT_DOUBLE_EQ(pre->stall_s, 0.0);
   EXPECT_EQ(pre->fetches, 1);
   EXPECT_EQ(pre->restores, 1);
+  // Expert 7 reuses expert 0's slot (position 0 in the order); locals have no slot.
+  EXPECT_EQ(pre->slot, (std::vector<int32_t>{-1, -1, 0, -1}));
+  EXPECT_EQ(pre->slot_prev, (std::vector<int32_t>{-1, -1, 0, -1}));
   // Without prefetch the copy starts when the compute stream reaches expert 7 (at 5 s).
   auto serial = plan_slot_timeline(work, 3, 3, 1.5, false);
   ASSERT_TRUE(serial.ok());
@@ -51,6 +54,9 @@ TEST(HarmoenySlots, SpareAndIdleSlotsAreUsedFirstAndCopiesQueueOnOneStream) {
   EXPECT_DOUBLE_EQ(t->stall_s, 4.0);
   EXPECT_EQ(t->fetches, 3);
   EXPECT_EQ(t->restores, 2);  // both home slots were overwritten once
+  // 5 and 6 take the two free slots; 7 reuses 5's slot after it computed.
+  EXPECT_EQ(t->slot, (std::vector<int32_t>{0, 1, 0}));
+  EXPECT_EQ(t->slot_prev, (std::vector<int32_t>{-1, -1, 0}));
   // A spare slot (no home expert) is preferred and needs no restore.
   auto spare = plan_slot_timeline({{5, 9, false, 1.0}}, 2, 3, 2.0, true);
   ASSERT_TRUE(spare.ok());

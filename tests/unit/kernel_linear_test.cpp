@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -145,6 +146,30 @@ TEST_P(LinearTest, ConcurrentCallsFromThreadsAreIdenticalToSerial) {
 bool small_path_may_be_off() {
   const char* env = std::getenv("MUFLOW_ALLOW_NO_SMALL_M_PATH");
   return env != nullptr && std::string(env) == "1";
+}
+
+// A byte copy of the prepacked weights (an expert slot) computes the same bits as the
+// Linear's own weights, for every row count class (tiles, small-M remainder, padded tile).
+TEST_P(LinearTest, ForwardFromACopyOfThePackedWeightsIsBitwiseEqual) {
+  const bool bf16 = GetParam();
+  SplitMix64 rng(77);
+  const int64_t out = 24, in = 40;
+  const std::vector<float> w = random_floats(rng, out * in, -0.2f, 0.2f);
+  const std::vector<uint16_t> wb = random_bf16(rng, out * in, -0.2f, 0.2f);
+  const Linear linear = bf16 ? Linear(wb.data(), out, in, nullptr) : Linear(w.data(), out, in, nullptr);
+  const std::size_t bytes = linear.packed_bytes();
+  ASSERT_GT(bytes, 0u);
+  std::unique_ptr<unsigned char, void (*)(void*)> copy(
+      static_cast<unsigned char*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)), &std::free);
+  std::memcpy(copy.get(), linear.packed_data(), bytes);
+  for (int64_t rows : {1, 3, 16, 37}) {
+    const std::vector<float> x = random_floats(rng, rows * in, -1.0f, 1.0f);
+    std::vector<float> want(rows * out), got(rows * out, -1.0f);
+    linear.forward(x.data(), rows, want.data());
+    linear.forward_packed(copy.get(), x.data(), rows, got.data());
+    EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
+        << rows << " rows";
+  }
 }
 
 TEST_P(LinearTest, ForcedProbeFailureFallsBackToPaddedTilesAndStaysCorrect) {
