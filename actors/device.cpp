@@ -9,6 +9,7 @@ namespace {
 
 struct DeviceState {
   std::vector<engine::StageStatus> stages;
+  std::vector<RunContextPtr> stage_ctx;  ///< [stages] the run each stage belongs to
   bool busy = false;
   int64_t device_index = 0;
   uint64_t next_seq = 0;
@@ -56,7 +57,7 @@ void try_grant(caf::stateful_actor<DeviceState>* self, const RunContext& ctx,
   st.busy = true;
   st.stages[pick].queued_tokens = 0;  // re-reported by the stage with `done`
   trace_busy(self, ctx, 1);
-  self->send(stage_actor(ctx, st.stages[pick].layer), grant_atom::value);
+  self->send(stage_actor(*st.stage_ctx[pick], st.stages[pick].layer), grant_atom::value);
 }
 
 void update(DeviceState& st, int32_t local, int64_t queued, double now) {
@@ -69,9 +70,12 @@ void update(DeviceState& st, int32_t local, int64_t queued, double now) {
 }
 
 caf::behavior device_behavior(caf::stateful_actor<DeviceState>* self, RunContextPtr ctx,
-                              int64_t device_index, std::vector<engine::LayerId> stages,
+                              int64_t device_index, std::vector<DeviceStage> stages,
                               std::shared_ptr<const engine::SchedulingPolicy> policy) {
-  for (const engine::LayerId& l : stages) self->state.stages.push_back({l, 0, 0});
+  for (const DeviceStage& s : stages) {
+    self->state.stages.push_back({s.layer, 0, 0});
+    self->state.stage_ctx.push_back(s.ctx);
+  }
   self->state.device_index = device_index;
   return {
       [=](ready_atom, int32_t local, int64_t queued) {
@@ -91,7 +95,7 @@ caf::behavior device_behavior(caf::stateful_actor<DeviceState>* self, RunContext
 }  // namespace
 
 caf::actor spawn_device(caf::actor_system& sys, RunContextPtr ctx, int64_t device_index,
-                        std::vector<engine::LayerId> stages,
+                        std::vector<DeviceStage> stages,
                         std::shared_ptr<const engine::SchedulingPolicy> policy) {
   return sys.spawn(device_behavior, std::move(ctx), device_index, std::move(stages),
                    std::move(policy));

@@ -15,11 +15,19 @@
 
 namespace muflow::actors {
 
-/// Spawns device `device_index` with the layer ids of its stages, in local-index order
-/// (stage i reports `ready`/`done` with local index i). Stages report their busy intervals to
-/// the coordinator themselves.
+/// One stage a device multiplexes: its run (model) and its layer id.
+struct DeviceStage {
+  RunContextPtr ctx;
+  engine::LayerId layer;
+};
+
+/// Spawns device `device_index` with its stages in local-index order (stage i reports
+/// `ready`/`done` with local index i). The stages may belong to several runs sharing the
+/// device (colocated models, Aurora §6); `ctx` (the first run) supplies the clock, the trace
+/// of the busy counter and the scheduler options. Stages report their busy intervals to their
+/// own run's coordinator.
 caf::actor spawn_device(caf::actor_system& sys, RunContextPtr ctx, int64_t device_index,
-                        std::vector<engine::LayerId> stages,
+                        std::vector<DeviceStage> stages,
                         std::shared_ptr<const engine::SchedulingPolicy> policy);
 
 }  // namespace muflow::actors

@@ -11,6 +11,7 @@
 #include "actors/sim_backend.hpp"
 #include "actors/harmoeny_setup.hpp"
 #include "actors/placement_setup.hpp"
+#include "kernels/assert.hpp"
 #include "actors/wiring.hpp"
 #include "engine/cpu_executor.hpp"
 #include "engine/hf_config.hpp"
@@ -214,26 +215,8 @@ kernels::sim::Precision Server::sim_precision() const {
                                          : kernels::sim::Precision::kF32;
 }
 
-absl::StatusOr<RunOutcome> Server::run(std::vector<engine::Request> requests,
-                                       RunCallbacks callbacks) {
-  if (absl::Status s = validate(requests); !s.ok()) return s;
-  std::sort(requests.begin(), requests.end(),
-            [](const engine::Request& a, const engine::Request& b) {
-              return std::tie(a.arrival_s, a.id) < std::tie(b.arrival_s, b.id);
-            });
+absl::StatusOr<std::shared_ptr<RunContext>> Server::make_context() const {
   const bool sim = sim_ != nullptr;
-  caf::actor_system_config cfg;
-  if (sim) {
-    // Virtual time: CAF's deterministic scheduler runs every actor on this thread and
-    // delayed messages fire when the loop below advances the clock (ARCHITECTURE.md §4).
-    cfg.set("scheduler.policy", caf::atom("testing"));
-  } else {
-    const auto threads = std::max<size_t>(
-        1, std::min<size_t>(std::thread::hardware_concurrency(), topology_.devices.size()));
-    cfg.set("scheduler.max-threads", threads);
-  }
-  caf::actor_system sys{cfg};
-
   auto ctx = std::make_shared<RunContext>();
   ctx->model = model_;
   ctx->config = config_;
@@ -244,7 +227,8 @@ absl::StatusOr<RunOutcome> Server::run(std::vector<engine::Request> requests,
     if (!net.ok()) return net.status();
     ctx->network = *net;
     ctx->activation_bytes = topology_.network.activation_bytes;
-    absl::StatusOr<transport::A2aOrder> order = transport::parse_a2a_order(topology_.network.a2a_order);
+    absl::StatusOr<transport::A2aOrder> order =
+        transport::parse_a2a_order(topology_.network.a2a_order);
     if (!order.ok()) return order.status();
     ctx->a2a_order = *order;
     ctx->a2a_seed = topology_.router.seed;
@@ -259,9 +243,6 @@ absl::StatusOr<RunOutcome> Server::run(std::vector<engine::Request> requests,
   if (!topology_.routing_record_file.empty()) {
     ctx->routing = std::make_shared<engine::RoutingRecorder>();
   }
-  absl::StatusOr<std::unique_ptr<engine::SchedulingPolicy>> policy =
-      engine::make_scheduling_policy(topology_.scheduler.policy);
-  if (!policy.ok()) return policy.status();
   // KV-cache capacity per DP rank for admission: on sim the device's memory (90% usable)
   // less the weights it holds; on cpu unlimited (host memory).
   const int64_t elem_bytes = topology_.model.dtype == "bf16" ? 2 : 4;
@@ -284,62 +265,165 @@ absl::StatusOr<RunOutcome> Server::run(std::vector<engine::Request> requests,
     }
     ctx->kv_capacity_bytes.push_back(capacity);
   }
-  build_wiring(sys, ctx, std::shared_ptr<const engine::SchedulingPolicy>(std::move(*policy)));
-  ctx->t0 = sys.clock().now();
-  ctx->actors.coordinator = spawn_coordinator(sys, ctx, std::move(requests), std::move(callbacks));
+  return ctx;
+}
 
-  RunOutcome outcome;
+absl::Status Server::finish_run(const RunContext& ctx, const RunOutcome& outcome) const {
+  if (ctx.routing) {
+    if (absl::Status s = ctx.routing->write_csv(topology_.routing_record_file); !s.ok()) return s;
+  }
+  if (ctx.trace) {
+    ctx.trace->set_other_data("wiring", topology_.wiring);
+    ctx.trace->set_other_data("topology", topology_.source);
+    ctx.trace->set_other_data("metrics", engine::to_json(outcome.metrics));
+    ctx.trace->set_other_data("num_devices", ctx.placement.num_devices);
+    ctx.trace->set_other_data("num_layers", config().num_layers);
+    ctx.trace->set_other_data("num_experts", config().num_experts);
+    ctx.trace->set_other_data("expert_device", ctx.placement.expert_device);
+    if (!ctx.placement.block_expert_device.empty()) {
+      ctx.trace->set_other_data("block_expert_device", ctx.placement.block_expert_device);
+    }
+    if (absl::Status s = ctx.trace->write_json(topology_.trace_file); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<RunOutcome>> Server::run_together(
+    const std::vector<Server*>& servers, std::vector<std::vector<engine::Request>> requests,
+    std::vector<RunCallbacks> callbacks) {
+  const size_t n = servers.size();
+  MUFLOW_ASSERT(n >= 1 && requests.size() == n && callbacks.size() == n,
+                "run_together: one request list and callback set per server");
+  for (size_t i = 0; i < n; ++i) {
+    if (absl::Status s = servers[i]->validate(requests[i]); !s.ok()) return s;
+    std::sort(requests[i].begin(), requests[i].end(),
+              [](const engine::Request& a, const engine::Request& b) {
+                return std::tie(a.arrival_s, a.id) < std::tie(b.arrival_s, b.id);
+              });
+  }
+  const Server& first = *servers.front();
+  const bool sim = first.sim_ != nullptr;
+  caf::actor_system_config cfg;
+  if (sim) {
+    // Virtual time: CAF's deterministic scheduler runs every actor on this thread and
+    // delayed messages fire when the loop below advances the clock (ARCHITECTURE.md §4).
+    cfg.set("scheduler.policy", caf::atom("testing"));
+  } else {
+    const auto threads = std::max<size_t>(
+        1, std::min<size_t>(std::thread::hardware_concurrency(), first.topology_.devices.size()));
+    cfg.set("scheduler.max-threads", threads);
+  }
+  caf::actor_system sys{cfg};
+
+  std::vector<std::shared_ptr<RunContext>> ctxs;
+  std::vector<std::vector<DeviceStage>> local;
+  for (size_t i = 0; i < n; ++i) {
+    absl::StatusOr<std::shared_ptr<RunContext>> ctx = servers[i]->make_context();
+    if (!ctx.ok()) return ctx.status();
+    // Colocated runs share the devices' network ports (one big switch).
+    if (i > 0 && sim) (*ctx)->network = ctxs.front()->network;
+    build_stages(sys, *ctx, local);
+    ctxs.push_back(*ctx);
+  }
+  absl::StatusOr<std::unique_ptr<engine::SchedulingPolicy>> policy =
+      engine::make_scheduling_policy(first.topology_.scheduler.policy);
+  if (!policy.ok()) return policy.status();
+  spawn_devices(sys, ctxs, std::move(local),
+                std::shared_ptr<const engine::SchedulingPolicy>(std::move(*policy)));
+  const auto t0 = sys.clock().now();
+  for (size_t i = 0; i < n; ++i) {
+    ctxs[i]->t0 = t0;
+    ctxs[i]->actors.coordinator =
+        spawn_coordinator(sys, ctxs[i], std::move(requests[i]), std::move(callbacks[i]));
+  }
+
+  std::vector<RunOutcome> outcomes(n);
   {
-    caf::scoped_actor self{sys};
-    self->monitor(ctx->actors.coordinator);
-    self->send(ctx->actors.coordinator, start_atom::value, caf::actor_cast<caf::actor>(self));
-    bool received = false;
-    auto on_outcome = [&](const RunOutcomePtr& result) {
-      outcome = std::move(*result);
-      received = true;
-    };
-    auto on_down = [&](const caf::down_msg& down) {
-      outcome.status = absl::InternalError("the coordinator stopped unexpectedly: " +
-                                           sys.render(down.reason));
-      received = true;
-    };
-    if (sim) {
-      run_virtual_time(sys);
-      // Everything has run; the outcome (or the coordinator's death) is already queued.
-      self->receive(on_outcome, on_down, caf::after(std::chrono::seconds(0)) >> [&] {
-        outcome.status = absl::InternalError(
-            "the simulation ran out of events before every request finished");
+    std::vector<std::unique_ptr<caf::scoped_actor>> selves;
+    for (size_t i = 0; i < n; ++i) {
+      selves.push_back(std::make_unique<caf::scoped_actor>(sys));
+      caf::scoped_actor& self = *selves.back();
+      self->monitor(ctxs[i]->actors.coordinator);
+      self->send(ctxs[i]->actors.coordinator, start_atom::value,
+                 caf::actor_cast<caf::actor>(self));
+    }
+    if (sim) run_virtual_time(sys);
+    for (size_t i = 0; i < n; ++i) {
+      caf::scoped_actor& self = *selves[i];
+      RunOutcome& outcome = outcomes[i];
+      bool received = false;
+      auto on_outcome = [&](const RunOutcomePtr& result) {
+        outcome = std::move(*result);
         received = true;
-      });
-    } else {
-      self->receive_while([&] { return !received; })(on_outcome, on_down);
+      };
+      auto on_down = [&](const caf::down_msg& down) {
+        outcome.status = absl::InternalError("the coordinator stopped unexpectedly: " +
+                                             sys.render(down.reason));
+        received = true;
+      };
+      if (sim) {
+        // Everything has run; the outcome (or the coordinator's death) is already queued.
+        self->receive(on_outcome, on_down, caf::after(std::chrono::seconds(0)) >> [&] {
+          outcome.status = absl::InternalError(
+              "the simulation ran out of events before every request finished");
+          received = true;
+        });
+      } else {
+        self->receive_while([&] { return !received; })(on_outcome, on_down);
+      }
     }
   }
   auto stop = [](const caf::actor& a) {
     caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
   };
-  ctx->actors.for_each_wiring_actor(stop);
-  if (ctx->actors.coordinator) stop(ctx->actors.coordinator);
+  for (const auto& ctx : ctxs) {
+    ctx->actors.for_each_wiring_actor(stop);
+    if (ctx->actors.coordinator) stop(ctx->actors.coordinator);
+  }
   if (sim) run_virtual_time(sys);
   sys.await_all_actors_done();  // nothing reads ctx or records trace events after this
-  if (!outcome.status.ok()) return outcome.status;
-  if (ctx->routing) {
-    if (absl::Status s = ctx->routing->write_csv(topology_.routing_record_file); !s.ok()) return s;
+  for (size_t i = 0; i < n; ++i) {
+    if (!outcomes[i].status.ok()) return outcomes[i].status;
+    if (absl::Status s = servers[i]->finish_run(*ctxs[i], outcomes[i]); !s.ok()) return s;
   }
-  if (ctx->trace) {
-    ctx->trace->set_other_data("wiring", topology_.wiring);
-    ctx->trace->set_other_data("topology", topology_.source);
-    ctx->trace->set_other_data("metrics", engine::to_json(outcome.metrics));
-    ctx->trace->set_other_data("num_devices", ctx->placement.num_devices);
-    ctx->trace->set_other_data("num_layers", config().num_layers);
-    ctx->trace->set_other_data("num_experts", config().num_experts);
-    ctx->trace->set_other_data("expert_device", ctx->placement.expert_device);
-    if (!ctx->placement.block_expert_device.empty()) {
-      ctx->trace->set_other_data("block_expert_device", ctx->placement.block_expert_device);
-    }
-    if (absl::Status s = ctx->trace->write_json(topology_.trace_file); !s.ok()) return s;
+  return outcomes;
+}
+
+absl::StatusOr<RunOutcome> Server::run(std::vector<engine::Request> requests,
+                                       RunCallbacks callbacks) {
+  std::vector<std::vector<engine::Request>> all;
+  all.push_back(std::move(requests));
+  std::vector<RunCallbacks> cbs;
+  cbs.push_back(std::move(callbacks));
+  absl::StatusOr<std::vector<RunOutcome>> out = run_together({this}, std::move(all), std::move(cbs));
+  if (!out.ok()) return out.status();
+  return std::move(out->front());
+}
+
+absl::StatusOr<std::pair<RunOutcome, RunOutcome>> Server::run_colocated(
+    Server& other, std::vector<engine::Request> mine, std::vector<engine::Request> theirs) {
+  const auto& a = topology_;
+  const auto& b = other.topology_;
+  if (a.backend != b.backend) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "colocation: %s runs backend '%s' but %s '%s'", a.source, a.backend, b.source, b.backend));
   }
-  return outcome;
+  bool same_cluster = a.devices.size() == b.devices.size();
+  for (size_t d = 0; same_cluster && d < a.devices.size(); ++d) {
+    same_cluster = a.devices[d].kind == b.devices[d].kind && a.devices[d].node == b.devices[d].node;
+  }
+  if (!same_cluster) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "colocation: %s and %s must declare the same devices (count, kinds and nodes, in order)",
+        a.source, b.source));
+  }
+  std::vector<std::vector<engine::Request>> all;
+  all.push_back(std::move(mine));
+  all.push_back(std::move(theirs));
+  absl::StatusOr<std::vector<RunOutcome>> out =
+      run_together({this, &other}, std::move(all), std::vector<RunCallbacks>(2));
+  if (!out.ok()) return out.status();
+  return std::make_pair(std::move((*out)[0]), std::move((*out)[1]));
 }
 
 }  // namespace muflow::actors

@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -58,9 +59,28 @@ class Server {
   absl::StatusOr<RunOutcome> run(std::vector<engine::Request> requests,
                                  RunCallbacks callbacks = {});
 
+  /// Serves this model's `mine` and `other`'s `theirs` together on one cluster (Aurora §6:
+  /// two MoE models colocated): one device actor per device multiplexes both models' stages
+  /// (the first topology's scheduling policy), on sim over one big-switch network and clock;
+  /// each model keeps its own wiring, placement, coordinator, metrics, trace and outputs.
+  /// Which experts share a device is each topology's placement (`muflow plan --colocate`
+  /// prints the bottleneck-matched one). Blocks like run(). Errors: as run() for either;
+  /// InvalidArgument when the backends differ or the topologies do not declare the same
+  /// devices (count, kinds and nodes, in order).
+  absl::StatusOr<std::pair<RunOutcome, RunOutcome>> run_colocated(
+      Server& other, std::vector<engine::Request> mine, std::vector<engine::Request> theirs);
+
  private:
   Server() = default;
   absl::Status validate(const std::vector<engine::Request>& requests) const;
+  // A run's context: executors, network, placement, trace, recorders (no actors yet).
+  absl::StatusOr<std::shared_ptr<RunContext>> make_context() const;
+  // Writes the run's routing record and trace.
+  absl::Status finish_run(const RunContext& ctx, const RunOutcome& outcome) const;
+  // Runs `servers` together on one actor system and one set of device actors.
+  static absl::StatusOr<std::vector<RunOutcome>> run_together(
+      const std::vector<Server*>& servers, std::vector<std::vector<engine::Request>> requests,
+      std::vector<RunCallbacks> callbacks);
 
   kernels::sim::Precision sim_precision() const;
 

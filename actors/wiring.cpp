@@ -8,8 +8,8 @@
 
 namespace muflow::actors {
 
-void build_wiring(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx,
-                  std::shared_ptr<const engine::SchedulingPolicy> policy) {
+void build_stages(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx,
+                  std::vector<std::vector<DeviceStage>>& local) {
   const engine::ModelConfig& c = ctx->config;
   const auto num_devices = static_cast<int32_t>(ctx->placement.num_devices);
   const auto num_ranks = static_cast<int32_t>(ctx->placement.rank_device.size());
@@ -40,10 +40,11 @@ void build_wiring(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx
   const auto S = static_cast<int32_t>(ctx->expert_slot_device.size());
   ActorTable& t = ctx->actors;
 
-  // Stages per device, in local-index order; the device actor learns them from this list.
-  std::vector<std::vector<engine::LayerId>> local(num_devices);
+  // Stages per device, in local-index order (after other runs' stages on a shared device);
+  // the device actor learns them from this list.
+  if (local.size() < static_cast<size_t>(num_devices)) local.resize(num_devices);
   auto add_local = [&](int32_t device, engine::LayerId l) {
-    local[device].push_back(l);
+    local[device].push_back({ctx, l});
     return static_cast<int32_t>(local[device].size() - 1);
   };
   auto trace_thread = [&](int32_t device, int32_t local_index, const std::string& name) {
@@ -92,7 +93,6 @@ void build_wiring(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx
     }
   }
   for (int32_t d = 0; d < num_devices; ++d) {
-    t.devices.push_back(spawn_device(sys, ctx, d, local[d], policy));
     if (ctx->trace) {
       if (!ctx->point_to_point) ctx->trace->set_thread_name(d, kWaitLaneTid, "collective waits");
       const engine::DeviceSpec& spec = ctx->topology.devices[d];
@@ -100,6 +100,24 @@ void build_wiring(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx
           d, absl::StrFormat("%s (%s, %s)", spec.name, spec.kind, spec.node));
     }
   }
+}
+
+void spawn_devices(caf::actor_system& sys, const std::vector<std::shared_ptr<RunContext>>& ctxs,
+                   std::vector<std::vector<DeviceStage>> local,
+                   std::shared_ptr<const engine::SchedulingPolicy> policy) {
+  std::vector<caf::actor> devices;
+  for (size_t d = 0; d < local.size(); ++d) {
+    devices.push_back(spawn_device(sys, ctxs.front(), static_cast<int64_t>(d),
+                                   std::move(local[d]), policy));
+  }
+  for (const auto& ctx : ctxs) ctx->actors.devices = devices;
+}
+
+void build_wiring(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx,
+                  std::shared_ptr<const engine::SchedulingPolicy> policy) {
+  std::vector<std::vector<DeviceStage>> local;
+  build_stages(sys, ctx, local);
+  spawn_devices(sys, {ctx}, std::move(local), std::move(policy));
 }
 
 }  // namespace muflow::actors

@@ -12,14 +12,17 @@
 ///    the dispatch collective rebalances tokens (Algorithm 2) so a device may run experts it
 ///    fetches into its slot cache;
 ///  - `moeshard` (MoEShard §3): one expert stage per device per block running its shard of
-///    every expert on all tokens (all-gather dispatch, reduce-scatter combine).
-/// Sync and async have one expert stage per expert (placement.expert_device[e]).
+///    every expert on all tokens (all-gather dispatch, reduce-scatter combine);
+///  - `exflow` (ExFlow §IV-A): sync's actors with context coherence (ctx->context_coherent).
+/// Sync, async and exflow have one expert stage per expert (placement.device_of(block, e)).
 
 #include <memory>
+#include <vector>
 
 #include <caf/all.hpp>
 
 #include "absl/status/status.h"
+#include "actors/device.hpp"
 #include "actors/run_context.hpp"
 #include "engine/scheduling_policy.hpp"
 
@@ -30,6 +33,17 @@ namespace muflow::actors {
 /// executors, topology and placement (and, for `harmoeny`, ctx->harmoeny); num_ranks,
 /// point_to_point, expert_mode and expert_slot_device are set here.
 void build_wiring(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx,
-                       std::shared_ptr<const engine::SchedulingPolicy> policy);
+                  std::shared_ptr<const engine::SchedulingPolicy> policy);
+
+/// The two halves of build_wiring, for several runs sharing the devices (colocated models,
+/// Aurora §6): build_stages spawns one run's stage and collective actors and appends its
+/// stages to `local[device]` (local indices continue after the runs built before it);
+/// spawn_devices then spawns one device actor per device over all of them (scheduler options
+/// from the first run) and gives every run the same device actors.
+void build_stages(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx,
+                  std::vector<std::vector<DeviceStage>>& local);
+void spawn_devices(caf::actor_system& sys, const std::vector<std::shared_ptr<RunContext>>& ctxs,
+                   std::vector<std::vector<DeviceStage>> local,
+                   std::shared_ptr<const engine::SchedulingPolicy> policy);
 
 }  // namespace muflow::actors
