@@ -371,10 +371,17 @@ absl::Status colocation_section(const Planned& a, const PlanOptions& o, std::str
                                   o.colocate_topology));
   std::vector<std::string> pairs;
   for (const engine::ExpertPair& pr : plan->pairs) pairs.push_back(absl::StrFormat("(%d,%d)", pr.a, pr.b));
+  // The second model's placement that realises the pairs next to this one's experts.
+  std::vector<std::string> b_device(n);
+  for (const engine::ExpertPair& pr : plan->pairs) {
+    b_device[pr.b] = absl::StrCat(a.placement.expert_device[pr.a]);
+  }
   absl::StrAppend(out, "device pairs (a, b) = ", absl::StrJoin(pairs, " "), "\n",
                   absl::StrFormat("bottleneck: expert i with i %.0f, matched %.0f (%.3fx)\n",
                                   naive, plan->max_cost,
-                                  plan->max_cost > 0 ? naive / plan->max_cost : 1.0));
+                                  plan->max_cost > 0 ? naive / plan->max_cost : 1.0),
+                  "serve them with `muflow run A --colocate B`, B's [placement] experts = [",
+                  absl::StrJoin(b_device, ", "), "]\n");
   std::vector<double> speeds;
   for (const auto& k : a.sim->kinds) speeds.push_back(k.peak_flops(kernels::sim::Precision::kBF16));
   if (std::adjacent_find(speeds.begin(), speeds.end(), std::not_equal_to<>()) != speeds.end()) {

@@ -23,7 +23,7 @@ int fail(const std::string& what) {
 
 Command add_run_command(CLI::App& app) {
   struct Options {
-    std::string topology, outputs, trace, record_routing;
+    std::string topology, outputs, trace, record_routing, colocate;
     bool quiet = false, no_trace = false;
   };
   auto o = std::make_shared<Options>();
@@ -32,6 +32,9 @@ Command add_run_command(CLI::App& app) {
   app.add_option("--trace", o->trace,
                  "Chrome trace output (default: the topology's 'trace', else out/muflow-trace.json)");
   app.add_flag("--quiet", o->quiet, "no progress line");
+  app.add_option("--colocate", o->colocate,
+                 "serve this second topology's model and workload on the same devices at the "
+                 "same time (Aurora §6; its placement decides which experts share a device)");
   app.add_flag("--no-trace", o->no_trace, "record no trace (benchmarks)");
   app.add_option("--record-routing", o->record_routing,
                  "write every token's expert choices per block as CSV (replay in sim with "
@@ -74,7 +77,27 @@ Command add_run_command(CLI::App& app) {
         if (finished == total) std::fprintf(stderr, "\n");
       };
     }
-    absl::StatusOr<actors::RunOutcome> out = (*server)->run(*requests, cb);
+    absl::StatusOr<actors::RunOutcome> out = absl::InternalError("not run");
+    if (!o->colocate.empty()) {
+      absl::StatusOr<engine::Topology> other_topo = engine::parse_topology_file(o->colocate);
+      if (!other_topo.ok()) return fail(std::string(other_topo.status().message()));
+      other_topo->trace_file.clear();  // one trace per run: the first model's
+      absl::StatusOr<std::unique_ptr<actors::Server>> other =
+          actors::Server::create(*other_topo);
+      if (!other.ok()) return fail(std::string(other.status().message()));
+      absl::StatusOr<std::vector<engine::Request>> theirs = (*other)->make_workload();
+      if (!theirs.ok()) return fail(std::string(theirs.status().message()));
+      auto both = (*server)->run_colocated(**other, *requests, *theirs);
+      if (!both.ok()) return fail(std::string(both.status().message()));
+      std::vector<std::string> names;
+      for (const auto& d : other_topo->devices) names.push_back(d.name);
+      std::printf("== colocated model: %s\n%s\n== model: %s\n", other_topo->source.c_str(),
+                  engine::format_metrics_table(both->second.metrics, names).c_str(),
+                  topo.source.c_str());
+      out = std::move(both->first);
+    } else {
+      out = (*server)->run(*requests, cb);
+    }
     if (!out.ok()) return fail(std::string(out.status().message()));
 
     std::vector<std::string> names;
