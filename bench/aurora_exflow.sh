@@ -10,6 +10,9 @@
 #     model in the sim (4 × A100-80GB in 2 nodes, the recorded paths replayed) under sync and
 #     exflow, round-robin and affinity placement: throughput, time in all-to-alls and rows
 #     off-device (exflow also sends every new K/V row to the other devices).
+#  3. Aurora §6: two Switch-8 models (60% of each one's tokens to its experts 0 and 1) served
+#     together on 8 A100s: expert i with expert i vs the bottleneck-matched pairing from
+#     `muflow plan --colocate`.
 # Needs the `bible` command (Debian's bible-kjv, installed by tools/install-deps.sh).
 # Usage: bench/aurora_exflow.sh [MUFLOW_BINARY] [OUT_DIR]   (about a minute on 2 cores)
 set -euo pipefail
@@ -123,3 +126,48 @@ TOML
       grep -E "output throughput|inter-token|time in all-to-all|rows off-device"
   done
 done
+
+echo "== Aurora §6: two skewed Switch-8 models colocated on 8 x A100-80GB"
+for seed in 1 2; do
+  cat > "$out/colocate-$seed.toml" <<TOML
+wiring = "sync"
+backend = "sim"
+[cluster]
+num_devices = 8
+kind = "A100-80GB"
+[model]
+preset = "switch-base-8"
+dtype = "bf16"
+[router]
+kind = "harmoeny-skew"
+skew = 0.6
+skew_mode = "share"
+hot_experts = 2
+seed = $seed
+[workload]
+kind = "poisson"
+num_requests = 64
+rate = 1000000.0
+input = [512, 512]
+output = [8, 8]
+seed = 1
+[scheduler]
+max_prefill_tokens = 8192
+[sampling]
+stop_at_eos = false
+TOML
+done
+a="$out/colocate-1.toml"
+b="$out/colocate-2.toml"
+"$muflow" plan "$a" --colocate "$b" | tee "$out/colocate_plan.txt" | sed -n '/colocating/,$p'
+matched="$(sed -n 's/.*experts = \[\(.*\)\]$/\1/p' "$out/colocate_plan.txt")"
+sed "s/^\[router\]/[placement]\nexperts = [$matched]\n[router]/" "$b" > "$out/colocate-2-matched.toml"
+for x in "$a" "$b"; do
+  echo "-- alone: $(basename "$x")"
+  "$muflow" run "$x" --no-trace --quiet | grep -E "duration|output throughput|time to first"
+done
+echo "-- together, expert i with expert i"
+"$muflow" run "$a" --colocate "$b" --no-trace --quiet | grep -E "==|duration|output throughput|time to first"
+echo "-- together, bottleneck-matched"
+"$muflow" run "$a" --colocate "$out/colocate-2-matched.toml" --no-trace --quiet |
+  grep -E "==|duration|output throughput|time to first"
