@@ -246,7 +246,7 @@ class AttentionStage final : public StageImpl {
       for (int32_t e = 0; e < E; ++e) {
         if (!contrib->parts[e]) continue;
         out.push_back(p2p(*ctx_, ctx_->actors.experts[block_][e],
-                          ctx_->placement.expert_device[e], std::move(contrib->parts[e])));
+                          ctx_->placement.device_of(block_, e), std::move(contrib->parts[e])));
       }
     } else {
       out.push_back(
@@ -321,7 +321,9 @@ class ExpertStage final : public StageImpl {
         exec_(exec),
         block_(block),
         expert_(expert),
-        device_(ctx_->expert_slot_device[expert]),
+        device_(ctx_->expert_mode == ExpertMode::kPerExpert
+                    ? ctx_->placement.device_of(block, expert)
+                    : ctx_->expert_slot_device[expert]),
         num_home_(static_cast<int64_t>(ctx_->placement.experts_on(device_).size())) {}
 
   absl::Status enqueue(const TokenBatchPtr& batch, std::vector<Send>& now) override {
