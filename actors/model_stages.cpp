@@ -475,8 +475,11 @@ class ExpertStage final : public StageImpl {
     std::vector<engine::SlotWork> work;
     for (const engine::ExpertSegment& seg : in.segments) {
       segment_of[seg.expert] = &seg;
-      work.push_back({seg.expert, seg.end - seg.begin,
-                      ctx_->placement.expert_device[seg.expert] == device_, 0.0});
+      // Row counts stand in for compute times, so the plan hands each foreign expert the
+      // slot that frees first (as on sim), not always the same one.
+      const int64_t rows = seg.end - seg.begin;
+      work.push_back({seg.expert, rows, ctx_->placement.expert_device[seg.expert] == device_,
+                      static_cast<double>(rows)});
     }
     absl::StatusOr<engine::SlotTimeline> t =
         engine::plan_slot_timeline(std::move(work), num_home_, p.slots, 0.0, p.prefetch);

@@ -315,19 +315,21 @@ absl::StatusOr<std::vector<RunOutcome>> Server::run_together(
   }
   caf::actor_system sys{cfg};
 
+  // Everything that can fail comes before the first actor is spawned (an actor system with
+  // live actors would wait for them forever on an early return).
   std::vector<std::shared_ptr<RunContext>> ctxs;
-  std::vector<std::vector<DeviceStage>> local;
   for (size_t i = 0; i < n; ++i) {
     absl::StatusOr<std::shared_ptr<RunContext>> ctx = servers[i]->make_context();
     if (!ctx.ok()) return ctx.status();
-    // Colocated runs share the devices' network ports (one big switch).
+    // Colocated runs share the devices' network ports (one big switch: the first topology's).
     if (i > 0 && sim) (*ctx)->network = ctxs.front()->network;
-    build_stages(sys, *ctx, local);
     ctxs.push_back(*ctx);
   }
   absl::StatusOr<std::unique_ptr<engine::SchedulingPolicy>> policy =
       engine::make_scheduling_policy(first.topology_.scheduler.policy);
   if (!policy.ok()) return policy.status();
+  std::vector<std::vector<DeviceStage>> local;
+  for (const auto& ctx : ctxs) build_stages(sys, ctx, local);
   spawn_devices(sys, ctxs, std::move(local),
                 std::shared_ptr<const engine::SchedulingPolicy>(std::move(*policy)));
   const auto t0 = sys.clock().now();

@@ -60,9 +60,12 @@ class Server {
                                  RunCallbacks callbacks = {});
 
   /// Serves this model's `mine` and `other`'s `theirs` together on one cluster (Aurora §6:
-  /// two MoE models colocated): one device actor per device multiplexes both models' stages
-  /// (the first topology's scheduling policy), on sim over one big-switch network and clock;
-  /// each model keeps its own wiring, placement, coordinator, metrics, trace and outputs.
+  /// two MoE models colocated): one device actor per device multiplexes both models' stages,
+  /// on sim over one clock and one big-switch network. This topology's `[scheduler] policy`
+  /// and batch-hold options and (sim) `[network]` links govern the shared devices; `other`'s
+  /// are not used. Each model keeps its own wiring, placement, coordinator, metrics (busy time
+  /// counts its own stages only), trace (the device busy counter is in this one's) and
+  /// outputs.
   /// Which experts share a device is each topology's placement (`muflow plan --colocate`
   /// prints the bottleneck-matched one). Blocks like run(). Errors: as run() for either;
   /// InvalidArgument when the backends differ or the topologies do not declare the same

@@ -425,10 +425,7 @@ void Linear::forward_packed(const void* packed, const float* x, int64_t num_rows
   MUFLOW_ASSERT(packed == nullptr || reinterpret_cast<std::uintptr_t>(packed) % 64 == 0,
                 "Linear::forward_packed: weights must be 64-byte aligned");
   const Impl& impl = *impl_;
-  const memory weights =
-      packed == nullptr
-          ? impl.packed_weights
-          : memory(impl.packed_weights.get_desc(), cpu_engine(), const_cast<void*>(packed));
+  memory weights = impl.packed_weights;
   const int64_t in = impl.in_features;
   const int64_t out = impl.out_features;
   const int64_t full_rows = num_rows - num_rows % kLinearMTile;
@@ -436,6 +433,9 @@ void Linear::forward_packed(const void* packed, const float* x, int64_t num_rows
 
   OmpSingleThreadScope single_thread;
   try {
+    if (packed != nullptr) {
+      weights = memory(impl.packed_weights.get_desc(), cpu_engine(), const_cast<void*>(packed));
+    }
     for (int64_t row = 0; row < full_rows; row += kLinearMTile) {
       impl.execute_with(impl.tile, weights, x + row * in, kLinearMTile, y + row * out);
     }
