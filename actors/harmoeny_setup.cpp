@@ -29,6 +29,13 @@ absl::StatusOr<HarmoenyParams> resolve_harmoeny(const engine::Topology& topology
         "got %d",
         topology.source, most_home, spec.slots));
   }
+  // A device never holds more distinct experts than the model has; more slots would only
+  // reserve memory (on cpu, one buffer of the largest expert each).
+  if (p.slots > config.num_experts) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: key 'harmoeny.slots': expected at most %d (the model's experts), got %d",
+        topology.source, config.num_experts, spec.slots));
+  }
   const int64_t matrices = config.gated_experts ? 3 : 2;
   const int64_t expert_bytes = matrices * config.hidden_size * config.expert_ffn * weight_bytes;
   p.copy_s.assign(placement.num_devices, 0.0);

@@ -25,7 +25,7 @@ inline constexpr int64_t kHarmoenyCodeDefaultQ = 150;
 ///  - copy_s[d]: on sim the host link's time for one expert's weights (gate, up, down:
 ///    3 · hidden · ffn · weight_bytes, or 2 · for ungated experts); on cpu 0.
 /// `sim` is null on cpu. Errors: InvalidArgument naming `[harmoeny] slots` when the slots
-/// cannot hold a device's home experts, or when Eq. 4 fails.
+/// cannot hold a device's home experts or exceed the model's experts, or when Eq. 4 fails.
 absl::StatusOr<HarmoenyParams> resolve_harmoeny(const engine::Topology& topology,
                                                 const engine::ModelConfig& config,
                                                 const engine::Placement& placement,

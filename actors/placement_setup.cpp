@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/affinity_placement.hpp"
 #include "engine/aurora_placement.hpp"
@@ -29,24 +30,15 @@ absl::Status apply_affinity_placement(const engine::Topology& topology,
   if (!counts.ok()) {
     return fail(absl::StrFormat("%s: %s", topology.affinity_paths, counts.status().message()));
   }
-  // Nodes in order of first appearance; device = node · per_node + gpu.
-  std::vector<std::string> nodes;
-  std::map<std::string, int64_t> per_node;
-  for (const engine::DeviceSpec& d : topology.devices) {
-    if (per_node[d.node]++ == 0) nodes.push_back(d.node);
-  }
-  const int64_t g = per_node[nodes.front()];
-  for (size_t i = 0; i < topology.devices.size(); ++i) {
-    if (per_node[nodes[i / g]] != g || topology.devices[i].node != nodes[i / g]) {
-      return fail("needs the same number of devices on every node, listed node by node");
-    }
-  }
+  absl::StatusOr<std::pair<int64_t, int64_t>> grid = node_grid(topology);
+  if (!grid.ok()) return fail(std::string(grid.status().message()));
+  const auto [num_nodes, g] = *grid;
   engine::AffinityOptions options;
   options.method = topology.affinity_planner == "milp" ? engine::AffinityMethod::kMilp
                                                        : engine::AffinityMethod::kHeuristic;
   options.time_limit_s = topology.affinity_time_limit_s;
-  absl::StatusOr<engine::AffinityPlan> plan = engine::plan_affinity_placement(
-      *counts, static_cast<int64_t>(nodes.size()), g, options);
+  absl::StatusOr<engine::AffinityPlan> plan =
+      engine::plan_affinity_placement(*counts, num_nodes, g, options);
   if (!plan.ok()) return fail(std::string(plan.status().message()));
   const engine::AffinitySolution& best = plan->milp ? *plan->milp : *plan->heuristic;
   placement->block_expert_device = best.placement.expert_device;
@@ -54,20 +46,54 @@ absl::Status apply_affinity_placement(const engine::Topology& topology,
   return absl::OkStatus();
 }
 
-std::vector<double> sample_expert_loads(const engine::RouterModel& router,
-                                        const engine::Placement& placement,
-                                        int64_t tokens_per_rank) {
+absl::StatusOr<std::pair<int64_t, int64_t>> node_grid(const engine::Topology& topology) {
+  std::vector<std::string> nodes;
+  std::map<std::string, int64_t> per_node;
+  for (const engine::DeviceSpec& d : topology.devices) {
+    if (per_node[d.node]++ == 0) nodes.push_back(d.node);
+  }
+  if (nodes.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(topology.source, ": no devices"));
+  }
+  const int64_t g = per_node[nodes.front()];
+  for (size_t i = 0; i < topology.devices.size(); ++i) {
+    if (per_node[nodes[i / g]] != g || topology.devices[i].node != nodes[i / g]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          topology.source, ": the planner needs the same number of devices on every node, "
+                           "listed node by node"));
+    }
+  }
+  return std::make_pair(static_cast<int64_t>(nodes.size()), g);
+}
+
+std::vector<std::vector<std::vector<int64_t>>> sample_rank_expert_tokens(
+    const engine::RouterModel& router, const engine::Placement& placement,
+    int64_t tokens_per_rank) {
   const int64_t k = router.num_topk();
-  std::vector<double> loads(router.num_experts(), 0.0);
+  const auto ranks = static_cast<int64_t>(placement.rank_device.size());
+  std::vector<std::vector<std::vector<int64_t>>> out;
   std::vector<int32_t> ids(k);
   std::vector<float> w(k);
-  const auto ranks = static_cast<int64_t>(placement.rank_device.size());
   for (int32_t b = 0; b < static_cast<int32_t>(router.num_layers()); ++b) {
+    std::vector<std::vector<int64_t>> t(ranks, std::vector<int64_t>(router.num_experts(), 0));
     for (int64_t r = 0; r < ranks; ++r) {
       for (int64_t i = 0; i < tokens_per_rank; ++i) {
         router.route(b, r * tokens_per_rank + i, 0, ids.data(), w.data());
-        for (int64_t j = 0; j < k; ++j) loads[ids[j]] += 1.0;
+        for (int64_t j = 0; j < k; ++j) ++t[r][ids[j]];
       }
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+std::vector<double> sample_expert_loads(const engine::RouterModel& router,
+                                        const engine::Placement& placement,
+                                        int64_t tokens_per_rank) {
+  std::vector<double> loads(router.num_experts(), 0.0);
+  for (const auto& block : sample_rank_expert_tokens(router, placement, tokens_per_rank)) {
+    for (const auto& rank : block) {
+      for (size_t e = 0; e < rank.size(); ++e) loads[e] += static_cast<double>(rank[e]);
     }
   }
   return loads;

@@ -7,9 +7,11 @@
 ///    (Aurora Theorem 5.1; engine/aurora_placement.hpp), for clusters of mixed GPU kinds.
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "actors/sim_backend.hpp"
 #include "engine/model_config.hpp"
 #include "engine/router_model.hpp"
@@ -34,9 +36,20 @@ absl::Status apply_affinity_placement(const engine::Topology& topology,
                                       const engine::ModelConfig& config,
                                       engine::Placement* placement);
 
-/// Tokens routed to each expert when every DP rank of `placement` routes `tokens_per_rank`
-/// tokens (request r·N + i, position 0) through `router` in every block, summed over blocks:
-/// [num_experts], the expected expert loads a planner sees before serving.
+/// The topology's devices as a node grid for the two-stage planners: (number of nodes,
+/// devices per node), nodes in order of first appearance (device = node · per_node + gpu).
+/// Errors: InvalidArgument naming the topology when nodes hold different numbers of devices
+/// or a node's devices are not listed together.
+absl::StatusOr<std::pair<int64_t, int64_t>> node_grid(const engine::Topology& topology);
+
+/// Token counts of a router sample: every DP rank of `placement` routes `tokens_per_rank`
+/// tokens (request r·N + i, position 0) through `router`; result[block][rank][expert] =
+/// tokens (a token counts once per top-k expert). What the planners see before serving.
+std::vector<std::vector<std::vector<int64_t>>> sample_rank_expert_tokens(
+    const engine::RouterModel& router, const engine::Placement& placement,
+    int64_t tokens_per_rank);
+
+/// sample_rank_expert_tokens summed over blocks and ranks: [num_experts] expected loads.
 std::vector<double> sample_expert_loads(const engine::RouterModel& router,
                                         const engine::Placement& placement,
                                         int64_t tokens_per_rank);

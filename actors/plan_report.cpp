@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "actors/placement_setup.hpp"
 #include "actors/server.hpp"
 #include "actors/sim_backend.hpp"
 #include "engine/affinity_placement.hpp"
@@ -98,25 +99,9 @@ absl::StatusOr<std::vector<RankExpertTokens>> traffic_from_csv(const Planned& p,
   return out;
 }
 
-// Per block: tokens each DP rank routes to each expert when every rank routes
-// `sample_tokens` tokens (request r·N + i, position 0) through the topology's router.
+// Per block: tokens each DP rank routes to each expert in a sample of the topology's router.
 std::vector<RankExpertTokens> traffic_from_router(const Planned& p, int64_t sample_tokens) {
-  const auto ranks = static_cast<int64_t>(p.placement.rank_device.size());
-  const int64_t k = p.config.num_topk;
-  std::vector<RankExpertTokens> out;
-  std::vector<int32_t> ids(k);
-  std::vector<float> w(k);
-  for (int32_t b = 0; b < static_cast<int32_t>(p.config.num_layers); ++b) {
-    RankExpertTokens t(ranks, std::vector<int64_t>(p.config.num_experts, 0));
-    for (int64_t r = 0; r < ranks; ++r) {
-      for (int64_t i = 0; i < sample_tokens; ++i) {
-        p.sim->router->route(b, r * sample_tokens + i, 0, ids.data(), w.data());
-        for (int64_t j = 0; j < k; ++j) ++t[r][ids[j]];
-      }
-    }
-    out.push_back(std::move(t));
-  }
-  return out;
+  return sample_rank_expert_tokens(*p.sim->router, p.placement, sample_tokens);
 }
 
 // Device-to-device bytes of one dispatch.
@@ -251,21 +236,9 @@ absl::Status affinity_section(const Planned& p, const PlanOptions& o, std::strin
     if (!c.ok()) return c.status();
     held_out = std::move(*c);
   }
-  // Nodes in order of first appearance; device = node·g + gpu.
-  std::vector<std::string> nodes;
-  std::map<std::string, int64_t> per_node;
-  for (const auto& dev : p.topology.devices) {
-    if (per_node[dev.node]++ == 0) nodes.push_back(dev.node);
-  }
-  const auto num_nodes = static_cast<int64_t>(nodes.size());
-  const int64_t g = per_node[nodes.front()];
-  for (size_t i = 0; i < p.topology.devices.size(); ++i) {
-    if (per_node[nodes[i / g]] != g || p.topology.devices[i].node != nodes[i / g]) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s: the affinity planner needs the same number of devices on every node, listed node "
-          "by node", p.topology.source));
-    }
-  }
+  absl::StatusOr<std::pair<int64_t, int64_t>> grid = node_grid(p.topology);
+  if (!grid.ok()) return grid.status();
+  const auto [num_nodes, g] = *grid;
   engine::AffinityOptions opt;
   opt.method = o.affinity_method == "milp"        ? engine::AffinityMethod::kMilp
                : o.affinity_method == "heuristic" ? engine::AffinityMethod::kHeuristic

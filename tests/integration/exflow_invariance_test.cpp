@@ -152,8 +152,15 @@ TEST(ExflowSetup, AffinityPlacementErrors) {
   server = actors::Server::create(t);
   ASSERT_FALSE(server.ok());
   EXPECT_NE(server.status().message().find("paths.csv"), std::string::npos) << server.status();
-  t.devices = topology_for(3).devices;  // 8 experts do not divide over 3 devices
   std::ofstream(t.affinity_paths) << "request_id,position,block,experts,weights\n0,0,0,1,1\n";
+  t.devices = topology_for(4).devices;  // nodes of 3 and 1 devices: no two-stage grid
+  t.devices[3].node = "node1";
+  server = actors::Server::create(t);
+  ASSERT_FALSE(server.ok());
+  EXPECT_NE(server.status().message().find("same number of devices on every node"),
+            std::string::npos)
+      << server.status();
+  t.devices = topology_for(3).devices;  // 8 experts do not divide over 3 devices
   server = actors::Server::create(t);
   ASSERT_FALSE(server.ok());
   EXPECT_NE(server.status().message().find("'placement.experts' = \"affinity\""),

@@ -181,6 +181,20 @@ TEST(HarmoenySetup, SlotsThatCannotHoldTheHomeExpertsAreAnError) {
       << server.status();
 }
 
+TEST(HarmoenySetup, MoreSlotsThanExpertsAreAnError) {
+  Topology t = on_devices(Topology{}, 2, "harmoeny");
+  t.model.synthetic = small_mixtral(1);
+  t.source = "<test>";
+  t.harmoeny.slots = 1000000;  // would reserve a million expert-sized buffers per device
+  absl::StatusOr<std::unique_ptr<actors::Server>> server = actors::Server::create(t);
+  ASSERT_FALSE(server.ok());
+  EXPECT_NE(server.status().message().find(
+                "<test>: key 'harmoeny.slots': expected at most 8 (the model's experts), got "
+                "1000000"),
+            std::string::npos)
+      << server.status();
+}
+
 TEST(RebalancedInvariance, TrainedKjvModel) {
   const std::string dir = std::string(MUFLOW_DATA_DIR) + "/models/kjv-mixtral-tiny";
   if (!std::filesystem::exists(dir + "/model.safetensors")) {
