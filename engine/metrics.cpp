@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "absl/strings/str_format.h"
@@ -138,6 +139,30 @@ void MetricsRecorder::on_layer_end(int64_t block, int64_t iteration, double t_s,
   }
 }
 
+void MetricsRecorder::summarize_load_window(const std::map<int64_t, RequestTimes>& requests,
+                                           RunMetrics& m) {
+  if (requests.size() < 2) return;
+  double first = std::numeric_limits<double>::infinity();
+  double last = -first;
+  for (const auto& [id, r] : requests) {
+    first = std::min(first, r.arrival_s);
+    last = std::max(last, r.arrival_s);
+  }
+  if (!(last > first)) return;
+  const double begin = first + 0.5 * (last - first);
+  const auto inside = [&](double t) { return t >= begin && t <= last; };
+  int64_t arrivals = 0, completions = 0, tokens = 0;
+  for (const auto& [id, r] : requests) {
+    arrivals += inside(r.arrival_s) ? 1 : 0;
+    completions += r.finish_s >= 0 && inside(r.finish_s) ? 1 : 0;
+    for (double t : r.token_s) tokens += inside(t) ? 1 : 0;
+  }
+  m.load_window_s = last - begin;
+  m.load_arrivals_per_s = static_cast<double>(arrivals) / m.load_window_s;
+  m.load_completions_per_s = static_cast<double>(completions) / m.load_window_s;
+  m.load_output_tokens_per_s = static_cast<double>(tokens) / m.load_window_s;
+}
+
 RunMetrics MetricsRecorder::summarize(double wall_s) const {
   RunMetrics m;
   m.num_requests = static_cast<int64_t>(requests_.size());
@@ -151,6 +176,7 @@ RunMetrics MetricsRecorder::summarize(double wall_s) const {
   }
   m.ttft = latency_stats(ttft_s);
   m.itl = latency_stats(itl_s);
+  summarize_load_window(requests_, m);
   m.duration_s = wall_s > 0 ? wall_s : (any_event_ ? last_s_ - first_s_ : 0.0);
   m.output_tokens_per_s =
       m.duration_s > 0 ? static_cast<double>(m.num_output_tokens) / m.duration_s : 0.0;
@@ -200,6 +226,13 @@ std::string format_metrics_table(const RunMetrics& m,
   row("output tokens", absl::StrFormat("%d", m.num_output_tokens));
   row("duration", absl::StrFormat("%.3f s", m.duration_s));
   row("output throughput", absl::StrFormat("%.2f tokens/s", m.output_tokens_per_s));
+  if (m.load_window_s > 0) {
+    row("under load",
+        absl::StrFormat("%.2f tokens/s; requests in %.1f/s, done %.1f/s  (second half of "
+                        "the arrivals, %.3f s)",
+                        m.load_output_tokens_per_s, m.load_arrivals_per_s,
+                        m.load_completions_per_s, m.load_window_s));
+  }
   row("time to first token", latency(m.ttft));
   row("inter-token latency", latency(m.itl));
   row("MoE balance (mean/max)",
@@ -250,6 +283,10 @@ nlohmann::json to_json(const RunMetrics& m) {
           {"num_output_tokens", m.num_output_tokens},
           {"duration_s", m.duration_s},
           {"output_tokens_per_s", m.output_tokens_per_s},
+          {"load_window_s", m.load_window_s},
+          {"load_arrivals_per_s", m.load_arrivals_per_s},
+          {"load_completions_per_s", m.load_completions_per_s},
+          {"load_output_tokens_per_s", m.load_output_tokens_per_s},
           {"ttft", latency_json(m.ttft)},
           {"itl", latency_json(m.itl)},
           {"device_busy_pct", m.device_busy_pct},

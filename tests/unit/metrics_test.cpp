@@ -10,6 +10,7 @@ namespace muflow::engine {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(Percentile, LinearInterpolationBetweenClosestRanks) {
   EXPECT_DOUBLE_EQ(percentile_linear({4, 1, 3, 2}, 50), 2.5);
@@ -87,6 +88,51 @@ TEST(Metrics, NothingMeasured) {
   EXPECT_TRUE(j["ttft"].is_null());
   EXPECT_TRUE(j["moe_balance"].is_null());
   EXPECT_THAT(format_metrics_table(m, {}), HasSubstr("busy dev2"));
+}
+
+// Arrivals at 0, 1, 2, 3, 4 s: the load window is [2, 4] s (2 s). Arrivals inside: 2, 3, 4
+// (1.5/s). Request 0 finishes at 2.5 and request 1 at 4.0 (inside), request 2 at 4.5
+// (after), request 3 never: 1.0/s. Tokens at 1.9 (before), 2.0, 3.0, 3.5, 4.0 (inside) and
+// 4.5 (after): 4 tokens, 2.0/s.
+TEST(Metrics, LoadWindowIsTheSecondHalfOfTheArrivals) {
+  MetricsRecorder rec(1);
+  for (int64_t id = 0; id < 5; ++id) rec.on_arrival(id, static_cast<double>(id));
+  rec.on_token(0, 1.9);
+  rec.on_token(0, 2.0);
+  rec.on_finish(0, 2.5);
+  rec.on_token(1, 3.0);
+  rec.on_token(1, 4.0);
+  rec.on_finish(1, 4.0);
+  rec.on_token(2, 3.5);
+  rec.on_token(2, 4.5);
+  rec.on_finish(2, 4.5);
+  const RunMetrics m = rec.summarize(5.0);
+  EXPECT_DOUBLE_EQ(m.load_window_s, 2.0);
+  EXPECT_DOUBLE_EQ(m.load_arrivals_per_s, 1.5);
+  EXPECT_DOUBLE_EQ(m.load_completions_per_s, 1.0);
+  EXPECT_DOUBLE_EQ(m.load_output_tokens_per_s, 2.0);
+  EXPECT_DOUBLE_EQ(m.output_tokens_per_s, 6.0 / 5.0);  // the whole run, drain included
+  EXPECT_THAT(format_metrics_table(m, {}),
+              HasSubstr("2.00 tokens/s; requests in 1.5/s, done 1.0/s  (second half of the "
+                        "arrivals, 2.000 s)"));
+  const nlohmann::json j = to_json(m);
+  EXPECT_DOUBLE_EQ(j["load_completions_per_s"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(j["load_output_tokens_per_s"].get<double>(), 2.0);
+}
+
+TEST(Metrics, NoLoadWindowWithoutAnArrivalSpan) {
+  MetricsRecorder one(1);
+  one.on_arrival(0, 1.0);
+  one.on_token(0, 1.5);
+  EXPECT_EQ(one.summarize(2.0).load_window_s, 0.0);
+  MetricsRecorder same_time(1);
+  same_time.on_arrival(0, 1.0);
+  same_time.on_arrival(1, 1.0);
+  same_time.on_token(1, 1.0);
+  const RunMetrics m = same_time.summarize(2.0);
+  EXPECT_EQ(m.load_window_s, 0.0);
+  EXPECT_EQ(m.load_output_tokens_per_s, 0.0);
+  EXPECT_THAT(format_metrics_table(m, {}), Not(HasSubstr("under load")));
 }
 
 TEST(Metrics, TableAndJson) {
