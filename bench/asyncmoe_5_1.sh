@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # AsyncMoE §5.1 and §5.3 in the sim (seed 004; topology
-# topologies/sim-asyncmoe-mixtral-mqa-8xa100-80gb.toml): sync EP over 8 A100-80GB vs async
-# 4 attention + 4 expert GPUs, for the paper's three workloads and top-1/top-2, at a saturating
-# Poisson rate (the throughput column is then the achievable throughput); then the device
-# scheduling policies at ~80% of async's saturated throughput.
-# Usage: bench/asyncmoe_5_1.sh [MUFLOW_BINARY] [OUT_DIR]   (about 10 minutes on 2 cores)
+# topologies/sim-asyncmoe-mixtral-mqa-8xa100-80gb.toml, merge = "wave"): sync EP over 8
+# A100-80GB vs async 4 attention + 4 expert GPUs.
+#   1. §5.1: the paper's three workloads at top-1/top-2 at a saturating Poisson rate (the
+#      throughput column is then the achievable throughput of a 1-second burst).
+#   2. Closed loop at a fixed concurrency C (C requests at t = 0, 100 prompt + 150 output
+#      tokens each): async/sync against the cost model's bound (bench/README.md).
+#   3. §5.3: the device scheduling policies at ~80% of async's saturated throughput; the
+#      in_req/s and done_req/s columns are the second half of the arrivals (Fig. 12).
+# Usage: bench/asyncmoe_5_1.sh [MUFLOW_BINARY] [OUT_DIR]   (about 15 minutes on 2 cores)
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 muflow="${1:-$here/build/release/tools/muflow}"
@@ -21,12 +25,21 @@ for w in short medium reasonable; do
     --sweep workload.rate=1000 --sweep workload.num_requests="$requests" \
     --csv "$out/5_1_$w.csv"
 done
+echo "== §5.1 medium, async with per-request release (merge = request) for comparison"
+"$muflow" bench "$topo" --wirings async --sweep model.topk=1,2 --sweep scheduler.merge=request \
+  --sweep workload.rate=1000 --sweep workload.num_requests="$requests" \
+  --csv "$out/5_1_medium_request.csv"
+echo "== closed loop: C concurrent requests (100 prompt + 150 output tokens)"
+"$muflow" bench "$topo" --wirings sync,async --sweep model.topk=1,2 \
+  --sweep workload.num_requests="${CONCURRENCY:-256,1024,4096}" --sweep workload.rate=1e6 \
+  --sweep workload.input=100:100 --sweep workload.output=150:150 --csv "$out/closed_loop.csv"
 # §5.3: medium workload; RATE_TOP1 / RATE_TOP2 = ~80% of async's saturated request rate.
-echo "== §5.3 policies, medium workload, top-1 at ${RATE_TOP1:-60} req/s"
+policy_requests="${POLICY_REQUESTS:-1500}"
+echo "== §5.3 policies, medium workload, top-1 at ${RATE_TOP1:-110} req/s"
 "$muflow" bench "$topo" --wirings async --sweep scheduler.policy=most-tokens,flfs,defrag \
-  --sweep model.topk=1 --sweep workload.rate="${RATE_TOP1:-60}" \
-  --sweep workload.num_requests="$requests" --csv "$out/5_3_top1.csv"
-echo "== §5.3 policies, medium workload, top-2 at ${RATE_TOP2:-40} req/s"
+  --sweep model.topk=1 --sweep workload.rate="${RATE_TOP1:-110}" \
+  --sweep workload.num_requests="$policy_requests" --csv "$out/5_3_top1.csv"
+echo "== §5.3 policies, medium workload, top-2 at ${RATE_TOP2:-80} req/s"
 "$muflow" bench "$topo" --wirings async --sweep scheduler.policy=most-tokens,flfs,defrag \
-  --sweep model.topk=2 --sweep workload.rate="${RATE_TOP2:-40}" \
-  --sweep workload.num_requests="$requests" --csv "$out/5_3_top2.csv"
+  --sweep model.topk=2 --sweep workload.rate="${RATE_TOP2:-80}" \
+  --sweep workload.num_requests="$policy_requests" --csv "$out/5_3_top2.csv"
