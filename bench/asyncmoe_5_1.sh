@@ -8,7 +8,7 @@
 #      tokens each): async/sync against the cost model's bound (bench/README.md).
 #   3. §5.3: the device scheduling policies at ~80% of async's saturated throughput; the
 #      in_req/s and done_req/s columns are the second half of the arrivals (Fig. 12).
-# Usage: bench/asyncmoe_5_1.sh [MUFLOW_BINARY] [OUT_DIR]   (about 15 minutes on 2 cores)
+# Usage: bench/asyncmoe_5_1.sh [MUFLOW_BINARY] [OUT_DIR]   (about 7 minutes on 2 cores)
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 muflow="${1:-$here/build/release/tools/muflow}"
