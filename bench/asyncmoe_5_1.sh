@@ -39,7 +39,7 @@ echo "== §5.3 policies, medium workload, top-1 at ${RATE_TOP1:-110} req/s"
 "$muflow" bench "$topo" --wirings async --sweep scheduler.policy=most-tokens,flfs,defrag \
   --sweep model.topk=1 --sweep workload.rate="${RATE_TOP1:-110}" \
   --sweep workload.num_requests="$policy_requests" --csv "$out/5_3_top1.csv"
-echo "== §5.3 policies, medium workload, top-2 at ${RATE_TOP2:-80} req/s"
+echo "== §5.3 policies, medium workload, top-2 at ${RATE_TOP2:-80,100} req/s"
 "$muflow" bench "$topo" --wirings async --sweep scheduler.policy=most-tokens,flfs,defrag \
-  --sweep model.topk=2 --sweep workload.rate="${RATE_TOP2:-80}" \
+  --sweep model.topk=2 --sweep workload.rate="${RATE_TOP2:-80,100}" \
   --sweep workload.num_requests="$policy_requests" --csv "$out/5_3_top2.csv"
