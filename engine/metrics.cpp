@@ -150,7 +150,7 @@ void MetricsRecorder::summarize_load_window(const std::map<int64_t, RequestTimes
   }
   if (!(last > first)) return;
   const double begin = first + 0.5 * (last - first);
-  const auto inside = [&](double t) { return t >= begin && t <= last; };
+  const auto inside = [&](double t) { return t >= begin && t < last; };
   int64_t arrivals = 0, completions = 0, tokens = 0;
   for (const auto& [id, r] : requests) {
     arrivals += inside(r.arrival_s) ? 1 : 0;

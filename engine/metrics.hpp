@@ -35,18 +35,19 @@ struct RunMetrics {
   int64_t num_output_tokens = 0;       ///< generated tokens over all requests
   double duration_s = 0.0;             ///< wall time the rates below are taken over
   double output_tokens_per_s = 0.0;    ///< num_output_tokens / duration_s
-  /// The load window: the second half of the arrival span, [t_mid, t_last] with t_first /
+  /// The load window: the second half of the arrival span, [t_mid, t_last) with t_first /
   /// t_last the first and last arrival and t_mid their midpoint. The rates over it say
   /// whether the engine keeps up while requests still arrive (completions per second vs
-  /// arrivals per second: AsyncMoE Fig. 12's input vs output rate) and how many tokens per
-  /// second it produces under that load, without the warm-up at the start and the drain
-  /// after the last arrival that output_tokens_per_s includes. A run whose arrivals span is
-  /// long against a request's lifetime makes load_output_tokens_per_s its sustained
-  /// throughput. All four are 0 when fewer than 2 requests arrived or all at the same time.
-  double load_window_s = 0.0;            ///< t_last - t_mid, seconds
-  double load_arrivals_per_s = 0.0;      ///< requests with arrival in the window / its length
-  double load_completions_per_s = 0.0;   ///< requests finishing in the window / its length
-  double load_output_tokens_per_s = 0.0; ///< output tokens produced in the window / its length
+  /// arrivals per second: AsyncMoE Fig. 12's input vs output rate), without the warm-up at
+  /// the start and the drain after the last arrival that output_tokens_per_s includes. While
+  /// the engine keeps up, load_output_tokens_per_s is the offered load (plus catch-up from
+  /// the first half), not a capacity; when completions fall behind arrivals over a span long
+  /// against a request's lifetime, it approaches the sustained throughput. All four are 0
+  /// when fewer than 2 requests arrived or all at the same time.
+  double load_window_s = 0.0;             ///< t_last - t_mid, seconds
+  double load_arrivals_per_s = 0.0;       ///< requests arriving in the window / its length
+  double load_completions_per_s = 0.0;    ///< requests finishing in the window / its length
+  double load_output_tokens_per_s = 0.0;  ///< tokens produced in the window / its length
   LatencyStats ttft;                   ///< first token time - arrival, per request
   LatencyStats itl;                    ///< gap between consecutive tokens of one request
   std::vector<double> device_busy_pct; ///< [num_devices] union of busy intervals / duration

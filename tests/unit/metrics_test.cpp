@@ -90,10 +90,10 @@ TEST(Metrics, NothingMeasured) {
   EXPECT_THAT(format_metrics_table(m, {}), HasSubstr("busy dev2"));
 }
 
-// Arrivals at 0, 1, 2, 3, 4 s: the load window is [2, 4] s (2 s). Arrivals inside: 2, 3, 4
-// (1.5/s). Request 0 finishes at 2.5 and request 1 at 4.0 (inside), request 2 at 4.5
-// (after), request 3 never: 1.0/s. Tokens at 1.9 (before), 2.0, 3.0, 3.5, 4.0 (inside) and
-// 4.5 (after): 4 tokens, 2.0/s.
+// Arrivals at 0, 1, 2, 3, 4 s: the load window is [2, 4) s (2 s). Arrivals inside: 2, 3
+// (1.0/s; the last arrival only closes the window). Request 0 finishes at 2.5 (inside),
+// request 1 at 4.0 and request 2 at 4.5 (after), requests 3 and 4 never: 0.5/s. Tokens at
+// 1.9 (before), 2.0, 3.0, 3.5 (inside), 4.0 and 4.5 (after): 3 tokens, 1.5/s.
 TEST(Metrics, LoadWindowIsTheSecondHalfOfTheArrivals) {
   MetricsRecorder rec(1);
   for (int64_t id = 0; id < 5; ++id) rec.on_arrival(id, static_cast<double>(id));
@@ -108,16 +108,16 @@ TEST(Metrics, LoadWindowIsTheSecondHalfOfTheArrivals) {
   rec.on_finish(2, 4.5);
   const RunMetrics m = rec.summarize(5.0);
   EXPECT_DOUBLE_EQ(m.load_window_s, 2.0);
-  EXPECT_DOUBLE_EQ(m.load_arrivals_per_s, 1.5);
-  EXPECT_DOUBLE_EQ(m.load_completions_per_s, 1.0);
-  EXPECT_DOUBLE_EQ(m.load_output_tokens_per_s, 2.0);
+  EXPECT_DOUBLE_EQ(m.load_arrivals_per_s, 1.0);
+  EXPECT_DOUBLE_EQ(m.load_completions_per_s, 0.5);
+  EXPECT_DOUBLE_EQ(m.load_output_tokens_per_s, 1.5);
   EXPECT_DOUBLE_EQ(m.output_tokens_per_s, 6.0 / 5.0);  // the whole run, drain included
   EXPECT_THAT(format_metrics_table(m, {}),
-              HasSubstr("2.00 tokens/s; requests in 1.5/s, done 1.0/s  (second half of the "
+              HasSubstr("1.50 tokens/s; requests in 1.0/s, done 0.5/s  (second half of the "
                         "arrivals, 2.000 s)"));
   const nlohmann::json j = to_json(m);
-  EXPECT_DOUBLE_EQ(j["load_completions_per_s"].get<double>(), 1.0);
-  EXPECT_DOUBLE_EQ(j["load_output_tokens_per_s"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(j["load_completions_per_s"].get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(j["load_output_tokens_per_s"].get<double>(), 1.5);
 }
 
 TEST(Metrics, NoLoadWindowWithoutAnArrivalSpan) {
