@@ -140,7 +140,7 @@ void MetricsRecorder::on_layer_end(int64_t block, int64_t iteration, double t_s,
 }
 
 void MetricsRecorder::summarize_load_window(const std::map<int64_t, RequestTimes>& requests,
-                                           RunMetrics& m) {
+                                            RunMetrics& m) {
   if (requests.size() < 2) return;
   double first = std::numeric_limits<double>::infinity();
   double last = -first;
@@ -230,8 +230,8 @@ std::string format_metrics_table(const RunMetrics& m,
     row("under load",
         absl::StrFormat("%.2f tokens/s; requests in %.1f/s, done %.1f/s  (second half of "
                         "the arrivals, %.3f s)",
-                        m.load_output_tokens_per_s, m.load_arrivals_per_s,
-                        m.load_completions_per_s, m.load_window_s));
+                        m.load_output_tokens_per_s, m.load_arrivals_per_s, m.load_completions_per_s,
+                        m.load_window_s));
   }
   row("time to first token", latency(m.ttft));
   row("inter-token latency", latency(m.itl));

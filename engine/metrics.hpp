@@ -148,8 +148,7 @@ class MetricsRecorder {
   };
   RequestTimes& request(int64_t request_id);
   /// Fills RunMetrics' load_* fields from the requests' times.
-  static void summarize_load_window(const std::map<int64_t, RequestTimes>& requests,
-                                    RunMetrics& m);
+  static void summarize_load_window(const std::map<int64_t, RequestTimes>& requests, RunMetrics& m);
 
   int64_t num_devices_;
   std::map<int64_t, RequestTimes> requests_;

@@ -63,10 +63,11 @@ Command add_bench_command(CLI::App& app) {
     }
     std::vector<std::string> header = {"wiring"};
     for (const Sweep& s : sweeps) header.push_back(s.key);
-    for (const char* h : {"tok/s", "load_tok/s", "in_req/s", "done_req/s", "ttft_mean_ms", "ttft_p50_ms", "ttft_p99_ms", "itl_mean_ms",
-                          "itl_p50_ms", "itl_p99_ms", "busy_pct", "idle_pct", "a2a_s", "a2a_bound_s",
-                          "balance", "moe_layer_ms", "moe_idle_pct", "moved_tokens",
-                          "expert_fetches", "remote_rows_pct"}) {
+    for (const char* h :
+         {"tok/s",        "load_tok/s",   "in_req/s",     "done_req/s",     "ttft_mean_ms",
+          "ttft_p50_ms",  "ttft_p99_ms",  "itl_mean_ms",  "itl_p50_ms",     "itl_p99_ms",
+          "busy_pct",     "idle_pct",     "a2a_s",        "a2a_bound_s",    "balance",
+          "moe_layer_ms", "moe_idle_pct", "moved_tokens", "expert_fetches", "remote_rows_pct"}) {
       header.push_back(h);
     }
     std::vector<Row> rows;
@@ -102,8 +103,8 @@ Command add_bench_command(CLI::App& app) {
                 ? 0.0
                 : std::accumulate(m.device_busy_pct.begin(), m.device_busy_pct.end(), 0.0) /
                       static_cast<double>(m.device_busy_pct.size());
-        for (double v : {m.output_tokens_per_s, m.load_output_tokens_per_s,
-                         m.load_arrivals_per_s, m.load_completions_per_s, m.ttft.mean_ms, m.ttft.p50_ms, m.ttft.p99_ms,
+        for (double v : {m.output_tokens_per_s, m.load_output_tokens_per_s, m.load_arrivals_per_s,
+                         m.load_completions_per_s, m.ttft.mean_ms, m.ttft.p50_ms, m.ttft.p99_ms,
                          m.itl.mean_ms, m.itl.p50_ms, m.itl.p99_ms, busy, 100.0 - busy}) {
           row.cells.push_back(fmt(v));
         }
