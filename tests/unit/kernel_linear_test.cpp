@@ -119,7 +119,8 @@ TEST_P(LinearTest, ConcurrentCallsFromThreadsAreIdenticalToSerial) {
   const std::vector<float> w = random_floats(rng, out * in, -0.3f, 0.3f);
   std::vector<uint16_t> w16(w.size());
   f32_to_bf16_n(w.data(), static_cast<int64_t>(w.size()), w16.data());
-  const Linear linear = bf16 ? Linear(w16.data(), out, in, nullptr) : Linear(w.data(), out, in, nullptr);
+  const Linear linear =
+      bf16 ? Linear(w16.data(), out, in, nullptr) : Linear(w.data(), out, in, nullptr);
   constexpr int kThreads = 4;
   std::vector<std::vector<float>> xs, serial(kThreads), parallel(kThreads);
   for (int t = 0; t < kThreads; ++t) {
@@ -131,12 +132,14 @@ TEST_P(LinearTest, ConcurrentCallsFromThreadsAreIdenticalToSerial) {
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
-      for (int repeat = 0; repeat < 20; ++repeat) linear.forward(xs[t].data(), rows, parallel[t].data());
+      for (int repeat = 0; repeat < 20; ++repeat)
+        linear.forward(xs[t].data(), rows, parallel[t].data());
     });
   }
   for (auto& thread : threads) thread.join();
   for (int t = 0; t < kThreads; ++t) {
-    EXPECT_EQ(std::memcmp(serial[t].data(), parallel[t].data(), serial[t].size() * sizeof(float)), 0)
+    EXPECT_EQ(std::memcmp(serial[t].data(), parallel[t].data(), serial[t].size() * sizeof(float)),
+              0)
         << "thread " << t;
   }
 }
@@ -156,7 +159,8 @@ TEST_P(LinearTest, ForwardFromACopyOfThePackedWeightsIsBitwiseEqual) {
   const int64_t out = 24, in = 40;
   const std::vector<float> w = random_floats(rng, out * in, -0.2f, 0.2f);
   const std::vector<uint16_t> wb = random_bf16(rng, out * in, -0.2f, 0.2f);
-  const Linear linear = bf16 ? Linear(wb.data(), out, in, nullptr) : Linear(w.data(), out, in, nullptr);
+  const Linear linear =
+      bf16 ? Linear(wb.data(), out, in, nullptr) : Linear(w.data(), out, in, nullptr);
   const std::size_t bytes = linear.packed_bytes();
   ASSERT_GT(bytes, 0u);
   std::unique_ptr<unsigned char, void (*)(void*)> copy(
@@ -202,8 +206,8 @@ TEST_P(LinearTest, SmallMPathIsEnabledAndBitwiseEqualToPaddedTiles) {
   for (const Shape s : {Shape{1, 1}, Shape{7, 13}, Shape{70, 100}, Shape{257, 129},
                         Shape{1024, 1024}, Shape{384, 4096}}) {
     for (bool with_bias : {false, true}) {
-      SCOPED_TRACE(testing::Message() << "out=" << s.out << " in=" << s.in << " bias="
-                                      << with_bias << " bf16=" << bf16);
+      SCOPED_TRACE(testing::Message() << "out=" << s.out << " in=" << s.in << " bias=" << with_bias
+                                      << " bf16=" << bf16);
       const std::vector<float> w = random_floats(rng, s.out * s.in, -0.2f, 0.2f);
       std::vector<uint16_t> w16(w.size());
       f32_to_bf16_n(w.data(), static_cast<int64_t>(w.size()), w16.data());
@@ -250,8 +254,8 @@ TEST_P(LinearTest, ConcurrentSmallAndTileCallsAreBitwiseStable) {
   std::vector<uint16_t> w16(w.size());
   f32_to_bf16_n(w.data(), static_cast<int64_t>(w.size()), w16.data());
   const std::vector<float> bias = random_floats(rng, out, -0.5f, 0.5f);
-  const Linear linear = bf16 ? Linear(w16.data(), out, in, bias.data())
-                             : Linear(w.data(), out, in, bias.data());
+  const Linear linear =
+      bf16 ? Linear(w16.data(), out, in, bias.data()) : Linear(w.data(), out, in, bias.data());
   const int64_t rows_per_thread[] = {1, 2, 3, 4, 5, 17, 18, 37};
   constexpr int kThreads = 8;
   std::vector<std::vector<float>> xs(kThreads), serial(kThreads), parallel(kThreads);
@@ -274,8 +278,8 @@ TEST_P(LinearTest, ConcurrentSmallAndTileCallsAreBitwiseStable) {
     threads.emplace_back([&, t] {
       for (int repeat = 0; repeat < 50; ++repeat) {
         linear.forward(xs[t].data(), rows_per_thread[t], parallel[t].data());
-        if (std::memcmp(serial[t].data(), parallel[t].data(),
-                        serial[t].size() * sizeof(float)) != 0) {
+        if (std::memcmp(serial[t].data(), parallel[t].data(), serial[t].size() * sizeof(float)) !=
+            0) {
           ++mismatches[t];
         }
       }
@@ -296,7 +300,8 @@ TEST(LinearWeightTypeTest, ReportsTypeInUse) {
   EXPECT_EQ(Linear(w, 2, 2, nullptr).weight_type(), LinearWeightType::kF32);
   const LinearWeightType bf16_type = Linear(w16, 2, 2, nullptr).weight_type();
   // kBF16 on CPUs oneDNN has a bf16 matmul for; kF32 is the documented fallback.
-  std::printf("bf16 Linear computes in %s\n", bf16_type == LinearWeightType::kBF16 ? "bf16" : "f32 (fallback)");
+  std::printf("bf16 Linear computes in %s\n",
+              bf16_type == LinearWeightType::kBF16 ? "bf16" : "f32 (fallback)");
   EXPECT_TRUE(bf16_type == LinearWeightType::kBF16 || bf16_type == LinearWeightType::kF32);
 }
 
