@@ -6,7 +6,6 @@
 
 #include "absl/strings/str_format.h"
 #include "actors/messages.hpp"
-#include "engine/expert_dispatch.hpp"
 #include "engine/splitmix64.hpp"
 #include "transport/aurora_order.hpp"
 
@@ -23,15 +22,6 @@ caf::actor destination(const RunContext& ctx, CollectiveKind kind, int32_t block
   if (kind == CollectiveKind::kDispatch) return ctx.actors.experts[block][slot];
   const auto num_layers = static_cast<int32_t>(ctx.config.num_layers);
   return block + 1 < num_layers ? ctx.actors.attention[block + 1][slot] : ctx.actors.samplers[slot];
-}
-
-engine::LayerId destination_layer(const RunContext& ctx, CollectiveKind kind, int32_t block,
-                                  size_t slot) {
-  const auto d = static_cast<int32_t>(slot);
-  if (kind == CollectiveKind::kDispatch) return {engine::StageKind::kExpert, block, d};
-  const auto num_layers = static_cast<int32_t>(ctx.config.num_layers);
-  if (block + 1 < num_layers) return {engine::StageKind::kAttention, block + 1, d};
-  return {engine::StageKind::kSampler, num_layers, d};
 }
 
 StageSite source_site(const RunContext& ctx, CollectiveKind kind, int32_t block, size_t source) {
@@ -80,16 +70,7 @@ void trace_barrier(const RunContext& ctx, CollectiveKind kind, int32_t block, in
   }
 }
 
-// The per-destination batches of one completed barrier and how many rows each source sent
-// each destination (for the network model).
-struct Delivery {
-  std::vector<engine::TokenBatchPtr> out;       // [num destinations], never null
-  std::vector<std::vector<int64_t>> rows_from;  // [num destinations][num sources]
-  int64_t tokens_rebalanced = 0;                // harmoeny: tokens moved off their home
-};
-
-// Concatenation in source order (sync dispatch to per-expert stages; every combine but
-// MoEShard's).
+// Concatenation in source order.
 Delivery concat_parts(const RunContext& ctx, CollectiveKind kind, int32_t block,
                       const std::vector<ContributionPtr>& slot, size_t num_dests,
                       int64_t iteration, int64_t width) {
@@ -97,7 +78,7 @@ Delivery concat_parts(const RunContext& ctx, CollectiveKind kind, int32_t block,
   for (size_t dst = 0; dst < num_dests; ++dst) {
     // Every destination gets a batch each iteration (possibly empty): its barrier needs it.
     auto out = std::make_shared<engine::TokenBatch>();
-    out->layer = destination_layer(ctx, kind, block, dst);
+    out->layer = collective_destination_layer(ctx, kind, block, dst);
     out->payload = kind == CollectiveKind::kDispatch ? engine::Payload::kExpertInputs
                                                      : engine::Payload::kExpertOutputs;
     out->iteration = iteration;
@@ -119,67 +100,15 @@ Delivery concat_parts(const RunContext& ctx, CollectiveKind kind, int32_t block,
   return d;
 }
 
-// Dispatch to per-device expert stages: HarMoEny's schedule or MoEShard's all-gather.
-absl::StatusOr<Delivery> dispatch_per_device(const RunContext& ctx, int32_t block,
-                                             const std::vector<ContributionPtr>& slot,
-                                             int64_t iteration, int64_t width) {
-  engine::DispatchParts parts;
-  for (const ContributionPtr& c : slot) parts.push_back(c->parts);
-  const auto num_devices = static_cast<int64_t>(ctx.expert_slot_device.size());
-  Delivery d;
-  if (ctx.expert_mode == ExpertMode::kMoeShard) {
-    auto out = engine::dispatch_all_gather(parts, num_devices, block, iteration, width,
-                                           &d.rows_from);
-    if (!out.ok()) return out.status();
-    d.out = std::move(*out);
-    return d;
+// The default rule: concatenation in source order.
+class ConcatRule final : public CollectiveRule {
+ public:
+  absl::StatusOr<Delivery> deliver(const RunContext& ctx, CollectiveKind kind, int32_t block,
+                                   const std::vector<ContributionPtr>& parts, size_t num_dests,
+                                   int64_t iteration, int64_t width) const override {
+    return concat_parts(ctx, kind, block, parts, num_dests, iteration, width);
   }
-  // HarMoEny Algorithm 1: every rank knows the [ranks, experts] counts (the metadata
-  // all-gather is this barrier) and derives the same schedule.
-  auto counts = engine::dispatch_counts(parts);
-  if (!counts.ok()) return counts.status();
-  const auto& p = ctx.harmoeny;
-  auto rebalanced = p.paper
-                        ? engine::harmoeny_rebalance_paper(*counts, ctx.placement.expert_device, p.q)
-                        : engine::harmoeny_rebalance_code(*counts, ctx.placement.expert_device, p.q);
-  if (!rebalanced.ok()) return rebalanced.status();
-  auto out = engine::dispatch_by_schedule(parts, rebalanced->schedule, block, iteration, width,
-                                          &d.rows_from);
-  if (!out.ok()) return out.status();
-  d.out = std::move(*out);
-  d.tokens_rebalanced = rebalanced->tokens_moved;
-  return d;
-}
-
-// MoEShard's reduce-scatter: each rank receives the sum of the shards' partial outputs.
-absl::StatusOr<Delivery> reduce_scatter(const RunContext& ctx, int32_t block,
-                                        const std::vector<ContributionPtr>& slot,
-                                        size_t num_dests, int64_t iteration, int64_t width) {
-  Delivery d;
-  for (size_t dst = 0; dst < num_dests; ++dst) {
-    std::vector<engine::TokenBatchPtr> partials;
-    std::vector<int64_t> from(slot.size(), 0);
-    for (size_t src = 0; src < slot.size(); ++src) {
-      partials.push_back(dst < slot[src]->parts.size() ? slot[src]->parts[dst] : nullptr);
-      if (partials.back()) from[src] = partials.back()->num_tokens();
-    }
-    auto sum = engine::reduce_partials(partials);
-    if (!sum.ok()) {
-      return absl::InternalError(absl::StrFormat("combine b%d: %s", block, sum.status().message()));
-    }
-    engine::TokenBatchPtr out = *sum;
-    if (!out) {
-      out = std::make_shared<engine::TokenBatch>();
-      out->act = std::make_shared<engine::Activations>(0, width);
-    }
-    out->layer = destination_layer(ctx, CollectiveKind::kCombine, block, dst);
-    out->payload = engine::Payload::kExpertOutputs;
-    out->iteration = iteration;
-    d.out.push_back(std::move(out));
-    d.rows_from.push_back(std::move(from));
-  }
-  return d;
-}
+};
 
 // sim: the barrier's parts cross the big switch as one all-to-all between devices (the parts
 // of all slots on one device travel together, as one buffer per peer). The transfers are
@@ -206,21 +135,10 @@ NetworkDelivery network_delivery(const RunContext& ctx, CollectiveKind kind, int
       bytes[from][to] += rows_from[d][src] * row_bytes;
     }
   }
-  if (ctx.context_coherent && kind == CollectiveKind::kDispatch) {
-    // `exflow` keeps every rank's KV cache coherent (ExFlow §IV-A all-gathers): each rank's
-    // new K/V rows of this block (one per token it just ran attention for) go to every other
-    // device, with the dispatch.
-    const int64_t k = ctx.config.num_topk;
-    const int64_t kv_row_bytes =
-        2 * ctx.config.num_kv_heads * ctx.config.head_dim * ctx.activation_bytes;
-    for (size_t src = 0; src < (rows_from.empty() ? 0 : rows_from[0].size()); ++src) {
-      int64_t rows = 0;
-      for (const auto& per_source : rows_from) rows += per_source[src];
-      const int64_t from = source_site(ctx, kind, block, src).device;
-      for (size_t to = 0; to < num_devices; ++to) {
-        if (static_cast<int64_t>(to) != from) bytes[from][to] += rows / k * kv_row_bytes;
-      }
-    }
+  if (kind == CollectiveKind::kDispatch) {
+    ctx.graph().dispatch_rule->add_side_traffic(ctx, kind, block, rows_from, bytes);
+  } else {
+    ctx.graph().combine_rule->add_side_traffic(ctx, kind, block, rows_from, bytes);
   }
   const uint64_t seed = engine::splitmix64_mix(
       ctx.a2a_seed ^ engine::splitmix64_mix((static_cast<uint64_t>(iteration) << 20) ^
@@ -253,11 +171,13 @@ NetworkDelivery network_delivery(const RunContext& ctx, CollectiveKind kind, int
 
 caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, RunContextPtr ctx,
                                   CollectiveKind kind, int32_t block) {
-  const size_t num_sources = kind == CollectiveKind::kDispatch
-                                 ? static_cast<size_t>(ctx->num_ranks)
-                                 : ctx->expert_slot_device.size();
-  const size_t num_dests = kind == CollectiveKind::kDispatch ? ctx->expert_slot_device.size()
-                                                             : static_cast<size_t>(ctx->num_ranks);
+  const auto num_slots = static_cast<size_t>(ctx->graph().num_slots());
+  const size_t num_sources =
+      kind == CollectiveKind::kDispatch ? static_cast<size_t>(ctx->num_ranks) : num_slots;
+  const size_t num_dests =
+      kind == CollectiveKind::kDispatch ? num_slots : static_cast<size_t>(ctx->num_ranks);
+  const std::shared_ptr<const CollectiveRule> rule =
+      kind == CollectiveKind::kDispatch ? ctx->graph().dispatch_rule : ctx->graph().combine_rule;
   return {[=](contrib_atom, const ContributionPtr& c) {
     auto& slot = self->state.pending[c->iteration];
     if (slot.empty()) slot.resize(num_sources);
@@ -278,11 +198,7 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
     const int64_t width = ctx->executors.front()->activation_width();
     const double done_s = ctx->seconds_since_start(self->home_system().clock().now());
     absl::StatusOr<Delivery> delivery =
-        kind == CollectiveKind::kDispatch && ctx->expert_mode != ExpertMode::kPerExpert
-            ? dispatch_per_device(*ctx, block, slot, c->iteration, width)
-        : kind == CollectiveKind::kCombine && ctx->expert_mode == ExpertMode::kMoeShard
-            ? reduce_scatter(*ctx, block, slot, num_dests, c->iteration, width)
-            : concat_parts(*ctx, kind, block, slot, num_dests, c->iteration, width);
+        rule->deliver(*ctx, kind, block, slot, num_dests, c->iteration, width);
     if (!delivery.ok()) {
       self->send(ctx->actors.coordinator, failed_atom::value,
                  std::string(delivery.status().message()));
@@ -366,6 +282,20 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
 }
 
 }  // namespace
+
+engine::LayerId collective_destination_layer(const RunContext& ctx, CollectiveKind kind,
+                                             int32_t block, size_t slot) {
+  const auto d = static_cast<int32_t>(slot);
+  if (kind == CollectiveKind::kDispatch) return {engine::StageKind::kExpert, block, d};
+  const auto num_layers = static_cast<int32_t>(ctx.config.num_layers);
+  if (block + 1 < num_layers) return {engine::StageKind::kAttention, block + 1, d};
+  return {engine::StageKind::kSampler, num_layers, d};
+}
+
+std::shared_ptr<const CollectiveRule> concat_rule() {
+  static const auto rule = std::make_shared<const ConcatRule>();
+  return rule;
+}
 
 caf::actor spawn_collective(caf::actor_system& sys, RunContextPtr ctx, CollectiveKind kind,
                             int32_t block) {

@@ -43,6 +43,11 @@ struct CoordinatorState {
 
 using Self = caf::stateful_actor<CoordinatorState>;
 
+// Pacing::kPerRequest: each request's next step as soon as its last one returned.
+bool per_request(const CoordinatorState& st) {
+  return st.ctx->graph().pacing == Pacing::kPerRequest;
+}
+
 double now_s(Self* self) { return self->state.ctx->seconds_since_start(self->home_system().clock().now()); }
 
 void finish_run(Self* self) {
@@ -78,7 +83,7 @@ bool admit(Self* self, double t) {
   while (!st.pending.empty() && st.requests[st.pending.front()].req.arrival_s <= t) {
     const int64_t id = st.pending.front();
     int32_t best = 0;
-    if (st.ctx->point_to_point) {
+    if (per_request(st)) {
       const int64_t need = kv_need_bytes(st, st.requests[id].req);
       best = engine::pick_rank_most_free_kv(st.kv, sched.max_batch_requests, need);
       if (best < 0) {
@@ -163,7 +168,7 @@ void wake_at_next_arrival(Self* self, double t) {
 
 // Barrier-free pacing: every admitted request whose previous step came back gets its next
 // step now; one batch per rank (the attention stage re-batches with whatever else queued).
-void launch_async(Self* self) {
+void launch_per_request(Self* self) {
   auto& st = self->state;
   if (st.done) return;
   const double t = now_s(self);
@@ -189,11 +194,11 @@ void launch_async(Self* self) {
   wake_at_next_arrival(self, t);
 }
 
-// Barrier pacing (sync): one iteration at a time over every rank; every rank gets a batch,
+// Iteration pacing: one iteration at a time over every rank; every rank gets a batch,
 // possibly empty, because every rank contributes to every barrier.
 void launch(Self* self) {
   auto& st = self->state;
-  if (st.ctx->point_to_point) return launch_async(self);
+  if (per_request(st)) return launch_per_request(self);
   if (st.done || st.in_flight) return;
   const double t = now_s(self);
   if (!admit(self, t)) return;
@@ -236,7 +241,7 @@ void finish_request(Self* self, RequestState& rs, double t) {
                                           {"output_tokens", rs.out.output.size()}});
   }
   ++st.num_finished;
-  if (st.ctx->point_to_point) {
+  if (per_request(st)) {
     engine::RankKv& k = st.kv[rs.rank];
     k.reserved_bytes -= kv_need_bytes(st, rs.req);
     --k.active_requests;
@@ -248,7 +253,7 @@ void finish_request(Self* self, RequestState& rs, double t) {
   }
 }
 
-// Applies sampled rows (reports of one sync iteration, or one report when barrier-free) in
+// Applies sampled rows (reports of one iteration, or one report when barrier-free) in
 // (request, position) order: prompt logits, generated tokens, streaming, stop conditions.
 // False when the run ended (a callback threw).
 bool apply_reports(Self* self, const std::vector<SampledBatchPtr>& reports) {
@@ -371,7 +376,7 @@ caf::behavior coordinator_behavior(Self* self, RunContextPtr ctx,
       [=](sampled_atom, const SampledBatchPtr& report) {
         auto& s = self->state;
         if (s.done) return;
-        if (s.ctx->point_to_point) return complete_step(self, report);
+        if (per_request(s)) return complete_step(self, report);
         s.reports.push_back(report);
         if (--s.outstanding == 0) complete_iteration(self);
       },

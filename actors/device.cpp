@@ -42,7 +42,7 @@ void try_grant(caf::stateful_actor<DeviceState>* self, const RunContext& ctx,
   auto& st = self->state;
   if (st.busy) return;
   const auto& sched = ctx.topology.scheduler;
-  if (ctx.point_to_point && sched.hold_min_tokens > 0) {
+  if (ctx.graph().batch_hold && sched.hold_min_tokens > 0) {
     const double now = now_s(self, ctx);
     const double release =
         engine::apply_batch_hold(st.stages, now, sched.hold_min_tokens, sched.hold_max_ms * 1e-3);

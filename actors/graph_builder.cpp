@@ -1,4 +1,4 @@
-#include "actors/wiring.hpp"
+#include "actors/graph_builder.hpp"
 
 #include "absl/strings/str_format.h"
 #include "actors/collective.hpp"
@@ -14,30 +14,8 @@ void build_stages(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx
   const auto num_devices = static_cast<int32_t>(ctx->placement.num_devices);
   const auto num_ranks = static_cast<int32_t>(ctx->placement.rank_device.size());
   const auto L = static_cast<int32_t>(c.num_layers);
-  ctx->num_ranks = num_ranks;
-  ctx->point_to_point = ctx->topology.wiring == "async";
-  ctx->context_coherent = ctx->topology.wiring == "exflow";
-  ctx->rank_of_device.assign(num_devices, -1);
-  for (int32_t r = 0; r < num_ranks; ++r) ctx->rank_of_device[ctx->placement.rank_device[r]] = r;
-  ctx->shared_kv.assign(L, nullptr);
-  if (ctx->context_coherent) {
-    const int64_t width = ctx->executors.front()->activation_width() > 0
-                              ? c.num_kv_heads * c.head_dim
-                              : 0;
-    for (auto& kv : ctx->shared_kv) kv = std::make_shared<SharedKvCache>(width);
-  }
-  ctx->max_batch_tokens = ctx->topology.scheduler.max_batch_tokens;
-  ctx->expert_mode = ctx->topology.wiring == "harmoeny"   ? ExpertMode::kHarmoeny
-                     : ctx->topology.wiring == "moeshard" ? ExpertMode::kMoeShard
-                                                          : ExpertMode::kPerExpert;
-  // Expert stage slots of every block: one per expert, or one per device.
-  ctx->expert_slot_device.clear();
-  if (ctx->expert_mode == ExpertMode::kPerExpert) {
-    ctx->expert_slot_device = ctx->placement.expert_device;
-  } else {
-    for (int32_t d = 0; d < num_devices; ++d) ctx->expert_slot_device.push_back(d);
-  }
-  const auto S = static_cast<int32_t>(ctx->expert_slot_device.size());
+  const WiringGraph& graph = ctx->graph();
+  const auto S = static_cast<int32_t>(graph.num_slots());
   ActorTable& t = ctx->actors;
 
   // Stages per device, in local-index order (after other runs' stages on a shared device);
@@ -68,9 +46,7 @@ void build_stages(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx
       sites.attention[b][r] = {d, li};
     }
     for (int32_t e = 0; e < S; ++e) {
-      const auto d = static_cast<int32_t>(ctx->expert_mode == ExpertMode::kPerExpert
-                                              ? ctx->placement.device_of(b, e)
-                                              : ctx->expert_slot_device[e]);
+      const auto d = static_cast<int32_t>(graph.slot_device[b][e]);
       auto impl = make_expert_stage(ctx, ctx->executors[d].get(), b, e);
       const int32_t li = add_local(d, impl->layer());
       trace_thread(d, li, impl->name());
@@ -86,7 +62,9 @@ void build_stages(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx
     t.samplers[r] = spawn_stage(sys, ctx, impl, d, li, li);
     sites.samplers[r] = {d, li};
   }
-  if (!ctx->point_to_point) {
+  const bool barriers =
+      graph.dispatch == EdgeKind::kBarrier || graph.combine == EdgeKind::kBarrier;
+  if (barriers) {
     for (int32_t b = 0; b < L; ++b) {
       t.dispatch.push_back(spawn_collective(sys, ctx, CollectiveKind::kDispatch, b));
       t.combine.push_back(spawn_collective(sys, ctx, CollectiveKind::kCombine, b));
@@ -94,7 +72,7 @@ void build_stages(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx
   }
   for (int32_t d = 0; d < num_devices; ++d) {
     if (ctx->trace) {
-      if (!ctx->point_to_point) ctx->trace->set_thread_name(d, kWaitLaneTid, "collective waits");
+      if (barriers) ctx->trace->set_thread_name(d, kWaitLaneTid, "collective waits");
       const engine::DeviceSpec& spec = ctx->topology.devices[d];
       ctx->trace->set_process_name(
           d, absl::StrFormat("%s (%s, %s)", spec.name, spec.kind, spec.node));

@@ -2,13 +2,9 @@
 
 #include <algorithm>
 #include <deque>
-#include <chrono>
-#include <future>
 #include <map>
 
 #include "absl/strings/str_format.h"
-#include "engine/cpu_expert_slots.hpp"
-#include "engine/harmoeny_slots.hpp"
 #include "engine/token_pool.hpp"
 
 namespace muflow::actors {
@@ -50,19 +46,16 @@ void push_row(TokenBatch& b, const TokenMeta& meta, const float* row, int64_t wi
   ++b.act->num_rows;
 }
 
-engine::TokenPool make_pool(const RunContext& ctx, int64_t width) {
-  return ctx.point_to_point
-             ? engine::TokenPool::per_request(width, ctx.config.num_topk,
-                                              ctx.topology.scheduler.merge == "wave")
-             : engine::TokenPool(width, ctx.config.num_topk, 1,
-                                 ctx.context_coherent ? ctx.num_ranks : 1);
-}
-
-// The KV cache of attention stage (block, rank): the block's shared one under `exflow`.
-std::shared_ptr<SharedKvCache> kv_cache_for(const RunContext& ctx, int32_t block, int64_t width) {
-  if (ctx.context_coherent) return ctx.shared_kv.at(block);
-  return std::make_shared<SharedKvCache>(width > 0 ? ctx.config.num_kv_heads * ctx.config.head_dim
-                                                   : 0);
+// The token pool of merge point `rank` under the graph's merge rule.
+engine::TokenPool make_pool(const RunContext& ctx, int64_t width, int32_t rank) {
+  const WiringGraph& g = ctx.graph();
+  switch (g.merge) {
+    case MergeRule::kRequest: return engine::TokenPool::per_request(width, ctx.config.num_topk);
+    case MergeRule::kWave:
+      return engine::TokenPool::per_request(width, ctx.config.num_topk, /*by_wave=*/true);
+    case MergeRule::kIteration: break;
+  }
+  return engine::TokenPool(width, ctx.config.num_topk, 1, g.residual_sources(rank));
 }
 
 /// A point-to-point send of token batch `b` to `dest` on device `to_device`.
@@ -109,13 +102,15 @@ class AttentionStage final : public StageImpl {
         rank_(rank),
         cfg_(ctx_->config),
         width_(exec->activation_width()),
-        kv_(kv_cache_for(*ctx_, block, width_)),
-        pool_(make_pool(*ctx_, width_)) {}
+        fifo_input_(ctx_->graph().input == InputRule::kFifo),
+        kv_(ctx_->wiring->kv_cache(block, rank,
+                                   width_ > 0 ? cfg_.num_kv_heads * cfg_.head_dim : 0)),
+        pool_(make_pool(*ctx_, width_, rank)) {}
 
   absl::Status enqueue(const TokenBatchPtr& batch, std::vector<Send>& now) override {
     if (block_ == 0) {
       if (batch->payload != Payload::kTokenIds) return bad_payload(*batch);
-      if (ctx_->point_to_point) {
+      if (fifo_input_) {
         if (batch->num_tokens() > 0) fresh_.push(batch);
         return absl::OkStatus();
       }
@@ -138,7 +133,7 @@ class AttentionStage final : public StageImpl {
 
   int64_t ready_tokens() const override {
     if (block_ == 0) {
-      if (ctx_->point_to_point) return fresh_.tokens();
+      if (fifo_input_) return fresh_.tokens();
       return queued_.empty() ? 0 : queued_.begin()->second->num_tokens();
     }
     return pool_.ready_tokens();
@@ -147,9 +142,9 @@ class AttentionStage final : public StageImpl {
   absl::Status run(std::vector<Send>& out, RunInfo& info) override {
     std::vector<TokenMeta> meta;
     std::vector<float> h;
-    if (block_ == 0 && ctx_->point_to_point) {
+    if (block_ == 0 && fifo_input_) {
       if (fresh_.empty()) return absl::OkStatus();
-      std::vector<TokenBatchPtr> batches = fresh_.take(ctx_->max_batch_tokens);
+      std::vector<TokenBatchPtr> batches = fresh_.take(ctx_->graph().max_batch_tokens);
       info.iteration = batches.front()->iteration;
       for (const TokenBatchPtr& b : batches) {
         meta.insert(meta.end(), b->tokens.begin(), b->tokens.end());
@@ -165,7 +160,8 @@ class AttentionStage final : public StageImpl {
       h.resize(meta.size() * width_);
       exec_->embed(meta, h.data());
     } else {
-      absl::StatusOr<engine::MergedTokens> merged = pool_.take_ready(ctx_->max_batch_tokens);
+      absl::StatusOr<engine::MergedTokens> merged =
+          pool_.take_ready(ctx_->graph().max_batch_tokens);
       if (!merged.ok()) return merged.status();
       if (merged->tokens.empty()) return absl::OkStatus();
       info.iteration = merged->iteration;
@@ -241,23 +237,23 @@ class AttentionStage final : public StageImpl {
         push_row(*contrib->parts[e], m, x.data() + i * H, H);
       }
     }
-    if (ctx_->point_to_point) {
-      // No barrier: each expert's rows go straight to its μ-queue on its device.
+    const WiringGraph& graph = ctx_->graph();
+    if (graph.dispatch == EdgeKind::kPointToPoint) {
+      // No barrier: each expert's rows go straight to its μ-queue on its device (slot e runs
+      // expert e).
       for (int32_t e = 0; e < E; ++e) {
         if (!contrib->parts[e]) continue;
-        out.push_back(p2p(*ctx_, ctx_->actors.experts[block_][e],
-                          ctx_->placement.device_of(block_, e), std::move(contrib->parts[e])));
+        out.push_back(p2p(*ctx_, ctx_->actors.experts[block_][e], graph.slot_device[block_][e],
+                          std::move(contrib->parts[e])));
       }
     } else {
       out.push_back(
           {ctx_->actors.dispatch[block_], caf::make_message(contrib_atom::value, contrib)});
     }
-    // The residual goes where the token continues: this rank, or (`exflow`) one batch to
-    // every rank, possibly empty, since each rank's pool waits for one from every rank.
+    // The residual goes where the token continues: one batch to every residual edge of this
+    // rank, possibly empty, since each target's pool waits for one from each of its sources.
     const int64_t width = shared ? 2 * H : H;
-    const int64_t num_targets = ctx_->context_coherent ? ctx_->num_ranks : 1;
-    for (int64_t target = 0; target < num_targets; ++target) {
-      const auto r = static_cast<int32_t>(ctx_->context_coherent ? target : rank_);
+    for (const int32_t r : graph.residual_targets[rank_]) {
       TokenBatchPtr residual =
           new_batch(merge_target(*ctx_, block_, r), Payload::kResidual, iteration, width);
       for (int64_t i = 0; i < n; ++i) {
@@ -282,22 +278,14 @@ class AttentionStage final : public StageImpl {
     return absl::OkStatus();
   }
 
-  // The DP rank each token continues on after this block's experts: this one, or (`exflow`)
-  // for a request with one token in the batch, the rank on its top-1 expert's device.
+  // The DP rank each token continues on after this block's experts (the wiring's rule, or
+  // this one).
   std::vector<int32_t> continuation_ranks(const std::vector<TokenMeta>& meta,
                                           const std::vector<int32_t>& ids) const {
-    std::vector<int32_t> next(meta.size(), rank_);
-    if (!ctx_->context_coherent) return next;
-    std::map<int64_t, int64_t> tokens_of;
-    for (const TokenMeta& m : meta) ++tokens_of[m.request_id];
-    const int64_t K = cfg_.num_topk;
-    for (size_t i = 0; i < meta.size(); ++i) {
-      if (tokens_of[meta[i].request_id] != 1) continue;
-      const int64_t device = ctx_->placement.device_of(block_, ids[i * K]);
-      const int64_t r = ctx_->rank_of_device[device];
-      if (r >= 0) next[i] = static_cast<int32_t>(r);
+    if (const auto& rule = ctx_->graph().continuation) {
+      return rule->next_ranks(*ctx_, block_, rank_, meta, ids);
     }
-    return next;
+    return std::vector<int32_t>(meta.size(), rank_);
   }
 
   RunContextPtr ctx_;
@@ -305,32 +293,33 @@ class AttentionStage final : public StageImpl {
   int32_t block_, rank_;
   const engine::ModelConfig& cfg_;
   int64_t width_;  // activation floats per row (0 in simulation)
-  std::shared_ptr<SharedKvCache> kv_;
+  bool fifo_input_;  // block 0: InputRule::kFifo
+  std::shared_ptr<LockedKvCache> kv_;
   engine::TokenPool pool_;
-  std::map<int64_t, TokenBatchPtr> queued_;  // block 0, sync: iteration → token ids
-  BatchQueue fresh_;                         // block 0, async: token ids as they came
+  std::map<int64_t, TokenBatchPtr> queued_;  // block 0, kIteration: iteration → token ids
+  BatchQueue fresh_;                         // block 0, kFifo: token ids as they came
   int64_t next_wave_ = 0;                    // id of this stage's next run (TokenMeta::wave)
 };
 
 // ---------------------------------------------------------------------------------------------
 class ExpertStage final : public StageImpl {
  public:
-  /// `expert`: the expert (per-expert modes) or the device (per-device modes) of this slot.
-  ExpertStage(RunContextPtr ctx, engine::Executor* exec, int32_t block, int32_t expert)
+  /// `slot`: this stage's expert slot of `block` (an expert, or a device, as the wiring cut
+  /// them); `kernel` computes its batches.
+  ExpertStage(RunContextPtr ctx, engine::Executor* exec, int32_t block, int32_t slot,
+              std::unique_ptr<ExpertKernel> kernel)
       : ctx_(std::move(ctx)),
         exec_(exec),
         block_(block),
-        expert_(expert),
-        device_(ctx_->expert_mode == ExpertMode::kPerExpert
-                    ? ctx_->placement.device_of(block, expert)
-                    : ctx_->expert_slot_device[expert]),
-        num_home_(static_cast<int64_t>(ctx_->placement.experts_on(device_).size())) {}
+        slot_(slot),
+        fifo_input_(ctx_->graph().input == InputRule::kFifo),
+        kernel_(std::move(kernel)) {}
 
   absl::Status enqueue(const TokenBatchPtr& batch, std::vector<Send>& now) override {
     if (batch->payload != Payload::kExpertInputs) {
       return absl::InvalidArgumentError(absl::StrFormat("%s: unexpected payload", name()));
     }
-    if (ctx_->point_to_point) {
+    if (fifo_input_) {
       if (batch->num_tokens() > 0) fifo_.push(batch);
       return absl::OkStatus();
     }
@@ -343,16 +332,16 @@ class ExpertStage final : public StageImpl {
   }
 
   int64_t ready_tokens() const override {
-    if (ctx_->point_to_point) return fifo_.tokens();
+    if (fifo_input_) return fifo_.tokens();
     return queued_.empty() ? 0 : queued_.begin()->second->num_tokens();
   }
 
   absl::Status run(std::vector<Send>& out, RunInfo& info) override {
     TokenBatchPtr b;
-    if (ctx_->point_to_point) {
+    if (fifo_input_) {
       // Re-batch just in time: whatever is queued, from any rank and iteration.
       if (fifo_.empty()) return absl::OkStatus();
-      std::vector<TokenBatchPtr> batches = fifo_.take(ctx_->max_batch_tokens);
+      std::vector<TokenBatchPtr> batches = fifo_.take(ctx_->graph().max_batch_tokens);
       b = batches.size() == 1 ? batches.front() : concat(batches);
     } else {
       if (queued_.empty()) return absl::OkStatus();
@@ -366,28 +355,20 @@ class ExpertStage final : public StageImpl {
     return absl::OkStatus();
   }
 
-  std::string name() const override {
-    switch (ctx_->expert_mode) {
-      case ExpertMode::kHarmoeny: return absl::StrFormat("experts b%d d%d", block_, expert_);
-      case ExpertMode::kMoeShard: return absl::StrFormat("shards b%d d%d", block_, expert_);
-      case ExpertMode::kPerExpert: break;
-    }
-    return absl::StrFormat("expert b%d e%d", block_, expert_);
-  }
-  LayerId layer() const override { return {StageKind::kExpert, block_, expert_}; }
+  std::string name() const override { return kernel_->name(); }
+  LayerId layer() const override { return {StageKind::kExpert, block_, slot_}; }
 
  private:
   void compute_and_send(const TokenBatch& in, std::vector<Send>& out, double* seconds) {
     const int64_t n = in.num_tokens(), H = exec_->activation_width();
     std::vector<float> y(n * H);
     if (n > 0) {
-      const double modeled = in.segments.empty() ? compute_one(in, y.data())
-                                                 : compute_segments(in, y.data(), out);
+      const double modeled = kernel_->compute(in, y.data(), out);
       if (seconds) *seconds = modeled;
     }
     auto contrib = std::make_shared<Contribution>();
     contrib->iteration = in.iteration;
-    contrib->source = expert_;
+    contrib->source = slot_;
     contrib->parts.resize(ctx_->num_ranks);  // ranks that get no row stay null (empty)
     for (int64_t i = 0; i < n; ++i) {
       const int32_t r = in.tokens[i].origin_rank;
@@ -397,7 +378,7 @@ class ExpertStage final : public StageImpl {
       }
       push_row(*contrib->parts[r], in.tokens[i], y.data() + i * H, H);
     }
-    if (ctx_->point_to_point) {
+    if (ctx_->graph().combine == EdgeKind::kPointToPoint) {
       // No barrier: each origin rank's outputs go straight to its merge point.
       for (int32_t r = 0; r < static_cast<int32_t>(ctx_->num_ranks); ++r) {
         if (!contrib->parts[r]) continue;
@@ -409,131 +390,10 @@ class ExpertStage final : public StageImpl {
     out.push_back({ctx_->actors.combine[block_], caf::make_message(contrib_atom::value, contrib)});
   }
 
-  // Every row for this stage's expert.
-  double compute_one(const TokenBatch& in, float* y) {
-    double modeled = 0.0;
-    exec_->expert(block_, expert_, in.act->data.data(), in.num_tokens(), y, &modeled);
-    return modeled;
-  }
-
-  // A per-device stage: one GEMM group per expert segment. MoEShard runs this device's shard
-  // of each expert; HarMoEny runs whole experts, local or fetched into a slot, and its
-  // modeled time follows the slot cache's timeline (engine/harmoeny_slots.hpp).
-  double compute_segments(const TokenBatch& in, float* y, std::vector<Send>& out) {
-    const int64_t H = exec_->activation_width();
-    const float* x = H > 0 ? in.act->data.data() : nullptr;
-    const bool shard = ctx_->expert_mode == ExpertMode::kMoeShard;
-    const auto num_shards = static_cast<int64_t>(ctx_->expert_slot_device.size());
-    double total = 0.0;
-    if (!shard && !ctx_->expert_slots.empty()) {
-      compute_with_slot_copies(in, x, y, out);
-      return 0.0;  // measured, not modeled
-    }
-    std::vector<engine::SlotWork> work;
-    for (const engine::ExpertSegment& seg : in.segments) {
-      const int64_t rows = seg.end - seg.begin;
-      const float* xs = x ? x + seg.begin * H : nullptr;
-      float* ys = H > 0 ? y + seg.begin * H : nullptr;
-      double s = 0.0;
-      if (shard) {
-        exec_->expert_shard(block_, seg.expert, expert_, num_shards, xs, rows, ys, &s);
-      } else {
-        exec_->expert(block_, seg.expert, xs, rows, ys, &s);
-        work.push_back({seg.expert, rows, ctx_->placement.expert_device[seg.expert] == device_,
-                        s});
-      }
-      total += s;
-    }
-    if (shard) return total;
-    const HarmoenyParams& p = ctx_->harmoeny;
-    absl::StatusOr<engine::SlotTimeline> t = engine::plan_slot_timeline(
-        std::move(work), num_home_, p.slots, p.copy_s[device_], p.prefetch);
-    if (!t.ok()) {
-      out.push_back({ctx_->actors.coordinator,
-                     caf::make_message(failed_atom::value,
-                                       name() + ": " + std::string(t.status().message()))});
-      return total;
-    }
-    if (t->fetches > 0) {
-      out.push_back({ctx_->actors.coordinator,
-                     caf::make_message(fetch_atom::value, t->fetches, t->restores, t->stall_s)});
-    }
-    return t->makespan_s;
-  }
-
-  // HarMoEny on the cpu backend: the slot plan's run order, foreign experts computed from
-  // weights the device's copy worker brought into their slots (engine/cpu_expert_slots.hpp).
-  // With prefetch every copy is queued up front (each after the compute that last used its
-  // slot), so copies overlap the experts computing before them; without, a copy is asked for
-  // when the compute reaches its expert. Reports the copies made and the wall time waited.
-  void compute_with_slot_copies(const TokenBatch& in, const float* x, float* y,
-                                std::vector<Send>& out) {
-    const int64_t H = exec_->activation_width();
-    const HarmoenyParams& p = ctx_->harmoeny;
-    engine::CpuExpertSlots& slots = *ctx_->expert_slots.at(device_);
-    std::map<int32_t, const engine::ExpertSegment*> segment_of;
-    std::vector<engine::SlotWork> work;
-    for (const engine::ExpertSegment& seg : in.segments) {
-      segment_of[seg.expert] = &seg;
-      // Row counts stand in for compute times, so the plan hands each foreign expert the
-      // slot that frees first (as on sim), not always the same one.
-      const int64_t rows = seg.end - seg.begin;
-      work.push_back({seg.expert, rows, ctx_->placement.expert_device[seg.expert] == device_,
-                      static_cast<double>(rows)});
-    }
-    absl::StatusOr<engine::SlotTimeline> t =
-        engine::plan_slot_timeline(std::move(work), num_home_, p.slots, 0.0, p.prefetch);
-    if (!t.ok()) {
-      out.push_back({ctx_->actors.coordinator,
-                     caf::make_message(failed_atom::value,
-                                       name() + ": " + std::string(t.status().message()))});
-      return;
-    }
-    const size_t n = t->order.size();
-    std::vector<std::promise<void>> computed(n);
-    std::vector<std::shared_future<void>> computed_event(n), copied(n);
-    for (size_t i = 0; i < n; ++i) computed_event[i] = computed[i].get_future().share();
-    auto fetch = [&](size_t i) {
-      const int32_t prev = t->slot_prev[i];
-      copied[i] = slots.fetch(t->slot[i], block_, t->order[i],
-                              prev >= 0 ? computed_event[prev] : std::shared_future<void>{});
-    };
-    const int64_t copies_before = slots.copies();
-    if (p.prefetch) {
-      for (size_t i = 0; i < n; ++i) {
-        if (t->slot[i] >= 0) fetch(i);
-      }
-    }
-    double stall_s = 0.0;
-    // Every `computed` promise is set on every path: queued copies wait on them.
-    for (size_t i = 0; i < n; ++i) {
-      const engine::ExpertSegment& seg = *segment_of.at(t->order[i]);
-      const int64_t rows = seg.end - seg.begin;
-      if (t->slot[i] >= 0) {
-        if (!p.prefetch) fetch(i);
-        const auto wait_from = std::chrono::steady_clock::now();
-        copied[i].wait();
-        stall_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_from)
-                       .count();
-        slots.forward(t->slot[i], block_, seg.expert, x + seg.begin * H, rows,
-                      y + seg.begin * H);
-      } else {
-        double unused = 0.0;
-        exec_->expert(block_, seg.expert, x + seg.begin * H, rows, y + seg.begin * H, &unused);
-      }
-      computed[i].set_value();
-    }
-    const int64_t copies = slots.copies() - copies_before;
-    if (copies > 0) {
-      out.push_back({ctx_->actors.coordinator,
-                     caf::make_message(fetch_atom::value, copies, t->restores, stall_s)});
-    }
-  }
-
   // One batch holding the rows of `batches` in order.
   TokenBatchPtr concat(const std::vector<TokenBatchPtr>& batches) const {
     const int64_t H = exec_->activation_width();
-    TokenBatchPtr b = new_batch({StageKind::kExpert, block_, expert_}, Payload::kExpertInputs,
+    TokenBatchPtr b = new_batch({StageKind::kExpert, block_, slot_}, Payload::kExpertInputs,
                                 batches.front()->iteration, H);
     for (const TokenBatchPtr& part : batches) {
       b->tokens.insert(b->tokens.end(), part->tokens.begin(), part->tokens.end());
@@ -545,11 +405,11 @@ class ExpertStage final : public StageImpl {
 
   RunContextPtr ctx_;
   engine::Executor* exec_;
-  int32_t block_, expert_;
-  int64_t device_;    // where this stage runs
-  int64_t num_home_;  // experts placed on device_ (HarMoEny's slot cache)
-  std::map<int64_t, TokenBatchPtr> queued_;  // sync: iteration → the barrier's batch
-  BatchQueue fifo_;                          // async: batches as they came
+  int32_t block_, slot_;
+  bool fifo_input_;  // InputRule::kFifo
+  std::unique_ptr<ExpertKernel> kernel_;
+  std::map<int64_t, TokenBatchPtr> queued_;  // kIteration: iteration → the barrier's batch
+  BatchQueue fifo_;                          // kFifo: batches as they came
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -559,7 +419,7 @@ class SamplerStage final : public StageImpl {
       : ctx_(std::move(ctx)),
         exec_(exec),
         rank_(rank),
-        pool_(make_pool(*ctx_, exec->activation_width())) {}
+        pool_(make_pool(*ctx_, exec->activation_width(), rank)) {}
 
   absl::Status enqueue(const TokenBatchPtr& batch, std::vector<Send>& now) override {
     absl::Status s = batch->payload == Payload::kResidual ? pool_.add_residual(*batch)
@@ -581,7 +441,8 @@ class SamplerStage final : public StageImpl {
   int64_t ready_tokens() const override { return pool_.ready_tokens(); }
 
   absl::Status run(std::vector<Send>& out, RunInfo& info) override {
-    absl::StatusOr<engine::MergedTokens> merged = pool_.take_ready(ctx_->max_batch_tokens);
+    absl::StatusOr<engine::MergedTokens> merged =
+        pool_.take_ready(ctx_->graph().max_batch_tokens);
     if (!merged.ok()) return merged.status();
     if (merged->tokens.empty()) return absl::OkStatus();
     const int64_t it = merged->iteration;
@@ -639,8 +500,9 @@ std::shared_ptr<StageImpl> make_attention_stage(RunContextPtr ctx, engine::Execu
   return std::make_shared<AttentionStage>(std::move(ctx), exec, block, rank);
 }
 std::shared_ptr<StageImpl> make_expert_stage(RunContextPtr ctx, engine::Executor* exec,
-                                             int32_t block, int32_t expert) {
-  return std::make_shared<ExpertStage>(std::move(ctx), exec, block, expert);
+                                             int32_t block, int32_t slot) {
+  std::unique_ptr<ExpertKernel> kernel = ctx->wiring->expert_kernel(ctx, exec, block, slot);
+  return std::make_shared<ExpertStage>(std::move(ctx), exec, block, slot, std::move(kernel));
 }
 std::shared_ptr<StageImpl> make_sampler_stage(RunContextPtr ctx, engine::Executor* exec,
                                               int32_t rank) {

@@ -12,18 +12,18 @@
 
 namespace muflow::actors {
 
-/// AttentionStage(block, rank): merges the previous block's expert outputs (token pool),
-/// then RMSNorm, GQA attention with this rank's KV cache of `block`, residual, RMSNorm,
-/// router top-k and shared expert; sends expert inputs to the block's dispatch all-to-all and
-/// the residual rows to the next merge point on the same rank.
+/// AttentionStage(block, rank): merges the previous block's expert outputs (token pool, under
+/// the graph's merge rule), then RMSNorm, GQA attention with the KV cache the wiring gives it,
+/// residual, RMSNorm, router top-k and shared expert; sends expert inputs along the graph's
+/// dispatch edge and each token's residual row to the merge point of its continuation rank
+/// (one batch, possibly empty, to every residual target of this rank).
 std::shared_ptr<StageImpl> make_attention_stage(RunContextPtr ctx, engine::Executor* exec,
                                                 int32_t block, int32_t rank);
 
-/// ExpertStage(block, slot): SwiGLU FFN over every token routed to it in one iteration;
-/// outputs go to the block's combine all-to-all (async: point to point), one part per origin
-/// rank. `slot` is an expert (sync, async) or a device (ctx->expert_mode kHarmoeny: the
-/// experts of each segment of its batch, timed by the slot cache on sim; kMoeShard: this
-/// device's shard of each segment's expert).
+/// ExpertStage(block, slot): runs the wiring's ExpertKernel for the slot
+/// (ctx->wiring->expert_kernel: one expert, or every expert segment a device was sent) over
+/// its μ-queue's batch; outputs go to the block's combine (barrier or point to point, as the
+/// graph says), one part per token's continuation rank.
 std::shared_ptr<StageImpl> make_expert_stage(RunContextPtr ctx, engine::Executor* exec,
                                              int32_t block, int32_t slot);
 

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "actors/wirings/registry.hpp"
 #include "engine/affinity_placement.hpp"
 #include "engine/aurora_placement.hpp"
 #include "engine/routing_record.hpp"
@@ -19,9 +20,13 @@ absl::Status apply_affinity_placement(const engine::Topology& topology,
     return absl::InvalidArgumentError(
         absl::StrFormat("%s: key 'placement.experts' = \"affinity\": %s", topology.source, what));
   };
-  if (topology.wiring != "sync" && topology.wiring != "exflow") {
-    return fail(absl::StrFormat("needs wiring \"sync\" or \"exflow\", got \"%s\"",
-                                topology.wiring));
+  absl::StatusOr<const Wiring*> wiring = find_wiring(topology.wiring);
+  if (!wiring.ok()) return wiring.status();
+  if (!(*wiring)->traits().per_block_placement) {
+    return fail(absl::StrFormat(
+        "needs wiring %s, got \"%s\"",
+        wirings_with([](const WiringTraits& t) { return t.per_block_placement; }),
+        topology.wiring));
   }
   absl::StatusOr<engine::RoutingTable> table = engine::read_routing_csv(topology.affinity_paths);
   if (!table.ok()) return table.status();
@@ -108,9 +113,13 @@ absl::Status apply_capability_placement(const engine::Topology& topology,
         "%s: key 'placement.experts' = \"capability\": %s", topology.source, what));
   };
   if (sim == nullptr) return fail("needs backend = \"sim\" (router loads, device FLOP/s)");
-  if (topology.wiring != "sync" && topology.wiring != "exflow" && topology.wiring != "harmoeny") {
-    return fail(absl::StrFormat("needs wiring \"sync\", \"exflow\" or \"harmoeny\", got \"%s\"",
-                                topology.wiring));
+  absl::StatusOr<const Wiring*> wiring = find_wiring(topology.wiring);
+  if (!wiring.ok()) return wiring.status();
+  if (!(*wiring)->traits().capability_placement) {
+    return fail(absl::StrFormat(
+        "needs wiring %s, got \"%s\"",
+        wirings_with([](const WiringTraits& t) { return t.capability_placement; }),
+        topology.wiring));
   }
   const int64_t devices = placement->num_devices;
   if (config.num_experts % devices != 0) {

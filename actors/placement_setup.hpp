@@ -28,8 +28,8 @@ namespace muflow::actors {
 /// under `affinity_time_limit_s`). Sets `placement->block_expert_device` ([num_layers]
 /// [num_experts]) and `expert_device` to block 0's map. Blocking (the MILP may use its whole
 /// time limit); call from the host thread.
-/// Errors (messages name the topology and key): a wiring other than sync or exflow (the only
-/// ones whose expert stages may move between blocks); the CSV's errors (file and line); paths
+/// Errors (messages name the topology and key): a wiring without the per_block_placement
+/// trait (actors/wirings/wiring.hpp: its expert stages may not move between blocks); the CSV's errors (file and line); paths
 /// whose blocks or experts do not fit the model; devices not grouped evenly by node; experts
 /// that do not divide over the devices.
 absl::Status apply_affinity_placement(const engine::Topology& topology,
@@ -59,8 +59,8 @@ std::vector<double> sample_expert_loads(const engine::RouterModel& router,
 /// `precision` descending, num_experts / num_devices experts each. The same map serves every
 /// block (the loads are summed over blocks).
 /// Errors (naming the topology and key): backend other than sim (the loads come from its
-/// router model and the speeds from its device kinds); a wiring other than sync, exflow or
-/// harmoeny; experts that do not divide over the devices.
+/// router model and the speeds from its device kinds); a wiring without the
+/// capability_placement trait; experts that do not divide over the devices.
 absl::Status apply_capability_placement(const engine::Topology& topology,
                                         const engine::ModelConfig& config, const SimSetup* sim,
                                         kernels::sim::Precision precision,

@@ -6,13 +6,14 @@
 #include <caf/scheduler/test_coordinator.hpp>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "actors/messages.hpp"
 #include "actors/sim_backend.hpp"
-#include "actors/harmoeny_setup.hpp"
+#include "actors/wirings/registry.hpp"
 #include "actors/placement_setup.hpp"
 #include "kernels/assert.hpp"
-#include "actors/wiring.hpp"
+#include "actors/graph_builder.hpp"
 #include "engine/cpu_executor.hpp"
 #include "engine/hf_config.hpp"
 #include "engine/kv_admission.hpp"
@@ -26,16 +27,11 @@ namespace {
 constexpr double kMaxArrivalS = 1e7;  // ~116 days: keeps timer arithmetic far from overflow
 }  // namespace
 
-std::vector<std::string> available_wirings() {
-  return {"sync", "async", "harmoeny", "moeshard", "exflow"};
-}
-
 absl::StatusOr<std::unique_ptr<Server>> Server::create(engine::Topology topology) {
-  const auto wirings = available_wirings();
-  if (std::find(wirings.begin(), wirings.end(), topology.wiring) == wirings.end()) {
-    return absl::UnimplementedError(absl::StrFormat(
-        "%s: wiring '%s' is not available in this build; expected one of: %s", topology.source,
-        topology.wiring, absl::StrJoin(wirings, ", ")));
+  absl::StatusOr<const Wiring*> wiring = find_wiring(topology.wiring);
+  if (!wiring.ok()) {
+    return absl::Status(wiring.status().code(),
+                        absl::StrCat(topology.source, ": ", wiring.status().message()));
   }
   if (topology.backend != "cpu" && topology.backend != "sim") {
     return absl::UnimplementedError(absl::StrFormat(
@@ -99,19 +95,14 @@ absl::StatusOr<std::unique_ptr<Server>> Server::create(engine::Topology topology
     if (!model.ok()) return model.status();
     server->model_ = *model;
     server->config_ = server->model_->config();
-    if (topology.wiring == "moeshard") {
-      absl::StatusOr<std::shared_ptr<const engine::CpuExpertShards>> shards =
-          engine::CpuExpertShards::prepare(*weights, static_cast<int64_t>(topology.devices.size()));
-      if (!shards.ok()) return shards.status();
-      server->shards_ = *shards;
-    }
     if (absl::Status s = engine::check_topology_against_model(topology, server->config_);
         !s.ok()) {
       return s;
     }
   }
   absl::StatusOr<engine::Placement> placement =
-      engine::make_placement(topology, server->config_.num_experts);
+      engine::make_placement(topology, server->config_.num_experts,
+                             (*wiring)->traits().disaggregated_attention);
   if (!placement.ok()) return placement.status();
   if (topology.placement == "affinity") {
     if (absl::Status s = apply_affinity_placement(topology, server->config_, &*placement);
@@ -129,15 +120,16 @@ absl::StatusOr<std::unique_ptr<Server>> Server::create(engine::Topology topology
     }
   }
   server->placement_ = *placement;
-  if (topology.wiring == "harmoeny") {
-    server->topology_ = topology;  // sim_precision() reads it
-    absl::StatusOr<HarmoenyParams> h = resolve_harmoeny(
-        topology, server->config_, *placement, server->sim_.get(),
-        server->sim_ ? server->sim_precision() : kernels::sim::Precision::kF32,
-        topology.model.dtype == "bf16" ? 2 : 4);
-    if (!h.ok()) return h.status();
-    server->harmoeny_ = std::move(*h);
-  }
+  server->topology_ = topology;  // sim_precision() reads it
+  WiringSetup setup{topology, server->config_, *placement};
+  setup.sim = server->sim_.get();
+  setup.precision = server->sim_ ? server->sim_precision() : kernels::sim::Precision::kF32;
+  setup.weight_bytes = topology.model.dtype == "bf16" ? 2 : 4;
+  setup.weights = weights;
+  setup.model = server->model_;
+  absl::StatusOr<std::shared_ptr<const PreparedWiring>> prepared = (*wiring)->prepare(setup);
+  if (!prepared.ok()) return prepared.status();
+  server->wiring_ = std::move(*prepared);
   if (absl::StatusOr<std::unique_ptr<engine::SchedulingPolicy>> pol =
           engine::make_scheduling_policy(topology.scheduler.policy);
       !pol.ok()) {
@@ -234,7 +226,8 @@ absl::StatusOr<std::shared_ptr<RunContext>> Server::make_context() const {
     ctx->a2a_seed = topology_.router.seed;
   } else {
     for (size_t d = 0; d < topology_.devices.size(); ++d) {
-      ctx->executors.push_back(std::make_shared<engine::CpuExecutor>(model_, shards_));
+      ctx->executors.push_back(
+          std::make_shared<engine::CpuExecutor>(model_, wiring_->cpu_shards()));
     }
   }
   ctx->topology = topology_;
@@ -246,14 +239,6 @@ absl::StatusOr<std::shared_ptr<RunContext>> Server::make_context() const {
   // KV-cache capacity per DP rank for admission: on sim the device's memory (90% usable)
   // less the weights it holds; on cpu unlimited (host memory).
   const int64_t elem_bytes = topology_.model.dtype == "bf16" ? 2 : 4;
-  ctx->harmoeny = harmoeny_;
-  if (topology_.wiring == "harmoeny" && model_) {
-    // HarMoEny §4.3 on cpu: every device's slots and the worker that copies experts in.
-    for (size_t d = 0; d < topology_.devices.size(); ++d) {
-      ctx->expert_slots.push_back(
-          std::make_shared<engine::CpuExpertSlots>(model_, harmoeny_.slots));
-    }
-  }
   ctx->kv_bytes_per_token = engine::kv_bytes_per_token(config_, elem_bytes);
   for (int64_t d : ctx->placement.rank_device) {
     int64_t capacity = -1;
@@ -265,6 +250,10 @@ absl::StatusOr<std::shared_ptr<RunContext>> Server::make_context() const {
     }
     ctx->kv_capacity_bytes.push_back(capacity);
   }
+  ctx->num_ranks = static_cast<int64_t>(ctx->placement.rank_device.size());
+  absl::StatusOr<std::shared_ptr<const WiringRun>> run = wiring_->start_run(*ctx);
+  if (!run.ok()) return run.status();
+  ctx->wiring = std::move(*run);
   return ctx;
 }
 

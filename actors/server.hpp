@@ -14,7 +14,7 @@
 #include "actors/coordinator.hpp"
 #include "actors/run_context.hpp"
 #include "actors/sim_backend.hpp"
-#include "engine/cpu_expert_shards.hpp"
+#include "actors/wirings/registry.hpp"
 #include "engine/cpu_model.hpp"
 #include "engine/request.hpp"
 #include "engine/tokenizer.hpp"
@@ -90,14 +90,10 @@ class Server {
   engine::Topology topology_;
   engine::ModelConfig config_;
   std::shared_ptr<const engine::CpuModel> model_;  // cpu backend
-  std::shared_ptr<const engine::CpuExpertShards> shards_;  // cpu backend, moeshard wiring
-  HarmoenyParams harmoeny_;                                // harmoeny wiring, resolved
+  std::shared_ptr<const PreparedWiring> wiring_;  // the topology's wiring, prepared once
   engine::Placement placement_;                            // planned once, at create
   std::unique_ptr<SimSetup> sim_;                  // sim backend
   std::unique_ptr<engine::Tokenizer> tokenizer_;
 };
-
-/// Names of the wirings this build can run (the topology's `wiring = "..."`).
-std::vector<std::string> available_wirings();
 
 }  // namespace muflow::actors

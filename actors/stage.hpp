@@ -14,19 +14,9 @@
 #include "absl/status/status.h"
 #include "actors/messages.hpp"
 #include "actors/run_context.hpp"
+#include "actors/send.hpp"
 
 namespace muflow::actors {
-
-/// A message a stage sends after it ran (or right away, for an empty iteration).
-/// Point-to-point token batches name the destination device and their size: on the sim
-/// backend they cross the big-switch network (ctx->network) and arrive when the transfer ends;
-/// on cpu, and for a destination on the sending device, they are delivered at once.
-struct Send {
-  caf::actor dest;
-  caf::message msg;
-  int64_t to_device = -1;  ///< device of `dest` for a network transfer; -1 = local message
-  int64_t bytes = 0;       ///< payload bytes on the wire
-};
 
 /// What one run of a stage processed (for the trace slice).
 struct RunInfo {

@@ -17,7 +17,8 @@ int64_t Placement::device_of(int64_t block, int64_t e) const {
   return block_expert_device.at(block).at(e);
 }
 
-absl::StatusOr<Placement> make_placement(const Topology& topology, int64_t num_experts) {
+absl::StatusOr<Placement> make_placement(const Topology& topology, int64_t num_experts,
+                                         bool disaggregated_attention) {
   Placement p;
   p.num_devices = static_cast<int64_t>(topology.devices.size());
   if (p.num_devices <= 0) {
@@ -27,12 +28,12 @@ absl::StatusOr<Placement> make_placement(const Topology& topology, int64_t num_e
   // Devices that host experts: all (attention on every device), or the ones after the
   // attention devices when attention and experts are disaggregated.
   int64_t first_expert_device = 0;
-  if (topology.wiring == "async") {
+  if (disaggregated_attention) {
     if (p.num_devices < 2) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "%s: wiring 'async' puts attention and experts on disjoint devices and needs at "
+          "%s: wiring '%s' puts attention and experts on disjoint devices and needs at "
           "least 2 devices, got %d",
-          topology.source, p.num_devices));
+          topology.source, topology.wiring, p.num_devices));
     }
     const int64_t a =
         topology.attention_devices > 0 ? topology.attention_devices : p.num_devices / 2;

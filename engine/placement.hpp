@@ -29,12 +29,15 @@ struct Placement {
   int64_t device_of(int64_t block, int64_t e) const;
 };
 
-/// Builds the placement a topology asks for. Expert devices are every device (sync), or the
-/// devices after the attention devices (async: `topology.attention_devices`, default D/2);
-/// over those X devices: "round-robin" (expert e on the (e mod X)-th), "contiguous" (on the
+/// Builds the placement a topology asks for. Expert devices are every device (every device is
+/// an attention DP rank), or with `disaggregated_attention` (the wiring's trait, e.g. AsyncMoE)
+/// the devices after the attention devices (`topology.attention_devices`, default D/2); over
+/// those X devices: "round-robin" (expert e on the (e mod X)-th), "contiguous" (on the
 /// (e / ceil(E/X))-th) or "explicit" (topology.expert_device, global device indices).
 /// Errors: InvalidArgument when an explicit placement does not list exactly `num_experts`
-/// devices or names a device outside the expert devices, or async has fewer than 2 devices.
-absl::StatusOr<Placement> make_placement(const Topology& topology, int64_t num_experts);
+/// devices or names a device outside the expert devices, or a disaggregated placement has
+/// fewer than 2 devices or no device left for the experts.
+absl::StatusOr<Placement> make_placement(const Topology& topology, int64_t num_experts,
+                                         bool disaggregated_attention = false);
 
 }  // namespace muflow::engine

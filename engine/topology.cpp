@@ -325,8 +325,11 @@ absl::StatusOr<Topology> parse_document(const toml::table& doc, const std::strin
   MUFLOW_TOPO_RETURN_IF_ERROR(with_table(root, "sampling", [&](const TomlTableReader& r) {
     return parse_sampling(r, &topo.sampling);
   }));
-  if (topo.wiring != "harmoeny" && root.has("harmoeny")) {
-    return root.error("harmoeny", "applies to wiring = \"harmoeny\" only");
+  for (const auto& [table, owner] : kWiringTables) {
+    if (topo.wiring != owner && root.has(std::string(table))) {
+      return root.error(std::string(table),
+                        "applies to wiring = \"" + std::string(owner) + "\" only");
+    }
   }
   MUFLOW_TOPO_RETURN_IF_ERROR(with_table(root, "harmoeny", [&](const TomlTableReader& r) {
     return parse_harmoeny(r, &topo.harmoeny);

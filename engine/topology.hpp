@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "engine/model_config.hpp"
 #include "engine/router_model.hpp"
+#include "engine/wiring_names.hpp"
 
 namespace muflow::engine {
 
@@ -154,10 +155,6 @@ struct Topology {
   std::string routing_record_file;
 };
 
-/// Wirings this build implements (`wiring = "..."`); the parser rejects any other name and
-/// lists these in its message.
-inline constexpr std::array<std::string_view, 5> kKnownWirings = {"sync", "async", "harmoeny",
-                                                                  "moeshard", "exflow"};
 /// HarMoEny rebalancing variants accepted as `[harmoeny] rebalance = "..."`.
 /// All-to-all transmission orders accepted as `[network] a2a_order = "..."`.
 inline constexpr std::array<std::string_view, 6> kKnownA2aOrders = {

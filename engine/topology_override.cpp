@@ -151,7 +151,14 @@ const std::map<std::string, Setter>& setters() {
       {"wiring",
        [](Topology& t, const std::string& k, const std::string& v) {
          if (std::find(kKnownWirings.begin(), kKnownWirings.end(), v) == kKnownWirings.end()) {
-           return bad(k, v, "sync, async, harmoeny, moeshard or exflow");
+           static const std::string known = [] {
+             std::string names;
+             for (std::string_view w : kKnownWirings) {
+               names += (names.empty() ? "" : ", ") + std::string(w);
+             }
+             return names;
+           }();
+           return bad(k, v, known.c_str());
          }
          t.wiring = v;
          return absl::OkStatus();

@@ -1,4 +1,4 @@
-#include "actors/harmoeny_setup.hpp"
+#include "actors/wirings/harmoeny_params.hpp"
 
 #include <algorithm>
 
@@ -51,8 +51,8 @@ absl::StatusOr<HarmoenyParams> resolve_harmoeny(const engine::Topology& topology
         sim->kinds.front().peak_flops(precision), sim->links.front().host.bandwidth_bytes_per_s,
         static_cast<double>(weight_bytes));
     if (!q.ok()) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s: [harmoeny] q from Eq. 4: %s", topology.source, q.status().message()));
+      return absl::InvalidArgumentError(absl::StrFormat("%s: [harmoeny] q from Eq. 4: %s",
+                                                        topology.source, q.status().message()));
     }
     p.q = *q;
   } else {

@@ -4,13 +4,27 @@
 /// filled in from the placement and, on sim, the device and host-link models).
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/statusor.h"
-#include "actors/run_context.hpp"
 #include "actors/sim_backend.hpp"
+#include "engine/model_config.hpp"
+#include "engine/placement.hpp"
+#include "engine/topology.hpp"
 #include "kernels/sim/precision.hpp"
 
 namespace muflow::actors {
+
+/// The `harmoeny` wiring's resolved options (engine::HarmoenySpec with defaults filled in).
+struct HarmoenyParams {
+  int64_t q = 150;       ///< token transfer threshold (HarMoEny Eq. 4), tokens
+  bool paper = true;     ///< Algorithm 2 (true) or the public code's variant
+  int64_t slots = 0;     ///< expert slots per device
+  bool prefetch = true;  ///< asynchronous copies into freed slots
+  /// [num_devices] seconds to copy one expert's weights from host memory (sim: the host
+  /// link model; cpu: 0, the weights are already in memory).
+  std::vector<double> copy_s;
+};
 
 /// The code default of q where no rates are modeled (cpu backend): HarMoEny's public code
 /// uses 150 (../shared/seeds/NOTES.md).

@@ -101,13 +101,13 @@ namespace {
 TEST(Placement, AsyncDisaggregatesAttentionAndExperts) {
   Topology t = topology_with(8);
   t.wiring = "async";
-  absl::StatusOr<Placement> p = make_placement(t, 8);
+  absl::StatusOr<Placement> p = make_placement(t, 8, /*disaggregated_attention=*/true);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_THAT(p->rank_device, ElementsAre(0, 1, 2, 3));  // default: half the devices
   EXPECT_THAT(p->expert_device, ElementsAre(4, 5, 6, 7, 4, 5, 6, 7));
   t.attention_devices = 3;
   t.placement = "contiguous";
-  p = make_placement(t, 8);
+  p = make_placement(t, 8, /*disaggregated_attention=*/true);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_THAT(p->rank_device, ElementsAre(0, 1, 2));
   EXPECT_THAT(p->expert_device, ElementsAre(3, 3, 4, 4, 5, 5, 6, 6));
@@ -123,14 +123,14 @@ TEST(Placement, AsyncRejectsExpertsOnAttentionDevicesAndTinyClusters) {
   t.wiring = "async";
   t.placement = "explicit";
   t.expert_device = {2, 3, 1, 2};
-  absl::StatusOr<Placement> p = make_placement(t, 4);
+  absl::StatusOr<Placement> p = make_placement(t, 4, /*disaggregated_attention=*/true);
   ASSERT_FALSE(p.ok());
   EXPECT_THAT(p.status().message(),
               HasSubstr("key 'placement.experts'[2] = 1; expected an expert device index in [2, 4)"));
   absl::StatusOr<Placement> one = [] {
     Topology u = topology_with(1);
     u.wiring = "async";
-    return make_placement(u, 4);
+    return make_placement(u, 4, /*disaggregated_attention=*/true);
   }();
   ASSERT_FALSE(one.ok());
   EXPECT_THAT(one.status().message(), HasSubstr("needs at least 2 devices"));

@@ -1,0 +1,21 @@
+#pragma once
+/// \file
+/// One attention layer's KV cache with the lock its users take around every call.
+
+#include <cstdint>
+#include <mutex>
+
+#include "engine/kv_cache.hpp"
+
+namespace muflow::actors {
+
+/// An engine::KvCache and its mutex. An attention stage owns one alone, or a wiring hands the
+/// same one to several stages (actors/wirings/exflow.hpp); every call on `cache` holds `mutex`.
+struct LockedKvCache {
+  /// `kv_width`: K (and V) floats per token row (num_kv_heads · head_dim; 0 in simulation).
+  explicit LockedKvCache(int64_t kv_width) : cache(kv_width) {}
+  std::mutex mutex;
+  engine::KvCache cache;
+};
+
+}  // namespace muflow::actors

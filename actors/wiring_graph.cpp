@@ -1,0 +1,53 @@
+#include "actors/wiring_graph.hpp"
+
+#include "absl/strings/str_format.h"
+
+namespace muflow::actors {
+namespace {
+
+// One expert on every row of the batch.
+class SingleExpertKernel final : public ExpertKernel {
+ public:
+  SingleExpertKernel(engine::Executor* exec, int32_t block, int32_t expert)
+      : exec_(exec), block_(block), expert_(expert) {}
+
+  double compute(const engine::TokenBatch& in, float* y, std::vector<Send>& out) override {
+    double modeled = 0.0;
+    const float* x = in.act ? in.act->data.data() : nullptr;
+    exec_->expert(block_, expert_, x, in.num_tokens(), y, &modeled);
+    return modeled;
+  }
+  std::string name() const override { return absl::StrFormat("expert b%d e%d", block_, expert_); }
+
+ private:
+  engine::Executor* exec_;
+  int32_t block_, expert_;
+};
+
+}  // namespace
+
+std::unique_ptr<ExpertKernel> single_expert_kernel(engine::Executor* exec, int32_t block,
+                                                   int32_t expert) {
+  return std::make_unique<SingleExpertKernel>(exec, block, expert);
+}
+
+int64_t WiringGraph::residual_sources(int32_t rank) const {
+  int64_t n = 0;
+  for (const auto& targets : residual_targets) {
+    for (int32_t r : targets) n += r == rank ? 1 : 0;
+  }
+  return n;
+}
+
+std::shared_ptr<LockedKvCache> WiringRun::kv_cache(int32_t block, int32_t rank,
+                                                   int64_t kv_width) const {
+  return std::make_shared<LockedKvCache>(kv_width);
+}
+
+std::unique_ptr<ExpertKernel> WiringRun::expert_kernel(const RunContextPtr& ctx,
+                                                       engine::Executor* exec, int32_t block,
+                                                       int32_t slot) const {
+  return single_expert_kernel(exec, block, slot);
+}
+
+}  // namespace muflow::actors

@@ -1,0 +1,172 @@
+#pragma once
+/// \file
+/// A wiring as data (ARCHITECTURE.md §2): which stage actors exist on which device, the edges
+/// between them (barrier collective or point to point), the rule each receptor's μ-queue uses
+/// to merge what arrives, and the few behaviours a wiring plugs into the generic actors
+/// (a collective's delivery, an expert stage's kernel, where a token continues). The generic
+/// actors (stage, device, collective, coordinator) read only this; no wiring name appears
+/// here. The wirings that fill it live in actors/wirings/.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "actors/locked_kv_cache.hpp"
+#include "actors/messages.hpp"
+#include "actors/send.hpp"
+#include "engine/executor.hpp"
+#include "engine/token_batch.hpp"
+
+namespace muflow::actors {
+
+struct RunContext;
+using RunContextPtr = std::shared_ptr<const RunContext>;
+
+/// How an edge carries token batches between stages.
+enum class EdgeKind {
+  /// Through a barrier collective of the block: every source contributes once per iteration
+  /// (possibly nothing) and the collective delivers to every destination when all arrived.
+  kBarrier,
+  /// Straight to the destination stage's μ-queue (on sim across the big-switch network).
+  kPointToPoint,
+};
+
+/// How an input μ-queue (block 0 attention, expert stages) hands batches to a run.
+enum class InputRule {
+  /// One batch per coordinator iteration, in iteration order; an empty batch passes through
+  /// at once (the barrier downstream needs every source's part).
+  kIteration,
+  /// Whatever queued, first in first out, whole batches up to `max_batch_tokens` tokens.
+  kFifo,
+};
+
+/// When a merge point (attention of block b+1, the sampler) releases tokens: after their
+/// residual and all top-k expert outputs arrived, grouped as follows (engine/token_pool.hpp).
+enum class MergeRule {
+  kIteration,  ///< a whole iteration at a time, once every residual source delivered it
+  kRequest,    ///< a request's tokens as soon as they are complete
+  kWave,       ///< a request's tokens once the whole attention run (wave) they left in is
+};
+
+/// How the coordinator paces requests and picks an attention DP rank for a new one.
+enum class Pacing {
+  /// One iteration at a time over every rank (every rank gets a batch, possibly empty);
+  /// admission to the rank with the fewest active requests.
+  kIteration,
+  /// Each request's next step as soon as its previous one returned; admission to the rank
+  /// with the most free KV-cache memory (AsyncMoE §3.1).
+  kPerRequest,
+};
+
+/// Which all-to-all of a block a collective implements.
+enum class CollectiveKind { kDispatch, kCombine };
+
+/// The per-destination batches of one completed barrier and how many rows each source sent
+/// each destination (the network model charges them).
+struct Delivery {
+  std::vector<engine::TokenBatchPtr> out;       ///< [num destinations], never null
+  std::vector<std::vector<int64_t>> rows_from;  ///< [num destinations][num sources]
+  int64_t tokens_rebalanced = 0;                ///< tokens moved off their expert's home device
+};
+
+/// What a barrier collective does with one iteration's contributions. Called from the
+/// collective actor only; implementations are immutable (shared by the blocks of a run).
+class CollectiveRule {
+ public:
+  virtual ~CollectiveRule() = default;
+  /// The batches for `num_dests` destinations from `parts` (one contribution per source, in
+  /// source order). `width`: activation floats per row (0 in simulation). Errors: malformed
+  /// contributions (the run fails with the message).
+  virtual absl::StatusOr<Delivery> deliver(const RunContext& ctx, CollectiveKind kind,
+                                           int32_t block, const std::vector<ContributionPtr>& parts,
+                                           size_t num_dests, int64_t iteration,
+                                           int64_t width) const = 0;
+  /// sim: bytes this wiring moves with the all-to-all besides the rows
+  /// (`bytes[from_device][to_device]`, added to). Default: none.
+  virtual void add_side_traffic(const RunContext& ctx, CollectiveKind kind, int32_t block,
+                                const std::vector<std::vector<int64_t>>& rows_from,
+                                std::vector<std::vector<int64_t>>& bytes) const {}
+};
+
+/// The default collective: concatenates the parts addressed to each destination in source
+/// order (deterministic). Defined in actors/collective.cpp.
+std::shared_ptr<const CollectiveRule> concat_rule();
+
+/// Where each token of an attention run continues after the block's experts (the DP rank
+/// whose merge point takes its residual and its expert outputs).
+class ContinuationRule {
+ public:
+  virtual ~ContinuationRule() = default;
+  /// [meta.size()] ranks for the tokens `meta` that ran attention (block, rank), with their
+  /// top-k expert ids `ids` ([meta.size(), num_topk]).
+  virtual std::vector<int32_t> next_ranks(const RunContext& ctx, int32_t block, int32_t rank,
+                                          const std::vector<engine::TokenMeta>& meta,
+                                          const std::vector<int32_t>& ids) const = 0;
+};
+
+/// What an expert stage computes on one batch. Owned by one stage actor; called only from it.
+class ExpertKernel {
+ public:
+  virtual ~ExpertKernel() = default;
+  /// Writes the outputs `y` ([in.num_tokens(), width], row i for in.tokens[i]) and returns the
+  /// modeled seconds (sim) or 0 (measured). May append messages to send (metrics for the
+  /// coordinator, or a failure).
+  virtual double compute(const engine::TokenBatch& in, float* y, std::vector<Send>& out) = 0;
+  /// Display name, e.g. "expert b3 e5".
+  virtual std::string name() const = 0;
+};
+
+/// The kernel of a stage that runs one expert on every row it gets (engine::Executor::expert).
+std::unique_ptr<ExpertKernel> single_expert_kernel(engine::Executor* exec, int32_t block,
+                                                   int32_t expert);
+
+/// One run's wiring graph. Written by the wiring before any actor is spawned, read-only after.
+struct WiringGraph {
+  Pacing pacing = Pacing::kIteration;
+  /// attention(b, r) → expert stages of block b. Point to point needs one stage per expert
+  /// (slot e runs expert e).
+  EdgeKind dispatch = EdgeKind::kBarrier;
+  /// expert stages of block b → merge point of each token's continuation rank.
+  EdgeKind combine = EdgeKind::kBarrier;
+  InputRule input = InputRule::kIteration;  ///< block 0 attention and expert stages
+  MergeRule merge = MergeRule::kIteration;  ///< attention of blocks > 0 and samplers
+  int64_t max_batch_tokens = 512;  ///< InputRule::kFifo and merge points: most tokens a run takes
+  /// The device scheduler may hold small fragments (`[scheduler] hold_min_tokens`).
+  bool batch_hold = false;
+  /// [num_layers][num expert slots] device of expert stage slot s of block b.
+  std::vector<std::vector<int64_t>> slot_device;
+  /// [num_ranks] ranks whose merge point each attention rank sends a residual batch every run
+  /// (possibly empty): its own rank, or more when tokens may continue elsewhere.
+  std::vector<std::vector<int32_t>> residual_targets;
+  /// Barrier edges: the rules of the dispatch and combine collectives.
+  std::shared_ptr<const CollectiveRule> dispatch_rule, combine_rule;
+  /// Null: every token continues on the rank it came from.
+  std::shared_ptr<const ContinuationRule> continuation;
+
+  int64_t num_slots() const { return slot_device.empty() ? 0 : slot_device.front().size(); }
+  /// Residual batches merge point `rank` waits for per iteration (in-degree of its edges).
+  int64_t residual_sources(int32_t rank) const;
+};
+
+/// One run's wiring: its graph and what it plugs into the generic stages. Built by a wiring
+/// (actors/wirings/wiring.hpp) for each run; immutable afterwards.
+class WiringRun {
+ public:
+  virtual ~WiringRun() = default;
+  const WiringGraph& graph() const { return graph_; }
+  /// The KV cache attention stage (block, rank) uses (default: its own). `kv_width`: K floats
+  /// per token row (0 in simulation).
+  virtual std::shared_ptr<LockedKvCache> kv_cache(int32_t block, int32_t rank,
+                                                  int64_t kv_width) const;
+  /// The kernel of expert stage (block, slot) on `exec` (default: single_expert_kernel).
+  virtual std::unique_ptr<ExpertKernel> expert_kernel(const RunContextPtr& ctx,
+                                                      engine::Executor* exec, int32_t block,
+                                                      int32_t slot) const;
+
+ protected:
+  WiringGraph graph_;
+};
+
+}  // namespace muflow::actors

@@ -1,0 +1,22 @@
+#pragma once
+/// \file
+/// `exflow` (ExFlow §IV-A, context-coherent EP): sync's actors and barriers, but every DP rank
+/// sees every request's KV cache, so a request with one token in the batch (a decode step, or
+/// a one-token prefill chunk) continues (next attention, or the sampler) on the rank of the
+/// device that ran its top-1 expert instead of returning home; a request with several tokens
+/// in the batch stays home, since its tokens attend to each other within the block. The
+/// combine then only moves the other top-k outputs. Costs: every rank sends every rank a
+/// residual batch per block and iteration (R² messages, most empty), and on sim each rank's
+/// new K/V rows of a block go to every other device with the dispatch (ExFlow's all-gather).
+/// In one process the replicas are one KV cache per block shared by its attention stages
+/// (its lock serialises them; the barrier pacing appends a request's rows of one block from
+/// one stage per iteration, in position order). With `experts = "affinity"` (ExFlow's
+/// inter-layer affinity placement) the expert stages of each block follow that block's map.
+
+#include "actors/wirings/wiring.hpp"
+
+namespace muflow::actors {
+
+const Wiring& exflow_wiring();
+
+}  // namespace muflow::actors

@@ -1,0 +1,74 @@
+#pragma once
+/// \file
+/// What a wiring is to the rest of muflow: a named builder of WiringGraphs. A wiring is
+/// prepared once per Server (its private parameters resolved, e.g. HarMoEny's q and slots,
+/// MoEShard's weight shards) and starts one WiringRun per run (per-run state, e.g. exflow's
+/// per-block KV caches, HarMoEny's cpu expert slots). The registry (registry.hpp) maps the
+/// topology's `wiring = "..."` to one.
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "actors/run_context.hpp"
+#include "actors/sim_backend.hpp"
+#include "actors/wiring_graph.hpp"
+#include "engine/cpu_expert_shards.hpp"
+#include "engine/cpu_model.hpp"
+#include "engine/model_weights.hpp"
+#include "engine/placement.hpp"
+#include "engine/topology.hpp"
+#include "kernels/sim/precision.hpp"
+
+namespace muflow::actors {
+
+/// What a wiring asks of the placement and the planners.
+struct WiringTraits {
+  /// Attention DP ranks and experts on disjoint devices (`[placement] attention_devices`);
+  /// else every device is a DP rank and hosts experts.
+  bool disaggregated_attention = false;
+  /// Accepts a different expert → device map per block (`experts = "affinity"`).
+  bool per_block_placement = false;
+  /// Accepts Aurora's capability placement (`experts = "capability"`, Theorem 5.1).
+  bool capability_placement = false;
+};
+
+/// What a wiring may read when a Server is prepared. References live as long as the call.
+struct WiringSetup {
+  const engine::Topology& topology;
+  const engine::ModelConfig& config;
+  const engine::Placement& placement;  ///< planned (affinity, capability) already
+  const SimSetup* sim = nullptr;       ///< sim backend; null on cpu
+  kernels::sim::Precision precision = kernels::sim::Precision::kF32;  ///< sim cost precision
+  int64_t weight_bytes = 4;                             ///< bytes per weight element (2 for bf16)
+  std::shared_ptr<const engine::ModelWeights> weights;  ///< cpu backend; null on sim
+  std::shared_ptr<const engine::CpuModel> model;        ///< cpu backend; null on sim
+};
+
+/// A wiring prepared for one Server: immutable, shared by its runs (any host thread).
+class PreparedWiring {
+ public:
+  virtual ~PreparedWiring() = default;
+  /// cpu backend: expert weight shards the executors need (Executor::expert_shard), or null.
+  virtual std::shared_ptr<const engine::CpuExpertShards> cpu_shards() const { return nullptr; }
+  /// The graph and per-run state of one run. `ctx` holds the model, executors, topology,
+  /// placement and num_ranks (no actors yet). Errors: per-run setup that failed.
+  virtual absl::StatusOr<std::shared_ptr<const WiringRun>> start_run(
+      const RunContext& ctx) const = 0;
+};
+
+/// A wiring (stateless; one static instance each, see registry.hpp).
+class Wiring {
+ public:
+  virtual ~Wiring() = default;
+  /// The topology's name for it (`wiring = "..."`).
+  virtual std::string_view name() const = 0;
+  virtual WiringTraits traits() const = 0;
+  /// Resolves the wiring's private parameters for a Server. Errors: InvalidArgument naming the
+  /// topology key that does not fit (e.g. `harmoeny.slots`), or a loader's error.
+  virtual absl::StatusOr<std::shared_ptr<const PreparedWiring>> prepare(
+      const WiringSetup& setup) const = 0;
+};
+
+}  // namespace muflow::actors

@@ -1,0 +1,135 @@
+// Wirings as graphs (actors/wirings/): the registry knows exactly the names the topology parser
+// accepts, and each wiring declares the graph its paper describes: which expert stages exist
+// on which device, which edges are barriers, where residuals go and how merge points release.
+// The bitwise-invariance tests run these graphs; this test reads them.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/run_context.hpp"
+#include "actors/wirings/registry.hpp"
+#include "engine/placement.hpp"
+#include "engine/wiring_names.hpp"
+
+namespace muflow::actors {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+TEST(WiringRegistry, KnowsExactlyTheParsersNames) {
+  std::vector<std::string> parser(engine::kKnownWirings.begin(), engine::kKnownWirings.end());
+  EXPECT_EQ(available_wirings(), parser);
+  for (const std::string& name : parser) {
+    absl::StatusOr<const Wiring*> w = find_wiring(name);
+    ASSERT_TRUE(w.ok()) << w.status();
+    EXPECT_EQ((*w)->name(), name);
+  }
+  absl::StatusOr<const Wiring*> unknown = find_wiring("ring");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(unknown.status().message(),
+              HasSubstr("wiring 'ring' is not available in this build; expected one of: sync, "
+                        "async, harmoeny, moeshard, exflow"));
+  EXPECT_EQ(wirings_with([](const WiringTraits& t) { return t.per_block_placement; }),
+            "\"sync\" or \"exflow\"");
+  EXPECT_EQ(wirings_with([](const WiringTraits& t) { return t.disaggregated_attention; }),
+            "\"async\"");
+}
+
+// A run context with 4 devices, 2 layers, 8 experts, round-robin placement (no actors): what
+// a wiring sees when a run starts.
+std::shared_ptr<const WiringRun> start(const std::string& name, std::shared_ptr<RunContext>* out) {
+  absl::StatusOr<const Wiring*> wiring = find_wiring(name);
+  EXPECT_TRUE(wiring.ok()) << wiring.status();
+  auto ctx = std::make_shared<RunContext>();
+  ctx->topology.source = "<test>";
+  ctx->topology.wiring = name;
+  for (int d = 0; d < 4; ++d) ctx->topology.devices.push_back({"cpu" + std::to_string(d)});
+  ctx->config.num_layers = 2;
+  ctx->config.num_experts = 8;
+  ctx->config.num_topk = 2;
+  absl::StatusOr<engine::Placement> p =
+      engine::make_placement(ctx->topology, 8, (*wiring)->traits().disaggregated_attention);
+  EXPECT_TRUE(p.ok()) << p.status();
+  ctx->placement = *p;
+  ctx->num_ranks = static_cast<int64_t>(p->rank_device.size());
+  WiringSetup setup{ctx->topology, ctx->config, ctx->placement};
+  absl::StatusOr<std::shared_ptr<const PreparedWiring>> prepared = (*wiring)->prepare(setup);
+  EXPECT_TRUE(prepared.ok()) << prepared.status();
+  absl::StatusOr<std::shared_ptr<const WiringRun>> run = (*prepared)->start_run(*ctx);
+  EXPECT_TRUE(run.ok()) << run.status();
+  ctx->wiring = *run;
+  *out = ctx;
+  return *run;
+}
+
+TEST(WiringGraph, SyncIsBarrierEpWithOneStagePerExpert) {
+  std::shared_ptr<RunContext> ctx;
+  const WiringGraph& g = start("sync", &ctx)->graph();
+  EXPECT_EQ(g.pacing, Pacing::kIteration);
+  EXPECT_EQ(g.dispatch, EdgeKind::kBarrier);
+  EXPECT_EQ(g.combine, EdgeKind::kBarrier);
+  EXPECT_EQ(g.merge, MergeRule::kIteration);
+  ASSERT_EQ(g.slot_device.size(), 2u);
+  EXPECT_THAT(g.slot_device[1], ElementsAre(0, 1, 2, 3, 0, 1, 2, 3));  // expert e on e mod 4
+  EXPECT_THAT(g.residual_targets,
+              ElementsAre(ElementsAre(0), ElementsAre(1), ElementsAre(2), ElementsAre(3)));
+  EXPECT_EQ(g.residual_sources(2), 1);
+  EXPECT_EQ(g.continuation, nullptr);
+}
+
+TEST(WiringGraph, AsyncIsPointToPointOnDisaggregatedDevices) {
+  std::shared_ptr<RunContext> ctx;
+  const WiringGraph& g = start("async", &ctx)->graph();
+  EXPECT_EQ(g.pacing, Pacing::kPerRequest);
+  EXPECT_EQ(g.dispatch, EdgeKind::kPointToPoint);
+  EXPECT_EQ(g.combine, EdgeKind::kPointToPoint);
+  EXPECT_EQ(g.input, InputRule::kFifo);
+  EXPECT_EQ(g.merge, MergeRule::kRequest);
+  EXPECT_TRUE(g.batch_hold);
+  EXPECT_THAT(ctx->placement.rank_device, ElementsAre(0, 1));  // attention on half the devices
+  EXPECT_THAT(g.slot_device[0], ElementsAre(2, 3, 2, 3, 2, 3, 2, 3));  // experts on the rest
+}
+
+TEST(WiringGraph, HarmoenyAndMoeShardHaveOneExpertStagePerDevice) {
+  for (const std::string name : {"harmoeny", "moeshard"}) {
+    std::shared_ptr<RunContext> ctx;
+    const WiringGraph& g = start(name, &ctx)->graph();
+    EXPECT_EQ(g.dispatch, EdgeKind::kBarrier) << name;
+    EXPECT_THAT(g.slot_device[1], ElementsAre(0, 1, 2, 3)) << name;
+    EXPECT_NE(g.dispatch_rule, concat_rule()) << name << ": rebalancing / all-gather dispatch";
+  }
+  std::shared_ptr<RunContext> ctx;
+  EXPECT_EQ(start("harmoeny", &ctx)->graph().combine_rule, concat_rule());
+  EXPECT_NE(start("moeshard", &ctx)->graph().combine_rule, concat_rule());  // reduce-scatter
+}
+
+TEST(WiringGraph, ExflowSendsResidualsToEveryRankAndSharesTheBlocksKvCache) {
+  std::shared_ptr<RunContext> ctx;
+  std::shared_ptr<const WiringRun> run = start("exflow", &ctx);
+  const WiringGraph& g = run->graph();
+  for (const auto& targets : g.residual_targets) EXPECT_THAT(targets, ElementsAre(0, 1, 2, 3));
+  EXPECT_EQ(g.residual_sources(1), 4);
+  ASSERT_NE(g.continuation, nullptr);
+  // A request with one token continues on the rank of its top-1 expert's device; a request
+  // with two tokens in the batch stays home.
+  std::vector<engine::TokenMeta> meta(3);
+  meta[0].request_id = 7;
+  meta[1].request_id = 9;
+  meta[2].request_id = 9;
+  const std::vector<int32_t> ids = {6, 1, 5, 0, 3, 2};  // top-2 per token
+  EXPECT_THAT(g.continuation->next_ranks(*ctx, 0, 0, meta, ids), ElementsAre(2, 0, 0));
+  EXPECT_EQ(run->kv_cache(1, 0, 16), run->kv_cache(1, 3, 16));
+  EXPECT_NE(run->kv_cache(0, 0, 16), run->kv_cache(1, 0, 16));
+  std::shared_ptr<RunContext> sync_ctx;
+  std::shared_ptr<const WiringRun> sync = start("sync", &sync_ctx);
+  EXPECT_NE(sync->kv_cache(1, 0, 16), sync->kv_cache(1, 3, 16));
+}
+
+}  // namespace
+}  // namespace muflow::actors
