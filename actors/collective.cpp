@@ -210,6 +210,13 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
       net = network_delivery(*ctx, kind, block, c->iteration, delivery->rows_from, done_s);
     }
     double a2a_end_s = done_s;
+    // The coordinator hears this barrier's metrics before any destination gets its batch, so
+    // they are counted before the iteration it completes (enqueued first, from any thread).
+    struct Deferred {
+      size_t dest;
+      double delay_s;  // > 0: after the network transfer (sim)
+    };
+    std::vector<Deferred> deliveries;
     for (size_t d = 0; d < num_dests; ++d) {
       const engine::TokenBatchPtr& out = delivery->out[d];
       const StageSite to = dest_site(*ctx, kind, block, d);
@@ -229,11 +236,9 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
                                   (deliver_s - done_s) * 1e6,
                                   nlohmann::json{{"block", block}, {"iteration", c->iteration}});
         }
-        self->delayed_send(destination(*ctx, kind, block, d),
-                           std::chrono::nanoseconds(std::llround((deliver_s - done_s) * 1e9)),
-                           batch_atom::value, out);
+        deliveries.push_back({d, deliver_s - done_s});
       } else {
-        self->send(destination(*ctx, kind, block, d), batch_atom::value, out);
+        deliveries.push_back({d, 0.0});
       }
     }
     {
@@ -266,6 +271,15 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
       }
       self->send(ctx->actors.coordinator, layer_atom::value, static_cast<int64_t>(block),
                  c->iteration, done_s, finish_s);
+    }
+    for (const Deferred& dv : deliveries) {
+      const caf::actor dest = destination(*ctx, kind, block, dv.dest);
+      if (dv.delay_s > 0) {
+        self->delayed_send(dest, std::chrono::nanoseconds(std::llround(dv.delay_s * 1e9)),
+                           batch_atom::value, delivery->out[dv.dest]);
+      } else {
+        self->send(dest, batch_atom::value, delivery->out[dv.dest]);
+      }
     }
     if (ctx->trace) {
       const double done_us = ctx->seconds_since_start(self->home_system().clock().now()) * 1e6;

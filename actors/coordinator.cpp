@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <tuple>
 
 #include "absl/strings/str_format.h"
 #include "actors/messages.hpp"
@@ -19,6 +20,9 @@ struct RequestState {
   RequestOutput out;
   bool finished = false;
   bool in_flight = false;  ///< barrier-free: a step of this request is in the dataflow
+  bool cancel_requested = false;  ///< stop streaming; free its KV once no step is in flight
+  bool reported = false;          ///< its output went to a drain() already
+  RequestCallbacks callbacks;     ///< this request's own callbacks (may be empty)
 };
 
 struct CoordinatorState {
@@ -36,7 +40,7 @@ struct CoordinatorState {
   int64_t num_finished = 0, num_tokens = 0;
   double all_to_all_s = 0.0;  ///< virtual time spent in all-to-all transfers
   double all_to_all_bound_s = 0.0;  ///< their port-load lower bounds (b_max)
-  caf::actor reply_to;  ///< receives the RunOutcomePtr
+  std::vector<caf::actor> drain_waiters;  ///< receive a RunOutcomePtr when nothing is left
   absl::Status first_error;
   static inline const char* name = "muflow.coordinator";
 };
@@ -50,17 +54,54 @@ bool per_request(const CoordinatorState& st) {
 
 double now_s(Self* self) { return self->state.ctx->seconds_since_start(self->home_system().clock().now()); }
 
+// The outcome so far: the first error, the outputs of finished requests not reported before
+// (moved out, indexed by request id; others stay empty), cumulative metrics.
+RunOutcomePtr take_outcome(Self* self) {
+  auto& st = self->state;
+  auto outcome = std::make_shared<RunOutcome>();
+  outcome->status = st.first_error;
+  for (RequestState& r : st.requests) {
+    if (r.finished && !r.reported) {
+      r.reported = true;
+      outcome->outputs.push_back(std::move(r.out));
+    } else {
+      RequestOutput empty;
+      empty.request_id = r.req.id;
+      outcome->outputs.push_back(std::move(empty));
+    }
+  }
+  outcome->metrics = st.metrics->summarize(now_s(self));
+  outcome->metrics.all_to_all_s = st.all_to_all_s;
+  outcome->metrics.all_to_all_bound_s = st.all_to_all_bound_s;
+  return outcome;
+}
+
+// Answers the drain() waiters once no submitted request is left unfinished (or the engine
+// failed).
+void reply_drained(Self* self) {
+  auto& st = self->state;
+  if (st.drain_waiters.empty()) return;
+  if (st.first_error.ok() && st.num_finished < static_cast<int64_t>(st.requests.size())) return;
+  RunOutcomePtr outcome = take_outcome(self);
+  for (const caf::actor& w : st.drain_waiters) self->send(w, outcome);
+  st.drain_waiters.clear();
+}
+
+// The engine failed: no more steps; every waiter and every unfinished request's on_finish
+// hear of it.
 void finish_run(Self* self) {
   auto& st = self->state;
   if (st.done) return;
   st.done = true;
-  auto outcome = std::make_shared<RunOutcome>();
-  outcome->status = st.first_error;
-  for (RequestState& r : st.requests) outcome->outputs.push_back(std::move(r.out));
-  outcome->metrics = st.metrics->summarize(now_s(self));
-  outcome->metrics.all_to_all_s = st.all_to_all_s;
-  outcome->metrics.all_to_all_bound_s = st.all_to_all_bound_s;
-  self->send(st.reply_to, outcome);
+  for (RequestState& r : st.requests) {
+    if (r.finished || !r.callbacks.on_finish) continue;
+    try {
+      r.callbacks.on_finish(r.out, st.first_error);
+    } catch (...) {
+      // The engine is failing already; a throwing callback changes nothing.
+    }
+  }
+  reply_drained(self);
 }
 
 void launch(Self* self);
@@ -190,7 +231,7 @@ void launch_per_request(Self* self) {
     if (b->num_tokens() > 0) self->send(st.ctx->actors.attention[0][r], batch_atom::value, b);
   }
   ++st.iteration;
-  if (!any_in_flight && st.pending.empty()) return finish_run(self);
+  if (!any_in_flight && st.pending.empty()) return reply_drained(self);  // idle
   wake_at_next_arrival(self, t);
 }
 
@@ -213,7 +254,7 @@ void launch(Self* self) {
     batches[r] = std::move(b);
   }
   if (total == 0) {
-    if (st.pending.empty()) return finish_run(self);
+    if (st.pending.empty()) return reply_drained(self);  // idle
     if (!st.wake_pending) {
       const double gap = std::max(0.0, st.requests[st.pending.front()].req.arrival_s - t);
       st.wake_pending = true;
@@ -229,11 +270,14 @@ void launch(Self* self) {
   }
 }
 
+// Ends request `rs` (admitted): it stopped (EOS, length) or was cancelled. Frees its KV cache
+// (no step of it may be in flight) and calls its on_finish.
 void finish_request(Self* self, RequestState& rs, double t) {
   auto& st = self->state;
   rs.finished = true;
   rs.out.finish_s = t;
-  st.metrics->on_finish(rs.req.id, t);
+  rs.out.cancelled = rs.cancel_requested;
+  if (!rs.cancel_requested) st.metrics->on_finish(rs.req.id, t);
   if (st.ctx->trace) {
     st.ctx->trace->instant("finish", st.ctx->placement.rank_device[rs.rank], 0, t * 1e6,
                            engine::InstantScope::kGlobal,
@@ -250,6 +294,26 @@ void finish_request(Self* self, RequestState& rs, double t) {
   act.erase(std::find(act.begin(), act.end(), rs.req.id));
   for (const auto& block : st.ctx->actors.attention) {
     self->send(block[rs.rank], release_atom::value, rs.req.id);
+  }
+  if (rs.callbacks.on_finish) {
+    try {
+      rs.callbacks.on_finish(rs.out, absl::OkStatus());
+    } catch (const std::exception& e) {
+      fail_run(self, absl::InternalError(std::string("on_finish callback threw: ") + e.what()));
+    }
+  }
+}
+
+// Cancelled requests whose last step returned: finish them (their KV is released).
+void finish_cancelled(Self* self) {
+  auto& st = self->state;
+  const double t = now_s(self);
+  for (auto& rank : st.active) {
+    const std::vector<int64_t> ids = rank;  // finish_request edits the list
+    for (int64_t id : ids) {
+      RequestState& rs = st.requests[id];
+      if (rs.cancel_requested && !rs.finished && !rs.in_flight) finish_request(self, rs, t);
+    }
   }
 }
 
@@ -275,14 +339,15 @@ bool apply_reports(Self* self, const std::vector<SampledBatchPtr>& reports) {
       std::copy(row->logits.begin(), row->logits.end(),
                 rs.out.prompt_logits.begin() + row->position * c.vocab_size);
     }
-    if (row->token < 0 || rs.finished) continue;
+    if (row->token < 0 || rs.finished || rs.cancel_requested) continue;
     rs.out.output.push_back(row->token);
     if (rs.out.first_token_s < 0) rs.out.first_token_s = t;
     st.metrics->on_token(rs.req.id, t);
     ++st.num_tokens;
-    if (st.callbacks.on_token) {
+    if (st.callbacks.on_token || rs.callbacks.on_token) {
       try {
-        st.callbacks.on_token(rs.req.id, row->token);
+        if (st.callbacks.on_token) st.callbacks.on_token(rs.req.id, row->token);
+        if (rs.callbacks.on_token) rs.callbacks.on_token(row->token);
       } catch (const std::exception& e) {
         fail_run(self, absl::InternalError(std::string("on_token callback threw: ") + e.what()));
         return false;
@@ -312,6 +377,7 @@ void complete_iteration(Self* self) {
   st.reports.clear();
   if (!apply_reports(self, reports)) return;
   st.in_flight = false;
+  finish_cancelled(self);
   ++st.iteration;
   launch(self);
 }
@@ -323,11 +389,74 @@ void complete_step(Self* self, const SampledBatchPtr& report) {
     if (id >= 0 && id < static_cast<int64_t>(st.requests.size())) st.requests[id].in_flight = false;
   }
   if (!apply_reports(self, {report})) return;
+  finish_cancelled(self);
   launch(self);
 }
 
-caf::behavior coordinator_behavior(Self* self, RunContextPtr ctx,
-                                   std::vector<engine::Request> requests, RunCallbacks callbacks) {
+// Takes submitted requests (their ids, in any order, are the next requests.size() ids):
+// pending by (arrival, id).
+void submit(Self* self, std::vector<engine::Request>& requests,
+            std::vector<RequestCallbacks>& callbacks) {
+  auto& st = self->state;
+  const auto base = static_cast<int64_t>(st.requests.size());
+  const auto n = static_cast<int64_t>(requests.size());
+  std::vector<char> seen(n, 0);
+  for (const engine::Request& r : requests) {
+    if (r.id < base || r.id >= base + n || seen[r.id - base]) {
+      return fail_run(self, absl::InternalError(absl::StrFormat(
+                                "submitted request id %d; expected the ids %d..%d, each once",
+                                r.id, base, base + n - 1)));
+    }
+    seen[r.id - base] = 1;
+  }
+  st.requests.resize(base + n);
+  const auto by_arrival = [&st](int64_t a, int64_t b) {
+    return std::tie(st.requests[a].req.arrival_s, a) < std::tie(st.requests[b].req.arrival_s, b);
+  };
+  for (size_t i = 0; i < requests.size(); ++i) {
+    engine::Request& r = requests[i];
+    RequestState& rs = st.requests[r.id];
+    rs.out.request_id = r.id;
+    rs.out.prompt = r.prompt;
+    rs.out.arrival_s = r.arrival_s;
+    if (i < callbacks.size()) rs.callbacks = std::move(callbacks[i]);
+    st.metrics->on_arrival(r.id, r.arrival_s);
+    const int64_t id = r.id;
+    rs.req = std::move(r);
+    st.pending.insert(std::upper_bound(st.pending.begin(), st.pending.end(), id, by_arrival), id);
+  }
+}
+
+// Cancels request `id`: it streams nothing more; pending, it is dropped at once; admitted, it
+// finishes (KV released) as soon as none of its steps is in flight.
+void cancel(Self* self, int64_t id) {
+  auto& st = self->state;
+  if (id < 0 || id >= static_cast<int64_t>(st.requests.size())) return;
+  RequestState& rs = st.requests[id];
+  if (rs.finished || rs.cancel_requested) return;
+  rs.cancel_requested = true;
+  const double t = now_s(self);
+  if (rs.rank < 0) {
+    st.pending.erase(std::find(st.pending.begin(), st.pending.end(), id));
+    rs.finished = true;
+    rs.out.cancelled = true;
+    rs.out.finish_s = t;
+    ++st.num_finished;
+    if (rs.callbacks.on_finish) {
+      try {
+        rs.callbacks.on_finish(rs.out, absl::OkStatus());
+      } catch (const std::exception& e) {
+        return fail_run(self,
+                        absl::InternalError(std::string("on_finish callback threw: ") + e.what()));
+      }
+    }
+  } else if (per_request(st) ? !rs.in_flight : !st.in_flight) {
+    finish_request(self, rs, t);
+  }
+  if (!st.done) launch(self);  // room for a pending request, or idle
+}
+
+caf::behavior coordinator_behavior(Self* self, RunContextPtr ctx, RunCallbacks callbacks) {
   auto& st = self->state;
   st.ctx = ctx;
   st.callbacks = std::move(callbacks);
@@ -339,20 +468,8 @@ caf::behavior coordinator_behavior(Self* self, RunContextPtr ctx,
     }
   }
   st.metrics = std::make_unique<engine::MetricsRecorder>(ctx->placement.num_devices);
-  // `requests` come sorted by arrival; state is indexed by request id (ids are 0..n-1).
-  st.requests.resize(requests.size());
-  for (engine::Request& r : requests) {
-    RequestState& rs = st.requests.at(r.id);
-    rs.out.request_id = r.id;
-    rs.out.prompt = r.prompt;
-    rs.out.arrival_s = r.arrival_s;
-    st.pending.push_back(r.id);
-    st.metrics->on_arrival(r.id, r.arrival_s);
-    rs.req = std::move(r);
-  }
   return {
-      [=](start_atom, const caf::actor& reply_to) {
-        self->state.reply_to = reply_to;
+      [=](start_atom) {
         // A stage that dies (e.g. an exception escaping a handler) must fail the run, not
         // leave the coordinator waiting for its report forever.
         self->state.ctx->actors.for_each_wiring_actor(
@@ -367,7 +484,27 @@ caf::behavior coordinator_behavior(Self* self, RunContextPtr ctx,
           }
           finish_run(self);
         });
-        launch(self);
+      },
+      [=](submit_atom, const SubmissionPtr& sub) {
+        if (self->state.done) {
+          for (RequestCallbacks& cb : sub->callbacks) {
+            try {
+              if (cb.on_finish) cb.on_finish(RequestOutput{}, self->state.first_error);
+            } catch (...) {
+              // The engine failed already; nothing more to report.
+            }
+          }
+          return;
+        }
+        submit(self, sub->requests, sub->callbacks);
+        if (!self->state.done) launch(self);
+      },
+      [=](cancel_atom, int64_t id) {
+        if (!self->state.done) cancel(self, id);
+      },
+      [=](drain_atom, const caf::actor& reply_to) {
+        self->state.drain_waiters.push_back(reply_to);
+        reply_drained(self);
       },
       [=](wake_atom) {
         self->state.wake_pending = false;
@@ -413,9 +550,8 @@ caf::behavior coordinator_behavior(Self* self, RunContextPtr ctx,
 
 }  // namespace
 
-caf::actor spawn_coordinator(caf::actor_system& sys, RunContextPtr ctx,
-                             std::vector<engine::Request> requests, RunCallbacks callbacks) {
-  return sys.spawn(coordinator_behavior, std::move(ctx), std::move(requests), std::move(callbacks));
+caf::actor spawn_coordinator(caf::actor_system& sys, RunContextPtr ctx, RunCallbacks callbacks) {
+  return sys.spawn(coordinator_behavior, std::move(ctx), std::move(callbacks));
 }
 
 }  // namespace muflow::actors

@@ -25,6 +25,7 @@ struct RequestOutput {
   std::vector<int32_t> output;        ///< generated token ids (EOS included when it stopped there)
   std::vector<float> prompt_logits;   ///< [prompt_len, vocab] when the request asked for them
   double arrival_s = 0, first_token_s = -1, finish_s = -1;  ///< seconds since run start
+  bool cancelled = false;  ///< cancelled before it finished (output holds what it streamed)
 };
 
 /// The result of one run: status (first error, if any), outputs indexed by request id, metrics.
@@ -44,12 +45,36 @@ struct RunCallbacks {
   std::function<void(int64_t num_finished, int64_t num_requests, int64_t num_tokens)> on_progress;
 };
 
-/// Spawns the coordinator for `requests` (sorted by arrival; ids 0..n-1, each once). Send it
-/// `(start_atom, reply_to)`; it sends a RunOutcomePtr to `reply_to` when every request finished
-/// or a stage failed (a callback that throws fails the run too).
-caf::actor spawn_coordinator(caf::actor_system& sys, RunContextPtr ctx,
-                             std::vector<engine::Request> requests, RunCallbacks callbacks);
+/// One request's own callbacks (called from the coordinator actor's thread, one at a time;
+/// they must not block for long).
+struct RequestCallbacks {
+  /// A token was generated for this request (streaming).
+  std::function<void(int32_t token)> on_token;
+  /// The request finished (stopped at EOS or its length, or was cancelled: `out.cancelled`),
+  /// or the engine failed (`status` says why; `out` holds what was generated).
+  std::function<void(const RequestOutput& out, const absl::Status& status)> on_finish;
+};
+
+/// Requests submitted together (ids continue the coordinator's, in order; arrival times in
+/// seconds since the run's start), with their callbacks (empty or one per request).
+struct Submission {
+  std::vector<engine::Request> requests;
+  std::vector<RequestCallbacks> callbacks;
+};
+using SubmissionPtr = std::shared_ptr<Submission>;
+
+/// Spawns the coordinator of a run whose actors are in ctx->actors. Protocol (any sender):
+///  - `(start_atom)` once: it monitors the wiring's actors (a dead one fails the run);
+///  - `(submit_atom, SubmissionPtr)`: requests join while the engine runs (continuous
+///    batching), admitted at their arrival time;
+///  - `(cancel_atom, int64_t id)`: the request streams nothing more and its KV cache is freed as
+///    soon as no step of it is in flight;
+///  - `(drain_atom, reply_to)`: `reply_to` gets a RunOutcomePtr once every submitted request
+///    finished (outputs of those not drained before; metrics since the start), or at once when
+///    the run failed (a stage, or a callback that threw).
+caf::actor spawn_coordinator(caf::actor_system& sys, RunContextPtr ctx, RunCallbacks callbacks);
 
 }  // namespace muflow::actors
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(muflow::actors::RunOutcomePtr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(muflow::actors::SubmissionPtr)

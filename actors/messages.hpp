@@ -23,6 +23,7 @@ using done_atom = caf::atom_constant<caf::atom("done")>;      ///< stage → dev
 using batch_atom = caf::atom_constant<caf::atom("batch")>;    ///< a TokenBatch for a μ-queue
 using contrib_atom = caf::atom_constant<caf::atom("contrib")>;  ///< rank → collective part
 using release_atom = caf::atom_constant<caf::atom("release")>;  ///< free a request's KV cache
+using kv_atom = caf::atom_constant<caf::atom("kv")>;  ///< host → stage: KV bytes held (reply)
 // Coordinator.
 using sampled_atom = caf::atom_constant<caf::atom("sampled")>;  ///< sampler → coordinator
 using busy_atom = caf::atom_constant<caf::atom("busy")>;        ///< device → coordinator
@@ -33,6 +34,9 @@ using a2a_atom = caf::atom_constant<caf::atom("a2a")>;          ///< all-to-all 
 using rows_atom = caf::atom_constant<caf::atom("a2arows")>;     ///< all-to-all rows, off-device
 using wake_atom = caf::atom_constant<caf::atom("wake")>;        ///< next arrival due
 using start_atom = caf::atom_constant<caf::atom("start")>;
+using submit_atom = caf::atom_constant<caf::atom("submit")>;  ///< host → coordinator: requests
+using cancel_atom = caf::atom_constant<caf::atom("cancel")>;  ///< host → coordinator
+using drain_atom = caf::atom_constant<caf::atom("drain")>;    ///< host → coordinator: outcome
 using finish_atom = caf::atom_constant<caf::atom("finish")>;  ///< virtual time: run ends
 using failed_atom = caf::atom_constant<caf::atom("failed")>;    ///< any actor → coordinator
 

@@ -149,41 +149,46 @@ absl::StatusOr<std::vector<engine::Request>> Server::make_workload() const {
 }
 
 absl::Status Server::validate(const std::vector<engine::Request>& requests) const {
-  const engine::ModelConfig& c = config();
   for (size_t i = 0; i < requests.size(); ++i) {
     const engine::Request& r = requests[i];
     if (r.id != static_cast<int64_t>(i)) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "request at index %d has id %d; ids must be 0..n-1 in order", i, r.id));
     }
-    if (r.prompt.empty()) {
-      return absl::InvalidArgumentError(absl::StrFormat("request %d: empty prompt", r.id));
-    }
-    for (size_t j = 0; j < r.prompt.size(); ++j) {
-      if (r.prompt[j] < 0 || r.prompt[j] >= c.vocab_size) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "request %d: prompt token %d at index %d is outside the vocabulary [0, %d)", r.id,
-            r.prompt[j], j, c.vocab_size));
-      }
-    }
-    if (!std::isfinite(r.arrival_s) || r.arrival_s < 0 || r.arrival_s > kMaxArrivalS) {
+    if (absl::Status s = validate_request(r); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Server::validate_request(const engine::Request& r) const {
+  const engine::ModelConfig& c = config();
+  if (r.prompt.empty()) {
+    return absl::InvalidArgumentError(absl::StrFormat("request %d: empty prompt", r.id));
+  }
+  for (size_t j = 0; j < r.prompt.size(); ++j) {
+    if (r.prompt[j] < 0 || r.prompt[j] >= c.vocab_size) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "request %d: arrival time %g s; expected a finite time in [0, %g] s", r.id, r.arrival_s,
-          kMaxArrivalS));
+          "request %d: prompt token %d at index %d is outside the vocabulary [0, %d)", r.id,
+          r.prompt[j], j, c.vocab_size));
     }
-    if (sim_ && r.return_prompt_logits) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "request %d: prompt logits are not available on backend 'sim' (no math)", r.id));
-    }
-    if (r.max_new_tokens < 1) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("request %d: max_new_tokens must be >= 1", r.id));
-    }
-    if (static_cast<int64_t>(r.prompt.size()) >= c.max_position_embeddings) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "request %d: prompt of %d tokens does not fit max_position_embeddings = %d", r.id,
-          r.prompt.size(), c.max_position_embeddings));
-    }
+  }
+  if (!std::isfinite(r.arrival_s) || r.arrival_s < 0 || r.arrival_s > kMaxArrivalS) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "request %d: arrival time %g s; expected a finite time in [0, %g] s", r.id, r.arrival_s,
+        kMaxArrivalS));
+  }
+  if (sim_ && r.return_prompt_logits) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "request %d: prompt logits are not available on backend 'sim' (no math)", r.id));
+  }
+  if (r.max_new_tokens < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("request %d: max_new_tokens must be >= 1", r.id));
+  }
+  if (static_cast<int64_t>(r.prompt.size()) >= c.max_position_embeddings) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "request %d: prompt of %d tokens does not fit max_position_embeddings = %d", r.id,
+        r.prompt.size(), c.max_position_embeddings));
   }
   return absl::OkStatus();
 }
@@ -324,8 +329,7 @@ absl::StatusOr<std::vector<RunOutcome>> Server::run_together(
   const auto t0 = sys.clock().now();
   for (size_t i = 0; i < n; ++i) {
     ctxs[i]->t0 = t0;
-    ctxs[i]->actors.coordinator =
-        spawn_coordinator(sys, ctxs[i], std::move(requests[i]), std::move(callbacks[i]));
+    ctxs[i]->actors.coordinator = spawn_coordinator(sys, ctxs[i], std::move(callbacks[i]));
   }
 
   std::vector<RunOutcome> outcomes(n);
@@ -334,9 +338,15 @@ absl::StatusOr<std::vector<RunOutcome>> Server::run_together(
     for (size_t i = 0; i < n; ++i) {
       selves.push_back(std::make_unique<caf::scoped_actor>(sys));
       caf::scoped_actor& self = *selves.back();
-      self->monitor(ctxs[i]->actors.coordinator);
-      self->send(ctxs[i]->actors.coordinator, start_atom::value,
-                 caf::actor_cast<caf::actor>(self));
+      // The batch run is a client of the coordinator: start, submit every request at once
+      // (admitted at their arrival times), drain.
+      const caf::actor& coordinator = ctxs[i]->actors.coordinator;
+      self->monitor(coordinator);
+      self->send(coordinator, start_atom::value);
+      auto submission = std::make_shared<Submission>();
+      submission->requests = std::move(requests[i]);
+      self->send(coordinator, submit_atom::value, std::move(submission));
+      self->send(coordinator, drain_atom::value, caf::actor_cast<caf::actor>(self));
     }
     if (sim) run_virtual_time(sys);
     for (size_t i = 0; i < n; ++i) {

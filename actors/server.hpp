@@ -75,7 +75,10 @@ class Server {
 
  private:
   Server() = default;
+  friend class ServingEngine;
   absl::Status validate(const std::vector<engine::Request>& requests) const;
+  // One request's prompt, lengths, arrival time and options (not its id).
+  absl::Status validate_request(const engine::Request& r) const;
   // A run's context: executors, network, placement, trace, recorders (no actors yet).
   absl::StatusOr<std::shared_ptr<RunContext>> make_context() const;
   // Writes the run's routing record and trace.

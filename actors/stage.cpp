@@ -160,6 +160,7 @@ caf::behavior stage_behavior(caf::stateful_actor<StageState>* self, RunContextPt
         complete_run(self, run.begin_s, run.end_s, run.info, run.status, run.out);
       },
       [=](release_atom, int64_t request_id) { self->state.impl->release(request_id); },
+      [=](kv_atom) -> int64_t { return self->state.impl->kv_bytes(); },
   };
 }
 

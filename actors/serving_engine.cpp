@@ -1,0 +1,136 @@
+#include "actors/serving_engine.hpp"
+
+#include <algorithm>
+#include <thread>
+
+#include "absl/strings/str_format.h"
+#include "actors/graph_builder.hpp"
+#include "actors/messages.hpp"
+
+namespace muflow::actors {
+
+absl::StatusOr<std::unique_ptr<ServingEngine>> ServingEngine::start(const Server& server,
+                                                                    RunCallbacks callbacks) {
+  if (server.sim_) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s: backend 'sim' runs in virtual time and needs every request up front; use "
+        "Server::run",
+        server.topology().source));
+  }
+  absl::StatusOr<std::unique_ptr<engine::SchedulingPolicy>> policy =
+      engine::make_scheduling_policy(server.topology().scheduler.policy);
+  if (!policy.ok()) return policy.status();
+  absl::StatusOr<std::shared_ptr<RunContext>> ctx = server.make_context();
+  if (!ctx.ok()) return ctx.status();
+
+  std::unique_ptr<ServingEngine> e(new ServingEngine());
+  e->server_ = &server;
+  e->ctx_ = *ctx;
+  e->cfg_ = std::make_unique<caf::actor_system_config>();
+  const auto threads = std::max<size_t>(
+      1, std::min<size_t>(std::thread::hardware_concurrency(), server.topology().devices.size()));
+  e->cfg_->set("scheduler.max-threads", threads);
+  e->sys_ = std::make_unique<caf::actor_system>(*e->cfg_);
+  build_wiring(*e->sys_, e->ctx_,
+               std::shared_ptr<const engine::SchedulingPolicy>(std::move(*policy)));
+  e->ctx_->t0 = e->sys_->clock().now();
+  e->ctx_->actors.coordinator = spawn_coordinator(*e->sys_, e->ctx_, std::move(callbacks));
+  caf::anon_send(e->ctx_->actors.coordinator, start_atom::value);
+  return e;
+}
+
+ServingEngine::~ServingEngine() { (void)shutdown(); }
+
+absl::StatusOr<int64_t> ServingEngine::submit(engine::Request request, RequestCallbacks callbacks) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (stopped_) return absl::FailedPreconditionError("the engine was shut down");
+  request.id = next_id_;
+  request.arrival_s = std::max(0.0, ctx_->seconds_since_start(sys_->clock().now()));
+  if (absl::Status s = server_->validate_request(request); !s.ok()) return s;
+  ++next_id_;
+  auto submission = std::make_shared<Submission>();
+  submission->requests.push_back(std::move(request));
+  submission->callbacks.push_back(std::move(callbacks));
+  // Sent under the lock: the coordinator receives ids in the order they were assigned.
+  caf::anon_send(ctx_->actors.coordinator, submit_atom::value, std::move(submission));
+  return next_id_ - 1;
+}
+
+void ServingEngine::cancel(int64_t id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (stopped_) return;
+  caf::anon_send(ctx_->actors.coordinator, cancel_atom::value, id);
+}
+
+absl::StatusOr<RunOutcome> ServingEngine::drain() {
+  caf::actor coordinator;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopped_) return absl::FailedPreconditionError("the engine was shut down");
+    coordinator = ctx_->actors.coordinator;
+  }
+  caf::scoped_actor self{*sys_};
+  self->monitor(coordinator);
+  self->send(coordinator, drain_atom::value, caf::actor_cast<caf::actor>(self));
+  RunOutcome outcome;
+  bool received = false;
+  self->receive_while([&] { return !received; })(
+      [&](const RunOutcomePtr& result) {
+        outcome = *result;
+        received = true;
+      },
+      [&](const caf::down_msg& down) {
+        outcome.status = absl::InternalError("the coordinator stopped unexpectedly: " +
+                                             sys_->render(down.reason));
+        received = true;
+      });
+  if (!outcome.status.ok()) return outcome.status;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    last_metrics_ = outcome.metrics;
+  }
+  return outcome;
+}
+
+absl::StatusOr<int64_t> ServingEngine::kv_cache_bytes() {
+  std::vector<caf::actor> stages;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopped_) return absl::FailedPreconditionError("the engine was shut down");
+    for (const auto& block : ctx_->actors.attention) {
+      stages.insert(stages.end(), block.begin(), block.end());
+    }
+  }
+  caf::scoped_actor self{*sys_};
+  int64_t total = 0;
+  absl::Status status;
+  for (const caf::actor& stage : stages) {
+    self->request(stage, std::chrono::seconds(10), kv_atom::value)
+        .receive([&](int64_t bytes) { total += std::max<int64_t>(0, bytes); },
+                 [&](const caf::error& err) {
+                   status = absl::InternalError(
+                       "an attention stage did not report its KV "
+                       "cache: " +
+                       sys_->render(err));
+                 });
+    if (!status.ok()) return status;
+  }
+  return total;
+}
+
+absl::Status ServingEngine::shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopped_) return absl::OkStatus();
+    stopped_ = true;
+  }
+  auto stop = [](const caf::actor& a) { caf::anon_send_exit(a, caf::exit_reason::user_shutdown); };
+  ctx_->actors.for_each_wiring_actor(stop);
+  if (ctx_->actors.coordinator) stop(ctx_->actors.coordinator);
+  sys_->await_all_actors_done();  // nothing reads ctx or records trace events after this
+  RunOutcome outcome;             // the trace's metadata: the metrics of the last drain
+  outcome.metrics = last_metrics_;
+  return server_->finish_run(*ctx_, outcome);
+}
+
+}  // namespace muflow::actors
