@@ -243,8 +243,29 @@ class AttentionStage final : public StageImpl {
       // expert e).
       for (int32_t e = 0; e < E; ++e) {
         if (!contrib->parts[e]) continue;
-        out.push_back(p2p(*ctx_, ctx_->actors.experts[block_][e], graph.slot_device[block_][e],
-                          std::move(contrib->parts[e])));
+        const std::vector<int32_t>* replicas =
+            graph.replica_slots.empty() ? nullptr : &graph.replica_slots[block_][e];
+        if (replicas == nullptr || replicas->empty()) {
+          out.push_back(p2p(*ctx_, ctx_->actors.experts[block_][e],
+                            graph.slot_device[block_][e], std::move(contrib->parts[e])));
+          continue;
+        }
+        // A replicated expert: contiguous chunks of its rows, slot e first.
+        const TokenBatch& all = *contrib->parts[e];
+        const int64_t rows = all.num_tokens();
+        const auto k = static_cast<int64_t>(replicas->size()) + 1;
+        for (int64_t c = 0; c < k; ++c) {
+          const int64_t begin = rows * c / k, end = rows * (c + 1) / k;
+          if (begin == end) continue;
+          const int32_t slot = c == 0 ? e : (*replicas)[c - 1];
+          TokenBatchPtr chunk = new_batch({StageKind::kExpert, block_, slot},
+                                          Payload::kExpertInputs, iteration, H);
+          for (int64_t i = begin; i < end; ++i) {
+            push_row(*chunk, all.tokens[i], H > 0 ? all.act->row(i) : nullptr, H);
+          }
+          out.push_back(p2p(*ctx_, ctx_->actors.experts[block_][slot],
+                            graph.slot_device[block_][slot], std::move(chunk)));
+        }
       }
     } else {
       out.push_back(

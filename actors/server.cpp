@@ -120,6 +120,13 @@ absl::StatusOr<std::unique_ptr<Server>> Server::create(engine::Topology topology
     }
   }
   server->placement_ = *placement;
+  if ((topology.expert_replicas > 0 || !topology.replica_experts.empty()) &&
+      !(*wiring)->traits().expert_replicas) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: key '%s' applies to wiring %s, got \"%s\"", topology.source,
+        topology.replica_experts.empty() ? "placement.replicas" : "placement.replica_experts",
+        wirings_with([](const WiringTraits& t) { return t.expert_replicas; }), topology.wiring));
+  }
   server->topology_ = topology;  // sim_precision() reads it
   WiringSetup setup{topology, server->config_, *placement};
   setup.sim = server->sim_.get();

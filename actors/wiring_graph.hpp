@@ -137,6 +137,11 @@ struct WiringGraph {
   bool batch_hold = false;
   /// [num_layers][num expert slots] device of expert stage slot s of block b.
   std::vector<std::vector<int64_t>> slot_device;
+  /// Point-to-point dispatch only: [num_layers][num_experts] further slots that run expert e
+  /// of block b besides slot e (replicas; empty: none). The sender splits the rows of such an
+  /// expert into 1 + replicas contiguous chunks in its row order (slot e first), so which
+  /// stage computes a row is deterministic. Empty vector: no replicas anywhere.
+  std::vector<std::vector<std::vector<int32_t>>> replica_slots;
   /// [num_ranks] ranks whose merge point each attention rank sends a residual batch every run
   /// (possibly empty): its own rank, or more when tokens may continue elsewhere.
   std::vector<std::vector<int32_t>> residual_targets;

@@ -38,8 +38,9 @@ constexpr std::string_view kModelKeys[] = {"path",    "type",  "vocab",   "hidde
                                            "seed",    "dtype", "preset"};
 constexpr std::string_view kModelTypes[] = {"mixtral", "qwen2_moe"};
 constexpr std::string_view kDtypes[] = {"f32", "bf16"};
-constexpr std::string_view kPlacementKeys[] = {"experts", "attention_devices", "paths", "planner",
-                                               "time_limit_s"};
+constexpr std::string_view kPlacementKeys[] = {"experts",      "attention_devices", "paths",
+                                               "planner",      "time_limit_s",      "replicas",
+                                               "replica_experts"};
 constexpr std::string_view kAffinityPlanners[] = {"heuristic", "milp"};
 constexpr std::string_view kSchedulerKeys[] = {"policy", "max_batch_requests",
                                                "max_prefill_tokens", "max_batch_tokens",
@@ -193,6 +194,33 @@ absl::Status parse_placement(const TomlTableReader& r, const fs::path& base_dir,
                      sv_cat("expected fewer attention devices than the cluster's ", num_devices,
                             " devices (the rest host the experts), got ",
                             topo->attention_devices));
+    }
+  }
+  if (r.has("replicas")) {
+    MUFLOW_TOPO_RETURN_IF_ERROR(r.read_int("replicas", &topo->expert_replicas, 0));
+    if (topo->expert_replicas > kMaxExpertReplicas) {
+      return r.error("replicas", sv_cat("expected at most ", kMaxExpertReplicas,
+                                        " replicated experts, got ", topo->expert_replicas));
+    }
+  }
+  if (r.has("replica_experts")) {
+    if (r.has("replicas")) {
+      return r.error("replica_experts", "give either replicas = N or replica_experts, not both");
+    }
+    const toml::array* arr = r.node("replica_experts")->as_array();
+    if (arr == nullptr || arr->empty() || static_cast<int64_t>(arr->size()) > kMaxExpertReplicas) {
+      return r.error("replica_experts",
+                     sv_cat("expected an array of 1 to ", kMaxExpertReplicas, " expert ids"));
+    }
+    topo->replica_experts.clear();
+    for (size_t i = 0; i < arr->size(); ++i) {
+      const auto* v = (*arr)[i].as_integer();
+      if (v == nullptr || v->get() < 0) {
+        return r.error("replica_experts",
+                       sv_cat("expected expert ids >= 0, got ",
+                              v ? sv_cat(v->get()) : toml_type_name((*arr)[i]), " at index ", i));
+      }
+      topo->replica_experts.push_back(v->get());
     }
   }
   MUFLOW_TOPO_RETURN_IF_ERROR(r.read_choice("planner", &topo->affinity_planner, kAffinityPlanners));

@@ -143,6 +143,12 @@ struct Topology {
   /// block) and the sampler, the others the experts; 0 = half the devices (AsyncMoE's 4 + 4
   /// on 8 GPUs). Other wirings ignore it.
   int64_t attention_devices = 0;
+  /// Wirings with replicated experts (`async-replicated`): the `expert_replicas` hottest
+  /// experts of each block (by the sim router's sample) get one more expert stage on another
+  /// expert device, or (`replica_experts`, any backend) exactly these experts do. At most
+  /// kMaxExpertReplicas; 0 / empty = none.
+  int64_t expert_replicas = 0;
+  std::vector<int64_t> replica_experts;
   WorkloadSpec workload;
   SamplingSpec sampling;
   SchedulerSpec scheduler;
@@ -155,6 +161,8 @@ struct Topology {
   std::string routing_record_file;
 };
 
+/// Bound on `[placement] replicas` and the length of `replica_experts` (stages per block).
+inline constexpr int64_t kMaxExpertReplicas = 4096;
 /// HarMoEny rebalancing variants accepted as `[harmoeny] rebalance = "..."`.
 /// All-to-all transmission orders accepted as `[network] a2a_order = "..."`.
 inline constexpr std::array<std::string_view, 6> kKnownA2aOrders = {

@@ -120,6 +120,13 @@ const std::map<std::string, Setter>& setters() {
          }
          return absl::OkStatus();
        }},
+      {"placement.replicas",
+       [](Topology& t, const std::string& k, const std::string& v) {
+         if (absl::Status s = set_int(k, v, &t.expert_replicas, 0); !s.ok()) return s;
+         if (t.expert_replicas > kMaxExpertReplicas) return bad(k, v, "at most 4096");
+         t.replica_experts.clear();
+         return absl::OkStatus();
+       }},
       {"cluster.num_devices",
        [](Topology& t, const std::string& k, const std::string& v) {
          int64_t n = 0;

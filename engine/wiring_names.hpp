@@ -12,8 +12,8 @@ namespace muflow::engine {
 
 /// Wirings this build implements; the parser rejects any other name and lists these in its
 /// message (registration order of actors/wirings/registry.cpp).
-inline constexpr std::array<std::string_view, 5> kKnownWirings = {"sync", "async", "harmoeny",
-                                                                  "moeshard", "exflow"};
+inline constexpr std::array<std::string_view, 6> kKnownWirings = {
+    "sync", "async", "harmoeny", "moeshard", "exflow", "async-replicated"};
 
 /// Topology tables private to one wiring: {table, wiring}. A table given under another
 /// wiring is an error naming the table.

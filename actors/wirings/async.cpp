@@ -3,6 +3,23 @@
 #include "actors/wirings/common.hpp"
 
 namespace muflow::actors {
+
+WiringGraph async_graph(const RunContext& ctx) {
+  WiringGraph g;
+  g.pacing = Pacing::kPerRequest;
+  g.dispatch = EdgeKind::kPointToPoint;
+  g.combine = EdgeKind::kPointToPoint;
+  g.input = InputRule::kFifo;
+  g.merge = ctx.topology.scheduler.merge == "wave" ? MergeRule::kWave : MergeRule::kRequest;
+  g.max_batch_tokens = ctx.topology.scheduler.max_batch_tokens;
+  g.batch_hold = true;
+  g.slot_device = per_expert_slots(ctx);
+  for (int32_t r = 0; r < static_cast<int32_t>(ctx.num_ranks); ++r) {
+    g.residual_targets.push_back({r});
+  }
+  return g;
+}
+
 namespace {
 
 class AsyncWiring final : public Wiring {
@@ -16,19 +33,7 @@ class AsyncWiring final : public Wiring {
   absl::StatusOr<std::shared_ptr<const PreparedWiring>> prepare(const WiringSetup&) const override {
     return std::make_shared<const StatelessWiring>(
         [](const RunContext& ctx) -> absl::StatusOr<std::shared_ptr<const WiringRun>> {
-          WiringGraph g;
-          g.pacing = Pacing::kPerRequest;
-          g.dispatch = EdgeKind::kPointToPoint;
-          g.combine = EdgeKind::kPointToPoint;
-          g.input = InputRule::kFifo;
-          g.merge = ctx.topology.scheduler.merge == "wave" ? MergeRule::kWave : MergeRule::kRequest;
-          g.max_batch_tokens = ctx.topology.scheduler.max_batch_tokens;
-          g.batch_hold = true;
-          g.slot_device = per_expert_slots(ctx);
-          for (int32_t r = 0; r < static_cast<int32_t>(ctx.num_ranks); ++r) {
-            g.residual_targets.push_back({r});
-          }
-          return std::make_shared<const GraphRun>(std::move(g));
+          return std::make_shared<const GraphRun>(async_graph(ctx));
         });
   }
 };

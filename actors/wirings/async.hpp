@@ -15,4 +15,7 @@ namespace muflow::actors {
 
 const Wiring& async_wiring();
 
+/// The async graph of a run (for wirings built on it, e.g. async-replicated).
+WiringGraph async_graph(const RunContext& ctx);
+
 }  // namespace muflow::actors

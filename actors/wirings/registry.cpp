@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "actors/wirings/async.hpp"
+#include "actors/wirings/async_replicated.hpp"
 #include "actors/wirings/exflow.hpp"
 #include "actors/wirings/harmoeny.hpp"
 #include "actors/wirings/moeshard.hpp"
@@ -14,9 +15,9 @@
 namespace muflow::actors {
 namespace {
 
-std::array<const Wiring*, 5> all_wirings() {
-  return {&sync_wiring(), &async_wiring(), &harmoeny_wiring(), &moeshard_wiring(),
-          &exflow_wiring()};
+std::array<const Wiring*, 6> all_wirings() {
+  return {&sync_wiring(),     &async_wiring(),  &harmoeny_wiring(),
+          &moeshard_wiring(), &exflow_wiring(), &async_replicated_wiring()};
 }
 
 }  // namespace

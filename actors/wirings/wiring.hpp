@@ -32,6 +32,8 @@ struct WiringTraits {
   bool per_block_placement = false;
   /// Accepts Aurora's capability placement (`experts = "capability"`, Theorem 5.1).
   bool capability_placement = false;
+  /// Runs replicas of hot experts (`[placement] replicas` / `replica_experts`).
+  bool expert_replicas = false;
 };
 
 /// What a wiring may read when a Server is prepared. References live as long as the call.

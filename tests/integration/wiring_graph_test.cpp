@@ -38,7 +38,7 @@ TEST(WiringRegistry, KnowsExactlyTheParsersNames) {
   EXPECT_EQ(wirings_with([](const WiringTraits& t) { return t.per_block_placement; }),
             "\"sync\" or \"exflow\"");
   EXPECT_EQ(wirings_with([](const WiringTraits& t) { return t.disaggregated_attention; }),
-            "\"async\"");
+            "\"async\" or \"async-replicated\"");
 }
 
 // A run context with 4 devices, 2 layers, 8 experts, round-robin placement (no actors): what

@@ -206,7 +206,7 @@ TEST(Topology, UnknownWiringListsTheKnownOnes) {
   absl::StatusOr<Topology> topo = parse("backend = \"cpu\"\nwiring = \"warp\"\n");
   ASSERT_FALSE(topo.ok());
   EXPECT_EQ(msg(topo.status()),
-            "topo.toml:2: key 'wiring': expected one of: sync, async, harmoeny, moeshard, exflow; got 'warp'");
+            "topo.toml:2: key 'wiring': expected one of: sync, async, harmoeny, moeshard, exflow, async-replicated; got 'warp'");
   absl::StatusOr<Topology> backend = parse("backend = \"tpu\"\n");
   ASSERT_FALSE(backend.ok());
   EXPECT_THAT(msg(backend.status()), HasSubstr("expected one of: cpu, sim; got 'tpu'"));
