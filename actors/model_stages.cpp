@@ -50,10 +50,12 @@ void push_row(TokenBatch& b, const TokenMeta& meta, const float* row, int64_t wi
 engine::TokenPool make_pool(const RunContext& ctx, int64_t width, int32_t rank) {
   const WiringGraph& g = ctx.graph();
   switch (g.merge) {
-    case MergeRule::kRequest: return engine::TokenPool::per_request(width, ctx.config.num_topk);
+    case MergeRule::kRequest:
+      return engine::TokenPool::per_request(width, ctx.config.num_topk);
     case MergeRule::kWave:
       return engine::TokenPool::per_request(width, ctx.config.num_topk, /*by_wave=*/true);
-    case MergeRule::kIteration: break;
+    case MergeRule::kIteration:
+      break;
   }
   return engine::TokenPool(width, ctx.config.num_topk, 1, g.residual_sources(rank));
 }
@@ -118,10 +120,9 @@ class AttentionStage final : public StageImpl {
       queued_.emplace(batch->iteration, batch);
       return absl::OkStatus();
     }
-    absl::Status s = batch->payload == Payload::kResidual ? pool_.add_residual(*batch)
-                     : batch->payload == Payload::kExpertOutputs
-                         ? pool_.add_expert_outputs(*batch)
-                         : bad_payload(*batch);
+    absl::Status s = batch->payload == Payload::kResidual        ? pool_.add_residual(*batch)
+                     : batch->payload == Payload::kExpertOutputs ? pool_.add_expert_outputs(*batch)
+                                                                 : bad_payload(*batch);
     if (!s.ok()) return s;
     const int64_t it = pool_.complete_iteration();
     if (it >= 0 && pool_.num_tokens(it) == 0) {
@@ -246,8 +247,8 @@ class AttentionStage final : public StageImpl {
         const std::vector<int32_t>* replicas =
             graph.replica_slots.empty() ? nullptr : &graph.replica_slots[block_][e];
         if (replicas == nullptr || replicas->empty()) {
-          out.push_back(p2p(*ctx_, ctx_->actors.experts[block_][e],
-                            graph.slot_device[block_][e], std::move(contrib->parts[e])));
+          out.push_back(p2p(*ctx_, ctx_->actors.experts[block_][e], graph.slot_device[block_][e],
+                            std::move(contrib->parts[e])));
           continue;
         }
         // A replicated expert: contiguous chunks of its rows, slot e first.
@@ -258,8 +259,8 @@ class AttentionStage final : public StageImpl {
           const int64_t begin = rows * c / k, end = rows * (c + 1) / k;
           if (begin == end) continue;
           const int32_t slot = c == 0 ? e : (*replicas)[c - 1];
-          TokenBatchPtr chunk = new_batch({StageKind::kExpert, block_, slot},
-                                          Payload::kExpertInputs, iteration, H);
+          TokenBatchPtr chunk =
+              new_batch({StageKind::kExpert, block_, slot}, Payload::kExpertInputs, iteration, H);
           for (int64_t i = begin; i < end; ++i) {
             push_row(*chunk, all.tokens[i], H > 0 ? all.act->row(i) : nullptr, H);
           }
@@ -291,8 +292,8 @@ class AttentionStage final : public StageImpl {
       // A token continuing on another device takes its residual stream there (hidden
       // values per token on the wire; the sim charges the transfer).
       const int64_t to = ctx_->placement.rank_device[r];
-      const int64_t bytes = residual->num_tokens() * cfg_.hidden_size * ctx_->activation_bytes *
-                            (shared ? 2 : 1);
+      const int64_t bytes =
+          residual->num_tokens() * cfg_.hidden_size * ctx_->activation_bytes * (shared ? 2 : 1);
       out.push_back({merge_actor(*ctx_, block_, r), caf::make_message(batch_atom::value, residual),
                      r == rank_ ? -1 : to, r == rank_ ? 0 : bytes});
     }
@@ -313,7 +314,7 @@ class AttentionStage final : public StageImpl {
   engine::Executor* exec_;
   int32_t block_, rank_;
   const engine::ModelConfig& cfg_;
-  int64_t width_;  // activation floats per row (0 in simulation)
+  int64_t width_;    // activation floats per row (0 in simulation)
   bool fifo_input_;  // block 0: InputRule::kFifo
   std::shared_ptr<LockedKvCache> kv_;
   engine::TokenPool pool_;
@@ -394,8 +395,8 @@ class ExpertStage final : public StageImpl {
     for (int64_t i = 0; i < n; ++i) {
       const int32_t r = in.tokens[i].origin_rank;
       if (!contrib->parts[r]) {
-        contrib->parts[r] = new_batch(merge_target(*ctx_, block_, r), Payload::kExpertOutputs,
-                                      in.iteration, H);
+        contrib->parts[r] =
+            new_batch(merge_target(*ctx_, block_, r), Payload::kExpertOutputs, in.iteration, H);
       }
       push_row(*contrib->parts[r], in.tokens[i], y.data() + i * H, H);
     }
@@ -462,8 +463,7 @@ class SamplerStage final : public StageImpl {
   int64_t ready_tokens() const override { return pool_.ready_tokens(); }
 
   absl::Status run(std::vector<Send>& out, RunInfo& info) override {
-    absl::StatusOr<engine::MergedTokens> merged =
-        pool_.take_ready(ctx_->graph().max_batch_tokens);
+    absl::StatusOr<engine::MergedTokens> merged = pool_.take_ready(ctx_->graph().max_batch_tokens);
     if (!merged.ok()) return merged.status();
     if (merged->tokens.empty()) return absl::OkStatus();
     const int64_t it = merged->iteration;
