@@ -293,7 +293,11 @@ void finish_request(Self* self, RequestState& rs, double t) {
   auto& act = st.active[rs.rank];
   act.erase(std::find(act.begin(), act.end(), rs.req.id));
   for (const auto& block : st.ctx->actors.attention) {
-    self->send(block[rs.rank], release_atom::value, rs.req.id);
+    if (st.ctx->graph().kv_replicated) {
+      for (const caf::actor& replica : block) self->send(replica, release_atom::value, rs.req.id);
+    } else {
+      self->send(block[rs.rank], release_atom::value, rs.req.id);
+    }
   }
   if (rs.callbacks.on_finish) {
     try {

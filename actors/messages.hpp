@@ -24,6 +24,7 @@ using batch_atom = caf::atom_constant<caf::atom("batch")>;    ///< a TokenBatch 
 using contrib_atom = caf::atom_constant<caf::atom("contrib")>;  ///< rank → collective part
 using release_atom = caf::atom_constant<caf::atom("release")>;  ///< free a request's KV cache
 using kv_atom = caf::atom_constant<caf::atom("kv")>;  ///< host → stage: KV bytes held (reply)
+using kvrows_atom = caf::atom_constant<caf::atom("kvrows")>;  ///< attention → replica: K/V rows
 // Coordinator.
 using sampled_atom = caf::atom_constant<caf::atom("sampled")>;  ///< sampler → coordinator
 using busy_atom = caf::atom_constant<caf::atom("busy")>;        ///< device → coordinator
@@ -68,8 +69,19 @@ struct Contribution {
 };
 using ContributionPtr = std::shared_ptr<Contribution>;
 
+/// K/V rows one attention stage appended to its KV cache in one run, for the replicas of the
+/// same block on other ranks (WiringGraph::kv_replicated; ExFlow's all-gather).
+struct KvRows {
+  int64_t width = 0;                 ///< floats per K (and V) row: num_kv_heads · head_dim
+  std::vector<int64_t> request_ids;  ///< [n]
+  std::vector<int64_t> positions;    ///< [n]
+  std::vector<float> k, v;           ///< [n, width] each (empty in simulation: width 0)
+};
+using KvRowsPtr = std::shared_ptr<const KvRows>;
+
 }  // namespace muflow::actors
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(muflow::engine::TokenBatchPtr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(muflow::actors::SampledBatchPtr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(muflow::actors::ContributionPtr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(muflow::actors::KvRowsPtr)

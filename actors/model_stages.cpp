@@ -182,6 +182,20 @@ class AttentionStage final : public StageImpl {
     std::lock_guard<std::mutex> lock(kv_->mutex);
     return kv_->cache.bytes_used();
   }
+  absl::Status apply_kv_rows(const KvRows& rows) override {
+    std::lock_guard<std::mutex> lock(kv_->mutex);
+    const int64_t w = rows.width;
+    for (size_t i = 0; i < rows.request_ids.size(); ++i) {
+      const float* k = w > 0 ? rows.k.data() + i * w : nullptr;
+      const float* v = w > 0 ? rows.v.data() + i * w : nullptr;
+      if (!kv_->cache.append(rows.request_ids[i], rows.positions[i], k, v)) {
+        return absl::InternalError(absl::StrFormat(
+            "%s: KV replica of request %d got position %d but holds %d", name(),
+            rows.request_ids[i], rows.positions[i], kv_->cache.length(rows.request_ids[i])));
+      }
+    }
+    return absl::OkStatus();
+  }
   std::string name() const override { return absl::StrFormat("attn b%d r%d", block_, rank_); }
   LayerId layer() const override { return {StageKind::kAttention, block_, rank_}; }
 
@@ -210,6 +224,7 @@ class AttentionStage final : public StageImpl {
           !s.ok()) {
         return s;
       }
+      if (ctx_->graph().kv_replicated) replicate_kv(meta, out);
       lock.unlock();
       if (seconds) *seconds = modeled;
       if (ctx_->routing) {
@@ -298,6 +313,31 @@ class AttentionStage final : public StageImpl {
                      r == rank_ ? -1 : to, r == rank_ ? 0 : bytes});
     }
     return absl::OkStatus();
+  }
+
+  // Sends the K/V rows this run appended (one per token of `meta`) to this block's stages on
+  // every other rank (their replicas); call with kv_->mutex held.
+  void replicate_kv(const std::vector<TokenMeta>& meta, std::vector<Send>& out) const {
+    const int64_t w = width_ > 0 ? cfg_.num_kv_heads * cfg_.head_dim : 0;
+    auto rows = std::make_shared<KvRows>();
+    rows->width = w;
+    for (const TokenMeta& m : meta) {
+      rows->request_ids.push_back(m.request_id);
+      rows->positions.push_back(m.position);
+      if (w == 0) continue;
+      const float* k = kv_->cache.keys(m.request_id) + m.position * w;
+      const float* v = kv_->cache.values(m.request_id) + m.position * w;
+      rows->k.insert(rows->k.end(), k, k + w);
+      rows->v.insert(rows->v.end(), v, v + w);
+    }
+    const KvRowsPtr shared = std::move(rows);
+    for (int32_t r = 0; r < static_cast<int32_t>(ctx_->num_ranks); ++r) {
+      if (r == rank_) continue;
+      // A local message: the sim charges these bytes with the dispatch all-to-all
+      // (actors/wirings/exflow.cpp).
+      out.push_back(
+          {ctx_->actors.attention[block_][r], caf::make_message(kvrows_atom::value, shared)});
+    }
   }
 
   // The DP rank each token continues on after this block's experts (the wiring's rule, or

@@ -160,6 +160,10 @@ caf::behavior stage_behavior(caf::stateful_actor<StageState>* self, RunContextPt
         complete_run(self, run.begin_s, run.end_s, run.info, run.status, run.out);
       },
       [=](release_atom, int64_t request_id) { self->state.impl->release(request_id); },
+      [=](kvrows_atom, const KvRowsPtr& rows) {
+        if (self->state.failed) return;
+        if (absl::Status s = self->state.impl->apply_kv_rows(*rows); !s.ok()) fail(self, s);
+      },
       [=](kv_atom) -> int64_t { return self->state.impl->kv_bytes(); },
   };
 }

@@ -48,6 +48,11 @@ class StageImpl {
   virtual int64_t kv_bytes() const { return -1; }
   /// Frees per-request state (KV cache). Default: nothing.
   virtual void release(int64_t request_id) {}
+  /// Appends K/V rows another rank's stage of the same block computed (a KV replica).
+  /// Errors: stages without a KV cache, rows out of position order.
+  virtual absl::Status apply_kv_rows(const KvRows& rows) {
+    return absl::InvalidArgumentError(name() + ": has no KV cache to replicate into");
+  }
   /// Display name, e.g. "attn b3 r1", "expert b3 e5", "sampler r1".
   virtual std::string name() const = 0;
   virtual engine::LayerId layer() const = 0;

@@ -149,6 +149,12 @@ struct WiringGraph {
   std::shared_ptr<const CollectiveRule> dispatch_rule, combine_rule;
   /// Null: every token continues on the rank it came from.
   std::shared_ptr<const ContinuationRule> continuation;
+  /// Every attention rank keeps a replica of every request's KV cache of its block: an
+  /// attention stage sends the K/V rows it appended to the same block's stages on every other
+  /// rank (ExFlow's all-gather), which append them when the message arrives (before any later
+  /// batch they run: the rows were sent before the run's outputs); a finished request is
+  /// released on every rank.
+  bool kv_replicated = false;
 
   int64_t num_slots() const { return slot_device.empty() ? 0 : slot_device.front().size(); }
   /// Residual batches merge point `rank` waits for per iteration (in-degree of its edges).

@@ -60,23 +60,6 @@ class CoherentDispatch final : public CollectiveRule {
   }
 };
 
-// One run: the block's KV cache shared by its attention stages.
-class ExflowRun final : public WiringRun {
- public:
-  ExflowRun(WiringGraph graph, int64_t num_layers) : kv_(num_layers) { graph_ = std::move(graph); }
-  std::shared_ptr<LockedKvCache> kv_cache(int32_t block, int32_t rank,
-                                          int64_t kv_width) const override {
-    std::lock_guard<std::mutex> lock(mutex_);  // stages are built from one thread; cheap
-    auto& kv = kv_.at(block);
-    if (!kv) kv = std::make_shared<LockedKvCache>(kv_width);
-    return kv;
-  }
-
- private:
-  mutable std::mutex mutex_;
-  mutable std::vector<std::shared_ptr<LockedKvCache>> kv_;  // [num_layers]
-};
-
 class ExflowWiring final : public Wiring {
  public:
   std::string_view name() const override { return "exflow"; }
@@ -98,7 +81,8 @@ class ExflowWiring final : public Wiring {
           for (int32_t r = 0; r < R; ++r) rank_of_device[ctx.placement.rank_device[r]] = r;
           g.continuation = std::make_shared<const TopOneContinuation>(std::move(rank_of_device));
           g.dispatch_rule = std::make_shared<const CoherentDispatch>();
-          return std::make_shared<const ExflowRun>(std::move(g), ctx.config.num_layers);
+          g.kv_replicated = true;  // each rank's own copy, kept equal by messages
+          return std::make_shared<const GraphRun>(std::move(g));
         });
   }
 };

@@ -109,7 +109,7 @@ TEST(WiringGraph, HarmoenyAndMoeShardHaveOneExpertStagePerDevice) {
   EXPECT_NE(start("moeshard", &ctx)->graph().combine_rule, concat_rule());  // reduce-scatter
 }
 
-TEST(WiringGraph, ExflowSendsResidualsToEveryRankAndSharesTheBlocksKvCache) {
+TEST(WiringGraph, ExflowSendsResidualsToEveryRankAndReplicatesTheKvCache) {
   std::shared_ptr<RunContext> ctx;
   std::shared_ptr<const WiringRun> run = start("exflow", &ctx);
   const WiringGraph& g = run->graph();
@@ -124,11 +124,11 @@ TEST(WiringGraph, ExflowSendsResidualsToEveryRankAndSharesTheBlocksKvCache) {
   meta[2].request_id = 9;
   const std::vector<int32_t> ids = {6, 1, 5, 0, 3, 2};  // top-2 per token
   EXPECT_THAT(g.continuation->next_ranks(*ctx, 0, 0, meta, ids), ElementsAre(2, 0, 0));
-  EXPECT_EQ(run->kv_cache(1, 0, 16), run->kv_cache(1, 3, 16));
-  EXPECT_NE(run->kv_cache(0, 0, 16), run->kv_cache(1, 0, 16));
+  // Each rank owns its replica (no cache shared between stages), kept equal by messages.
+  EXPECT_TRUE(g.kv_replicated);
+  EXPECT_NE(run->kv_cache(1, 0, 16), run->kv_cache(1, 3, 16));
   std::shared_ptr<RunContext> sync_ctx;
-  std::shared_ptr<const WiringRun> sync = start("sync", &sync_ctx);
-  EXPECT_NE(sync->kv_cache(1, 0, 16), sync->kv_cache(1, 3, 16));
+  EXPECT_FALSE(start("sync", &sync_ctx)->graph().kv_replicated);
 }
 
 }  // namespace
