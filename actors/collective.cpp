@@ -110,9 +110,9 @@ class ConcatRule final : public CollectiveRule {
   }
 };
 
-// sim: the barrier's parts cross the big switch as one all-to-all between devices (the parts
-// of all slots on one device travel together, as one buffer per peer). The transfers are
-// served in the topology's `a2a_order` (Aurora §4) from `done_s`; returns when each
+// A timed channel (sim): the barrier's parts cross it as one all-to-all between devices (the
+// parts of all slots on one device travel together, as one buffer per peer), e.g. over the
+// big switch in the topology's `a2a_order` (Aurora §4) from `done_s`; returns when each
 // destination's last incoming part arrives ([num destinations] seconds, >= done_s) and the
 // port-load lower bound of that all-to-all (seconds; transport/all_to_all_order.hpp).
 struct NetworkDelivery {
@@ -140,22 +140,14 @@ NetworkDelivery network_delivery(const RunContext& ctx, CollectiveKind kind, int
   } else {
     ctx.graph().combine_rule->add_side_traffic(ctx, kind, block, rows_from, bytes);
   }
-  const uint64_t seed = engine::splitmix64_mix(
-      ctx.a2a_seed ^ engine::splitmix64_mix((static_cast<uint64_t>(iteration) << 20) ^
-                                            (static_cast<uint64_t>(block) << 1) ^
-                                            (kind == CollectiveKind::kDispatch ? 0u : 1u)));
-  const std::vector<transport::Transfer> order =
-      transport::order_all_to_all(ctx.a2a_order, *ctx.network, bytes, done_s, seed);
-  const std::vector<double> finish = ctx.network->schedule_all(order);
-  std::vector<std::vector<double>> pair_done(num_devices, std::vector<double>(num_devices, done_s));
-  for (size_t i = 0; i < order.size(); ++i) {
-    double& t = pair_done[order[i].src][order[i].dst];
-    t = std::max(t, finish[i]);
-  }
+  const uint64_t order_key = engine::splitmix64_mix((static_cast<uint64_t>(iteration) << 20) ^
+                                                     (static_cast<uint64_t>(block) << 1) ^
+                                                     (kind == CollectiveKind::kDispatch ? 0u : 1u));
+  const transport::AllToAllTiming timing = ctx.channel->all_to_all(bytes, done_s, order_key);
+  const std::vector<std::vector<double>>& pair_done = timing.pair_done_s;
   NetworkDelivery out;
-  out.bound_s = transport::port_load_lower_bound(*ctx.network, bytes);
-  out.end_s = done_s;
-  for (double f : finish) out.end_s = std::max(out.end_s, f);
+  out.bound_s = timing.bound_s;
+  out.end_s = timing.end_s;
   std::vector<double>& deliver = out.deliver_s;
   deliver.assign(rows_from.size(), done_s);
   // A destination's batch is complete when every transfer into its device is (one fused
@@ -206,7 +198,7 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
     }
     std::vector<int64_t> tokens_per_device(ctx->placement.num_devices, 0);
     NetworkDelivery net{std::vector<double>(num_dests, done_s), 0.0, done_s};
-    if (ctx->network) {
+    if (ctx->channel->timed()) {
       net = network_delivery(*ctx, kind, block, c->iteration, delivery->rows_from, done_s);
     }
     double a2a_end_s = done_s;

@@ -12,7 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "actors/sim_backend.hpp"
+#include "actors/backends/sim_setup.hpp"
 #include "engine/model_config.hpp"
 #include "engine/router_model.hpp"
 #include "kernels/sim/precision.hpp"

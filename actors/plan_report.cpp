@@ -11,7 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "actors/placement_setup.hpp"
 #include "actors/server.hpp"
-#include "actors/sim_backend.hpp"
+#include "actors/backends/sim_setup.hpp"
 #include "engine/affinity_placement.hpp"
 #include "engine/aurora_placement.hpp"
 #include "engine/placement.hpp"

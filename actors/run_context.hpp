@@ -20,8 +20,7 @@
 #include "engine/topology.hpp"
 #include "engine/routing_record.hpp"
 #include "engine/trace.hpp"
-#include "transport/aurora_order.hpp"
-#include "transport/big_switch_network.hpp"
+#include "transport/channel.hpp"
 
 namespace muflow::actors {
 
@@ -91,13 +90,10 @@ struct RunContext {
   std::shared_ptr<engine::RoutingRecorder> routing;  ///< may be null (not recording routing)
   caf::actor_clock::time_point t0;               ///< run start; times are seconds since t0
   bool virtual_time = false;  ///< sim backend: stages complete after their modeled duration
-  /// sim backend: the big-switch network all collectives schedule their transfers on (owned
-  /// here, used only from actors of a single-threaded virtual-time run); null on cpu.
-  std::shared_ptr<transport::BigSwitchNetwork> network;
-  int64_t activation_bytes = 2;  ///< sim: bytes per activation element on the wire
-  /// sim: order of each barrier all-to-all's device-to-device transfers (`[network] a2a_order`)
-  transport::A2aOrder a2a_order = transport::A2aOrder::kRowMajor;
-  uint64_t a2a_seed = 0;  ///< sim, a2a_order = random: mixed with (block, iteration, kind)
+  /// The channel between devices, from the backend: in-process handoff (cpu), the big-switch
+  /// network in virtual time (sim: used only from actors of a single-threaded run).
+  std::shared_ptr<transport::Channel> channel;
+  int64_t activation_bytes = 2;  ///< bytes per activation element on the wire (sim charges)
 
   /// The wiring's graph (ctx.wiring must be set).
   const WiringGraph& graph() const { return wiring->graph(); }

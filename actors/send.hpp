@@ -8,9 +8,9 @@
 namespace muflow::actors {
 
 /// A message a stage sends after it ran (or right away, for an empty iteration).
-/// Point-to-point token batches name the destination device and their size: on the sim
-/// backend they cross the big-switch network (ctx->network) and arrive when the transfer ends;
-/// on cpu, and for a destination on the sending device, they are delivered at once.
+/// Point-to-point token batches name the destination device and their size: over a timed
+/// channel (ctx->channel; sim: the big-switch network) they arrive when the transfer ends; over
+/// the in-process channel (cpu), and for a destination on the sending device, at once.
 struct Send {
   caf::actor dest;
   caf::message msg;

@@ -5,38 +5,74 @@
 
 #include <caf/scheduler/test_coordinator.hpp>
 
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "actors/messages.hpp"
-#include "actors/sim_backend.hpp"
-#include "actors/wirings/registry.hpp"
-#include "actors/placement_setup.hpp"
-#include "kernels/assert.hpp"
 #include "actors/graph_builder.hpp"
-#include "engine/cpu_executor.hpp"
-#include "engine/hf_config.hpp"
+#include "actors/messages.hpp"
+#include "actors/placement_setup.hpp"
+#include "actors/wirings/registry.hpp"
 #include "engine/kv_admission.hpp"
-#include "engine/model_loader.hpp"
 #include "engine/placement.hpp"
-#include "engine/synthetic_model.hpp"
 #include "engine/workload.hpp"
+#include "kernels/assert.hpp"
 
 namespace muflow::actors {
 namespace {
 constexpr double kMaxArrivalS = 1e7;  // ~116 days: keeps timer arithmetic far from overflow
 }  // namespace
 
+namespace {
+
+// The folder's tokenizer (text prompts need it, on the sim backend too), or null when the
+// model has none. Errors: a tokenizer file that exists but does not load.
+absl::StatusOr<std::unique_ptr<engine::Tokenizer>> load_tokenizer(const engine::Topology& t) {
+  if (t.model.path.empty()) return nullptr;
+  absl::StatusOr<std::unique_ptr<engine::Tokenizer>> tok =
+      engine::Tokenizer::load_from_model_dir(t.model.path);
+  if (tok.ok()) return std::move(*tok);
+  if (absl::IsNotFound(tok.status())) return nullptr;
+  return tok.status();
+}
+
+// The placement runs use: the topology's, with planned ones solved (ExFlow affinity, Aurora
+// capability) where the wiring accepts them.
+absl::StatusOr<engine::Placement> plan_placement(const engine::Topology& topology,
+                                                 const Backend& backend, const Wiring& wiring) {
+  absl::StatusOr<engine::Placement> placement = engine::make_placement(
+      topology, backend.config().num_experts, wiring.traits().disaggregated_attention);
+  if (!placement.ok()) return placement.status();
+  if (topology.placement == "affinity") {
+    if (absl::Status s = apply_affinity_placement(topology, backend.config(), &*placement);
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (topology.placement == "capability") {
+    if (absl::Status s = apply_capability_placement(topology, backend.config(), backend.sim(),
+                                                    backend.precision(), &*placement);
+        !s.ok()) {
+      return s;
+    }
+  }
+  if ((topology.expert_replicas > 0 || !topology.replica_experts.empty()) &&
+      !wiring.traits().expert_replicas) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: key '%s' applies to wiring %s, got \"%s\"", topology.source,
+        topology.replica_experts.empty() ? "placement.replicas" : "placement.replica_experts",
+        wirings_with([](const WiringTraits& t) { return t.expert_replicas; }), topology.wiring));
+  }
+  return placement;
+}
+
+}  // namespace
+
+// load the model (the backend) → plan the placement → prepare the wiring.
 absl::StatusOr<std::unique_ptr<Server>> Server::create(engine::Topology topology) {
   absl::StatusOr<const Wiring*> wiring = find_wiring(topology.wiring);
   if (!wiring.ok()) {
     return absl::Status(wiring.status().code(),
                         absl::StrCat(topology.source, ": ", wiring.status().message()));
-  }
-  if (topology.backend != "cpu" && topology.backend != "sim") {
-    return absl::UnimplementedError(absl::StrFormat(
-        "%s: backend '%s' is not available in this build; expected: cpu, sim", topology.source,
-        topology.backend));
   }
   if (topology.scheduler.max_batch_requests < 1 || topology.scheduler.max_prefill_tokens < 1) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -45,104 +81,33 @@ absl::StatusOr<std::unique_ptr<Server>> Server::create(engine::Topology topology
         topology.source, topology.scheduler.max_batch_requests,
         topology.scheduler.max_prefill_tokens));
   }
-  std::shared_ptr<const engine::ModelWeights> weights;
-  std::unique_ptr<Server> server(new Server());
-  if (topology.backend == "sim") {
-    // No weights: dims from a preset, synthetic dims, or an HF folder's config.json.
-    absl::StatusOr<engine::ModelConfig> config =
-        !topology.model.path.empty()
-            ? engine::parse_hf_config(topology.model.path + "/config.json")
-            : (topology.model.synthetic ? absl::StatusOr<engine::ModelConfig>(
-                                              *topology.model.synthetic)
-                                        : absl::InvalidArgumentError("no model"));
-    if (!config.ok()) return config.status();
-    if (absl::Status s = config->validate(); !s.ok()) return s;
-    if (absl::Status s = engine::check_topology_against_model(topology, *config); !s.ok()) {
-      return s;
-    }
-    absl::StatusOr<SimSetup> sim = make_sim_setup(topology, *config);
-    if (!sim.ok()) return sim.status();
-    server->sim_ = std::make_unique<SimSetup>(std::move(*sim));
-    server->config_ = *config;
-  } else if (!topology.model.path.empty()) {
-    absl::StatusOr<std::shared_ptr<const engine::ModelWeights>> loaded =
-        engine::load_hf_model(topology.model.path);
-    if (!loaded.ok()) return loaded.status();
-    weights = *loaded;
-  } else if (topology.model.synthetic) {
-    if (absl::Status s = topology.model.synthetic->validate(); !s.ok()) return s;
-    const engine::DType dtype =
-        topology.model.dtype == "bf16" ? engine::DType::kBF16 : engine::DType::kF32;
-    weights = std::make_shared<const engine::ModelWeights>(
-        engine::make_synthetic_model(*topology.model.synthetic, topology.model.seed, dtype));
-  } else {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%s: [model] needs either 'path' or synthetic dims", topology.source));
-  }
-  if (!topology.model.path.empty()) {
-    // Text prompts need the folder's tokenizer, on the sim backend too (no weights there).
-    absl::StatusOr<std::unique_ptr<engine::Tokenizer>> tok =
-        engine::Tokenizer::load_from_model_dir(topology.model.path);
-    if (tok.ok()) {
-      server->tokenizer_ = std::move(*tok);
-    } else if (!absl::IsNotFound(tok.status())) {
-      return tok.status();
-    }
-  }
-  if (weights) {
-    absl::StatusOr<std::shared_ptr<const engine::CpuModel>> model =
-        engine::CpuModel::prepare(weights);
-    if (!model.ok()) return model.status();
-    server->model_ = *model;
-    server->config_ = server->model_->config();
-    if (absl::Status s = engine::check_topology_against_model(topology, server->config_);
-        !s.ok()) {
-      return s;
-    }
-  }
-  absl::StatusOr<engine::Placement> placement =
-      engine::make_placement(topology, server->config_.num_experts,
-                             (*wiring)->traits().disaggregated_attention);
-  if (!placement.ok()) return placement.status();
-  if (topology.placement == "affinity") {
-    if (absl::Status s = apply_affinity_placement(topology, server->config_, &*placement);
-        !s.ok()) {
-      return s;
-    }
-  }
-  if (topology.placement == "capability") {
-    server->topology_ = topology;  // sim_precision() reads it
-    if (absl::Status s = apply_capability_placement(
-            topology, server->config_, server->sim_.get(),
-            server->sim_ ? server->sim_precision() : kernels::sim::Precision::kF32, &*placement);
-        !s.ok()) {
-      return s;
-    }
-  }
-  server->placement_ = *placement;
-  if ((topology.expert_replicas > 0 || !topology.replica_experts.empty()) &&
-      !(*wiring)->traits().expert_replicas) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: key '%s' applies to wiring %s, got \"%s\"", topology.source,
-        topology.replica_experts.empty() ? "placement.replicas" : "placement.replica_experts",
-        wirings_with([](const WiringTraits& t) { return t.expert_replicas; }), topology.wiring));
-  }
-  server->topology_ = topology;  // sim_precision() reads it
-  WiringSetup setup{topology, server->config_, *placement};
-  setup.sim = server->sim_.get();
-  setup.precision = server->sim_ ? server->sim_precision() : kernels::sim::Precision::kF32;
-  setup.weight_bytes = topology.model.dtype == "bf16" ? 2 : 4;
-  setup.weights = weights;
-  setup.model = server->model_;
-  absl::StatusOr<std::shared_ptr<const PreparedWiring>> prepared = (*wiring)->prepare(setup);
-  if (!prepared.ok()) return prepared.status();
-  server->wiring_ = std::move(*prepared);
   if (absl::StatusOr<std::unique_ptr<engine::SchedulingPolicy>> pol =
           engine::make_scheduling_policy(topology.scheduler.policy);
       !pol.ok()) {
     return absl::InvalidArgumentError(
         absl::StrFormat("%s: key 'scheduler.policy': %s", topology.source, pol.status().message()));
   }
+  std::unique_ptr<Server> server(new Server());
+  absl::StatusOr<std::unique_ptr<Backend>> backend = make_backend(topology);
+  if (!backend.ok()) return backend.status();
+  server->backend_ = std::move(*backend);
+  absl::StatusOr<std::unique_ptr<engine::Tokenizer>> tokenizer = load_tokenizer(topology);
+  if (!tokenizer.ok()) return tokenizer.status();
+  server->tokenizer_ = std::move(*tokenizer);
+  absl::StatusOr<engine::Placement> placement =
+      plan_placement(topology, *server->backend_, **wiring);
+  if (!placement.ok()) return placement.status();
+  server->placement_ = std::move(*placement);
+  const Backend& be = *server->backend_;
+  WiringSetup setup{topology, be.config(), server->placement_};
+  setup.sim = be.sim();
+  setup.precision = be.precision();
+  setup.weight_bytes = topology.model.dtype == "bf16" ? 2 : 4;
+  setup.weights = be.weights();
+  setup.model = be.cpu_model();
+  absl::StatusOr<std::shared_ptr<const PreparedWiring>> prepared = (*wiring)->prepare(setup);
+  if (!prepared.ok()) return prepared.status();
+  server->wiring_ = std::move(*prepared);
   server->topology_ = std::move(topology);
   return server;
 }
@@ -184,7 +149,7 @@ absl::Status Server::validate_request(const engine::Request& r) const {
         "request %d: arrival time %g s; expected a finite time in [0, %g] s", r.id, r.arrival_s,
         kMaxArrivalS));
   }
-  if (sim_ && r.return_prompt_logits) {
+  if (backend_->virtual_time() && r.return_prompt_logits) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "request %d: prompt logits are not available on backend 'sim' (no math)", r.id));
   }
@@ -214,53 +179,30 @@ void run_virtual_time(caf::actor_system& sys) {
 
 }  // namespace
 
-kernels::sim::Precision Server::sim_precision() const {
-  return topology_.model.dtype == "bf16" ? kernels::sim::Precision::kBF16
-                                         : kernels::sim::Precision::kF32;
-}
-
-absl::StatusOr<std::shared_ptr<RunContext>> Server::make_context() const {
-  const bool sim = sim_ != nullptr;
+absl::StatusOr<std::shared_ptr<RunContext>> Server::make_context(
+    const transport::Channel* share_links_with) const {
   auto ctx = std::make_shared<RunContext>();
-  ctx->model = model_;
-  ctx->config = config_;
-  if (sim) {
-    ctx->virtual_time = true;
-    ctx->executors = make_sim_executors(*sim_, config_, sim_precision());
-    absl::StatusOr<std::shared_ptr<transport::BigSwitchNetwork>> net = make_sim_network(*sim_);
-    if (!net.ok()) return net.status();
-    ctx->network = *net;
-    ctx->activation_bytes = topology_.network.activation_bytes;
-    absl::StatusOr<transport::A2aOrder> order =
-        transport::parse_a2a_order(topology_.network.a2a_order);
-    if (!order.ok()) return order.status();
-    ctx->a2a_order = *order;
-    ctx->a2a_seed = topology_.router.seed;
-  } else {
-    for (size_t d = 0; d < topology_.devices.size(); ++d) {
-      ctx->executors.push_back(
-          std::make_shared<engine::CpuExecutor>(model_, wiring_->cpu_shards()));
-    }
-  }
+  ctx->model = backend_->cpu_model();
+  ctx->config = config();
+  ctx->virtual_time = backend_->virtual_time();
+  ctx->executors = backend_->make_executors(*wiring_);
+  absl::StatusOr<std::shared_ptr<transport::Channel>> channel =
+      backend_->make_channel(share_links_with);
+  if (!channel.ok()) return channel.status();
+  ctx->channel = std::move(*channel);
+  ctx->activation_bytes = topology_.network.activation_bytes;
   ctx->topology = topology_;
   ctx->placement = placement_;
   if (!topology_.trace_file.empty()) ctx->trace = std::make_shared<engine::TraceRecorder>();
   if (!topology_.routing_record_file.empty()) {
     ctx->routing = std::make_shared<engine::RoutingRecorder>();
   }
-  // KV-cache capacity per DP rank for admission: on sim the device's memory (90% usable)
-  // less the weights it holds; on cpu unlimited (host memory).
+  // KV-cache capacity per DP rank for admission (the backend's memory model).
   const int64_t elem_bytes = topology_.model.dtype == "bf16" ? 2 : 4;
-  ctx->kv_bytes_per_token = engine::kv_bytes_per_token(config_, elem_bytes);
+  ctx->kv_bytes_per_token = engine::kv_bytes_per_token(config(), elem_bytes);
   for (int64_t d : ctx->placement.rank_device) {
-    int64_t capacity = -1;
-    if (sim) {
-      const int64_t experts_here = static_cast<int64_t>(ctx->placement.experts_on(d).size());
-      capacity = std::max<int64_t>(
-          0, static_cast<int64_t>(0.9 * static_cast<double>(sim_->kinds[d].memory_bytes)) -
-                 engine::resident_weight_bytes(config_, true, experts_here, elem_bytes));
-    }
-    ctx->kv_capacity_bytes.push_back(capacity);
+    ctx->kv_capacity_bytes.push_back(backend_->kv_capacity_bytes(
+        d, static_cast<int64_t>(ctx->placement.experts_on(d).size())));
   }
   ctx->num_ranks = static_cast<int64_t>(ctx->placement.rank_device.size());
   absl::StatusOr<std::shared_ptr<const WiringRun>> run = wiring_->start_run(*ctx);
@@ -303,7 +245,7 @@ absl::StatusOr<std::vector<RunOutcome>> Server::run_together(
               });
   }
   const Server& first = *servers.front();
-  const bool sim = first.sim_ != nullptr;
+  const bool sim = first.backend_->virtual_time();
   caf::actor_system_config cfg;
   if (sim) {
     // Virtual time: CAF's deterministic scheduler runs every actor on this thread and
@@ -320,10 +262,10 @@ absl::StatusOr<std::vector<RunOutcome>> Server::run_together(
   // live actors would wait for them forever on an early return).
   std::vector<std::shared_ptr<RunContext>> ctxs;
   for (size_t i = 0; i < n; ++i) {
-    absl::StatusOr<std::shared_ptr<RunContext>> ctx = servers[i]->make_context();
+    // Colocated runs share the devices' links (one big switch on sim: the first topology's).
+    absl::StatusOr<std::shared_ptr<RunContext>> ctx =
+        servers[i]->make_context(i > 0 ? ctxs.front()->channel.get() : nullptr);
     if (!ctx.ok()) return ctx.status();
-    // Colocated runs share the devices' network ports (one big switch: the first topology's).
-    if (i > 0 && sim) (*ctx)->network = ctxs.front()->network;
     ctxs.push_back(*ctx);
   }
   absl::StatusOr<std::unique_ptr<engine::SchedulingPolicy>> policy =

@@ -13,7 +13,7 @@
 #include "absl/status/statusor.h"
 #include "actors/coordinator.hpp"
 #include "actors/run_context.hpp"
-#include "actors/sim_backend.hpp"
+#include "actors/backends/backend.hpp"
 #include "actors/wirings/registry.hpp"
 #include "engine/cpu_model.hpp"
 #include "engine/request.hpp"
@@ -37,11 +37,11 @@ class Server {
   static absl::StatusOr<std::unique_ptr<Server>> create(engine::Topology topology);
 
   const engine::Topology& topology() const { return topology_; }
-  const engine::ModelConfig& config() const { return config_; }
+  const engine::ModelConfig& config() const { return backend_->config(); }
   /// The placement runs use: the topology's, with planned ones (affinity, capability) solved.
   const engine::Placement& placement() const { return placement_; }
   /// The prepared weights (cpu backend); nullptr on the sim backend.
-  std::shared_ptr<const engine::CpuModel> model() const { return model_; }
+  std::shared_ptr<const engine::CpuModel> model() const { return backend_->cpu_model(); }
   /// The model's tokenizer, or nullptr when the model has none (synthetic models).
   const engine::Tokenizer* tokenizer() const { return tokenizer_.get(); }
 
@@ -80,7 +80,9 @@ class Server {
   // One request's prompt, lengths, arrival time and options (not its id).
   absl::Status validate_request(const engine::Request& r) const;
   // A run's context: executors, network, placement, trace, recorders (no actors yet).
-  absl::StatusOr<std::shared_ptr<RunContext>> make_context() const;
+  // `share_links_with`: the channel of a colocated run whose links this one shares (or null).
+  absl::StatusOr<std::shared_ptr<RunContext>> make_context(
+      const transport::Channel* share_links_with = nullptr) const;
   // Writes the run's routing record and trace.
   absl::Status finish_run(const RunContext& ctx, const RunOutcome& outcome) const;
   // Runs `servers` together on one actor system and one set of device actors.
@@ -88,14 +90,10 @@ class Server {
       const std::vector<Server*>& servers, std::vector<std::vector<engine::Request>> requests,
       std::vector<RunCallbacks> callbacks);
 
-  kernels::sim::Precision sim_precision() const;
-
   engine::Topology topology_;
-  engine::ModelConfig config_;
-  std::shared_ptr<const engine::CpuModel> model_;  // cpu backend
+  std::unique_ptr<Backend> backend_;              // executors, channel, clock; the model
   std::shared_ptr<const PreparedWiring> wiring_;  // the topology's wiring, prepared once
-  engine::Placement placement_;                            // planned once, at create
-  std::unique_ptr<SimSetup> sim_;                  // sim backend
+  engine::Placement placement_;                   // planned once, at create
   std::unique_ptr<engine::Tokenizer> tokenizer_;
 };
 

@@ -11,7 +11,7 @@ namespace muflow::actors {
 
 absl::StatusOr<std::unique_ptr<ServingEngine>> ServingEngine::start(const Server& server,
                                                                     RunCallbacks callbacks) {
-  if (server.sim_) {
+  if (server.backend_->virtual_time()) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "%s: backend 'sim' runs in virtual time and needs every request up front; use "
         "Server::run",

@@ -45,10 +45,10 @@ void flush(caf::stateful_actor<StageState>* self, std::vector<Send>& sends) {
   const RunContext& ctx = *self->state.ctx;
   const int64_t from = self->state.device_index;
   for (Send& s : sends) {
-    if (ctx.network && s.to_device >= 0 && s.to_device != from && s.bytes > 0) {
+    if (ctx.channel->timed() && s.to_device >= 0 && s.to_device != from && s.bytes > 0) {
       const double now_s = ctx.seconds_since_start(self->home_system().clock().now());
-      const double arrive_s = ctx.network->schedule(transport::Transfer{
-          static_cast<int32_t>(from), static_cast<int32_t>(s.to_device), s.bytes, now_s});
+      const double arrive_s = ctx.channel->transfer(
+          static_cast<int32_t>(from), static_cast<int32_t>(s.to_device), s.bytes, now_s);
       self->delayed_send(s.dest, std::chrono::nanoseconds(std::llround((arrive_s - now_s) * 1e9)),
                          std::move(s.msg));
       continue;

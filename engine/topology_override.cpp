@@ -62,6 +62,12 @@ const std::map<std::string, Setter>& setters() {
        [](Topology& t, const std::string& k, const std::string& v) {
          return set_double(k, v, &t.router.skew, 0, 1);
        }},
+      {"router.skew_mode",
+       [](Topology& t, const std::string& k, const std::string& v) {
+         if (v != "code" && v != "share") return bad(k, v, "code or share");
+         t.router.skew_mode = v;
+         return absl::OkStatus();
+       }},
       {"router.hot_experts",
        [](Topology& t, const std::string& k, const std::string& v) {
          return set_int(k, v, &t.router.hot_experts, 0);

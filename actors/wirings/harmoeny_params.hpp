@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "actors/sim_backend.hpp"
+#include "actors/backends/sim_setup.hpp"
 #include "engine/model_config.hpp"
 #include "engine/placement.hpp"
 #include "engine/topology.hpp"

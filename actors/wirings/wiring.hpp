@@ -12,7 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "actors/run_context.hpp"
-#include "actors/sim_backend.hpp"
+#include "actors/backends/sim_setup.hpp"
 #include "actors/wiring_graph.hpp"
 #include "engine/cpu_expert_shards.hpp"
 #include "engine/cpu_model.hpp"

@@ -1,4 +1,4 @@
-#include "actors/sim_backend.hpp"
+#include "actors/backends/sim_setup.hpp"
 
 #include <map>
 
@@ -31,8 +31,8 @@ absl::StatusOr<transport::LinkClass> link(const engine::Topology& t, const char*
   if (found.ok()) return found;
   auto where = t.network.where.find(key);
   return absl::InvalidArgumentError(absl::StrFormat(
-      "%s: key 'network.%s': %s",
-      where != t.network.where.end() ? where->second : t.source, key, found.status().message()));
+      "%s: key 'network.%s': %s", where != t.network.where.end() ? where->second : t.source, key,
+      found.status().message()));
 }
 
 }  // namespace
@@ -40,8 +40,8 @@ absl::StatusOr<transport::LinkClass> link(const engine::Topology& t, const char*
 absl::StatusOr<SimSetup> make_sim_setup(const engine::Topology& t,
                                         const engine::ModelConfig& config) {
   SimSetup setup;
-  absl::StatusOr<std::unique_ptr<engine::RouterModel>> router = engine::make_router_model(
-      t.router, config.num_experts, config.num_topk, config.num_layers);
+  absl::StatusOr<std::unique_ptr<engine::RouterModel>> router =
+      engine::make_router_model(t.router, config.num_experts, config.num_topk, config.num_layers);
   if (!router.ok()) {
     return absl::InvalidArgumentError(
         absl::StrFormat("%s: [router]: %s", t.source, router.status().message()));
@@ -52,8 +52,8 @@ absl::StatusOr<SimSetup> make_sim_setup(const engine::Topology& t,
   for (const engine::DeviceSpec& d : t.devices) {
     absl::StatusOr<kernels::sim::DeviceKind> kind = kernels::sim::find_device_kind(d.kind);
     if (!kind.ok()) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s: device '%s': %s", t.source, d.name, kind.status().message()));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s: device '%s': %s", t.source, d.name, kind.status().message()));
     }
     auto intra = link(t, "intra_node", t.network.intra_node, default_intra_node(d.kind));
     if (!intra.ok()) return intra.status();
@@ -72,15 +72,16 @@ std::vector<std::shared_ptr<engine::Executor>> make_sim_executors(
     const SimSetup& setup, const engine::ModelConfig& c, kernels::sim::Precision precision) {
   std::vector<std::shared_ptr<engine::Executor>> out;
   for (const kernels::sim::DeviceKind& kind : setup.kinds) {
-    out.push_back(std::make_shared<engine::SimExecutor>(c, kind, setup.cost, setup.router,
-                                                        precision));
+    out.push_back(
+        std::make_shared<engine::SimExecutor>(c, kind, setup.cost, setup.router, precision));
   }
   return out;
 }
 
 absl::StatusOr<std::shared_ptr<transport::BigSwitchNetwork>> make_sim_network(
     const SimSetup& setup) {
-  absl::StatusOr<transport::BigSwitchNetwork> net = transport::BigSwitchNetwork::create(setup.links);
+  absl::StatusOr<transport::BigSwitchNetwork> net =
+      transport::BigSwitchNetwork::create(setup.links);
   if (!net.ok()) return net.status();
   return std::make_shared<transport::BigSwitchNetwork>(std::move(*net));
 }

@@ -1,6 +1,6 @@
 #pragma once
 /// \file
-/// Setting up the sim backend for a run: one SimExecutor per device (its device kind's cost
+/// The sim backend's models for a Server: one SimExecutor per device (its device kind's cost
 /// model and the topology's router model) and the big-switch network of the cluster.
 
 #include <memory>
@@ -20,8 +20,8 @@ namespace muflow::actors {
 struct SimSetup {
   std::shared_ptr<const engine::RouterModel> router;
   std::shared_ptr<const kernels::sim::CostModel> cost;
-  std::vector<kernels::sim::DeviceKind> kinds;       ///< per device
-  std::vector<transport::DeviceLinks> links;         ///< per device
+  std::vector<kernels::sim::DeviceKind> kinds;  ///< per device
+  std::vector<transport::DeviceLinks> links;    ///< per device
 };
 
 /// Builds the sim setup of `topology` for a model with `config`. Default links per device

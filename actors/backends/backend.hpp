@@ -1,0 +1,67 @@
+#pragma once
+/// \file
+/// A backend behind one interface (ARCHITECTURE.md §4): it loads what its executors need (the
+/// prepared weights for real math, the dims and cost models for simulation), and gives each run
+/// its per-device executors, the channel between devices and the clock. `cpu` (cpu.hpp) and
+/// `sim` (sim.hpp) today; `cuda` fits the same interface.
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "actors/backends/sim_setup.hpp"
+#include "engine/cpu_model.hpp"
+#include "engine/executor.hpp"
+#include "engine/model_config.hpp"
+#include "engine/model_weights.hpp"
+#include "engine/topology.hpp"
+#include "kernels/sim/precision.hpp"
+#include "transport/channel.hpp"
+
+namespace muflow::actors {
+
+class PreparedWiring;
+
+/// One Server's backend. Created once (make_backend) and immutable afterwards: any thread.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  /// The topology's name for it (`backend = "..."`).
+  virtual std::string_view name() const = 0;
+  /// The clock: true = virtual time (CAF's deterministic test coordinator drives the run and
+  /// stages finish after their modeled durations); false = real time.
+  virtual bool virtual_time() const = 0;
+  /// The model's dims.
+  const engine::ModelConfig& config() const { return config_; }
+  /// Real math: the weights as loaded and prepared (prepacked GEMMs); else null.
+  virtual std::shared_ptr<const engine::ModelWeights> weights() const { return nullptr; }
+  virtual std::shared_ptr<const engine::CpuModel> cpu_model() const { return nullptr; }
+  /// Simulation: the router, cost and link models (planners read them); else null.
+  virtual const SimSetup* sim() const { return nullptr; }
+  /// Precision the cost model charges ops at (`[model] dtype`).
+  kernels::sim::Precision precision() const { return precision_; }
+
+  /// One executor per device (indexed like topology.devices) for one run of `wiring`.
+  virtual std::vector<std::shared_ptr<engine::Executor>> make_executors(
+      const PreparedWiring& wiring) const = 0;
+  /// The channel of one run. `share_links_with`: a channel of a run colocated on the same
+  /// devices whose links this one shares (null: fresh links). Errors: invalid link models.
+  virtual absl::StatusOr<std::shared_ptr<transport::Channel>> make_channel(
+      const transport::Channel* share_links_with) const = 0;
+  /// KV-cache bytes an attention DP rank on `device` can hold when `experts_here` experts
+  /// are resident there; -1 = unlimited (host memory).
+  virtual int64_t kv_capacity_bytes(int64_t device, int64_t experts_here) const = 0;
+
+ protected:
+  engine::ModelConfig config_;
+  kernels::sim::Precision precision_ = kernels::sim::Precision::kF32;
+};
+
+/// The backend `topology.backend` names, with its model loaded and checked against the
+/// topology. Errors: Unimplemented for a backend this build lacks; the loaders' errors (file
+/// and tensor named); InvalidArgument for a topology that does not fit the model.
+absl::StatusOr<std::unique_ptr<Backend>> make_backend(const engine::Topology& topology);
+
+}  // namespace muflow::actors

@@ -1,0 +1,56 @@
+#pragma once
+/// \file
+/// The channel token batches take between devices (ARCHITECTURE.md §4): what an edge of a
+/// wiring graph costs in time. The actors decide where a batch goes; the channel says when it
+/// arrives. In one process on real hardware the handoff is immediate (InProcessChannel); the
+/// sim backend's channel carries it over the big-switch network in virtual time
+/// (sim_network_channel.hpp); UCX (between processes) and NCCL (between GPUs) come next.
+
+#include <cstdint>
+#include <vector>
+
+#include "transport/all_to_all_order.hpp"
+
+namespace muflow::transport {
+
+/// When the transfers of one barrier all-to-all finish.
+struct AllToAllTiming {
+  /// [num_devices][num_devices] when the last transfer from -> to finished (seconds since the
+  /// run's start; `start_s` for pairs that sent nothing).
+  std::vector<std::vector<double>> pair_done_s;
+  double bound_s = 0.0;  ///< its port-load lower bound (Aurora's b_max), seconds
+  double end_s = 0.0;    ///< when the last transfer finished (>= start_s)
+};
+
+/// Carries token batches between devices. Owned by one run (RunContext); called from the
+/// run's actors; implementations document their thread safety.
+class Channel {
+ public:
+  virtual ~Channel() = default;
+  /// True when transfers take modeled time (the sender schedules the delivery for the
+  /// returned arrival time in virtual time); false when delivery is immediate.
+  virtual bool timed() const = 0;
+  /// Arrival time (seconds since the run's start) of `bytes` sent from device `from` to
+  /// device `to` (different devices) at `now_s`.
+  virtual double transfer(int32_t from, int32_t to, int64_t bytes, double now_s) = 0;
+  /// One barrier all-to-all of `bytes[from][to]` ([num_devices]^2 bytes) ready at `start_s`;
+  /// `order_key` distinguishes all-to-alls for orders that draw at random.
+  virtual AllToAllTiming all_to_all(const TrafficMatrix& bytes, double start_s,
+                                    uint64_t order_key) = 0;
+};
+
+/// Devices in one process on real hardware: a batch is handed over by handle, at once.
+/// Stateless; any thread.
+class InProcessChannel final : public Channel {
+ public:
+  bool timed() const override { return false; }
+  double transfer(int32_t, int32_t, int64_t, double now_s) override { return now_s; }
+  AllToAllTiming all_to_all(const TrafficMatrix& bytes, double start_s, uint64_t) override {
+    AllToAllTiming t;
+    t.pair_done_s.assign(bytes.size(), std::vector<double>(bytes.size(), start_s));
+    t.end_s = start_s;
+    return t;
+  }
+};
+
+}  // namespace muflow::transport

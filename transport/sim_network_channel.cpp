@@ -1,0 +1,30 @@
+#include "transport/sim_network_channel.hpp"
+
+#include <algorithm>
+
+#include "engine/splitmix64.hpp"
+
+namespace muflow::transport {
+
+double SimNetworkChannel::transfer(int32_t from, int32_t to, int64_t bytes, double now_s) {
+  return network_->schedule(Transfer{from, to, bytes, now_s});
+}
+
+AllToAllTiming SimNetworkChannel::all_to_all(const TrafficMatrix& bytes, double start_s,
+                                             uint64_t order_key) {
+  const uint64_t seed = engine::splitmix64_mix(seed_ ^ order_key);
+  const std::vector<Transfer> order = order_all_to_all(order_, *network_, bytes, start_s, seed);
+  const std::vector<double> finish = network_->schedule_all(order);
+  AllToAllTiming t;
+  t.pair_done_s.assign(bytes.size(), std::vector<double>(bytes.size(), start_s));
+  for (size_t i = 0; i < order.size(); ++i) {
+    double& done = t.pair_done_s[order[i].src][order[i].dst];
+    done = std::max(done, finish[i]);
+  }
+  t.bound_s = port_load_lower_bound(*network_, bytes);
+  t.end_s = start_s;
+  for (double f : finish) t.end_s = std::max(t.end_s, f);
+  return t;
+}
+
+}  // namespace muflow::transport
