@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_format.h"
 #include "actors/messages.hpp"
-#include "engine/kv_admission.hpp"
+#include "engine/serving/kv_admission.hpp"
 
 namespace muflow::actors {
 namespace {

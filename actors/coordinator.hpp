@@ -13,8 +13,8 @@
 
 #include "absl/status/status.h"
 #include "actors/run_context.hpp"
-#include "engine/metrics.hpp"
-#include "engine/request.hpp"
+#include "engine/serving/metrics.hpp"
+#include "engine/serving/request.hpp"
 
 namespace muflow::actors {
 

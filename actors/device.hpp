@@ -11,7 +11,7 @@
 #include <caf/all.hpp>
 
 #include "actors/run_context.hpp"
-#include "engine/scheduling_policy.hpp"
+#include "engine/serving/scheduling_policy.hpp"
 
 namespace muflow::actors {
 

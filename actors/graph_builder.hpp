@@ -13,7 +13,7 @@
 
 #include "actors/device.hpp"
 #include "actors/run_context.hpp"
-#include "engine/scheduling_policy.hpp"
+#include "engine/serving/scheduling_policy.hpp"
 
 namespace muflow::actors {
 

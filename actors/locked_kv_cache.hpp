@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <mutex>
 
-#include "engine/kv_cache.hpp"
+#include "engine/serving/kv_cache.hpp"
 
 namespace muflow::actors {
 

@@ -10,8 +10,8 @@
 
 #include <caf/all.hpp>
 
-#include "engine/request.hpp"
-#include "engine/token_batch.hpp"
+#include "engine/serving/request.hpp"
+#include "engine/dataflow/token_batch.hpp"
 
 namespace muflow::actors {
 

@@ -5,7 +5,7 @@
 #include <map>
 
 #include "absl/strings/str_format.h"
-#include "engine/token_pool.hpp"
+#include "engine/dataflow/token_pool.hpp"
 
 namespace muflow::actors {
 namespace {

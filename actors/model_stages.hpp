@@ -8,7 +8,7 @@
 #include <memory>
 
 #include "actors/stage.hpp"
-#include "engine/executor.hpp"
+#include "engine/exec/executor.hpp"
 
 namespace muflow::actors {
 

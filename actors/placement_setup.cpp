@@ -7,9 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "actors/wirings/registry.hpp"
-#include "engine/affinity_placement.hpp"
-#include "engine/aurora_placement.hpp"
-#include "engine/routing_record.hpp"
+#include "engine/planning/affinity_placement.hpp"
+#include "engine/planning/aurora_placement.hpp"
+#include "engine/routing/routing_record.hpp"
 
 namespace muflow::actors {
 

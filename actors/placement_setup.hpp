@@ -2,9 +2,9 @@
 /// \file
 /// Planned placements, applied when a Server is created:
 ///  - `[placement] experts = "affinity"`: one expert → device map per block from recorded
-///    per-token paths (ExFlow §IV; engine/affinity_placement.hpp);
+///    per-token paths (ExFlow §IV; engine/planning/affinity_placement.hpp);
 ///  - `[placement] experts = "capability"`: experts by expected load on devices by FLOP/s
-///    (Aurora Theorem 5.1; engine/aurora_placement.hpp), for clusters of mixed GPU kinds.
+///    (Aurora Theorem 5.1; engine/planning/aurora_placement.hpp), for clusters of mixed GPU kinds.
 
 #include <cstdint>
 #include <utility>
@@ -13,11 +13,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "actors/backends/sim_setup.hpp"
-#include "engine/model_config.hpp"
-#include "engine/router_model.hpp"
+#include "engine/model/model_config.hpp"
+#include "engine/routing/router_model.hpp"
 #include "kernels/sim/precision.hpp"
-#include "engine/placement.hpp"
-#include "engine/topology.hpp"
+#include "engine/planning/placement.hpp"
+#include "engine/topology/topology.hpp"
 
 namespace muflow::actors {
 

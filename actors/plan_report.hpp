@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "engine/topology.hpp"
+#include "engine/topology/topology.hpp"
 
 namespace muflow::actors {
 
@@ -34,7 +34,7 @@ struct PlanOptions {
   std::string traffic_file;
   int64_t traffic_iteration = 0;   ///< which iteration of `traffic_file` to plan for (>= 0)
   int64_t sample_tokens = 1024;    ///< router sample: tokens per DP rank (>= 1)
-  /// Recorded per-token paths (engine/routing_record.hpp CSV) for the affinity planner;
+  /// Recorded per-token paths (engine/routing/routing_record.hpp CSV) for the affinity planner;
   /// empty = skip it.
   std::string routing_file;
   /// Held-out recorded paths (same format) on which the planned placements are also scored,

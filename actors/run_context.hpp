@@ -14,12 +14,12 @@
 #include <caf/all.hpp>
 
 #include "actors/wiring_graph.hpp"
-#include "engine/cpu_model.hpp"
-#include "engine/executor.hpp"
-#include "engine/placement.hpp"
-#include "engine/topology.hpp"
-#include "engine/routing_record.hpp"
-#include "engine/trace.hpp"
+#include "engine/exec/cpu_model.hpp"
+#include "engine/exec/executor.hpp"
+#include "engine/planning/placement.hpp"
+#include "engine/topology/topology.hpp"
+#include "engine/routing/routing_record.hpp"
+#include "engine/trace/trace.hpp"
 #include "transport/channel.hpp"
 
 namespace muflow::actors {
@@ -81,7 +81,7 @@ struct RunContext {
   /// the generic stages (actors/wiring_graph.hpp). Set before any actor is spawned.
   std::shared_ptr<const WiringRun> wiring;
   /// Per DP rank: KV-cache bytes it can hold (-1 = unlimited) and per token; the
-  /// coordinator's admission reads them (engine/kv_admission.hpp).
+  /// coordinator's admission reads them (engine/serving/kv_admission.hpp).
   std::vector<int64_t> kv_capacity_bytes;
   int64_t kv_bytes_per_token = 0;
   ActorTable actors;

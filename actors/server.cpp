@@ -12,9 +12,9 @@
 #include "actors/messages.hpp"
 #include "actors/placement_setup.hpp"
 #include "actors/wirings/registry.hpp"
-#include "engine/kv_admission.hpp"
-#include "engine/placement.hpp"
-#include "engine/workload.hpp"
+#include "engine/serving/kv_admission.hpp"
+#include "engine/planning/placement.hpp"
+#include "engine/serving/workload.hpp"
 #include "kernels/assert.hpp"
 
 namespace muflow::actors {

@@ -15,11 +15,11 @@
 #include "actors/run_context.hpp"
 #include "actors/backends/backend.hpp"
 #include "actors/wirings/registry.hpp"
-#include "engine/cpu_model.hpp"
-#include "engine/request.hpp"
-#include "engine/tokenizer.hpp"
-#include "engine/placement.hpp"
-#include "engine/topology.hpp"
+#include "engine/exec/cpu_model.hpp"
+#include "engine/serving/request.hpp"
+#include "engine/model/tokenizer.hpp"
+#include "engine/planning/placement.hpp"
+#include "engine/topology/topology.hpp"
 
 namespace muflow::actors {
 

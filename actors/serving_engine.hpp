@@ -14,7 +14,7 @@
 #include "actors/coordinator.hpp"
 #include "actors/run_context.hpp"
 #include "actors/server.hpp"
-#include "engine/request.hpp"
+#include "engine/serving/request.hpp"
 
 namespace muflow::actors {
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "actors/server.hpp"
-#include "engine/model_presets.hpp"
+#include "engine/model/model_presets.hpp"
 
 namespace {
 

@@ -12,7 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "actors/server.hpp"
-#include "engine/topology_override.hpp"
+#include "engine/topology/topology_override.hpp"
 #include "tools/commands.hpp"
 
 namespace muflow::tools {

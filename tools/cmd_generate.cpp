@@ -7,7 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "actors/server.hpp"
-#include "engine/npy.hpp"
+#include "engine/model/npy.hpp"
 #include "nlohmann/json.hpp"
 #include "tools/commands.hpp"
 

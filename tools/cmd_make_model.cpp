@@ -3,8 +3,8 @@
 #include <memory>
 #include <string>
 
-#include "engine/model_writer.hpp"
-#include "engine/synthetic_model.hpp"
+#include "engine/model/model_writer.hpp"
+#include "engine/model/synthetic_model.hpp"
 #include "tools/commands.hpp"
 
 namespace muflow::tools {

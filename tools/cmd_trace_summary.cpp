@@ -3,7 +3,7 @@
 #include <memory>
 #include <string>
 
-#include "engine/trace_analysis.hpp"
+#include "engine/trace/trace_analysis.hpp"
 #include "tools/commands.hpp"
 
 namespace muflow::tools {

@@ -1,5 +1,5 @@
 // `muflow trace view TRACE.json -o REPORT.html [--compare OTHER.json] [--title T]`: analyses
-// one or two traces (engine/trace_analysis) and writes one self-contained HTML page: the
+// one or two traces (engine/trace/trace_analysis) and writes one self-contained HTML page: the
 // viewer of tools/trace_viewer/ (embedded at build time) with the report model inlined.
 #include <cerrno>
 #include <cmath>
@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/trace_analysis.hpp"
+#include "engine/trace/trace_analysis.hpp"
 #include "nlohmann/json.hpp"
 #include "tools/commands.hpp"
 #include "tools/trace_viewer/assets.hpp"

@@ -66,7 +66,7 @@ bool checked_product(int64_t a, int64_t b, int64_t c, int64_t* out) {
 std::string caf_error_text(const caf::error& err) { return caf::to_string(err); }
 
 // Segments must cover rows [0, num_rows) once, contiguous, non-empty, strictly ascending
-// expert ids >= 0 (engine/token_batch.hpp; engine/expert_dispatch.cpp builds them so).
+// expert ids >= 0 (engine/dataflow/token_batch.hpp; engine/dataflow/expert_dispatch.cpp builds them so).
 absl::Status check_segments(const std::vector<ExpertSegment>& segments, int64_t num_rows,
                             const char* who) {
   if (segments.empty()) return absl::OkStatus();

@@ -28,7 +28,7 @@
 
 #include "absl/status/statusor.h"
 #include "caf/meta/type_name.hpp"
-#include "engine/token_batch.hpp"
+#include "engine/dataflow/token_batch.hpp"
 
 namespace muflow::engine {
 

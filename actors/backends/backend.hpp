@@ -12,11 +12,11 @@
 
 #include "absl/status/statusor.h"
 #include "actors/backends/sim_setup.hpp"
-#include "engine/cpu_model.hpp"
-#include "engine/executor.hpp"
-#include "engine/model_config.hpp"
-#include "engine/model_weights.hpp"
-#include "engine/topology.hpp"
+#include "engine/exec/cpu_model.hpp"
+#include "engine/exec/executor.hpp"
+#include "engine/model/model_config.hpp"
+#include "engine/model/model_weights.hpp"
+#include "engine/topology/topology.hpp"
 #include "kernels/sim/precision.hpp"
 #include "transport/channel.hpp"
 

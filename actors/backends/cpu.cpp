@@ -2,9 +2,9 @@
 
 #include "absl/strings/str_format.h"
 #include "actors/wirings/wiring.hpp"
-#include "engine/cpu_executor.hpp"
-#include "engine/model_loader.hpp"
-#include "engine/synthetic_model.hpp"
+#include "engine/exec/cpu_executor.hpp"
+#include "engine/model/model_loader.hpp"
+#include "engine/model/synthetic_model.hpp"
 
 namespace muflow::actors {
 namespace {

@@ -1,7 +1,7 @@
 #pragma once
 /// \file
 /// The `cpu` backend: real math on virtual CPU devices in one process (oneDNN GEMMs and
-/// batch-invariant kernels, engine/cpu_model.hpp), in-process handoff between devices, real
+/// batch-invariant kernels, engine/exec/cpu_model.hpp), in-process handoff between devices, real
 /// time. Weights come from a Hugging Face folder or a synthetic model built in memory.
 
 #include <memory>

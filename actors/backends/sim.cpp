@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
-#include "engine/hf_config.hpp"
-#include "engine/kv_admission.hpp"
+#include "engine/model/hf_config.hpp"
+#include "engine/serving/kv_admission.hpp"
 #include "transport/sim_network_channel.hpp"
 
 namespace muflow::actors {

@@ -1,7 +1,7 @@
 #pragma once
 /// \file
 /// The `sim` backend: no math; every stage takes the time the roofline cost model of its
-/// device kind gives (engine/sim_executor.hpp), transfers cross the big-switch network
+/// device kind gives (engine/exec/sim_executor.hpp), transfers cross the big-switch network
 /// (transport/sim_network_channel.hpp), and the run goes in virtual time (deterministic).
 /// The model is its dims only: a preset, synthetic dims, or an HF folder's config.json.
 

@@ -3,7 +3,7 @@
 #include <map>
 
 #include "absl/strings/str_format.h"
-#include "engine/sim_executor.hpp"
+#include "engine/exec/sim_executor.hpp"
 
 namespace muflow::actors {
 namespace {

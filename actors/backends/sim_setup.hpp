@@ -7,10 +7,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "engine/executor.hpp"
-#include "engine/model_config.hpp"
-#include "engine/router_model.hpp"
-#include "engine/topology.hpp"
+#include "engine/exec/executor.hpp"
+#include "engine/model/model_config.hpp"
+#include "engine/routing/router_model.hpp"
+#include "engine/topology/topology.hpp"
 #include "kernels/sim/cost_model.hpp"
 #include "transport/big_switch_network.hpp"
 

@@ -7,10 +7,10 @@
 #include "absl/strings/str_format.h"
 #include "actors/wirings/common.hpp"
 #include "actors/wirings/harmoeny_params.hpp"
-#include "engine/cpu_expert_slots.hpp"
-#include "engine/expert_dispatch.hpp"
-#include "engine/harmoeny_rebalance.hpp"
-#include "engine/harmoeny_slots.hpp"
+#include "engine/exec/cpu_expert_slots.hpp"
+#include "engine/dataflow/expert_dispatch.hpp"
+#include "engine/planning/harmoeny_rebalance.hpp"
+#include "engine/planning/harmoeny_slots.hpp"
 
 namespace muflow::actors {
 namespace {
@@ -96,7 +96,7 @@ class SlotCacheKernel final : public ExpertKernel {
 
  private:
   // cpu: the slot plan's run order, foreign experts computed from weights the device's copy
-  // worker brought into their slots (engine/cpu_expert_slots.hpp). With prefetch every copy is
+  // worker brought into their slots (engine/exec/cpu_expert_slots.hpp). With prefetch every copy is
   // queued up front (each after the compute that last used its slot), so copies overlap the
   // experts computing before them; without, a copy is asked for when the compute reaches its
   // expert. Reports the copies made and the wall time waited.

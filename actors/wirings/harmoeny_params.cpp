@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
-#include "engine/harmoeny_rebalance.hpp"
+#include "engine/planning/harmoeny_rebalance.hpp"
 #include "transport/link_model.hpp"
 
 namespace muflow::actors {

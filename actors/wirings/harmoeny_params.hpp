@@ -8,9 +8,9 @@
 
 #include "absl/status/statusor.h"
 #include "actors/backends/sim_setup.hpp"
-#include "engine/model_config.hpp"
-#include "engine/placement.hpp"
-#include "engine/topology.hpp"
+#include "engine/model/model_config.hpp"
+#include "engine/planning/placement.hpp"
+#include "engine/topology/topology.hpp"
 #include "kernels/sim/precision.hpp"
 
 namespace muflow::actors {

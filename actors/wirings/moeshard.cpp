@@ -3,7 +3,7 @@
 #include "absl/strings/str_format.h"
 #include "actors/collective.hpp"
 #include "actors/wirings/common.hpp"
-#include "engine/expert_dispatch.hpp"
+#include "engine/dataflow/expert_dispatch.hpp"
 
 namespace muflow::actors {
 namespace {

@@ -1,7 +1,7 @@
 #pragma once
 /// \file
 /// `moeshard` (MoEShard §3): sync's attention DP ranks and barriers, but every expert is
-/// tensor-sharded over all devices (W_in by columns, W_out by rows; engine/moeshard_plan.hpp):
+/// tensor-sharded over all devices (W_in by columns, W_out by rows; engine/planning/moeshard_plan.hpp):
 /// the dispatch all-gathers every row to every device (engine::dispatch_all_gather); device d
 /// runs shard d of every expert on all of that expert's rows in one GEMM
 /// (Executor::expert_shard; engine::CpuExpertShards on cpu); the combine sums the partial

@@ -14,11 +14,11 @@
 #include "actors/run_context.hpp"
 #include "actors/backends/sim_setup.hpp"
 #include "actors/wiring_graph.hpp"
-#include "engine/cpu_expert_shards.hpp"
-#include "engine/cpu_model.hpp"
-#include "engine/model_weights.hpp"
-#include "engine/placement.hpp"
-#include "engine/topology.hpp"
+#include "engine/exec/cpu_expert_shards.hpp"
+#include "engine/exec/cpu_model.hpp"
+#include "engine/model/model_weights.hpp"
+#include "engine/planning/placement.hpp"
+#include "engine/topology/topology.hpp"
 #include "kernels/sim/precision.hpp"
 
 namespace muflow::actors {

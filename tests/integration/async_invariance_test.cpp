@@ -11,8 +11,8 @@
 #include <gtest/gtest.h>
 
 #include "actors/server.hpp"
-#include "engine/reference_decoder.hpp"
-#include "engine/scheduling_policy.hpp"
+#include "engine/exec/reference_decoder.hpp"
+#include "engine/serving/scheduling_policy.hpp"
 #include "invariance_fixtures.hpp"
 
 namespace muflow {

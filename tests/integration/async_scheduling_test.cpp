@@ -11,7 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "actors/server.hpp"
-#include "engine/topology.hpp"
+#include "engine/topology/topology.hpp"
 
 namespace muflow {
 namespace {

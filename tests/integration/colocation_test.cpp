@@ -2,7 +2,7 @@
 // device's actor multiplexes both models' stages. Sharing devices changes when tokens come
 // out, never which: each model's tokens (and, on cpu, prompt logits) equal its own
 // single-device reference. In the sim, pairing the models' experts by bottleneck matching
-// (engine/aurora_placement.hpp) finishes sooner than pairing hot with hot.
+// (engine/planning/aurora_placement.hpp) finishes sooner than pairing hot with hot.
 #include <cstdio>
 #include <map>
 #include <string>
@@ -12,8 +12,8 @@
 
 #include "actors/placement_setup.hpp"
 #include "actors/server.hpp"
-#include "engine/aurora_placement.hpp"
-#include "engine/model_presets.hpp"
+#include "engine/planning/aurora_placement.hpp"
+#include "engine/model/model_presets.hpp"
 #include "invariance_fixtures.hpp"
 
 namespace muflow {

@@ -10,12 +10,12 @@
 
 #include "actors/coordinator.hpp"
 #include "actors/server.hpp"
-#include "engine/reference_decoder.hpp"
+#include "engine/exec/reference_decoder.hpp"
 
-#include "engine/model_config.hpp"
-#include "engine/request.hpp"
-#include "engine/sampling.hpp"
-#include "engine/topology.hpp"
+#include "engine/model/model_config.hpp"
+#include "engine/serving/request.hpp"
+#include "engine/serving/sampling.hpp"
+#include "engine/topology/topology.hpp"
 
 namespace muflow::testing_fixtures {
 

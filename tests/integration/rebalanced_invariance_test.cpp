@@ -15,7 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "actors/server.hpp"
-#include "engine/reference_decoder.hpp"
+#include "engine/exec/reference_decoder.hpp"
 #include "invariance_fixtures.hpp"
 
 namespace muflow {

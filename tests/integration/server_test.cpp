@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "actors/server.hpp"
-#include "engine/reference_decoder.hpp"
+#include "engine/exec/reference_decoder.hpp"
 
 namespace muflow {
 namespace {

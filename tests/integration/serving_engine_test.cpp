@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "engine/reference_decoder.hpp"
+#include "engine/exec/reference_decoder.hpp"
 
 namespace muflow {
 namespace {

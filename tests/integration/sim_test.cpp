@@ -14,10 +14,10 @@
 #include <gtest/gtest.h>
 
 #include "actors/server.hpp"
-#include "engine/model_presets.hpp"
-#include "engine/npy_reader.hpp"
-#include "engine/routing_record.hpp"
-#include "engine/trace_analysis.hpp"
+#include "engine/model/model_presets.hpp"
+#include "engine/model/npy_reader.hpp"
+#include "engine/routing/routing_record.hpp"
+#include "engine/trace/trace_analysis.hpp"
 
 namespace muflow {
 namespace {

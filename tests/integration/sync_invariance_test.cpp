@@ -9,9 +9,9 @@
 #include <gtest/gtest.h>
 
 #include "actors/server.hpp"
-#include "engine/reference_decoder.hpp"
-#include "engine/sampling.hpp"
-#include "engine/scheduling_policy.hpp"
+#include "engine/exec/reference_decoder.hpp"
+#include "engine/serving/sampling.hpp"
+#include "engine/serving/scheduling_policy.hpp"
 #include "invariance_fixtures.hpp"
 
 namespace muflow {

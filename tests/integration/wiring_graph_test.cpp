@@ -12,8 +12,8 @@
 
 #include "actors/run_context.hpp"
 #include "actors/wirings/registry.hpp"
-#include "engine/placement.hpp"
-#include "engine/wiring_names.hpp"
+#include "engine/planning/placement.hpp"
+#include "engine/topology/wiring_names.hpp"
 
 namespace muflow::actors {
 namespace {

@@ -7,7 +7,7 @@
    set body data-status="ok", draw exactly one device-row per device and the heatmaps,
    and leave #errors empty; Chromium's console log (--enable-logging=stderr) must show no
    uncaught or console errors. A screenshot of each page lands in the work dir.
-4. A synthetic trace of 1,000,000 events (the trace contract of engine/trace.hpp): its page
+4. A synthetic trace of 1,000,000 events (the trace contract of engine/trace/trace.hpp): its page
    must stay below 15 MB and render without errors; its size and render time are printed.
 
 Exits 77 (ctest SKIP_RETURN_CODE) when /usr/bin/chromium is absent: install it with
@@ -100,7 +100,7 @@ def trace_facts(path):
 
 
 def write_big_trace(path, num_events, num_devices=8, num_blocks=8, num_experts=16):
-    """A synthetic trace following engine/trace.hpp's contract with `num_events` events."""
+    """A synthetic trace following engine/trace/trace.hpp's contract with `num_events` events."""
     experts_per_device = num_experts // num_devices
     out = open(path, "w")
     out.write('{"traceEvents":[\n')

@@ -1,11 +1,11 @@
-// Tests for engine/affinity_placement.hpp: ExFlow affinity counts, the cross-device objective,
+// Tests for engine/planning/affinity_placement.hpp: ExFlow affinity counts, the cross-device objective,
 // the staged MILP (ExFlow §IV-C/D, NOTES.md) and the greedy + swap heuristic.
 //
 // Optimality is checked against an exhaustive search: placements are chosen per block among all
 // balanced assignments, and the objective is a sum over consecutive block pairs, so a dynamic
 // program over blocks (states = balanced assignments of one block) finds the exact minimum.
 
-#include "engine/affinity_placement.hpp"
+#include "engine/planning/affinity_placement.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// Tests for engine/aurora_placement.hpp: Aurora's placement planners (paper §5.1 Theorem 5.1,
+// Tests for engine/planning/aurora_placement.hpp: Aurora's placement planners (paper §5.1 Theorem 5.1,
 // §6.2 Theorem 6.2 and bottleneck matching, §7.2 decoupled heuristic), each checked against
 // brute force over all permutations on small seeded random instances.
 //
@@ -11,7 +11,7 @@
 // inference time (§8) on LIMoE statistics; its ratio is of whole inference time, which also
 // contains gate/aggregation time the placement does not change, so it is expected to be lower.
 
-#include "engine/aurora_placement.hpp"
+#include "engine/planning/aurora_placement.hpp"
 
 #include <gtest/gtest.h>
 

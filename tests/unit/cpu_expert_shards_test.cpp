@@ -4,9 +4,9 @@
 
 #include <gtest/gtest.h>
 
-#include "engine/cpu_expert_shards.hpp"
-#include "engine/cpu_model.hpp"
-#include "engine/synthetic_model.hpp"
+#include "engine/exec/cpu_expert_shards.hpp"
+#include "engine/exec/cpu_model.hpp"
+#include "engine/model/synthetic_model.hpp"
 
 namespace muflow::engine {
 namespace {

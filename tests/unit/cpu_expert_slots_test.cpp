@@ -1,4 +1,4 @@
-// HarMoEny's expert slots on the cpu backend (engine/cpu_expert_slots.hpp): the copy worker
+// HarMoEny's expert slots on the cpu backend (engine/exec/cpu_expert_slots.hpp): the copy worker
 // brings an expert's prepacked weights into a slot, an expert computed from the slot gives
 // the model's rows bitwise, and a copy waits for the compute that last used its slot.
 #include <chrono>
@@ -10,9 +10,9 @@
 
 #include <gtest/gtest.h>
 
-#include "engine/cpu_expert_slots.hpp"
-#include "engine/cpu_model.hpp"
-#include "engine/synthetic_model.hpp"
+#include "engine/exec/cpu_expert_slots.hpp"
+#include "engine/exec/cpu_model.hpp"
+#include "engine/model/synthetic_model.hpp"
 #include "kernels/reference/test_inputs.hpp"
 
 namespace muflow::engine {

@@ -2,7 +2,7 @@
 // MoEShard's reduce-scatter: row order, conservation, segment bookkeeping and bad input.
 #include <gtest/gtest.h>
 
-#include "engine/expert_dispatch.hpp"
+#include "engine/dataflow/expert_dispatch.hpp"
 
 namespace muflow::engine {
 namespace {

@@ -1,4 +1,4 @@
-// Tests for engine/harmoeny_rebalance.hpp: HarMoEny Algorithm 2 (paper §4.2), the public-code
+// Tests for engine/planning/harmoeny_rebalance.hpp: HarMoEny Algorithm 2 (paper §4.2), the public-code
 // variant (NOTES.md) and Eq. 4.
 //
 // Figure 6 of the paper is an image; its extracted text gives only the setup (15 tokens, 3 GPUs,
@@ -8,7 +8,7 @@
 // 5 tokens per source GPU with expert totals 2 / 4 / 9 (the text's §4.2 sentence "expert 0 is
 // replicated to GPU 1" contradicts §4.3 and the loads; we follow §4.3 and the loads).
 
-#include "engine/harmoeny_rebalance.hpp"
+#include "engine/planning/harmoeny_rebalance.hpp"
 
 #include <gtest/gtest.h>
 

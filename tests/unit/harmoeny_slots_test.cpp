@@ -1,8 +1,8 @@
-// HarMoEny's slot cache timeline (engine/harmoeny_slots.hpp): run order, prefetch overlap,
+// HarMoEny's slot cache timeline (engine/planning/harmoeny_slots.hpp): run order, prefetch overlap,
 // no-prefetch serialisation, restores and errors.
 #include <gtest/gtest.h>
 
-#include "engine/harmoeny_slots.hpp"
+#include "engine/planning/harmoeny_slots.hpp"
 
 namespace muflow::engine {
 namespace {

@@ -1,6 +1,6 @@
-// Admission by free KV-cache memory (engine/kv_admission.hpp, AsyncMoE §3.1).
+// Admission by free KV-cache memory (engine/serving/kv_admission.hpp, AsyncMoE §3.1).
 
-#include "engine/kv_admission.hpp"
+#include "engine/serving/kv_admission.hpp"
 
 #include <gtest/gtest.h>
 

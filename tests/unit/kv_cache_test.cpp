@@ -1,7 +1,7 @@
-// Per-request KV cache (engine/kv_cache.hpp): in-order appends, rejected gaps and repeats
+// Per-request KV cache (engine/serving/kv_cache.hpp): in-order appends, rejected gaps and repeats
 // leave the cache unchanged, stored rows, byte accounting, release and unknown ids.
 
-#include "engine/kv_cache.hpp"
+#include "engine/serving/kv_cache.hpp"
 
 #include <gtest/gtest.h>
 

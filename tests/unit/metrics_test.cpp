@@ -1,7 +1,7 @@
 // Serving metrics: percentiles, TTFT / ITL, busy time and MoE balance against values
 // computed by hand.
 
-#include "engine/metrics.hpp"
+#include "engine/serving/metrics.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

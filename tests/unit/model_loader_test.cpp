@@ -15,11 +15,11 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "engine/hf_config.hpp"
-#include "engine/model_loader.hpp"
-#include "engine/model_writer.hpp"
-#include "engine/safetensors.hpp"
-#include "engine/synthetic_model.hpp"
+#include "engine/model/hf_config.hpp"
+#include "engine/model/model_loader.hpp"
+#include "engine/model/model_writer.hpp"
+#include "engine/model/safetensors.hpp"
+#include "engine/model/synthetic_model.hpp"
 
 namespace muflow::engine {
 namespace {

@@ -1,7 +1,7 @@
-// Weightless model presets (engine/model_presets.hpp): every preset validates and has the
+// Weightless model presets (engine/model/model_presets.hpp): every preset validates and has the
 // documented dims; synthetic presets up to 256 experts; unknown names and bad synthetic dims.
 
-#include "engine/model_presets.hpp"
+#include "engine/model/model_presets.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -6,8 +6,8 @@
 
 #include <gtest/gtest.h>
 
-#include "engine/moeshard_plan.hpp"
-#include "engine/sampling.hpp"
+#include "engine/planning/moeshard_plan.hpp"
+#include "engine/serving/sampling.hpp"
 
 namespace muflow::engine {
 namespace {

@@ -1,8 +1,8 @@
-// NumPy .npy writer (engine/npy.hpp): the file's bytes checked against the format spec
+// NumPy .npy writer (engine/model/npy.hpp): the file's bytes checked against the format spec
 // (magic, version, header dict, 64-byte alignment, data), size mismatches, unwritable paths,
 // and (when python3 with numpy is installed) a load by numpy itself.
 
-#include "engine/npy.hpp"
+#include "engine/model/npy.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

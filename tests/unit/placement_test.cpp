@@ -1,7 +1,7 @@
-// Expert placement (engine/placement.hpp): round-robin e mod D, validated explicit
+// Expert placement (engine/planning/placement.hpp): round-robin e mod D, validated explicit
 // placements, experts_on.
 
-#include "engine/placement.hpp"
+#include "engine/planning/placement.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

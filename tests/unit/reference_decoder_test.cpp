@@ -1,10 +1,10 @@
-// The single-device reference decoder (engine/reference_decoder.hpp) and the stage math it
-// calls (engine/cpu_model.hpp), on small synthetic mixtral and qwen2_moe models built in
+// The single-device reference decoder (engine/exec/reference_decoder.hpp) and the stage math it
+// calls (engine/exec/cpu_model.hpp), on small synthetic mixtral and qwen2_moe models built in
 // memory: output lengths and EOS, prompt logits, greedy tokens against argmax of a full
 // forward pass done here with CpuModel, bitwise equality of incremental decoding and one
 // full prefill (batch invariance), and input validation.
 
-#include "engine/reference_decoder.hpp"
+#include "engine/exec/reference_decoder.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/cpu_model.hpp"
-#include "engine/synthetic_model.hpp"
+#include "engine/exec/cpu_model.hpp"
+#include "engine/model/synthetic_model.hpp"
 #include "kernels/reference/test_inputs.hpp"
 
 namespace muflow::engine {

@@ -1,11 +1,11 @@
-// Router models (engine/router_model.hpp): each router's empirical distribution against its
+// Router models (engine/routing/router_model.hpp): each router's empirical distribution against its
 // formula (5-sigma bounds, fixed printed seeds), top-k inclusion probabilities, distinct
 // experts and weights summing to 1, purity (any call order, threads, fresh instances give the
 // same routing), seeds, replay of .npy traces (row mapping, exact per-layer histograms), the
 // per-rank CSV loader, and malformed .npy / CSV files. Real-data tests skip without
 // MUFLOW_DATA_DIR.
 
-#include "engine/router_model.hpp"
+#include "engine/routing/router_model.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -20,10 +20,10 @@
 #include <tuple>
 #include <vector>
 
-#include "engine/npy_reader.hpp"
-#include "engine/router_categorical.hpp"
-#include "engine/router_distributions.hpp"
-#include "engine/router_replay.hpp"
+#include "engine/model/npy_reader.hpp"
+#include "engine/routing/router_categorical.hpp"
+#include "engine/routing/router_distributions.hpp"
+#include "engine/routing/router_replay.hpp"
 #include "kernels/reference/test_inputs.hpp"
 
 namespace muflow::engine {

@@ -1,7 +1,7 @@
-// Tests of engine/safetensors: byte-exact writer output, round trips, and every malformed
+// Tests of engine/model/safetensors: byte-exact writer output, round trips, and every malformed
 // input the reader must reject with a message naming the file and the tensor.
 
-#include "engine/safetensors.hpp"
+#include "engine/model/safetensors.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,8 +1,8 @@
-// Next-token sampling (engine/sampling.hpp): greedy argmax and its ties, determinism of the
+// Next-token sampling (engine/serving/sampling.hpp): greedy argmax and its ties, determinism of the
 // seeded draw per (seed, request, position), empirical frequencies against softmax(logits/T)
 // computed here, the top-p nucleus, and the range of counter_uniform.
 
-#include "engine/sampling.hpp"
+#include "engine/serving/sampling.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
-// Device scheduling policies (engine/scheduling_policy.hpp): FIFO and most-tokens-first picks
+// Device scheduling policies (engine/serving/scheduling_policy.hpp): FIFO and most-tokens-first picks
 // on hand-built stage lists, and the factory's names and errors.
 
-#include "engine/scheduling_policy.hpp"
+#include "engine/serving/scheduling_policy.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

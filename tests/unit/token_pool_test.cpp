@@ -1,8 +1,8 @@
-// The receptor token pool (AsyncMoE §3.2, engine/token_pool.hpp): merges against values
+// The receptor token pool (AsyncMoE §3.2, engine/dataflow/token_pool.hpp): merges against values
 // computed by hand, bitwise independence of arrival order (values chosen so float summation
 // order changes the result), completion tracking, dropped tokens, duplicates and bad widths.
 
-#include "engine/token_pool.hpp"
+#include "engine/dataflow/token_pool.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,8 +1,8 @@
-// Tests of engine/tokenizer with the real kjv-mixtral-tiny SentencePiece model. Expected ids
+// Tests of engine/model/tokenizer with the real kjv-mixtral-tiny SentencePiece model. Expected ids
 // come from the Python sentencepiece binding (python3-sentencepiece 0.1.97):
 //   spm.SentencePieceProcessor(model_file="tokenizer.model").encode(text)
 
-#include "engine/tokenizer.hpp"
+#include "engine/model/tokenizer.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

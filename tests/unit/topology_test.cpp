@@ -1,8 +1,8 @@
 // Topology file parser: every shipped example, the embedded default, and the error messages
 // for bad files (file, line, key and what was expected).
 
-#include "engine/topology.hpp"
-#include "engine/topology_override.hpp"
+#include "engine/topology/topology.hpp"
+#include "engine/topology/topology_override.hpp"
 
 #include <filesystem>
 #include <fstream>

@@ -3,7 +3,7 @@
 // keys, a 1-million-event trace, and the round trip TraceRecorder + MetricsRecorder ->
 // analysis busy % == metrics busy %.
 
-#include "engine/trace_analysis.hpp"
+#include "engine/trace/trace_analysis.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -19,8 +19,8 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_format.h"
-#include "engine/metrics.hpp"
-#include "engine/trace.hpp"
+#include "engine/serving/metrics.hpp"
+#include "engine/trace/trace.hpp"
 
 namespace muflow::engine {
 namespace {

@@ -1,7 +1,7 @@
 // Chrome trace recorder: JSON structure, deterministic order, the event bound, concurrent
 // recording and write errors.
 
-#include "engine/trace.hpp"
+#include "engine/trace/trace.hpp"
 
 #include <filesystem>
 #include <fstream>

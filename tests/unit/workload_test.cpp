@@ -1,6 +1,6 @@
 // Request sources: text and id prompts, Poisson arrivals and the Azure trace reader.
 
-#include "engine/workload.hpp"
+#include "engine/serving/workload.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -13,7 +13,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "engine/azure_trace.hpp"
+#include "engine/serving/azure_trace.hpp"
 
 namespace muflow::engine {
 namespace {

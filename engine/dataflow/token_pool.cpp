@@ -1,0 +1,274 @@
+#include "engine/dataflow/token_pool.hpp"
+
+#include <algorithm>
+#include <set>
+#include <tuple>
+
+#include "absl/strings/str_format.h"
+#include "engine/exec/cpu_model.hpp"
+#include "kernels/assert.hpp"
+
+namespace muflow::engine {
+
+TokenPool::TokenPool(Readiness readiness, int64_t hidden, int64_t num_topk,
+                     int64_t expected_expert_messages, int64_t expected_residual_messages)
+    : readiness_(readiness),
+      hidden_(hidden),
+      num_topk_(num_topk),
+      expected_expert_messages_(expected_expert_messages),
+      expected_residual_messages_(expected_residual_messages) {
+  MUFLOW_ASSERT(num_topk >= 1 && num_topk <= 64, "token pool supports top-1..top-64");
+  MUFLOW_ASSERT(expected_residual_messages >= 1, "a pool expects at least one residual batch");
+}
+
+TokenPool::TokenPool(int64_t hidden, int64_t num_topk, int64_t expected_expert_messages,
+                     int64_t expected_residual_messages)
+    : TokenPool(Readiness::kPerIteration, hidden, num_topk, expected_expert_messages,
+                expected_residual_messages) {}
+
+TokenPool TokenPool::per_request(int64_t hidden, int64_t num_topk, bool by_wave) {
+  TokenPool pool(Readiness::kPerRequest, hidden, num_topk, 0, 1);
+  pool.by_wave_ = by_wave;
+  return pool;
+}
+
+int64_t TokenPool::bucket_key(const TokenBatch& batch, const TokenMeta& m) const {
+  if (readiness_ == Readiness::kPerIteration) return batch.iteration;
+  return by_wave_ ? m.wave : m.request_id;
+}
+
+TokenPool::Entry& TokenPool::entry(Bucket& b, int64_t request_id, int64_t position) {
+  Entry& e = b.entries[{request_id, position}];
+  if (e.weights.empty()) {
+    e.outputs.assign(num_topk_ * hidden_, 0.f);
+    e.weights.assign(num_topk_, 0.f);
+  }
+  return e;
+}
+
+bool TokenPool::is_complete(const Bucket& b) const {
+  if (!b.residual_arrived) return false;
+  if (readiness_ == Readiness::kPerIteration) {
+    return b.expert_messages >= expected_expert_messages_;
+  }
+  return b.complete_entries == static_cast<int64_t>(b.entries.size());
+}
+
+void TokenPool::note_if_ready(int64_t key) {
+  if (readiness_ != Readiness::kPerRequest) return;
+  auto found = buckets_.find(key);
+  if (found == buckets_.end() || found->second.in_ready_order || !is_complete(found->second)) {
+    return;
+  }
+  found->second.in_ready_order = true;
+  ready_order_.push_back(key);
+  ready_tokens_ += static_cast<int64_t>(found->second.entries.size());
+}
+
+absl::Status TokenPool::add_residual(const TokenBatch& batch) {
+  // Validate everything first, then apply: a rejected batch leaves the pool unchanged.
+  const int64_t n = batch.num_tokens();
+  const int64_t width = batch.act ? batch.act->width : hidden_;
+  if (n > 0 && (!batch.act || (width != hidden_ && width != 2 * hidden_))) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "token pool: residual rows have width %d, expected %d or %d", width, hidden_,
+        2 * hidden_));
+  }
+  if (n > 0 && batch.act->num_rows != n) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "token pool: residual batch has %d tokens but %d rows", n, batch.act->num_rows));
+  }
+  if (readiness_ == Readiness::kPerIteration) {
+    auto found = buckets_.find(batch.iteration);
+    if (found != buckets_.end() && found->second.residual_arrived) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "token pool: %s residual batch for iteration %d",
+          expected_residual_messages_ == 1 ? "second" : "one more than expected",
+          batch.iteration));
+    }
+    if (found != buckets_.end()) {
+      for (const TokenMeta& m : batch.tokens) {
+        auto e = found->second.entries.find({m.request_id, m.position});
+        if (e != found->second.entries.end() && e->second.has_residual) {
+          return absl::InvalidArgumentError(absl::StrFormat(
+              "token pool: request %d position %d added twice", m.request_id, m.position));
+        }
+      }
+    }
+  } else {
+    for (const TokenMeta& m : batch.tokens) {
+      auto found = buckets_.find(bucket_key(batch, m));
+      if (found != buckets_.end() && found->second.residual_arrived) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "token pool: second residual for request %d while its group is held (position %d)",
+            m.request_id, m.position));
+      }
+    }
+  }
+  std::vector<std::pair<int64_t, int64_t>> keys;
+  keys.reserve(batch.tokens.size());
+  for (const TokenMeta& m : batch.tokens) keys.emplace_back(m.request_id, m.position);
+  std::sort(keys.begin(), keys.end());
+  for (size_t i = 1; i < keys.size(); ++i) {
+    if (keys[i] == keys[i - 1]) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "token pool: request %d position %d added twice", keys[i].first, keys[i].second));
+    }
+  }
+  if (readiness_ == Readiness::kPerIteration) {
+    Bucket& b = buckets_[batch.iteration];
+    b.residual_arrived = ++b.residual_messages == expected_residual_messages_;
+  }
+  std::set<int64_t> touched;
+  for (int64_t i = 0; i < n; ++i) {
+    const TokenMeta& m = batch.tokens[i];
+    const int64_t key = bucket_key(batch, m);
+    Bucket& b = buckets_[key];
+    if (readiness_ == Readiness::kPerRequest) b.residual_arrived = true;
+    touched.insert(key);
+    Entry& e = entry(b, m.request_id, m.position);
+    e.has_residual = true;
+    e.meta = m;
+    const float* row = batch.act->row(i);
+    e.residual.assign(row, row + hidden_);
+    if (width == 2 * hidden_) e.shared.assign(row + hidden_, row + 2 * hidden_);
+    if (e.num_outputs == num_topk_) ++b.complete_entries;
+  }
+  for (int64_t key : touched) note_if_ready(key);
+  return absl::OkStatus();
+}
+
+absl::Status TokenPool::add_expert_outputs(const TokenBatch& batch) {
+  // Validate everything first, then apply: a rejected message leaves the pool unchanged and
+  // does not count toward completion.
+  const int64_t n = batch.num_tokens();
+  if (n > 0 && (!batch.act || batch.act->width != hidden_)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "token pool: expert output rows have width %d, expected %d",
+        batch.act ? batch.act->width : 0, hidden_));
+  }
+  if (n > 0 && batch.act->num_rows != n) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "token pool: expert output batch has %d tokens but %d rows", n, batch.act->num_rows));
+  }
+  auto duplicate = [](const TokenMeta& m) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("token pool: request %d position %d got top-k rank %d twice",
+                        m.request_id, m.position, m.topk_rank));
+  };
+  std::vector<std::tuple<int64_t, int64_t, int16_t>> keys;
+  keys.reserve(batch.tokens.size());
+  for (const TokenMeta& m : batch.tokens) {
+    if (m.topk_rank < 0 || m.topk_rank >= num_topk_) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "token pool: top-k rank %d outside [0, %d)", m.topk_rank, num_topk_));
+    }
+    auto found = buckets_.find(bucket_key(batch, m));
+    if (found != buckets_.end()) {
+      auto e = found->second.entries.find({m.request_id, m.position});
+      if (e != found->second.entries.end() && ((e->second.arrived >> m.topk_rank) & 1u)) {
+        return duplicate(m);
+      }
+    }
+    keys.emplace_back(m.request_id, m.position, m.topk_rank);
+  }
+  std::sort(keys.begin(), keys.end());
+  for (size_t i = 1; i < keys.size(); ++i) {
+    if (keys[i] == keys[i - 1]) {
+      TokenMeta m;
+      std::tie(m.request_id, m.position, m.topk_rank) = keys[i];
+      return duplicate(m);
+    }
+  }
+  if (readiness_ == Readiness::kPerIteration) ++buckets_[batch.iteration].expert_messages;
+  std::set<int64_t> touched;
+  for (int64_t i = 0; i < n; ++i) {
+    const TokenMeta& m = batch.tokens[i];
+    const int64_t key = bucket_key(batch, m);
+    Bucket& b = buckets_[key];
+    touched.insert(key);
+    Entry& e = entry(b, m.request_id, m.position);
+    const float* row = batch.act->row(i);
+    std::copy(row, row + hidden_, e.outputs.begin() + m.topk_rank * hidden_);
+    e.weights[m.topk_rank] = m.topk_weight;
+    e.arrived |= uint64_t{1} << m.topk_rank;
+    ++e.num_outputs;
+    if (e.num_outputs == num_topk_ && e.has_residual) ++b.complete_entries;
+  }
+  for (int64_t key : touched) note_if_ready(key);
+  return absl::OkStatus();
+}
+
+int64_t TokenPool::complete_iteration() const {
+  if (readiness_ != Readiness::kPerIteration) return -1;
+  for (const auto& [iteration, b] : buckets_) {
+    if (is_complete(b)) return iteration;
+  }
+  return -1;
+}
+
+int64_t TokenPool::num_tokens(int64_t iteration) const {
+  if (readiness_ != Readiness::kPerIteration) return 0;
+  auto found = buckets_.find(iteration);
+  return found == buckets_.end() ? 0 : static_cast<int64_t>(found->second.entries.size());
+}
+
+absl::Status TokenPool::merge_into(std::map<int64_t, Bucket>::iterator found, MergedTokens& out) {
+  out.h.reserve(out.h.size() + found->second.entries.size() * hidden_);
+  for (auto& [key, e] : found->second.entries) {
+    if (!e.has_residual || e.num_outputs != num_topk_) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "token pool: request %d position %d has %d of %d expert outputs%s (a dropped token)",
+          key.first, key.second, e.num_outputs, num_topk_,
+          e.has_residual ? "" : " and no residual"));
+    }
+    std::vector<const float*> rows(num_topk_);
+    for (int64_t j = 0; j < num_topk_; ++j) rows[j] = e.outputs.data() + j * hidden_;
+    CpuModel::combine_row(e.residual.data(), rows.data(), e.weights.data(), num_topk_,
+                          e.shared.empty() ? nullptr : e.shared.data(), hidden_);
+    out.tokens.push_back(e.meta);
+    out.h.insert(out.h.end(), e.residual.begin(), e.residual.end());
+  }
+  buckets_.erase(found);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<MergedTokens> TokenPool::take(int64_t iteration) {
+  auto found = buckets_.find(iteration);
+  if (readiness_ != Readiness::kPerIteration || found == buckets_.end() ||
+      !is_complete(found->second)) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("token pool: iteration %d is not complete", iteration));
+  }
+  MergedTokens out;
+  out.iteration = iteration;
+  if (absl::Status s = merge_into(found, out); !s.ok()) return s;
+  return out;
+}
+
+int64_t TokenPool::ready_tokens() const {
+  if (readiness_ == Readiness::kPerRequest) return ready_tokens_;
+  const int64_t it = complete_iteration();
+  return it < 0 ? 0 : num_tokens(it);
+}
+
+absl::StatusOr<MergedTokens> TokenPool::take_ready(int64_t max_tokens) {
+  if (readiness_ == Readiness::kPerIteration) {
+    const int64_t it = complete_iteration();
+    if (it < 0) return MergedTokens{};
+    return take(it);
+  }
+  MergedTokens out;
+  out.iteration = -1;
+  while (!ready_order_.empty()) {
+    auto found = buckets_.find(ready_order_.front());
+    const auto size = static_cast<int64_t>(found->second.entries.size());
+    if (!out.tokens.empty() && static_cast<int64_t>(out.tokens.size()) + size > max_tokens) break;
+    ready_order_.pop_front();
+    ready_tokens_ -= size;
+    if (absl::Status s = merge_into(found, out); !s.ok()) return s;
+  }
+  return out;
+}
+
+}  // namespace muflow::engine

@@ -1,0 +1,129 @@
+#pragma once
+/// \file
+/// The receptor's token pool (AsyncMoE §3.2): holds each token of one attention DP rank until
+/// its residual row and all of its top-k expert outputs for a block have arrived, then merges
+/// them in top-k rank order (never arrival order), so the sum is bitwise the same whatever
+/// wiring delivered the parts.
+///
+/// Two readiness rules, one per family of wirings:
+///  - per iteration (barrier wirings such as `sync`): an iteration is ready once its residual
+///    batch and `expected_expert_messages` expert-output batches arrived; it is taken whole.
+///  - per request (the barrier-free `async` wiring): the tokens of one request that a stage
+///    sent together (its prefill chunk or its decode token, the request's *group*) are ready
+///    once their residual and every token's k outputs arrived, whatever batches carried them;
+///    ready groups are taken first-ready-first, re-batched up to a token limit.
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/dataflow/token_batch.hpp"
+
+namespace muflow::engine {
+
+/// Merged tokens: `tokens[i]` ↔ row i of `h` [n, hidden].
+struct MergedTokens {
+  int64_t iteration = 0;  ///< per-iteration pools: the iteration; per-request pools: -1
+  std::vector<TokenMeta> tokens;  ///< meta of the residual; sorted by (request_id, position)
+                                  ///< within an iteration or a group
+  std::vector<float> h;           ///< residual + Σ_j w_j y_j (+ shared), [n, hidden]
+};
+
+/// Token pool of one merge point (attention stage of block b+1, or the sampler), for one DP
+/// rank. Inputs: residual batches (rows `[h_mid | shared]`, width hidden or 2·hidden) and
+/// expert-output batches (width hidden; rows carry topk_rank and topk_weight). Owned by one
+/// stage actor; not thread-safe.
+class TokenPool {
+ public:
+  enum class Readiness { kPerIteration, kPerRequest };
+
+  /// A per-iteration pool: each iteration gets `expected_residual_messages` residual batches
+  /// (1: its own rank's; `exflow`: one from every DP rank, since tokens continue where their
+  /// top-1 expert ran) and `expected_expert_messages` expert-output batches (a barrier's
+  /// delivery). Both counts >= 1.
+  TokenPool(int64_t hidden, int64_t num_topk, int64_t expected_expert_messages,
+            int64_t expected_residual_messages = 1);
+  /// A per-request pool (batch.iteration is ignored; a request has one group in flight).
+  /// With `by_wave`, a group is every token one attention run emitted (TokenMeta::wave)
+  /// instead of one request's tokens: the run's wave merges as a whole, so fragments that
+  /// return from different expert devices are not re-batched separately.
+  static TokenPool per_request(int64_t hidden, int64_t num_topk, bool by_wave = false);
+
+  Readiness readiness() const { return readiness_; }
+
+  /// Adds a residual batch. Errors: InvalidArgument on a row width that is neither hidden nor
+  /// 2·hidden, a token that was already added (in this batch or, per iteration, an earlier
+  /// residual batch of the iteration), or (per iteration) more residual batches for the
+  /// iteration than expected / (per request) a second residual for a request whose group is
+  /// held.
+  /// A rejected batch leaves the pool unchanged.
+  absl::Status add_residual(const TokenBatch& batch);
+  /// Adds expert outputs (width hidden). Errors: InvalidArgument on a bad width, a top-k rank
+  /// out of range, or the same (token, rank) twice. A rejected batch leaves the pool unchanged.
+  absl::Status add_expert_outputs(const TokenBatch& batch);
+
+  /// Per iteration: the earliest iteration whose residual and all expected expert messages
+  /// have arrived, or -1 when none has. Per request: always -1.
+  int64_t complete_iteration() const;
+  /// Number of tokens of an iteration held (0 if unknown; per-iteration pools).
+  int64_t num_tokens(int64_t iteration) const;
+
+  /// Removes and merges one complete iteration (per-iteration pools). Errors:
+  /// FailedPrecondition if the iteration is incomplete, or a token lacks one of its top-k
+  /// outputs (a dropped token).
+  absl::StatusOr<MergedTokens> take(int64_t iteration);
+
+  /// Tokens that take_ready would return with no limit: the complete iteration's (per
+  /// iteration) or those of every ready group (per request).
+  int64_t ready_tokens() const;
+  /// Takes what is ready: per iteration, the earliest complete iteration (whole, `max_tokens`
+  /// ignored: the barrier already fixed the batch); per request, ready groups in the order
+  /// they became ready while the total stays <= `max_tokens` (at least one group; a group is
+  /// never split, since attention needs a request's positions in order). Empty result when
+  /// nothing is ready. Errors: as take().
+  absl::StatusOr<MergedTokens> take_ready(int64_t max_tokens);
+
+  /// Per request: requests with tokens held (complete or not), for tests and leak checks.
+  int64_t num_held_requests() const { return static_cast<int64_t>(buckets_.size()); }
+
+ private:
+  struct Entry {
+    TokenMeta meta;
+    std::vector<float> residual;  ///< [hidden]
+    std::vector<float> shared;    ///< [hidden] or empty
+    std::vector<float> outputs;   ///< [num_topk * hidden], slot j valid when bit j of arrived
+    std::vector<float> weights;   ///< [num_topk]
+    uint64_t arrived = 0;         ///< bit j: top-k rank j arrived (num_topk <= 64)
+    int64_t num_outputs = 0;
+    bool has_residual = false;
+  };
+  /// Tokens of one iteration (per iteration) or one request's group (per request).
+  struct Bucket {
+    bool residual_arrived = false;  ///< per iteration: all expected residual batches arrived
+    int64_t residual_messages = 0;  ///< per iteration: residual batches so far
+    int64_t expert_messages = 0;
+    int64_t complete_entries = 0;  ///< entries with residual and all k outputs
+    bool in_ready_order = false;   ///< per request: listed in ready_order_
+    std::map<std::pair<int64_t, int64_t>, Entry> entries;  ///< (request, position) → entry
+  };
+  TokenPool(Readiness readiness, int64_t hidden, int64_t num_topk,
+            int64_t expected_expert_messages, int64_t expected_residual_messages);
+  int64_t bucket_key(const TokenBatch& batch, const TokenMeta& m) const;
+  Entry& entry(Bucket& b, int64_t request_id, int64_t position);
+  bool is_complete(const Bucket& b) const;
+  // Per request: records `key` as ready when its bucket just became complete.
+  void note_if_ready(int64_t key);
+  // Merges and removes one complete bucket, appending to `out`.
+  absl::Status merge_into(std::map<int64_t, Bucket>::iterator found, MergedTokens& out);
+
+  Readiness readiness_;
+  bool by_wave_ = false;
+  int64_t hidden_, num_topk_, expected_expert_messages_, expected_residual_messages_;
+  std::map<int64_t, Bucket> buckets_;  ///< iteration or request id → bucket
+  std::deque<int64_t> ready_order_;    ///< per request: ready groups, first-ready first
+  int64_t ready_tokens_ = 0;           ///< per request: tokens in ready_order_'s groups
+};
+
+}  // namespace muflow::engine

@@ -1,0 +1,62 @@
+#include "engine/exec/cpu_executor.hpp"
+
+#include "engine/serving/sampling.hpp"
+#include "kernels/assert.hpp"
+
+namespace muflow::engine {
+
+void CpuExecutor::embed(const std::vector<TokenMeta>& tokens, float* h) {
+  std::vector<int32_t> ids(tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i) ids[i] = tokens[i].token_id;
+  model_->embed(ids.data(), static_cast<int64_t>(ids.size()), h);
+}
+
+absl::Status CpuExecutor::attention(int64_t block, KvCache& kv,
+                                    const std::vector<TokenMeta>& tokens, float* h,
+                                    const AttentionResult& out, double* seconds) {
+  *seconds = 0.0;
+  const auto n = static_cast<int64_t>(tokens.size());
+  std::vector<int64_t> rids(n), pos(n);
+  for (int64_t i = 0; i < n; ++i) {
+    rids[i] = tokens[i].request_id;
+    pos[i] = tokens[i].position;
+  }
+  return model_->attention(block, kv, rids.data(), pos.data(), n, h,
+                           AttentionOutputs{out.x, out.topk_ids, out.topk_weights, out.shared});
+}
+
+void CpuExecutor::expert(int64_t block, int64_t expert, const float* x, int64_t n, float* y,
+                         double* seconds) {
+  *seconds = 0.0;
+  model_->expert(block, expert, x, n, y);
+}
+
+void CpuExecutor::expert_shard(int64_t block, int64_t expert, int64_t shard, int64_t num_shards,
+                               const float* x, int64_t n, float* y, double* seconds) {
+  *seconds = 0.0;
+  MUFLOW_ASSERT(shards_ && shards_->num_shards() == num_shards,
+                "CpuExecutor::expert_shard: shards not prepared for this count");
+  shards_->forward(block, expert, shard, x, n, y);
+}
+
+void CpuExecutor::sample(const std::vector<TokenMeta>& rows, const float* h,
+                         const SamplingSpec& sampling, std::vector<int32_t>* tokens,
+                         std::vector<std::vector<float>>* logits, double* seconds) {
+  *seconds = 0.0;
+  const ModelConfig& c = model_->config();
+  const auto n = static_cast<int64_t>(rows.size());
+  std::vector<float> all(n * c.vocab_size);
+  if (n > 0) model_->logits(h, n, all.data());
+  tokens->assign(n, -1);
+  logits->assign(n, {});
+  for (int64_t i = 0; i < n; ++i) {
+    const float* row = all.data() + i * c.vocab_size;
+    if (rows[i].flags & kSample) {
+      (*tokens)[i] = sample_token(row, c.vocab_size, sampling, rows[i].request_id,
+                                  rows[i].position + 1);
+    }
+    if (rows[i].flags & kNeedsLogits) (*logits)[i].assign(row, row + c.vocab_size);
+  }
+}
+
+}  // namespace muflow::engine

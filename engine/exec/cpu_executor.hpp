@@ -1,0 +1,41 @@
+#pragma once
+/// \file
+/// The cpu backend's executor: real math on a shared, prepacked CpuModel.
+
+#include <memory>
+
+#include "engine/exec/cpu_expert_shards.hpp"
+#include "engine/exec/cpu_model.hpp"
+#include "engine/exec/executor.hpp"
+
+namespace muflow::engine {
+
+/// Runs stages with CpuModel (oneDNN GEMMs). Durations are measured by the caller, so every
+/// `seconds` output is 0. All devices of a process share one CpuModel (read-only); see
+/// Executor for threading.
+class CpuExecutor final : public Executor {
+ public:
+  /// `shards` (may be null) is needed only by the moeshard wiring's expert_shard calls.
+  explicit CpuExecutor(std::shared_ptr<const CpuModel> model,
+                       std::shared_ptr<const CpuExpertShards> shards = nullptr)
+      : model_(std::move(model)), shards_(std::move(shards)) {}
+
+  int64_t activation_width() const override { return model_->config().hidden_size; }
+  bool virtual_time() const override { return false; }
+  void embed(const std::vector<TokenMeta>& tokens, float* h) override;
+  absl::Status attention(int64_t block, KvCache& kv, const std::vector<TokenMeta>& tokens,
+                         float* h, const AttentionResult& out, double* seconds) override;
+  void expert(int64_t block, int64_t expert, const float* x, int64_t n, float* y,
+              double* seconds) override;
+  void expert_shard(int64_t block, int64_t expert, int64_t shard, int64_t num_shards,
+                    const float* x, int64_t n, float* y, double* seconds) override;
+  void sample(const std::vector<TokenMeta>& rows, const float* h, const SamplingSpec& sampling,
+              std::vector<int32_t>* tokens, std::vector<std::vector<float>>* logits,
+              double* seconds) override;
+
+ private:
+  std::shared_ptr<const CpuModel> model_;
+  std::shared_ptr<const CpuExpertShards> shards_;
+};
+
+}  // namespace muflow::engine

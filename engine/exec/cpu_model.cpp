@@ -1,0 +1,227 @@
+#include "engine/exec/cpu_model.hpp"
+
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+#include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/rms_norm.hpp"
+#include "kernels/cpu/rope.hpp"
+#include "kernels/cpu/router.hpp"
+
+namespace muflow::engine {
+namespace {
+
+using kernels::cpu::ExpertFfn;
+using kernels::cpu::Linear;
+
+absl::Status check_shape(const WeightTensor& t, std::vector<int64_t> expected) {
+  if (t.shape != expected) {
+    std::string got, want;
+    for (int64_t d : t.shape) got += absl::StrFormat("%s%d", got.empty() ? "" : ",", d);
+    for (int64_t d : expected) want += absl::StrFormat("%s%d", want.empty() ? "" : ",", d);
+    return absl::InvalidArgumentError(
+        absl::StrFormat("tensor '%s' has shape [%s], expected [%s]", t.name, got, want));
+  }
+  return absl::OkStatus();
+}
+
+// Concatenates matrices [rows_i, cols] of one dtype into one [Σ rows_i, cols] weight.
+WeightTensor concat_rows(const std::vector<const WeightTensor*>& parts) {
+  WeightTensor out;
+  out.dtype = parts.front()->dtype;
+  for (const WeightTensor* p : parts) {
+    if (p->dtype != out.dtype) out.dtype = DType::kF32;  // mixed: fall back to f32
+  }
+  int64_t rows = 0;
+  for (const WeightTensor* p : parts) rows += p->rows();
+  out.shape = {rows, parts.front()->cols()};
+  for (const WeightTensor* p : parts) {
+    if (out.dtype == DType::kF32) {
+      std::vector<float> f = p->to_f32();
+      out.f32.insert(out.f32.end(), f.begin(), f.end());
+    } else {
+      out.bf16.insert(out.bf16.end(), p->bf16.begin(), p->bf16.end());
+    }
+  }
+  return out;
+}
+
+std::unique_ptr<Linear> make_linear(const WeightTensor& w, const float* bias) {
+  if (w.dtype == DType::kBF16) {
+    return std::make_unique<Linear>(w.bf16.data(), w.rows(), w.cols(), bias);
+  }
+  return std::make_unique<Linear>(w.f32.data(), w.rows(), w.cols(), bias);
+}
+
+std::unique_ptr<ExpertFfn> make_ffn(const ExpertWeights& e, int64_t hidden, int64_t ffn) {
+  const bool bf16 = e.gate.dtype == DType::kBF16 && e.up.dtype == DType::kBF16 &&
+                    e.down.dtype == DType::kBF16;
+  if (bf16) {
+    return std::make_unique<ExpertFfn>(e.gate.bf16.data(), e.up.bf16.data(), e.down.bf16.data(),
+                                       hidden, ffn);
+  }
+  std::vector<float> g = e.gate.to_f32(), u = e.up.to_f32(), d = e.down.to_f32();
+  return std::make_unique<ExpertFfn>(g.data(), u.data(), d.data(), hidden, ffn);
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const CpuModel>> CpuModel::prepare(
+    std::shared_ptr<const ModelWeights> weights) {
+  if (!weights) return absl::InvalidArgumentError("CpuModel::prepare: null weights");
+  const ModelConfig& c = weights->config;
+  if (absl::Status s = c.validate(); !s.ok()) return s;
+  const int64_t H = c.hidden_size, qd = c.num_heads * c.head_dim, kvd = c.num_kv_heads * c.head_dim;
+  if (absl::Status s = check_shape(weights->embed, {c.vocab_size, H}); !s.ok()) return s;
+  if (absl::Status s = check_shape(weights->final_norm, {H}); !s.ok()) return s;
+  if (absl::Status s = check_shape(weights->lm_head, {c.vocab_size, H}); !s.ok()) return s;
+  if (static_cast<int64_t>(weights->blocks.size()) != c.num_layers) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "model has %d blocks, config says num_hidden_layers = %d", weights->blocks.size(),
+        c.num_layers));
+  }
+  auto model = std::shared_ptr<CpuModel>(new CpuModel(weights));
+  model->blocks_.resize(c.num_layers);
+  for (int64_t b = 0; b < c.num_layers; ++b) {
+    const BlockWeights& bw = weights->blocks[b];
+    Block& blk = model->blocks_[b];
+    for (auto [t, shape] : std::vector<std::pair<const WeightTensor*, std::vector<int64_t>>>{
+             {&bw.input_norm, {H}}, {&bw.post_attn_norm, {H}}, {&bw.q, {qd, H}},
+             {&bw.k, {kvd, H}}, {&bw.v, {kvd, H}}, {&bw.o, {H, qd}},
+             {&bw.router, {c.num_experts, H}}}) {
+      if (absl::Status s = check_shape(*t, shape); !s.ok()) return s;
+    }
+    if (static_cast<int64_t>(bw.experts.size()) != c.num_experts) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "block %d has %d experts, config says %d", b, bw.experts.size(), c.num_experts));
+    }
+    blk.input_norm = bw.input_norm.to_f32();
+    blk.post_attn_norm = bw.post_attn_norm.to_f32();
+    WeightTensor qkv = concat_rows({&bw.q, &bw.k, &bw.v});
+    std::vector<float> qkv_bias;
+    if (c.attention_bias) {
+      for (const WeightTensor* bias : {&bw.q_bias, &bw.k_bias, &bw.v_bias}) {
+        std::vector<float> f = bias->to_f32();
+        if (static_cast<int64_t>(f.size()) != bias->rows() || f.empty()) {
+          return absl::InvalidArgumentError(
+              absl::StrFormat("tensor '%s' missing or empty (attention bias)", bias->name));
+        }
+        qkv_bias.insert(qkv_bias.end(), f.begin(), f.end());
+      }
+      if (static_cast<int64_t>(qkv_bias.size()) != qd + 2 * kvd) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "block %d: q/k/v biases have %d values, expected %d", b, qkv_bias.size(),
+            qd + 2 * kvd));
+      }
+    }
+    blk.qkv = make_linear(qkv, qkv_bias.empty() ? nullptr : qkv_bias.data());
+    blk.o = make_linear(bw.o, nullptr);
+    std::vector<float> router = bw.router.to_f32();  // routing always in f32
+    blk.router = std::make_unique<Linear>(router.data(), c.num_experts, H, nullptr);
+    for (int64_t e = 0; e < c.num_experts; ++e) {
+      const ExpertWeights& ew = bw.experts[e];
+      for (auto [t, shape] : std::vector<std::pair<const WeightTensor*, std::vector<int64_t>>>{
+               {&ew.gate, {c.expert_ffn, H}}, {&ew.up, {c.expert_ffn, H}},
+               {&ew.down, {H, c.expert_ffn}}}) {
+        if (absl::Status s = check_shape(*t, shape); !s.ok()) return s;
+      }
+      blk.experts.push_back(make_ffn(ew, H, c.expert_ffn));
+    }
+    if (c.shared_expert_ffn > 0) {
+      const ExpertWeights& se = bw.shared_expert;
+      for (auto [t, shape] : std::vector<std::pair<const WeightTensor*, std::vector<int64_t>>>{
+               {&se.gate, {c.shared_expert_ffn, H}}, {&se.up, {c.shared_expert_ffn, H}},
+               {&se.down, {H, c.shared_expert_ffn}}, {&bw.shared_expert_gate, {1, H}}}) {
+        if (absl::Status s = check_shape(*t, shape); !s.ok()) return s;
+      }
+      blk.shared_expert = make_ffn(se, H, c.shared_expert_ffn);
+      blk.shared_gate = bw.shared_expert_gate.to_f32();
+    }
+  }
+  model->lm_head_ = make_linear(weights->lm_head, nullptr);
+  model->embed_ = weights->embed.to_f32();
+  model->final_norm_ = weights->final_norm.to_f32();
+  return std::shared_ptr<const CpuModel>(model);
+}
+
+void CpuModel::embed(const int32_t* ids, int64_t n, float* h) const {
+  const int64_t H = config().hidden_size;
+  const std::vector<float>& table = embed_;
+  for (int64_t i = 0; i < n; ++i) {
+    std::memcpy(h + i * H, table.data() + static_cast<int64_t>(ids[i]) * H, H * sizeof(float));
+  }
+}
+
+absl::Status CpuModel::attention(int64_t block, KvCache& kv, const int64_t* request_ids,
+                                 const int64_t* positions, int64_t n, float* h,
+                                 const AttentionOutputs& out) const {
+  if (n == 0) return absl::OkStatus();
+  const ModelConfig& c = config();
+  const Block& blk = blocks_[block];
+  const int64_t H = c.hidden_size, hd = c.head_dim;
+  const int64_t qd = c.num_heads * hd, kvd = c.num_kv_heads * hd, W = qd + 2 * kvd;
+
+  std::vector<float> normed(n * H), qkv(n * W), attn(n * qd), proj(n * H);
+  kernels::cpu::rms_norm(h, blk.input_norm.data(), n, H, c.rms_norm_eps, normed.data());
+  blk.qkv->forward(normed.data(), n, qkv.data());
+  for (int64_t i = 0; i < n; ++i) {
+    float* row = qkv.data() + i * W;
+    kernels::cpu::rope_rotate_half(row, &positions[i], 1, c.num_heads, hd, c.rope_theta);
+    kernels::cpu::rope_rotate_half(row + qd, &positions[i], 1, c.num_kv_heads, hd, c.rope_theta);
+    if (!kv.append(request_ids[i], positions[i], row + qd, row + qd + kvd)) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "block %d: request %d position %d does not continue its KV cache (length %d)", block,
+          request_ids[i], positions[i], kv.length(request_ids[i])));
+    }
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    kernels::cpu::gqa_attention(qkv.data() + i * W, kv.keys(request_ids[i]),
+                                kv.values(request_ids[i]), positions[i] + 1, c.num_heads,
+                                c.num_kv_heads, hd, attn.data() + i * qd);
+  }
+  blk.o->forward(attn.data(), n, proj.data());
+  for (int64_t j = 0; j < n * H; ++j) h[j] += proj[j];
+
+  kernels::cpu::rms_norm(h, blk.post_attn_norm.data(), n, H, c.rms_norm_eps, out.x);
+  std::vector<float> router_logits(n * c.num_experts);
+  blk.router->forward(out.x, n, router_logits.data());
+  kernels::cpu::router_topk(router_logits.data(), n, c.num_experts, c.num_topk, c.norm_topk_prob,
+                            out.topk_ids, out.topk_weights);
+  if (blk.shared_expert && out.shared) {
+    blk.shared_expert->forward(out.x, n, out.shared);
+    for (int64_t i = 0; i < n; ++i) {
+      const float* xr = out.x + i * H;
+      float dot = 0.f;
+      for (int64_t j = 0; j < H; ++j) dot += xr[j] * blk.shared_gate[j];
+      const float gate = 1.f / (1.f + std::exp(-dot));
+      float* sr = out.shared + i * H;
+      for (int64_t j = 0; j < H; ++j) sr[j] *= gate;
+    }
+  }
+  return absl::OkStatus();
+}
+
+void CpuModel::expert(int64_t block, int64_t expert, const float* x, int64_t n, float* y) const {
+  blocks_[block].experts[expert]->forward(x, n, y);
+}
+
+void CpuModel::logits(const float* h, int64_t n, float* logits) const {
+  const ModelConfig& c = config();
+  std::vector<float> normed(n * c.hidden_size);
+  kernels::cpu::rms_norm(h, final_norm_.data(), n, c.hidden_size, c.rms_norm_eps,
+                         normed.data());
+  lm_head_->forward(normed.data(), n, logits);
+}
+
+void CpuModel::combine_row(float* h, const float* const* expert_rows, const float* weights,
+                           int64_t num_topk, const float* shared, int64_t hidden) {
+  for (int64_t d = 0; d < hidden; ++d) {
+    float acc = 0.f;
+    for (int64_t j = 0; j < num_topk; ++j) acc += weights[j] * expert_rows[j][d];
+    if (shared) acc += shared[d];
+    h[d] += acc;
+  }
+}
+
+}  // namespace muflow::engine

@@ -1,0 +1,63 @@
+#pragma once
+/// \file
+/// The executor a device owns (ARCHITECTURE.md §4): what running a stage means on a backend.
+/// The cpu executor does the real math; the sim executor does no math, routes tokens with a
+/// router model and returns a modeled duration. Stage actors call the same interface on every
+/// backend, so the actor code is shared.
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "engine/serving/kv_cache.hpp"
+#include "engine/dataflow/token_batch.hpp"
+#include "engine/topology/topology.hpp"
+
+namespace muflow::engine {
+
+/// Outputs of an attention stage for `n` rows (widths per Executor::activation_width()).
+struct AttentionResult {
+  float* x = nullptr;             ///< [n, width] expert input rows (nothing when width is 0)
+  int32_t* topk_ids = nullptr;    ///< [n, num_topk]
+  float* topk_weights = nullptr;  ///< [n, num_topk]
+  float* shared = nullptr;        ///< [n, width] gated shared-expert rows, or nullptr
+};
+
+/// Runs stages for one device. Owned by the run (one per device); called only from the stage
+/// actors of that device, one stage at a time (the device grants one at a time), so an
+/// implementation need not be thread-safe across its own calls; different devices' executors
+/// may run concurrently on the cpu backend.
+class Executor {
+ public:
+  virtual ~Executor() = default;
+
+  /// Floats per activation row carried between stages: hidden_size on real backends, 0 in
+  /// simulation (token batches then carry metadata only).
+  virtual int64_t activation_width() const = 0;
+  /// True when durations are modeled (virtual time), false when they are measured.
+  virtual bool virtual_time() const = 0;
+
+  /// Block 0 input: the residual stream of `tokens` (their token ids) into h [n, width].
+  virtual void embed(const std::vector<TokenMeta>& tokens, float* h) = 0;
+  /// The attention half of `block` for `tokens` (positions continue each request's cache in
+  /// `kv`); h [n, width] in/out. `seconds` receives the modeled duration (0 when measured).
+  /// Errors: FailedPrecondition when a position does not continue its request's KV cache.
+  virtual absl::Status attention(int64_t block, KvCache& kv, const std::vector<TokenMeta>& tokens,
+                                 float* h, const AttentionResult& out, double* seconds) = 0;
+  /// One expert over `n` rows: y [n, width] from x [n, width].
+  virtual void expert(int64_t block, int64_t expert, const float* x, int64_t n, float* y,
+                      double* seconds) = 0;
+  /// MoEShard: shard `shard` of `num_shards` (engine/planning/moeshard_plan.hpp) of one expert over
+  /// `n` rows: y [n, width] is the shard's partial output (the expert's output is the sum
+  /// over shards). Backends without shards prepared abort (the wiring prepares them).
+  virtual void expert_shard(int64_t block, int64_t expert, int64_t shard, int64_t num_shards,
+                            const float* x, int64_t n, float* y, double* seconds) = 0;
+  /// Final norm, LM head and sampling for `rows` (h [rows.size(), width]): token[i] is the next
+  /// token after rows[i] (position + 1) where rows[i] asks for kSample, else -1; logits[i] is
+  /// filled [vocab] where it asks for kNeedsLogits.
+  virtual void sample(const std::vector<TokenMeta>& rows, const float* h,
+                      const SamplingSpec& sampling, std::vector<int32_t>* tokens,
+                      std::vector<std::vector<float>>* logits, double* seconds) = 0;
+};
+
+}  // namespace muflow::engine

@@ -1,0 +1,106 @@
+#include "engine/exec/sim_executor.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include "absl/strings/str_format.h"
+#include "engine/planning/moeshard_plan.hpp"
+#include "engine/serving/sampling.hpp"
+#include "kernels/assert.hpp"
+#include "kernels/sim/op_cost.hpp"
+
+namespace muflow::engine {
+
+SimExecutor::SimExecutor(const ModelConfig& config, kernels::sim::DeviceKind kind,
+                         std::shared_ptr<const kernels::sim::CostModel> cost,
+                         std::shared_ptr<const RouterModel> router,
+                         kernels::sim::Precision precision)
+    : config_(config),
+      kind_(std::move(kind)),
+      cost_(std::move(cost)),
+      router_(std::move(router)),
+      precision_(precision) {}
+
+double SimExecutor::seconds_for(const kernels::sim::OpCost& cost, int64_t num_tokens) const {
+  return cost_->seconds(kind_, precision_, cost, num_tokens);
+}
+
+absl::Status SimExecutor::attention(int64_t block, KvCache& kv,
+                                    const std::vector<TokenMeta>& tokens, float* h,
+                                    const AttentionResult& out, double* seconds) {
+  const auto n = static_cast<int64_t>(tokens.size());
+  const int64_t K = config_.num_topk;
+  // Per request: tokens in this batch and the context they attend to (the cache afterwards).
+  std::map<int64_t, kernels::sim::AttentionSequence> seqs;
+  for (const TokenMeta& t : tokens) {
+    if (!kv.append(t.request_id, t.position, nullptr, nullptr)) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "block %d: request %d position %d does not continue its KV cache (length %d)", block,
+          t.request_id, t.position, kv.length(t.request_id)));
+    }
+    auto& s = seqs[t.request_id];
+    ++s.num_tokens;
+    s.context_len = std::max(s.context_len, t.position + 1);
+  }
+  std::vector<kernels::sim::AttentionSequence> list;
+  for (const auto& [id, s] : seqs) list.push_back(s);
+  const kernels::sim::AttentionDims dims{config_.hidden_size, config_.num_heads,
+                                         config_.num_kv_heads, config_.head_dim};
+  kernels::sim::OpCost cost = kernels::sim::attention_cost(dims, list, precision_) +
+                              kernels::sim::router_cost(n, config_.hidden_size,
+                                                        config_.num_experts, precision_);
+  if (config_.shared_expert_ffn > 0) {
+    cost += kernels::sim::shared_expert_cost(n, config_.hidden_size, config_.shared_expert_ffn,
+                                             precision_, /*gated=*/true);
+  }
+  *seconds = seconds_for(cost, n);
+  for (int64_t i = 0; i < n; ++i) {
+    router_->route(static_cast<int32_t>(block), tokens[i].request_id, tokens[i].position,
+                   out.topk_ids + i * K, out.topk_weights + i * K);
+  }
+  return absl::OkStatus();
+}
+
+void SimExecutor::expert(int64_t block, int64_t expert, const float* x, int64_t n, float* y,
+                         double* seconds) {
+  *seconds = seconds_for(
+      kernels::sim::expert_ffn_cost(n, config_.hidden_size, config_.expert_ffn, precision_,
+                                    config_.gated_experts ? kernels::sim::FfnKind::kSwiGlu
+                                                          : kernels::sim::FfnKind::kTwoLayer),
+      n);
+}
+
+void SimExecutor::expert_shard(int64_t block, int64_t expert, int64_t shard, int64_t num_shards,
+                               const float* x, int64_t n, float* y, double* seconds) {
+  // The shard's width from the same plan the cpu backend slices weights with.
+  absl::StatusOr<ShardPlan> plan = moeshard_plan(config_.expert_ffn, num_shards);
+  MUFLOW_ASSERT(plan.ok() && shard >= 0 && shard < num_shards,
+                "SimExecutor::expert_shard: bad shard index or count");
+  const int64_t ffn = plan->ranges[shard].size();
+  *seconds = ffn == 0 ? 0.0
+                      : seconds_for(kernels::sim::expert_ffn_cost(
+                                        n, config_.hidden_size, ffn, precision_,
+                                        config_.gated_experts ? kernels::sim::FfnKind::kSwiGlu
+                                                              : kernels::sim::FfnKind::kTwoLayer),
+                                    n);
+}
+
+void SimExecutor::sample(const std::vector<TokenMeta>& rows, const float* h,
+                         const SamplingSpec& sampling, std::vector<int32_t>* tokens,
+                         std::vector<std::vector<float>>* logits, double* seconds) {
+  const auto n = static_cast<int64_t>(rows.size());
+  *seconds = seconds_for(
+      kernels::sim::lm_head_cost(n, config_.hidden_size, config_.vocab_size, precision_), n);
+  tokens->assign(n, -1);
+  logits->assign(n, {});
+  // A stand-in token id in [3, vocab): never BOS (1) or EOS (2), reproducible per position.
+  const double span = static_cast<double>(std::max<int64_t>(1, config_.vocab_size - 3));
+  for (int64_t i = 0; i < n; ++i) {
+    if (!(rows[i].flags & kSample)) continue;
+    const double u = counter_uniform(sampling.seed, static_cast<uint64_t>(rows[i].request_id),
+                                     static_cast<uint64_t>(rows[i].position + 1));
+    (*tokens)[i] = static_cast<int32_t>(3 + static_cast<int64_t>(u * span));
+  }
+}
+
+}  // namespace muflow::engine

@@ -1,0 +1,52 @@
+#pragma once
+/// \file
+/// The sim backend's executor: no math. Attention stages route tokens with a RouterModel;
+/// every stage's duration comes from the roofline cost model of its device kind
+/// (kernels/sim). Token batches carry metadata only (activation width 0).
+
+#include <memory>
+
+#include "engine/exec/executor.hpp"
+#include "engine/model/model_config.hpp"
+#include "engine/routing/router_model.hpp"
+#include "kernels/sim/cost_model.hpp"
+#include "kernels/sim/device_kind.hpp"
+
+namespace muflow::engine {
+
+/// Models one simulated device. Deterministic: durations depend only on the batch's token
+/// counts and context lengths; expert choices only on (router seed, request, position, block);
+/// generated token ids on (sampling seed, request, position) and are never EOS, so requests
+/// run to their workload's output length. Prompt logits are not available in simulation.
+class SimExecutor final : public Executor {
+ public:
+  SimExecutor(const ModelConfig& config, kernels::sim::DeviceKind kind,
+              std::shared_ptr<const kernels::sim::CostModel> cost,
+              std::shared_ptr<const RouterModel> router, kernels::sim::Precision precision);
+
+  int64_t activation_width() const override { return 0; }
+  bool virtual_time() const override { return true; }
+  void embed(const std::vector<TokenMeta>& tokens, float* h) override {}
+  absl::Status attention(int64_t block, KvCache& kv, const std::vector<TokenMeta>& tokens,
+                         float* h, const AttentionResult& out, double* seconds) override;
+  void expert(int64_t block, int64_t expert, const float* x, int64_t n, float* y,
+              double* seconds) override;
+  void expert_shard(int64_t block, int64_t expert, int64_t shard, int64_t num_shards,
+                    const float* x, int64_t n, float* y, double* seconds) override;
+  void sample(const std::vector<TokenMeta>& rows, const float* h, const SamplingSpec& sampling,
+              std::vector<int32_t>* tokens, std::vector<std::vector<float>>* logits,
+              double* seconds) override;
+
+  const kernels::sim::DeviceKind& kind() const { return kind_; }
+
+ private:
+  double seconds_for(const kernels::sim::OpCost& cost, int64_t num_tokens) const;
+
+  ModelConfig config_;
+  kernels::sim::DeviceKind kind_;
+  std::shared_ptr<const kernels::sim::CostModel> cost_;
+  std::shared_ptr<const RouterModel> router_;
+  kernels::sim::Precision precision_;
+};
+
+}  // namespace muflow::engine

@@ -1,0 +1,214 @@
+#pragma once
+/// \file
+/// Topology files: one TOML file declaring cluster, model, wiring, placement, backend,
+/// workload and sampling (ARCHITECTURE.md §6). Parsed with toml++.
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/model/model_config.hpp"
+#include "engine/routing/router_model.hpp"
+#include "engine/topology/wiring_names.hpp"
+
+namespace muflow::engine {
+
+/// One device of the cluster. On the cpu backend every device is a virtual CPU device (an
+/// executor in this process).
+struct DeviceSpec {
+  std::string name;           ///< unique, e.g. "cpu0"
+  std::string kind = "cpu";   ///< "cpu" (later: "H100-SXM", "A100-80GB", ...)
+  std::string node = "node0";
+};
+
+/// Model source: an HF folder, or synthetic dims with a seed (random weights in memory).
+struct ModelSpec {
+  std::string path;                    ///< HF folder (absolute after parsing); empty = synthetic
+  std::optional<ModelConfig> synthetic; ///< set when the [model] table gives dims
+  uint64_t seed = 0;                   ///< weight seed for synthetic models
+  std::string dtype = "f32";           ///< "f32" | "bf16" for synthetic weights
+  std::string preset;                  ///< weightless model preset (sim only), e.g. "mixtral-8x7b" 
+};
+
+/// Where the requests come from.
+struct WorkloadSpec {
+  std::string kind = "prompts";  ///< "prompts" | "ids" | "poisson" | "trace"
+  std::string prompts_file;      ///< kind=prompts: one prompt per line (absolute path)
+  std::vector<std::string> prompts;            ///< kind=prompts given inline
+  std::vector<std::vector<int32_t>> prompt_ids; ///< kind=ids
+  /// kind=prompts/ids: tokens generated per request (>= 1). kind=poisson/trace: upper clamp
+  /// on the generated lengths, 0 = no clamp (the parser's default for those kinds).
+  int64_t max_new_tokens = 16;
+  // kind = poisson
+  int64_t num_requests = 8;
+  double rate_per_s = 4.0;       ///< mean arrivals per second
+  int64_t input_min = 8, input_max = 32;    ///< uniform prompt length range (tokens)
+  int64_t output_min = 8, output_max = 32;  ///< uniform output length range (tokens)
+  // kind = trace
+  std::string trace_file;        ///< CSV TIMESTAMP,ContextTokens,GeneratedTokens (absolute)
+  double time_scale = 1.0;       ///< arrival times are multiplied by this (>= 0)
+  int64_t max_requests = 0;      ///< 0 = all rows
+  int64_t max_prompt_tokens = 0; ///< 0 = no clamp; else prompt lengths clamped to this
+  uint64_t seed = 0;             ///< for synthetic prompt ids and arrivals
+};
+
+/// Sampling: temperature 0 = greedy (argmax, ties → lowest id).
+struct SamplingSpec {
+  double temperature = 0.0;
+  double top_p = 1.0;
+  uint64_t seed = 0;
+  bool stop_at_eos = true;
+};
+
+/// Engine-side limits of continuous batching and the device scheduler.
+struct SchedulerSpec {
+  std::string policy = "fifo";  ///< device scheduling: "fifo" | "most-tokens" | "flfs" | "defrag"
+  int64_t max_batch_requests = 64;    ///< per attention DP rank
+  int64_t max_prefill_tokens = 512;   ///< prompt tokens per rank per iteration (chunked prefill)
+  /// Barrier-free wirings (`async`): most tokens one stage run takes from its μ-queue (the
+  /// batch is re-formed just in time from what is queued; AsyncMoE's public code uses 512).
+  /// Barrier wirings run whatever the barrier delivered.
+  int64_t max_batch_tokens = 512;
+  /// Barrier-free wirings: a stage with fewer queued tokens than this waits up to
+  /// hold_max_ms for more before its device may run it (0 = never hold).
+  int64_t hold_min_tokens = 0;
+  /// Barrier-free wirings: what a merge point releases together: "request" (a request's
+  /// tokens once all their top-k outputs arrived; AsyncMoE §3.2) or "wave" (every token of
+  /// one attention run, so a rank's wave is not split by expert devices finishing apart).
+  std::string merge = "request";
+  double hold_max_ms = 1.0;
+};
+
+/// `harmoeny` wiring options (HarMoEny §4; ../shared/seeds/NOTES.md for its public code).
+struct HarmoenySpec {
+  /// Token transfer threshold q (tokens, ≥ 1); 0 = Eq. 4 from the first device's FLOP/s
+  /// (model precision) and host-link bandwidth (sim), or HarMoEny's code default 150 (cpu,
+  /// which has no modeled rates).
+  int64_t q = 0;
+  /// "paper" (Algorithm 2) or "code" (the variant HarMoEny's public code runs).
+  std::string rebalance = "paper";
+  /// Expert slots per device (≥ the most experts any device hosts); 0 = that maximum
+  /// (E / devices, HarMoEny's default).
+  int64_t slots = 0;
+  /// Copy foreign experts into free slots while other experts compute (true) or only when
+  /// the device reaches them (false: the ablation "rebalance without prefetch").
+  bool prefetch = true;
+};
+
+/// The sim backend's network (transport/link_model.hpp link class names). Empty = the
+/// default for the devices' kind (NVLink of that generation inside a node, 200 Gb/s between
+/// nodes, the kind's PCIe generation to the host).
+struct NetworkSpec {
+  std::string intra_node;        ///< e.g. "nvlink4-h100"
+  std::string inter_node;        ///< e.g. "ib-200g"
+  std::string host_link;         ///< e.g. "pcie4-x16"
+  int64_t activation_bytes = 2;  ///< bytes per activation element on the wire (bf16 = 2)
+  /// Order in which a synchronous all-to-all's point-to-point transfers are served (one of
+  /// kKnownA2aOrders; transport/aurora_order.hpp): "row_major" (each source sends to
+  /// destinations 0, 1, ...), "random", "sjf" (smallest first), "aurora_chunked"
+  /// (contention-free chunked order that finishes in Aurora's b_max, Theorem 4.2/5.2, plus
+  /// one latency per chunk), "aurora_unsplit" (Aurora Algorithm 1, one transfer per pair) or
+  /// "aurora" (whichever of the two the network model predicts faster).
+  std::string a2a_order = "row_major";
+  /// "file:line" of each link key given, so a later check (transport/, which engine/ cannot
+  /// include) can still point at the line: keys "intra_node", "inter_node", "host_link".
+  std::map<std::string, std::string> where;
+};
+
+/// A whole topology file (format and annotated example: topologies/README.md). Plain value;
+/// produced by the parser, then read-only (safe to share between threads).
+struct Topology {
+  std::string source;                 ///< file path (or "<embedded default>")
+  std::string wiring = "sync";        ///< one of kKnownWirings
+  std::string backend = "cpu";        ///< "cpu" (later: "sim", "cuda")
+  std::vector<DeviceSpec> devices;
+  ModelSpec model;
+  /// "round-robin" | "contiguous" | "explicit" | "affinity" | "capability" (Aurora Thm 5.1)
+  std::string placement = "round-robin";
+  /// explicit placement: expert_device[e] = device index hosting expert e (all blocks)
+  std::vector<int64_t> expert_device;
+  /// affinity placement (ExFlow §IV, engine/planning/affinity_placement.hpp): a different expert →
+  /// device map per block, planned at startup from the per-token paths in `affinity_paths`
+  /// (a `muflow run --record-routing` CSV, absolute after parsing) with `affinity_planner`
+  /// ("heuristic" or "milp") under `affinity_time_limit_s` seconds (> 0).
+  std::string affinity_paths;
+  std::string affinity_planner = "heuristic";
+  double affinity_time_limit_s = 10.0;
+  /// `async` wiring: devices 0..attention_devices-1 run attention (one DP rank each, every
+  /// block) and the sampler, the others the experts; 0 = half the devices (AsyncMoE's 4 + 4
+  /// on 8 GPUs). Other wirings ignore it.
+  int64_t attention_devices = 0;
+  /// Wirings with replicated experts (`async-replicated`): the `expert_replicas` hottest
+  /// experts of each block (by the sim router's sample) get one more expert stage on another
+  /// expert device, or (`replica_experts`, any backend) exactly these experts do. At most
+  /// kMaxExpertReplicas; 0 / empty = none.
+  int64_t expert_replicas = 0;
+  std::vector<int64_t> replica_experts;
+  WorkloadSpec workload;
+  SamplingSpec sampling;
+  SchedulerSpec scheduler;
+  HarmoenySpec harmoeny;              ///< `harmoeny` wiring only
+  RouterSpec router;                  ///< sim: how tokens pick experts (cpu uses the real gate)
+  NetworkSpec network;                ///< sim: links between devices
+  std::string trace_file;             ///< Chrome trace output; empty = none
+  /// Per-token expert choices output (engine/routing/routing_record.hpp CSV); empty = none. Set by
+  /// `muflow run --record-routing FILE`.
+  std::string routing_record_file;
+};
+
+/// Bound on `[placement] replicas` and the length of `replica_experts` (stages per block).
+inline constexpr int64_t kMaxExpertReplicas = 4096;
+/// HarMoEny rebalancing variants accepted as `[harmoeny] rebalance = "..."`.
+/// All-to-all transmission orders accepted as `[network] a2a_order = "..."`.
+inline constexpr std::array<std::string_view, 6> kKnownA2aOrders = {
+    "row_major", "random", "sjf", "aurora", "aurora_chunked", "aurora_unsplit"};
+inline constexpr std::array<std::string_view, 2> kKnownRebalances = {"paper", "code"};
+/// Backends this build implements (`backend = "..."`).
+inline constexpr std::array<std::string_view, 2> kKnownBackends = {"cpu", "sim"};
+/// Expert placement names accepted as `[placement] experts = "..."`.
+inline constexpr std::array<std::string_view, 4> kKnownPlacements = {
+    "round-robin", "contiguous", "affinity", "capability"};
+/// Device scheduling policies accepted as `[scheduler] policy = "..."`.
+inline constexpr std::array<std::string_view, 4> kKnownSchedulerPolicies = {
+    "fifo", "most-tokens", "flfs", "defrag"};
+/// Merge granularities accepted as `[scheduler] merge = "..."`.
+inline constexpr std::array<std::string_view, 2> kKnownMerges = {"request", "wave"};
+/// Workload kinds accepted as `[workload] kind = "..."`.
+inline constexpr std::array<std::string_view, 4> kKnownWorkloadKinds = {"prompts", "ids",
+                                                                        "poisson", "trace"};
+
+/// Parses a topology file (format: topologies/README.md). Relative paths inside are
+/// resolved against the file's folder and stored absolute.
+/// Errors: InvalidArgument "FILE:LINE: key 'a.b': expected ..., got ..." for a wrong type,
+/// unknown key, unknown wiring/backend/kind, out-of-range value; NotFound for a missing file;
+/// the toml++ parse error with its line and column for malformed TOML. Input files named in
+/// the topology (model folder, prompts file, trace CSV) must exist (NotFound otherwise);
+/// keys left out take default_topology()'s values. No shared state; any thread.
+absl::StatusOr<Topology> parse_topology_file(const std::string& path);
+
+/// Same from an in-memory string; `source_name` is used in error messages and relative
+/// paths resolve against `base_dir`.
+absl::StatusOr<Topology> parse_topology_string(const std::string& text,
+                                               const std::string& source_name,
+                                               const std::string& base_dir);
+
+/// Checks what the parser cannot know for a model given by `path` until its config.json is
+/// loaded: an explicit placement has exactly one entry per expert, and kind = "ids" token
+/// ids are < vocab_size. InvalidArgument naming the topology source otherwise.
+/// Pure function; any thread.
+absl::Status check_topology_against_model(const Topology& topology, const ModelConfig& config);
+
+/// The embedded default: a synthetic Mixtral-style model (see default_synthetic_config()),
+/// 4 cpu devices, sync wiring, built-in prompts (token ids), greedy sampling.
+Topology default_topology();
+
+/// The synthetic model of the embedded default: mixtral, vocab 512, hidden 128, 4 layers,
+/// 4 heads / 2 kv heads (head_dim 32), 8 experts top-2, expert ffn 256.
+ModelConfig default_synthetic_config();
+
+}  // namespace muflow::engine

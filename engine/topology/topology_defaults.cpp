@@ -1,0 +1,60 @@
+// The embedded default topology (used when no topology file is given) and its synthetic
+// model.
+
+#include "engine/sv_cat.hpp"
+#include "engine/topology/topology.hpp"
+
+namespace muflow::engine {
+
+ModelConfig default_synthetic_config() {
+  ModelConfig c;
+  c.model_type = ModelType::kMixtral;
+  c.vocab_size = 512;
+  c.hidden_size = 128;
+  c.num_layers = 4;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.head_dim = 32;
+  c.num_experts = 8;
+  c.num_topk = 2;
+  c.expert_ffn = 256;
+  c.shared_expert_ffn = 0;
+  c.norm_topk_prob = true;
+  c.attention_bias = false;
+  c.tie_word_embeddings = false;
+  c.bos_token_id = 1;
+  c.eos_token_id = 2;
+  return c;
+}
+
+Topology default_topology() {
+  Topology t;
+  t.source = "<embedded default>";
+  t.wiring = "sync";
+  t.backend = "cpu";
+  for (int i = 0; i < 4; ++i) t.devices.push_back(DeviceSpec{sv_cat("cpu", i), "cpu", "node0"});
+  const ModelConfig config = default_synthetic_config();
+  t.model.synthetic = config;
+  t.model.seed = 0;
+  t.model.dtype = "f32";
+  t.placement = "round-robin";
+  // Built-in prompts: BOS followed by a fixed pseudo-random walk over ids [3, vocab); lengths
+  // 3..20 so continuous batching sees prompts of different sizes.
+  t.workload.kind = "ids";
+  const int lengths[] = {3, 7, 12, 20, 5, 16};
+  for (int i = 0; i < 6; ++i) {
+    std::vector<int32_t> prompt = {static_cast<int32_t>(config.bos_token_id)};
+    for (int j = 1; j < lengths[i]; ++j) {
+      prompt.push_back(static_cast<int32_t>(3 + (i * 97 + j * 31 + i * j * 7) %
+                                                    (config.vocab_size - 3)));
+    }
+    t.workload.prompt_ids.push_back(std::move(prompt));
+  }
+  t.workload.max_new_tokens = 16;
+  t.sampling = SamplingSpec{};  // greedy
+  t.scheduler = SchedulerSpec{};
+  t.trace_file.clear();
+  return t;
+}
+
+}  // namespace muflow::engine

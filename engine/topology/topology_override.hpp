@@ -1,0 +1,23 @@
+#pragma once
+/// \file
+/// Setting one topology parameter from a "key=value" string: what `muflow bench --sweep`
+/// varies between runs.
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "engine/topology/topology.hpp"
+
+namespace muflow::engine {
+
+/// Keys accepted by apply_topology_override, e.g. "router.skew", "workload.rate".
+std::vector<std::string> topology_override_keys();
+
+/// Sets `key` (dotted, as in the topology file) to `value` in `topology`. cluster.num_devices
+/// keeps the kind and node of device 0. Errors: InvalidArgument for an unknown key (listing the
+/// known ones) or a value that is not of the key's type / range.
+absl::Status apply_topology_override(Topology& topology, const std::string& key,
+                                     const std::string& value);
+
+}  // namespace muflow::engine

@@ -1,0 +1,43 @@
+#pragma once
+/// \file
+/// Internal pieces of the topology parser shared by engine/topology/topology*.cpp. Not a public API:
+/// other folders use engine/topology/topology.hpp.
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "engine/topology/toml_reader.hpp"
+#include "engine/topology/topology.hpp"
+
+namespace muflow::engine::topology_detail {
+
+/// `path` made absolute against `base_dir` (itself absolute) and lexically normalised.
+std::string resolve_path(const std::filesystem::path& base_dir, std::string_view path);
+
+/// NotFound "FILE:LINE: key 'k': no such file '/abs/path'" unless `path` is a regular file
+/// (`want_folder` false) or a folder (`want_folder` true).
+absl::Status require_existing(const TomlTableReader& reader, std::string_view key,
+                              const std::string& path, bool want_folder);
+
+/// Parses the [workload] table into `out` (which holds the defaults). `vocab_size` > 0
+/// checks token ids of kind = "ids" against the model's vocabulary (0 = not known yet).
+absl::Status parse_workload_table(const TomlTableReader& reader,
+                                  const std::filesystem::path& base_dir, int64_t vocab_size,
+                                  WorkloadSpec* out);
+
+/// [router] (sim backend): kind, seed, skew, hot_experts, alpha, exp_rate, file.
+absl::Status parse_router_table(const TomlTableReader& reader,
+                                const std::filesystem::path& base_dir, RouterSpec* out);
+
+/// [network] (sim backend): intra_node, inter_node, host_link, activation_bytes.
+absl::Status parse_network_table(const TomlTableReader& reader, NetworkSpec* out);
+
+/// Checks a device kind for `backend`: "cpu" for the cpu backend, a simulated device kind
+/// (kernels/sim/device_kind.hpp) for sim.
+absl::Status check_device_kind(const TomlTableReader& reader, std::string_view key,
+                               const std::string& backend, const std::string& kind);
+
+}  // namespace muflow::engine::topology_detail

@@ -1,0 +1,93 @@
+// Topology sections of the sim backend: [router], [network], and device kinds per backend.
+// Format reference: topologies/README.md.
+
+#include <cmath>
+
+#include "engine/sv_cat.hpp"
+#include "engine/topology/topology_sections.hpp"
+#include "kernels/sim/device_kind.hpp"
+
+namespace muflow::engine::topology_detail {
+namespace {
+
+constexpr std::string_view kRouterKeys[] = {"kind",     "seed", "skew", "skew_mode",
+                                            "hot_experts", "alpha", "exp_rate", "file",
+                                            "tokens_per_request"};
+constexpr std::string_view kSkewModes[] = {"code", "share"};
+constexpr std::string_view kNetworkKeys[] = {"intra_node", "inter_node", "host_link",
+                                             "activation_bytes", "a2a_order"};
+
+}  // namespace
+
+absl::Status check_device_kind(const TomlTableReader& reader, std::string_view key,
+                               const std::string& backend, const std::string& kind) {
+  if (backend == "cpu") {
+    if (kind == "cpu") return absl::OkStatus();
+    return reader.error(key, sv_cat("backend 'cpu' runs devices of kind 'cpu' only; got '",
+                                    kind, "' (simulated GPUs need backend = \"sim\")"));
+  }
+  absl::StatusOr<kernels::sim::DeviceKind> found = kernels::sim::find_device_kind(kind);
+  if (!found.ok()) return reader.error(key, std::string(found.status().message()));
+  return absl::OkStatus();
+}
+
+absl::Status parse_router_table(const TomlTableReader& r, const std::filesystem::path& base_dir,
+                                RouterSpec* out) {
+  if (absl::Status s = r.check_keys(kRouterKeys); !s.ok()) return s;
+  std::vector<std::string> names = router_kind_names();
+  std::vector<std::string_view> kinds(names.begin(), names.end());
+  if (absl::Status s = r.read_choice("kind", &out->kind, kinds); !s.ok()) return s;
+  if (absl::Status s = r.read_seed("seed", &out->seed); !s.ok()) return s;
+  if (absl::Status s = r.read_double("skew", &out->skew, "a fraction in [0, 1]",
+                                     [](double v) { return v >= 0 && v <= 1; });
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = r.read_choice("skew_mode", &out->skew_mode, kSkewModes); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = r.read_int("hot_experts", &out->hot_experts, 0); !s.ok()) return s;
+  if (absl::Status s = r.read_double("alpha", &out->alpha, "a number >= 0",
+                                     [](double v) { return std::isfinite(v) && v >= 0; });
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = r.read_double("exp_rate", &out->exp_rate, "a number > 0",
+                                     [](double v) { return std::isfinite(v) && v > 0; });
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = r.read_int("tokens_per_request", &out->replay_tokens_per_request, 1);
+      !s.ok()) {
+    return s;
+  }
+  if (r.has("file")) {
+    std::string file;
+    if (absl::Status s = r.read_string("file", &file); !s.ok()) return s;
+    out->trace_file = resolve_path(base_dir, file);
+    if (absl::Status s = require_existing(r, "file", out->trace_file, false); !s.ok()) return s;
+  }
+  const bool replay = out->kind.rfind("replay", 0) == 0 || out->kind == "recorded";
+  if (replay && out->trace_file.empty()) {
+    return r.table_error(sv_cat("[router] kind = \"", out->kind, "\" needs file = \"...\""));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status parse_network_table(const TomlTableReader& r, NetworkSpec* out) {
+  if (absl::Status s = r.check_keys(kNetworkKeys); !s.ok()) return s;
+  for (std::string_view key : {"intra_node", "inter_node", "host_link"}) {
+    if (!r.has(key)) continue;
+    std::string* field = key == "intra_node"   ? &out->intra_node
+                         : key == "inter_node" ? &out->inter_node
+                                               : &out->host_link;
+    if (absl::Status s = r.read_string(key, field); !s.ok()) return s;
+    out->where[std::string(key)] = sv_cat(r.source(), ":", r.line_of(key));
+  }
+  if (absl::Status s = r.read_int("activation_bytes", &out->activation_bytes, 1); !s.ok()) {
+    return s;
+  }
+  return r.read_choice("a2a_order", &out->a2a_order, kKnownA2aOrders);
+}
+
+}  // namespace muflow::engine::topology_detail
