@@ -12,10 +12,13 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_format.h"
 #include "engine/sv_cat.hpp"
+#include "engine/trace/trace_intervals.hpp"
 #include "engine/trace/trace_reader.hpp"
 
 namespace muflow::engine {
 namespace {
+
+using namespace trace_intervals;  // the interval pass (trace_intervals.hpp)
 
 using json = nlohmann::json;
 
@@ -24,10 +27,6 @@ constexpr int64_t kMaxHeatmapCells = 1 << 24;
 
 absl::string_view av(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
-struct Interval {
-  double begin = 0.0, end = 0.0;
-  bool operator<(const Interval& o) const { return std::tie(begin, end) < std::tie(o.begin, o.end); }
-};
 
 struct RawSlice {
   double begin = 0.0, end = 0.0;
@@ -137,134 +136,6 @@ std::string string_or_dump(const json& other, const char* key) {
     if (name != it->end() && name->is_string()) return name->get<std::string>();
   }
   return it->dump();
-}
-
-// Union of sorted intervals, merging overlapping and touching ones.
-std::vector<Interval> merge_sorted(const std::vector<Interval>& sorted) {
-  std::vector<Interval> out;
-  for (const Interval& iv : sorted) {
-    if (!out.empty() && iv.begin <= out.back().end) {
-      out.back().end = std::max(out.back().end, iv.end);
-    } else {
-      out.push_back(iv);
-    }
-  }
-  return out;
-}
-
-double total_length(const std::vector<Interval>& disjoint) {
-  double total = 0.0;
-  for (const Interval& iv : disjoint) total += iv.end - iv.begin;
-  return total;
-}
-
-// a \ b for two sorted disjoint interval lists.
-std::vector<Interval> subtract(const std::vector<Interval>& a, const std::vector<Interval>& b) {
-  std::vector<Interval> out;
-  size_t j = 0;
-  for (const Interval& w : a) {
-    double cur = w.begin;
-    while (j < b.size() && b[j].end <= cur) ++j;
-    size_t k = j;
-    while (k < b.size() && b[k].begin < w.end) {
-      if (b[k].begin > cur) out.push_back({cur, b[k].begin});
-      cur = std::max(cur, b[k].end);
-      if (b[k].end >= w.end) break;
-      ++k;
-    }
-    if (cur < w.end) out.push_back({cur, w.end});
-    j = k;
-  }
-  return out;
-}
-
-// Adds the coverage of disjoint `intervals` to per-bucket sums (bucket i = [i*bw, (i+1)*bw)
-// relative to t0; the last bucket is open-ended).
-void add_coverage(const std::vector<Interval>& intervals, double t0, double bw,
-                  std::vector<double>* acc) {
-  const int64_t n = static_cast<int64_t>(acc->size());
-  if (n == 0 || !(bw > 0)) return;
-  for (const Interval& iv : intervals) {
-    const double a = iv.begin - t0, b = iv.end - t0;
-    int64_t i = std::clamp<int64_t>(static_cast<int64_t>(std::floor(a / bw)), 0, n - 1);
-    for (; i < n; ++i) {
-      const double lo = static_cast<double>(i) * bw;
-      const double hi = i == n - 1 ? std::numeric_limits<double>::infinity() : lo + bw;
-      const double overlap = std::min(b, hi) - std::max(a, lo);
-      if (overlap > 0) (*acc)[static_cast<size_t>(i)] += overlap;
-      if (b <= hi) break;
-    }
-  }
-}
-
-std::vector<double> fractions(std::vector<double> covered, double bw) {
-  for (double& c : covered) c = bw > 0 ? std::clamp(c / bw, 0.0, 1.0) : 0.0;
-  return covered;
-}
-
-// Longest first; ties: earlier first.
-std::vector<TimeSpan> longest_gaps(const std::vector<Interval>& busy,
-                                   const std::vector<Interval>& wait, double t0, double t_end,
-                                   int64_t max_gaps) {
-  std::vector<TimeSpan> gaps;
-  double prev = t0;
-  size_t i = 0, j = 0;
-  while (i < busy.size() || j < wait.size()) {
-    const bool take_busy = j >= wait.size() || (i < busy.size() && busy[i].begin <= wait[j].begin);
-    const Interval& iv = take_busy ? busy[i++] : wait[j++];
-    if (iv.begin > prev) gaps.push_back({prev - t0, iv.begin - prev});
-    prev = std::max(prev, iv.end);
-  }
-  if (t_end > prev) gaps.push_back({prev - t0, t_end - prev});
-  const auto longer = [](const TimeSpan& x, const TimeSpan& y) {
-    return x.dur_us != y.dur_us ? x.dur_us > y.dur_us : x.ts_us < y.ts_us;
-  };
-  const size_t keep = static_cast<size_t>(std::max<int64_t>(max_gaps, 0));
-  if (gaps.size() > keep) {
-    std::partial_sort(gaps.begin(), gaps.begin() + static_cast<std::ptrdiff_t>(keep), gaps.end(),
-                      longer);
-    gaps.resize(keep);
-  } else {
-    std::sort(gaps.begin(), gaps.end(), longer);
-  }
-  return gaps;
-}
-
-// (ts relative to t0, depth) in time order; at most max_points points, each bucket keeping
-// its largest sample.
-std::vector<std::pair<double, double>> downsample_max(
-    std::vector<std::pair<double, double>> samples, double t0, double duration,
-    int64_t max_points) {
-  std::stable_sort(samples.begin(), samples.end(),
-                   [](const auto& x, const auto& y) { return x.first < y.first; });
-  const size_t n = static_cast<size_t>(std::max<int64_t>(max_points, 1));
-  std::vector<std::pair<double, double>> out;
-  if (samples.size() <= n || !(duration > 0)) {
-    if (samples.size() > n) samples.resize(n);  // zero-length window: all at one instant
-    for (auto& [ts, v] : samples) out.emplace_back(ts - t0, v);
-    if (!(duration > 0) && !out.empty()) {
-      // All samples share one instant: keep the largest.
-      const auto best = std::max_element(out.begin(), out.end(), [](const auto& x, const auto& y) {
-        return x.second < y.second;
-      });
-      return {*best};
-    }
-    return out;
-  }
-  const double bw = duration / static_cast<double>(n);
-  int64_t current = -1;
-  for (const auto& [ts, v] : samples) {
-    const int64_t b =
-        std::clamp<int64_t>(static_cast<int64_t>(std::floor((ts - t0) / bw)), 0,
-                            static_cast<int64_t>(n) - 1);
-    if (b != current) {
-      out.emplace_back(ts - t0, v);
-      current = b;
-    } else if (v > out.back().second) {
-      out.back() = {ts - t0, v};
-    }
-  }
-  return out;
 }
 
 class Analyzer {
@@ -588,16 +459,6 @@ absl::StatusOr<TraceReport> Analyzer::finish(const json& other, const AnalysisOp
   return report;
 }
 
-// Relative times in the report model are rounded to 1 ns (the trace's own resolution), so
-// differences like 566.0310000000001 print short.
-double ns(double us) { return std::round(us * 1e3) / 1e3; }
-
-json span_pairs(const std::vector<std::pair<double, double>>& series) {
-  json out = json::array();
-  for (const auto& [a, b] : series) out.push_back({ns(a), b});
-  return out;
-}
-
 }  // namespace
 
 const char* trace_stage_kind_name(TraceStageKind kind) {
@@ -648,160 +509,6 @@ absl::StatusOr<TraceReport> analyze_trace_file(const std::string& path,
   }
   const std::string text = std::move(buffer).str();
   return analyze_trace_text(text, opts);
-}
-
-json to_report_json(const TraceReport& r) {
-  json out;
-  out["meta"] = {{"source", r.meta.source},
-                 {"wiring", r.meta.wiring},
-                 {"topology", r.meta.topology},
-                 {"t0_us", r.meta.t0_us},
-                 {"duration_us", r.meta.duration_us},
-                 {"num_events", r.meta.num_events},
-                 {"num_dropped_events", r.meta.num_dropped_events}};
-  // The run's own duration (otherData.metrics.duration_s), when the trace carries it.
-  out["meta"]["run_duration_us"] =
-      r.meta.run_duration_us > 0 ? json(r.meta.run_duration_us) : json(nullptr);
-  out["meta"]["run_metrics"] = r.meta.run_metrics;
-  json devices = json::array();
-  for (const DeviceReport& d : r.devices) {
-    json slices = nullptr;
-    if (d.slices_included) {
-      slices = json::array();
-      for (const StageSlice& s : d.slices) {
-        slices.push_back({ns(s.ts_us), ns(s.dur_us), s.stage_id, s.tokens});
-      }
-    }
-    json gaps = json::array();
-    for (const TimeSpan& g : d.gaps) gaps.push_back({ns(g.ts_us), ns(g.dur_us)});
-    devices.push_back({{"pid", d.pid},
-                       {"name", d.name},
-                       {"busy_us", d.busy_us},
-                       {"wait_us", d.wait_us},
-                       {"idle_us", d.idle_us},
-                       {"busy_pct", d.busy_pct},
-                       {"wait_pct", d.wait_pct},
-                       {"idle_pct", d.idle_pct},
-                       {"slices", std::move(slices)},
-                       {"buckets", {{"bucket_us", d.bucket_us},
-                                    {"busy", d.bucket_busy},
-                                    {"wait", d.bucket_wait}}},
-                       {"gaps", std::move(gaps)},
-                       {"run_busy_pct", d.run_busy_pct ? json(*d.run_busy_pct) : json(nullptr)}});
-  }
-  out["devices"] = std::move(devices);
-  json stages = json::array();
-  for (const StageReport& s : r.stages) {
-    stages.push_back({{"id", s.id},
-                      {"pid", s.pid},
-                      {"tid", s.tid},
-                      {"name", s.name},
-                      {"kind", trace_stage_kind_name(s.kind)},
-                      {"block", s.block},
-                      {"index", s.index},
-                      {"busy_us", s.busy_us},
-                      {"runs", s.runs},
-                      {"tokens", s.tokens}});
-  }
-  out["stages"] = std::move(stages);
-  json queues = json::array();
-  for (const QueueReport& q : r.queues) {
-    queues.push_back({{"stage_id", q.stage_id},
-                      {"name", q.name},
-                      {"max", q.max},
-                      {"series", span_pairs(q.series)}});
-  }
-  out["queues"] = std::move(queues);
-  out["heatmap"] = {{"num_blocks", r.heatmap.num_blocks},
-                    {"num_experts", r.heatmap.num_experts},
-                    {"expert_tokens", r.heatmap.expert_tokens},
-                    {"num_devices", r.heatmap.num_devices},
-                    {"device_tokens", r.heatmap.device_tokens}};
-  json balance = json::array();
-  for (const BlockBalance& b : r.balance) {
-    balance.push_back({{"block", b.block}, {"mean_over_max", b.mean_over_max}});
-  }
-  out["balance"] = std::move(balance);
-  json waits = json::array();
-  for (const WaitReason& w : r.waits) {
-    waits.push_back({{"reason", w.reason}, {"total_us", w.total_us}, {"count", w.count}});
-  }
-  out["waits"] = std::move(waits);
-  return out;
-}
-
-std::string format_trace_summary(const TraceReport& r, int top_n) {
-  const size_t top = static_cast<size_t>(std::max(top_n, 0));
-  const auto ms = [](double us) { return us / 1e3; };
-  std::string out;
-  absl::StrAppendFormat(&out, "trace %s\n", r.meta.source.empty() ? "-" : r.meta.source);
-  if (!r.meta.wiring.empty() || !r.meta.topology.empty()) {
-    absl::StrAppendFormat(&out, "  wiring %s, topology %s\n",
-                          r.meta.wiring.empty() ? "-" : r.meta.wiring,
-                          r.meta.topology.empty() ? "-" : r.meta.topology);
-  }
-  absl::StrAppendFormat(&out, "  %d events (%d dropped), window %.3f ms from t0 = %.3f ms\n",
-                        r.meta.num_events, r.meta.num_dropped_events, ms(r.meta.duration_us),
-                        ms(r.meta.t0_us));
-  if (r.meta.num_dropped_events > 0) {
-    out += "  warning: the recorder dropped events; everything below undercounts\n";
-  }
-  const bool run = r.meta.run_duration_us > 0;
-  out += "\ndevices (% of the trace window";
-  if (run) {
-    absl::StrAppendFormat(&out, "; run busy = busy over the run's %.3f ms, as `muflow run` prints",
-                          ms(r.meta.run_duration_us));
-  }
-  out += ")\n";
-  absl::StrAppendFormat(&out, "  %-24s %7s %7s %7s%s  %s\n", "device", "busy", "wait", "idle",
-                        run ? "  run busy" : "", "longest idle gap");
-  for (const DeviceReport& d : r.devices) {
-    std::string run_col;
-    if (run) run_col = absl::StrFormat("  %7.1f%%", d.run_busy_pct.value_or(0.0));
-    const std::string gap = d.gaps.empty() ? "-"
-                                           : absl::StrFormat("%.3f ms at %.3f ms",
-                                                             ms(d.gaps[0].dur_us),
-                                                             ms(d.gaps[0].ts_us));
-    absl::StrAppendFormat(&out, "  %-24s %6.1f%% %6.1f%% %6.1f%%%s  %s\n", d.name, d.busy_pct,
-                          d.wait_pct, d.idle_pct, run_col, gap);
-  }
-
-  out += "\nwaiting in collectives (sum over devices)\n";
-  if (r.waits.empty()) out += "  none recorded\n";
-  for (size_t i = 0; i < r.waits.size() && i < top; ++i) {
-    const WaitReason& w = r.waits[i];
-    absl::StrAppendFormat(&out, "  %-24s %10.3f ms  %6d waits  mean %.3f ms\n", w.reason,
-                          ms(w.total_us), w.count,
-                          w.count > 0 ? ms(w.total_us) / static_cast<double>(w.count) : 0.0);
-  }
-  if (r.waits.size() > top) absl::StrAppendFormat(&out, "  ... %d more\n", r.waits.size() - top);
-
-  out += "\nper-block expert balance (mean/max tokens per device, 1.000 = even)\n";
-  if (r.balance.empty()) out += "  no expert tokens recorded\n";
-  for (const BlockBalance& b : r.balance) {
-    int64_t total = 0, max_tokens = 0;
-    for (int64_t t : r.heatmap.device_tokens[static_cast<size_t>(b.block)]) {
-      total += t;
-      max_tokens = std::max(max_tokens, t);
-    }
-    absl::StrAppendFormat(&out, "  block %-4d %.3f  (%d expert tokens, busiest device %d)\n",
-                          b.block, b.mean_over_max, total, max_tokens);
-  }
-
-  out += "\nbusiest stages\n";
-  std::vector<const StageReport*> stages;
-  for (const StageReport& s : r.stages) stages.push_back(&s);
-  std::stable_sort(stages.begin(), stages.end(), [](const StageReport* a, const StageReport* b) {
-    return a->busy_us > b->busy_us;
-  });
-  if (stages.empty()) out += "  none recorded\n";
-  for (size_t i = 0; i < stages.size() && i < top; ++i) {
-    const StageReport& s = *stages[i];
-    const double pct = r.meta.duration_us > 0 ? 100.0 * s.busy_us / r.meta.duration_us : 0.0;
-    absl::StrAppendFormat(&out, "  %-24s dev %-3d %10.3f ms %6.1f%%  %7d runs  %9d tokens\n",
-                          s.name, s.pid, ms(s.busy_us), pct, s.runs, s.tokens);
-  }
-  return out;
 }
 
 }  // namespace muflow::engine
