@@ -31,10 +31,7 @@ class AsyncWiring final : public Wiring {
             .capability_placement = false};
   }
   absl::StatusOr<std::shared_ptr<const PreparedWiring>> prepare(const WiringSetup&) const override {
-    return std::make_shared<const StatelessWiring>(
-        [](const RunContext& ctx) -> absl::StatusOr<std::shared_ptr<const WiringRun>> {
-          return std::make_shared<const GraphRun>(async_graph(ctx));
-        });
+    return graph_wiring([](const RunContext& ctx) { return async_graph(ctx); });
   }
 };
 

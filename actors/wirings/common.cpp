@@ -35,4 +35,13 @@ std::vector<std::vector<int64_t>> per_device_slots(const RunContext& ctx) {
   return std::vector<std::vector<int64_t>>(ctx.config.num_layers, devices);
 }
 
+std::shared_ptr<const PreparedWiring> graph_wiring(
+    std::function<WiringGraph(const RunContext&)> build) {
+  return std::make_shared<const StatelessWiring>(
+      [build = std::move(build)](
+          const RunContext& ctx) -> absl::StatusOr<std::shared_ptr<const WiringRun>> {
+        return std::make_shared<const GraphRun>(build(ctx));
+      });
+}
+
 }  // namespace muflow::actors

@@ -42,4 +42,8 @@ class StatelessWiring final : public PreparedWiring {
   Start start_;
 };
 
+/// A prepared wiring without private state whose every run is the graph `build(ctx)`.
+std::shared_ptr<const PreparedWiring> graph_wiring(
+    std::function<WiringGraph(const RunContext&)> build);
+
 }  // namespace muflow::actors

@@ -69,21 +69,20 @@ class ExflowWiring final : public Wiring {
             .capability_placement = true};
   }
   absl::StatusOr<std::shared_ptr<const PreparedWiring>> prepare(const WiringSetup&) const override {
-    return std::make_shared<const StatelessWiring>(
-        [](const RunContext& ctx) -> absl::StatusOr<std::shared_ptr<const WiringRun>> {
-          WiringGraph g = barrier_graph(ctx);
-          g.slot_device = per_expert_slots(ctx);
-          const auto R = static_cast<int32_t>(ctx.num_ranks);
-          std::vector<int32_t> all;
-          for (int32_t r = 0; r < R; ++r) all.push_back(r);
-          g.residual_targets.assign(R, all);  // every rank's pool waits for every rank
-          std::vector<int64_t> rank_of_device(ctx.placement.num_devices, -1);
-          for (int32_t r = 0; r < R; ++r) rank_of_device[ctx.placement.rank_device[r]] = r;
-          g.continuation = std::make_shared<const TopOneContinuation>(std::move(rank_of_device));
-          g.dispatch_rule = std::make_shared<const CoherentDispatch>();
-          g.kv_replicated = true;  // each rank's own copy, kept equal by messages
-          return std::make_shared<const GraphRun>(std::move(g));
-        });
+    return graph_wiring([](const RunContext& ctx) {
+      WiringGraph g = barrier_graph(ctx);
+      g.slot_device = per_expert_slots(ctx);
+      const auto R = static_cast<int32_t>(ctx.num_ranks);
+      std::vector<int32_t> all;
+      for (int32_t r = 0; r < R; ++r) all.push_back(r);
+      g.residual_targets.assign(R, all);  // every rank's pool waits for every rank
+      std::vector<int64_t> rank_of_device(ctx.placement.num_devices, -1);
+      for (int32_t r = 0; r < R; ++r) rank_of_device[ctx.placement.rank_device[r]] = r;
+      g.continuation = std::make_shared<const TopOneContinuation>(std::move(rank_of_device));
+      g.dispatch_rule = std::make_shared<const CoherentDispatch>();
+      g.kv_replicated = true;  // each rank's own copy, kept equal by messages
+      return g;
+    });
   }
 };
 

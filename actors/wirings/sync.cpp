@@ -14,12 +14,11 @@ class SyncWiring final : public Wiring {
             .capability_placement = true};
   }
   absl::StatusOr<std::shared_ptr<const PreparedWiring>> prepare(const WiringSetup&) const override {
-    return std::make_shared<const StatelessWiring>(
-        [](const RunContext& ctx) -> absl::StatusOr<std::shared_ptr<const WiringRun>> {
-          WiringGraph g = barrier_graph(ctx);
-          g.slot_device = per_expert_slots(ctx);
-          return std::make_shared<const GraphRun>(std::move(g));
-        });
+    return graph_wiring([](const RunContext& ctx) {
+      WiringGraph g = barrier_graph(ctx);
+      g.slot_device = per_expert_slots(ctx);
+      return g;
+    });
   }
 };
 

@@ -10,34 +10,15 @@
 
 #include "actors/server.hpp"
 #include "engine/exec/reference_decoder.hpp"
+#include "small_topology.hpp"
 
 namespace muflow {
 namespace {
 
 using engine::Request;
 using engine::Topology;
+using testing_fixtures::small_topology;
 
-Topology small_topology(int num_devices, int64_t max_position = 4096) {
-  Topology t;
-  t.source = "<test>";
-  for (int d = 0; d < num_devices; ++d) t.devices.push_back({"cpu" + std::to_string(d)});
-  engine::ModelConfig c;
-  c.vocab_size = 97;
-  c.hidden_size = 32;
-  c.num_layers = 2;
-  c.num_heads = 4;
-  c.num_kv_heads = 2;
-  c.head_dim = 8;
-  c.num_experts = 4;
-  c.num_topk = 2;
-  c.expert_ffn = 40;
-  c.max_position_embeddings = max_position;
-  t.model.synthetic = c;
-  t.model.seed = 21;
-  t.sampling.stop_at_eos = false;
-  t.scheduler.max_prefill_tokens = 5;
-  return t;
-}
 
 Request make_request(int64_t id, int len, double arrival_s, int64_t max_new) {
   Request r;

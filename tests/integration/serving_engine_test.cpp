@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "engine/exec/reference_decoder.hpp"
+#include "small_topology.hpp"
 
 namespace muflow {
 namespace {
@@ -25,24 +26,9 @@ using engine::Topology;
 using ::testing::HasSubstr;
 
 Topology small_topology(const std::string& wiring) {
-  Topology t;
-  t.source = "<test>";
+  Topology t = testing_fixtures::small_topology(4);
   t.wiring = wiring;
-  for (int d = 0; d < 4; ++d) t.devices.push_back({"cpu" + std::to_string(d)});
-  engine::ModelConfig c;
-  c.vocab_size = 97;
-  c.hidden_size = 32;
-  c.num_layers = 2;
-  c.num_heads = 4;
-  c.num_kv_heads = 2;
-  c.head_dim = 8;
-  c.num_experts = 4;
-  c.num_topk = 2;
-  c.expert_ffn = 40;
-  c.max_position_embeddings = 4096;
-  t.model.synthetic = c;
   t.model.seed = 23;
-  t.sampling.stop_at_eos = false;
   t.scheduler.max_prefill_tokens = 6;
   return t;
 }

@@ -23,6 +23,7 @@
 
 #include "kernels/cpu/bf16.hpp"
 #include "kernels/cpu/linear.hpp"
+#include "linear_paths_report.hpp"
 #include "kernels/reference/linear.hpp"
 #include "kernels/reference/test_inputs.hpp"
 
@@ -47,22 +48,7 @@ std::vector<float> upcast(const std::vector<uint16_t>& v) {
   return out;
 }
 
-/// Reports (never asserts) which kernel paths `linear` uses: the type its primitive computes in
-/// and whether the small-M fast path passed its construction probe. Both depend on the CPU's
-/// ISA and the oneDNN build; the invariants tested here must hold whichever path runs. Printed
-/// as "[path] ..." and recorded as a test property (in --gtest_output=xml) under `key`.
-void report_linear_paths(const std::string& key, const Linear& linear) {
-  const bool computes_bf16 = linear.weight_type() == LinearWeightType::kBF16;
-  std::string paths = std::string("computes in ") + (computes_bf16 ? "bf16" : "f32");
-  if (linear.small_m_path_enabled()) {
-    const int64_t max_rows = computes_bf16 ? kLinearSmallMMaxRowsBF16 : kLinearSmallMMaxRowsF32;
-    paths += ", small-M path enabled (remainders of <= " + std::to_string(max_rows) + " rows)";
-  } else {
-    paths += ", small-M path disabled (remainders run as padded tiles)";
-  }
-  std::printf("[path] %s: %s\n", key.c_str(), paths.c_str());
-  testing::Test::RecordProperty(key, paths);
-}
+using testing_paths::report_linear_paths;
 
 /// Checks y against the reference for f32 (bf16 == false) or bf16 weights.
 void check_linear(int64_t num_rows, int64_t out, int64_t in, bool with_bias, bool bf16,
