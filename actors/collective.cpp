@@ -40,7 +40,7 @@ StageSite dest_site(const RunContext& ctx, CollectiveKind kind, int32_t block, s
 void trace_barrier(const RunContext& ctx, CollectiveKind kind, int32_t block, int64_t iteration,
                    size_t num_sources, const std::vector<std::vector<int64_t>>& rows_from,
                    const std::vector<double>& arrived_us, double done_us) {
-  engine::TraceRecorder& trace = *ctx.trace;
+  engine::trace::TraceRecorder& trace = *ctx.trace;
   const char* what = kind == CollectiveKind::kDispatch ? "dispatch" : "combine";
   const std::string wait_name = absl::StrFormat("wait %s b%d", what, block);
   const std::string flow_name = absl::StrFormat("%s b%d", what, block);
@@ -77,16 +77,16 @@ Delivery concat_parts(const RunContext& ctx, CollectiveKind kind, int32_t block,
   Delivery d;
   for (size_t dst = 0; dst < num_dests; ++dst) {
     // Every destination gets a batch each iteration (possibly empty): its barrier needs it.
-    auto out = std::make_shared<engine::TokenBatch>();
+    auto out = std::make_shared<engine::dataflow::TokenBatch>();
     out->layer = collective_destination_layer(ctx, kind, block, dst);
-    out->payload = kind == CollectiveKind::kDispatch ? engine::Payload::kExpertInputs
-                                                     : engine::Payload::kExpertOutputs;
+    out->payload = kind == CollectiveKind::kDispatch ? engine::dataflow::Payload::kExpertInputs
+                                                     : engine::dataflow::Payload::kExpertOutputs;
     out->iteration = iteration;
-    out->act = std::make_shared<engine::Activations>(0, width);
+    out->act = std::make_shared<engine::dataflow::Activations>(0, width);
     std::vector<int64_t> from(slot.size(), 0);
     for (size_t src = 0; src < slot.size(); ++src) {  // source order: deterministic
       if (dst >= slot[src]->parts.size() || !slot[src]->parts[dst]) continue;
-      const engine::TokenBatch& part = *slot[src]->parts[dst];
+      const engine::dataflow::TokenBatch& part = *slot[src]->parts[dst];
       out->tokens.insert(out->tokens.end(), part.tokens.begin(), part.tokens.end());
       if (part.act) {
         out->act->data.insert(out->act->data.end(), part.act->data.begin(), part.act->data.end());
@@ -210,7 +210,7 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
     };
     std::vector<Deferred> deliveries;
     for (size_t d = 0; d < num_dests; ++d) {
-      const engine::TokenBatchPtr& out = delivery->out[d];
+      const engine::dataflow::TokenBatchPtr& out = delivery->out[d];
       const StageSite to = dest_site(*ctx, kind, block, d);
       const double deliver_s = net.deliver_s[d];
       if (kind == CollectiveKind::kDispatch) {
@@ -277,7 +277,7 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
       const double done_us = ctx->seconds_since_start(self->home_system().clock().now()) * 1e6;
       ctx->trace->instant(kind == CollectiveKind::kDispatch ? "dispatch all-to-all"
                                                             : "combine all-to-all",
-                          0, 0, done_us, engine::InstantScope::kGlobal,
+                          0, 0, done_us, engine::trace::InstantScope::kGlobal,
                           nlohmann::json{{"block", block}, {"iteration", c->iteration}});
       trace_barrier(*ctx, kind, block, c->iteration, slot.size(), delivery->rows_from,
                     arrived_us, done_us);
@@ -289,13 +289,13 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
 
 }  // namespace
 
-engine::LayerId collective_destination_layer(const RunContext& ctx, CollectiveKind kind,
+engine::dataflow::LayerId collective_destination_layer(const RunContext& ctx, CollectiveKind kind,
                                              int32_t block, size_t slot) {
   const auto d = static_cast<int32_t>(slot);
-  if (kind == CollectiveKind::kDispatch) return {engine::StageKind::kExpert, block, d};
+  if (kind == CollectiveKind::kDispatch) return {engine::dataflow::StageKind::kExpert, block, d};
   const auto num_layers = static_cast<int32_t>(ctx.config.num_layers);
-  if (block + 1 < num_layers) return {engine::StageKind::kAttention, block + 1, d};
-  return {engine::StageKind::kSampler, num_layers, d};
+  if (block + 1 < num_layers) return {engine::dataflow::StageKind::kAttention, block + 1, d};
+  return {engine::dataflow::StageKind::kSampler, num_layers, d};
 }
 
 std::shared_ptr<const CollectiveRule> concat_rule() {

@@ -11,10 +11,10 @@
 namespace muflow::actors {
 namespace {
 
-using engine::TokenMeta;
+using engine::dataflow::TokenMeta;
 
 struct RequestState {
-  engine::Request req;
+  engine::serving::Request req;
   int32_t rank = -1;
   int64_t fed = 0;  ///< prompt tokens sent so far
   RequestOutput out;
@@ -31,8 +31,8 @@ struct CoordinatorState {
   std::vector<RequestState> requests;        // by id
   std::deque<int64_t> pending;               // not yet admitted, by arrival
   std::vector<std::vector<int64_t>> active;  // [rank] admitted, unfinished (admission order)
-  std::vector<engine::RankKv> kv;            // [rank] KV reservations (barrier-free admission)
-  std::unique_ptr<engine::MetricsRecorder> metrics;
+  std::vector<engine::serving::RankKv> kv;            // [rank] KV reservations (barrier-free admission)
+  std::unique_ptr<engine::serving::MetricsRecorder> metrics;
   int64_t iteration = 0;
   int64_t outstanding = 0;                   // sampler reports still due this iteration
   std::vector<SampledBatchPtr> reports;
@@ -111,7 +111,7 @@ void fail_run(Self* self, absl::Status status) {
   finish_run(self);
 }
 
-int64_t kv_need_bytes(const CoordinatorState& st, const engine::Request& r) {
+int64_t kv_need_bytes(const CoordinatorState& st, const engine::serving::Request& r) {
   return (static_cast<int64_t>(r.prompt.size()) + r.max_new_tokens) * st.ctx->kv_bytes_per_token;
 }
 
@@ -126,7 +126,7 @@ bool admit(Self* self, double t) {
     int32_t best = 0;
     if (per_request(st)) {
       const int64_t need = kv_need_bytes(st, st.requests[id].req);
-      best = engine::pick_rank_most_free_kv(st.kv, sched.max_batch_requests, need);
+      best = engine::serving::pick_rank_most_free_kv(st.kv, sched.max_batch_requests, need);
       if (best < 0) {
         const bool any_active = std::any_of(st.kv.begin(), st.kv.end(),
                                             [](const auto& k) { return k.active_requests > 0; });
@@ -151,7 +151,7 @@ bool admit(Self* self, double t) {
     st.active[best].push_back(id);
     if (st.ctx->trace) {
       st.ctx->trace->instant("admit", st.ctx->placement.rank_device[best], 0, t * 1e6,
-                             engine::InstantScope::kGlobal,
+                             engine::trace::InstantScope::kGlobal,
                              nlohmann::json{{"request_id", id}, {"rank", best}});
     }
   }
@@ -160,7 +160,7 @@ bool admit(Self* self, double t) {
 
 // Appends the next input of request `id` (its next prefill chunk within `budget` prompt
 // tokens, or its last generated token) to `b`.
-void add_step(CoordinatorState& st, int64_t id, int32_t r, int64_t& budget, engine::TokenBatch& b) {
+void add_step(CoordinatorState& st, int64_t id, int32_t r, int64_t& budget, engine::dataflow::TokenBatch& b) {
   RequestState& rs = st.requests[id];
   const auto prompt_len = static_cast<int64_t>(rs.req.prompt.size());
   if (rs.fed < prompt_len) {
@@ -171,8 +171,8 @@ void add_step(CoordinatorState& st, int64_t id, int32_t r, int64_t& budget, engi
       m.position = p;
       m.token_id = rs.req.prompt[p];
       m.origin_rank = r;
-      m.flags = (p == prompt_len - 1 ? engine::kSample : 0) |
-                (rs.req.return_prompt_logits ? engine::kNeedsLogits : 0);
+      m.flags = (p == prompt_len - 1 ? engine::dataflow::kSample : 0) |
+                (rs.req.return_prompt_logits ? engine::dataflow::kNeedsLogits : 0);
       b.tokens.push_back(m);
     }
     rs.fed += chunk;
@@ -183,15 +183,15 @@ void add_step(CoordinatorState& st, int64_t id, int32_t r, int64_t& budget, engi
     m.position = prompt_len + static_cast<int64_t>(rs.out.output.size()) - 1;
     m.token_id = rs.out.output.back();
     m.origin_rank = r;
-    m.flags = engine::kSample;
+    m.flags = engine::dataflow::kSample;
     b.tokens.push_back(m);
   }
 }
 
-engine::TokenBatchPtr new_input(int32_t rank, int64_t iteration) {
-  auto b = std::make_shared<engine::TokenBatch>();
-  b->layer = {engine::StageKind::kAttention, 0, rank};
-  b->payload = engine::Payload::kTokenIds;
+engine::dataflow::TokenBatchPtr new_input(int32_t rank, int64_t iteration) {
+  auto b = std::make_shared<engine::dataflow::TokenBatch>();
+  b->layer = {engine::dataflow::StageKind::kAttention, 0, rank};
+  b->payload = engine::dataflow::Payload::kTokenIds;
   b->iteration = iteration;
   return b;
 }
@@ -217,7 +217,7 @@ void launch_per_request(Self* self) {
   const auto& sched = st.ctx->topology.scheduler;
   bool any_in_flight = false;
   for (int32_t r = 0; r < st.ctx->num_ranks; ++r) {
-    engine::TokenBatchPtr b = new_input(r, st.iteration);
+    engine::dataflow::TokenBatchPtr b = new_input(r, st.iteration);
     int64_t budget = sched.max_prefill_tokens;
     for (int64_t id : st.active[r]) {
       RequestState& rs = st.requests[id];
@@ -244,10 +244,10 @@ void launch(Self* self) {
   const double t = now_s(self);
   if (!admit(self, t)) return;
   const auto& sched = st.ctx->topology.scheduler;
-  std::vector<engine::TokenBatchPtr> batches(st.ctx->num_ranks);
+  std::vector<engine::dataflow::TokenBatchPtr> batches(st.ctx->num_ranks);
   int64_t total = 0;
   for (int32_t r = 0; r < st.ctx->num_ranks; ++r) {
-    engine::TokenBatchPtr b = new_input(r, st.iteration);
+    engine::dataflow::TokenBatchPtr b = new_input(r, st.iteration);
     int64_t budget = sched.max_prefill_tokens;
     for (int64_t id : st.active[r]) add_step(st, id, r, budget, *b);
     total += b->num_tokens();
@@ -280,13 +280,13 @@ void finish_request(Self* self, RequestState& rs, double t) {
   if (!rs.cancel_requested) st.metrics->on_finish(rs.req.id, t);
   if (st.ctx->trace) {
     st.ctx->trace->instant("finish", st.ctx->placement.rank_device[rs.rank], 0, t * 1e6,
-                           engine::InstantScope::kGlobal,
+                           engine::trace::InstantScope::kGlobal,
                            nlohmann::json{{"request_id", rs.req.id}, {"rank", rs.rank},
                                           {"output_tokens", rs.out.output.size()}});
   }
   ++st.num_finished;
   if (per_request(st)) {
-    engine::RankKv& k = st.kv[rs.rank];
+    engine::serving::RankKv& k = st.kv[rs.rank];
     k.reserved_bytes -= kv_need_bytes(st, rs.req);
     --k.active_requests;
   }
@@ -327,7 +327,7 @@ void finish_cancelled(Self* self) {
 bool apply_reports(Self* self, const std::vector<SampledBatchPtr>& reports) {
   auto& st = self->state;
   const double t = now_s(self);
-  const engine::ModelConfig& c = st.ctx->config;
+  const engine::model::ModelConfig& c = st.ctx->config;
   std::vector<SampledToken*> rows;
   for (auto& rep : reports) {
     for (SampledToken& row : rep->rows) rows.push_back(&row);
@@ -399,13 +399,13 @@ void complete_step(Self* self, const SampledBatchPtr& report) {
 
 // Takes submitted requests (their ids, in any order, are the next requests.size() ids):
 // pending by (arrival, id).
-void submit(Self* self, std::vector<engine::Request>& requests,
+void submit(Self* self, std::vector<engine::serving::Request>& requests,
             std::vector<RequestCallbacks>& callbacks) {
   auto& st = self->state;
   const auto base = static_cast<int64_t>(st.requests.size());
   const auto n = static_cast<int64_t>(requests.size());
   std::vector<char> seen(n, 0);
-  for (const engine::Request& r : requests) {
+  for (const engine::serving::Request& r : requests) {
     if (r.id < base || r.id >= base + n || seen[r.id - base]) {
       return fail_run(self, absl::InternalError(absl::StrFormat(
                                 "submitted request id %d; expected the ids %d..%d, each once",
@@ -418,7 +418,7 @@ void submit(Self* self, std::vector<engine::Request>& requests,
     return std::tie(st.requests[a].req.arrival_s, a) < std::tie(st.requests[b].req.arrival_s, b);
   };
   for (size_t i = 0; i < requests.size(); ++i) {
-    engine::Request& r = requests[i];
+    engine::serving::Request& r = requests[i];
     RequestState& rs = st.requests[r.id];
     rs.out.request_id = r.id;
     rs.out.prompt = r.prompt;
@@ -471,7 +471,7 @@ caf::behavior coordinator_behavior(Self* self, RunContextPtr ctx, RunCallbacks c
       st.kv[r].capacity_bytes = ctx->kv_capacity_bytes[r];
     }
   }
-  st.metrics = std::make_unique<engine::MetricsRecorder>(ctx->placement.num_devices);
+  st.metrics = std::make_unique<engine::serving::MetricsRecorder>(ctx->placement.num_devices);
   return {
       [=](start_atom) {
         // A stage that dies (e.g. an exception escaping a handler) must fail the run, not

@@ -32,7 +32,7 @@ struct RequestOutput {
 struct RunOutcome {
   absl::Status status;
   std::vector<RequestOutput> outputs;
-  engine::RunMetrics metrics;
+  engine::serving::RunMetrics metrics;
 };
 using RunOutcomePtr = std::shared_ptr<RunOutcome>;
 
@@ -58,7 +58,7 @@ struct RequestCallbacks {
 /// Requests submitted together (ids continue the coordinator's, in order; arrival times in
 /// seconds since the run's start), with their callbacks (empty or one per request).
 struct Submission {
-  std::vector<engine::Request> requests;
+  std::vector<engine::serving::Request> requests;
   std::vector<RequestCallbacks> callbacks;
 };
 using SubmissionPtr = std::shared_ptr<Submission>;

@@ -8,7 +8,7 @@ namespace muflow::actors {
 namespace {
 
 struct DeviceState {
-  std::vector<engine::StageStatus> stages;
+  std::vector<engine::serving::StageStatus> stages;
   std::vector<RunContextPtr> stage_ctx;  ///< [stages] the run each stage belongs to
   bool busy = false;
   int64_t device_index = 0;
@@ -17,11 +17,11 @@ struct DeviceState {
   static inline const char* name = "muflow.device";
 };
 
-caf::actor stage_actor(const RunContext& ctx, const engine::LayerId& l) {
+caf::actor stage_actor(const RunContext& ctx, const engine::dataflow::LayerId& l) {
   switch (l.kind) {
-    case engine::StageKind::kAttention: return ctx.actors.attention[l.block][l.index];
-    case engine::StageKind::kExpert: return ctx.actors.experts[l.block][l.index];
-    case engine::StageKind::kSampler: return ctx.actors.samplers[l.index];
+    case engine::dataflow::StageKind::kAttention: return ctx.actors.attention[l.block][l.index];
+    case engine::dataflow::StageKind::kExpert: return ctx.actors.experts[l.block][l.index];
+    case engine::dataflow::StageKind::kSampler: return ctx.actors.samplers[l.index];
   }
   return {};
 }
@@ -38,14 +38,14 @@ double now_s(caf::stateful_actor<DeviceState>* self, const RunContext& ctx) {
 }
 
 void try_grant(caf::stateful_actor<DeviceState>* self, const RunContext& ctx,
-               const engine::SchedulingPolicy& policy) {
+               const engine::serving::SchedulingPolicy& policy) {
   auto& st = self->state;
   if (st.busy) return;
   const auto& sched = ctx.topology.scheduler;
   if (ctx.graph().batch_hold && sched.hold_min_tokens > 0) {
     const double now = now_s(self, ctx);
     const double release =
-        engine::apply_batch_hold(st.stages, now, sched.hold_min_tokens, sched.hold_max_ms * 1e-3);
+        engine::serving::apply_batch_hold(st.stages, now, sched.hold_min_tokens, sched.hold_max_ms * 1e-3);
     if (std::isfinite(release) && (st.wake_at_s < now || release < st.wake_at_s)) {
       st.wake_at_s = release;
       self->delayed_send(self, std::chrono::nanoseconds(std::llround((release - now) * 1e9) + 1),
@@ -61,7 +61,7 @@ void try_grant(caf::stateful_actor<DeviceState>* self, const RunContext& ctx,
 }
 
 void update(DeviceState& st, int32_t local, int64_t queued, double now) {
-  engine::StageStatus& s = st.stages[local];
+  engine::serving::StageStatus& s = st.stages[local];
   if (s.queued_tokens <= 0 && queued > 0) {
     s.ready_seq = st.next_seq++;
     s.ready_since_s = now;
@@ -71,7 +71,7 @@ void update(DeviceState& st, int32_t local, int64_t queued, double now) {
 
 caf::behavior device_behavior(caf::stateful_actor<DeviceState>* self, RunContextPtr ctx,
                               int64_t device_index, std::vector<DeviceStage> stages,
-                              std::shared_ptr<const engine::SchedulingPolicy> policy) {
+                              std::shared_ptr<const engine::serving::SchedulingPolicy> policy) {
   for (const DeviceStage& s : stages) {
     self->state.stages.push_back({s.layer, 0, 0});
     self->state.stage_ctx.push_back(s.ctx);
@@ -96,7 +96,7 @@ caf::behavior device_behavior(caf::stateful_actor<DeviceState>* self, RunContext
 
 caf::actor spawn_device(caf::actor_system& sys, RunContextPtr ctx, int64_t device_index,
                         std::vector<DeviceStage> stages,
-                        std::shared_ptr<const engine::SchedulingPolicy> policy) {
+                        std::shared_ptr<const engine::serving::SchedulingPolicy> policy) {
   return sys.spawn(device_behavior, std::move(ctx), device_index, std::move(stages),
                    std::move(policy));
 }

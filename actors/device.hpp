@@ -18,7 +18,7 @@ namespace muflow::actors {
 /// One stage a device multiplexes: its run (model) and its layer id.
 struct DeviceStage {
   RunContextPtr ctx;
-  engine::LayerId layer;
+  engine::dataflow::LayerId layer;
 };
 
 /// Spawns device `device_index` with its stages in local-index order (stage i reports
@@ -28,6 +28,6 @@ struct DeviceStage {
 /// own run's coordinator.
 caf::actor spawn_device(caf::actor_system& sys, RunContextPtr ctx, int64_t device_index,
                         std::vector<DeviceStage> stages,
-                        std::shared_ptr<const engine::SchedulingPolicy> policy);
+                        std::shared_ptr<const engine::serving::SchedulingPolicy> policy);
 
 }  // namespace muflow::actors

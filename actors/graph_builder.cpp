@@ -10,7 +10,7 @@ namespace muflow::actors {
 
 void build_stages(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx,
                   std::vector<std::vector<DeviceStage>>& local) {
-  const engine::ModelConfig& c = ctx->config;
+  const engine::model::ModelConfig& c = ctx->config;
   const auto num_devices = static_cast<int32_t>(ctx->placement.num_devices);
   const auto num_ranks = static_cast<int32_t>(ctx->placement.rank_device.size());
   const auto L = static_cast<int32_t>(c.num_layers);
@@ -21,7 +21,7 @@ void build_stages(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx
   // Stages per device, in local-index order (after other runs' stages on a shared device);
   // the device actor learns them from this list.
   if (local.size() < static_cast<size_t>(num_devices)) local.resize(num_devices);
-  auto add_local = [&](int32_t device, engine::LayerId l) {
+  auto add_local = [&](int32_t device, engine::dataflow::LayerId l) {
     local[device].push_back({ctx, l});
     return static_cast<int32_t>(local[device].size() - 1);
   };
@@ -73,7 +73,7 @@ void build_stages(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx
   for (int32_t d = 0; d < num_devices; ++d) {
     if (ctx->trace) {
       if (barriers) ctx->trace->set_thread_name(d, kWaitLaneTid, "collective waits");
-      const engine::DeviceSpec& spec = ctx->topology.devices[d];
+      const engine::topology::DeviceSpec& spec = ctx->topology.devices[d];
       ctx->trace->set_process_name(
           d, absl::StrFormat("%s (%s, %s)", spec.name, spec.kind, spec.node));
     }
@@ -82,7 +82,7 @@ void build_stages(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx
 
 void spawn_devices(caf::actor_system& sys, const std::vector<std::shared_ptr<RunContext>>& ctxs,
                    std::vector<std::vector<DeviceStage>> local,
-                   std::shared_ptr<const engine::SchedulingPolicy> policy) {
+                   std::shared_ptr<const engine::serving::SchedulingPolicy> policy) {
   std::vector<caf::actor> devices;
   for (size_t d = 0; d < local.size(); ++d) {
     devices.push_back(spawn_device(sys, ctxs.front(), static_cast<int64_t>(d),
@@ -92,7 +92,7 @@ void spawn_devices(caf::actor_system& sys, const std::vector<std::shared_ptr<Run
 }
 
 void build_wiring(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx,
-                  std::shared_ptr<const engine::SchedulingPolicy> policy) {
+                  std::shared_ptr<const engine::serving::SchedulingPolicy> policy) {
   std::vector<std::vector<DeviceStage>> local;
   build_stages(sys, ctx, local);
   spawn_devices(sys, {ctx}, std::move(local), std::move(policy));

@@ -21,7 +21,7 @@ namespace muflow::actors {
 /// coordinator). Call before the coordinator starts; `ctx` must already hold the model,
 /// executors, topology, placement, num_ranks and the wiring (ctx->wiring).
 void build_wiring(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx,
-                  std::shared_ptr<const engine::SchedulingPolicy> policy);
+                  std::shared_ptr<const engine::serving::SchedulingPolicy> policy);
 
 /// The two halves of build_wiring, for several runs sharing the devices (colocated models,
 /// Aurora §6): build_stages spawns one run's stage and collective actors and appends its
@@ -32,6 +32,6 @@ void build_stages(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx
                   std::vector<std::vector<DeviceStage>>& local);
 void spawn_devices(caf::actor_system& sys, const std::vector<std::shared_ptr<RunContext>>& ctxs,
                    std::vector<std::vector<DeviceStage>> local,
-                   std::shared_ptr<const engine::SchedulingPolicy> policy);
+                   std::shared_ptr<const engine::serving::SchedulingPolicy> policy);
 
 }  // namespace muflow::actors

@@ -65,7 +65,7 @@ using SampledBatchPtr = std::shared_ptr<SampledBatch>;
 struct Contribution {
   int64_t iteration = 0;
   int32_t source = 0;  ///< contributor index (DP rank for dispatch, expert for combine)
-  std::vector<engine::TokenBatchPtr> parts;
+  std::vector<engine::dataflow::TokenBatchPtr> parts;
 };
 using ContributionPtr = std::shared_ptr<Contribution>;
 
@@ -81,7 +81,7 @@ using KvRowsPtr = std::shared_ptr<const KvRows>;
 
 }  // namespace muflow::actors
 
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(muflow::engine::TokenBatchPtr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(muflow::engine::dataflow::TokenBatchPtr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(muflow::actors::SampledBatchPtr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(muflow::actors::ContributionPtr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(muflow::actors::KvRowsPtr)

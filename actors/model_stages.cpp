@@ -10,13 +10,13 @@
 namespace muflow::actors {
 namespace {
 
-using engine::Activations;
-using engine::LayerId;
-using engine::Payload;
-using engine::StageKind;
-using engine::TokenBatch;
-using engine::TokenBatchPtr;
-using engine::TokenMeta;
+using engine::dataflow::Activations;
+using engine::dataflow::LayerId;
+using engine::dataflow::Payload;
+using engine::dataflow::StageKind;
+using engine::dataflow::TokenBatch;
+using engine::dataflow::TokenBatchPtr;
+using engine::dataflow::TokenMeta;
 
 /// The layer that merges block `block`'s expert outputs for `rank`.
 LayerId merge_target(const RunContext& ctx, int32_t block, int32_t rank) {
@@ -47,17 +47,17 @@ void push_row(TokenBatch& b, const TokenMeta& meta, const float* row, int64_t wi
 }
 
 // The token pool of merge point `rank` under the graph's merge rule.
-engine::TokenPool make_pool(const RunContext& ctx, int64_t width, int32_t rank) {
+engine::dataflow::TokenPool make_pool(const RunContext& ctx, int64_t width, int32_t rank) {
   const WiringGraph& g = ctx.graph();
   switch (g.merge) {
     case MergeRule::kRequest:
-      return engine::TokenPool::per_request(width, ctx.config.num_topk);
+      return engine::dataflow::TokenPool::per_request(width, ctx.config.num_topk);
     case MergeRule::kWave:
-      return engine::TokenPool::per_request(width, ctx.config.num_topk, /*by_wave=*/true);
+      return engine::dataflow::TokenPool::per_request(width, ctx.config.num_topk, /*by_wave=*/true);
     case MergeRule::kIteration:
       break;
   }
-  return engine::TokenPool(width, ctx.config.num_topk, 1, g.residual_sources(rank));
+  return engine::dataflow::TokenPool(width, ctx.config.num_topk, 1, g.residual_sources(rank));
 }
 
 /// A point-to-point send of token batch `b` to `dest` on device `to_device`.
@@ -97,7 +97,7 @@ class BatchQueue {
 // ---------------------------------------------------------------------------------------------
 class AttentionStage final : public StageImpl {
  public:
-  AttentionStage(RunContextPtr ctx, engine::Executor* exec, int32_t block, int32_t rank)
+  AttentionStage(RunContextPtr ctx, engine::exec::Executor* exec, int32_t block, int32_t rank)
       : ctx_(std::move(ctx)),
         exec_(exec),
         block_(block),
@@ -161,7 +161,7 @@ class AttentionStage final : public StageImpl {
       h.resize(meta.size() * width_);
       exec_->embed(meta, h.data());
     } else {
-      absl::StatusOr<engine::MergedTokens> merged =
+      absl::StatusOr<engine::dataflow::MergedTokens> merged =
           pool_.take_ready(ctx_->graph().max_batch_tokens);
       if (!merged.ok()) return merged.status();
       if (merged->tokens.empty()) return absl::OkStatus();
@@ -217,7 +217,7 @@ class AttentionStage final : public StageImpl {
     std::vector<float> x(n * H), w(n * K), sh(shared ? n * H : 0);
     std::vector<int32_t> ids(n * K);
     if (n > 0) {
-      engine::AttentionResult o{x.data(), ids.data(), w.data(), shared ? sh.data() : nullptr};
+      engine::exec::AttentionResult o{x.data(), ids.data(), w.data(), shared ? sh.data() : nullptr};
       double modeled = 0.0;
       std::unique_lock<std::mutex> lock(kv_->mutex);
       if (absl::Status s = exec_->attention(block_, kv_->cache, meta, h.data(), o, &modeled);
@@ -351,13 +351,13 @@ class AttentionStage final : public StageImpl {
   }
 
   RunContextPtr ctx_;
-  engine::Executor* exec_;
+  engine::exec::Executor* exec_;
   int32_t block_, rank_;
-  const engine::ModelConfig& cfg_;
+  const engine::model::ModelConfig& cfg_;
   int64_t width_;    // activation floats per row (0 in simulation)
   bool fifo_input_;  // block 0: InputRule::kFifo
   std::shared_ptr<LockedKvCache> kv_;
-  engine::TokenPool pool_;
+  engine::dataflow::TokenPool pool_;
   std::map<int64_t, TokenBatchPtr> queued_;  // block 0, kIteration: iteration → token ids
   BatchQueue fresh_;                         // block 0, kFifo: token ids as they came
   int64_t next_wave_ = 0;                    // id of this stage's next run (TokenMeta::wave)
@@ -368,7 +368,7 @@ class ExpertStage final : public StageImpl {
  public:
   /// `slot`: this stage's expert slot of `block` (an expert, or a device, as the wiring cut
   /// them); `kernel` computes its batches.
-  ExpertStage(RunContextPtr ctx, engine::Executor* exec, int32_t block, int32_t slot,
+  ExpertStage(RunContextPtr ctx, engine::exec::Executor* exec, int32_t block, int32_t slot,
               std::unique_ptr<ExpertKernel> kernel)
       : ctx_(std::move(ctx)),
         exec_(exec),
@@ -466,7 +466,7 @@ class ExpertStage final : public StageImpl {
   }
 
   RunContextPtr ctx_;
-  engine::Executor* exec_;
+  engine::exec::Executor* exec_;
   int32_t block_, slot_;
   bool fifo_input_;  // InputRule::kFifo
   std::unique_ptr<ExpertKernel> kernel_;
@@ -477,7 +477,7 @@ class ExpertStage final : public StageImpl {
 // ---------------------------------------------------------------------------------------------
 class SamplerStage final : public StageImpl {
  public:
-  SamplerStage(RunContextPtr ctx, engine::Executor* exec, int32_t rank)
+  SamplerStage(RunContextPtr ctx, engine::exec::Executor* exec, int32_t rank)
       : ctx_(std::move(ctx)),
         exec_(exec),
         rank_(rank),
@@ -503,7 +503,7 @@ class SamplerStage final : public StageImpl {
   int64_t ready_tokens() const override { return pool_.ready_tokens(); }
 
   absl::Status run(std::vector<Send>& out, RunInfo& info) override {
-    absl::StatusOr<engine::MergedTokens> merged = pool_.take_ready(ctx_->graph().max_batch_tokens);
+    absl::StatusOr<engine::dataflow::MergedTokens> merged = pool_.take_ready(ctx_->graph().max_batch_tokens);
     if (!merged.ok()) return merged.status();
     if (merged->tokens.empty()) return absl::OkStatus();
     const int64_t it = merged->iteration;
@@ -516,7 +516,7 @@ class SamplerStage final : public StageImpl {
     std::vector<float> h;
     for (int64_t i = 0; i < num_tokens; ++i) {
       const TokenMeta& m = merged->tokens[i];
-      if (!(m.flags & (engine::kSample | engine::kNeedsLogits))) continue;
+      if (!(m.flags & (engine::dataflow::kSample | engine::dataflow::kNeedsLogits))) continue;
       rows.push_back(m);
       h.insert(h.end(), merged->h.begin() + i * H, merged->h.begin() + (i + 1) * H);
     }
@@ -549,23 +549,23 @@ class SamplerStage final : public StageImpl {
 
  private:
   RunContextPtr ctx_;
-  engine::Executor* exec_;
+  engine::exec::Executor* exec_;
   int32_t rank_;
-  engine::TokenPool pool_;
+  engine::dataflow::TokenPool pool_;
 };
 
 }  // namespace
 
-std::shared_ptr<StageImpl> make_attention_stage(RunContextPtr ctx, engine::Executor* exec,
+std::shared_ptr<StageImpl> make_attention_stage(RunContextPtr ctx, engine::exec::Executor* exec,
                                                 int32_t block, int32_t rank) {
   return std::make_shared<AttentionStage>(std::move(ctx), exec, block, rank);
 }
-std::shared_ptr<StageImpl> make_expert_stage(RunContextPtr ctx, engine::Executor* exec,
+std::shared_ptr<StageImpl> make_expert_stage(RunContextPtr ctx, engine::exec::Executor* exec,
                                              int32_t block, int32_t slot) {
   std::unique_ptr<ExpertKernel> kernel = ctx->wiring->expert_kernel(ctx, exec, block, slot);
   return std::make_shared<ExpertStage>(std::move(ctx), exec, block, slot, std::move(kernel));
 }
-std::shared_ptr<StageImpl> make_sampler_stage(RunContextPtr ctx, engine::Executor* exec,
+std::shared_ptr<StageImpl> make_sampler_stage(RunContextPtr ctx, engine::exec::Executor* exec,
                                               int32_t rank) {
   return std::make_shared<SamplerStage>(std::move(ctx), exec, rank);
 }

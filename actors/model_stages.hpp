@@ -1,7 +1,7 @@
 #pragma once
 /// \file
 /// The three stage kinds (every backend: the math or the modeled time comes from the device's
-/// engine::Executor): attention (per block and
+/// engine::exec::Executor): attention (per block and
 /// DP rank), expert (per block and expert) and sampler (per DP rank). Each is a StageImpl
 /// owned by one stage actor.
 
@@ -17,19 +17,19 @@ namespace muflow::actors {
 /// residual, RMSNorm, router top-k and shared expert; sends expert inputs along the graph's
 /// dispatch edge and each token's residual row to the merge point of its continuation rank
 /// (one batch, possibly empty, to every residual target of this rank).
-std::shared_ptr<StageImpl> make_attention_stage(RunContextPtr ctx, engine::Executor* exec,
+std::shared_ptr<StageImpl> make_attention_stage(RunContextPtr ctx, engine::exec::Executor* exec,
                                                 int32_t block, int32_t rank);
 
 /// ExpertStage(block, slot): runs the wiring's ExpertKernel for the slot
 /// (ctx->wiring->expert_kernel: one expert, or every expert segment a device was sent) over
 /// its μ-queue's batch; outputs go to the block's combine (barrier or point to point, as the
 /// graph says), one part per token's continuation rank.
-std::shared_ptr<StageImpl> make_expert_stage(RunContextPtr ctx, engine::Executor* exec,
+std::shared_ptr<StageImpl> make_expert_stage(RunContextPtr ctx, engine::exec::Executor* exec,
                                              int32_t block, int32_t slot);
 
 /// SamplerStage(rank): merges the last block's expert outputs, final RMSNorm, LM head and
 /// sampling for the rows that need it; reports every iteration to the coordinator.
-std::shared_ptr<StageImpl> make_sampler_stage(RunContextPtr ctx, engine::Executor* exec,
+std::shared_ptr<StageImpl> make_sampler_stage(RunContextPtr ctx, engine::exec::Executor* exec,
                                               int32_t rank);
 
 }  // namespace muflow::actors

@@ -13,9 +13,9 @@
 
 namespace muflow::actors {
 
-absl::Status apply_affinity_placement(const engine::Topology& topology,
-                                      const engine::ModelConfig& config,
-                                      engine::Placement* placement) {
+absl::Status apply_affinity_placement(const engine::topology::Topology& topology,
+                                      const engine::model::ModelConfig& config,
+                                      engine::planning::Placement* placement) {
   auto fail = [&](const std::string& what) {
     return absl::InvalidArgumentError(
         absl::StrFormat("%s: key 'placement.experts' = \"affinity\": %s", topology.source, what));
@@ -28,33 +28,33 @@ absl::Status apply_affinity_placement(const engine::Topology& topology,
         wirings_with([](const WiringTraits& t) { return t.per_block_placement; }),
         topology.wiring));
   }
-  absl::StatusOr<engine::RoutingTable> table = engine::read_routing_csv(topology.affinity_paths);
+  absl::StatusOr<engine::routing::RoutingTable> table = engine::routing::read_routing_csv(topology.affinity_paths);
   if (!table.ok()) return table.status();
-  absl::StatusOr<engine::AffinityCounts> counts =
-      engine::affinity_counts_from_routing(*table, config.num_layers, config.num_experts);
+  absl::StatusOr<engine::planning::AffinityCounts> counts =
+      engine::planning::affinity_counts_from_routing(*table, config.num_layers, config.num_experts);
   if (!counts.ok()) {
     return fail(absl::StrFormat("%s: %s", topology.affinity_paths, counts.status().message()));
   }
   absl::StatusOr<std::pair<int64_t, int64_t>> grid = node_grid(topology);
   if (!grid.ok()) return fail(std::string(grid.status().message()));
   const auto [num_nodes, g] = *grid;
-  engine::AffinityOptions options;
-  options.method = topology.affinity_planner == "milp" ? engine::AffinityMethod::kMilp
-                                                       : engine::AffinityMethod::kHeuristic;
+  engine::planning::AffinityOptions options;
+  options.method = topology.affinity_planner == "milp" ? engine::planning::AffinityMethod::kMilp
+                                                       : engine::planning::AffinityMethod::kHeuristic;
   options.time_limit_s = topology.affinity_time_limit_s;
-  absl::StatusOr<engine::AffinityPlan> plan =
-      engine::plan_affinity_placement(*counts, num_nodes, g, options);
+  absl::StatusOr<engine::planning::AffinityPlan> plan =
+      engine::planning::plan_affinity_placement(*counts, num_nodes, g, options);
   if (!plan.ok()) return fail(std::string(plan.status().message()));
-  const engine::AffinitySolution& best = plan->milp ? *plan->milp : *plan->heuristic;
+  const engine::planning::AffinitySolution& best = plan->milp ? *plan->milp : *plan->heuristic;
   placement->block_expert_device = best.placement.expert_device;
   placement->expert_device = best.placement.expert_device.front();
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::pair<int64_t, int64_t>> node_grid(const engine::Topology& topology) {
+absl::StatusOr<std::pair<int64_t, int64_t>> node_grid(const engine::topology::Topology& topology) {
   std::vector<std::string> nodes;
   std::map<std::string, int64_t> per_node;
-  for (const engine::DeviceSpec& d : topology.devices) {
+  for (const engine::topology::DeviceSpec& d : topology.devices) {
     if (per_node[d.node]++ == 0) nodes.push_back(d.node);
   }
   if (nodes.empty()) {
@@ -72,7 +72,7 @@ absl::StatusOr<std::pair<int64_t, int64_t>> node_grid(const engine::Topology& to
 }
 
 std::vector<std::vector<std::vector<int64_t>>> sample_rank_expert_tokens(
-    const engine::RouterModel& router, const engine::Placement& placement,
+    const engine::routing::RouterModel& router, const engine::planning::Placement& placement,
     int64_t tokens_per_rank) {
   const int64_t k = router.num_topk();
   const auto ranks = static_cast<int64_t>(placement.rank_device.size());
@@ -92,8 +92,8 @@ std::vector<std::vector<std::vector<int64_t>>> sample_rank_expert_tokens(
   return out;
 }
 
-std::vector<double> sample_expert_loads(const engine::RouterModel& router,
-                                        const engine::Placement& placement,
+std::vector<double> sample_expert_loads(const engine::routing::RouterModel& router,
+                                        const engine::planning::Placement& placement,
                                         int64_t tokens_per_rank) {
   std::vector<double> loads(router.num_experts(), 0.0);
   for (const auto& block : sample_rank_expert_tokens(router, placement, tokens_per_rank)) {
@@ -104,10 +104,10 @@ std::vector<double> sample_expert_loads(const engine::RouterModel& router,
   return loads;
 }
 
-absl::Status apply_capability_placement(const engine::Topology& topology,
-                                        const engine::ModelConfig& config, const SimSetup* sim,
+absl::Status apply_capability_placement(const engine::topology::Topology& topology,
+                                        const engine::model::ModelConfig& config, const SimSetup* sim,
                                         kernels::sim::Precision precision,
-                                        engine::Placement* placement) {
+                                        engine::planning::Placement* placement) {
   auto fail = [&](const std::string& what) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s: key 'placement.experts' = \"capability\": %s", topology.source, what));
@@ -128,7 +128,7 @@ absl::Status apply_capability_placement(const engine::Topology& topology,
   }
   std::vector<double> speeds;
   for (const kernels::sim::DeviceKind& kind : sim->kinds) speeds.push_back(kind.peak_flops(precision));
-  absl::StatusOr<engine::CapabilityAssignment> a = engine::assign_by_capability(
+  absl::StatusOr<engine::planning::CapabilityAssignment> a = engine::planning::assign_by_capability(
       sample_expert_loads(*sim->router, *placement, 1024), speeds, config.num_experts / devices);
   if (!a.ok()) return fail(std::string(a.status().message()));
   placement->expert_device = a->gpu_of_expert;

@@ -32,26 +32,26 @@ namespace muflow::actors {
 /// trait (actors/wirings/wiring.hpp: its expert stages may not move between blocks); the CSV's errors (file and line); paths
 /// whose blocks or experts do not fit the model; devices not grouped evenly by node; experts
 /// that do not divide over the devices.
-absl::Status apply_affinity_placement(const engine::Topology& topology,
-                                      const engine::ModelConfig& config,
-                                      engine::Placement* placement);
+absl::Status apply_affinity_placement(const engine::topology::Topology& topology,
+                                      const engine::model::ModelConfig& config,
+                                      engine::planning::Placement* placement);
 
 /// The topology's devices as a node grid for the two-stage planners: (number of nodes,
 /// devices per node), nodes in order of first appearance (device = node · per_node + gpu).
 /// Errors: InvalidArgument naming the topology when nodes hold different numbers of devices
 /// or a node's devices are not listed together.
-absl::StatusOr<std::pair<int64_t, int64_t>> node_grid(const engine::Topology& topology);
+absl::StatusOr<std::pair<int64_t, int64_t>> node_grid(const engine::topology::Topology& topology);
 
 /// Token counts of a router sample: every DP rank of `placement` routes `tokens_per_rank`
 /// tokens (request r·N + i, position 0) through `router`; result[block][rank][expert] =
 /// tokens (a token counts once per top-k expert). What the planners see before serving.
 std::vector<std::vector<std::vector<int64_t>>> sample_rank_expert_tokens(
-    const engine::RouterModel& router, const engine::Placement& placement,
+    const engine::routing::RouterModel& router, const engine::planning::Placement& placement,
     int64_t tokens_per_rank);
 
 /// sample_rank_expert_tokens summed over blocks and ranks: [num_experts] expected loads.
-std::vector<double> sample_expert_loads(const engine::RouterModel& router,
-                                        const engine::Placement& placement,
+std::vector<double> sample_expert_loads(const engine::routing::RouterModel& router,
+                                        const engine::planning::Placement& placement,
                                         int64_t tokens_per_rank);
 
 /// Replaces `placement->expert_device` by Aurora's Theorem 5.1 assignment: experts sorted by
@@ -61,9 +61,9 @@ std::vector<double> sample_expert_loads(const engine::RouterModel& router,
 /// Errors (naming the topology and key): backend other than sim (the loads come from its
 /// router model and the speeds from its device kinds); a wiring without the
 /// capability_placement trait; experts that do not divide over the devices.
-absl::Status apply_capability_placement(const engine::Topology& topology,
-                                        const engine::ModelConfig& config, const SimSetup* sim,
+absl::Status apply_capability_placement(const engine::topology::Topology& topology,
+                                        const engine::model::ModelConfig& config, const SimSetup* sim,
                                         kernels::sim::Precision precision,
-                                        engine::Placement* placement);
+                                        engine::planning::Placement* placement);
 
 }  // namespace muflow::actors

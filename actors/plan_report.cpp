@@ -33,13 +33,13 @@ using RankExpertTokens = std::vector<std::vector<int64_t>>;
 
 // What the planners need to know about one topology.
 struct Planned {
-  engine::Topology topology;
-  engine::ModelConfig config;
-  engine::Placement placement;
+  engine::topology::Topology topology;
+  engine::model::ModelConfig config;
+  engine::planning::Placement placement;
   std::unique_ptr<SimSetup> sim;  // null on the cpu backend
 };
 
-absl::StatusOr<Planned> load(const engine::Topology& topology) {
+absl::StatusOr<Planned> load(const engine::topology::Topology& topology) {
   absl::StatusOr<std::unique_ptr<Server>> server = Server::create(topology);
   if (!server.ok()) return server.status();
   Planned p;
@@ -57,8 +57,8 @@ absl::StatusOr<Planned> load(const engine::Topology& topology) {
 // Per block: tokens each DP rank routes to each expert, from a per-rank CSV iteration.
 absl::StatusOr<std::vector<RankExpertTokens>> traffic_from_csv(const Planned& p,
                                                                const PlanOptions& o) {
-  absl::StatusOr<engine::PerRankRoutingCounts> counts =
-      engine::load_per_rank_routing_csv(o.traffic_file, p.config.num_experts);
+  absl::StatusOr<engine::routing::PerRankRoutingCounts> counts =
+      engine::routing::load_per_rank_routing_csv(o.traffic_file, p.config.num_experts);
   if (!counts.ok()) return counts.status();
   const auto ranks = static_cast<int64_t>(p.placement.rank_device.size());
   if (counts->num_ranks != ranks) {
@@ -200,7 +200,7 @@ void capability_section(const Planned& p, const std::vector<RankExpertTokens>& t
     return;
   }
   const std::vector<double> loads = expert_loads(traffic, e);
-  absl::StatusOr<engine::CapabilityAssignment> a = engine::assign_by_capability(loads, speeds, e / d);
+  absl::StatusOr<engine::planning::CapabilityAssignment> a = engine::planning::assign_by_capability(loads, speeds, e / d);
   if (!a.ok()) {
     absl::StrAppend(out, "error: ", a.status().message(), "\n\n");
     return;
@@ -216,10 +216,10 @@ void capability_section(const Planned& p, const std::vector<RankExpertTokens>& t
                                   current_max * 1e12, a->max_time * 1e12));
 }
 
-absl::StatusOr<engine::AffinityCounts> read_counts(const Planned& p, const std::string& file) {
-  absl::StatusOr<engine::RoutingTable> table = engine::read_routing_csv(file);
+absl::StatusOr<engine::planning::AffinityCounts> read_counts(const Planned& p, const std::string& file) {
+  absl::StatusOr<engine::routing::RoutingTable> table = engine::routing::read_routing_csv(file);
   if (!table.ok()) return table.status();
-  absl::StatusOr<engine::AffinityCounts> counts = engine::affinity_counts_from_routing(
+  absl::StatusOr<engine::planning::AffinityCounts> counts = engine::planning::affinity_counts_from_routing(
       *table, p.config.num_layers, p.config.num_experts);
   if (!counts.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(file, ": ", counts.status().message()));
@@ -228,30 +228,30 @@ absl::StatusOr<engine::AffinityCounts> read_counts(const Planned& p, const std::
 }
 
 absl::Status affinity_section(const Planned& p, const PlanOptions& o, std::string* out) {
-  absl::StatusOr<engine::AffinityCounts> counts = read_counts(p, o.routing_file);
+  absl::StatusOr<engine::planning::AffinityCounts> counts = read_counts(p, o.routing_file);
   if (!counts.ok()) return counts.status();
-  std::optional<engine::AffinityCounts> held_out;
+  std::optional<engine::planning::AffinityCounts> held_out;
   if (!o.evaluate_file.empty()) {
-    absl::StatusOr<engine::AffinityCounts> c = read_counts(p, o.evaluate_file);
+    absl::StatusOr<engine::planning::AffinityCounts> c = read_counts(p, o.evaluate_file);
     if (!c.ok()) return c.status();
     held_out = std::move(*c);
   }
   absl::StatusOr<std::pair<int64_t, int64_t>> grid = node_grid(p.topology);
   if (!grid.ok()) return grid.status();
   const auto [num_nodes, g] = *grid;
-  engine::AffinityOptions opt;
-  opt.method = o.affinity_method == "milp"        ? engine::AffinityMethod::kMilp
-               : o.affinity_method == "heuristic" ? engine::AffinityMethod::kHeuristic
-                                                  : engine::AffinityMethod::kBoth;
+  engine::planning::AffinityOptions opt;
+  opt.method = o.affinity_method == "milp"        ? engine::planning::AffinityMethod::kMilp
+               : o.affinity_method == "heuristic" ? engine::planning::AffinityMethod::kHeuristic
+                                                  : engine::planning::AffinityMethod::kBoth;
   opt.time_limit_s = o.affinity_time_limit_s;
-  absl::StatusOr<engine::AffinityPlan> plan =
-      engine::plan_affinity_placement(*counts, num_nodes, g, opt);
+  absl::StatusOr<engine::planning::AffinityPlan> plan =
+      engine::planning::plan_affinity_placement(*counts, num_nodes, g, opt);
   if (!plan.ok()) return plan.status();
   absl::StrAppend(out, "== expert affinity placement (ExFlow §IV) ==\n",
                   absl::StrFormat("paths: %s (%d token transitions, %d nodes x %d devices)\n",
                                   o.routing_file, counts->total(), num_nodes, g));
   const double base = plan->round_robin.cross_device.fraction();
-  auto row = [&](const char* name, const engine::AffinitySolution& s) {
+  auto row = [&](const char* name, const engine::planning::AffinitySolution& s) {
     absl::StrAppend(out, absl::StrFormat(
         "%-12s cross-device hops %8d (%5.1f %%)  cross-node %8d  %s%s\n", name,
         s.cross_device.hops, 100.0 * s.cross_device.fraction(), s.cross_node.hops,
@@ -268,11 +268,11 @@ absl::Status affinity_section(const Planned& p, const PlanOptions& o, std::strin
   if (held_out) {
     absl::StrAppend(out, absl::StrFormat("held-out paths: %s (%d token transitions)\n",
                                          o.evaluate_file, held_out->total()));
-    absl::StatusOr<engine::HopCount> rr =
-        engine::cross_device_hops(*held_out, plan->round_robin.placement);
+    absl::StatusOr<engine::planning::HopCount> rr =
+        engine::planning::cross_device_hops(*held_out, plan->round_robin.placement);
     if (!rr.ok()) return rr.status();
-    auto scored = [&](const char* name, const engine::AffinitySolution& s) -> absl::Status {
-      absl::StatusOr<engine::HopCount> h = engine::cross_device_hops(*held_out, s.placement);
+    auto scored = [&](const char* name, const engine::planning::AffinitySolution& s) -> absl::Status {
+      absl::StatusOr<engine::planning::HopCount> h = engine::planning::cross_device_hops(*held_out, s.placement);
       if (!h.ok()) return h.status();
       absl::StrAppend(out, absl::StrFormat(
           "%-12s cross-device hops %8d (%5.1f %%)  %s\n", name, h->hops, 100.0 * h->fraction(),
@@ -289,7 +289,7 @@ absl::Status affinity_section(const Planned& p, const PlanOptions& o, std::strin
       if (absl::Status s = scored("milp", *plan->milp); !s.ok()) return s;
     }
   }
-  const engine::AffinitySolution& best = plan->milp ? *plan->milp : *plan->heuristic;
+  const engine::planning::AffinitySolution& best = plan->milp ? *plan->milp : *plan->heuristic;
   for (size_t s = 0; s < best.placement.expert_device.size(); ++s) {
     std::vector<std::string> devs;
     for (int64_t d : best.placement.expert_device[s]) devs.push_back(absl::StrCat(d));
@@ -301,7 +301,7 @@ absl::Status affinity_section(const Planned& p, const PlanOptions& o, std::strin
 }
 
 absl::Status colocation_section(const Planned& a, const PlanOptions& o, std::string* out) {
-  absl::StatusOr<engine::Topology> other = engine::parse_topology_file(o.colocate_topology);
+  absl::StatusOr<engine::topology::Topology> other = engine::topology::parse_topology_file(o.colocate_topology);
   if (!other.ok()) return other.status();
   absl::StatusOr<Planned> b = load(*other);
   if (!b.ok()) return b.status();
@@ -316,9 +316,9 @@ absl::Status colocation_section(const Planned& a, const PlanOptions& o, std::str
         "on %d devices, %s %d on %d", a.topology.source, a.config.num_experts, n,
         o.colocate_topology, b->config.num_experts, b->placement.num_devices));
   }
-  auto traffic = [&](const Planned& p) -> std::vector<engine::ExpertTraffic> {
+  auto traffic = [&](const Planned& p) -> std::vector<engine::planning::ExpertTraffic> {
     // Sum over blocks of the device traffic of each expert's GPU (tokens), as §6.2's a_i.
-    std::vector<engine::ExpertTraffic> t(n);
+    std::vector<engine::planning::ExpertTraffic> t(n);
     for (const RankExpertTokens& layer : traffic_from_router(p, o.sample_tokens)) {
       for (size_t r = 0; r < layer.size(); ++r) {
         for (int64_t e = 0; e < n; ++e) {
@@ -330,23 +330,23 @@ absl::Status colocation_section(const Planned& a, const PlanOptions& o, std::str
       }
     }
     // Expert e runs on the device expert_device[e]: its traffic is that device's.
-    std::vector<engine::ExpertTraffic> by_expert(n);
+    std::vector<engine::planning::ExpertTraffic> by_expert(n);
     for (int64_t e = 0; e < n; ++e) by_expert[e] = t[p.placement.expert_device[e]];
     return by_expert;
   };
-  const std::vector<engine::ExpertTraffic> ta = traffic(a), tb = traffic(*b);
-  absl::StatusOr<engine::ColocationPlan> plan = engine::colocate_bottleneck(ta, tb);
+  const std::vector<engine::planning::ExpertTraffic> ta = traffic(a), tb = traffic(*b);
+  absl::StatusOr<engine::planning::ColocationPlan> plan = engine::planning::colocate_bottleneck(ta, tb);
   if (!plan.ok()) return plan.status();
   double naive = 0.0;
-  for (int64_t i = 0; i < n; ++i) naive = std::max(naive, engine::pair_cost(ta[i], tb[i]));
+  for (int64_t i = 0; i < n; ++i) naive = std::max(naive, engine::planning::pair_cost(ta[i], tb[i]));
   absl::StrAppend(out, "== colocating two models (Aurora §6, bottleneck matching) ==\n",
                   absl::StrFormat("with %s; cost = max(sent, received) tokens per device\n",
                                   o.colocate_topology));
   std::vector<std::string> pairs;
-  for (const engine::ExpertPair& pr : plan->pairs) pairs.push_back(absl::StrFormat("(%d,%d)", pr.a, pr.b));
+  for (const engine::planning::ExpertPair& pr : plan->pairs) pairs.push_back(absl::StrFormat("(%d,%d)", pr.a, pr.b));
   // The second model's placement that realises the pairs next to this one's experts.
   std::vector<std::string> b_device(n);
-  for (const engine::ExpertPair& pr : plan->pairs) {
+  for (const engine::planning::ExpertPair& pr : plan->pairs) {
     b_device[pr.b] = absl::StrCat(a.placement.expert_device[pr.a]);
   }
   absl::StrAppend(out, "device pairs (a, b) = ", absl::StrJoin(pairs, " "), "\n",
@@ -358,11 +358,11 @@ absl::Status colocation_section(const Planned& a, const PlanOptions& o, std::str
   std::vector<double> speeds;
   for (const auto& k : a.sim->kinds) speeds.push_back(k.peak_flops(kernels::sim::Precision::kBF16));
   if (std::adjacent_find(speeds.begin(), speeds.end(), std::not_equal_to<>()) != speeds.end()) {
-    absl::StatusOr<engine::HeterogeneousColocationPlan> h =
-        engine::colocate_heterogeneous(ta, tb, speeds);
+    absl::StatusOr<engine::planning::HeterogeneousColocationPlan> h =
+        engine::planning::colocate_heterogeneous(ta, tb, speeds);
     if (!h.ok()) return h.status();
     pairs.clear();
-    for (const engine::ExpertPair& pr : h->pair_of_gpu) pairs.push_back(absl::StrFormat("(%d,%d)", pr.a, pr.b));
+    for (const engine::planning::ExpertPair& pr : h->pair_of_gpu) pairs.push_back(absl::StrFormat("(%d,%d)", pr.a, pr.b));
     absl::StrAppend(out, "mixed GPUs (§7.2 decoupled): device pairs = ", absl::StrJoin(pairs, " "),
                     absl::StrFormat(", max tokens / (TFLOP/s) %.3f\n", h->max_time * 1e12));
   }
@@ -372,7 +372,7 @@ absl::Status colocation_section(const Planned& a, const PlanOptions& o, std::str
 
 }  // namespace
 
-absl::StatusOr<std::string> plan_report(const engine::Topology& topology,
+absl::StatusOr<std::string> plan_report(const engine::topology::Topology& topology,
                                         const PlanOptions& options) {
   if (options.sample_tokens < 1 || options.sample_tokens > 1'000'000) {
     return absl::InvalidArgumentError("--sample-tokens: expected an integer in [1, 1000000]");

@@ -53,7 +53,7 @@ struct PlanOptions {
 /// naming the file for a traffic CSV whose world size is not the topology's DP ranks or
 /// whose experts differ from the model's, an iteration out of range, a routing CSV whose
 /// top-k or blocks do not fit the model, bad option values; the MILP solver's failure.
-absl::StatusOr<std::string> plan_report(const engine::Topology& topology,
+absl::StatusOr<std::string> plan_report(const engine::topology::Topology& topology,
                                         const PlanOptions& options);
 
 }  // namespace muflow::actors

@@ -70,12 +70,12 @@ inline constexpr int64_t kWaitLaneTid = 10000;
 
 /// Shared, read-only state of one run.
 struct RunContext {
-  engine::ModelConfig config;                    ///< the model's dims (every backend)
-  std::shared_ptr<const engine::CpuModel> model;  ///< cpu backend: the prepared weights
+  engine::model::ModelConfig config;                    ///< the model's dims (every backend)
+  std::shared_ptr<const engine::exec::CpuModel> model;  ///< cpu backend: the prepared weights
   /// One executor per device (owned here; each used only by that device's stages).
-  std::vector<std::shared_ptr<engine::Executor>> executors;
-  engine::Topology topology;
-  engine::Placement placement;
+  std::vector<std::shared_ptr<engine::exec::Executor>> executors;
+  engine::topology::Topology topology;
+  engine::planning::Placement placement;
   int64_t num_ranks = 0;       ///< attention DP ranks (rank r on placement.rank_device[r])
   /// The run's wiring: its graph (edges, merge rules, expert slots) and what it plugs into
   /// the generic stages (actors/wiring_graph.hpp). Set before any actor is spawned.
@@ -86,8 +86,8 @@ struct RunContext {
   int64_t kv_bytes_per_token = 0;
   ActorTable actors;
   SiteTable sites;
-  std::shared_ptr<engine::TraceRecorder> trace;  ///< may be null (tracing off)
-  std::shared_ptr<engine::RoutingRecorder> routing;  ///< may be null (not recording routing)
+  std::shared_ptr<engine::trace::TraceRecorder> trace;  ///< may be null (tracing off)
+  std::shared_ptr<engine::routing::RoutingRecorder> routing;  ///< may be null (not recording routing)
   caf::actor_clock::time_point t0;               ///< run start; times are seconds since t0
   bool virtual_time = false;  ///< sim backend: stages complete after their modeled duration
   /// The channel between devices, from the backend: in-process handoff (cpu), the big-switch

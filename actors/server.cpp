@@ -26,10 +26,10 @@ namespace {
 
 // The folder's tokenizer (text prompts need it, on the sim backend too), or null when the
 // model has none. Errors: a tokenizer file that exists but does not load.
-absl::StatusOr<std::unique_ptr<engine::Tokenizer>> load_tokenizer(const engine::Topology& t) {
+absl::StatusOr<std::unique_ptr<engine::model::Tokenizer>> load_tokenizer(const engine::topology::Topology& t) {
   if (t.model.path.empty()) return nullptr;
-  absl::StatusOr<std::unique_ptr<engine::Tokenizer>> tok =
-      engine::Tokenizer::load_from_model_dir(t.model.path);
+  absl::StatusOr<std::unique_ptr<engine::model::Tokenizer>> tok =
+      engine::model::Tokenizer::load_from_model_dir(t.model.path);
   if (tok.ok()) return std::move(*tok);
   if (absl::IsNotFound(tok.status())) return nullptr;
   return tok.status();
@@ -37,9 +37,9 @@ absl::StatusOr<std::unique_ptr<engine::Tokenizer>> load_tokenizer(const engine::
 
 // The placement runs use: the topology's, with planned ones solved (ExFlow affinity, Aurora
 // capability) where the wiring accepts them.
-absl::StatusOr<engine::Placement> plan_placement(const engine::Topology& topology,
+absl::StatusOr<engine::planning::Placement> plan_placement(const engine::topology::Topology& topology,
                                                  const Backend& backend, const Wiring& wiring) {
-  absl::StatusOr<engine::Placement> placement = engine::make_placement(
+  absl::StatusOr<engine::planning::Placement> placement = engine::planning::make_placement(
       topology, backend.config().num_experts, wiring.traits().disaggregated_attention);
   if (!placement.ok()) return placement.status();
   if (topology.placement == "affinity") {
@@ -68,7 +68,7 @@ absl::StatusOr<engine::Placement> plan_placement(const engine::Topology& topolog
 }  // namespace
 
 // load the model (the backend) → plan the placement → prepare the wiring.
-absl::StatusOr<std::unique_ptr<Server>> Server::create(engine::Topology topology) {
+absl::StatusOr<std::unique_ptr<Server>> Server::create(engine::topology::Topology topology) {
   absl::StatusOr<const Wiring*> wiring = find_wiring(topology.wiring);
   if (!wiring.ok()) {
     return absl::Status(wiring.status().code(),
@@ -81,8 +81,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::create(engine::Topology topology
         topology.source, topology.scheduler.max_batch_requests,
         topology.scheduler.max_prefill_tokens));
   }
-  if (absl::StatusOr<std::unique_ptr<engine::SchedulingPolicy>> pol =
-          engine::make_scheduling_policy(topology.scheduler.policy);
+  if (absl::StatusOr<std::unique_ptr<engine::serving::SchedulingPolicy>> pol =
+          engine::serving::make_scheduling_policy(topology.scheduler.policy);
       !pol.ok()) {
     return absl::InvalidArgumentError(
         absl::StrFormat("%s: key 'scheduler.policy': %s", topology.source, pol.status().message()));
@@ -91,10 +91,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::create(engine::Topology topology
   absl::StatusOr<std::unique_ptr<Backend>> backend = make_backend(topology);
   if (!backend.ok()) return backend.status();
   server->backend_ = std::move(*backend);
-  absl::StatusOr<std::unique_ptr<engine::Tokenizer>> tokenizer = load_tokenizer(topology);
+  absl::StatusOr<std::unique_ptr<engine::model::Tokenizer>> tokenizer = load_tokenizer(topology);
   if (!tokenizer.ok()) return tokenizer.status();
   server->tokenizer_ = std::move(*tokenizer);
-  absl::StatusOr<engine::Placement> placement =
+  absl::StatusOr<engine::planning::Placement> placement =
       plan_placement(topology, *server->backend_, **wiring);
   if (!placement.ok()) return placement.status();
   server->placement_ = std::move(*placement);
@@ -112,17 +112,17 @@ absl::StatusOr<std::unique_ptr<Server>> Server::create(engine::Topology topology
   return server;
 }
 
-absl::StatusOr<std::vector<engine::Request>> Server::make_workload() const {
-  engine::EncodeFn encode;
+absl::StatusOr<std::vector<engine::serving::Request>> Server::make_workload() const {
+  engine::serving::EncodeFn encode;
   if (tokenizer_) {
     encode = [this](const std::string& text) { return tokenizer_->encode(text, true); };
   }
-  return engine::make_requests(topology_.workload, config().vocab_size, encode);
+  return engine::serving::make_requests(topology_.workload, config().vocab_size, encode);
 }
 
-absl::Status Server::validate(const std::vector<engine::Request>& requests) const {
+absl::Status Server::validate(const std::vector<engine::serving::Request>& requests) const {
   for (size_t i = 0; i < requests.size(); ++i) {
-    const engine::Request& r = requests[i];
+    const engine::serving::Request& r = requests[i];
     if (r.id != static_cast<int64_t>(i)) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "request at index %d has id %d; ids must be 0..n-1 in order", i, r.id));
@@ -132,8 +132,8 @@ absl::Status Server::validate(const std::vector<engine::Request>& requests) cons
   return absl::OkStatus();
 }
 
-absl::Status Server::validate_request(const engine::Request& r) const {
-  const engine::ModelConfig& c = config();
+absl::Status Server::validate_request(const engine::serving::Request& r) const {
+  const engine::model::ModelConfig& c = config();
   if (r.prompt.empty()) {
     return absl::InvalidArgumentError(absl::StrFormat("request %d: empty prompt", r.id));
   }
@@ -193,13 +193,13 @@ absl::StatusOr<std::shared_ptr<RunContext>> Server::make_context(
   ctx->activation_bytes = topology_.network.activation_bytes;
   ctx->topology = topology_;
   ctx->placement = placement_;
-  if (!topology_.trace_file.empty()) ctx->trace = std::make_shared<engine::TraceRecorder>();
+  if (!topology_.trace_file.empty()) ctx->trace = std::make_shared<engine::trace::TraceRecorder>();
   if (!topology_.routing_record_file.empty()) {
-    ctx->routing = std::make_shared<engine::RoutingRecorder>();
+    ctx->routing = std::make_shared<engine::routing::RoutingRecorder>();
   }
   // KV-cache capacity per DP rank for admission (the backend's memory model).
   const int64_t elem_bytes = topology_.model.dtype == "bf16" ? 2 : 4;
-  ctx->kv_bytes_per_token = engine::kv_bytes_per_token(config(), elem_bytes);
+  ctx->kv_bytes_per_token = engine::serving::kv_bytes_per_token(config(), elem_bytes);
   for (int64_t d : ctx->placement.rank_device) {
     ctx->kv_capacity_bytes.push_back(backend_->kv_capacity_bytes(
         d, static_cast<int64_t>(ctx->placement.experts_on(d).size())));
@@ -218,7 +218,7 @@ absl::Status Server::finish_run(const RunContext& ctx, const RunOutcome& outcome
   if (ctx.trace) {
     ctx.trace->set_other_data("wiring", topology_.wiring);
     ctx.trace->set_other_data("topology", topology_.source);
-    ctx.trace->set_other_data("metrics", engine::to_json(outcome.metrics));
+    ctx.trace->set_other_data("metrics", engine::serving::to_json(outcome.metrics));
     ctx.trace->set_other_data("num_devices", ctx.placement.num_devices);
     ctx.trace->set_other_data("num_layers", config().num_layers);
     ctx.trace->set_other_data("num_experts", config().num_experts);
@@ -232,7 +232,7 @@ absl::Status Server::finish_run(const RunContext& ctx, const RunOutcome& outcome
 }
 
 absl::StatusOr<std::vector<RunOutcome>> Server::run_together(
-    const std::vector<Server*>& servers, std::vector<std::vector<engine::Request>> requests,
+    const std::vector<Server*>& servers, std::vector<std::vector<engine::serving::Request>> requests,
     std::vector<RunCallbacks> callbacks) {
   const size_t n = servers.size();
   MUFLOW_ASSERT(n >= 1 && requests.size() == n && callbacks.size() == n,
@@ -240,7 +240,7 @@ absl::StatusOr<std::vector<RunOutcome>> Server::run_together(
   for (size_t i = 0; i < n; ++i) {
     if (absl::Status s = servers[i]->validate(requests[i]); !s.ok()) return s;
     std::sort(requests[i].begin(), requests[i].end(),
-              [](const engine::Request& a, const engine::Request& b) {
+              [](const engine::serving::Request& a, const engine::serving::Request& b) {
                 return std::tie(a.arrival_s, a.id) < std::tie(b.arrival_s, b.id);
               });
   }
@@ -268,13 +268,13 @@ absl::StatusOr<std::vector<RunOutcome>> Server::run_together(
     if (!ctx.ok()) return ctx.status();
     ctxs.push_back(*ctx);
   }
-  absl::StatusOr<std::unique_ptr<engine::SchedulingPolicy>> policy =
-      engine::make_scheduling_policy(first.topology_.scheduler.policy);
+  absl::StatusOr<std::unique_ptr<engine::serving::SchedulingPolicy>> policy =
+      engine::serving::make_scheduling_policy(first.topology_.scheduler.policy);
   if (!policy.ok()) return policy.status();
   std::vector<std::vector<DeviceStage>> local;
   for (const auto& ctx : ctxs) build_stages(sys, ctx, local);
   spawn_devices(sys, ctxs, std::move(local),
-                std::shared_ptr<const engine::SchedulingPolicy>(std::move(*policy)));
+                std::shared_ptr<const engine::serving::SchedulingPolicy>(std::move(*policy)));
   const auto t0 = sys.clock().now();
   for (size_t i = 0; i < n; ++i) {
     ctxs[i]->t0 = t0;
@@ -339,9 +339,9 @@ absl::StatusOr<std::vector<RunOutcome>> Server::run_together(
   return outcomes;
 }
 
-absl::StatusOr<RunOutcome> Server::run(std::vector<engine::Request> requests,
+absl::StatusOr<RunOutcome> Server::run(std::vector<engine::serving::Request> requests,
                                        RunCallbacks callbacks) {
-  std::vector<std::vector<engine::Request>> all;
+  std::vector<std::vector<engine::serving::Request>> all;
   all.push_back(std::move(requests));
   std::vector<RunCallbacks> cbs;
   cbs.push_back(std::move(callbacks));
@@ -351,7 +351,7 @@ absl::StatusOr<RunOutcome> Server::run(std::vector<engine::Request> requests,
 }
 
 absl::StatusOr<std::pair<RunOutcome, RunOutcome>> Server::run_colocated(
-    Server& other, std::vector<engine::Request> mine, std::vector<engine::Request> theirs) {
+    Server& other, std::vector<engine::serving::Request> mine, std::vector<engine::serving::Request> theirs) {
   const auto& a = topology_;
   const auto& b = other.topology_;
   if (a.backend != b.backend) {
@@ -367,7 +367,7 @@ absl::StatusOr<std::pair<RunOutcome, RunOutcome>> Server::run_colocated(
         "colocation: %s and %s must declare the same devices (count, kinds and nodes, in order)",
         a.source, b.source));
   }
-  std::vector<std::vector<engine::Request>> all;
+  std::vector<std::vector<engine::serving::Request>> all;
   all.push_back(std::move(mine));
   all.push_back(std::move(theirs));
   absl::StatusOr<std::vector<RunOutcome>> out =

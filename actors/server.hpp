@@ -34,20 +34,20 @@ class Server {
   /// placement. Errors: the loader's error (file and tensor named), InvalidArgument for a
   /// placement that does not fit the model or scheduler limits below 1, Unimplemented for a
   /// wiring or backend this build does not have.
-  static absl::StatusOr<std::unique_ptr<Server>> create(engine::Topology topology);
+  static absl::StatusOr<std::unique_ptr<Server>> create(engine::topology::Topology topology);
 
-  const engine::Topology& topology() const { return topology_; }
-  const engine::ModelConfig& config() const { return backend_->config(); }
+  const engine::topology::Topology& topology() const { return topology_; }
+  const engine::model::ModelConfig& config() const { return backend_->config(); }
   /// The placement runs use: the topology's, with planned ones (affinity, capability) solved.
-  const engine::Placement& placement() const { return placement_; }
+  const engine::planning::Placement& placement() const { return placement_; }
   /// The prepared weights (cpu backend); nullptr on the sim backend.
-  std::shared_ptr<const engine::CpuModel> model() const { return backend_->cpu_model(); }
+  std::shared_ptr<const engine::exec::CpuModel> model() const { return backend_->cpu_model(); }
   /// The model's tokenizer, or nullptr when the model has none (synthetic models).
-  const engine::Tokenizer* tokenizer() const { return tokenizer_.get(); }
+  const engine::model::Tokenizer* tokenizer() const { return tokenizer_.get(); }
 
   /// The requests of the topology's [workload] (text prompts are encoded with the
-  /// tokenizer). Errors: those of engine::make_requests.
-  absl::StatusOr<std::vector<engine::Request>> make_workload() const;
+  /// tokenizer). Errors: those of engine::serving::make_requests.
+  absl::StatusOr<std::vector<engine::serving::Request>> make_workload() const;
 
   /// Serves `requests` (arrival times in seconds from the start of this call) through the
   /// topology's wiring and blocks until all finished. Writes the Chrome trace when the
@@ -56,7 +56,7 @@ class Server {
   /// max_position_embeddings tokens or more, an arrival time that is not finite or outside
   /// [0, 1e7] s; Internal when a stage, the coordinator or a callback failed (the message says
   /// which); the trace writer's error. Generation also stops at max_position_embeddings.
-  absl::StatusOr<RunOutcome> run(std::vector<engine::Request> requests,
+  absl::StatusOr<RunOutcome> run(std::vector<engine::serving::Request> requests,
                                  RunCallbacks callbacks = {});
 
   /// Serves this model's `mine` and `other`'s `theirs` together on one cluster (Aurora §6:
@@ -71,14 +71,14 @@ class Server {
   /// InvalidArgument when the backends differ or the topologies do not declare the same
   /// devices (count, kinds and nodes, in order).
   absl::StatusOr<std::pair<RunOutcome, RunOutcome>> run_colocated(
-      Server& other, std::vector<engine::Request> mine, std::vector<engine::Request> theirs);
+      Server& other, std::vector<engine::serving::Request> mine, std::vector<engine::serving::Request> theirs);
 
  private:
   Server() = default;
   friend class ServingEngine;
-  absl::Status validate(const std::vector<engine::Request>& requests) const;
+  absl::Status validate(const std::vector<engine::serving::Request>& requests) const;
   // One request's prompt, lengths, arrival time and options (not its id).
-  absl::Status validate_request(const engine::Request& r) const;
+  absl::Status validate_request(const engine::serving::Request& r) const;
   // A run's context: executors, network, placement, trace, recorders (no actors yet).
   // `share_links_with`: the channel of a colocated run whose links this one shares (or null).
   absl::StatusOr<std::shared_ptr<RunContext>> make_context(
@@ -87,14 +87,14 @@ class Server {
   absl::Status finish_run(const RunContext& ctx, const RunOutcome& outcome) const;
   // Runs `servers` together on one actor system and one set of device actors.
   static absl::StatusOr<std::vector<RunOutcome>> run_together(
-      const std::vector<Server*>& servers, std::vector<std::vector<engine::Request>> requests,
+      const std::vector<Server*>& servers, std::vector<std::vector<engine::serving::Request>> requests,
       std::vector<RunCallbacks> callbacks);
 
-  engine::Topology topology_;
+  engine::topology::Topology topology_;
   std::unique_ptr<Backend> backend_;              // executors, channel, clock; the model
   std::shared_ptr<const PreparedWiring> wiring_;  // the topology's wiring, prepared once
-  engine::Placement placement_;                   // planned once, at create
-  std::unique_ptr<engine::Tokenizer> tokenizer_;
+  engine::planning::Placement placement_;                   // planned once, at create
+  std::unique_ptr<engine::model::Tokenizer> tokenizer_;
 };
 
 }  // namespace muflow::actors

@@ -17,8 +17,8 @@ absl::StatusOr<std::unique_ptr<ServingEngine>> ServingEngine::start(const Server
         "Server::run",
         server.topology().source));
   }
-  absl::StatusOr<std::unique_ptr<engine::SchedulingPolicy>> policy =
-      engine::make_scheduling_policy(server.topology().scheduler.policy);
+  absl::StatusOr<std::unique_ptr<engine::serving::SchedulingPolicy>> policy =
+      engine::serving::make_scheduling_policy(server.topology().scheduler.policy);
   if (!policy.ok()) return policy.status();
   absl::StatusOr<std::shared_ptr<RunContext>> ctx = server.make_context();
   if (!ctx.ok()) return ctx.status();
@@ -32,7 +32,7 @@ absl::StatusOr<std::unique_ptr<ServingEngine>> ServingEngine::start(const Server
   e->cfg_->set("scheduler.max-threads", threads);
   e->sys_ = std::make_unique<caf::actor_system>(*e->cfg_);
   build_wiring(*e->sys_, e->ctx_,
-               std::shared_ptr<const engine::SchedulingPolicy>(std::move(*policy)));
+               std::shared_ptr<const engine::serving::SchedulingPolicy>(std::move(*policy)));
   e->ctx_->t0 = e->sys_->clock().now();
   e->ctx_->actors.coordinator = spawn_coordinator(*e->sys_, e->ctx_, std::move(callbacks));
   caf::anon_send(e->ctx_->actors.coordinator, start_atom::value);
@@ -41,7 +41,7 @@ absl::StatusOr<std::unique_ptr<ServingEngine>> ServingEngine::start(const Server
 
 ServingEngine::~ServingEngine() { (void)shutdown(); }
 
-absl::StatusOr<int64_t> ServingEngine::submit(engine::Request request, RequestCallbacks callbacks) {
+absl::StatusOr<int64_t> ServingEngine::submit(engine::serving::Request request, RequestCallbacks callbacks) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (stopped_) return absl::FailedPreconditionError("the engine was shut down");
   request.id = next_id_;

@@ -40,7 +40,7 @@ class ServingEngine {
   /// order; the given id is ignored) and its arrival time is now. Returns the id. Errors:
   /// InvalidArgument for a request Server::run would refuse (empty prompt, token outside the
   /// vocabulary, max_new_tokens < 1, prompt too long); FailedPrecondition after shutdown.
-  absl::StatusOr<int64_t> submit(engine::Request request, RequestCallbacks callbacks = {});
+  absl::StatusOr<int64_t> submit(engine::serving::Request request, RequestCallbacks callbacks = {});
 
   /// Cancels request `id`: it streams no more tokens, its on_finish reports `cancelled`, and
   /// its KV cache is freed as soon as no step of it is in flight. Unknown or finished ids are
@@ -72,7 +72,7 @@ class ServingEngine {
   std::mutex mutex_;  // orders submissions (ids) and guards stopped_
   int64_t next_id_ = 0;
   bool stopped_ = false;
-  engine::RunMetrics last_metrics_;  // of the last drain (the trace's metadata)
+  engine::serving::RunMetrics last_metrics_;  // of the last drain (the trace's metadata)
 };
 
 }  // namespace muflow::actors

@@ -9,10 +9,10 @@
 
 namespace muflow::actors {
 
-int64_t count_requests(const std::vector<engine::TokenMeta>& tokens) {
+int64_t count_requests(const std::vector<engine::dataflow::TokenMeta>& tokens) {
   std::vector<int64_t> ids;
   ids.reserve(tokens.size());
-  for (const engine::TokenMeta& t : tokens) ids.push_back(t.request_id);
+  for (const engine::dataflow::TokenMeta& t : tokens) ids.push_back(t.request_id);
   std::sort(ids.begin(), ids.end());
   return std::unique(ids.begin(), ids.end()) - ids.begin();
 }
@@ -81,7 +81,7 @@ void complete_run(caf::stateful_actor<StageState>* self, double begin_s, double 
                   const RunInfo& info, const absl::Status& s, std::vector<Send>& out) {
   auto& st = self->state;
   if (st.ctx->trace) {
-    const engine::LayerId layer = st.impl->layer();
+    const engine::dataflow::LayerId layer = st.impl->layer();
     st.ctx->trace->complete(st.impl->name(), st.device_index, st.trace_tid, begin_s * 1e6,
                             (end_s - begin_s) * 1e6,
                             nlohmann::json{{"tokens", info.num_tokens},
@@ -123,7 +123,7 @@ caf::behavior stage_behavior(caf::stateful_actor<StageState>* self, RunContextPt
   self->state.local_index = local_index;
   self->state.trace_tid = trace_tid;
   return {
-      [=](batch_atom, const engine::TokenBatchPtr& batch) {
+      [=](batch_atom, const engine::dataflow::TokenBatchPtr& batch) {
         auto& st = self->state;
         if (st.failed) return;
         std::vector<Send> now;

@@ -27,7 +27,7 @@ struct RunInfo {
 };
 
 /// Number of distinct request ids in `tokens`.
-int64_t count_requests(const std::vector<engine::TokenMeta>& tokens);
+int64_t count_requests(const std::vector<engine::dataflow::TokenMeta>& tokens);
 
 /// The computation and the wiring of one stage. Owned by exactly one stage actor, called only
 /// from that actor (never concurrently).
@@ -37,7 +37,7 @@ class StageImpl {
   /// Queues an incoming batch (the μ-queue). Appends to `now` the messages to send
   /// immediately (e.g. an empty iteration's contribution to a barrier). Errors: malformed
   /// input (invariant breaches between actors).
-  virtual absl::Status enqueue(const engine::TokenBatchPtr& batch, std::vector<Send>& now) = 0;
+  virtual absl::Status enqueue(const engine::dataflow::TokenBatchPtr& batch, std::vector<Send>& now) = 0;
   /// Tokens that can run now (0 = nothing to grant).
   virtual int64_t ready_tokens() const = 0;
   /// Runs one batch from the queue, appends the output messages to `out`, and describes what
@@ -55,7 +55,7 @@ class StageImpl {
   }
   /// Display name, e.g. "attn b3 r1", "expert b3 e5", "sampler r1".
   virtual std::string name() const = 0;
-  virtual engine::LayerId layer() const = 0;
+  virtual engine::dataflow::LayerId layer() const = 0;
 };
 
 /// Spawns a stage actor that owns `impl`, lives on device `device_index` and is the

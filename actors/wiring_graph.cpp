@@ -8,10 +8,10 @@ namespace {
 // One expert on every row of the batch.
 class SingleExpertKernel final : public ExpertKernel {
  public:
-  SingleExpertKernel(engine::Executor* exec, int32_t block, int32_t expert)
+  SingleExpertKernel(engine::exec::Executor* exec, int32_t block, int32_t expert)
       : exec_(exec), block_(block), expert_(expert) {}
 
-  double compute(const engine::TokenBatch& in, float* y, std::vector<Send>& out) override {
+  double compute(const engine::dataflow::TokenBatch& in, float* y, std::vector<Send>& out) override {
     double modeled = 0.0;
     const float* x = in.act ? in.act->data.data() : nullptr;
     exec_->expert(block_, expert_, x, in.num_tokens(), y, &modeled);
@@ -20,13 +20,13 @@ class SingleExpertKernel final : public ExpertKernel {
   std::string name() const override { return absl::StrFormat("expert b%d e%d", block_, expert_); }
 
  private:
-  engine::Executor* exec_;
+  engine::exec::Executor* exec_;
   int32_t block_, expert_;
 };
 
 }  // namespace
 
-std::unique_ptr<ExpertKernel> single_expert_kernel(engine::Executor* exec, int32_t block,
+std::unique_ptr<ExpertKernel> single_expert_kernel(engine::exec::Executor* exec, int32_t block,
                                                    int32_t expert) {
   return std::make_unique<SingleExpertKernel>(exec, block, expert);
 }
@@ -45,7 +45,7 @@ std::shared_ptr<LockedKvCache> WiringRun::kv_cache(int32_t block, int32_t rank,
 }
 
 std::unique_ptr<ExpertKernel> WiringRun::expert_kernel(const RunContextPtr& ctx,
-                                                       engine::Executor* exec, int32_t block,
+                                                       engine::exec::Executor* exec, int32_t block,
                                                        int32_t slot) const {
   return single_expert_kernel(exec, block, slot);
 }

@@ -66,7 +66,7 @@ enum class CollectiveKind { kDispatch, kCombine };
 /// The per-destination batches of one completed barrier and how many rows each source sent
 /// each destination (the network model charges them).
 struct Delivery {
-  std::vector<engine::TokenBatchPtr> out;       ///< [num destinations], never null
+  std::vector<engine::dataflow::TokenBatchPtr> out;       ///< [num destinations], never null
   std::vector<std::vector<int64_t>> rows_from;  ///< [num destinations][num sources]
   int64_t tokens_rebalanced = 0;                ///< tokens moved off their expert's home device
 };
@@ -102,7 +102,7 @@ class ContinuationRule {
   /// [meta.size()] ranks for the tokens `meta` that ran attention (block, rank), with their
   /// top-k expert ids `ids` ([meta.size(), num_topk]).
   virtual std::vector<int32_t> next_ranks(const RunContext& ctx, int32_t block, int32_t rank,
-                                          const std::vector<engine::TokenMeta>& meta,
+                                          const std::vector<engine::dataflow::TokenMeta>& meta,
                                           const std::vector<int32_t>& ids) const = 0;
 };
 
@@ -113,13 +113,13 @@ class ExpertKernel {
   /// Writes the outputs `y` ([in.num_tokens(), width], row i for in.tokens[i]) and returns the
   /// modeled seconds (sim) or 0 (measured). May append messages to send (metrics for the
   /// coordinator, or a failure).
-  virtual double compute(const engine::TokenBatch& in, float* y, std::vector<Send>& out) = 0;
+  virtual double compute(const engine::dataflow::TokenBatch& in, float* y, std::vector<Send>& out) = 0;
   /// Display name, e.g. "expert b3 e5".
   virtual std::string name() const = 0;
 };
 
-/// The kernel of a stage that runs one expert on every row it gets (engine::Executor::expert).
-std::unique_ptr<ExpertKernel> single_expert_kernel(engine::Executor* exec, int32_t block,
+/// The kernel of a stage that runs one expert on every row it gets (engine::exec::Executor::expert).
+std::unique_ptr<ExpertKernel> single_expert_kernel(engine::exec::Executor* exec, int32_t block,
                                                    int32_t expert);
 
 /// One run's wiring graph. Written by the wiring before any actor is spawned, read-only after.
@@ -173,7 +173,7 @@ class WiringRun {
                                                   int64_t kv_width) const;
   /// The kernel of expert stage (block, slot) on `exec` (default: single_expert_kernel).
   virtual std::unique_ptr<ExpertKernel> expert_kernel(const RunContextPtr& ctx,
-                                                      engine::Executor* exec, int32_t block,
+                                                      engine::exec::Executor* exec, int32_t block,
                                                       int32_t slot) const;
 
  protected:

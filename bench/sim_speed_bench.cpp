@@ -10,8 +10,8 @@
 
 namespace {
 
-using muflow::engine::Request;
-using muflow::engine::Topology;
+using muflow::engine::serving::Request;
+using muflow::engine::topology::Topology;
 
 Topology topology(int num_devices, const std::string& preset) {
   Topology t;
@@ -20,7 +20,7 @@ Topology topology(int num_devices, const std::string& preset) {
   for (int d = 0; d < num_devices; ++d) {
     t.devices.push_back({"h" + std::to_string(d), "H100-SXM", "node" + std::to_string(d / 8)});
   }
-  t.model.synthetic = *muflow::engine::model_preset(preset);
+  t.model.synthetic = *muflow::engine::model::model_preset(preset);
   t.model.preset = preset;
   t.model.dtype = "bf16";
   t.router.kind = "exponential";

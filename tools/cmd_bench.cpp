@@ -47,10 +47,10 @@ Command add_bench_command(CLI::App& app) {
                  "comma-separated wirings to compare (default: the topology's)");
   app.add_option("--sweep", o->sweeps,
                  "KEY=v1,v2,... (repeatable; keys: " +
-                     absl::StrJoin(engine::topology_override_keys(), ", ") + ")");
+                     absl::StrJoin(engine::topology::topology_override_keys(), ", ") + ")");
   app.add_option("--csv", o->csv, "also write the table as CSV");
   return [o]() {
-    absl::StatusOr<engine::Topology> base = engine::parse_topology_file(o->topology);
+    absl::StatusOr<engine::topology::Topology> base = engine::topology::parse_topology_file(o->topology);
     if (!base.ok()) return fail(std::string(base.status().message()));
     std::vector<std::string> wirings =
         o->wirings.empty() ? std::vector<std::string>{base->wiring}
@@ -76,7 +76,7 @@ Command add_bench_command(CLI::App& app) {
     for (const Sweep& s : sweeps) combos *= s.values.size();
     for (const std::string& wiring : wirings) {
       for (size_t c = 0; c < combos; ++c) {
-        engine::Topology t = *base;
+        engine::topology::Topology t = *base;
         t.wiring = wiring;
         t.trace_file.clear();  // benchmarks record no trace
         Row row{{wiring}};
@@ -84,7 +84,7 @@ Command add_bench_command(CLI::App& app) {
         for (const Sweep& s : sweeps) {
           const std::string& v = s.values[rest % s.values.size()];
           rest /= s.values.size();
-          if (absl::Status st = engine::apply_topology_override(t, s.key, v); !st.ok()) {
+          if (absl::Status st = engine::topology::apply_topology_override(t, s.key, v); !st.ok()) {
             return fail(std::string(st.message()));
           }
           row.cells.push_back(v);
@@ -93,11 +93,11 @@ Command add_bench_command(CLI::App& app) {
                      combos * wirings.size(), absl::StrJoin(row.cells, " ").c_str());
         absl::StatusOr<std::unique_ptr<actors::Server>> server = actors::Server::create(t);
         if (!server.ok()) return fail(std::string(server.status().message()));
-        absl::StatusOr<std::vector<engine::Request>> requests = (*server)->make_workload();
+        absl::StatusOr<std::vector<engine::serving::Request>> requests = (*server)->make_workload();
         if (!requests.ok()) return fail(std::string(requests.status().message()));
         absl::StatusOr<actors::RunOutcome> out = (*server)->run(*requests);
         if (!out.ok()) return fail(std::string(out.status().message()));
-        const engine::RunMetrics& m = out->metrics;
+        const engine::serving::RunMetrics& m = out->metrics;
         const double busy =
             m.device_busy_pct.empty()
                 ? 0.0

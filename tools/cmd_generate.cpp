@@ -48,7 +48,7 @@ Command add_generate_command(CLI::App& app) {
   app.add_flag("--json", o->json, "print {prompt_ids, output_ids, text} as one JSON object");
   return [o]() {
     if (o->prompt.empty() && o->prompt_ids.empty()) return fail("give --prompt or --prompt-ids");
-    engine::Topology t;
+    engine::topology::Topology t;
     t.source = "<muflow generate>";
     for (int64_t d = 0; d < o->devices; ++d) t.devices.push_back({"cpu" + std::to_string(d)});
     t.model.path = o->model;
@@ -58,7 +58,7 @@ Command add_generate_command(CLI::App& app) {
     t.sampling.stop_at_eos = !o->ignore_eos;
     absl::StatusOr<std::unique_ptr<actors::Server>> server = actors::Server::create(t);
     if (!server.ok()) return fail(std::string(server.status().message()));
-    engine::Request req;
+    engine::serving::Request req;
     req.max_new_tokens = o->max_new_tokens;
     req.return_prompt_logits = !o->logits_out.empty();
     if (!o->prompt.empty()) {
@@ -80,12 +80,12 @@ Command add_generate_command(CLI::App& app) {
     if (!out.ok()) return fail(std::string(out.status().message()));
     const actors::RequestOutput& r = out->outputs.at(0);
     if (!o->logits_out.empty()) {
-      absl::Status s = engine::write_npy_f32(o->logits_out, r.prompt_logits,
+      absl::Status s = engine::model::write_npy_f32(o->logits_out, r.prompt_logits,
                                              static_cast<int64_t>(r.prompt.size()),
                                              (*server)->config().vocab_size);
       if (!s.ok()) return fail(std::string(s.message()));
     }
-    const engine::Tokenizer* tok = (*server)->tokenizer();
+    const engine::model::Tokenizer* tok = (*server)->tokenizer();
     if (o->json) {
       nlohmann::json j{{"prompt_ids", r.prompt}, {"output_ids", r.output}};
       if (tok) j["text"] = tok->decode(r.output);

@@ -38,9 +38,9 @@ Command add_make_model_command(CLI::App& app) {
   app.add_option("--shard-bytes", o->shard_bytes,
                  "split weights into shards of at most this many bytes (0 = one file)");
   return [o]() {
-    engine::ModelConfig c;
-    c.model_type = o->type == "qwen2_moe" ? engine::ModelType::kQwen2Moe
-                                          : engine::ModelType::kMixtral;
+    engine::model::ModelConfig c;
+    c.model_type = o->type == "qwen2_moe" ? engine::model::ModelType::kQwen2Moe
+                                          : engine::model::ModelType::kMixtral;
     c.vocab_size = o->vocab;
     c.hidden_size = o->hidden;
     c.num_layers = o->layers;
@@ -52,7 +52,7 @@ Command add_make_model_command(CLI::App& app) {
     c.expert_ffn = o->ffn;
     c.shared_expert_ffn = o->shared_ffn;
     c.max_position_embeddings = o->max_pos;
-    const bool qwen = c.model_type == engine::ModelType::kQwen2Moe;
+    const bool qwen = c.model_type == engine::model::ModelType::kQwen2Moe;
     c.attention_bias = qwen;
     c.norm_topk_prob = o->norm_topk_prob < 0 ? !qwen : o->norm_topk_prob == 1;
     if (!qwen && !c.norm_topk_prob) {
@@ -68,13 +68,13 @@ Command add_make_model_command(CLI::App& app) {
       std::fprintf(stderr, "muflow make-model: %s\n", std::string(s.message()).c_str());
       return 2;
     }
-    const engine::DType dtype = o->dtype == "bf16" ? engine::DType::kBF16 : engine::DType::kF32;
-    const engine::ModelWeights w = engine::make_synthetic_model(c, o->seed, dtype);
-    if (absl::Status s = engine::write_hf_model(w, o->out, o->shard_bytes); !s.ok()) {
+    const engine::model::DType dtype = o->dtype == "bf16" ? engine::model::DType::kBF16 : engine::model::DType::kF32;
+    const engine::model::ModelWeights w = engine::model::make_synthetic_model(c, o->seed, dtype);
+    if (absl::Status s = engine::model::write_hf_model(w, o->out, o->shard_bytes); !s.ok()) {
       std::fprintf(stderr, "muflow make-model: %s\n", std::string(s.message()).c_str());
       return 1;
     }
-    std::printf("wrote %s model to %s (seed %llu, %s)\n", engine::model_type_name(c.model_type),
+    std::printf("wrote %s model to %s (seed %llu, %s)\n", engine::model::model_type_name(c.model_type),
                 o->out.c_str(), static_cast<unsigned long long>(o->seed), o->dtype.c_str());
     return 0;
   };

@@ -40,11 +40,11 @@ Command add_run_command(CLI::App& app) {
                  "write every token's expert choices per block as CSV (replay in sim with "
                  "[router] kind = \"recorded\")");
   return [o]() {
-    engine::Topology topo;
+    engine::topology::Topology topo;
     if (o->topology.empty()) {
-      topo = engine::default_topology();
+      topo = engine::topology::default_topology();
     } else {
-      absl::StatusOr<engine::Topology> parsed = engine::parse_topology_file(o->topology);
+      absl::StatusOr<engine::topology::Topology> parsed = engine::topology::parse_topology_file(o->topology);
       if (!parsed.ok()) return fail(std::string(parsed.status().message()));
       topo = std::move(*parsed);
     }
@@ -59,7 +59,7 @@ Command add_run_command(CLI::App& app) {
     }
     absl::StatusOr<std::unique_ptr<actors::Server>> server = actors::Server::create(topo);
     if (!server.ok()) return fail(std::string(server.status().message()));
-    absl::StatusOr<std::vector<engine::Request>> requests = (*server)->make_workload();
+    absl::StatusOr<std::vector<engine::serving::Request>> requests = (*server)->make_workload();
     if (!requests.ok()) return fail(std::string(requests.status().message()));
 
     actors::RunCallbacks cb;
@@ -79,20 +79,20 @@ Command add_run_command(CLI::App& app) {
     }
     absl::StatusOr<actors::RunOutcome> out = absl::InternalError("not run");
     if (!o->colocate.empty()) {
-      absl::StatusOr<engine::Topology> other_topo = engine::parse_topology_file(o->colocate);
+      absl::StatusOr<engine::topology::Topology> other_topo = engine::topology::parse_topology_file(o->colocate);
       if (!other_topo.ok()) return fail(std::string(other_topo.status().message()));
       other_topo->trace_file.clear();  // one trace per run: the first model's
       absl::StatusOr<std::unique_ptr<actors::Server>> other =
           actors::Server::create(*other_topo);
       if (!other.ok()) return fail(std::string(other.status().message()));
-      absl::StatusOr<std::vector<engine::Request>> theirs = (*other)->make_workload();
+      absl::StatusOr<std::vector<engine::serving::Request>> theirs = (*other)->make_workload();
       if (!theirs.ok()) return fail(std::string(theirs.status().message()));
       auto both = (*server)->run_colocated(**other, *requests, *theirs);
       if (!both.ok()) return fail(std::string(both.status().message()));
       std::vector<std::string> names;
       for (const auto& d : other_topo->devices) names.push_back(d.name);
       std::printf("== colocated model: %s\n%s\n== model: %s\n", other_topo->source.c_str(),
-                  engine::format_metrics_table(both->second.metrics, names).c_str(),
+                  engine::serving::format_metrics_table(both->second.metrics, names).c_str(),
                   topo.source.c_str());
       out = std::move(both->first);
     } else {
@@ -102,9 +102,9 @@ Command add_run_command(CLI::App& app) {
 
     std::vector<std::string> names;
     for (const auto& d : topo.devices) names.push_back(d.name);
-    std::printf("%s", engine::format_metrics_table(out->metrics, names).c_str());
+    std::printf("%s", engine::serving::format_metrics_table(out->metrics, names).c_str());
     if (!topo.trace_file.empty()) std::printf("trace: %s\n", topo.trace_file.c_str());
-    const engine::Tokenizer* tok = (*server)->tokenizer();
+    const engine::model::Tokenizer* tok = (*server)->tokenizer();
     if (!o->outputs.empty()) {
       const auto parent = std::filesystem::path(o->outputs).parent_path();
       std::error_code ec;

@@ -20,16 +20,16 @@ Command add_trace_summary_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--json", o->json, "print the report model (JSON) instead of the summary");
   return [o]() {
-    const absl::StatusOr<engine::TraceReport> report =
-        engine::analyze_trace_file(o->trace, engine::AnalysisOptions{});
+    const absl::StatusOr<engine::trace::TraceReport> report =
+        engine::trace::analyze_trace_file(o->trace, engine::trace::AnalysisOptions{});
     if (!report.ok()) {
       // The message starts with the file name.
       std::fprintf(stderr, "muflow trace summary: %s\n",
                    std::string(report.status().message()).c_str());
       return 1;
     }
-    const std::string text = o->json ? engine::to_report_json(*report).dump() + "\n"
-                                     : engine::format_trace_summary(*report, o->top);
+    const std::string text = o->json ? engine::trace::to_report_json(*report).dump() + "\n"
+                                     : engine::trace::format_trace_summary(*report, o->top);
     std::fwrite(text.data(), 1, text.size(), stdout);
     return 0;
   };

@@ -129,15 +129,15 @@ Command add_trace_view_command(CLI::App& app) {
     std::vector<int64_t> num_events;
     // Finer overview buckets than the model's default: they are what a zoomed-in timeline
     // shows for devices with too many slices to embed (4,000 x 2 numbers per device).
-    engine::AnalysisOptions options;
+    engine::trace::AnalysisOptions options;
     options.num_buckets = 4000;
     for (size_t i = 0; i < paths.size(); ++i) {
-      const absl::StatusOr<engine::TraceReport> report =
-          engine::analyze_trace_file(paths[i], options);
+      const absl::StatusOr<engine::trace::TraceReport> report =
+          engine::trace::analyze_trace_file(paths[i], options);
       // The message starts with the file name.
       if (!report.ok()) return fail(std::string(report.status().message()));
       num_events.push_back(report->meta.num_events);
-      nlohmann::json model = engine::to_report_json(*report);
+      nlohmann::json model = engine::trace::to_report_json(*report);
       round_numbers(model);
       runs.push_back({{"label", std::string(1, static_cast<char>('A' + i))},
                       {"file", paths[i]},

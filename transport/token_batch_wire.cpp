@@ -15,9 +15,9 @@
 namespace muflow::transport {
 namespace {
 
-using engine::ExpertSegment;
-using engine::TokenBatch;
-using engine::TokenMeta;
+using engine::dataflow::ExpertSegment;
+using engine::dataflow::TokenBatch;
+using engine::dataflow::TokenMeta;
 
 // The payload is raw host memory; the format says little-endian.
 static_assert(std::endian::native == std::endian::little,
@@ -45,16 +45,16 @@ const RecordSizes& record_sizes() {
   return sizes;
 }
 
-bool valid_stage_kind(engine::StageKind kind) {
+bool valid_stage_kind(engine::dataflow::StageKind kind) {
   const auto v = static_cast<int>(kind);
-  return v >= static_cast<int>(engine::StageKind::kAttention) &&
-         v <= static_cast<int>(engine::StageKind::kSampler);
+  return v >= static_cast<int>(engine::dataflow::StageKind::kAttention) &&
+         v <= static_cast<int>(engine::dataflow::StageKind::kSampler);
 }
 
-bool valid_payload(engine::Payload payload) {
+bool valid_payload(engine::dataflow::Payload payload) {
   const auto v = static_cast<int>(payload);
-  return v >= static_cast<int>(engine::Payload::kTokenIds) &&
-         v <= static_cast<int>(engine::Payload::kExpertOutputs);
+  return v >= static_cast<int>(engine::dataflow::Payload::kTokenIds) &&
+         v <= static_cast<int>(engine::dataflow::Payload::kExpertOutputs);
 }
 
 // a * b * c without overflow; nullopt-like false on overflow. All inputs >= 0.
@@ -234,7 +234,7 @@ const char* wire_dtype_name(WireDType dtype) {
   return "invalid";
 }
 
-absl::StatusOr<WireBatch> encode_token_batch(const engine::TokenBatch& batch, WireDType dtype) {
+absl::StatusOr<WireBatch> encode_token_batch(const engine::dataflow::TokenBatch& batch, WireDType dtype) {
   constexpr const char* kWho = "encode_token_batch";
   if (!valid_stage_kind(batch.layer.kind)) {
     return absl::InvalidArgumentError(absl::StrFormat("%s: layer.kind = %d is not a StageKind",
@@ -251,7 +251,7 @@ absl::StatusOr<WireBatch> encode_token_batch(const engine::TokenBatch& batch, Wi
   h.iteration = batch.iteration;
   h.num_tokens = num_tokens;
   h.num_segments = static_cast<int64_t>(batch.segments.size());
-  const engine::Activations* act = batch.act.get();
+  const engine::dataflow::Activations* act = batch.act.get();
   int64_t num_values = 0;
   if (act != nullptr) {
     if (dtype != WireDType::kF32 && dtype != WireDType::kBf16) {
@@ -318,7 +318,7 @@ absl::StatusOr<int64_t> wire_payload_bytes(std::span<const char> header, const W
   return parsed->payload_bytes;
 }
 
-absl::StatusOr<engine::TokenBatchPtr> decode_token_batch(std::span<const char> header,
+absl::StatusOr<engine::dataflow::TokenBatchPtr> decode_token_batch(std::span<const char> header,
                                                          std::span<const char> payload,
                                                          const WireLimits& limits) {
   constexpr const char* kWho = "token batch wire";
@@ -354,7 +354,7 @@ absl::StatusOr<engine::TokenBatchPtr> decode_token_batch(std::span<const char> h
   }
 
   if (h.dtype != WireDType::kNone) {
-    auto act = std::make_shared<engine::Activations>(h.num_rows, h.width);
+    auto act = std::make_shared<engine::dataflow::Activations>(h.num_rows, h.width);
     const int64_t num_values = h.num_rows * h.width;
     if (h.dtype == WireDType::kF32) {
       if (num_values > 0) std::memcpy(act->data.data(), payload.data(), payload.size());
@@ -371,7 +371,7 @@ absl::StatusOr<engine::TokenBatchPtr> decode_token_batch(std::span<const char> h
   return batch;
 }
 
-absl::StatusOr<engine::TokenBatchPtr> decode_token_batch(const WireBatch& wire,
+absl::StatusOr<engine::dataflow::TokenBatchPtr> decode_token_batch(const WireBatch& wire,
                                                          const WireLimits& limits) {
   return decode_token_batch(wire.header, wire.payload, limits);
 }

@@ -1,6 +1,6 @@
 #pragma once
 /// \file
-/// The wire form of an `engine::TokenBatch`, for channels that cross a process boundary (UCX
+/// The wire form of an `engine::dataflow::TokenBatch`, for channels that cross a process boundary (UCX
 /// data plane; ARCHITECTURE.md §4 and invariant 4: control through CAF, tensors never).
 ///
 /// A batch travels as two byte buffers:
@@ -11,7 +11,7 @@
 /// - **payload**: the activation rows `[num_rows, width]`, row-major, raw (not through CAF's
 ///   serializer), little-endian, as f32 (4 bytes per value, bit-exact) or bf16 (2 bytes per
 ///   value: the upper half of the f32 after round-to-nearest-even, `kernels/cpu/bf16.hpp`).
-///   Decoding widens bf16 to f32 exactly (`engine::Activations` hold f32).
+///   Decoding widens bf16 to f32 exactly (`engine::dataflow::Activations` hold f32).
 ///
 /// The header is small (39 bytes per token, 20 per segment, 57 fixed) and can go out as an
 /// eager message while the payload uses a zero-copy rendezvous; `wire_payload_bytes` tells a
@@ -30,7 +30,7 @@
 #include "caf/meta/type_name.hpp"
 #include "engine/dataflow/token_batch.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::dataflow {
 
 /// CAF 0.17 inspection of a `LayerId`: `kind` as its underlying `int8_t`, then `block`,
 /// `index`. A loading inspector stores whatever integer it read into `kind`; range checks are
@@ -62,7 +62,7 @@ typename Inspector::result_type inspect(Inspector& f, ExpertSegment& x) {
   return f(caf::meta::type_name("ExpertSegment"), x.expert, x.begin, x.end);
 }
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::dataflow
 
 namespace muflow::transport {
 
@@ -90,8 +90,8 @@ inline constexpr uint16_t kTokenBatchWireVersion = 1;
 struct TokenBatchWireHeader {
   uint32_t magic = kTokenBatchWireMagic;
   uint16_t version = kTokenBatchWireVersion;
-  engine::LayerId layer;  ///< destination layer
-  engine::Payload payload = engine::Payload::kTokenIds;
+  engine::dataflow::LayerId layer;  ///< destination layer
+  engine::dataflow::Payload payload = engine::dataflow::Payload::kTokenIds;
   int64_t iteration = 0;               ///< coordinator's iteration number
   WireDType dtype = WireDType::kNone;  ///< payload element type
   int64_t num_tokens = 0;              ///< TokenMeta records that follow
@@ -104,12 +104,12 @@ struct TokenBatchWireHeader {
 /// underlying integers (unchecked when loading, see `decode_token_batch`). Any thread.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, TokenBatchWireHeader& x) {
-  auto payload = static_cast<std::underlying_type_t<engine::Payload>>(x.payload);
+  auto payload = static_cast<std::underlying_type_t<engine::dataflow::Payload>>(x.payload);
   auto dtype = static_cast<std::underlying_type_t<WireDType>>(x.dtype);
   auto result = f(caf::meta::type_name("TokenBatchWireHeader"), x.magic, x.version, x.layer,
                   payload, x.iteration, dtype, x.num_tokens, x.num_rows, x.width, x.num_segments);
   if constexpr (Inspector::writes_state) {
-    x.payload = static_cast<engine::Payload>(payload);
+    x.payload = static_cast<engine::dataflow::Payload>(payload);
     x.dtype = static_cast<WireDType>(dtype);
   }
   return result;
@@ -146,7 +146,7 @@ struct WireBatch {
 /// `act->data.size() != num_rows * width`, negative width, `layer.kind` or `payload` outside
 /// its enum, segments that do not cover the rows in order (same rule as the decoder).
 /// Reads `batch` and `*batch.act` only; callable from any thread while no one writes them.
-absl::StatusOr<WireBatch> encode_token_batch(const engine::TokenBatch& batch, WireDType dtype);
+absl::StatusOr<WireBatch> encode_token_batch(const engine::dataflow::TokenBatch& batch, WireDType dtype);
 
 /// Parses and checks a header alone and returns the payload size in bytes it announces
 /// (`num_rows * width * wire_dtype_bytes(dtype)`), so a receiver can post a buffer of exactly
@@ -171,13 +171,13 @@ absl::StatusOr<int64_t> wire_payload_bytes(std::span<const char> header,
 ///
 /// Returns a new batch (sole owner: the caller) whose `act` is null for kNone and otherwise
 /// `[num_rows, width]` f32 (bf16 values widened exactly). Pure; any thread.
-absl::StatusOr<engine::TokenBatchPtr> decode_token_batch(std::span<const char> header,
+absl::StatusOr<engine::dataflow::TokenBatchPtr> decode_token_batch(std::span<const char> header,
                                                          std::span<const char> payload,
                                                          const WireLimits& limits = {});
 
 /// `decode_token_batch(wire.header, wire.payload, limits)`; `wire.dtype` is not consulted
 /// (the header's dtype is authoritative).
-absl::StatusOr<engine::TokenBatchPtr> decode_token_batch(const WireBatch& wire,
+absl::StatusOr<engine::dataflow::TokenBatchPtr> decode_token_batch(const WireBatch& wire,
                                                          const WireLimits& limits = {});
 
 }  // namespace muflow::transport

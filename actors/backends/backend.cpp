@@ -6,7 +6,7 @@
 
 namespace muflow::actors {
 
-absl::StatusOr<std::unique_ptr<Backend>> make_backend(const engine::Topology& topology) {
+absl::StatusOr<std::unique_ptr<Backend>> make_backend(const engine::topology::Topology& topology) {
   if (topology.backend == "cpu") return make_cpu_backend(topology);
   if (topology.backend == "sim") return make_sim_backend(topology);
   return absl::UnimplementedError(

@@ -34,17 +34,17 @@ class Backend {
   /// stages finish after their modeled durations); false = real time.
   virtual bool virtual_time() const = 0;
   /// The model's dims.
-  const engine::ModelConfig& config() const { return config_; }
+  const engine::model::ModelConfig& config() const { return config_; }
   /// Real math: the weights as loaded and prepared (prepacked GEMMs); else null.
-  virtual std::shared_ptr<const engine::ModelWeights> weights() const { return nullptr; }
-  virtual std::shared_ptr<const engine::CpuModel> cpu_model() const { return nullptr; }
+  virtual std::shared_ptr<const engine::model::ModelWeights> weights() const { return nullptr; }
+  virtual std::shared_ptr<const engine::exec::CpuModel> cpu_model() const { return nullptr; }
   /// Simulation: the router, cost and link models (planners read them); else null.
   virtual const SimSetup* sim() const { return nullptr; }
   /// Precision the cost model charges ops at (`[model] dtype`).
   kernels::sim::Precision precision() const { return precision_; }
 
   /// One executor per device (indexed like topology.devices) for one run of `wiring`.
-  virtual std::vector<std::shared_ptr<engine::Executor>> make_executors(
+  virtual std::vector<std::shared_ptr<engine::exec::Executor>> make_executors(
       const PreparedWiring& wiring) const = 0;
   /// The channel of one run. `share_links_with`: a channel of a run colocated on the same
   /// devices whose links this one shares (null: fresh links). Errors: invalid link models.
@@ -55,13 +55,13 @@ class Backend {
   virtual int64_t kv_capacity_bytes(int64_t device, int64_t experts_here) const = 0;
 
  protected:
-  engine::ModelConfig config_;
+  engine::model::ModelConfig config_;
   kernels::sim::Precision precision_ = kernels::sim::Precision::kF32;
 };
 
 /// The backend `topology.backend` names, with its model loaded and checked against the
 /// topology. Errors: Unimplemented for a backend this build lacks; the loaders' errors (file
 /// and tensor named); InvalidArgument for a topology that does not fit the model.
-absl::StatusOr<std::unique_ptr<Backend>> make_backend(const engine::Topology& topology);
+absl::StatusOr<std::unique_ptr<Backend>> make_backend(const engine::topology::Topology& topology);
 
 }  // namespace muflow::actors

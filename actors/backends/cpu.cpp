@@ -11,21 +11,21 @@ namespace {
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend(std::shared_ptr<const engine::ModelWeights> weights,
-             std::shared_ptr<const engine::CpuModel> model, int64_t num_devices)
+  CpuBackend(std::shared_ptr<const engine::model::ModelWeights> weights,
+             std::shared_ptr<const engine::exec::CpuModel> model, int64_t num_devices)
       : weights_(std::move(weights)), model_(std::move(model)), num_devices_(num_devices) {
     config_ = model_->config();
   }
   std::string_view name() const override { return "cpu"; }
   bool virtual_time() const override { return false; }
-  std::shared_ptr<const engine::ModelWeights> weights() const override { return weights_; }
-  std::shared_ptr<const engine::CpuModel> cpu_model() const override { return model_; }
+  std::shared_ptr<const engine::model::ModelWeights> weights() const override { return weights_; }
+  std::shared_ptr<const engine::exec::CpuModel> cpu_model() const override { return model_; }
 
-  std::vector<std::shared_ptr<engine::Executor>> make_executors(
+  std::vector<std::shared_ptr<engine::exec::Executor>> make_executors(
       const PreparedWiring& wiring) const override {
-    std::vector<std::shared_ptr<engine::Executor>> out;
+    std::vector<std::shared_ptr<engine::exec::Executor>> out;
     for (int64_t d = 0; d < num_devices_; ++d) {
-      out.push_back(std::make_shared<engine::CpuExecutor>(model_, wiring.cpu_shards()));
+      out.push_back(std::make_shared<engine::exec::CpuExecutor>(model_, wiring.cpu_shards()));
     }
     return out;
   }
@@ -36,34 +36,34 @@ class CpuBackend final : public Backend {
   int64_t kv_capacity_bytes(int64_t, int64_t) const override { return -1; }
 
  private:
-  std::shared_ptr<const engine::ModelWeights> weights_;
-  std::shared_ptr<const engine::CpuModel> model_;
+  std::shared_ptr<const engine::model::ModelWeights> weights_;
+  std::shared_ptr<const engine::exec::CpuModel> model_;
   int64_t num_devices_;
 };
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Backend>> make_cpu_backend(const engine::Topology& topology) {
-  std::shared_ptr<const engine::ModelWeights> weights;
+absl::StatusOr<std::unique_ptr<Backend>> make_cpu_backend(const engine::topology::Topology& topology) {
+  std::shared_ptr<const engine::model::ModelWeights> weights;
   if (!topology.model.path.empty()) {
-    absl::StatusOr<std::shared_ptr<const engine::ModelWeights>> loaded =
-        engine::load_hf_model(topology.model.path);
+    absl::StatusOr<std::shared_ptr<const engine::model::ModelWeights>> loaded =
+        engine::model::load_hf_model(topology.model.path);
     if (!loaded.ok()) return loaded.status();
     weights = *loaded;
   } else if (topology.model.synthetic) {
     if (absl::Status s = topology.model.synthetic->validate(); !s.ok()) return s;
-    const engine::DType dtype =
-        topology.model.dtype == "bf16" ? engine::DType::kBF16 : engine::DType::kF32;
-    weights = std::make_shared<const engine::ModelWeights>(
-        engine::make_synthetic_model(*topology.model.synthetic, topology.model.seed, dtype));
+    const engine::model::DType dtype =
+        topology.model.dtype == "bf16" ? engine::model::DType::kBF16 : engine::model::DType::kF32;
+    weights = std::make_shared<const engine::model::ModelWeights>(
+        engine::model::make_synthetic_model(*topology.model.synthetic, topology.model.seed, dtype));
   } else {
     return absl::InvalidArgumentError(
         absl::StrFormat("%s: [model] needs either 'path' or synthetic dims", topology.source));
   }
-  absl::StatusOr<std::shared_ptr<const engine::CpuModel>> model =
-      engine::CpuModel::prepare(weights);
+  absl::StatusOr<std::shared_ptr<const engine::exec::CpuModel>> model =
+      engine::exec::CpuModel::prepare(weights);
   if (!model.ok()) return model.status();
-  if (absl::Status s = engine::check_topology_against_model(topology, (*model)->config());
+  if (absl::Status s = engine::topology::check_topology_against_model(topology, (*model)->config());
       !s.ok()) {
     return s;
   }

@@ -12,7 +12,7 @@ namespace {
 
 class SimBackend final : public Backend {
  public:
-  SimBackend(engine::ModelConfig config, SimSetup setup, const engine::Topology& topology)
+  SimBackend(engine::model::ModelConfig config, SimSetup setup, const engine::topology::Topology& topology)
       : setup_(std::move(setup)),
         a2a_order_name_(topology.network.a2a_order),
         seed_(topology.router.seed),
@@ -25,7 +25,7 @@ class SimBackend final : public Backend {
   bool virtual_time() const override { return true; }
   const SimSetup* sim() const override { return &setup_; }
 
-  std::vector<std::shared_ptr<engine::Executor>> make_executors(
+  std::vector<std::shared_ptr<engine::exec::Executor>> make_executors(
       const PreparedWiring&) const override {
     return make_sim_executors(setup_, config_, precision_);
   }
@@ -47,7 +47,7 @@ class SimBackend final : public Backend {
   int64_t kv_capacity_bytes(int64_t device, int64_t experts_here) const override {
     return std::max<int64_t>(
         0, static_cast<int64_t>(0.9 * static_cast<double>(setup_.kinds[device].memory_bytes)) -
-               engine::resident_weight_bytes(config_, true, experts_here, elem_bytes_));
+               engine::serving::resident_weight_bytes(config_, true, experts_here, elem_bytes_));
   }
 
  private:
@@ -59,17 +59,17 @@ class SimBackend final : public Backend {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Backend>> make_sim_backend(const engine::Topology& topology) {
-  absl::StatusOr<engine::ModelConfig> config =
+absl::StatusOr<std::unique_ptr<Backend>> make_sim_backend(const engine::topology::Topology& topology) {
+  absl::StatusOr<engine::model::ModelConfig> config =
       !topology.model.path.empty()
-          ? engine::parse_hf_config(topology.model.path + "/config.json")
+          ? engine::model::parse_hf_config(topology.model.path + "/config.json")
           : (topology.model.synthetic
-                 ? absl::StatusOr<engine::ModelConfig>(*topology.model.synthetic)
+                 ? absl::StatusOr<engine::model::ModelConfig>(*topology.model.synthetic)
                  : absl::InvalidArgumentError(absl::StrFormat(
                        "%s: [model] needs 'path', 'preset' or synthetic dims", topology.source)));
   if (!config.ok()) return config.status();
   if (absl::Status s = config->validate(); !s.ok()) return s;
-  if (absl::Status s = engine::check_topology_against_model(topology, *config); !s.ok()) {
+  if (absl::Status s = engine::topology::check_topology_against_model(topology, *config); !s.ok()) {
     return s;
   }
   absl::StatusOr<SimSetup> setup = make_sim_setup(topology, *config);

@@ -24,7 +24,7 @@ const char* default_host_link(const std::string& kind) {
   return "pcie4-x16";
 }
 
-absl::StatusOr<transport::LinkClass> link(const engine::Topology& t, const char* key,
+absl::StatusOr<transport::LinkClass> link(const engine::topology::Topology& t, const char* key,
                                           const std::string& given, const char* fallback) {
   const std::string name = given.empty() ? fallback : given;
   absl::StatusOr<transport::LinkClass> found = transport::link_class_by_name(name);
@@ -37,19 +37,19 @@ absl::StatusOr<transport::LinkClass> link(const engine::Topology& t, const char*
 
 }  // namespace
 
-absl::StatusOr<SimSetup> make_sim_setup(const engine::Topology& t,
-                                        const engine::ModelConfig& config) {
+absl::StatusOr<SimSetup> make_sim_setup(const engine::topology::Topology& t,
+                                        const engine::model::ModelConfig& config) {
   SimSetup setup;
-  absl::StatusOr<std::unique_ptr<engine::RouterModel>> router =
-      engine::make_router_model(t.router, config.num_experts, config.num_topk, config.num_layers);
+  absl::StatusOr<std::unique_ptr<engine::routing::RouterModel>> router =
+      engine::routing::make_router_model(t.router, config.num_experts, config.num_topk, config.num_layers);
   if (!router.ok()) {
     return absl::InvalidArgumentError(
         absl::StrFormat("%s: [router]: %s", t.source, router.status().message()));
   }
-  setup.router = std::shared_ptr<const engine::RouterModel>(std::move(*router));
+  setup.router = std::shared_ptr<const engine::routing::RouterModel>(std::move(*router));
   setup.cost = std::make_shared<const kernels::sim::CostModel>();
   std::map<std::string, int32_t> nodes;
-  for (const engine::DeviceSpec& d : t.devices) {
+  for (const engine::topology::DeviceSpec& d : t.devices) {
     absl::StatusOr<kernels::sim::DeviceKind> kind = kernels::sim::find_device_kind(d.kind);
     if (!kind.ok()) {
       return absl::InvalidArgumentError(
@@ -68,12 +68,12 @@ absl::StatusOr<SimSetup> make_sim_setup(const engine::Topology& t,
   return setup;
 }
 
-std::vector<std::shared_ptr<engine::Executor>> make_sim_executors(
-    const SimSetup& setup, const engine::ModelConfig& c, kernels::sim::Precision precision) {
-  std::vector<std::shared_ptr<engine::Executor>> out;
+std::vector<std::shared_ptr<engine::exec::Executor>> make_sim_executors(
+    const SimSetup& setup, const engine::model::ModelConfig& c, kernels::sim::Precision precision) {
+  std::vector<std::shared_ptr<engine::exec::Executor>> out;
   for (const kernels::sim::DeviceKind& kind : setup.kinds) {
     out.push_back(
-        std::make_shared<engine::SimExecutor>(c, kind, setup.cost, setup.router, precision));
+        std::make_shared<engine::exec::SimExecutor>(c, kind, setup.cost, setup.router, precision));
   }
   return out;
 }

@@ -18,7 +18,7 @@ namespace muflow::actors {
 
 /// What the sim backend needs, built once per Server (checked at Server::create).
 struct SimSetup {
-  std::shared_ptr<const engine::RouterModel> router;
+  std::shared_ptr<const engine::routing::RouterModel> router;
   std::shared_ptr<const kernels::sim::CostModel> cost;
   std::vector<kernels::sim::DeviceKind> kinds;  ///< per device
   std::vector<transport::DeviceLinks> links;    ///< per device
@@ -28,12 +28,12 @@ struct SimSetup {
 /// kind: NVLink of that generation inside a node ("cpu" devices: PCIe 4 peer copies), IB
 /// 200 Gb/s between nodes, the kind's PCIe generation to the host; `[network]` overrides.
 /// Errors: unknown device kind, link class or router (message names the topology key).
-absl::StatusOr<SimSetup> make_sim_setup(const engine::Topology& topology,
-                                        const engine::ModelConfig& config);
+absl::StatusOr<SimSetup> make_sim_setup(const engine::topology::Topology& topology,
+                                        const engine::model::ModelConfig& config);
 
 /// One SimExecutor per device (indexed like topology.devices), costing ops at `precision`.
-std::vector<std::shared_ptr<engine::Executor>> make_sim_executors(
-    const SimSetup& setup, const engine::ModelConfig& c, kernels::sim::Precision precision);
+std::vector<std::shared_ptr<engine::exec::Executor>> make_sim_executors(
+    const SimSetup& setup, const engine::model::ModelConfig& c, kernels::sim::Precision precision);
 /// A fresh big-switch network for one run (every port idle at virtual time 0). Errors: an
 /// invalid link class (transport::BigSwitchNetwork::create).
 absl::StatusOr<std::shared_ptr<transport::BigSwitchNetwork>> make_sim_network(

@@ -15,9 +15,9 @@ namespace {
 // A replica stage: expert `expert` of `block`, named apart from its home stage.
 class ReplicaKernel final : public ExpertKernel {
  public:
-  ReplicaKernel(engine::Executor* exec, int32_t block, int32_t expert)
+  ReplicaKernel(engine::exec::Executor* exec, int32_t block, int32_t expert)
       : inner_(single_expert_kernel(exec, block, expert)), block_(block), expert_(expert) {}
-  double compute(const engine::TokenBatch& in, float* y, std::vector<Send>& out) override {
+  double compute(const engine::dataflow::TokenBatch& in, float* y, std::vector<Send>& out) override {
     return inner_->compute(in, y, out);
   }
   std::string name() const override {
@@ -35,7 +35,7 @@ class ReplicatedRun final : public WiringRun {
       : expert_of_slot_(std::move(expert_of_slot)) {
     graph_ = std::move(graph);
   }
-  std::unique_ptr<ExpertKernel> expert_kernel(const RunContextPtr& ctx, engine::Executor* exec,
+  std::unique_ptr<ExpertKernel> expert_kernel(const RunContextPtr& ctx, engine::exec::Executor* exec,
                                               int32_t block, int32_t slot) const override {
     const int32_t expert = expert_of_slot_[block][slot];
     if (expert == slot) return single_expert_kernel(exec, block, expert);
@@ -82,7 +82,7 @@ class AsyncReplicatedWiring final : public Wiring {
   }
   absl::StatusOr<std::shared_ptr<const PreparedWiring>> prepare(
       const WiringSetup& s) const override {
-    const engine::Topology& t = s.topology;
+    const engine::topology::Topology& t = s.topology;
     const int64_t L = s.config.num_layers, E = s.config.num_experts;
     std::vector<std::vector<double>> loads(L, std::vector<double>(E, 1.0));
     if (t.replica_experts.empty()) {
@@ -110,7 +110,7 @@ class AsyncReplicatedWiring final : public Wiring {
 }  // namespace
 
 absl::StatusOr<std::vector<BlockReplicas>> plan_expert_replicas(
-    const engine::Topology& topology, const engine::Placement& placement,
+    const engine::topology::Topology& topology, const engine::planning::Placement& placement,
     const std::vector<std::vector<double>>& loads, int64_t count,
     const std::vector<int64_t>& experts) {
   const char* key = experts.empty() ? "placement.replicas" : "placement.replica_experts";

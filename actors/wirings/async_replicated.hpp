@@ -32,7 +32,7 @@ using BlockReplicas = std::vector<std::pair<int32_t, int64_t>>;
 /// there are fewer than two expert devices, `count` exceeds the experts, or an expert id is
 /// out of range or repeated.
 absl::StatusOr<std::vector<BlockReplicas>> plan_expert_replicas(
-    const engine::Topology& topology, const engine::Placement& placement,
+    const engine::topology::Topology& topology, const engine::planning::Placement& placement,
     const std::vector<std::vector<double>>& loads, int64_t count,
     const std::vector<int64_t>& experts);
 

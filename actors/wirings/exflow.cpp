@@ -14,11 +14,11 @@ class TopOneContinuation final : public ContinuationRule {
       : rank_of_device_(std::move(rank_of_device)) {}
 
   std::vector<int32_t> next_ranks(const RunContext& ctx, int32_t block, int32_t rank,
-                                  const std::vector<engine::TokenMeta>& meta,
+                                  const std::vector<engine::dataflow::TokenMeta>& meta,
                                   const std::vector<int32_t>& ids) const override {
     std::vector<int32_t> next(meta.size(), rank);
     std::map<int64_t, int64_t> tokens_of;
-    for (const engine::TokenMeta& m : meta) ++tokens_of[m.request_id];
+    for (const engine::dataflow::TokenMeta& m : meta) ++tokens_of[m.request_id];
     const int64_t K = ctx.config.num_topk;
     for (size_t i = 0; i < meta.size(); ++i) {
       if (tokens_of[meta[i].request_id] != 1) continue;

@@ -24,16 +24,16 @@ class RebalancedDispatch final : public CollectiveRule {
   absl::StatusOr<Delivery> deliver(const RunContext& ctx, CollectiveKind kind, int32_t block,
                                    const std::vector<ContributionPtr>& slot, size_t num_dests,
                                    int64_t iteration, int64_t width) const override {
-    engine::DispatchParts parts;
+    engine::dataflow::DispatchParts parts;
     for (const ContributionPtr& c : slot) parts.push_back(c->parts);
-    auto counts = engine::dispatch_counts(parts);
+    auto counts = engine::dataflow::dispatch_counts(parts);
     if (!counts.ok()) return counts.status();
     auto rebalanced =
-        p_.paper ? engine::harmoeny_rebalance_paper(*counts, ctx.placement.expert_device, p_.q)
-                 : engine::harmoeny_rebalance_code(*counts, ctx.placement.expert_device, p_.q);
+        p_.paper ? engine::planning::harmoeny_rebalance_paper(*counts, ctx.placement.expert_device, p_.q)
+                 : engine::planning::harmoeny_rebalance_code(*counts, ctx.placement.expert_device, p_.q);
     if (!rebalanced.ok()) return rebalanced.status();
     Delivery d;
-    auto out = engine::dispatch_by_schedule(parts, rebalanced->schedule, block, iteration, width,
+    auto out = engine::dataflow::dispatch_by_schedule(parts, rebalanced->schedule, block, iteration, width,
                                             &d.rows_from);
     if (!out.ok()) return out.status();
     d.out = std::move(*out);
@@ -48,8 +48,8 @@ class RebalancedDispatch final : public CollectiveRule {
 // The experts of one device's batch: every segment's expert, local or from a slot.
 class SlotCacheKernel final : public ExpertKernel {
  public:
-  SlotCacheKernel(RunContextPtr ctx, engine::Executor* exec, int32_t block, int32_t device,
-                  const HarmoenyParams* params, std::shared_ptr<engine::CpuExpertSlots> slots)
+  SlotCacheKernel(RunContextPtr ctx, engine::exec::Executor* exec, int32_t block, int32_t device,
+                  const HarmoenyParams* params, std::shared_ptr<engine::exec::CpuExpertSlots> slots)
       : ctx_(std::move(ctx)),
         exec_(exec),
         block_(block),
@@ -60,7 +60,7 @@ class SlotCacheKernel final : public ExpertKernel {
 
   std::string name() const override { return absl::StrFormat("experts b%d d%d", block_, device_); }
 
-  double compute(const engine::TokenBatch& in, float* y, std::vector<Send>& out) override {
+  double compute(const engine::dataflow::TokenBatch& in, float* y, std::vector<Send>& out) override {
     const int64_t H = exec_->activation_width();
     const float* x = H > 0 ? in.act->data.data() : nullptr;
     if (slots_) {
@@ -68,9 +68,9 @@ class SlotCacheKernel final : public ExpertKernel {
       return 0.0;  // measured, not modeled
     }
     // sim: modeled time of the slot cache's timeline.
-    std::vector<engine::SlotWork> work;
+    std::vector<engine::planning::SlotWork> work;
     double total = 0.0;
-    for (const engine::ExpertSegment& seg : in.segments) {
+    for (const engine::dataflow::ExpertSegment& seg : in.segments) {
       const int64_t rows = seg.end - seg.begin;
       const float* xs = x ? x + seg.begin * H : nullptr;
       float* ys = H > 0 ? y + seg.begin * H : nullptr;
@@ -79,7 +79,7 @@ class SlotCacheKernel final : public ExpertKernel {
       work.push_back({seg.expert, rows, ctx_->placement.expert_device[seg.expert] == device_, s});
       total += s;
     }
-    absl::StatusOr<engine::SlotTimeline> t = engine::plan_slot_timeline(
+    absl::StatusOr<engine::planning::SlotTimeline> t = engine::planning::plan_slot_timeline(
         std::move(work), num_home_, p_.slots, p_.copy_s[device_], p_.prefetch);
     if (!t.ok()) {
       out.push_back({ctx_->actors.coordinator,
@@ -100,13 +100,13 @@ class SlotCacheKernel final : public ExpertKernel {
   // queued up front (each after the compute that last used its slot), so copies overlap the
   // experts computing before them; without, a copy is asked for when the compute reaches its
   // expert. Reports the copies made and the wall time waited.
-  void compute_with_slot_copies(const engine::TokenBatch& in, const float* x, float* y,
+  void compute_with_slot_copies(const engine::dataflow::TokenBatch& in, const float* x, float* y,
                                 std::vector<Send>& out) {
     const int64_t H = exec_->activation_width();
-    engine::CpuExpertSlots& slots = *slots_;
-    std::map<int32_t, const engine::ExpertSegment*> segment_of;
-    std::vector<engine::SlotWork> work;
-    for (const engine::ExpertSegment& seg : in.segments) {
+    engine::exec::CpuExpertSlots& slots = *slots_;
+    std::map<int32_t, const engine::dataflow::ExpertSegment*> segment_of;
+    std::vector<engine::planning::SlotWork> work;
+    for (const engine::dataflow::ExpertSegment& seg : in.segments) {
       segment_of[seg.expert] = &seg;
       // Row counts stand in for compute times, so the plan hands each foreign expert the
       // slot that frees first (as on sim), not always the same one.
@@ -114,8 +114,8 @@ class SlotCacheKernel final : public ExpertKernel {
       work.push_back({seg.expert, rows, ctx_->placement.expert_device[seg.expert] == device_,
                       static_cast<double>(rows)});
     }
-    absl::StatusOr<engine::SlotTimeline> t =
-        engine::plan_slot_timeline(std::move(work), num_home_, p_.slots, 0.0, p_.prefetch);
+    absl::StatusOr<engine::planning::SlotTimeline> t =
+        engine::planning::plan_slot_timeline(std::move(work), num_home_, p_.slots, 0.0, p_.prefetch);
     if (!t.ok()) {
       out.push_back({ctx_->actors.coordinator,
                      caf::make_message(failed_atom::value,
@@ -140,7 +140,7 @@ class SlotCacheKernel final : public ExpertKernel {
     double stall_s = 0.0;
     // Every `computed` promise is set on every path: queued copies wait on them.
     for (size_t i = 0; i < n; ++i) {
-      const engine::ExpertSegment& seg = *segment_of.at(t->order[i]);
+      const engine::dataflow::ExpertSegment& seg = *segment_of.at(t->order[i]);
       const int64_t rows = seg.end - seg.begin;
       if (t->slot[i] >= 0) {
         if (!p_.prefetch) fetch(i);
@@ -163,22 +163,22 @@ class SlotCacheKernel final : public ExpertKernel {
   }
 
   RunContextPtr ctx_;
-  engine::Executor* exec_;
+  engine::exec::Executor* exec_;
   int32_t block_, device_;
   int64_t num_home_;         // experts placed on device_ (the slot cache's resident ones)
   const HarmoenyParams& p_;  // owned by the HarmoenyRun that made this kernel
-  std::shared_ptr<engine::CpuExpertSlots> slots_;  // cpu: the device's slots; sim: null
+  std::shared_ptr<engine::exec::CpuExpertSlots> slots_;  // cpu: the device's slots; sim: null
 };
 
 // One run: the graph, the resolved parameters and (cpu) each device's expert slots.
 class HarmoenyRun final : public WiringRun {
  public:
   HarmoenyRun(WiringGraph graph, HarmoenyParams params,
-              std::vector<std::shared_ptr<engine::CpuExpertSlots>> slots)
+              std::vector<std::shared_ptr<engine::exec::CpuExpertSlots>> slots)
       : params_(std::move(params)), slots_(std::move(slots)) {
     graph_ = std::move(graph);
   }
-  std::unique_ptr<ExpertKernel> expert_kernel(const RunContextPtr& ctx, engine::Executor* exec,
+  std::unique_ptr<ExpertKernel> expert_kernel(const RunContextPtr& ctx, engine::exec::Executor* exec,
                                               int32_t block, int32_t slot) const override {
     const int64_t device = graph_.slot_device[block][slot];
     return std::make_unique<SlotCacheKernel>(ctx, exec, block, static_cast<int32_t>(device),
@@ -188,7 +188,7 @@ class HarmoenyRun final : public WiringRun {
 
  private:
   HarmoenyParams params_;
-  std::vector<std::shared_ptr<engine::CpuExpertSlots>> slots_;  // [num_devices]; sim: empty
+  std::vector<std::shared_ptr<engine::exec::CpuExpertSlots>> slots_;  // [num_devices]; sim: empty
 };
 
 class PreparedHarmoeny final : public PreparedWiring {
@@ -198,11 +198,11 @@ class PreparedHarmoeny final : public PreparedWiring {
     WiringGraph g = barrier_graph(ctx);
     g.slot_device = per_device_slots(ctx);
     g.dispatch_rule = std::make_shared<const RebalancedDispatch>(params_);
-    std::vector<std::shared_ptr<engine::CpuExpertSlots>> slots;
+    std::vector<std::shared_ptr<engine::exec::CpuExpertSlots>> slots;
     if (ctx.model) {
       // HarMoEny §4.3 on cpu: every device's slots and the worker that copies experts in.
       for (int64_t d = 0; d < ctx.placement.num_devices; ++d) {
-        slots.push_back(std::make_shared<engine::CpuExpertSlots>(ctx.model, params_.slots));
+        slots.push_back(std::make_shared<engine::exec::CpuExpertSlots>(ctx.model, params_.slots));
       }
     }
     return std::make_shared<const HarmoenyRun>(std::move(g), params_, std::move(slots));

@@ -8,13 +8,13 @@
 
 namespace muflow::actors {
 
-absl::StatusOr<HarmoenyParams> resolve_harmoeny(const engine::Topology& topology,
-                                                const engine::ModelConfig& config,
-                                                const engine::Placement& placement,
+absl::StatusOr<HarmoenyParams> resolve_harmoeny(const engine::topology::Topology& topology,
+                                                const engine::model::ModelConfig& config,
+                                                const engine::planning::Placement& placement,
                                                 const SimSetup* sim,
                                                 kernels::sim::Precision precision,
                                                 int64_t weight_bytes) {
-  const engine::HarmoenySpec& spec = topology.harmoeny;
+  const engine::topology::HarmoenySpec& spec = topology.harmoeny;
   HarmoenyParams p;
   p.paper = spec.rebalance == "paper";
   p.prefetch = spec.prefetch;
@@ -47,7 +47,7 @@ absl::StatusOr<HarmoenyParams> resolve_harmoeny(const engine::Topology& topology
   if (spec.q > 0) {
     p.q = spec.q;
   } else if (sim) {
-    absl::StatusOr<int64_t> q = engine::harmoeny_default_q(
+    absl::StatusOr<int64_t> q = engine::planning::harmoeny_default_q(
         sim->kinds.front().peak_flops(precision), sim->links.front().host.bandwidth_bytes_per_s,
         static_cast<double>(weight_bytes));
     if (!q.ok()) {

@@ -1,6 +1,6 @@
 #pragma once
 /// \file
-/// Resolves the `harmoeny` wiring's options for one run (defaults of engine::HarmoenySpec
+/// Resolves the `harmoeny` wiring's options for one run (defaults of engine::topology::HarmoenySpec
 /// filled in from the placement and, on sim, the device and host-link models).
 
 #include <cstdint>
@@ -15,7 +15,7 @@
 
 namespace muflow::actors {
 
-/// The `harmoeny` wiring's resolved options (engine::HarmoenySpec with defaults filled in).
+/// The `harmoeny` wiring's resolved options (engine::topology::HarmoenySpec with defaults filled in).
 struct HarmoenyParams {
   int64_t q = 150;       ///< token transfer threshold (HarMoEny Eq. 4), tokens
   bool paper = true;     ///< Algorithm 2 (true) or the public code's variant
@@ -33,16 +33,16 @@ inline constexpr int64_t kHarmoenyCodeDefaultQ = 150;
 /// HarmoenyParams for `topology` (its [harmoeny] table) with the model `config` placed by
 /// `placement`:
 ///  - slots: topology value, or the most experts any device hosts (E / devices);
-///  - q: topology value, or on sim Eq. 4 (engine::harmoeny_default_q) from device 0's peak
+///  - q: topology value, or on sim Eq. 4 (engine::planning::harmoeny_default_q) from device 0's peak
 ///    FLOP/s at `precision` and its host-link bandwidth, with d_type = `weight_bytes` per
 ///    element; on cpu kHarmoenyCodeDefaultQ;
 ///  - copy_s[d]: on sim the host link's time for one expert's weights (gate, up, down:
 ///    3 · hidden · ffn · weight_bytes, or 2 · for ungated experts); on cpu 0.
 /// `sim` is null on cpu. Errors: InvalidArgument naming `[harmoeny] slots` when the slots
 /// cannot hold a device's home experts or exceed the model's experts, or when Eq. 4 fails.
-absl::StatusOr<HarmoenyParams> resolve_harmoeny(const engine::Topology& topology,
-                                                const engine::ModelConfig& config,
-                                                const engine::Placement& placement,
+absl::StatusOr<HarmoenyParams> resolve_harmoeny(const engine::topology::Topology& topology,
+                                                const engine::model::ModelConfig& config,
+                                                const engine::planning::Placement& placement,
                                                 const SimSetup* sim,
                                                 kernels::sim::Precision precision,
                                                 int64_t weight_bytes);

@@ -14,10 +14,10 @@ class AllGatherDispatch final : public CollectiveRule {
   absl::StatusOr<Delivery> deliver(const RunContext& ctx, CollectiveKind kind, int32_t block,
                                    const std::vector<ContributionPtr>& slot, size_t num_dests,
                                    int64_t iteration, int64_t width) const override {
-    engine::DispatchParts parts;
+    engine::dataflow::DispatchParts parts;
     for (const ContributionPtr& c : slot) parts.push_back(c->parts);
     Delivery d;
-    auto out = engine::dispatch_all_gather(parts, static_cast<int64_t>(num_dests), block, iteration,
+    auto out = engine::dataflow::dispatch_all_gather(parts, static_cast<int64_t>(num_dests), block, iteration,
                                            width, &d.rows_from);
     if (!out.ok()) return out.status();
     d.out = std::move(*out);
@@ -33,24 +33,24 @@ class ReduceScatterCombine final : public CollectiveRule {
                                    int64_t iteration, int64_t width) const override {
     Delivery d;
     for (size_t dst = 0; dst < num_dests; ++dst) {
-      std::vector<engine::TokenBatchPtr> partials;
+      std::vector<engine::dataflow::TokenBatchPtr> partials;
       std::vector<int64_t> from(slot.size(), 0);
       for (size_t src = 0; src < slot.size(); ++src) {
         partials.push_back(dst < slot[src]->parts.size() ? slot[src]->parts[dst] : nullptr);
         if (partials.back()) from[src] = partials.back()->num_tokens();
       }
-      auto sum = engine::reduce_partials(partials);
+      auto sum = engine::dataflow::reduce_partials(partials);
       if (!sum.ok()) {
         return absl::InternalError(
             absl::StrFormat("combine b%d: %s", block, sum.status().message()));
       }
-      engine::TokenBatchPtr out = *sum;
+      engine::dataflow::TokenBatchPtr out = *sum;
       if (!out) {
-        out = std::make_shared<engine::TokenBatch>();
-        out->act = std::make_shared<engine::Activations>(0, width);
+        out = std::make_shared<engine::dataflow::TokenBatch>();
+        out->act = std::make_shared<engine::dataflow::Activations>(0, width);
       }
       out->layer = collective_destination_layer(ctx, kind, block, dst);
-      out->payload = engine::Payload::kExpertOutputs;
+      out->payload = engine::dataflow::Payload::kExpertOutputs;
       out->iteration = iteration;
       d.out.push_back(std::move(out));
       d.rows_from.push_back(std::move(from));
@@ -62,14 +62,14 @@ class ReduceScatterCombine final : public CollectiveRule {
 // This device's shard of each segment's expert.
 class ShardKernel final : public ExpertKernel {
  public:
-  ShardKernel(engine::Executor* exec, int32_t block, int32_t shard, int64_t num_shards)
+  ShardKernel(engine::exec::Executor* exec, int32_t block, int32_t shard, int64_t num_shards)
       : exec_(exec), block_(block), shard_(shard), num_shards_(num_shards) {}
 
-  double compute(const engine::TokenBatch& in, float* y, std::vector<Send>& out) override {
+  double compute(const engine::dataflow::TokenBatch& in, float* y, std::vector<Send>& out) override {
     const int64_t H = exec_->activation_width();
     const float* x = H > 0 ? in.act->data.data() : nullptr;
     double total = 0.0;
-    for (const engine::ExpertSegment& seg : in.segments) {
+    for (const engine::dataflow::ExpertSegment& seg : in.segments) {
       const int64_t rows = seg.end - seg.begin;
       double s = 0.0;
       exec_->expert_shard(block_, seg.expert, shard_, num_shards_, x ? x + seg.begin * H : nullptr,
@@ -81,7 +81,7 @@ class ShardKernel final : public ExpertKernel {
   std::string name() const override { return absl::StrFormat("shards b%d d%d", block_, shard_); }
 
  private:
-  engine::Executor* exec_;
+  engine::exec::Executor* exec_;
   int32_t block_, shard_;
   int64_t num_shards_;
 };
@@ -89,7 +89,7 @@ class ShardKernel final : public ExpertKernel {
 class ShardRun final : public WiringRun {
  public:
   explicit ShardRun(WiringGraph graph) { graph_ = std::move(graph); }
-  std::unique_ptr<ExpertKernel> expert_kernel(const RunContextPtr& ctx, engine::Executor* exec,
+  std::unique_ptr<ExpertKernel> expert_kernel(const RunContextPtr& ctx, engine::exec::Executor* exec,
                                               int32_t block, int32_t slot) const override {
     return std::make_unique<ShardKernel>(exec, block, slot, graph_.num_slots());
   }
@@ -97,9 +97,9 @@ class ShardRun final : public WiringRun {
 
 class PreparedMoeShard final : public PreparedWiring {
  public:
-  explicit PreparedMoeShard(std::shared_ptr<const engine::CpuExpertShards> shards)
+  explicit PreparedMoeShard(std::shared_ptr<const engine::exec::CpuExpertShards> shards)
       : shards_(std::move(shards)) {}
-  std::shared_ptr<const engine::CpuExpertShards> cpu_shards() const override { return shards_; }
+  std::shared_ptr<const engine::exec::CpuExpertShards> cpu_shards() const override { return shards_; }
   absl::StatusOr<std::shared_ptr<const WiringRun>> start_run(const RunContext& ctx) const override {
     WiringGraph g = barrier_graph(ctx);
     g.slot_device = per_device_slots(ctx);
@@ -109,7 +109,7 @@ class PreparedMoeShard final : public PreparedWiring {
   }
 
  private:
-  std::shared_ptr<const engine::CpuExpertShards> shards_;  // cpu: one shard per device
+  std::shared_ptr<const engine::exec::CpuExpertShards> shards_;  // cpu: one shard per device
 };
 
 class MoeShardWiring final : public Wiring {
@@ -122,10 +122,10 @@ class MoeShardWiring final : public Wiring {
   }
   absl::StatusOr<std::shared_ptr<const PreparedWiring>> prepare(
       const WiringSetup& s) const override {
-    std::shared_ptr<const engine::CpuExpertShards> shards;
+    std::shared_ptr<const engine::exec::CpuExpertShards> shards;
     if (s.weights) {
-      absl::StatusOr<std::shared_ptr<const engine::CpuExpertShards>> prepared =
-          engine::CpuExpertShards::prepare(*s.weights,
+      absl::StatusOr<std::shared_ptr<const engine::exec::CpuExpertShards>> prepared =
+          engine::exec::CpuExpertShards::prepare(*s.weights,
                                            static_cast<int64_t>(s.topology.devices.size()));
       if (!prepared.ok()) return prepared.status();
       shards = *prepared;

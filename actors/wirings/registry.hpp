@@ -2,7 +2,7 @@
 /// \file
 /// The registry of wirings: maps the topology's `wiring = "..."` to its Wiring. The one place
 /// (with actors/wirings/*) where wiring names mean something; engine/topology/topology checks the
-/// file's names against engine::kKnownWirings, which a test keeps equal to this list.
+/// file's names against engine::topology::kKnownWirings, which a test keeps equal to this list.
 
 #include <string>
 #include <string_view>

@@ -38,14 +38,14 @@ struct WiringTraits {
 
 /// What a wiring may read when a Server is prepared. References live as long as the call.
 struct WiringSetup {
-  const engine::Topology& topology;
-  const engine::ModelConfig& config;
-  const engine::Placement& placement;  ///< planned (affinity, capability) already
+  const engine::topology::Topology& topology;
+  const engine::model::ModelConfig& config;
+  const engine::planning::Placement& placement;  ///< planned (affinity, capability) already
   const SimSetup* sim = nullptr;       ///< sim backend; null on cpu
   kernels::sim::Precision precision = kernels::sim::Precision::kF32;  ///< sim cost precision
   int64_t weight_bytes = 4;                             ///< bytes per weight element (2 for bf16)
-  std::shared_ptr<const engine::ModelWeights> weights;  ///< cpu backend; null on sim
-  std::shared_ptr<const engine::CpuModel> model;        ///< cpu backend; null on sim
+  std::shared_ptr<const engine::model::ModelWeights> weights;  ///< cpu backend; null on sim
+  std::shared_ptr<const engine::exec::CpuModel> model;        ///< cpu backend; null on sim
 };
 
 /// A wiring prepared for one Server: immutable, shared by its runs (any host thread).
@@ -53,7 +53,7 @@ class PreparedWiring {
  public:
   virtual ~PreparedWiring() = default;
   /// cpu backend: expert weight shards the executors need (Executor::expert_shard), or null.
-  virtual std::shared_ptr<const engine::CpuExpertShards> cpu_shards() const { return nullptr; }
+  virtual std::shared_ptr<const engine::exec::CpuExpertShards> cpu_shards() const { return nullptr; }
   /// The graph and per-run state of one run. `ctx` holds the model, executors, topology,
   /// placement and num_ranks (no actors yet). Errors: per-run setup that failed.
   virtual absl::StatusOr<std::shared_ptr<const WiringRun>> start_run(

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_format.h"
 
-namespace muflow::engine {
+namespace muflow::engine::dataflow {
 namespace {
 
 int64_t rows_of(const TokenBatchPtr& p) { return p ? p->num_tokens() : 0; }
@@ -62,7 +62,7 @@ absl::StatusOr<std::vector<std::vector<int64_t>>> dispatch_counts(const Dispatch
 }
 
 absl::StatusOr<std::vector<TokenBatchPtr>> dispatch_by_schedule(
-    const DispatchParts& parts, const RebalanceSchedule& schedule, int32_t block,
+    const DispatchParts& parts, const planning::RebalanceSchedule& schedule, int32_t block,
     int64_t iteration, int64_t width, std::vector<std::vector<int64_t>>* rows_from) {
   if (absl::Status s = check_shape(parts, width); !s.ok()) return s;
   const auto R = static_cast<int64_t>(parts.size());
@@ -195,4 +195,4 @@ absl::StatusOr<TokenBatchPtr> reduce_partials(const std::vector<TokenBatchPtr>& 
   return out;
 }
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::dataflow

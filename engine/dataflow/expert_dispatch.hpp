@@ -16,7 +16,7 @@
 #include "engine/planning/harmoeny_rebalance.hpp"
 #include "engine/dataflow/token_batch.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::dataflow {
 
 /// What the DP ranks sent to one block's dispatch: `parts[src][e]` holds the rows rank `src`
 /// routed to expert `e` (null or empty = none). Shape [num_ranks][num_experts].
@@ -37,7 +37,7 @@ absl::StatusOr<std::vector<std::vector<int64_t>>> dispatch_counts(const Dispatch
 /// not sum to each part's row count (a token would be dropped or invented), or a part's
 /// activations do not have `width` columns.
 absl::StatusOr<std::vector<TokenBatchPtr>> dispatch_by_schedule(
-    const DispatchParts& parts, const RebalanceSchedule& schedule, int32_t block,
+    const DispatchParts& parts, const planning::RebalanceSchedule& schedule, int32_t block,
     int64_t iteration, int64_t width, std::vector<std::vector<int64_t>>* rows_from);
 
 /// MoEShard's token all-gather (§3.2): every one of `num_destinations` devices receives
@@ -57,4 +57,4 @@ absl::StatusOr<std::vector<TokenBatchPtr>> dispatch_all_gather(
 /// widths.
 absl::StatusOr<TokenBatchPtr> reduce_partials(const std::vector<TokenBatchPtr>& partials);
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::dataflow

@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-namespace muflow::engine {
+namespace muflow::engine::dataflow {
 
 /// Which kind of stage a layer id names.
 enum class StageKind : int8_t { kAttention, kExpert, kSampler };
@@ -88,4 +88,4 @@ struct TokenBatch {
 
 using TokenBatchPtr = std::shared_ptr<TokenBatch>;
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::dataflow

@@ -8,7 +8,7 @@
 #include "engine/exec/cpu_model.hpp"
 #include "kernels/assert.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::dataflow {
 
 TokenPool::TokenPool(Readiness readiness, int64_t hidden, int64_t num_topk,
                      int64_t expected_expert_messages, int64_t expected_residual_messages)
@@ -224,7 +224,7 @@ absl::Status TokenPool::merge_into(std::map<int64_t, Bucket>::iterator found, Me
     }
     std::vector<const float*> rows(num_topk_);
     for (int64_t j = 0; j < num_topk_; ++j) rows[j] = e.outputs.data() + j * hidden_;
-    CpuModel::combine_row(e.residual.data(), rows.data(), e.weights.data(), num_topk_,
+    exec::CpuModel::combine_row(e.residual.data(), rows.data(), e.weights.data(), num_topk_,
                           e.shared.empty() ? nullptr : e.shared.data(), hidden_);
     out.tokens.push_back(e.meta);
     out.h.insert(out.h.end(), e.residual.begin(), e.residual.end());
@@ -271,4 +271,4 @@ absl::StatusOr<MergedTokens> TokenPool::take_ready(int64_t max_tokens) {
   return out;
 }
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::dataflow

@@ -21,7 +21,7 @@
 #include "absl/status/statusor.h"
 #include "engine/dataflow/token_batch.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::dataflow {
 
 /// Merged tokens: `tokens[i]` ↔ row i of `h` [n, hidden].
 struct MergedTokens {
@@ -126,4 +126,4 @@ class TokenPool {
   int64_t ready_tokens_ = 0;           ///< per request: tokens in ready_order_'s groups
 };
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::dataflow

@@ -3,16 +3,16 @@
 #include "engine/serving/sampling.hpp"
 #include "kernels/assert.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::exec {
 
-void CpuExecutor::embed(const std::vector<TokenMeta>& tokens, float* h) {
+void CpuExecutor::embed(const std::vector<dataflow::TokenMeta>& tokens, float* h) {
   std::vector<int32_t> ids(tokens.size());
   for (size_t i = 0; i < tokens.size(); ++i) ids[i] = tokens[i].token_id;
   model_->embed(ids.data(), static_cast<int64_t>(ids.size()), h);
 }
 
-absl::Status CpuExecutor::attention(int64_t block, KvCache& kv,
-                                    const std::vector<TokenMeta>& tokens, float* h,
+absl::Status CpuExecutor::attention(int64_t block, serving::KvCache& kv,
+                                    const std::vector<dataflow::TokenMeta>& tokens, float* h,
                                     const AttentionResult& out, double* seconds) {
   *seconds = 0.0;
   const auto n = static_cast<int64_t>(tokens.size());
@@ -39,11 +39,11 @@ void CpuExecutor::expert_shard(int64_t block, int64_t expert, int64_t shard, int
   shards_->forward(block, expert, shard, x, n, y);
 }
 
-void CpuExecutor::sample(const std::vector<TokenMeta>& rows, const float* h,
-                         const SamplingSpec& sampling, std::vector<int32_t>* tokens,
+void CpuExecutor::sample(const std::vector<dataflow::TokenMeta>& rows, const float* h,
+                         const topology::SamplingSpec& sampling, std::vector<int32_t>* tokens,
                          std::vector<std::vector<float>>* logits, double* seconds) {
   *seconds = 0.0;
-  const ModelConfig& c = model_->config();
+  const model::ModelConfig& c = model_->config();
   const auto n = static_cast<int64_t>(rows.size());
   std::vector<float> all(n * c.vocab_size);
   if (n > 0) model_->logits(h, n, all.data());
@@ -51,12 +51,12 @@ void CpuExecutor::sample(const std::vector<TokenMeta>& rows, const float* h,
   logits->assign(n, {});
   for (int64_t i = 0; i < n; ++i) {
     const float* row = all.data() + i * c.vocab_size;
-    if (rows[i].flags & kSample) {
-      (*tokens)[i] = sample_token(row, c.vocab_size, sampling, rows[i].request_id,
+    if (rows[i].flags & dataflow::kSample) {
+      (*tokens)[i] = serving::sample_token(row, c.vocab_size, sampling, rows[i].request_id,
                                   rows[i].position + 1);
     }
-    if (rows[i].flags & kNeedsLogits) (*logits)[i].assign(row, row + c.vocab_size);
+    if (rows[i].flags & dataflow::kNeedsLogits) (*logits)[i].assign(row, row + c.vocab_size);
   }
 }
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::exec

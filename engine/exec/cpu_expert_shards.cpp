@@ -5,17 +5,17 @@
 #include "absl/strings/str_format.h"
 #include "kernels/assert.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::exec {
 namespace {
 
 // Rows [begin, end) of a row-major [rows, cols] tensor.
-WeightTensor slice_rows(const WeightTensor& t, int64_t begin, int64_t end) {
-  WeightTensor out;
+model::WeightTensor slice_rows(const model::WeightTensor& t, int64_t begin, int64_t end) {
+  model::WeightTensor out;
   out.name = t.name;
   out.dtype = t.dtype;
   const int64_t cols = t.cols();
   out.shape = {end - begin, cols};
-  if (t.dtype == DType::kF32) {
+  if (t.dtype == model::DType::kF32) {
     out.f32.assign(t.f32.begin() + begin * cols, t.f32.begin() + end * cols);
   } else {
     out.bf16.assign(t.bf16.begin() + begin * cols, t.bf16.begin() + end * cols);
@@ -24,14 +24,14 @@ WeightTensor slice_rows(const WeightTensor& t, int64_t begin, int64_t end) {
 }
 
 // Columns [begin, end) of a row-major [rows, cols] tensor.
-WeightTensor slice_cols(const WeightTensor& t, int64_t begin, int64_t end) {
-  WeightTensor out;
+model::WeightTensor slice_cols(const model::WeightTensor& t, int64_t begin, int64_t end) {
+  model::WeightTensor out;
   out.name = t.name;
   out.dtype = t.dtype;
   const int64_t rows = t.rows(), cols = t.cols(), w = end - begin;
   out.shape = {rows, w};
   for (int64_t r = 0; r < rows; ++r) {
-    if (t.dtype == DType::kF32) {
+    if (t.dtype == model::DType::kF32) {
       out.f32.insert(out.f32.end(), t.f32.begin() + r * cols + begin,
                      t.f32.begin() + r * cols + end);
     } else {
@@ -42,10 +42,10 @@ WeightTensor slice_cols(const WeightTensor& t, int64_t begin, int64_t end) {
   return out;
 }
 
-std::unique_ptr<kernels::cpu::ExpertFfn> make_shard_ffn(const ExpertWeights& e, int64_t hidden,
+std::unique_ptr<kernels::cpu::ExpertFfn> make_shard_ffn(const model::ExpertWeights& e, int64_t hidden,
                                                          int64_t ffn) {
-  if (e.gate.dtype == DType::kBF16 && e.up.dtype == DType::kBF16 &&
-      e.down.dtype == DType::kBF16) {
+  if (e.gate.dtype == model::DType::kBF16 && e.up.dtype == model::DType::kBF16 &&
+      e.down.dtype == model::DType::kBF16) {
     return std::make_unique<kernels::cpu::ExpertFfn>(e.gate.bf16.data(), e.up.bf16.data(),
                                                      e.down.bf16.data(), hidden, ffn);
   }
@@ -55,25 +55,25 @@ std::unique_ptr<kernels::cpu::ExpertFfn> make_shard_ffn(const ExpertWeights& e, 
 
 }  // namespace
 
-ExpertWeights slice_expert(const ExpertWeights& e, ShardRange range) {
+model::ExpertWeights slice_expert(const model::ExpertWeights& e, planning::ShardRange range) {
   return {slice_rows(e.gate, range.begin, range.end), slice_rows(e.up, range.begin, range.end),
           slice_cols(e.down, range.begin, range.end)};
 }
 
 absl::StatusOr<std::shared_ptr<const CpuExpertShards>> CpuExpertShards::prepare(
-    const ModelWeights& weights, int64_t num_shards) {
-  const ModelConfig& c = weights.config;
-  absl::StatusOr<ShardPlan> plan = moeshard_plan(c.expert_ffn, num_shards);
+    const model::ModelWeights& weights, int64_t num_shards) {
+  const model::ModelConfig& c = weights.config;
+  absl::StatusOr<planning::ShardPlan> plan = planning::moeshard_plan(c.expert_ffn, num_shards);
   if (!plan.ok()) return plan.status();
   auto out = std::shared_ptr<CpuExpertShards>(new CpuExpertShards());
   out->hidden_ = c.hidden_size;
   out->plan_ = *plan;
   out->ffn_.resize(weights.blocks.size());
   for (size_t b = 0; b < weights.blocks.size(); ++b) {
-    const std::vector<ExpertWeights>& experts = weights.blocks[b].experts;
+    const std::vector<model::ExpertWeights>& experts = weights.blocks[b].experts;
     out->ffn_[b].resize(experts.size());
     for (size_t e = 0; e < experts.size(); ++e) {
-      const ExpertWeights& ew = experts[e];
+      const model::ExpertWeights& ew = experts[e];
       const std::vector<int64_t> gate{c.expert_ffn, c.hidden_size}, down{c.hidden_size,
                                                                           c.expert_ffn};
       if (ew.gate.shape != gate || ew.up.shape != gate || ew.down.shape != down) {
@@ -81,7 +81,7 @@ absl::StatusOr<std::shared_ptr<const CpuExpertShards>> CpuExpertShards::prepare(
             "block %d expert %d: gate/up/down shapes disagree with hidden %d, ffn %d", b, e,
             c.hidden_size, c.expert_ffn));
       }
-      for (const ShardRange& r : plan->ranges) {
+      for (const planning::ShardRange& r : plan->ranges) {
         out->ffn_[b][e].push_back(r.size() == 0 ? nullptr
                                                 : make_shard_ffn(slice_expert(ew, r),
                                                                  c.hidden_size, r.size()));
@@ -105,4 +105,4 @@ void CpuExpertShards::forward(int64_t block, int64_t expert, int64_t shard, cons
   f->forward(x, n, y);
 }
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::exec

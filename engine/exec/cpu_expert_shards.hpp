@@ -14,7 +14,7 @@
 #include "engine/planning/moeshard_plan.hpp"
 #include "kernels/cpu/expert_ffn.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::exec {
 
 /// Prepacked expert shards. Immutable after `prepare`; const methods may be called from any
 /// thread (one instance is shared by the cpu executors of a run). Memory: one more copy of
@@ -25,10 +25,10 @@ class CpuExpertShards {
   /// attention) into `num_shards` shards. Errors: InvalidArgument when num_shards < 1 or an
   /// expert tensor's shape disagrees with the config.
   static absl::StatusOr<std::shared_ptr<const CpuExpertShards>> prepare(
-      const ModelWeights& weights, int64_t num_shards);
+      const model::ModelWeights& weights, int64_t num_shards);
 
   int64_t num_shards() const { return static_cast<int64_t>(plan_.ranges.size()); }
-  const ShardPlan& plan() const { return plan_; }
+  const planning::ShardPlan& plan() const { return plan_; }
 
   /// Partial output of shard `shard` of expert (block, expert): y[n, hidden] =
   /// down[:, r] · (silu(gate[r] x) ⊙ up[r] x) with r the shard's range; zeros for an empty
@@ -41,7 +41,7 @@ class CpuExpertShards {
   CpuExpertShards() = default;
 
   int64_t hidden_ = 0;
-  ShardPlan plan_;
+  planning::ShardPlan plan_;
   /// [block][expert][shard]; null for an empty shard.
   std::vector<std::vector<std::vector<std::unique_ptr<kernels::cpu::ExpertFfn>>>> ffn_;
 };
@@ -49,6 +49,6 @@ class CpuExpertShards {
 /// Rows [begin, end) of gate and up and columns [begin, end) of down of one expert, keeping
 /// the dtype (exposed for tests). Precondition: 0 ≤ begin ≤ end ≤ ffn, shapes as in
 /// ExpertWeights.
-ExpertWeights slice_expert(const ExpertWeights& e, ShardRange range);
+model::ExpertWeights slice_expert(const model::ExpertWeights& e, planning::ShardRange range);
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::exec

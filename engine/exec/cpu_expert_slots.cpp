@@ -5,12 +5,12 @@
 
 #include "kernels/assert.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::exec {
 
 CpuExpertSlots::CpuExpertSlots(std::shared_ptr<const CpuModel> model, int64_t num_slots)
     : model_(std::move(model)) {
   MUFLOW_ASSERT(num_slots >= 0, "CpuExpertSlots: negative slot count");
-  const ModelConfig& c = model_->config();
+  const model::ModelConfig& c = model_->config();
   std::size_t bytes = 64;
   for (int64_t b = 0; b < c.num_layers; ++b) {
     for (int64_t e = 0; e < c.num_experts; ++e) {
@@ -38,7 +38,7 @@ CpuExpertSlots::~CpuExpertSlots() {
 std::shared_future<void> CpuExpertSlots::fetch(int64_t slot, int64_t block, int64_t expert,
                                                std::shared_future<void> after) {
   MUFLOW_ASSERT(slot >= 0 && slot < num_slots(), "CpuExpertSlots::fetch: slot out of range");
-  const ModelConfig& c = model_->config();
+  const model::ModelConfig& c = model_->config();
   MUFLOW_ASSERT(block >= 0 && block < c.num_layers && expert >= 0 && expert < c.num_experts,
                 "CpuExpertSlots::fetch: expert out of range");
   Job job{slot, block, expert, std::move(after), {}};
@@ -91,4 +91,4 @@ int64_t CpuExpertSlots::copies() const {
   return copies_;
 }
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::exec

@@ -21,7 +21,7 @@
 
 #include "engine/exec/cpu_model.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::exec {
 
 /// The slots of one device. Thread safety: `fetch`, `forward` and `copies` may be called from
 /// any thread (the stage actors of that device, one at a time); the worker thread is owned
@@ -74,4 +74,4 @@ class CpuExpertSlots {
   std::thread worker_;
 };
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::exec

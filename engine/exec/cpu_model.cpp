@@ -9,13 +9,13 @@
 #include "kernels/cpu/rope.hpp"
 #include "kernels/cpu/router.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::exec {
 namespace {
 
 using kernels::cpu::ExpertFfn;
 using kernels::cpu::Linear;
 
-absl::Status check_shape(const WeightTensor& t, std::vector<int64_t> expected) {
+absl::Status check_shape(const model::WeightTensor& t, std::vector<int64_t> expected) {
   if (t.shape != expected) {
     std::string got, want;
     for (int64_t d : t.shape) got += absl::StrFormat("%s%d", got.empty() ? "" : ",", d);
@@ -27,17 +27,17 @@ absl::Status check_shape(const WeightTensor& t, std::vector<int64_t> expected) {
 }
 
 // Concatenates matrices [rows_i, cols] of one dtype into one [Σ rows_i, cols] weight.
-WeightTensor concat_rows(const std::vector<const WeightTensor*>& parts) {
-  WeightTensor out;
+model::WeightTensor concat_rows(const std::vector<const model::WeightTensor*>& parts) {
+  model::WeightTensor out;
   out.dtype = parts.front()->dtype;
-  for (const WeightTensor* p : parts) {
-    if (p->dtype != out.dtype) out.dtype = DType::kF32;  // mixed: fall back to f32
+  for (const model::WeightTensor* p : parts) {
+    if (p->dtype != out.dtype) out.dtype = model::DType::kF32;  // mixed: fall back to f32
   }
   int64_t rows = 0;
-  for (const WeightTensor* p : parts) rows += p->rows();
+  for (const model::WeightTensor* p : parts) rows += p->rows();
   out.shape = {rows, parts.front()->cols()};
-  for (const WeightTensor* p : parts) {
-    if (out.dtype == DType::kF32) {
+  for (const model::WeightTensor* p : parts) {
+    if (out.dtype == model::DType::kF32) {
       std::vector<float> f = p->to_f32();
       out.f32.insert(out.f32.end(), f.begin(), f.end());
     } else {
@@ -47,16 +47,16 @@ WeightTensor concat_rows(const std::vector<const WeightTensor*>& parts) {
   return out;
 }
 
-std::unique_ptr<Linear> make_linear(const WeightTensor& w, const float* bias) {
-  if (w.dtype == DType::kBF16) {
+std::unique_ptr<Linear> make_linear(const model::WeightTensor& w, const float* bias) {
+  if (w.dtype == model::DType::kBF16) {
     return std::make_unique<Linear>(w.bf16.data(), w.rows(), w.cols(), bias);
   }
   return std::make_unique<Linear>(w.f32.data(), w.rows(), w.cols(), bias);
 }
 
-std::unique_ptr<ExpertFfn> make_ffn(const ExpertWeights& e, int64_t hidden, int64_t ffn) {
-  const bool bf16 = e.gate.dtype == DType::kBF16 && e.up.dtype == DType::kBF16 &&
-                    e.down.dtype == DType::kBF16;
+std::unique_ptr<ExpertFfn> make_ffn(const model::ExpertWeights& e, int64_t hidden, int64_t ffn) {
+  const bool bf16 = e.gate.dtype == model::DType::kBF16 && e.up.dtype == model::DType::kBF16 &&
+                    e.down.dtype == model::DType::kBF16;
   if (bf16) {
     return std::make_unique<ExpertFfn>(e.gate.bf16.data(), e.up.bf16.data(), e.down.bf16.data(),
                                        hidden, ffn);
@@ -68,9 +68,9 @@ std::unique_ptr<ExpertFfn> make_ffn(const ExpertWeights& e, int64_t hidden, int6
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<const CpuModel>> CpuModel::prepare(
-    std::shared_ptr<const ModelWeights> weights) {
+    std::shared_ptr<const model::ModelWeights> weights) {
   if (!weights) return absl::InvalidArgumentError("CpuModel::prepare: null weights");
-  const ModelConfig& c = weights->config;
+  const model::ModelConfig& c = weights->config;
   if (absl::Status s = c.validate(); !s.ok()) return s;
   const int64_t H = c.hidden_size, qd = c.num_heads * c.head_dim, kvd = c.num_kv_heads * c.head_dim;
   if (absl::Status s = check_shape(weights->embed, {c.vocab_size, H}); !s.ok()) return s;
@@ -84,9 +84,9 @@ absl::StatusOr<std::shared_ptr<const CpuModel>> CpuModel::prepare(
   auto model = std::shared_ptr<CpuModel>(new CpuModel(weights));
   model->blocks_.resize(c.num_layers);
   for (int64_t b = 0; b < c.num_layers; ++b) {
-    const BlockWeights& bw = weights->blocks[b];
+    const model::BlockWeights& bw = weights->blocks[b];
     Block& blk = model->blocks_[b];
-    for (auto [t, shape] : std::vector<std::pair<const WeightTensor*, std::vector<int64_t>>>{
+    for (auto [t, shape] : std::vector<std::pair<const model::WeightTensor*, std::vector<int64_t>>>{
              {&bw.input_norm, {H}}, {&bw.post_attn_norm, {H}}, {&bw.q, {qd, H}},
              {&bw.k, {kvd, H}}, {&bw.v, {kvd, H}}, {&bw.o, {H, qd}},
              {&bw.router, {c.num_experts, H}}}) {
@@ -98,10 +98,10 @@ absl::StatusOr<std::shared_ptr<const CpuModel>> CpuModel::prepare(
     }
     blk.input_norm = bw.input_norm.to_f32();
     blk.post_attn_norm = bw.post_attn_norm.to_f32();
-    WeightTensor qkv = concat_rows({&bw.q, &bw.k, &bw.v});
+    model::WeightTensor qkv = concat_rows({&bw.q, &bw.k, &bw.v});
     std::vector<float> qkv_bias;
     if (c.attention_bias) {
-      for (const WeightTensor* bias : {&bw.q_bias, &bw.k_bias, &bw.v_bias}) {
+      for (const model::WeightTensor* bias : {&bw.q_bias, &bw.k_bias, &bw.v_bias}) {
         std::vector<float> f = bias->to_f32();
         if (static_cast<int64_t>(f.size()) != bias->rows() || f.empty()) {
           return absl::InvalidArgumentError(
@@ -120,8 +120,8 @@ absl::StatusOr<std::shared_ptr<const CpuModel>> CpuModel::prepare(
     std::vector<float> router = bw.router.to_f32();  // routing always in f32
     blk.router = std::make_unique<Linear>(router.data(), c.num_experts, H, nullptr);
     for (int64_t e = 0; e < c.num_experts; ++e) {
-      const ExpertWeights& ew = bw.experts[e];
-      for (auto [t, shape] : std::vector<std::pair<const WeightTensor*, std::vector<int64_t>>>{
+      const model::ExpertWeights& ew = bw.experts[e];
+      for (auto [t, shape] : std::vector<std::pair<const model::WeightTensor*, std::vector<int64_t>>>{
                {&ew.gate, {c.expert_ffn, H}}, {&ew.up, {c.expert_ffn, H}},
                {&ew.down, {H, c.expert_ffn}}}) {
         if (absl::Status s = check_shape(*t, shape); !s.ok()) return s;
@@ -129,8 +129,8 @@ absl::StatusOr<std::shared_ptr<const CpuModel>> CpuModel::prepare(
       blk.experts.push_back(make_ffn(ew, H, c.expert_ffn));
     }
     if (c.shared_expert_ffn > 0) {
-      const ExpertWeights& se = bw.shared_expert;
-      for (auto [t, shape] : std::vector<std::pair<const WeightTensor*, std::vector<int64_t>>>{
+      const model::ExpertWeights& se = bw.shared_expert;
+      for (auto [t, shape] : std::vector<std::pair<const model::WeightTensor*, std::vector<int64_t>>>{
                {&se.gate, {c.shared_expert_ffn, H}}, {&se.up, {c.shared_expert_ffn, H}},
                {&se.down, {H, c.shared_expert_ffn}}, {&bw.shared_expert_gate, {1, H}}}) {
         if (absl::Status s = check_shape(*t, shape); !s.ok()) return s;
@@ -153,11 +153,11 @@ void CpuModel::embed(const int32_t* ids, int64_t n, float* h) const {
   }
 }
 
-absl::Status CpuModel::attention(int64_t block, KvCache& kv, const int64_t* request_ids,
+absl::Status CpuModel::attention(int64_t block, serving::KvCache& kv, const int64_t* request_ids,
                                  const int64_t* positions, int64_t n, float* h,
                                  const AttentionOutputs& out) const {
   if (n == 0) return absl::OkStatus();
-  const ModelConfig& c = config();
+  const model::ModelConfig& c = config();
   const Block& blk = blocks_[block];
   const int64_t H = c.hidden_size, hd = c.head_dim;
   const int64_t qd = c.num_heads * hd, kvd = c.num_kv_heads * hd, W = qd + 2 * kvd;
@@ -207,7 +207,7 @@ void CpuModel::expert(int64_t block, int64_t expert, const float* x, int64_t n, 
 }
 
 void CpuModel::logits(const float* h, int64_t n, float* logits) const {
-  const ModelConfig& c = config();
+  const model::ModelConfig& c = config();
   std::vector<float> normed(n * c.hidden_size);
   kernels::cpu::rms_norm(h, final_norm_.data(), n, c.hidden_size, c.rms_norm_eps,
                          normed.data());
@@ -224,4 +224,4 @@ void CpuModel::combine_row(float* h, const float* const* expert_rows, const floa
   }
 }
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::exec

@@ -15,7 +15,7 @@
 #include "kernels/cpu/expert_ffn.hpp"
 #include "kernels/cpu/linear.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::exec {
 
 /// Outputs of the attention half of one block for `n` token rows.
 struct AttentionOutputs {
@@ -34,10 +34,10 @@ class CpuModel {
   /// expert's gate|up fused and down, shared expert, LM head). bf16 matrices stay bf16.
   /// Errors: InvalidArgument when the weights disagree with the config (wrong shapes).
   static absl::StatusOr<std::shared_ptr<const CpuModel>> prepare(
-      std::shared_ptr<const ModelWeights> weights);
+      std::shared_ptr<const model::ModelWeights> weights);
 
-  const ModelConfig& config() const { return weights_->config; }
-  const ModelWeights& weights() const { return *weights_; }
+  const model::ModelConfig& config() const { return weights_->config; }
+  const model::ModelWeights& weights() const { return *weights_; }
 
   /// Embedding lookup: h[i] = embed[ids[i]]. ids must be in [0, vocab) (checked by the caller:
   /// workloads validate prompts). h: [n, hidden].
@@ -50,7 +50,7 @@ class CpuModel {
   /// rows of one request must be consecutive positions continuing the cached length.
   /// h: [n, hidden] f32 in/out. Errors: FailedPrecondition when a position does not continue
   /// its request's cache (nothing after the failing row is appended).
-  absl::Status attention(int64_t block, KvCache& kv, const int64_t* request_ids,
+  absl::Status attention(int64_t block, serving::KvCache& kv, const int64_t* request_ids,
                          const int64_t* positions, int64_t n, float* h,
                          const AttentionOutputs& out) const;
 
@@ -79,13 +79,13 @@ class CpuModel {
     std::vector<float> shared_gate;  ///< [hidden]
     std::vector<float> input_norm, post_attn_norm;  ///< [hidden] each
   };
-  explicit CpuModel(std::shared_ptr<const ModelWeights> w) : weights_(std::move(w)) {}
+  explicit CpuModel(std::shared_ptr<const model::ModelWeights> w) : weights_(std::move(w)) {}
 
-  std::shared_ptr<const ModelWeights> weights_;
+  std::shared_ptr<const model::ModelWeights> weights_;
   std::vector<Block> blocks_;
   std::unique_ptr<kernels::cpu::Linear> lm_head_;
   std::vector<float> embed_;       ///< [vocab, hidden] f32 copy of the embedding table
   std::vector<float> final_norm_;  ///< [hidden]
 };
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::exec

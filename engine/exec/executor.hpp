@@ -13,7 +13,7 @@
 #include "engine/dataflow/token_batch.hpp"
 #include "engine/topology/topology.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::exec {
 
 /// Outputs of an attention stage for `n` rows (widths per Executor::activation_width()).
 struct AttentionResult {
@@ -38,11 +38,11 @@ class Executor {
   virtual bool virtual_time() const = 0;
 
   /// Block 0 input: the residual stream of `tokens` (their token ids) into h [n, width].
-  virtual void embed(const std::vector<TokenMeta>& tokens, float* h) = 0;
+  virtual void embed(const std::vector<dataflow::TokenMeta>& tokens, float* h) = 0;
   /// The attention half of `block` for `tokens` (positions continue each request's cache in
   /// `kv`); h [n, width] in/out. `seconds` receives the modeled duration (0 when measured).
   /// Errors: FailedPrecondition when a position does not continue its request's KV cache.
-  virtual absl::Status attention(int64_t block, KvCache& kv, const std::vector<TokenMeta>& tokens,
+  virtual absl::Status attention(int64_t block, serving::KvCache& kv, const std::vector<dataflow::TokenMeta>& tokens,
                                  float* h, const AttentionResult& out, double* seconds) = 0;
   /// One expert over `n` rows: y [n, width] from x [n, width].
   virtual void expert(int64_t block, int64_t expert, const float* x, int64_t n, float* y,
@@ -55,9 +55,9 @@ class Executor {
   /// Final norm, LM head and sampling for `rows` (h [rows.size(), width]): token[i] is the next
   /// token after rows[i] (position + 1) where rows[i] asks for kSample, else -1; logits[i] is
   /// filled [vocab] where it asks for kNeedsLogits.
-  virtual void sample(const std::vector<TokenMeta>& rows, const float* h,
-                      const SamplingSpec& sampling, std::vector<int32_t>* tokens,
+  virtual void sample(const std::vector<dataflow::TokenMeta>& rows, const float* h,
+                      const topology::SamplingSpec& sampling, std::vector<int32_t>* tokens,
                       std::vector<std::vector<float>>* logits, double* seconds) = 0;
 };
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::exec

@@ -3,12 +3,12 @@
 #include "absl/strings/str_format.h"
 #include "engine/serving/sampling.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::exec {
 
-absl::StatusOr<ReferenceResult> reference_generate(const CpuModel& model, const Request& request,
-                                                   const SamplingSpec& sampling,
+absl::StatusOr<ReferenceResult> reference_generate(const CpuModel& model, const serving::Request& request,
+                                                   const topology::SamplingSpec& sampling,
                                                    bool want_prompt_logits) {
-  const ModelConfig& c = model.config();
+  const model::ModelConfig& c = model.config();
   if (request.prompt.empty()) {
     return absl::InvalidArgumentError(absl::StrFormat("request %d: empty prompt", request.id));
   }
@@ -20,7 +20,7 @@ absl::StatusOr<ReferenceResult> reference_generate(const CpuModel& model, const 
     }
   }
   const int64_t H = c.hidden_size, K = c.num_topk;
-  std::vector<KvCache> caches(c.num_layers, KvCache(c.num_kv_heads * c.head_dim));
+  std::vector<serving::KvCache> caches(c.num_layers, serving::KvCache(c.num_kv_heads * c.head_dim));
   ReferenceResult result;
   result.expert_ids.resize(c.num_layers);
 
@@ -60,7 +60,7 @@ absl::StatusOr<ReferenceResult> reference_generate(const CpuModel& model, const 
     if (want_prompt_logits && position == 0) result.prompt_logits = logits;
     const int64_t last = position + n - 1;
     const int32_t next =
-        sample_token(logits.data() + (n - 1) * c.vocab_size, c.vocab_size, sampling, request.id,
+        serving::sample_token(logits.data() + (n - 1) * c.vocab_size, c.vocab_size, sampling, request.id,
                      last + 1);
     result.output_ids.push_back(next);
     position += n;
@@ -72,4 +72,4 @@ absl::StatusOr<ReferenceResult> reference_generate(const CpuModel& model, const 
   return result;
 }
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::exec

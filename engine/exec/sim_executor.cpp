@@ -9,11 +9,11 @@
 #include "kernels/assert.hpp"
 #include "kernels/sim/op_cost.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::exec {
 
-SimExecutor::SimExecutor(const ModelConfig& config, kernels::sim::DeviceKind kind,
+SimExecutor::SimExecutor(const model::ModelConfig& config, kernels::sim::DeviceKind kind,
                          std::shared_ptr<const kernels::sim::CostModel> cost,
-                         std::shared_ptr<const RouterModel> router,
+                         std::shared_ptr<const routing::RouterModel> router,
                          kernels::sim::Precision precision)
     : config_(config),
       kind_(std::move(kind)),
@@ -25,14 +25,14 @@ double SimExecutor::seconds_for(const kernels::sim::OpCost& cost, int64_t num_to
   return cost_->seconds(kind_, precision_, cost, num_tokens);
 }
 
-absl::Status SimExecutor::attention(int64_t block, KvCache& kv,
-                                    const std::vector<TokenMeta>& tokens, float* h,
+absl::Status SimExecutor::attention(int64_t block, serving::KvCache& kv,
+                                    const std::vector<dataflow::TokenMeta>& tokens, float* h,
                                     const AttentionResult& out, double* seconds) {
   const auto n = static_cast<int64_t>(tokens.size());
   const int64_t K = config_.num_topk;
   // Per request: tokens in this batch and the context they attend to (the cache afterwards).
   std::map<int64_t, kernels::sim::AttentionSequence> seqs;
-  for (const TokenMeta& t : tokens) {
+  for (const dataflow::TokenMeta& t : tokens) {
     if (!kv.append(t.request_id, t.position, nullptr, nullptr)) {
       return absl::FailedPreconditionError(absl::StrFormat(
           "block %d: request %d position %d does not continue its KV cache (length %d)", block,
@@ -73,7 +73,7 @@ void SimExecutor::expert(int64_t block, int64_t expert, const float* x, int64_t 
 void SimExecutor::expert_shard(int64_t block, int64_t expert, int64_t shard, int64_t num_shards,
                                const float* x, int64_t n, float* y, double* seconds) {
   // The shard's width from the same plan the cpu backend slices weights with.
-  absl::StatusOr<ShardPlan> plan = moeshard_plan(config_.expert_ffn, num_shards);
+  absl::StatusOr<planning::ShardPlan> plan = planning::moeshard_plan(config_.expert_ffn, num_shards);
   MUFLOW_ASSERT(plan.ok() && shard >= 0 && shard < num_shards,
                 "SimExecutor::expert_shard: bad shard index or count");
   const int64_t ffn = plan->ranges[shard].size();
@@ -85,8 +85,8 @@ void SimExecutor::expert_shard(int64_t block, int64_t expert, int64_t shard, int
                                     n);
 }
 
-void SimExecutor::sample(const std::vector<TokenMeta>& rows, const float* h,
-                         const SamplingSpec& sampling, std::vector<int32_t>* tokens,
+void SimExecutor::sample(const std::vector<dataflow::TokenMeta>& rows, const float* h,
+                         const topology::SamplingSpec& sampling, std::vector<int32_t>* tokens,
                          std::vector<std::vector<float>>* logits, double* seconds) {
   const auto n = static_cast<int64_t>(rows.size());
   *seconds = seconds_for(
@@ -96,11 +96,11 @@ void SimExecutor::sample(const std::vector<TokenMeta>& rows, const float* h,
   // A stand-in token id in [3, vocab): never BOS (1) or EOS (2), reproducible per position.
   const double span = static_cast<double>(std::max<int64_t>(1, config_.vocab_size - 3));
   for (int64_t i = 0; i < n; ++i) {
-    if (!(rows[i].flags & kSample)) continue;
-    const double u = counter_uniform(sampling.seed, static_cast<uint64_t>(rows[i].request_id),
+    if (!(rows[i].flags & dataflow::kSample)) continue;
+    const double u = serving::counter_uniform(sampling.seed, static_cast<uint64_t>(rows[i].request_id),
                                      static_cast<uint64_t>(rows[i].position + 1));
     (*tokens)[i] = static_cast<int32_t>(3 + static_cast<int64_t>(u * span));
   }
 }
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::exec

@@ -12,7 +12,7 @@
 #include "kernels/sim/cost_model.hpp"
 #include "kernels/sim/device_kind.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::exec {
 
 /// Models one simulated device. Deterministic: durations depend only on the batch's token
 /// counts and context lengths; expert choices only on (router seed, request, position, block);
@@ -20,20 +20,20 @@ namespace muflow::engine {
 /// run to their workload's output length. Prompt logits are not available in simulation.
 class SimExecutor final : public Executor {
  public:
-  SimExecutor(const ModelConfig& config, kernels::sim::DeviceKind kind,
+  SimExecutor(const model::ModelConfig& config, kernels::sim::DeviceKind kind,
               std::shared_ptr<const kernels::sim::CostModel> cost,
-              std::shared_ptr<const RouterModel> router, kernels::sim::Precision precision);
+              std::shared_ptr<const routing::RouterModel> router, kernels::sim::Precision precision);
 
   int64_t activation_width() const override { return 0; }
   bool virtual_time() const override { return true; }
-  void embed(const std::vector<TokenMeta>& tokens, float* h) override {}
-  absl::Status attention(int64_t block, KvCache& kv, const std::vector<TokenMeta>& tokens,
+  void embed(const std::vector<dataflow::TokenMeta>& tokens, float* h) override {}
+  absl::Status attention(int64_t block, serving::KvCache& kv, const std::vector<dataflow::TokenMeta>& tokens,
                          float* h, const AttentionResult& out, double* seconds) override;
   void expert(int64_t block, int64_t expert, const float* x, int64_t n, float* y,
               double* seconds) override;
   void expert_shard(int64_t block, int64_t expert, int64_t shard, int64_t num_shards,
                     const float* x, int64_t n, float* y, double* seconds) override;
-  void sample(const std::vector<TokenMeta>& rows, const float* h, const SamplingSpec& sampling,
+  void sample(const std::vector<dataflow::TokenMeta>& rows, const float* h, const topology::SamplingSpec& sampling,
               std::vector<int32_t>* tokens, std::vector<std::vector<float>>* logits,
               double* seconds) override;
 
@@ -42,11 +42,11 @@ class SimExecutor final : public Executor {
  private:
   double seconds_for(const kernels::sim::OpCost& cost, int64_t num_tokens) const;
 
-  ModelConfig config_;
+  model::ModelConfig config_;
   kernels::sim::DeviceKind kind_;
   std::shared_ptr<const kernels::sim::CostModel> cost_;
-  std::shared_ptr<const RouterModel> router_;
+  std::shared_ptr<const routing::RouterModel> router_;
   kernels::sim::Precision precision_;
 };
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::exec

@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace muflow::engine {
+namespace muflow::engine::model {
 
 namespace {
 
@@ -238,4 +238,4 @@ json hf_config_json(const ModelConfig& c, const std::string& torch_dtype) {
   return j;
 }
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::model

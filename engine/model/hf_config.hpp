@@ -11,7 +11,7 @@
 #include "absl/status/statusor.h"
 #include "engine/model/model_config.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::model {
 
 /// Reads and validates an HF `config.json`.
 ///
@@ -45,4 +45,4 @@ absl::StatusOr<ModelConfig> parse_hf_config_json(const nlohmann::json& config,
 nlohmann::json hf_config_json(const ModelConfig& config,
                               const std::string& torch_dtype = "float32");
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::model

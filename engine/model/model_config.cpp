@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_format.h"
 
-namespace muflow::engine {
+namespace muflow::engine::model {
 
 const char* model_type_name(ModelType type) {
   switch (type) {
@@ -96,4 +96,4 @@ absl::Status ModelConfig::validate() const {
   return absl::OkStatus();
 }
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::model

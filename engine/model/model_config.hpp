@@ -7,7 +7,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace muflow::engine {
+namespace muflow::engine::model {
 
 /// Supported architectures: HF `model_type` "mixtral" and "qwen2_moe".
 enum class ModelType { kMixtral, kQwen2Moe };
@@ -49,4 +49,4 @@ struct ModelConfig {
   absl::Status validate() const;
 };
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::model

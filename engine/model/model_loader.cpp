@@ -16,7 +16,7 @@
 #include "engine/model/safetensors.hpp"
 #include "kernels/assert.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::model {
 
 namespace {
 
@@ -264,4 +264,4 @@ absl::StatusOr<std::shared_ptr<const ModelWeights>> load_hf_model(const std::str
   return std::shared_ptr<const ModelWeights>(std::move(weights));
 }
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::model

@@ -11,7 +11,7 @@
 #include "absl/status/statusor.h"
 #include "engine/model/model_weights.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::model {
 
 /// One tensor of the HF layout of a model.
 struct HfTensorSlot {
@@ -61,4 +61,4 @@ std::vector<ConstHfTensorSlot> hf_tensor_slots(const ModelWeights& weights);
 /// Thread-safe (no shared state). The result is immutable and may be shared by all devices.
 absl::StatusOr<std::shared_ptr<const ModelWeights>> load_hf_model(const std::string& dir);
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::model

@@ -6,7 +6,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
-namespace muflow::engine {
+namespace muflow::engine::model {
 namespace {
 
 // mistralai/Mixtral-8x7B-v0.1 config.json.
@@ -164,4 +164,4 @@ absl::StatusOr<ModelConfig> model_preset(std::string_view name) {
   return c;
 }
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::model

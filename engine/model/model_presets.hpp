@@ -25,7 +25,7 @@
 #include "absl/status/statusor.h"
 #include "engine/model/model_config.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::model {
 
 /// The names model_preset accepts (besides `synthetic-E<experts>-k<topk>`).
 std::vector<std::string> model_preset_names();
@@ -80,4 +80,4 @@ struct SyntheticPreset {
 /// Errors: InvalidArgument for num_experts ∉ [1, 256] or anything validate() rejects.
 absl::StatusOr<ModelConfig> synthetic_model_preset(const SyntheticPreset& dims);
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::model

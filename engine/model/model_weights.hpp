@@ -8,7 +8,7 @@
 #include "engine/model/model_config.hpp"
 #include "engine/model/weight_tensor.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::model {
 
 /// One SwiGLU FFN: y = down( silu(gate(x)) * up(x) ).
 /// `gate`, `up`: [ffn, hidden]; `down`: [hidden, ffn].
@@ -41,4 +41,4 @@ struct ModelWeights {
   std::vector<BlockWeights> blocks;
 };
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::model

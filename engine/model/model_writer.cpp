@@ -13,7 +13,7 @@
 #include "engine/model/model_loader.hpp"
 #include "engine/model/safetensors.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::model {
 
 namespace {
 
@@ -131,4 +131,4 @@ absl::Status write_hf_model(const ModelWeights& weights, const std::string& dir_
   return write_text(index, index_json.dump(2) + "\n");
 }
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::model

@@ -8,7 +8,7 @@
 #include "absl/status/status.h"
 #include "engine/model/model_weights.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::model {
 
 /// Writes `weights` to `dir` (created with its parents when missing) as
 /// `config.json` (see `hf_config_json`; torch_dtype "bfloat16" when any matrix is BF16) and
@@ -30,4 +30,4 @@ namespace muflow::engine {
 absl::Status write_hf_model(const ModelWeights& weights, const std::string& dir,
                             int64_t max_shard_bytes);
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::model

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_format.h"
 
-namespace muflow::engine {
+namespace muflow::engine::model {
 
 absl::Status write_npy_f32(const std::string& path, const std::vector<float>& data, int64_t rows,
                            int64_t cols) {
@@ -36,4 +36,4 @@ absl::Status write_npy_f32(const std::string& path, const std::vector<float>& da
   return absl::OkStatus();
 }
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::model

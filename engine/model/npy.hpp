@@ -8,7 +8,7 @@
 
 #include "absl/status/status.h"
 
-namespace muflow::engine {
+namespace muflow::engine::model {
 
 /// Writes `data` (row-major, `rows * cols` floats) as a `[rows, cols]` `<f4` array, creating
 /// missing parent folders.
@@ -17,4 +17,4 @@ namespace muflow::engine {
 absl::Status write_npy_f32(const std::string& path, const std::vector<float>& data, int64_t rows,
                            int64_t cols);
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::model

@@ -10,7 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
-namespace muflow::engine {
+namespace muflow::engine::model {
 namespace {
 
 constexpr char kMagic[] = "\x93NUMPY";
@@ -189,4 +189,4 @@ absl::StatusOr<NpyInt64Array> read_npy_i64(const std::string& path) {
   return out;
 }
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::model

@@ -12,7 +12,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace muflow::engine {
+namespace muflow::engine::model {
 
 /// An int64 array read from a `.npy` file. Value type, owned by the caller.
 struct NpyInt64Array {
@@ -36,4 +36,4 @@ struct NpyInt64Array {
 /// Thread-safe (no shared state); reads the whole file into memory.
 absl::StatusOr<NpyInt64Array> read_npy_i64(const std::string& path);
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::model

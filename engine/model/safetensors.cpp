@@ -19,7 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 
-namespace muflow::engine {
+namespace muflow::engine::model {
 
 static_assert(std::endian::native == std::endian::little,
               "safetensors is little-endian; this reader copies bytes as they are");
@@ -287,4 +287,4 @@ absl::Status write_safetensors(const std::string& path,
   return absl::OkStatus();
 }
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::model

@@ -16,7 +16,7 @@
 #include "absl/status/statusor.h"
 #include "engine/model/weight_tensor.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::model {
 
 /// One tensor's header entry, as validated by `open_safetensors`.
 struct SafetensorsEntry {
@@ -85,4 +85,4 @@ absl::Status write_safetensors(const std::string& path,
                                const std::vector<const WeightTensor*>& tensors,
                                const std::map<std::string, std::string>& metadata = {});
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::model

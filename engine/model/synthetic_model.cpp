@@ -6,7 +6,7 @@
 #include "engine/model/model_loader.hpp"
 #include "kernels/assert.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::model {
 
 uint64_t fnv1a64(std::string_view text) {
   uint64_t h = 0xCBF29CE484222325ull;
@@ -59,4 +59,4 @@ ModelWeights make_synthetic_model(const ModelConfig& config, uint64_t seed, DTyp
   return w;
 }
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::model

@@ -10,7 +10,7 @@
 
 #include "engine/splitmix64.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::model {
 
 /// FNV-1a 64-bit hash of a string (for per-tensor seeds).
 uint64_t fnv1a64(std::string_view text);
@@ -38,4 +38,4 @@ void fill_synthetic(std::string_view name, uint64_t seed, float mean, float std,
 /// Thread-safe (no shared state). Memory: the full model is materialised on the host.
 ModelWeights make_synthetic_model(const ModelConfig& config, uint64_t seed, DType matrix_dtype);
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::model

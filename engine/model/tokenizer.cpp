@@ -14,7 +14,7 @@
 #include <sentencepiece_processor.h>
 #undef absl
 
-namespace muflow::engine {
+namespace muflow::engine::model {
 
 namespace {
 
@@ -97,4 +97,4 @@ std::string Tokenizer::id_to_piece(int32_t id) const {
   return sp_->IdToPiece(id);
 }
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::model

@@ -14,7 +14,7 @@ namespace sentencepiece {
 class SentencePieceProcessor;
 }
 
-namespace muflow::engine {
+namespace muflow::engine::model {
 
 /// A loaded SentencePiece tokenizer (e.g. the kjv-mixtral-tiny BPE model: 4096 pieces,
 /// unk 0, bos 1, eos 2, byte fallback). Prompt format of the HF Llama/Mixtral tokenizers
@@ -62,4 +62,4 @@ class Tokenizer {
   std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
 };
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::model

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstring>
 
-namespace muflow::engine {
+namespace muflow::engine::model {
 
 const char* dtype_name(DType dtype) { return dtype == DType::kF32 ? "F32" : "BF16"; }
 
@@ -29,4 +29,4 @@ std::vector<float> WeightTensor::to_f32() const {
   return out;
 }
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::model

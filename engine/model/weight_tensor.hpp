@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace muflow::engine {
+namespace muflow::engine::model {
 
 /// Element type of a stored weight. Activations are always float32.
 enum class DType { kF32, kBF16 };
@@ -45,4 +45,4 @@ struct WeightTensor {
   std::vector<float> to_f32() const;
 };
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::model

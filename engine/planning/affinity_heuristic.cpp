@@ -7,7 +7,7 @@
 
 #include "kernels/assert.hpp"
 
-namespace muflow::engine::affinity_detail {
+namespace muflow::engine::planning::affinity_detail {
 namespace {
 
 // splitmix64 (Steele, Lea, Flood 2014), for the heuristic's restarts.
@@ -202,4 +202,4 @@ Parts solve_heuristic(const SubProblem& p, const AffinityOptions& o) {
   return parts;
 }
 
-}  // namespace muflow::engine::affinity_detail
+}  // namespace muflow::engine::planning::affinity_detail

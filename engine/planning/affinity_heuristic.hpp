@@ -7,10 +7,10 @@
 #include "engine/planning/affinity_placement.hpp"
 #include "engine/planning/affinity_subproblem.hpp"
 
-namespace muflow::engine::affinity_detail {
+namespace muflow::engine::planning::affinity_detail {
 
 /// A balanced, canonical partition of `p` (iterated local search within the options' restarts
 /// and perturbations).
 Parts solve_heuristic(const SubProblem& p, const AffinityOptions& o);
 
-}  // namespace muflow::engine::affinity_detail
+}  // namespace muflow::engine::planning::affinity_detail

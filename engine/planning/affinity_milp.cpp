@@ -12,7 +12,7 @@
 
 #include "kernels/assert.hpp"
 
-namespace muflow::engine::affinity_detail {
+namespace muflow::engine::planning::affinity_detail {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -206,4 +206,4 @@ MilpOutcome solve_milp(const SubProblem& p, const Parts& warm, double budget_s,
   return out;
 }
 
-}  // namespace muflow::engine::affinity_detail
+}  // namespace muflow::engine::planning::affinity_detail

@@ -9,7 +9,7 @@
 
 #include "engine/planning/affinity_subproblem.hpp"
 
-namespace muflow::engine::affinity_detail {
+namespace muflow::engine::planning::affinity_detail {
 
 /// A MILP's result: the partition, whether GLPK proved it optimal, and the relative gap to
 /// its best bound (NaN when unknown).
@@ -26,4 +26,4 @@ struct MilpOutcome {
 MilpOutcome solve_milp(const SubProblem& p, const Parts& warm, double budget_s,
                        int64_t max_nonzeros);
 
-}  // namespace muflow::engine::affinity_detail
+}  // namespace muflow::engine::planning::affinity_detail

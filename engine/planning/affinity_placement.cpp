@@ -18,7 +18,7 @@
 #include "engine/planning/affinity_subproblem.hpp"
 #include "kernels/assert.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::planning {
 namespace {
 
 using namespace affinity_detail;  // the per-pass solvers (affinity_*.hpp)
@@ -227,7 +227,7 @@ double HopCount::fraction() const {
   return total > 0 ? static_cast<double>(hops) / static_cast<double>(total) : 0.0;
 }
 
-absl::StatusOr<AffinityCounts> affinity_counts_from_routing(const RoutingTable& table,
+absl::StatusOr<AffinityCounts> affinity_counts_from_routing(const routing::RoutingTable& table,
                                                             int64_t num_layers,
                                                             int64_t num_experts) {
   if (auto s = validate_dims("affinity counts from routing", num_layers, num_experts); !s.ok()) {
@@ -265,7 +265,7 @@ absl::StatusOr<AffinityCounts> affinity_counts_from_routing(const RoutingTable& 
   c.num_experts = num_experts;
   c.weights.assign(static_cast<size_t>((num_layers - 1) * num_experts * num_experts), 0);
   // The map is sorted by (request, position, block): a token's blocks are adjacent, ascending.
-  const RoutingTable::value_type* prev = nullptr;
+  const routing::RoutingTable::value_type* prev = nullptr;
   for (const auto& row : table) {
     if (prev != nullptr) {
       const auto& [pr, pp, pb] = prev->first;
@@ -411,4 +411,4 @@ absl::StatusOr<AffinityPlan> plan_affinity_placement(const AffinityCounts& count
   return plan;
 }
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::planning

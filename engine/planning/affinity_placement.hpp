@@ -26,7 +26,7 @@
 #include "absl/status/statusor.h"
 #include "engine/routing/routing_record.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::planning {
 
 /// Token transition counts between consecutive blocks.
 /// `weights[(s * E + i) * E + j]` = w[s][i][j], the number of token transitions from expert i of
@@ -60,7 +60,7 @@ struct AffinityCounts {
 /// Errors: InvalidArgument when num_layers or num_experts < 1 (or > 2^20), a row's block is
 /// outside [0, num_layers), a top-k list is empty, names an expert outside [0, num_experts) or
 /// names one expert twice (the row is named in the message).
-absl::StatusOr<AffinityCounts> affinity_counts_from_routing(const RoutingTable& table,
+absl::StatusOr<AffinityCounts> affinity_counts_from_routing(const routing::RoutingTable& table,
                                                             int64_t num_layers,
                                                             int64_t num_experts);
 
@@ -206,4 +206,4 @@ absl::StatusOr<AffinityPlan> plan_affinity_placement(const AffinityCounts& count
                                                      int64_t num_nodes, int64_t gpus_per_node,
                                                      const AffinityOptions& options = {});
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::planning

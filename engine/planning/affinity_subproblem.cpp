@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace muflow::engine::affinity_detail {
+namespace muflow::engine::planning::affinity_detail {
 
 int64_t sub_objective(const SubProblem& p, const Parts& parts) {
   int64_t obj = 0;
@@ -49,4 +49,4 @@ bool balanced(const SubProblem& p, const Parts& parts) {
   return true;
 }
 
-}  // namespace muflow::engine::affinity_detail
+}  // namespace muflow::engine::planning::affinity_detail

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace muflow::engine::affinity_detail {
+namespace muflow::engine::planning::affinity_detail {
 
 /// One partition sub-problem of ExFlow's two-stage placement (affinity_placement.hpp): L
 /// blocks of m experts each (local indices), C parts (nodes, or a node's GPUs) of m / C.
@@ -37,4 +37,4 @@ void canonicalize(const SubProblem& p, Parts& parts);
 /// Every block puts exactly m / C experts in each part.
 bool balanced(const SubProblem& p, const Parts& parts);
 
-}  // namespace muflow::engine::affinity_detail
+}  // namespace muflow::engine::planning::affinity_detail

@@ -13,7 +13,7 @@
 #include "absl/strings/string_view.h"
 #include "kernels/assert.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::planning {
 namespace {
 
 using MatchingGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::undirectedS>;
@@ -374,4 +374,4 @@ absl::StatusOr<HeterogeneousColocationPlan> colocate_heterogeneous(
   return out;
 }
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::planning

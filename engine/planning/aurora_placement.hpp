@@ -34,7 +34,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace muflow::engine {
+namespace muflow::engine::planning {
 
 // ---------------------------------------------------------------------------------------------
 // Exclusive model on heterogeneous GPUs (§5.1)
@@ -194,4 +194,4 @@ absl::StatusOr<HeterogeneousColocationPlan> colocate_heterogeneous(
     const std::vector<ExpertTraffic>& a, const std::vector<ExpertTraffic>& b,
     const std::vector<double>& speeds);
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::planning

@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/assert.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::planning {
 namespace {
 
 // Index of the largest (or smallest) value; ties go to the lowest index.
@@ -290,4 +290,4 @@ absl::StatusOr<int64_t> harmoeny_default_q(double flops_per_s, double host_bytes
   return std::max<int64_t>(1, static_cast<int64_t>(std::floor(bound)) + 1);
 }
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::planning

@@ -27,7 +27,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace muflow::engine {
+namespace muflow::engine::planning {
 
 /// A dispatch schedule: `tokens[(src * num_experts + e) * num_ranks + dst]` is the number of
 /// tokens that rank `src` routed to expert `e` and that are computed on rank `dst`.
@@ -124,4 +124,4 @@ absl::StatusOr<RebalanceResult> harmoeny_rebalance_code(
 absl::StatusOr<int64_t> harmoeny_default_q(double flops_per_s, double host_bytes_per_s,
                                            double dtype_bytes);
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::planning

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_format.h"
 
-namespace muflow::engine {
+namespace muflow::engine::planning {
 
 absl::StatusOr<SlotTimeline> plan_slot_timeline(std::vector<SlotWork> work, int64_t num_home,
                                                 int64_t num_slots, double copy_s,
@@ -98,4 +98,4 @@ absl::StatusOr<SlotTimeline> plan_slot_timeline(std::vector<SlotWork> work, int6
   return t;
 }
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::planning

@@ -24,7 +24,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace muflow::engine {
+namespace muflow::engine::planning {
 
 /// One expert that has tokens on this device in this layer.
 struct SlotWork {
@@ -62,4 +62,4 @@ absl::StatusOr<SlotTimeline> plan_slot_timeline(std::vector<SlotWork> work, int6
                                                 int64_t num_slots, double copy_s,
                                                 bool prefetch);
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::planning

@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_format.h"
 
-namespace muflow::engine {
+namespace muflow::engine::planning {
 
 absl::StatusOr<ShardPlan> moeshard_plan(int64_t ffn, int64_t num_devices) {
   if (ffn < 1 || num_devices < 1) {
@@ -22,4 +22,4 @@ absl::StatusOr<ShardPlan> moeshard_plan(int64_t ffn, int64_t num_devices) {
   return plan;
 }
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::planning

@@ -12,7 +12,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace muflow::engine {
+namespace muflow::engine::planning {
 
 /// The FFN slice [begin, end) one device holds (end - begin may be 0).
 struct ShardRange {
@@ -34,4 +34,4 @@ struct ShardPlan {
 /// Errors: InvalidArgument when ffn < 1 or num_devices < 1.
 absl::StatusOr<ShardPlan> moeshard_plan(int64_t ffn, int64_t num_devices);
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::planning

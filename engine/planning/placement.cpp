@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_format.h"
 
-namespace muflow::engine {
+namespace muflow::engine::planning {
 
 std::vector<int64_t> Placement::experts_on(int64_t device) const {
   std::vector<int64_t> out;
@@ -17,7 +17,7 @@ int64_t Placement::device_of(int64_t block, int64_t e) const {
   return block_expert_device.at(block).at(e);
 }
 
-absl::StatusOr<Placement> make_placement(const Topology& topology, int64_t num_experts,
+absl::StatusOr<Placement> make_placement(const topology::Topology& topology, int64_t num_experts,
                                          bool disaggregated_attention) {
   Placement p;
   p.num_devices = static_cast<int64_t>(topology.devices.size());
@@ -93,4 +93,4 @@ absl::StatusOr<Placement> make_placement(const Topology& topology, int64_t num_e
   return p;
 }
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::planning

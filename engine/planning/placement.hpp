@@ -8,7 +8,7 @@
 #include "absl/status/statusor.h"
 #include "engine/topology/topology.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::planning {
 
 /// Where stages live. Attention data-parallel rank r (every block) and its sampler run on
 /// device `rank_device[r]`; expert e of every block runs on `expert_device[e]`.
@@ -37,7 +37,7 @@ struct Placement {
 /// Errors: InvalidArgument when an explicit placement does not list exactly `num_experts`
 /// devices or names a device outside the expert devices, or a disaggregated placement has
 /// fewer than 2 devices or no device left for the experts.
-absl::StatusOr<Placement> make_placement(const Topology& topology, int64_t num_experts,
+absl::StatusOr<Placement> make_placement(const topology::Topology& topology, int64_t num_experts,
                                          bool disaggregated_attention = false);
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::planning

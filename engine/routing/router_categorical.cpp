@@ -4,7 +4,7 @@
 #include "engine/routing/router_distributions.hpp"
 #include "kernels/assert.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::routing {
 
 CategoricalRouter::CategoricalRouter(int64_t num_experts, int64_t num_topk, int64_t num_layers,
                                      uint64_t seed, std::vector<TopkSampler> samplers,
@@ -78,4 +78,4 @@ absl::StatusOr<std::unique_ptr<RouterModel>> make_categorical_router(const Route
                                              std::move(samplers), std::move(desc));
 }
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::routing

@@ -14,7 +14,7 @@
 #include "engine/routing/router_model.hpp"
 #include "engine/routing/router_sampling.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::routing {
 
 /// A router with one categorical distribution per block (or one shared by all blocks).
 /// Immutable; route() is thread-safe.
@@ -46,4 +46,4 @@ absl::StatusOr<std::unique_ptr<RouterModel>> make_categorical_router(const Route
                                                                      int64_t num_topk,
                                                                      int64_t num_layers);
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::routing

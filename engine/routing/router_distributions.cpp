@@ -7,7 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "engine/splitmix64.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::routing {
 namespace {
 
 
@@ -108,4 +108,4 @@ std::vector<int32_t> exponential_popularity_order(int64_t num_experts, uint64_t 
   return order;
 }
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::routing

@@ -10,7 +10,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace muflow::engine {
+namespace muflow::engine::routing {
 
 /// `uniform`: p_i = 1/E. Every set of k distinct experts is equally likely.
 std::vector<double> uniform_probabilities(int64_t num_experts);
@@ -67,4 +67,4 @@ absl::StatusOr<std::vector<double>> exponential_probabilities(
 std::vector<int32_t> exponential_popularity_order(int64_t num_experts, uint64_t seed,
                                                   int32_t block);
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::routing

@@ -9,7 +9,7 @@
 #include "engine/routing/router_categorical.hpp"
 #include "engine/routing/router_replay.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::routing {
 
 std::vector<std::string> router_kind_names() {
   return {"uniform",     "harmoeny-skew", "moeshard-multinomial",
@@ -58,4 +58,4 @@ absl::StatusOr<std::unique_ptr<RouterModel>> make_router_model(const RouterSpec&
   return make_categorical_router(spec, num_experts, num_topk, num_layers);
 }
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::routing

@@ -28,7 +28,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace muflow::engine {
+namespace muflow::engine::routing {
 
 /// Decides each token's top-k experts. Implementations are immutable after construction:
 /// `route` is const and may be called concurrently from any thread or actor.
@@ -128,4 +128,4 @@ absl::StatusOr<std::unique_ptr<RouterModel>> make_router_model(const RouterSpec&
                                                                int64_t num_topk,
                                                                int64_t num_layers);
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::routing

@@ -12,7 +12,7 @@
 #include "engine/model/npy_reader.hpp"
 #include "engine/routing/router_model.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::routing {
 
 /// The trace path a spec names: `spec.trace_file` with `{E}` replaced by num_experts, or
 /// when empty the shared data's default for the kind (replay-npy:
@@ -64,14 +64,14 @@ class ReplayNpyRouter final : public RouterModel {
 
   int64_t num_rows() const { return trace_.shape[0]; }
   int64_t num_columns() const { return trace_.shape[1]; }
-  const NpyInt64Array& trace() const { return trace_; }
+  const model::NpyInt64Array& trace() const { return trace_; }
 
  private:
-  ReplayNpyRouter(int64_t num_experts, int64_t num_layers, std::string path, NpyInt64Array trace,
+  ReplayNpyRouter(int64_t num_experts, int64_t num_layers, std::string path, model::NpyInt64Array trace,
                   uint64_t seed, int64_t tokens_per_request, bool shuffle);
 
   std::string path_;
-  NpyInt64Array trace_;
+  model::NpyInt64Array trace_;
   uint64_t seed_;
   int64_t tokens_per_request_;
   bool shuffle_;
@@ -121,4 +121,4 @@ absl::StatusOr<std::unique_ptr<RouterModel>> make_per_rank_router(
     const PerRankRoutingCounts& counts, const std::string& path, int64_t num_topk,
     int64_t num_layers, uint64_t seed, int64_t trace_layers);
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::routing

@@ -5,7 +5,7 @@
 #include "engine/routing/router_replay.hpp"
 #include "kernels/assert.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::routing {
 namespace {
 
 
@@ -42,7 +42,7 @@ absl::StatusOr<std::unique_ptr<ReplayNpyRouter>> ReplayNpyRouter::load(
     return invalid(
         absl::StrFormat("replay_tokens_per_request must be >= 1, got %d", tokens_per_request));
   }
-  absl::StatusOr<NpyInt64Array> trace = read_npy_i64(path);
+  absl::StatusOr<model::NpyInt64Array> trace = model::read_npy_i64(path);
   if (!trace.ok()) return trace.status();
   if (trace->shape.size() != 2 || trace->shape[0] < 1 || trace->shape[1] < 1) {
     std::string dims;
@@ -72,7 +72,7 @@ absl::StatusOr<std::unique_ptr<ReplayNpyRouter>> ReplayNpyRouter::load(
 }
 
 ReplayNpyRouter::ReplayNpyRouter(int64_t num_experts, int64_t num_layers, std::string path,
-                                 NpyInt64Array trace, uint64_t seed, int64_t tokens_per_request,
+                                 model::NpyInt64Array trace, uint64_t seed, int64_t tokens_per_request,
                                  bool shuffle)
     : RouterModel(num_experts, 1, num_layers),
       path_(std::move(path)),
@@ -137,4 +137,4 @@ std::string ReplayNpyRouter::describe() const {
                          shuffle_ ? "on" : "off", seed_);
 }
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::routing

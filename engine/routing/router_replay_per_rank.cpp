@@ -11,7 +11,7 @@
 #include "engine/routing/router_replay.hpp"
 #include "kernels/assert.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::routing {
 
 int64_t PerRankRoutingCounts::count(int64_t rank, int64_t layer, int64_t iteration,
                                     int64_t expert) const {
@@ -205,4 +205,4 @@ absl::StatusOr<std::unique_ptr<RouterModel>> make_per_rank_router(
                                              std::move(samplers), std::move(desc));
 }
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::routing

@@ -6,7 +6,7 @@
 #include "engine/serving/sampling.hpp"
 #include "kernels/assert.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::routing {
 namespace {
 
 uint64_t mix64(uint64_t z) {  // splitmix64 finaliser (Steele, Lea & Flood 2014)
@@ -87,7 +87,7 @@ void TopkSampler::draw(uint64_t seed, uint64_t key, int64_t k, int32_t* ids,
   for (int64_t j = 0; j < k; ++j) {
     int32_t pick = -1;
     for (int attempt = 0; attempt < kMaxRejections; ++attempt) {
-      const int32_t e = sample(counter_uniform(seed, key, counter++));
+      const int32_t e = sample(serving::counter_uniform(seed, key, counter++));
       if (!chosen(j, e)) {
         pick = e;
         break;
@@ -98,7 +98,7 @@ void TopkSampler::draw(uint64_t seed, uint64_t key, int64_t k, int32_t* ids,
       for (int32_t e = 0; e < n; ++e) {
         if (!chosen(j, e)) rest += p_[e];
       }
-      const double u = counter_uniform(seed, key, counter++);
+      const double u = serving::counter_uniform(seed, key, counter++);
       if (rest > 0.0) {
         const double x = u * rest;
         double acc = 0.0;
@@ -131,4 +131,4 @@ void TopkSampler::draw(uint64_t seed, uint64_t key, int64_t k, int32_t* ids,
   }
 }
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::routing

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace muflow::engine {
+namespace muflow::engine::routing {
 
 /// The 64-bit key of one token's draws: splitmix64 finaliser chained over (block,
 /// request_id, position). Pure; two distinct tokens collide with probability ~2^-64.
@@ -47,4 +47,4 @@ class TopkSampler {
   std::vector<int32_t> alias_;  ///< alias table: the index column i otherwise yields
 };
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::routing

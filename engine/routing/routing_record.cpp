@@ -10,7 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "engine/serving/sampling.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::routing {
 
 void RoutingRecorder::add(int64_t request_id, int64_t position, int32_t block,
                           const int32_t* experts, const float* weights, int64_t num_topk) {
@@ -125,7 +125,7 @@ class RecordedRouter final : public RouterModel {
     for (uint64_t draw = 0; chosen < num_topk(); ++draw) {
       const uint64_t key = (static_cast<uint64_t>(request_id) << 20) ^
                            (static_cast<uint64_t>(position) << 8) ^ static_cast<uint64_t>(block);
-      const auto e = static_cast<int32_t>(counter_uniform(seed_, key, draw) *
+      const auto e = static_cast<int32_t>(serving::counter_uniform(seed_, key, draw) *
                                           static_cast<double>(num_experts()));
       bool seen = false;
       for (int64_t j = 0; j < chosen; ++j) seen = seen || expert_ids[j] == e;
@@ -176,4 +176,4 @@ absl::StatusOr<std::unique_ptr<RouterModel>> make_recorded_router(const std::str
       new RecordedRouter(path, std::move(*table), num_experts, num_topk, num_layers, seed));
 }
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::routing

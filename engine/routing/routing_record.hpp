@@ -20,7 +20,7 @@
 #include "absl/status/statusor.h"
 #include "engine/routing/router_model.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::routing {
 
 /// One token's choice in one block.
 struct RoutingChoice {
@@ -61,4 +61,4 @@ absl::StatusOr<std::unique_ptr<RouterModel>> make_recorded_router(const std::str
                                                                   int64_t num_layers,
                                                                   uint64_t seed);
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::routing

@@ -8,7 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "engine/sv_cat.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::serving {
 namespace {
 
 constexpr int64_t kNsPerSecond = 1'000'000'000;
@@ -190,4 +190,4 @@ absl::StatusOr<std::vector<TraceRow>> read_azure_trace(const std::string& path,
   return parse_azure_trace(text.str(), path, max_rows);
 }
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::serving

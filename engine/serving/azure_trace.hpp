@@ -15,7 +15,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace muflow::engine {
+namespace muflow::engine::serving {
 
 /// One request of a trace.
 struct TraceRow {
@@ -44,4 +44,4 @@ absl::StatusOr<std::vector<TraceRow>> parse_azure_trace(std::string_view text,
 absl::StatusOr<std::vector<TraceRow>> read_azure_trace(const std::string& path,
                                                        int64_t max_rows);
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::serving

@@ -2,13 +2,13 @@
 
 #include <limits>
 
-namespace muflow::engine {
+namespace muflow::engine::serving {
 
-int64_t kv_bytes_per_token(const ModelConfig& c, int64_t bytes_per_element) {
+int64_t kv_bytes_per_token(const model::ModelConfig& c, int64_t bytes_per_element) {
   return c.num_layers * 2 * c.num_kv_heads * c.head_dim * bytes_per_element;
 }
 
-int64_t resident_weight_bytes(const ModelConfig& c, bool hosts_attention,
+int64_t resident_weight_bytes(const model::ModelConfig& c, bool hosts_attention,
                               int64_t num_experts_hosted, int64_t bytes_per_element) {
   const int64_t H = c.hidden_size, D = c.head_dim;
   int64_t params = 0;
@@ -45,4 +45,4 @@ int32_t pick_rank_most_free_kv(const std::vector<RankKv>& ranks, int64_t max_req
   return best;
 }
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::serving

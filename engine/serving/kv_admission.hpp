@@ -9,7 +9,7 @@
 
 #include "engine/model/model_config.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::serving {
 
 /// KV-cache state of one attention DP rank as the coordinator sees it.
 struct RankKv {
@@ -20,12 +20,12 @@ struct RankKv {
 
 /// KV-cache bytes one token occupies over all blocks: num_layers · 2 (K and V) ·
 /// num_kv_heads · head_dim · `bytes_per_element`.
-int64_t kv_bytes_per_token(const ModelConfig& c, int64_t bytes_per_element);
+int64_t kv_bytes_per_token(const model::ModelConfig& c, int64_t bytes_per_element);
 
 /// Weight bytes resident on a device that hosts attention for every block (when
 /// `hosts_attention`, plus embedding and LM head) and `num_experts_hosted` experts of every
 /// block, at `bytes_per_element`: what the device's memory holds before any KV cache.
-int64_t resident_weight_bytes(const ModelConfig& c, bool hosts_attention,
+int64_t resident_weight_bytes(const model::ModelConfig& c, bool hosts_attention,
                               int64_t num_experts_hosted, int64_t bytes_per_element);
 
 /// The rank a request needing `need_bytes` of KV cache (prompt + output tokens) is admitted
@@ -36,4 +36,4 @@ int64_t resident_weight_bytes(const ModelConfig& c, bool hosts_attention,
 int32_t pick_rank_most_free_kv(const std::vector<RankKv>& ranks, int64_t max_requests,
                                int64_t need_bytes);
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::serving

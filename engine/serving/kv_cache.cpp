@@ -1,6 +1,6 @@
 #include "engine/serving/kv_cache.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::serving {
 
 bool KvCache::append(int64_t request_id, int64_t position, const float* k_row,
                      const float* v_row) {
@@ -36,4 +36,4 @@ void KvCache::release(int64_t request_id) {
   entries_.erase(it);
 }
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::serving

@@ -6,7 +6,7 @@
 #include <unordered_map>
 #include <vector>
 
-namespace muflow::engine {
+namespace muflow::engine::serving {
 
 /// Keys and values of every request bound to one attention stage (one block, one DP rank).
 ///
@@ -43,4 +43,4 @@ class KvCache {
   std::unordered_map<int64_t, Entry> entries_;
 };
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::serving

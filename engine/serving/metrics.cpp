@@ -8,7 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "kernels/assert.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::serving {
 namespace {
 
 LatencyStats latency_stats(const std::vector<double>& samples_s) {
@@ -306,4 +306,4 @@ nlohmann::json to_json(const RunMetrics& m) {
           {"fetch_stall_s", m.fetch_stall_s}};
 }
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::serving

@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace muflow::engine {
+namespace muflow::engine::serving {
 
 /// The q-th percentile (q in [0, 100]) of `values` by linear interpolation between closest
 /// ranks (NumPy's default "linear" method): sort ascending, h = (n - 1) * q / 100, result
@@ -174,4 +174,4 @@ std::string format_metrics_table(const RunMetrics& metrics,
 /// "p99_ms"}, null when nothing was measured; moe_balance null when num_moe_samples is 0).
 nlohmann::json to_json(const RunMetrics& metrics);
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::serving

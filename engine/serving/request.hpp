@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace muflow::engine {
+namespace muflow::engine::serving {
 
 /// A request: a prompt (token ids) that arrives at `arrival_s` and asks for up to
 /// `max_new_tokens` generated tokens. Plain value; owned by whoever holds it (the request
@@ -20,4 +20,4 @@ struct Request {
   bool return_prompt_logits = false;  ///< also return logits of every prompt position
 };
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::serving

@@ -8,7 +8,7 @@
 #include <numeric>
 #include <vector>
 
-namespace muflow::engine {
+namespace muflow::engine::serving {
 namespace {
 
 
@@ -19,7 +19,7 @@ double counter_uniform(uint64_t seed, uint64_t a, uint64_t b) {
   return static_cast<double>(h >> 11) * 0x1.0p-53;
 }
 
-int32_t sample_token(const float* logits, int64_t vocab, const SamplingSpec& sampling,
+int32_t sample_token(const float* logits, int64_t vocab, const topology::SamplingSpec& sampling,
                      int64_t request_id, int64_t position) {
   if (sampling.temperature <= 0.0) {
     int64_t best = 0;
@@ -67,4 +67,4 @@ int32_t sample_token(const float* logits, int64_t vocab, const SamplingSpec& sam
   return order[keep - 1];
 }
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::serving

@@ -7,7 +7,7 @@
 
 #include "engine/topology/topology.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::serving {
 
 /// Picks the next token from `logits` [vocab] f32.
 ///
@@ -15,11 +15,11 @@ namespace muflow::engine {
 /// (in double), restricted to the smallest prefix of ids sorted by descending p (ties → lower
 /// id) whose mass reaches `top_p`, and sampled by inverse CDF with
 /// u = counter_uniform(seed, request_id, position) ∈ [0, 1). Pure and thread-safe.
-int32_t sample_token(const float* logits, int64_t vocab, const SamplingSpec& sampling,
+int32_t sample_token(const float* logits, int64_t vocab, const topology::SamplingSpec& sampling,
                      int64_t request_id, int64_t position);
 
 /// A uniform double in [0, 1) from a counter-based hash (splitmix64 finaliser applied to the
 /// three inputs), so draws are reproducible and independent of call order.
 double counter_uniform(uint64_t seed, uint64_t a, uint64_t b);
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::serving

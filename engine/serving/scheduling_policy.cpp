@@ -6,7 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 
-namespace muflow::engine {
+namespace muflow::engine::serving {
 
 int64_t FifoPolicy::pick(const std::vector<StageStatus>& stages) const {
   int64_t best = -1;
@@ -109,4 +109,4 @@ absl::StatusOr<std::unique_ptr<SchedulingPolicy>> make_scheduling_policy(const s
       absl::StrJoin(scheduling_policy_names(), ", ")));
 }
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::serving

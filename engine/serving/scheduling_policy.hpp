@@ -10,11 +10,11 @@
 #include "absl/status/statusor.h"
 #include "engine/dataflow/token_batch.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::serving {
 
 /// What a device knows about one of its stages when it picks the next grant.
 struct StageStatus {
-  LayerId layer;
+  dataflow::LayerId layer;
   int64_t queued_tokens = 0;  ///< tokens ready to run now (0 = not ready)
   uint64_t ready_seq = 0;     ///< order in which the stage became ready (smaller = earlier)
   double ready_since_s = 0;   ///< run clock when it last became ready (seconds)
@@ -92,4 +92,4 @@ std::vector<std::string> scheduling_policy_names();
 /// Builds a policy by name. Errors: InvalidArgument listing the known names.
 absl::StatusOr<std::unique_ptr<SchedulingPolicy>> make_scheduling_policy(const std::string& name);
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::serving

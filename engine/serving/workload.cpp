@@ -10,7 +10,7 @@
 #include "engine/splitmix64.hpp"
 #include "engine/sv_cat.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::serving {
 namespace {
 
 constexpr int32_t kFirstRandomId = 3;  // ids 0..2: unk / bos / eos in the usual vocabularies
@@ -41,7 +41,7 @@ std::vector<int32_t> random_ids(SplitMix64& rng, int64_t num_tokens, int64_t voc
 
 int64_t clamp_to(int64_t value, int64_t limit) { return limit > 0 ? std::min(value, limit) : value; }
 
-absl::StatusOr<std::vector<TextPrompt>> collect_text_prompts(const WorkloadSpec& spec) {
+absl::StatusOr<std::vector<TextPrompt>> collect_text_prompts(const topology::WorkloadSpec& spec) {
   std::vector<TextPrompt> prompts;
   if (spec.prompts_file.empty()) {
     for (size_t i = 0; i < spec.prompts.size(); ++i) {
@@ -68,7 +68,7 @@ absl::StatusOr<std::vector<TextPrompt>> collect_text_prompts(const WorkloadSpec&
   return prompts;
 }
 
-absl::Status add_text_prompts(const WorkloadSpec& spec, int64_t vocab_size,
+absl::Status add_text_prompts(const topology::WorkloadSpec& spec, int64_t vocab_size,
                               const EncodeFn& encode, std::vector<Request>* out) {
   if (!encode) {
     return absl::InvalidArgumentError(
@@ -91,7 +91,7 @@ absl::Status add_text_prompts(const WorkloadSpec& spec, int64_t vocab_size,
   return absl::OkStatus();
 }
 
-absl::Status add_id_prompts(const WorkloadSpec& spec, int64_t vocab_size,
+absl::Status add_id_prompts(const topology::WorkloadSpec& spec, int64_t vocab_size,
                             std::vector<Request>* out) {
   if (spec.prompt_ids.empty()) {
     return absl::InvalidArgumentError("workload kind \"ids\" has no prompts");
@@ -108,7 +108,7 @@ absl::Status add_id_prompts(const WorkloadSpec& spec, int64_t vocab_size,
   return absl::OkStatus();
 }
 
-absl::Status add_poisson(const WorkloadSpec& spec, int64_t vocab_size, std::vector<Request>* out) {
+absl::Status add_poisson(const topology::WorkloadSpec& spec, int64_t vocab_size, std::vector<Request>* out) {
   if (spec.num_requests < 1 || !(spec.rate_per_s > 0) || spec.input_min < 1 ||
       spec.input_min > spec.input_max || spec.output_min < 1 || spec.output_min > spec.output_max) {
     return absl::InvalidArgumentError(sv_cat(
@@ -133,7 +133,7 @@ absl::Status add_poisson(const WorkloadSpec& spec, int64_t vocab_size, std::vect
   return absl::OkStatus();
 }
 
-absl::Status add_trace(const WorkloadSpec& spec, int64_t vocab_size, std::vector<Request>* out) {
+absl::Status add_trace(const topology::WorkloadSpec& spec, int64_t vocab_size, std::vector<Request>* out) {
   if (!(spec.time_scale >= 0)) {
     return absl::InvalidArgumentError(
         sv_cat("workload kind \"trace\": time_scale must be >= 0, got ", spec.time_scale));
@@ -153,7 +153,7 @@ absl::Status add_trace(const WorkloadSpec& spec, int64_t vocab_size, std::vector
 
 }  // namespace
 
-absl::StatusOr<std::vector<Request>> make_requests(const WorkloadSpec& spec, int64_t vocab_size,
+absl::StatusOr<std::vector<Request>> make_requests(const topology::WorkloadSpec& spec, int64_t vocab_size,
                                                    const EncodeFn& encode) {
   if (vocab_size < 1) {
     return absl::InvalidArgumentError(sv_cat("vocab_size must be positive, got ", vocab_size));
@@ -190,4 +190,4 @@ absl::StatusOr<std::vector<Request>> make_requests(const WorkloadSpec& spec, int
   return requests;
 }
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::serving

@@ -7,7 +7,7 @@
 #include "engine/sv_cat.hpp"
 #include "engine/sv_cat.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::topology {
 
 std::string toml_type_name(const toml::node& node) {
   switch (node.type()) {
@@ -196,4 +196,4 @@ absl::Status TomlTableReader::read_table(std::string_view key, const toml::table
   return absl::OkStatus();
 }
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::topology

@@ -14,7 +14,7 @@
 
 #include "absl/status/status.h"
 
-namespace muflow::engine {
+namespace muflow::engine::topology {
 
 /// Human name of a TOML value's type: "string", "integer", "float", "boolean", "table",
 /// "array", "date", "time", "date-time".
@@ -84,4 +84,4 @@ class TomlTableReader {
 /// "FILE:LINE: what" (or "FILE: what" when line is 0) as InvalidArgument.
 absl::Status located_error(std::string_view source, int64_t line, std::string_view what);
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::topology

@@ -19,7 +19,7 @@
 #include "engine/topology/toml_reader.hpp"
 #include "engine/topology/topology_sections.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::topology {
 namespace {
 
 namespace fs = std::filesystem;
@@ -113,7 +113,7 @@ absl::Status parse_model(const TomlTableReader& r, const fs::path& base_dir, Mod
     }
     std::string name;
     MUFLOW_TOPO_RETURN_IF_ERROR(r.read_string("preset", &name));
-    absl::StatusOr<ModelConfig> preset = model_preset(name);
+    absl::StatusOr<model::ModelConfig> preset = model::model_preset(name);
     if (!preset.ok()) return r.error("preset", std::string(preset.status().message()));
     MUFLOW_TOPO_RETURN_IF_ERROR(r.read_choice("dtype", &model->dtype, kDtypes));
     model->path.clear();
@@ -134,11 +134,11 @@ absl::Status parse_model(const TomlTableReader& r, const fs::path& base_dir, Mod
     model->synthetic.reset();
     return require_existing(r, "path", model->path, /*want_folder=*/true);
   }
-  ModelConfig c = default_synthetic_config();
-  std::string type = model_type_name(c.model_type);
+  model::ModelConfig c = default_synthetic_config();
+  std::string type = model::model_type_name(c.model_type);
   MUFLOW_TOPO_RETURN_IF_ERROR(r.read_choice("type", &type, kModelTypes));
-  c.model_type = type == "qwen2_moe" ? ModelType::kQwen2Moe : ModelType::kMixtral;
-  if (c.model_type == ModelType::kQwen2Moe) {
+  c.model_type = type == "qwen2_moe" ? model::ModelType::kQwen2Moe : model::ModelType::kMixtral;
+  if (c.model_type == model::ModelType::kQwen2Moe) {
     c.attention_bias = true;
     c.norm_topk_prob = false;
   }
@@ -161,7 +161,7 @@ absl::Status parse_model(const TomlTableReader& r, const fs::path& base_dir, Mod
     }
     c.head_dim = c.hidden_size / c.num_heads;
   }
-  if (c.model_type == ModelType::kMixtral && c.shared_expert_ffn > 0) {
+  if (c.model_type == model::ModelType::kMixtral && c.shared_expert_ffn > 0) {
     return r.error("shared_ffn", "mixtral has no shared expert; expected 0 or "
                                  "type = \"qwen2_moe\"");
   }
@@ -185,7 +185,7 @@ absl::Status parse_model(const TomlTableReader& r, const fs::path& base_dir, Mod
 
 absl::Status parse_placement(const TomlTableReader& r, const fs::path& base_dir,
                              int64_t num_devices,
-                             const std::optional<ModelConfig>& synthetic, Topology* topo) {
+                             const std::optional<model::ModelConfig>& synthetic, Topology* topo) {
   MUFLOW_TOPO_RETURN_IF_ERROR(r.check_keys(kPlacementKeys));
   if (r.has("attention_devices")) {
     MUFLOW_TOPO_RETURN_IF_ERROR(r.read_int("attention_devices", &topo->attention_devices, 1));
@@ -444,7 +444,7 @@ absl::StatusOr<Topology> parse_topology_file(const std::string& path) {
   return parse_topology_string(text.str(), path, folder.string());
 }
 
-absl::Status check_topology_against_model(const Topology& topology, const ModelConfig& config) {
+absl::Status check_topology_against_model(const Topology& topology, const model::ModelConfig& config) {
   if (topology.placement == "explicit" &&
       static_cast<int64_t>(topology.expert_device.size()) != config.num_experts) {
     return absl::InvalidArgumentError(sv_cat(
@@ -471,4 +471,4 @@ absl::Status check_topology_against_model(const Topology& topology, const ModelC
   return absl::OkStatus();
 }
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::topology

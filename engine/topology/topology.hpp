@@ -16,7 +16,7 @@
 #include "engine/routing/router_model.hpp"
 #include "engine/topology/wiring_names.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::topology {
 
 /// One device of the cluster. On the cpu backend every device is a virtual CPU device (an
 /// executor in this process).
@@ -29,7 +29,7 @@ struct DeviceSpec {
 /// Model source: an HF folder, or synthetic dims with a seed (random weights in memory).
 struct ModelSpec {
   std::string path;                    ///< HF folder (absolute after parsing); empty = synthetic
-  std::optional<ModelConfig> synthetic; ///< set when the [model] table gives dims
+  std::optional<model::ModelConfig> synthetic; ///< set when the [model] table gives dims
   uint64_t seed = 0;                   ///< weight seed for synthetic models
   std::string dtype = "f32";           ///< "f32" | "bf16" for synthetic weights
   std::string preset;                  ///< weightless model preset (sim only), e.g. "mixtral-8x7b" 
@@ -153,7 +153,7 @@ struct Topology {
   SamplingSpec sampling;
   SchedulerSpec scheduler;
   HarmoenySpec harmoeny;              ///< `harmoeny` wiring only
-  RouterSpec router;                  ///< sim: how tokens pick experts (cpu uses the real gate)
+  routing::RouterSpec router;                  ///< sim: how tokens pick experts (cpu uses the real gate)
   NetworkSpec network;                ///< sim: links between devices
   std::string trace_file;             ///< Chrome trace output; empty = none
   /// Per-token expert choices output (engine/routing/routing_record.hpp CSV); empty = none. Set by
@@ -201,7 +201,7 @@ absl::StatusOr<Topology> parse_topology_string(const std::string& text,
 /// loaded: an explicit placement has exactly one entry per expert, and kind = "ids" token
 /// ids are < vocab_size. InvalidArgument naming the topology source otherwise.
 /// Pure function; any thread.
-absl::Status check_topology_against_model(const Topology& topology, const ModelConfig& config);
+absl::Status check_topology_against_model(const Topology& topology, const model::ModelConfig& config);
 
 /// The embedded default: a synthetic Mixtral-style model (see default_synthetic_config()),
 /// 4 cpu devices, sync wiring, built-in prompts (token ids), greedy sampling.
@@ -209,6 +209,6 @@ Topology default_topology();
 
 /// The synthetic model of the embedded default: mixtral, vocab 512, hidden 128, 4 layers,
 /// 4 heads / 2 kv heads (head_dim 32), 8 experts top-2, expert ffn 256.
-ModelConfig default_synthetic_config();
+model::ModelConfig default_synthetic_config();
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::topology

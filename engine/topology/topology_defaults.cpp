@@ -4,11 +4,11 @@
 #include "engine/sv_cat.hpp"
 #include "engine/topology/topology.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::topology {
 
-ModelConfig default_synthetic_config() {
-  ModelConfig c;
-  c.model_type = ModelType::kMixtral;
+model::ModelConfig default_synthetic_config() {
+  model::ModelConfig c;
+  c.model_type = model::ModelType::kMixtral;
   c.vocab_size = 512;
   c.hidden_size = 128;
   c.num_layers = 4;
@@ -33,7 +33,7 @@ Topology default_topology() {
   t.wiring = "sync";
   t.backend = "cpu";
   for (int i = 0; i < 4; ++i) t.devices.push_back(DeviceSpec{sv_cat("cpu", i), "cpu", "node0"});
-  const ModelConfig config = default_synthetic_config();
+  const model::ModelConfig config = default_synthetic_config();
   t.model.synthetic = config;
   t.model.seed = 0;
   t.model.dtype = "f32";
@@ -57,4 +57,4 @@ Topology default_topology() {
   return t;
 }
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::topology

@@ -9,7 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 
-namespace muflow::engine {
+namespace muflow::engine::topology {
 namespace {
 
 absl::Status bad(const std::string& key, const std::string& value, const char* expected) {
@@ -234,4 +234,4 @@ absl::Status apply_topology_override(Topology& topology, const std::string& key,
   return it->second(topology, key, value);
 }
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::topology

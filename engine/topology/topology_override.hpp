@@ -9,7 +9,7 @@
 #include "absl/status/status.h"
 #include "engine/topology/topology.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::topology {
 
 /// Keys accepted by apply_topology_override, e.g. "router.skew", "workload.rate".
 std::vector<std::string> topology_override_keys();
@@ -20,4 +20,4 @@ std::vector<std::string> topology_override_keys();
 absl::Status apply_topology_override(Topology& topology, const std::string& key,
                                      const std::string& value);
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::topology

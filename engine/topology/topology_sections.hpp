@@ -12,7 +12,7 @@
 #include "engine/topology/toml_reader.hpp"
 #include "engine/topology/topology.hpp"
 
-namespace muflow::engine::topology_detail {
+namespace muflow::engine::topology::topology_detail {
 
 /// `path` made absolute against `base_dir` (itself absolute) and lexically normalised.
 std::string resolve_path(const std::filesystem::path& base_dir, std::string_view path);
@@ -30,7 +30,7 @@ absl::Status parse_workload_table(const TomlTableReader& reader,
 
 /// [router] (sim backend): kind, seed, skew, hot_experts, alpha, exp_rate, file.
 absl::Status parse_router_table(const TomlTableReader& reader,
-                                const std::filesystem::path& base_dir, RouterSpec* out);
+                                const std::filesystem::path& base_dir, routing::RouterSpec* out);
 
 /// [network] (sim backend): intra_node, inter_node, host_link, activation_bytes.
 absl::Status parse_network_table(const TomlTableReader& reader, NetworkSpec* out);
@@ -40,4 +40,4 @@ absl::Status parse_network_table(const TomlTableReader& reader, NetworkSpec* out
 absl::Status check_device_kind(const TomlTableReader& reader, std::string_view key,
                                const std::string& backend, const std::string& kind);
 
-}  // namespace muflow::engine::topology_detail
+}  // namespace muflow::engine::topology::topology_detail

@@ -7,7 +7,7 @@
 #include "engine/topology/topology_sections.hpp"
 #include "kernels/sim/device_kind.hpp"
 
-namespace muflow::engine::topology_detail {
+namespace muflow::engine::topology::topology_detail {
 namespace {
 
 constexpr std::string_view kRouterKeys[] = {"kind",     "seed", "skew", "skew_mode",
@@ -32,9 +32,9 @@ absl::Status check_device_kind(const TomlTableReader& reader, std::string_view k
 }
 
 absl::Status parse_router_table(const TomlTableReader& r, const std::filesystem::path& base_dir,
-                                RouterSpec* out) {
+                                routing::RouterSpec* out) {
   if (absl::Status s = r.check_keys(kRouterKeys); !s.ok()) return s;
-  std::vector<std::string> names = router_kind_names();
+  std::vector<std::string> names = routing::router_kind_names();
   std::vector<std::string_view> kinds(names.begin(), names.end());
   if (absl::Status s = r.read_choice("kind", &out->kind, kinds); !s.ok()) return s;
   if (absl::Status s = r.read_seed("seed", &out->seed); !s.ok()) return s;
@@ -90,4 +90,4 @@ absl::Status parse_network_table(const TomlTableReader& r, NetworkSpec* out) {
   return r.read_choice("a2a_order", &out->a2a_order, kKnownA2aOrders);
 }
 
-}  // namespace muflow::engine::topology_detail
+}  // namespace muflow::engine::topology::topology_detail

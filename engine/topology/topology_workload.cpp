@@ -10,7 +10,7 @@
 #include "engine/sv_cat.hpp"
 #include "engine/topology/topology_sections.hpp"
 
-namespace muflow::engine::topology_detail {
+namespace muflow::engine::topology::topology_detail {
 namespace {
 
 constexpr std::string_view kWorkloadKeys[] = {
@@ -167,4 +167,4 @@ absl::Status parse_workload_table(const TomlTableReader& r, const std::filesyste
   return absl::OkStatus();
 }
 
-}  // namespace muflow::engine::topology_detail
+}  // namespace muflow::engine::topology::topology_detail

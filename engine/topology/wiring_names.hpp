@@ -8,7 +8,7 @@
 #include <string_view>
 #include <utility>
 
-namespace muflow::engine {
+namespace muflow::engine::topology {
 
 /// Wirings this build implements; the parser rejects any other name and lists these in its
 /// message (registration order of actors/wirings/registry.cpp).
@@ -20,4 +20,4 @@ inline constexpr std::array<std::string_view, 6> kKnownWirings = {
 inline constexpr std::array<std::pair<std::string_view, std::string_view>, 1> kWiringTables = {
     {{"harmoeny", "harmoeny"}}};
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::topology

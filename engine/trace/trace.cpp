@@ -9,7 +9,7 @@
 
 #include "engine/sv_cat.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::trace {
 namespace {
 
 const char* scope_code(InstantScope scope) {
@@ -232,4 +232,4 @@ absl::Status TraceRecorder::write_json(const std::string& path) const {
   return absl::OkStatus();
 }
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::trace

@@ -16,7 +16,7 @@
 
 #include "absl/status/status.h"
 
-namespace muflow::engine {
+namespace muflow::engine::trace {
 
 /// Scope of an instant event ("s" field): thread, process or global.
 enum class InstantScope { kThread, kProcess, kGlobal };
@@ -100,4 +100,4 @@ class TraceRecorder {
   void add(TraceEvent event);  // requires mutex_ not held
 };
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::trace

@@ -15,7 +15,7 @@
 #include "engine/trace/trace_intervals.hpp"
 #include "engine/trace/trace_reader.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::trace {
 namespace {
 
 using namespace trace_intervals;  // the interval pass (trace_intervals.hpp)
@@ -511,4 +511,4 @@ absl::StatusOr<TraceReport> analyze_trace_file(const std::string& path,
   return analyze_trace_text(text, opts);
 }
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::trace

@@ -38,7 +38,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace muflow::engine {
+namespace muflow::engine::trace {
 
 /// Knobs of analyze_trace. Defaults match the viewer's report model.
 struct AnalysisOptions {
@@ -200,4 +200,4 @@ nlohmann::json to_report_json(const TraceReport& report);
 /// known), the `top_n` longest wait reasons, per-block balance, the `top_n` busiest stages.
 std::string format_trace_summary(const TraceReport& report, int top_n);
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::trace

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-namespace muflow::engine::trace_intervals {
+namespace muflow::engine::trace::trace_intervals {
 
 // Union of sorted intervals, merging overlapping and touching ones.
 std::vector<Interval> merge_sorted(const std::vector<Interval>& sorted) {
@@ -131,4 +131,4 @@ std::vector<std::pair<double, double>> downsample_max(
   return out;
 }
 
-}  // namespace muflow::engine::trace_intervals
+}  // namespace muflow::engine::trace::trace_intervals

@@ -11,7 +11,7 @@
 
 #include "engine/trace/trace_analysis.hpp"
 
-namespace muflow::engine::trace_intervals {
+namespace muflow::engine::trace::trace_intervals {
 
 /// A half-open time interval [begin, end), microseconds.
 struct Interval {
@@ -49,4 +49,4 @@ std::vector<TimeSpan> longest_gaps(const std::vector<Interval>& busy,
 std::vector<std::pair<double, double>> downsample_max(
     std::vector<std::pair<double, double>> samples, double t0, double duration, int64_t max_points);
 
-}  // namespace muflow::engine::trace_intervals
+}  // namespace muflow::engine::trace::trace_intervals

@@ -5,7 +5,7 @@
 
 #include "engine/sv_cat.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::trace {
 namespace {
 
 using json = nlohmann::json;
@@ -158,4 +158,4 @@ absl::Status stream_trace_events(std::string_view text, const std::string& sourc
   return absl::OkStatus();
 }
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::trace

@@ -16,7 +16,7 @@
 
 #include "absl/status/status.h"
 
-namespace muflow::engine {
+namespace muflow::engine::trace {
 
 /// The fields of one trace event that analyses read. Views point into the parsed event and
 /// are valid only during the visitor call.
@@ -51,4 +51,4 @@ absl::Status visit_trace_events(const nlohmann::json& trace, const std::string& 
 absl::Status stream_trace_events(std::string_view text, const std::string& source,
                                  const TraceEventVisitor& visit, nlohmann::json* other_data);
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::trace

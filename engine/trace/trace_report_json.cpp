@@ -2,7 +2,7 @@
 
 #include "engine/trace/trace_analysis.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::trace {
 namespace {
 
 using json = nlohmann::json;
@@ -99,4 +99,4 @@ json to_report_json(const TraceReport& r) {
   return out;
 }
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::trace

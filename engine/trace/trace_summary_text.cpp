@@ -4,7 +4,7 @@
 #include "absl/strings/str_format.h"
 #include "engine/trace/trace_analysis.hpp"
 
-namespace muflow::engine {
+namespace muflow::engine::trace {
 
 std::string format_trace_summary(const TraceReport& r, int top_n) {
   const size_t top = static_cast<size_t>(std::max(top_n, 0));
@@ -80,4 +80,4 @@ std::string format_trace_summary(const TraceReport& r, int top_n) {
   return out;
 }
 
-}  // namespace muflow::engine
+}  // namespace muflow::engine::trace

@@ -18,9 +18,9 @@
 namespace muflow {
 namespace {
 
-using engine::ModelConfig;
-using engine::Request;
-using engine::Topology;
+using engine::model::ModelConfig;
+using engine::serving::Request;
+using engine::topology::Topology;
 using testing_fixtures::make_requests;
 using testing_fixtures::small_mixtral;
 using testing_fixtures::small_qwen2moe;

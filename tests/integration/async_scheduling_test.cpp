@@ -16,8 +16,8 @@
 namespace muflow {
 namespace {
 
-engine::RunMetrics run_policy(const std::string& policy) {
-  absl::StatusOr<engine::Topology> t = engine::parse_topology_file(
+engine::serving::RunMetrics run_policy(const std::string& policy) {
+  absl::StatusOr<engine::topology::Topology> t = engine::topology::parse_topology_file(
       std::string(MUFLOW_SOURCE_DIR) + "/topologies/sim-asyncmoe-mixtral-mqa-8xa100-80gb.toml");
   EXPECT_TRUE(t.ok()) << t.status();
   if (!t.ok()) return {};
@@ -37,7 +37,7 @@ engine::RunMetrics run_policy(const std::string& policy) {
   absl::StatusOr<std::unique_ptr<actors::Server>> server = actors::Server::create(*t);
   EXPECT_TRUE(server.ok()) << server.status();
   if (!server.ok()) return {};
-  absl::StatusOr<std::vector<engine::Request>> requests = (*server)->make_workload();
+  absl::StatusOr<std::vector<engine::serving::Request>> requests = (*server)->make_workload();
   EXPECT_TRUE(requests.ok()) << requests.status();
   if (!requests.ok()) return {};
   absl::StatusOr<actors::RunOutcome> out = (*server)->run(*requests);
@@ -48,9 +48,9 @@ engine::RunMetrics run_policy(const std::string& policy) {
 }
 
 TEST(AsyncScheduling, FlfsFallsBehindContinuousArrivalsWhileDefragKeepsUp) {
-  const engine::RunMetrics flfs = run_policy("flfs");
-  const engine::RunMetrics defrag = run_policy("defrag");
-  const engine::RunMetrics mtfs = run_policy("most-tokens");
+  const engine::serving::RunMetrics flfs = run_policy("flfs");
+  const engine::serving::RunMetrics defrag = run_policy("defrag");
+  const engine::serving::RunMetrics mtfs = run_policy("most-tokens");
   ASSERT_GT(defrag.load_window_s, 1.0);
   // Figure 12: FLFS's completions fall behind the input; defrag's keep up with it.
   EXPECT_LT(flfs.load_completions_per_s, 0.9 * flfs.load_arrivals_per_s);

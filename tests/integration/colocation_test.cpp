@@ -19,7 +19,7 @@
 namespace muflow {
 namespace {
 
-using engine::Topology;
+using engine::topology::Topology;
 using testing_fixtures::small_mixtral;
 using testing_fixtures::topology_for;
 
@@ -51,7 +51,7 @@ Topology switch8(uint64_t router_seed) {
   t.source = "<switch8 " + std::to_string(router_seed) + ">";
   t.backend = "sim";
   for (int d = 0; d < 8; ++d) t.devices.push_back({"a" + std::to_string(d), "A100-80GB"});
-  absl::StatusOr<engine::ModelConfig> c = engine::model_preset("switch-base-8");
+  absl::StatusOr<engine::model::ModelConfig> c = engine::model::model_preset("switch-base-8");
   EXPECT_TRUE(c.ok());
   t.model.synthetic = *c;
   t.model.preset = "switch-base-8";
@@ -66,8 +66,8 @@ Topology switch8(uint64_t router_seed) {
   return t;
 }
 
-std::vector<engine::Request> prefills(int n, int len, int out) {
-  std::vector<engine::Request> r(n);
+std::vector<engine::serving::Request> prefills(int n, int len, int out) {
+  std::vector<engine::serving::Request> r(n);
   for (int i = 0; i < n; ++i) {
     r[i].id = i;
     r[i].max_new_tokens = out;
@@ -79,7 +79,7 @@ std::vector<engine::Request> prefills(int n, int len, int out) {
 TEST(Colocation, BottleneckPairingBeatsHotWithHotInTheSim) {
   const Topology a = switch8(1);
   Topology b = switch8(2);
-  const std::vector<engine::Request> requests = prefills(48, 256, 4);
+  const std::vector<engine::serving::Request> requests = prefills(48, 256, 4);
   auto solo = [&](const Topology& t) {
     auto s = actors::Server::create(t);
     EXPECT_TRUE(s.ok()) << s.status();
@@ -103,17 +103,17 @@ TEST(Colocation, BottleneckPairingBeatsHotWithHotInTheSim) {
   auto sb = actors::Server::create(b);
   ASSERT_TRUE(sa.ok() && sb.ok());
   auto router_of = [](const Topology& t) {
-    return engine::make_router_model(t.router, 8, 1, 6);
+    return engine::routing::make_router_model(t.router, 8, 1, 6);
   };
   auto ra = router_of(a), rb = router_of(b);
   ASSERT_TRUE(ra.ok() && rb.ok());
   const auto la = actors::sample_expert_loads(**ra, (*sa)->placement(), 256);
   const auto lb = actors::sample_expert_loads(**rb, (*sb)->placement(), 256);
-  auto plan = engine::colocate_bottleneck(la, lb);
+  auto plan = engine::planning::colocate_bottleneck(la, lb);
   ASSERT_TRUE(plan.ok()) << plan.status();
   b.placement = "explicit";
   b.expert_device.assign(8, -1);
-  for (const engine::ExpertPair& p : plan->pairs) {
+  for (const engine::planning::ExpertPair& p : plan->pairs) {
     b.expert_device[p.b] = (*sa)->placement().expert_device[p.a];
   }
   EXPECT_NE(b.expert_device[0], 0) << "the hot expert 0 of b must leave a's hot expert 0";

@@ -20,7 +20,7 @@ namespace muflow {
 namespace {
 
 namespace fs = std::filesystem;
-using engine::Topology;
+using engine::topology::Topology;
 using testing_fixtures::run_topology;
 using testing_fixtures::small_mixtral;
 using testing_fixtures::small_qwen2moe;

@@ -19,13 +19,13 @@
 
 namespace muflow::testing_fixtures {
 
-using engine::ModelConfig;
-using engine::Request;
-using engine::Topology;
+using engine::model::ModelConfig;
+using engine::serving::Request;
+using engine::topology::Topology;
 
 inline ModelConfig small_mixtral(int64_t topk) {
   ModelConfig c;
-  c.model_type = engine::ModelType::kMixtral;
+  c.model_type = engine::model::ModelType::kMixtral;
   c.vocab_size = 211;
   c.hidden_size = 64;
   c.num_layers = 3;
@@ -41,7 +41,7 @@ inline ModelConfig small_mixtral(int64_t topk) {
 
 inline ModelConfig small_qwen2moe() {
   ModelConfig c = small_mixtral(2);
-  c.model_type = engine::ModelType::kQwen2Moe;
+  c.model_type = engine::model::ModelType::kQwen2Moe;
   c.num_experts = 6;
   c.shared_expert_ffn = 80;
   c.attention_bias = true;
@@ -72,7 +72,7 @@ inline std::vector<Request> make_requests(int64_t vocab, int64_t bos, int num_re
     r.prompt.push_back(static_cast<int32_t>(bos));
     for (int j = 1; j < len; ++j) {
       r.prompt.push_back(static_cast<int32_t>(
-          3 + engine::counter_uniform(seed, i, j) * static_cast<double>(vocab - 3)));
+          3 + engine::serving::counter_uniform(seed, i, j) * static_cast<double>(vocab - 3)));
     }
     out.push_back(r);
   }
@@ -111,7 +111,7 @@ inline actors::RunOutcome run_topology(const Topology& t, const std::vector<Requ
   return out.ok() ? *out : actors::RunOutcome{};
 }
 
-/// The single-device reference (engine::reference_generate) for `num_requests` requests of
+/// The single-device reference (engine::exec::reference_generate) for `num_requests` requests of
 /// make_requests(…, seed) on `base`'s model and sampling.
 struct Reference {
   std::vector<Request> requests;
@@ -128,8 +128,8 @@ inline Reference reference_for(Topology base, int num_requests, uint64_t seed) {
   const ModelConfig& c = (*server)->config();
   ref.requests = make_requests(c.vocab_size, c.bos_token_id, num_requests, seed);
   for (const Request& r : ref.requests) {
-    absl::StatusOr<engine::ReferenceResult> one =
-        engine::reference_generate(*(*server)->model(), r, base.sampling, true);
+    absl::StatusOr<engine::exec::ReferenceResult> one =
+        engine::exec::reference_generate(*(*server)->model(), r, base.sampling, true);
     EXPECT_TRUE(one.ok()) << one.status();
     if (!one.ok()) return ref;
     ref.tokens.push_back(one->output_ids);

@@ -18,8 +18,8 @@
 namespace muflow {
 namespace {
 
-using engine::Request;
-using engine::Topology;
+using engine::serving::Request;
+using engine::topology::Topology;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Pair;
@@ -94,16 +94,16 @@ TEST(ReplicatedAsync, SyntheticMixtralTop3EqualsReferenceAndSync) {
 }
 
 // 2 attention + 3 expert devices, 6 experts round-robin over devices 2, 3, 4.
-engine::Placement five_device_placement() {
+engine::planning::Placement five_device_placement() {
   Topology t = topology_for(5);
   t.attention_devices = 2;
-  absl::StatusOr<engine::Placement> p = engine::make_placement(t, 6, true);
+  absl::StatusOr<engine::planning::Placement> p = engine::planning::make_placement(t, 6, true);
   EXPECT_TRUE(p.ok()) << p.status();
   return *p;
 }
 
 TEST(ReplicatedAsync, PlannerPicksHottestExpertsAndLeastLoadedDevices) {
-  const engine::Placement p = five_device_placement();  // experts 0..5 on 2,3,4,2,3,4
+  const engine::planning::Placement p = five_device_placement();  // experts 0..5 on 2,3,4,2,3,4
   Topology t = topology_for(5);
   // Block 0: expert 0 (device 2) is hottest, then 4 (device 3); block 1: expert 5 (device 4).
   const std::vector<std::vector<double>> loads = {{100, 1, 1, 1, 40, 1}, {1, 1, 1, 1, 1, 90}};
@@ -124,7 +124,7 @@ TEST(ReplicatedAsync, PlannerPicksHottestExpertsAndLeastLoadedDevices) {
 }
 
 TEST(ReplicatedAsync, PlannerErrorsNameTheKey) {
-  const engine::Placement p = five_device_placement();
+  const engine::planning::Placement p = five_device_placement();
   Topology t = topology_for(5);
   const std::vector<std::vector<double>> loads(2, std::vector<double>(6, 1.0));
   auto msg = [&](int64_t count, std::vector<int64_t> experts) {
@@ -136,7 +136,7 @@ TEST(ReplicatedAsync, PlannerErrorsNameTheKey) {
   EXPECT_THAT(msg(0, {1, 1}), HasSubstr("expert 1 is listed twice"));
   Topology t3 = topology_for(3);
   t3.attention_devices = 2;
-  absl::StatusOr<engine::Placement> one = engine::make_placement(t3, 6, true);
+  absl::StatusOr<engine::planning::Placement> one = engine::planning::make_placement(t3, 6, true);
   ASSERT_TRUE(one.ok());
   EXPECT_THAT(std::string(actors::plan_expert_replicas(t3, *one, loads, 1, {}).status().message()),
               HasSubstr("a replica needs a second expert device"));

@@ -15,8 +15,8 @@
 namespace muflow {
 namespace {
 
-using engine::Request;
-using engine::Topology;
+using engine::serving::Request;
+using engine::topology::Topology;
 using testing_fixtures::small_topology;
 
 
@@ -33,8 +33,8 @@ void expect_matches_reference(actors::Server& server, const std::vector<Request>
                               const actors::RunOutcome& out) {
   ASSERT_EQ(out.outputs.size(), requests.size());
   for (const Request& r : requests) {
-    absl::StatusOr<engine::ReferenceResult> ref =
-        engine::reference_generate(*server.model(), r, server.topology().sampling, false);
+    absl::StatusOr<engine::exec::ReferenceResult> ref =
+        engine::exec::reference_generate(*server.model(), r, server.topology().sampling, false);
     ASSERT_TRUE(ref.ok()) << ref.status();
     EXPECT_EQ(out.outputs[r.id].request_id, r.id);
     EXPECT_EQ(out.outputs[r.id].prompt, r.prompt);

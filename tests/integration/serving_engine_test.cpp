@@ -21,8 +21,8 @@
 namespace muflow {
 namespace {
 
-using engine::Request;
-using engine::Topology;
+using engine::serving::Request;
+using engine::topology::Topology;
 using ::testing::HasSubstr;
 
 Topology small_topology(const std::string& wiring) {
@@ -115,7 +115,7 @@ void serve_from_four_threads(const std::string& wiring) {
     for (const Submitted& s : list) {
       auto [out, status] = s.seen->finished.get_future().get();
       ASSERT_TRUE(status.ok()) << status;
-      absl::StatusOr<engine::ReferenceResult> ref = engine::reference_generate(
+      absl::StatusOr<engine::exec::ReferenceResult> ref = engine::exec::reference_generate(
           *(*server)->model(), s.request, (*server)->topology().sampling, false);
       ASSERT_TRUE(ref.ok()) << ref.status();
       EXPECT_EQ(out.request_id, s.id);
@@ -157,8 +157,8 @@ void serve_from_four_threads(const std::string& wiring) {
   late.id = *id;
   auto [out, status] = seen->finished.get_future().get();
   ASSERT_TRUE(status.ok()) << status;
-  absl::StatusOr<engine::ReferenceResult> ref =
-      engine::reference_generate(*(*server)->model(), late, (*server)->topology().sampling, false);
+  absl::StatusOr<engine::exec::ReferenceResult> ref =
+      engine::exec::reference_generate(*(*server)->model(), late, (*server)->topology().sampling, false);
   ASSERT_TRUE(ref.ok()) << ref.status();
   EXPECT_EQ(out.output, ref->output_ids);
   EXPECT_TRUE((*engine)->shutdown().ok());

@@ -23,7 +23,7 @@ namespace muflow {
 namespace {
 
 namespace fs = std::filesystem;
-using engine::Topology;
+using engine::topology::Topology;
 
 Topology sim_topology(int num_devices, const std::string& kind, const std::string& preset) {
   Topology t;
@@ -32,7 +32,7 @@ Topology sim_topology(int num_devices, const std::string& kind, const std::strin
   for (int d = 0; d < num_devices; ++d) {
     t.devices.push_back({kind + std::to_string(d), kind, "node" + std::to_string(d / 8)});
   }
-  absl::StatusOr<engine::ModelConfig> c = engine::model_preset(preset);
+  absl::StatusOr<engine::model::ModelConfig> c = engine::model::model_preset(preset);
   EXPECT_TRUE(c.ok()) << c.status();
   t.model.synthetic = *c;
   t.model.preset = preset;
@@ -41,10 +41,10 @@ Topology sim_topology(int num_devices, const std::string& kind, const std::strin
   return t;
 }
 
-std::vector<engine::Request> closed_batch(int num_requests, int prompt_len, int max_new) {
-  std::vector<engine::Request> out;
+std::vector<engine::serving::Request> closed_batch(int num_requests, int prompt_len, int max_new) {
+  std::vector<engine::serving::Request> out;
   for (int i = 0; i < num_requests; ++i) {
-    engine::Request r;
+    engine::serving::Request r;
     r.id = i;
     r.max_new_tokens = max_new;
     for (int p = 0; p < prompt_len; ++p) r.prompt.push_back(3 + (i * 31 + p * 7) % 1000);
@@ -80,14 +80,14 @@ TEST(Sim, DeterministicMetricsAndTrace) {
     t.trace_file = (dir / ("run" + std::to_string(run) + ".json")).string();
     auto server = actors::Server::create(t);
     ASSERT_TRUE(server.ok()) << server.status();
-    std::vector<engine::Request> requests = closed_batch(24, 40, 12);
+    std::vector<engine::serving::Request> requests = closed_batch(24, 40, 12);
     for (size_t i = 0; i < requests.size(); ++i) requests[i].arrival_s = 0.003 * i;
     auto out = (*server)->run(requests);
     ASSERT_TRUE(out.ok()) << out.status();
     EXPECT_EQ(out->metrics.num_completed_requests, 24);
     EXPECT_EQ(out->metrics.num_output_tokens, 24 * 12);
     EXPECT_GT(out->metrics.all_to_all_s, 0.0);
-    metrics[run] = engine::to_json(out->metrics).dump();
+    metrics[run] = engine::serving::to_json(out->metrics).dump();
     trace[run] = read_file(t.trace_file);
   }
   EXPECT_EQ(metrics[0], metrics[1]);
@@ -110,12 +110,12 @@ TEST(Sim, RunsOn256Devices) {
 
 // Expert compute per device from the run's trace (sum of expert stage slices, µs).
 std::vector<double> expert_busy_per_device(const std::string& trace_path, int num_devices) {
-  absl::StatusOr<engine::TraceReport> report =
-      engine::analyze_trace_file(trace_path, engine::AnalysisOptions{});
+  absl::StatusOr<engine::trace::TraceReport> report =
+      engine::trace::analyze_trace_file(trace_path, engine::trace::AnalysisOptions{});
   EXPECT_TRUE(report.ok()) << report.status();
   std::vector<double> busy(num_devices, 0.0);
   for (const auto& s : report->stages) {
-    if (s.kind == engine::TraceStageKind::kExpert) busy.at(s.pid) += s.busy_us;
+    if (s.kind == engine::trace::TraceStageKind::kExpert) busy.at(s.pid) += s.busy_us;
   }
   return busy;
 }
@@ -164,7 +164,7 @@ TEST(Sim, ReplayedTraceLoadMatchesTheFile) {
   const std::string npy =
       std::string(MUFLOW_DATA_DIR) + "/routing/switch-base-128-bookcorpus.npy";
   if (!fs::exists(npy)) GTEST_SKIP() << "routing trace not found at " << npy;
-  absl::StatusOr<engine::NpyInt64Array> file = engine::read_npy_i64(npy);
+  absl::StatusOr<engine::model::NpyInt64Array> file = engine::model::read_npy_i64(npy);
   ASSERT_TRUE(file.ok()) << file.status();
   const int64_t rows = file->shape[0], cols = file->shape[1];
   ASSERT_EQ(rows, 680 * 60);
@@ -183,8 +183,8 @@ TEST(Sim, ReplayedTraceLoadMatchesTheFile) {
   auto out = (*server)->run(closed_batch(680, 60, 1));  // prefill only: 40,800 tokens
   ASSERT_TRUE(out.ok()) << out.status();
 
-  absl::StatusOr<engine::TraceReport> report =
-      engine::analyze_trace_file(t.trace_file, engine::AnalysisOptions{});
+  absl::StatusOr<engine::trace::TraceReport> report =
+      engine::trace::analyze_trace_file(t.trace_file, engine::trace::AnalysisOptions{});
   ASSERT_TRUE(report.ok()) << report.status();
   const auto& heat = report->heatmap;
   ASSERT_EQ(heat.num_blocks, cols);
@@ -210,7 +210,7 @@ TEST(Sim, ReplayedTraceLoadMatchesTheFile) {
 TEST(Sim, SameExpertChoicesAsTheCpuBackend) {
   const fs::path dir = scratch_dir("vs_cpu");
   fs::create_directories(dir);
-  engine::ModelConfig c;
+  engine::model::ModelConfig c;
   c.vocab_size = 211;
   c.hidden_size = 64;
   c.num_layers = 3;
@@ -220,7 +220,7 @@ TEST(Sim, SameExpertChoicesAsTheCpuBackend) {
   c.num_experts = 8;
   c.num_topk = 2;
   c.expert_ffn = 96;
-  std::vector<engine::Request> requests = closed_batch(6, 9, 7);
+  std::vector<engine::serving::Request> requests = closed_batch(6, 9, 7);
   for (auto& r : requests) {
     for (auto& id : r.prompt) id %= 211;
   }
@@ -249,8 +249,8 @@ TEST(Sim, SameExpertChoicesAsTheCpuBackend) {
   auto out = (*sim_server)->run(requests);
   ASSERT_TRUE(out.ok()) << out.status();
 
-  absl::StatusOr<engine::RoutingTable> a = engine::read_routing_csv(cpu.routing_record_file);
-  absl::StatusOr<engine::RoutingTable> b = engine::read_routing_csv(sim.routing_record_file);
+  absl::StatusOr<engine::routing::RoutingTable> a = engine::routing::read_routing_csv(cpu.routing_record_file);
+  absl::StatusOr<engine::routing::RoutingTable> b = engine::routing::read_routing_csv(sim.routing_record_file);
   ASSERT_TRUE(a.ok()) << a.status();
   ASSERT_TRUE(b.ok()) << b.status();
   // 6 requests x (9 prompt + 6 fed-back generated positions) x 3 blocks.
@@ -340,8 +340,8 @@ TEST(Sim, CapabilityPlacementOnMixedGpuKinds) {
     ASSERT_TRUE(out.ok()) << out.status();
     runs[placement] = std::move(*out);
   }
-  const engine::RunMetrics& rr = runs.at("round-robin").metrics;
-  const engine::RunMetrics& cap = runs.at("capability").metrics;
+  const engine::serving::RunMetrics& rr = runs.at("round-robin").metrics;
+  const engine::serving::RunMetrics& cap = runs.at("capability").metrics;
   EXPECT_LT(cap.moe_layer.mean_ms, rr.moe_layer.mean_ms);
   EXPECT_GT(cap.output_tokens_per_s, rr.output_tokens_per_s);
   for (size_t i = 0; i < runs.at("round-robin").outputs.size(); ++i) {
@@ -351,7 +351,7 @@ TEST(Sim, CapabilityPlacementOnMixedGpuKinds) {
   cpu.backend = "cpu";
   cpu.placement = "capability";
   cpu.model.preset.clear();
-  engine::ModelConfig& small = *cpu.model.synthetic;  // cpu builds weights: keep them tiny
+  engine::model::ModelConfig& small = *cpu.model.synthetic;  // cpu builds weights: keep them tiny
   small.hidden_size = 64;
   small.num_heads = 4;
   small.num_kv_heads = 2;
@@ -383,8 +383,8 @@ TEST(Sim, ExflowMovesFewerCombineRowsAndNeverBeatsTheBound) {
     ASSERT_TRUE(out.ok()) << out.status();
     runs[wiring] = std::move(*out);
   }
-  const engine::RunMetrics& sync = runs.at("sync").metrics;
-  const engine::RunMetrics& exflow = runs.at("exflow").metrics;
+  const engine::serving::RunMetrics& sync = runs.at("sync").metrics;
+  const engine::serving::RunMetrics& exflow = runs.at("exflow").metrics;
   for (size_t i = 0; i < runs.at("sync").outputs.size(); ++i) {
     EXPECT_EQ(runs.at("exflow").outputs[i].output, runs.at("sync").outputs[i].output);
   }

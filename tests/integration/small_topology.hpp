@@ -7,11 +7,11 @@
 
 namespace muflow::testing_fixtures {
 
-inline engine::Topology small_topology(int num_devices, int64_t max_position = 4096) {
-  engine::Topology t;
+inline engine::topology::Topology small_topology(int num_devices, int64_t max_position = 4096) {
+  engine::topology::Topology t;
   t.source = "<test>";
   for (int d = 0; d < num_devices; ++d) t.devices.push_back({"cpu" + std::to_string(d)});
-  engine::ModelConfig c;
+  engine::model::ModelConfig c;
   c.vocab_size = 97;
   c.hidden_size = 32;
   c.num_layers = 2;

@@ -17,9 +17,9 @@
 namespace muflow {
 namespace {
 
-using engine::ModelConfig;
-using engine::Request;
-using engine::Topology;
+using engine::model::ModelConfig;
+using engine::serving::Request;
+using engine::topology::Topology;
 
 using testing_fixtures::make_requests;
 using testing_fixtures::small_mixtral;
@@ -40,8 +40,8 @@ void expect_same_tokens_on_every_device_count(Topology base, int num_requests) {
     std::vector<Request> requests = make_requests(c.vocab_size, c.bos_token_id, num_requests, 7);
     if (expected.empty()) {
       for (const Request& r : requests) {
-        absl::StatusOr<engine::ReferenceResult> ref =
-            engine::reference_generate(*(*server)->model(), r, t.sampling, true);
+        absl::StatusOr<engine::exec::ReferenceResult> ref =
+            engine::exec::reference_generate(*(*server)->model(), r, t.sampling, true);
         ASSERT_TRUE(ref.ok()) << ref.status();
         ASSERT_FALSE(ref->output_ids.empty());
         expected.push_back(ref->output_ids);
@@ -135,8 +135,8 @@ TEST(SyncInvariance, ExplicitPlacementAndMostTokensPolicy) {
   absl::StatusOr<actors::RunOutcome> out = (*server)->run(requests);
   ASSERT_TRUE(out.ok()) << out.status();
   for (size_t i = 0; i < requests.size(); ++i) {
-    absl::StatusOr<engine::ReferenceResult> ref =
-        engine::reference_generate(*(*server)->model(), requests[i], t.sampling, false);
+    absl::StatusOr<engine::exec::ReferenceResult> ref =
+        engine::exec::reference_generate(*(*server)->model(), requests[i], t.sampling, false);
     ASSERT_TRUE(ref.ok());
     EXPECT_EQ(out->outputs[i].output, ref->output_ids) << "request " << i;
   }
@@ -146,7 +146,7 @@ TEST(SyncInvariance, ExplicitPlacementAndMostTokensPolicy) {
 
 // The device scheduling policy changes the order stages run in, never the answer.
 TEST(SyncInvariance, EverySchedulingPolicy) {
-  for (const std::string& policy : engine::scheduling_policy_names()) {
+  for (const std::string& policy : engine::serving::scheduling_policy_names()) {
     Topology t;
     t.model.synthetic = small_mixtral(3);
     t.model.seed = 18;
@@ -160,8 +160,8 @@ TEST(SyncInvariance, EverySchedulingPolicy) {
     absl::StatusOr<actors::RunOutcome> out = (*server)->run(requests);
     ASSERT_TRUE(out.ok()) << out.status();
     for (size_t i = 0; i < requests.size(); ++i) {
-      absl::StatusOr<engine::ReferenceResult> ref =
-          engine::reference_generate(*(*server)->model(), requests[i], t.sampling, true);
+      absl::StatusOr<engine::exec::ReferenceResult> ref =
+          engine::exec::reference_generate(*(*server)->model(), requests[i], t.sampling, true);
       ASSERT_TRUE(ref.ok());
       EXPECT_EQ(out->outputs[i].output, ref->output_ids) << policy << ", request " << i;
       EXPECT_EQ(out->outputs[i].prompt_logits, ref->prompt_logits) << policy << ", request " << i;

@@ -22,7 +22,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 TEST(WiringRegistry, KnowsExactlyTheParsersNames) {
-  std::vector<std::string> parser(engine::kKnownWirings.begin(), engine::kKnownWirings.end());
+  std::vector<std::string> parser(engine::topology::kKnownWirings.begin(), engine::topology::kKnownWirings.end());
   EXPECT_EQ(available_wirings(), parser);
   for (const std::string& name : parser) {
     absl::StatusOr<const Wiring*> w = find_wiring(name);
@@ -53,8 +53,8 @@ std::shared_ptr<const WiringRun> start(const std::string& name, std::shared_ptr<
   ctx->config.num_layers = 2;
   ctx->config.num_experts = 8;
   ctx->config.num_topk = 2;
-  absl::StatusOr<engine::Placement> p =
-      engine::make_placement(ctx->topology, 8, (*wiring)->traits().disaggregated_attention);
+  absl::StatusOr<engine::planning::Placement> p =
+      engine::planning::make_placement(ctx->topology, 8, (*wiring)->traits().disaggregated_attention);
   EXPECT_TRUE(p.ok()) << p.status();
   ctx->placement = *p;
   ctx->num_ranks = static_cast<int64_t>(p->rank_device.size());
@@ -118,7 +118,7 @@ TEST(WiringGraph, ExflowSendsResidualsToEveryRankAndReplicatesTheKvCache) {
   ASSERT_NE(g.continuation, nullptr);
   // A request with one token continues on the rank of its top-1 expert's device; a request
   // with two tokens in the batch stays home.
-  std::vector<engine::TokenMeta> meta(3);
+  std::vector<engine::dataflow::TokenMeta> meta(3);
   meta[0].request_id = 7;
   meta[1].request_id = 9;
   meta[2].request_id = 9;

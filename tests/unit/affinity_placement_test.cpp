@@ -59,18 +59,18 @@ Paths planted_paths(uint64_t seed, int64_t num_tokens, int64_t L, int64_t E, dou
   return paths;
 }
 
-AffinityCounts counts_of(const Paths& paths, int64_t L, int64_t E) {
-  auto c = affinity_counts_from_paths(paths, L, E);
+planning::AffinityCounts counts_of(const Paths& paths, int64_t L, int64_t E) {
+  auto c = planning::affinity_counts_from_paths(paths, L, E);
   EXPECT_TRUE(c.ok()) << c.status();
   return *c;
 }
 
-void expect_balanced(const AffinityCounts& c, const AffinityPlacement& p, int64_t G) {
+void expect_balanced(const planning::AffinityCounts& c, const planning::AffinityPlacement& p, int64_t G) {
   EXPECT_EQ(p.num_devices, G);
-  EXPECT_TRUE(cross_device_hops(c, p).ok()) << cross_device_hops(c, p).status();
+  EXPECT_TRUE(planning::cross_device_hops(c, p).ok()) << planning::cross_device_hops(c, p).status();
 }
 
-Key key_of(const AffinitySolution& s) { return {s.cross_node.hops, s.cross_device.hops}; }
+Key key_of(const planning::AffinitySolution& s) { return {s.cross_node.hops, s.cross_device.hops}; }
 
 // All balanced assignments of E experts to G devices (E / G each).
 std::vector<std::vector<int64_t>> balanced_assignments(int64_t E, int64_t G) {
@@ -97,7 +97,7 @@ std::vector<std::vector<int64_t>> balanced_assignments(int64_t E, int64_t G) {
 // Exact lexicographic minimum of (cross-node, cross-device) hops over all balanced placements
 // on num_nodes × gpus_per_node devices, by dynamic programming over blocks. When `node_of` is
 // given, only placements whose node of (s, e) is node_of[s][e] are allowed.
-Key brute_force(const AffinityCounts& c, int64_t num_nodes, int64_t gpus_per_node,
+Key brute_force(const planning::AffinityCounts& c, int64_t num_nodes, int64_t gpus_per_node,
                 const std::vector<std::vector<int64_t>>* node_of = nullptr) {
   const int64_t L = c.num_layers, E = c.num_experts, g = gpus_per_node;
   const auto states = balanced_assignments(E, num_nodes * g);
@@ -147,8 +147,8 @@ Key brute_force(const AffinityCounts& c, int64_t num_nodes, int64_t gpus_per_nod
 //   1→2: 0 → 0 stays; 0→3: 0 → 1 hop 1.  Hops = 3 + 2 + 4 + 1 = 10.
 // Round robin (every block [0,1,0,1]): 0→1 hop 5; 1→1 stays; 2→3 hop 2; 3→0 hop 4; 1→2 hop 6;
 //   0→3 hop 1.  Hops = 18.
-AffinityCounts hand_counts() {
-  AffinityCounts c{3, 4, std::vector<int64_t>(2 * 4 * 4, 0)};
+planning::AffinityCounts hand_counts() {
+  planning::AffinityCounts c{3, 4, std::vector<int64_t>(2 * 4 * 4, 0)};
   c.at(0, 0, 1) = 5;
   c.at(0, 1, 1) = 3;
   c.at(0, 2, 3) = 2;
@@ -159,80 +159,80 @@ AffinityCounts hand_counts() {
 }
 
 TEST(AffinityPlacement, ObjectiveOnHandMadeExample) {
-  const AffinityCounts c = hand_counts();
+  const planning::AffinityCounts c = hand_counts();
   EXPECT_EQ(c.total(), 21);
-  const AffinityPlacement p{2, {{0, 1, 0, 1}, {0, 0, 1, 1}, {1, 0, 0, 1}}};
-  auto h = cross_device_hops(c, p);
+  const planning::AffinityPlacement p{2, {{0, 1, 0, 1}, {0, 0, 1, 1}, {1, 0, 0, 1}}};
+  auto h = planning::cross_device_hops(c, p);
   ASSERT_TRUE(h.ok()) << h.status();
-  EXPECT_EQ(*h, (HopCount{10, 21}));
+  EXPECT_EQ(*h, (planning::HopCount{10, 21}));
   EXPECT_DOUBLE_EQ(h->fraction(), 10.0 / 21.0);
-  auto rr = round_robin_placement(3, 4, 2);
+  auto rr = planning::round_robin_placement(3, 4, 2);
   ASSERT_TRUE(rr.ok());
-  EXPECT_EQ(cross_device_hops(c, *rr)->hops, 18);
+  EXPECT_EQ(planning::cross_device_hops(c, *rr)->hops, 18);
   // One node of two GPUs: no cross-node hops; one GPU per node: nodes are devices.
-  EXPECT_EQ(cross_node_hops(c, p, 2)->hops, 0);
-  EXPECT_EQ(cross_node_hops(c, p, 1)->hops, 10);
-  EXPECT_EQ((HopCount{0, 0}).fraction(), 0.0);
+  EXPECT_EQ(planning::cross_node_hops(c, p, 2)->hops, 0);
+  EXPECT_EQ(planning::cross_node_hops(c, p, 1)->hops, 10);
+  EXPECT_EQ((planning::HopCount{0, 0}).fraction(), 0.0);
 }
 
 TEST(AffinityPlacement, RoundRobin) {
-  auto p = round_robin_placement(2, 6, 3);
+  auto p = planning::round_robin_placement(2, 6, 3);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->num_devices, 3);
   EXPECT_EQ(p->expert_device,
             (std::vector<std::vector<int64_t>>{{0, 1, 2, 0, 1, 2}, {0, 1, 2, 0, 1, 2}}));
-  EXPECT_FALSE(round_robin_placement(2, 6, 4).ok());  // 4 does not divide 6
-  EXPECT_FALSE(round_robin_placement(2, 6, 0).ok());
-  EXPECT_FALSE(round_robin_placement(0, 6, 3).ok());
+  EXPECT_FALSE(planning::round_robin_placement(2, 6, 4).ok());  // 4 does not divide 6
+  EXPECT_FALSE(planning::round_robin_placement(2, 6, 0).ok());
+  EXPECT_FALSE(planning::round_robin_placement(0, 6, 3).ok());
 }
 
 TEST(AffinityPlacement, ValidationErrors) {
-  const AffinityCounts c = hand_counts();
+  const planning::AffinityCounts c = hand_counts();
   auto invalid = [](const auto& r) {
     return !r.ok() && r.status().code() == absl::StatusCode::kInvalidArgument;
   };
   // Placement: G not dividing E, wrong number of blocks, ragged row, device out of range,
   // unbalanced block.
-  EXPECT_TRUE(invalid(cross_device_hops(c, {3, {{0, 1, 2, 0}, {0, 1, 2, 0}, {0, 1, 2, 0}}})));
-  EXPECT_TRUE(invalid(cross_device_hops(c, {2, {{0, 1, 0, 1}, {0, 1, 0, 1}}})));
-  EXPECT_TRUE(invalid(cross_device_hops(c, {2, {{0, 1, 0, 1}, {0, 1, 0}, {0, 1, 0, 1}}})));
-  EXPECT_TRUE(invalid(cross_device_hops(c, {2, {{0, 1, 0, 2}, {0, 1, 0, 1}, {0, 1, 0, 1}}})));
-  EXPECT_TRUE(invalid(cross_device_hops(c, {2, {{0, 0, 0, 1}, {0, 1, 0, 1}, {0, 1, 0, 1}}})));
-  const AffinityPlacement ok{2, {{0, 1, 0, 1}, {0, 1, 0, 1}, {0, 1, 0, 1}}};
-  EXPECT_TRUE(invalid(cross_node_hops(c, ok, 0)));
-  EXPECT_TRUE(invalid(cross_node_hops(c, {4, {{0, 1, 2, 3}, {0, 1, 2, 3}, {0, 1, 2, 3}}}, 3)));
+  EXPECT_TRUE(invalid(planning::cross_device_hops(c, {3, {{0, 1, 2, 0}, {0, 1, 2, 0}, {0, 1, 2, 0}}})));
+  EXPECT_TRUE(invalid(planning::cross_device_hops(c, {2, {{0, 1, 0, 1}, {0, 1, 0, 1}}})));
+  EXPECT_TRUE(invalid(planning::cross_device_hops(c, {2, {{0, 1, 0, 1}, {0, 1, 0}, {0, 1, 0, 1}}})));
+  EXPECT_TRUE(invalid(planning::cross_device_hops(c, {2, {{0, 1, 0, 2}, {0, 1, 0, 1}, {0, 1, 0, 1}}})));
+  EXPECT_TRUE(invalid(planning::cross_device_hops(c, {2, {{0, 0, 0, 1}, {0, 1, 0, 1}, {0, 1, 0, 1}}})));
+  const planning::AffinityPlacement ok{2, {{0, 1, 0, 1}, {0, 1, 0, 1}, {0, 1, 0, 1}}};
+  EXPECT_TRUE(invalid(planning::cross_node_hops(c, ok, 0)));
+  EXPECT_TRUE(invalid(planning::cross_node_hops(c, {4, {{0, 1, 2, 3}, {0, 1, 2, 3}, {0, 1, 2, 3}}}, 3)));
   // Counts: wrong size, negative weight, zero experts.
-  AffinityCounts bad = c;
+  planning::AffinityCounts bad = c;
   bad.weights.pop_back();
-  EXPECT_TRUE(invalid(cross_device_hops(bad, ok)));
+  EXPECT_TRUE(invalid(planning::cross_device_hops(bad, ok)));
   bad = c;
   bad.at(1, 2, 2) = -1;
-  EXPECT_TRUE(invalid(cross_device_hops(bad, ok)));
-  EXPECT_TRUE(invalid(plan_affinity_placement(bad, 1, 2)));
-  EXPECT_TRUE(invalid(plan_affinity_placement(AffinityCounts{}, 1, 1)));
+  EXPECT_TRUE(invalid(planning::cross_device_hops(bad, ok)));
+  EXPECT_TRUE(invalid(planning::plan_affinity_placement(bad, 1, 2)));
+  EXPECT_TRUE(invalid(planning::plan_affinity_placement(planning::AffinityCounts{}, 1, 1)));
   // Plan: N·g not dividing E, zero nodes, bad options.
-  EXPECT_TRUE(invalid(plan_affinity_placement(c, 3, 1)));
-  EXPECT_TRUE(invalid(plan_affinity_placement(c, 2, 4)));
-  EXPECT_TRUE(invalid(plan_affinity_placement(c, 0, 2)));
-  AffinityOptions o;
+  EXPECT_TRUE(invalid(planning::plan_affinity_placement(c, 3, 1)));
+  EXPECT_TRUE(invalid(planning::plan_affinity_placement(c, 2, 4)));
+  EXPECT_TRUE(invalid(planning::plan_affinity_placement(c, 0, 2)));
+  planning::AffinityOptions o;
   o.time_limit_s = -1;
-  EXPECT_TRUE(invalid(plan_affinity_placement(c, 1, 2, o)));
+  EXPECT_TRUE(invalid(planning::plan_affinity_placement(c, 1, 2, o)));
   o.time_limit_s = std::nan("");
-  EXPECT_TRUE(invalid(plan_affinity_placement(c, 1, 2, o)));
+  EXPECT_TRUE(invalid(planning::plan_affinity_placement(c, 1, 2, o)));
   o = {};
   o.num_restarts = 0;
-  EXPECT_TRUE(invalid(plan_affinity_placement(c, 1, 2, o)));
+  EXPECT_TRUE(invalid(planning::plan_affinity_placement(c, 1, 2, o)));
   // Paths: wrong length, expert out of range, bad sizes.
-  EXPECT_TRUE(invalid(affinity_counts_from_paths({{0, 1, 2}, {0, 1}}, 3, 4)));
-  EXPECT_TRUE(invalid(affinity_counts_from_paths({{0, 1, 4}}, 3, 4)));
-  EXPECT_TRUE(invalid(affinity_counts_from_paths({{0, -1, 3}}, 3, 4)));
-  EXPECT_TRUE(invalid(affinity_counts_from_paths({}, 0, 4)));
+  EXPECT_TRUE(invalid(planning::affinity_counts_from_paths({{0, 1, 2}, {0, 1}}, 3, 4)));
+  EXPECT_TRUE(invalid(planning::affinity_counts_from_paths({{0, 1, 4}}, 3, 4)));
+  EXPECT_TRUE(invalid(planning::affinity_counts_from_paths({{0, -1, 3}}, 3, 4)));
+  EXPECT_TRUE(invalid(planning::affinity_counts_from_paths({}, 0, 4)));
 }
 
 TEST(AffinityPlacement, CountsFromPaths) {
-  auto c = affinity_counts_from_paths({{0, 1, 2}, {0, 1, 3}, {3, 3, 3}}, 3, 4);
+  auto c = planning::affinity_counts_from_paths({{0, 1, 2}, {0, 1, 3}, {3, 3, 3}}, 3, 4);
   ASSERT_TRUE(c.ok()) << c.status();
-  AffinityCounts expected{3, 4, std::vector<int64_t>(2 * 4 * 4, 0)};
+  planning::AffinityCounts expected{3, 4, std::vector<int64_t>(2 * 4 * 4, 0)};
   expected.at(0, 0, 1) = 2;
   expected.at(1, 1, 2) = 1;
   expected.at(1, 1, 3) = 1;
@@ -240,15 +240,15 @@ TEST(AffinityPlacement, CountsFromPaths) {
   expected.at(1, 3, 3) = 1;
   EXPECT_EQ(*c, expected);
   // One block: no boundaries, empty weights.
-  auto one = affinity_counts_from_paths({{2}}, 1, 4);
+  auto one = planning::affinity_counts_from_paths({{2}}, 1, 4);
   ASSERT_TRUE(one.ok());
   EXPECT_TRUE(one->weights.empty());
 }
 
 TEST(AffinityPlacement, CountsFromRoutingTableTopK) {
-  RoutingTable t;
+  routing::RoutingTable t;
   auto add = [&](int64_t r, int64_t pos, int32_t block, std::vector<int32_t> experts) {
-    t[{r, pos, block}] = RoutingChoice{experts, std::vector<float>(experts.size(), 0.5f)};
+    t[{r, pos, block}] = routing::RoutingChoice{experts, std::vector<float>(experts.size(), 0.5f)};
   };
   // Token (0, 0): blocks 0, 1, 2 with top-2 lists; the top-1 at s is the list's first entry.
   add(0, 0, 0, {1, 3});
@@ -264,9 +264,9 @@ TEST(AffinityPlacement, CountsFromRoutingTableTopK) {
   // Token (1, 0): blocks 1, 2.
   add(1, 0, 1, {3, 2});
   add(1, 0, 2, {2, 1});
-  auto c = affinity_counts_from_routing(t, 3, 4);
+  auto c = planning::affinity_counts_from_routing(t, 3, 4);
   ASSERT_TRUE(c.ok()) << c.status();
-  AffinityCounts expected{3, 4, std::vector<int64_t>(2 * 4 * 4, 0)};
+  planning::AffinityCounts expected{3, 4, std::vector<int64_t>(2 * 4 * 4, 0)};
   expected.at(0, 1, 2) = 1;  // token (0,0): top-1 of block 0 is 1 → {2, 0}
   expected.at(0, 1, 0) = 1;
   expected.at(1, 2, 3) = 1;  // token (0,0): top-1 of block 1 is 2 → {3, 1}
@@ -276,28 +276,28 @@ TEST(AffinityPlacement, CountsFromRoutingTableTopK) {
   EXPECT_EQ(*c, expected);
   EXPECT_EQ(c->total(), 6);
 
-  auto invalid = [](const RoutingTable& table) {
-    auto r = affinity_counts_from_routing(table, 3, 4);
+  auto invalid = [](const routing::RoutingTable& table) {
+    auto r = planning::affinity_counts_from_routing(table, 3, 4);
     return !r.ok() && r.status().code() == absl::StatusCode::kInvalidArgument;
   };
-  RoutingTable bad;
-  bad[{0, 0, 3}] = RoutingChoice{{0}, {1.0f}};  // block outside [0, 3)
+  routing::RoutingTable bad;
+  bad[{0, 0, 3}] = routing::RoutingChoice{{0}, {1.0f}};  // block outside [0, 3)
   EXPECT_TRUE(invalid(bad));
   bad.clear();
-  bad[{0, 0, 0}] = RoutingChoice{{4}, {1.0f}};  // expert outside [0, 4)
+  bad[{0, 0, 0}] = routing::RoutingChoice{{4}, {1.0f}};  // expert outside [0, 4)
   EXPECT_TRUE(invalid(bad));
   bad.clear();
-  bad[{0, 0, 0}] = RoutingChoice{{1, 1}, {0.5f, 0.5f}};  // duplicate expert
+  bad[{0, 0, 0}] = routing::RoutingChoice{{1, 1}, {0.5f, 0.5f}};  // duplicate expert
   EXPECT_TRUE(invalid(bad));
   bad.clear();
-  bad[{0, 0, 0}] = RoutingChoice{{}, {}};  // empty top-k
+  bad[{0, 0, 0}] = routing::RoutingChoice{{}, {}};  // empty top-k
   EXPECT_TRUE(invalid(bad));
-  EXPECT_FALSE(affinity_counts_from_routing(t, 3, 0).ok());
+  EXPECT_FALSE(planning::affinity_counts_from_routing(t, 3, 0).ok());
 }
 
 TEST(AffinityPlacement, HandMadeExampleIsSolvedExactly) {
-  const AffinityCounts c = hand_counts();
-  auto plan = plan_affinity_placement(c, 1, 2);
+  const planning::AffinityCounts c = hand_counts();
+  auto plan = planning::plan_affinity_placement(c, 1, 2);
   ASSERT_TRUE(plan.ok()) << plan.status();
   const Key best = brute_force(c, 1, 2);
   ASSERT_TRUE(plan->milp && plan->heuristic);
@@ -329,16 +329,16 @@ TEST(AffinityPlacement, MilpMatchesExhaustiveSearchOnSmallInstances) {
     SCOPED_TRACE(testing::Message()
                  << "case " << k << ": L=" << sc.L << " E=" << sc.E << " nodes=" << sc.num_nodes
                  << " gpus/node=" << sc.gpus_per_node << " follow=" << sc.follow);
-    const AffinityCounts c =
+    const planning::AffinityCounts c =
         counts_of(planted_paths(seed + k, sc.num_tokens, sc.L, sc.E, sc.follow), sc.L, sc.E);
-    AffinityOptions o;
+    planning::AffinityOptions o;
     o.time_limit_s = 20;
     o.seed = seed;
-    auto plan = plan_affinity_placement(c, sc.num_nodes, sc.gpus_per_node, o);
+    auto plan = planning::plan_affinity_placement(c, sc.num_nodes, sc.gpus_per_node, o);
     ASSERT_TRUE(plan.ok()) << plan.status();
     ASSERT_TRUE(plan->milp && plan->heuristic);
-    const AffinitySolution& milp = *plan->milp;
-    const AffinitySolution& heur = *plan->heuristic;
+    const planning::AffinitySolution& milp = *plan->milp;
+    const planning::AffinitySolution& heur = *plan->heuristic;
     const int64_t G = sc.num_nodes * sc.gpus_per_node;
     expect_balanced(c, milp.placement, G);
     expect_balanced(c, heur.placement, G);
@@ -382,12 +382,12 @@ TEST(AffinityPlacement, MilpMatchesExhaustiveSearchOnSmallInstances) {
 TEST(AffinityPlacement, TimeLimitIsRespected) {
   const uint64_t seed = test_seed("AffinityPlacement.TimeLimitIsRespected", 7);
   const int64_t L = 8, E = 32;
-  const AffinityCounts c = counts_of(planted_paths(seed, 3000, L, E, 0.6), L, E);
-  AffinityOptions o;
+  const planning::AffinityCounts c = counts_of(planted_paths(seed, 3000, L, E, 0.6), L, E);
+  planning::AffinityOptions o;
   o.time_limit_s = 1.0;
   o.seed = seed;
   const auto start = std::chrono::steady_clock::now();
-  auto plan = plan_affinity_placement(c, 2, 4, o);
+  auto plan = planning::plan_affinity_placement(c, 2, 4, o);
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ASSERT_TRUE(plan.ok()) << plan.status();
@@ -406,8 +406,8 @@ TEST(AffinityPlacement, TimeLimitIsRespected) {
 
   // A mid-size instance whose root LP GLPK solves in time but whose search it cannot finish in
   // 1 s: a finite gap in [0, 1] is reported (0 only when optimality was proven).
-  const AffinityCounts mid = counts_of(planted_paths(seed + 1, 500, 5, 16, 0.5), 5, 16);
-  auto mid_plan = plan_affinity_placement(mid, 1, 2, o);
+  const planning::AffinityCounts mid = counts_of(planted_paths(seed + 1, 500, 5, 16, 0.5), 5, 16);
+  auto mid_plan = planning::plan_affinity_placement(mid, 1, 2, o);
   ASSERT_TRUE(mid_plan.ok()) << mid_plan.status();
   ASSERT_TRUE(mid_plan->milp && mid_plan->heuristic);
   EXPECT_LT(mid_plan->milp->wall_s, 10.0);
@@ -433,12 +433,12 @@ TEST(AffinityPlacement, TimeLimitIsRespected) {
 TEST(AffinityPlacement, HeuristicOnSwitchSizes) {
   const uint64_t seed = test_seed("AffinityPlacement.HeuristicOnSwitchSizes", 11);
   const int64_t L = 12, E = 128;
-  const AffinityCounts c = counts_of(planted_paths(seed, 20000, L, E, 0.6), L, E);
+  const planning::AffinityCounts c = counts_of(planted_paths(seed, 20000, L, E, 0.6), L, E);
   for (auto [N, g] : std::vector<std::pair<int64_t, int64_t>>{{1, 8}, {4, 4}, {8, 8}}) {
-    AffinityOptions o;
-    o.method = AffinityMethod::kHeuristic;
+    planning::AffinityOptions o;
+    o.method = planning::AffinityMethod::kHeuristic;
     o.seed = seed;
-    auto plan = plan_affinity_placement(c, N, g, o);
+    auto plan = planning::plan_affinity_placement(c, N, g, o);
     ASSERT_TRUE(plan.ok()) << plan.status();
     ASSERT_TRUE(plan->heuristic && !plan->milp);
     expect_balanced(c, plan->heuristic->placement, N * g);
@@ -456,42 +456,42 @@ TEST(AffinityPlacement, HeuristicOnSwitchSizes) {
 
 TEST(AffinityPlacement, DeterministicAndEdgeCases) {
   const uint64_t seed = test_seed("AffinityPlacement.DeterministicAndEdgeCases", 3);
-  const AffinityCounts c = counts_of(planted_paths(seed, 500, 5, 16, 0.5), 5, 16);
-  AffinityOptions o;
-  o.method = AffinityMethod::kHeuristic;
+  const planning::AffinityCounts c = counts_of(planted_paths(seed, 500, 5, 16, 0.5), 5, 16);
+  planning::AffinityOptions o;
+  o.method = planning::AffinityMethod::kHeuristic;
   o.seed = seed;
-  auto a = plan_affinity_placement(c, 2, 2, o);
-  auto b = plan_affinity_placement(c, 2, 2, o);
+  auto a = planning::plan_affinity_placement(c, 2, 2, o);
+  auto b = planning::plan_affinity_placement(c, 2, 2, o);
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_EQ(a->heuristic->placement, b->heuristic->placement);
   // MILP only: no heuristic reported.
-  o.method = AffinityMethod::kMilp;
+  o.method = planning::AffinityMethod::kMilp;
   o.time_limit_s = 0.5;
-  auto m = plan_affinity_placement(c, 2, 2, o);
+  auto m = planning::plan_affinity_placement(c, 2, 2, o);
   ASSERT_TRUE(m.ok());
   EXPECT_TRUE(m->milp && !m->heuristic);
   expect_balanced(c, m->milp->placement, 4);
   // A zero budget keeps the heuristic's placement (no GLPK run, no bound).
   o.time_limit_s = 0.0;
-  auto z = plan_affinity_placement(c, 2, 2, o);
+  auto z = planning::plan_affinity_placement(c, 2, 2, o);
   ASSERT_TRUE(z.ok());
   EXPECT_EQ(z->milp->placement, a->heuristic->placement);
   EXPECT_FALSE(z->milp->optimal);
   EXPECT_TRUE(std::isnan(z->milp->relative_gap));
   // One block: nothing to optimise. One device: everything local.
-  auto one = affinity_counts_from_paths({{1}, {2}}, 1, 4);
+  auto one = planning::affinity_counts_from_paths({{1}, {2}}, 1, 4);
   ASSERT_TRUE(one.ok());
-  auto p1 = plan_affinity_placement(*one, 2, 2);
+  auto p1 = planning::plan_affinity_placement(*one, 2, 2);
   ASSERT_TRUE(p1.ok()) << p1.status();
-  EXPECT_EQ(p1->milp->cross_device, (HopCount{0, 0}));
-  auto p2 = plan_affinity_placement(c, 1, 1);
+  EXPECT_EQ(p1->milp->cross_device, (planning::HopCount{0, 0}));
+  auto p2 = planning::plan_affinity_placement(c, 1, 1);
   ASSERT_TRUE(p2.ok());
   EXPECT_EQ(p2->milp->cross_device.hops, 0);
   EXPECT_TRUE(p2->milp->optimal);
   // All experts on their own device (E = G): still balanced.
-  AffinityOptions quick;
+  planning::AffinityOptions quick;
   quick.time_limit_s = 0.5;
-  auto p3 = plan_affinity_placement(c, 4, 4, quick);
+  auto p3 = planning::plan_affinity_placement(c, 4, 4, quick);
   ASSERT_TRUE(p3.ok()) << p3.status();
   expect_balanced(c, p3->milp->placement, 16);
 }

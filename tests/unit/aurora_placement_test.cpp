@@ -109,7 +109,7 @@ TEST(BottleneckMatching, EqualsBruteForceOnRandomInstances) {
     for (auto& row : w) {
       for (double& x : row) x = random_weight(rng, flavour);
     }
-    const absl::StatusOr<BottleneckMatching> got = bottleneck_matching(w);
+    const absl::StatusOr<planning::BottleneckMatching> got = planning::bottleneck_matching(w);
     ASSERT_TRUE(got.ok()) << got.status();
     const BruteForce want = brute_force_min_max(
         n, [&](int64_t i, int64_t j) { return w[static_cast<size_t>(i)][static_cast<size_t>(j)]; });
@@ -126,7 +126,7 @@ TEST(BottleneckMatching, EqualsBruteForceOnRandomInstances) {
     // Documented tie-break: the lexicographically smallest optimal matching.
     EXPECT_EQ(got->col_of_row, want.first_perm);
     // Deterministic: the same input gives the same answer.
-    EXPECT_EQ(*bottleneck_matching(w), *got);
+    EXPECT_EQ(*planning::bottleneck_matching(w), *got);
     ++checked;
   }
   EXPECT_EQ(checked, 400);
@@ -135,39 +135,39 @@ TEST(BottleneckMatching, EqualsBruteForceOnRandomInstances) {
 TEST(BottleneckMatching, HandExample) {
   // Row 0 must avoid its 9; the best is 0->1 (4), 1->0 (3), 2->2 (2): bottleneck 4.
   const Matrix w = {{1, 4, 9}, {3, 8, 5}, {9, 9, 2}};
-  const absl::StatusOr<BottleneckMatching> got = bottleneck_matching(w);
+  const absl::StatusOr<planning::BottleneckMatching> got = planning::bottleneck_matching(w);
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->col_of_row, (std::vector<int64_t>{1, 0, 2}));
   EXPECT_EQ(got->bottleneck, 4.0);
 }
 
 TEST(BottleneckMatching, EmptySingleAndInfinite) {
-  const absl::StatusOr<BottleneckMatching> empty = bottleneck_matching({});
+  const absl::StatusOr<planning::BottleneckMatching> empty = planning::bottleneck_matching({});
   ASSERT_TRUE(empty.ok()) << empty.status();
   EXPECT_TRUE(empty->col_of_row.empty());
   EXPECT_EQ(empty->bottleneck, 0.0);
 
-  const absl::StatusOr<BottleneckMatching> one = bottleneck_matching({{-2.5}});
+  const absl::StatusOr<planning::BottleneckMatching> one = planning::bottleneck_matching({{-2.5}});
   ASSERT_TRUE(one.ok()) << one.status();
   EXPECT_EQ(one->col_of_row, (std::vector<int64_t>{0}));
   EXPECT_EQ(one->bottleneck, -2.5);
 
   // Every perfect matching uses a forbidden (+inf) pair: bottleneck +inf, identity tie-break.
-  const absl::StatusOr<BottleneckMatching> forbidden =
-      bottleneck_matching({{kInf, kInf}, {1, kInf}});
+  const absl::StatusOr<planning::BottleneckMatching> forbidden =
+      planning::bottleneck_matching({{kInf, kInf}, {1, kInf}});
   ASSERT_TRUE(forbidden.ok()) << forbidden.status();
   EXPECT_EQ(forbidden->bottleneck, kInf);
   EXPECT_EQ(forbidden->col_of_row, (std::vector<int64_t>{0, 1}));
 }
 
 TEST(BottleneckMatching, Errors) {
-  EXPECT_EQ(bottleneck_matching({{1, 2}, {3}}).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(bottleneck_matching({{1, 2}}).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(bottleneck_matching({{1}, {2}}).status().code(), absl::StatusCode::kInvalidArgument);
-  const absl::Status nan = bottleneck_matching({{1, std::nan("")}, {2, 3}}).status();
+  EXPECT_EQ(planning::bottleneck_matching({{1, 2}, {3}}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(planning::bottleneck_matching({{1, 2}}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(planning::bottleneck_matching({{1}, {2}}).status().code(), absl::StatusCode::kInvalidArgument);
+  const absl::Status nan = planning::bottleneck_matching({{1, std::nan("")}, {2, 3}}).status();
   EXPECT_EQ(nan.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(nan.message().find("NaN"), std::string::npos) << nan;
-  const absl::Status ragged = bottleneck_matching({{1, 2}, {3}}).status();
+  const absl::Status ragged = planning::bottleneck_matching({{1, 2}, {3}}).status();
   EXPECT_NE(ragged.message().find("square"), std::string::npos) << ragged;
 }
 
@@ -188,18 +188,18 @@ TEST(ColocateSymmetric, Theorem62EqualsBruteForce) {
     const BruteForce want = brute_force_min_max(n, [&](int64_t i, int64_t j) {
       return a[static_cast<size_t>(i)] + b[static_cast<size_t>(j)];
     });
-    const absl::StatusOr<ColocationPlan> sym = colocate_symmetric(a, b);
-    const absl::StatusOr<ColocationPlan> bot = colocate_bottleneck(a, b);
+    const absl::StatusOr<planning::ColocationPlan> sym = planning::colocate_symmetric(a, b);
+    const absl::StatusOr<planning::ColocationPlan> bot = planning::colocate_bottleneck(a, b);
     ASSERT_TRUE(sym.ok()) << sym.status();
     ASSERT_TRUE(bot.ok()) << bot.status();
     EXPECT_EQ(sym->max_cost, want.value);
     EXPECT_EQ(bot->max_cost, want.value);
-    for (const ColocationPlan* plan : {&*sym, &*bot}) {
+    for (const planning::ColocationPlan* plan : {&*sym, &*bot}) {
       ASSERT_EQ(plan->pairs.size(), static_cast<size_t>(n));
       std::vector<int64_t> b_of_a;
       double max_cost = 0.0;
       for (int64_t g = 0; g < n; ++g) {
-        const ExpertPair p = plan->pairs[static_cast<size_t>(g)];
+        const planning::ExpertPair p = plan->pairs[static_cast<size_t>(g)];
         EXPECT_EQ(p.a, g);
         b_of_a.push_back(p.b);
         EXPECT_EQ(plan->gpu_cost[static_cast<size_t>(g)],
@@ -211,16 +211,16 @@ TEST(ColocateSymmetric, Theorem62EqualsBruteForce) {
     }
     // colocate_bottleneck takes the lexicographically first optimal pairing.
     std::vector<int64_t> bot_b;
-    for (const ExpertPair& p : bot->pairs) bot_b.push_back(p.b);
+    for (const planning::ExpertPair& p : bot->pairs) bot_b.push_back(p.b);
     EXPECT_EQ(bot_b, want.first_perm);
   }
 }
 
 TEST(ColocateSymmetric, HandExample) {
   // a ascending: expert 1 (1), 2 (4), 0 (7); b descending: expert 0 (6), 2 (5), 1 (2).
-  const absl::StatusOr<ColocationPlan> plan = colocate_symmetric({7, 1, 4}, {6, 2, 5});
+  const absl::StatusOr<planning::ColocationPlan> plan = planning::colocate_symmetric({7, 1, 4}, {6, 2, 5});
   ASSERT_TRUE(plan.ok()) << plan.status();
-  EXPECT_EQ(plan->pairs, (std::vector<ExpertPair>{{0, 1}, {1, 0}, {2, 2}}));
+  EXPECT_EQ(plan->pairs, (std::vector<planning::ExpertPair>{{0, 1}, {1, 0}, {2, 2}}));
   EXPECT_EQ(plan->gpu_cost, (std::vector<double>{9, 7, 9}));
   EXPECT_EQ(plan->max_cost, 9.0);
 }
@@ -229,9 +229,9 @@ TEST(ColocateBottleneck, CaseTwoEqualsBruteForce) {
   SplitMix64 rng(test_seed("ColocateBottleneck.CaseTwoEqualsBruteForce", 0x6262));
   for (int trial = 0; trial < 300; ++trial) {
     const int64_t n = 1 + trial % 7;
-    std::vector<ExpertTraffic> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
+    std::vector<planning::ExpertTraffic> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
     for (auto* v : {&a, &b}) {
-      for (ExpertTraffic& t : *v) {
+      for (planning::ExpertTraffic& t : *v) {
         t.send =
             trial % 2 == 0 ? static_cast<double>(uniform_int(rng, 5)) : uniform_real(rng, 0, 9);
         t.recv =
@@ -240,15 +240,15 @@ TEST(ColocateBottleneck, CaseTwoEqualsBruteForce) {
     }
     SCOPED_TRACE("trial " + std::to_string(trial));
     const BruteForce want = brute_force_min_max(n, [&](int64_t i, int64_t j) {
-      const ExpertTraffic& x = a[static_cast<size_t>(i)];
-      const ExpertTraffic& y = b[static_cast<size_t>(j)];
+      const planning::ExpertTraffic& x = a[static_cast<size_t>(i)];
+      const planning::ExpertTraffic& y = b[static_cast<size_t>(j)];
       return std::max(x.send + y.send, x.recv + y.recv);
     });
-    const absl::StatusOr<ColocationPlan> plan = colocate_bottleneck(a, b);
+    const absl::StatusOr<planning::ColocationPlan> plan = planning::colocate_bottleneck(a, b);
     ASSERT_TRUE(plan.ok()) << plan.status();
     EXPECT_EQ(plan->max_cost, want.value);
     std::vector<int64_t> b_of_a;
-    for (const ExpertPair& p : plan->pairs) b_of_a.push_back(p.b);
+    for (const planning::ExpertPair& p : plan->pairs) b_of_a.push_back(p.b);
     EXPECT_EQ(b_of_a, want.first_perm);
   }
 }
@@ -257,51 +257,51 @@ TEST(ColocateBottleneck, CaseTwoBeatsSortingByLargerValue) {
   // §6.2 Case II: sorting by the larger of (send, recv) and applying Theorem 6.2 is not optimal.
   // Expert 0 of each model receives 10, expert 1 sends 10: pairing 0 with 0 costs 20, 0 with 1
   // costs 10.
-  const std::vector<ExpertTraffic> a = {{0, 10}, {10, 0}};
-  const std::vector<ExpertTraffic> b = {{0, 10}, {10, 0}};
-  const absl::StatusOr<ColocationPlan> plan = colocate_bottleneck(a, b);
+  const std::vector<planning::ExpertTraffic> a = {{0, 10}, {10, 0}};
+  const std::vector<planning::ExpertTraffic> b = {{0, 10}, {10, 0}};
+  const absl::StatusOr<planning::ColocationPlan> plan = planning::colocate_bottleneck(a, b);
   ASSERT_TRUE(plan.ok()) << plan.status();
-  EXPECT_EQ(plan->pairs, (std::vector<ExpertPair>{{0, 1}, {1, 0}}));
+  EXPECT_EQ(plan->pairs, (std::vector<planning::ExpertPair>{{0, 1}, {1, 0}}));
   EXPECT_EQ(plan->max_cost, 10.0);
   // Theorem 6.2 on max(send, recv) = {10, 10} for both models pairs 0 with 0 and 1 with 1.
-  const absl::StatusOr<ColocationPlan> sorted = colocate_symmetric({10, 10}, {10, 10});
+  const absl::StatusOr<planning::ColocationPlan> sorted = planning::colocate_symmetric({10, 10}, {10, 10});
   ASSERT_TRUE(sorted.ok()) << sorted.status();
-  EXPECT_EQ(sorted->pairs, (std::vector<ExpertPair>{{0, 0}, {1, 1}}));
-  EXPECT_EQ(pair_cost(a[0], b[0]), 20.0);
+  EXPECT_EQ(sorted->pairs, (std::vector<planning::ExpertPair>{{0, 0}, {1, 1}}));
+  EXPECT_EQ(planning::pair_cost(a[0], b[0]), 20.0);
 }
 
 TEST(ExpertTrafficFromMatrix, RowAndColumnSums) {
   // d_ij = traffic GPU i sends to GPU j; a_i = row sum (send), a_{n+i} = column sum (recv).
-  const absl::StatusOr<std::vector<ExpertTraffic>> t =
-      expert_traffic_from_matrix({{0, 1, 2}, {3, 4, 5}, {6, 7, 8}});
+  const absl::StatusOr<std::vector<planning::ExpertTraffic>> t =
+      planning::expert_traffic_from_matrix({{0, 1, 2}, {3, 4, 5}, {6, 7, 8}});
   ASSERT_TRUE(t.ok()) << t.status();
-  EXPECT_EQ(*t, (std::vector<ExpertTraffic>{{3, 9}, {12, 12}, {21, 15}}));
-  EXPECT_EQ(expert_traffic_from_matrix({{1, 2}}).status().code(),
+  EXPECT_EQ(*t, (std::vector<planning::ExpertTraffic>{{3, 9}, {12, 12}, {21, 15}}));
+  EXPECT_EQ(planning::expert_traffic_from_matrix({{1, 2}}).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(expert_traffic_from_matrix({{1, -2}, {0, 0}}).status().code(),
+  EXPECT_EQ(planning::expert_traffic_from_matrix({{1, -2}, {0, 0}}).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(expert_traffic_from_matrix({}).ok());
+  EXPECT_TRUE(planning::expert_traffic_from_matrix({}).ok());
 }
 
 TEST(Colocate, EmptyAndErrors) {
-  const absl::StatusOr<ColocationPlan> empty =
-      colocate_bottleneck(std::vector<double>{}, std::vector<double>{});
+  const absl::StatusOr<planning::ColocationPlan> empty =
+      planning::colocate_bottleneck(std::vector<double>{}, std::vector<double>{});
   ASSERT_TRUE(empty.ok()) << empty.status();
   EXPECT_TRUE(empty->pairs.empty());
   EXPECT_EQ(empty->max_cost, 0.0);
-  EXPECT_TRUE(colocate_symmetric({}, {}).ok());
+  EXPECT_TRUE(planning::colocate_symmetric({}, {}).ok());
 
   const std::vector<double> two = {1, 2}, three = {1, 2, 3}, negative = {1, -1};
   const std::vector<double> nan = {1, std::nan("")}, inf = {kInf, 1};
   for (const auto& [x, y] : {std::pair{two, three}, std::pair{two, negative}, std::pair{nan, two},
                              std::pair{two, inf}}) {
-    EXPECT_EQ(colocate_symmetric(x, y).status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_EQ(colocate_bottleneck(x, y).status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(planning::colocate_symmetric(x, y).status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(planning::colocate_bottleneck(x, y).status().code(), absl::StatusCode::kInvalidArgument);
   }
-  const absl::Status mismatch = colocate_symmetric(two, three).status();
+  const absl::Status mismatch = planning::colocate_symmetric(two, three).status();
   EXPECT_NE(mismatch.message().find("b has 3"), std::string::npos) << mismatch;
-  const std::vector<ExpertTraffic> bad_recv = {{1, -1}};
-  EXPECT_EQ(colocate_bottleneck(bad_recv, symmetric_traffic({1})).status().code(),
+  const std::vector<planning::ExpertTraffic> bad_recv = {{1, -1}};
+  EXPECT_EQ(planning::colocate_bottleneck(bad_recv, planning::symmetric_traffic({1})).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 
@@ -320,7 +320,7 @@ TEST(AssignByCapability, Theorem51EqualsBruteForce) {
     for (double& x : speeds)
       x = integers ? static_cast<double>(1 + uniform_int(rng, 3)) : uniform_real(rng, 0.5, 4);
     SCOPED_TRACE("trial " + std::to_string(trial));
-    const absl::StatusOr<CapabilityAssignment> got = assign_by_capability(loads, speeds, 1);
+    const absl::StatusOr<planning::CapabilityAssignment> got = planning::assign_by_capability(loads, speeds, 1);
     ASSERT_TRUE(got.ok()) << got.status();
     // Brute force: expert i on GPU perm[i].
     const BruteForce want = brute_force_min_max(n, [&](int64_t i, int64_t g) {
@@ -342,8 +342,8 @@ TEST(AssignByCapability, Theorem51EqualsBruteForce) {
 TEST(AssignByCapability, OneExpertPerGpuHandExample) {
   // Loads descending, ties to the lower index: expert 1 (9), 0 (5), 3 (5), 2 (1).
   // Speeds descending: GPU 2 (4), GPU 0 (2), GPU 3 (2), GPU 1 (1).
-  const absl::StatusOr<CapabilityAssignment> got =
-      assign_by_capability({5, 9, 1, 5}, {2, 1, 4, 2}, 1);
+  const absl::StatusOr<planning::CapabilityAssignment> got =
+      planning::assign_by_capability({5, 9, 1, 5}, {2, 1, 4, 2}, 1);
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->gpu_of_expert, (std::vector<int64_t>{0, 2, 1, 3}));
   EXPECT_EQ(got->gpu_time, (std::vector<double>{2.5, 1.0, 2.25, 2.5}));
@@ -355,21 +355,21 @@ TEST(AssignByCapability, SeveralExpertsPerGpuIsBlockwiseAndDeterministic) {
   // index: 4 (8), 0 (6), 2 (6), 5 (3), 1 (1), 3 (0). Blocks of two: {4, 0} -> GPU 1,
   // {2, 5} -> GPU 2, {1, 3} -> GPU 0.
   const std::vector<double> loads = {6, 1, 6, 0, 8, 3}, speeds = {1, 3, 2};
-  const absl::StatusOr<CapabilityAssignment> got = assign_by_capability(loads, speeds, 2);
+  const absl::StatusOr<planning::CapabilityAssignment> got = planning::assign_by_capability(loads, speeds, 2);
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->gpu_of_expert, (std::vector<int64_t>{1, 0, 2, 0, 1, 2}));
   EXPECT_EQ(got->gpu_time, (std::vector<double>{1.0, 14.0 / 3.0, 4.5}));
   EXPECT_EQ(got->max_time, 14.0 / 3.0);
-  EXPECT_EQ(*assign_by_capability(loads, speeds, 2), *got);
+  EXPECT_EQ(*planning::assign_by_capability(loads, speeds, 2), *got);
 
   // All ties: experts go in index order, GPUs in index order.
-  const absl::StatusOr<CapabilityAssignment> ties = assign_by_capability({1, 1, 1, 1}, {2, 2}, 2);
+  const absl::StatusOr<planning::CapabilityAssignment> ties = planning::assign_by_capability({1, 1, 1, 1}, {2, 2}, 2);
   ASSERT_TRUE(ties.ok()) << ties.status();
   EXPECT_EQ(ties->gpu_of_expert, (std::vector<int64_t>{0, 0, 1, 1}));
 
   // Documented non-optimality for experts_per_gpu > 1: {5, 4} + {3, 2} = 9, while the partition
   // {5, 2} + {4, 3} reaches 7. The rule of Theorem 5.1 covers one expert per GPU.
-  const absl::StatusOr<CapabilityAssignment> blocks = assign_by_capability({5, 4, 3, 2}, {1, 1}, 2);
+  const absl::StatusOr<planning::CapabilityAssignment> blocks = planning::assign_by_capability({5, 4, 3, 2}, {1, 1}, 2);
   ASSERT_TRUE(blocks.ok()) << blocks.status();
   EXPECT_EQ(blocks->gpu_of_expert, (std::vector<int64_t>{0, 0, 1, 1}));
   EXPECT_EQ(blocks->max_time, 9.0);
@@ -378,7 +378,7 @@ TEST(AssignByCapability, SeveralExpertsPerGpuIsBlockwiseAndDeterministic) {
 TEST(AssignByCapability, Errors) {
   const auto code = [](const std::vector<double>& loads, const std::vector<double>& speeds,
                        int64_t per_gpu) {
-    return assign_by_capability(loads, speeds, per_gpu).status().code();
+    return planning::assign_by_capability(loads, speeds, per_gpu).status().code();
   };
   constexpr absl::StatusCode kBad = absl::StatusCode::kInvalidArgument;
   EXPECT_EQ(code({1, 2, 3}, {1, 1}, 1), kBad);  // 3 experts != 2 GPUs * 1
@@ -392,12 +392,12 @@ TEST(AssignByCapability, Errors) {
   EXPECT_EQ(code({1, 2}, {-1, 1}, 1), kBad);
   EXPECT_EQ(code({1, 2}, {kInf, 1}, 1), kBad);
   EXPECT_EQ(code({1, 2}, {std::nan(""), 1}, 1), kBad);
-  const absl::Status msg = assign_by_capability({1, 2, 3}, {1, 1}, 1).status();
+  const absl::Status msg = planning::assign_by_capability({1, 2, 3}, {1, 1}, 1).status();
   EXPECT_NE(msg.message().find("num_experts (3)"), std::string::npos) << msg;
-  const absl::Status speed = assign_by_capability({1, 2}, {1, 0}, 1).status();
+  const absl::Status speed = planning::assign_by_capability({1, 2}, {1, 0}, 1).status();
   EXPECT_NE(speed.message().find("speeds[1]"), std::string::npos) << speed;
 
-  const absl::StatusOr<CapabilityAssignment> empty = assign_by_capability({}, {}, 3);
+  const absl::StatusOr<planning::CapabilityAssignment> empty = planning::assign_by_capability({}, {}, 3);
   ASSERT_TRUE(empty.ok()) << empty.status();
   EXPECT_TRUE(empty->gpu_of_expert.empty());
   EXPECT_EQ(empty->max_time, 0.0);
@@ -408,7 +408,7 @@ TEST(AssignByCapability, Errors) {
 
 // Joint optimum by brute force over both matchings: GPU g hosts expert alpha[g] of model a and
 // beta[g] of model b; time = pair_cost / speeds[g].
-double joint_optimum(const std::vector<ExpertTraffic>& a, const std::vector<ExpertTraffic>& b,
+double joint_optimum(const std::vector<planning::ExpertTraffic>& a, const std::vector<planning::ExpertTraffic>& b,
                      const std::vector<double>& speeds) {
   const int64_t n = static_cast<int64_t>(a.size());
   double best = kInf;
@@ -416,15 +416,15 @@ double joint_optimum(const std::vector<ExpertTraffic>& a, const std::vector<Expe
   do {
     const BruteForce inner = brute_force_min_max(n, [&](int64_t g, int64_t j) {
       const size_t gi = static_cast<size_t>(g);
-      return pair_cost(a[static_cast<size_t>(alpha[gi])], b[static_cast<size_t>(j)]) / speeds[gi];
+      return planning::pair_cost(a[static_cast<size_t>(alpha[gi])], b[static_cast<size_t>(j)]) / speeds[gi];
     });
     best = std::min(best, inner.value);
   } while (std::next_permutation(alpha.begin(), alpha.end()));
   return n == 0 ? 0.0 : best;
 }
 
-void check_plan_consistent(const HeterogeneousColocationPlan& plan,
-                           const std::vector<ExpertTraffic>& a, const std::vector<ExpertTraffic>& b,
+void check_plan_consistent(const planning::HeterogeneousColocationPlan& plan,
+                           const std::vector<planning::ExpertTraffic>& a, const std::vector<planning::ExpertTraffic>& b,
                            const std::vector<double>& speeds) {
   const int64_t n = static_cast<int64_t>(a.size());
   ASSERT_EQ(plan.pair_of_gpu.size(), static_cast<size_t>(n));
@@ -432,14 +432,14 @@ void check_plan_consistent(const HeterogeneousColocationPlan& plan,
   std::vector<int64_t> as, bs;
   double max_time = 0.0;
   for (int64_t g = 0; g < n; ++g) {
-    const ExpertPair p = plan.pair_of_gpu[static_cast<size_t>(g)];
+    const planning::ExpertPair p = plan.pair_of_gpu[static_cast<size_t>(g)];
     as.push_back(p.a);
     bs.push_back(p.b);
     ASSERT_GE(p.a, 0);
     ASSERT_LT(p.a, n);
     ASSERT_GE(p.b, 0);
     ASSERT_LT(p.b, n);
-    const double t = pair_cost(a[static_cast<size_t>(p.a)], b[static_cast<size_t>(p.b)]) /
+    const double t = planning::pair_cost(a[static_cast<size_t>(p.a)], b[static_cast<size_t>(p.b)]) /
                      speeds[static_cast<size_t>(g)];
     EXPECT_EQ(plan.gpu_time[static_cast<size_t>(g)], t);
     max_time = std::max(max_time, t);
@@ -456,9 +456,9 @@ TEST(ColocateHeterogeneous, NeverBelowJointOptimumAndGap) {
   for (int trial = 0; trial < 300; ++trial) {
     const int64_t n = 2 + trial % 4;
     const bool case_one = trial % 3 == 0;
-    std::vector<ExpertTraffic> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
+    std::vector<planning::ExpertTraffic> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
     for (auto* v : {&a, &b}) {
-      for (ExpertTraffic& t : *v) {
+      for (planning::ExpertTraffic& t : *v) {
         t.send = uniform_real(rng, 1, 10);
         t.recv = case_one ? t.send : uniform_real(rng, 1, 10);
       }
@@ -466,10 +466,10 @@ TEST(ColocateHeterogeneous, NeverBelowJointOptimumAndGap) {
     std::vector<double> speeds(static_cast<size_t>(n));
     for (double& s : speeds) s = uniform_real(rng, 1, 4);
     SCOPED_TRACE("trial " + std::to_string(trial));
-    const absl::StatusOr<HeterogeneousColocationPlan> plan = colocate_heterogeneous(a, b, speeds);
+    const absl::StatusOr<planning::HeterogeneousColocationPlan> plan = planning::colocate_heterogeneous(a, b, speeds);
     ASSERT_TRUE(plan.ok()) << plan.status();
     check_plan_consistent(*plan, a, b, speeds);
-    EXPECT_EQ(plan->colocation_max_cost, colocate_bottleneck(a, b)->max_cost);
+    EXPECT_EQ(plan->colocation_max_cost, planning::colocate_bottleneck(a, b)->max_cost);
     const double optimum = joint_optimum(a, b, speeds);
     ASSERT_GE(plan->max_time, optimum);
     const double gap = plan->max_time / optimum;
@@ -480,8 +480,8 @@ TEST(ColocateHeterogeneous, NeverBelowJointOptimumAndGap) {
 
     // Equal speeds: the problem is §6's, where the heuristic's first step is already optimal.
     const std::vector<double> equal(static_cast<size_t>(n), 2.0);
-    const absl::StatusOr<HeterogeneousColocationPlan> homogeneous =
-        colocate_heterogeneous(a, b, equal);
+    const absl::StatusOr<planning::HeterogeneousColocationPlan> homogeneous =
+        planning::colocate_heterogeneous(a, b, equal);
     ASSERT_TRUE(homogeneous.ok()) << homogeneous.status();
     EXPECT_EQ(homogeneous->max_time, joint_optimum(a, b, equal));
   }
@@ -499,15 +499,15 @@ TEST(ColocateHeterogeneous, NeverBelowJointOptimumAndGap) {
   double paper_gap_sum = 0.0, paper_gap_max = 1.0;
   const int num_paper = 100;
   for (int trial = 0; trial < num_paper; ++trial) {
-    std::vector<ExpertTraffic> a(4), b(4);
+    std::vector<planning::ExpertTraffic> a(4), b(4);
     for (auto* v : {&a, &b}) {
-      for (ExpertTraffic& t : *v) {
+      for (planning::ExpertTraffic& t : *v) {
         t.send = uniform_real(rng, 1, 10);
         t.recv = uniform_real(rng, 1, 10);
       }
     }
-    const absl::StatusOr<HeterogeneousColocationPlan> plan =
-        colocate_heterogeneous(a, b, paper_speeds);
+    const absl::StatusOr<planning::HeterogeneousColocationPlan> plan =
+        planning::colocate_heterogeneous(a, b, paper_speeds);
     ASSERT_TRUE(plan.ok()) << plan.status();
     const double optimum = joint_optimum(a, b, paper_speeds);
     ASSERT_GE(plan->max_time, optimum) << "paper-speeds trial " << trial;
@@ -523,13 +523,13 @@ TEST(ColocateHeterogeneous, NeverBelowJointOptimumAndGap) {
 TEST(ColocateHeterogeneous, HandExamples) {
   // Case I loads a = {1, 3}, b = {2, 5}: pair costs [[3, 6], [5, 8]]. Step 1 picks
   // {a0 + b1 = 6, a1 + b0 = 5} (bottleneck 6 < 8).
-  const std::vector<ExpertTraffic> a = symmetric_traffic({1, 3}), b = symmetric_traffic({2, 5});
+  const std::vector<planning::ExpertTraffic> a = planning::symmetric_traffic({1, 3}), b = planning::symmetric_traffic({2, 5});
 
   // Speeds {6, 5}: GPU 0 takes the 6 (time 1), GPU 1 the 5 (time 1): max 1. The other
   // colocation {3, 8} needs 8 / 6 > 1 on the fast GPU, so 1 is the joint optimum.
-  const absl::StatusOr<HeterogeneousColocationPlan> tight = colocate_heterogeneous(a, b, {6, 5});
+  const absl::StatusOr<planning::HeterogeneousColocationPlan> tight = planning::colocate_heterogeneous(a, b, {6, 5});
   ASSERT_TRUE(tight.ok()) << tight.status();
-  EXPECT_EQ(tight->pair_of_gpu, (std::vector<ExpertPair>{{0, 1}, {1, 0}}));
+  EXPECT_EQ(tight->pair_of_gpu, (std::vector<planning::ExpertPair>{{0, 1}, {1, 0}}));
   EXPECT_EQ(tight->gpu_time, (std::vector<double>{1.0, 1.0}));
   EXPECT_EQ(tight->max_time, 1.0);
   EXPECT_EQ(tight->colocation_max_cost, 6.0);
@@ -537,30 +537,30 @@ TEST(ColocateHeterogeneous, HandExamples) {
 
   // Speeds {2, 1}: step 2 gives max(6 / 2, 5 / 1) = 5 (the swap gives max(5 / 2, 6) = 6), but
   // the joint optimum pairs a1 + b1 = 8 on GPU 0 (4) and a0 + b0 = 3 on GPU 1 (3): 4.
-  const absl::StatusOr<HeterogeneousColocationPlan> loose = colocate_heterogeneous(a, b, {2, 1});
+  const absl::StatusOr<planning::HeterogeneousColocationPlan> loose = planning::colocate_heterogeneous(a, b, {2, 1});
   ASSERT_TRUE(loose.ok()) << loose.status();
-  EXPECT_EQ(loose->pair_of_gpu, (std::vector<ExpertPair>{{0, 1}, {1, 0}}));
+  EXPECT_EQ(loose->pair_of_gpu, (std::vector<planning::ExpertPair>{{0, 1}, {1, 0}}));
   EXPECT_EQ(loose->gpu_time, (std::vector<double>{3.0, 5.0}));
   EXPECT_EQ(loose->max_time, 5.0);
   EXPECT_EQ(joint_optimum(a, b, {2, 1}), 4.0);
 }
 
 TEST(ColocateHeterogeneous, EmptyAndErrors) {
-  const absl::StatusOr<HeterogeneousColocationPlan> empty = colocate_heterogeneous({}, {}, {});
+  const absl::StatusOr<planning::HeterogeneousColocationPlan> empty = planning::colocate_heterogeneous({}, {}, {});
   ASSERT_TRUE(empty.ok()) << empty.status();
   EXPECT_TRUE(empty->pair_of_gpu.empty());
   EXPECT_EQ(empty->max_time, 0.0);
 
-  const std::vector<ExpertTraffic> two = symmetric_traffic({1, 2});
-  const std::vector<ExpertTraffic> three = symmetric_traffic({1, 2, 3});
+  const std::vector<planning::ExpertTraffic> two = planning::symmetric_traffic({1, 2});
+  const std::vector<planning::ExpertTraffic> three = planning::symmetric_traffic({1, 2, 3});
   constexpr absl::StatusCode kBad = absl::StatusCode::kInvalidArgument;
-  EXPECT_EQ(colocate_heterogeneous(two, three, {1, 1}).status().code(), kBad);
-  EXPECT_EQ(colocate_heterogeneous(two, two, {1, 1, 1}).status().code(), kBad);
-  EXPECT_EQ(colocate_heterogeneous(two, two, {1, 0}).status().code(), kBad);
-  EXPECT_EQ(colocate_heterogeneous(two, two, {1, -3}).status().code(), kBad);
-  EXPECT_EQ(colocate_heterogeneous(two, two, {1, kInf}).status().code(), kBad);
-  EXPECT_EQ(colocate_heterogeneous(symmetric_traffic({1, -2}), two, {1, 1}).status().code(), kBad);
-  const absl::Status msg = colocate_heterogeneous(two, two, {1, 0}).status();
+  EXPECT_EQ(planning::colocate_heterogeneous(two, three, {1, 1}).status().code(), kBad);
+  EXPECT_EQ(planning::colocate_heterogeneous(two, two, {1, 1, 1}).status().code(), kBad);
+  EXPECT_EQ(planning::colocate_heterogeneous(two, two, {1, 0}).status().code(), kBad);
+  EXPECT_EQ(planning::colocate_heterogeneous(two, two, {1, -3}).status().code(), kBad);
+  EXPECT_EQ(planning::colocate_heterogeneous(two, two, {1, kInf}).status().code(), kBad);
+  EXPECT_EQ(planning::colocate_heterogeneous(planning::symmetric_traffic({1, -2}), two, {1, 1}).status().code(), kBad);
+  const absl::Status msg = planning::colocate_heterogeneous(two, two, {1, 0}).status();
   EXPECT_NE(msg.message().find("colocate_heterogeneous: speeds[1]"), std::string::npos) << msg;
 }
 

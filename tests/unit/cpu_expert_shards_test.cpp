@@ -11,8 +11,8 @@
 namespace muflow::engine {
 namespace {
 
-ModelConfig tiny() {
-  ModelConfig c;
+model::ModelConfig tiny() {
+  model::ModelConfig c;
   c.vocab_size = 50;
   c.hidden_size = 32;
   c.num_layers = 2;
@@ -26,11 +26,11 @@ ModelConfig tiny() {
 }
 
 TEST(CpuExpertShards, SliceTakesRowsOfGateUpAndColumnsOfDown) {
-  ExpertWeights e;
-  e.gate = {"g", DType::kF32, {3, 2}, {1, 2, 3, 4, 5, 6}, {}};
-  e.up = {"u", DType::kF32, {3, 2}, {7, 8, 9, 10, 11, 12}, {}};
-  e.down = {"d", DType::kF32, {2, 3}, {1, 2, 3, 4, 5, 6}, {}};
-  ExpertWeights s = slice_expert(e, {1, 3});
+  model::ExpertWeights e;
+  e.gate = {"g", model::DType::kF32, {3, 2}, {1, 2, 3, 4, 5, 6}, {}};
+  e.up = {"u", model::DType::kF32, {3, 2}, {7, 8, 9, 10, 11, 12}, {}};
+  e.down = {"d", model::DType::kF32, {2, 3}, {1, 2, 3, 4, 5, 6}, {}};
+  model::ExpertWeights s = exec::slice_expert(e, {1, 3});
   EXPECT_EQ(s.gate.shape, (std::vector<int64_t>{2, 2}));
   EXPECT_EQ(s.gate.f32, (std::vector<float>{3, 4, 5, 6}));
   EXPECT_EQ(s.up.f32, (std::vector<float>{9, 10, 11, 12}));
@@ -39,12 +39,12 @@ TEST(CpuExpertShards, SliceTakesRowsOfGateUpAndColumnsOfDown) {
 }
 
 TEST(CpuExpertShards, ShardSumMatchesTheExpert) {
-  for (DType dtype : {DType::kF32, DType::kBF16}) {
-    auto weights = std::make_shared<const ModelWeights>(make_synthetic_model(tiny(), 5, dtype));
-    auto model = CpuModel::prepare(weights);
+  for (model::DType dtype : {model::DType::kF32, model::DType::kBF16}) {
+    auto weights = std::make_shared<const model::ModelWeights>(model::make_synthetic_model(tiny(), 5, dtype));
+    auto model = exec::CpuModel::prepare(weights);
     ASSERT_TRUE(model.ok()) << model.status();
     for (int64_t shards : {1, 2, 4, 6, 50}) {  // 50 > ffn: empty shards
-      auto sh = CpuExpertShards::prepare(*weights, shards);
+      auto sh = exec::CpuExpertShards::prepare(*weights, shards);
       ASSERT_TRUE(sh.ok()) << sh.status();
       const int64_t n = 5, H = 32;
       std::vector<float> x(n * H);
@@ -65,8 +65,8 @@ TEST(CpuExpertShards, ShardSumMatchesTheExpert) {
       }
     }
   }
-  auto weights = std::make_shared<const ModelWeights>(make_synthetic_model(tiny(), 5, DType::kF32));
-  EXPECT_FALSE(CpuExpertShards::prepare(*weights, 0).ok());
+  auto weights = std::make_shared<const model::ModelWeights>(model::make_synthetic_model(tiny(), 5, model::DType::kF32));
+  EXPECT_FALSE(exec::CpuExpertShards::prepare(*weights, 0).ok());
 }
 
 }  // namespace

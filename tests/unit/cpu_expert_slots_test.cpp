@@ -18,8 +18,8 @@
 namespace muflow::engine {
 namespace {
 
-ModelConfig tiny() {
-  ModelConfig c;
+model::ModelConfig tiny() {
+  model::ModelConfig c;
   c.vocab_size = 50;
   c.hidden_size = 48;
   c.num_layers = 2;
@@ -32,22 +32,22 @@ ModelConfig tiny() {
   return c;
 }
 
-std::shared_ptr<const CpuModel> prepared(DType dtype) {
-  auto weights = std::make_shared<const ModelWeights>(make_synthetic_model(tiny(), 9, dtype));
-  auto model = CpuModel::prepare(weights);
+std::shared_ptr<const exec::CpuModel> prepared(model::DType dtype) {
+  auto weights = std::make_shared<const model::ModelWeights>(model::make_synthetic_model(tiny(), 9, dtype));
+  auto model = exec::CpuModel::prepare(weights);
   EXPECT_TRUE(model.ok()) << model.status();
   return model.ok() ? *model : nullptr;
 }
 
 // 37 rows: several row tiles and a remainder (both primitives of every Linear).
 TEST(CpuExpertSlots, ExpertFromASlotIsBitwiseTheModelsExpert) {
-  for (DType dtype : {DType::kF32, DType::kBF16}) {
+  for (model::DType dtype : {model::DType::kF32, model::DType::kBF16}) {
     const auto model = prepared(dtype);
     ASSERT_NE(model, nullptr);
     kernels::reference::SplitMix64 rng(3);
     const int64_t n = 37, h = tiny().hidden_size;
     const std::vector<float> x = kernels::reference::random_floats(rng, n * h, -1.f, 1.f);
-    CpuExpertSlots slots(model, 2);
+    exec::CpuExpertSlots slots(model, 2);
     EXPECT_EQ(slots.num_slots(), 2);
     for (int64_t block = 0; block < 2; ++block) {
       for (int64_t e = 0; e < 4; ++e) {
@@ -57,7 +57,7 @@ TEST(CpuExpertSlots, ExpertFromASlotIsBitwiseTheModelsExpert) {
         model->expert(block, e, x.data(), n, want.data());
         slots.forward(slot, block, e, x.data(), n, got.data());
         EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
-            << "block " << block << " expert " << e << (dtype == DType::kBF16 ? " bf16" : "");
+            << "block " << block << " expert " << e << (dtype == model::DType::kBF16 ? " bf16" : "");
       }
     }
     EXPECT_EQ(slots.copies(), 8);
@@ -66,9 +66,9 @@ TEST(CpuExpertSlots, ExpertFromASlotIsBitwiseTheModelsExpert) {
 
 // The worker serves copies in order, each only after the event it waits on.
 TEST(CpuExpertSlots, ACopyWaitsForItsSlotsPreviousUser) {
-  const auto model = prepared(DType::kF32);
+  const auto model = prepared(model::DType::kF32);
   ASSERT_NE(model, nullptr);
-  CpuExpertSlots slots(model, 1);
+  exec::CpuExpertSlots slots(model, 1);
   std::promise<void> previous_user_done;
   std::shared_future<void> first = slots.fetch(0, 0, 1, previous_user_done.get_future().share());
   std::shared_future<void> second = slots.fetch(0, 1, 2, {});  // queued behind the first
@@ -83,11 +83,11 @@ TEST(CpuExpertSlots, ACopyWaitsForItsSlotsPreviousUser) {
 
 // Destroying the slots finishes the copies already asked for (no hang, no lost copy).
 TEST(CpuExpertSlots, DestructorFinishesQueuedCopies) {
-  const auto model = prepared(DType::kF32);
+  const auto model = prepared(model::DType::kF32);
   ASSERT_NE(model, nullptr);
   std::shared_future<void> last;
   {
-    CpuExpertSlots slots(model, 3);
+    exec::CpuExpertSlots slots(model, 3);
     for (int64_t i = 0; i < 12; ++i) last = slots.fetch(i % 3, i % 2, i % 4, {});
   }
   EXPECT_EQ(last.wait_for(std::chrono::milliseconds(0)), std::future_status::ready);

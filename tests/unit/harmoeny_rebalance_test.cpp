@@ -29,14 +29,14 @@ using Counts = std::vector<std::vector<int64_t>>;
 using kernels::reference::SplitMix64;
 using kernels::reference::test_seed;
 
-using RebalanceFn = absl::StatusOr<RebalanceResult> (*)(const RebalanceSchedule&, int64_t);
+using RebalanceFn = absl::StatusOr<planning::RebalanceResult> (*)(const planning::RebalanceSchedule&, int64_t);
 
 int64_t total_of(const std::vector<int64_t>& v) {
   return std::accumulate(v.begin(), v.end(), int64_t{0});
 }
 
 // Checks everything both variants guarantee, plus the certificate of the stop reason.
-void check_invariants(const RebalanceSchedule& initial, const RebalanceResult& r, int64_t q,
+void check_invariants(const planning::RebalanceSchedule& initial, const planning::RebalanceResult& r, int64_t q,
                       bool paper) {
   const int64_t G = initial.num_ranks, E = initial.num_experts;
   ASSERT_EQ(r.schedule.num_ranks, G);
@@ -70,14 +70,14 @@ void check_invariants(const RebalanceSchedule& initial, const RebalanceResult& r
   const int64_t min_load = *std::min_element(r.loads.begin(), r.loads.end());
   const int64_t g_max = std::max_element(r.loads.begin(), r.loads.end()) - r.loads.begin();
   switch (r.stop) {
-    case RebalanceStop::kBalanced:
+    case planning::RebalanceStop::kBalanced:
       EXPECT_LE(max_load, r.avg_tokens);
       break;
-    case RebalanceStop::kNoReceiver:
+    case planning::RebalanceStop::kNoReceiver:
       EXPECT_GT(min_load + q, r.avg_tokens);
       EXPECT_LE(max_load, total - (G - 1) * (r.avg_tokens - q + 1));
       break;
-    case RebalanceStop::kBelowThreshold:
+    case planning::RebalanceStop::kBelowThreshold:
       if (paper) {
         int64_t best_src = 0, best_sum = -1;
         for (int64_t src = 0; src < G; ++src) {
@@ -96,13 +96,13 @@ void check_invariants(const RebalanceSchedule& initial, const RebalanceResult& r
         EXPECT_LE(max_load, E * (q - 1));
       }
       break;
-    case RebalanceStop::kSameRank:
+    case planning::RebalanceStop::kSameRank:
       ADD_FAILURE() << "kSameRank is unreachable";
       break;
   }
   // With q = 1 both variants balance to within the remainder: loads in [avg, avg + T mod G].
   if (q == 1) {
-    EXPECT_NE(r.stop, RebalanceStop::kBelowThreshold);
+    EXPECT_NE(r.stop, planning::RebalanceStop::kBelowThreshold);
     EXPECT_GE(min_load, r.avg_tokens);
     EXPECT_LE(max_load, r.avg_tokens + total % G);
   }
@@ -113,13 +113,13 @@ const Counts kFig6Counts = {{1, 1, 3}, {1, 2, 2}, {0, 1, 4}};
 const std::vector<int64_t> kFig6Home = {0, 1, 2};
 
 TEST(HarmoenyRebalanceTest, Figure6Paper) {
-  absl::StatusOr<RebalanceSchedule> init = harmoeny_initial_schedule(kFig6Counts, kFig6Home);
+  absl::StatusOr<planning::RebalanceSchedule> init = planning::harmoeny_initial_schedule(kFig6Counts, kFig6Home);
   ASSERT_TRUE(init.ok()) << init.status();
   EXPECT_EQ(init->loads(), (std::vector<int64_t>{2, 4, 9}));  // the text's naive loads
-  absl::StatusOr<RebalanceResult> r = harmoeny_rebalance_paper(*init, 1);
+  absl::StatusOr<planning::RebalanceResult> r = planning::harmoeny_rebalance_paper(*init, 1);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->loads, (std::vector<int64_t>{5, 5, 5}));
-  EXPECT_EQ(r->stop, RebalanceStop::kBalanced);
+  EXPECT_EQ(r->stop, planning::RebalanceStop::kBalanced);
   // Trace by hand: move 1 takes src 2's 4 expert-2 tokens (largest source on GPU 2), 3 fit GPU 0;
   // move 2 takes src 0's expert-2 tokens (now the largest source on GPU 2), 1 fits GPU 1.
   EXPECT_EQ(r->num_moves, 2);
@@ -132,12 +132,12 @@ TEST(HarmoenyRebalanceTest, Figure6Paper) {
 }
 
 TEST(HarmoenyRebalanceTest, Figure6Code) {
-  absl::StatusOr<RebalanceSchedule> init = harmoeny_initial_schedule(kFig6Counts, kFig6Home);
+  absl::StatusOr<planning::RebalanceSchedule> init = planning::harmoeny_initial_schedule(kFig6Counts, kFig6Home);
   ASSERT_TRUE(init.ok());
-  absl::StatusOr<RebalanceResult> r = harmoeny_rebalance_code(*init, 1);
+  absl::StatusOr<planning::RebalanceResult> r = planning::harmoeny_rebalance_code(*init, 1);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->loads, (std::vector<int64_t>{5, 5, 5}));
-  EXPECT_EQ(r->stop, RebalanceStop::kBalanced);
+  EXPECT_EQ(r->stop, planning::RebalanceStop::kBalanced);
   // Only expert 2's tokens move, to GPUs 0 and 1 (as §4.3 describes).
   for (int64_t src = 0; src < 3; ++src) {
     for (int64_t e = 0; e < 2; ++e) EXPECT_EQ(r->schedule.at(src, e, e), kFig6Counts[src][e]);
@@ -150,12 +150,12 @@ TEST(HarmoenyRebalanceTest, Figure6Code) {
 TEST(HarmoenyRebalanceTest, Figure6ThresholdBlocksSmallMoves) {
   // q = 4: GPU 0 can take 5 − 2 = 3 < 4 tokens, so line 19 stops before any move.
   for (RebalanceFn fn :
-       {RebalanceFn{&harmoeny_rebalance_paper}, RebalanceFn{&harmoeny_rebalance_code}}) {
-    absl::StatusOr<RebalanceSchedule> init = harmoeny_initial_schedule(kFig6Counts, kFig6Home);
-    absl::StatusOr<RebalanceResult> r = fn(*init, 4);
+       {RebalanceFn{&planning::harmoeny_rebalance_paper}, RebalanceFn{&planning::harmoeny_rebalance_code}}) {
+    absl::StatusOr<planning::RebalanceSchedule> init = planning::harmoeny_initial_schedule(kFig6Counts, kFig6Home);
+    absl::StatusOr<planning::RebalanceResult> r = fn(*init, 4);
     ASSERT_TRUE(r.ok());
     EXPECT_EQ(r->num_moves, 0);
-    EXPECT_EQ(r->stop, RebalanceStop::kNoReceiver);
+    EXPECT_EQ(r->stop, planning::RebalanceStop::kNoReceiver);
     EXPECT_EQ(r->schedule, *init);
   }
 }
@@ -166,11 +166,11 @@ TEST(HarmoenyRebalanceTest, AvgPlusQIsNotGuaranteed) {
   // max ≤ T − (G − 1)(avg − q + 1) = 30 − 2·1 = 28.
   const Counts counts = {{1, 0, 0}, {0, 1, 0}, {0, 0, 28}};
   for (RebalanceFn fn :
-       {RebalanceFn{&harmoeny_rebalance_paper}, RebalanceFn{&harmoeny_rebalance_code}}) {
-    absl::StatusOr<RebalanceSchedule> init = harmoeny_initial_schedule(counts, {0, 1, 2});
-    absl::StatusOr<RebalanceResult> r = fn(*init, 10);
+       {RebalanceFn{&planning::harmoeny_rebalance_paper}, RebalanceFn{&planning::harmoeny_rebalance_code}}) {
+    absl::StatusOr<planning::RebalanceSchedule> init = planning::harmoeny_initial_schedule(counts, {0, 1, 2});
+    absl::StatusOr<planning::RebalanceResult> r = fn(*init, 10);
     ASSERT_TRUE(r.ok());
-    EXPECT_EQ(r->stop, RebalanceStop::kNoReceiver);
+    EXPECT_EQ(r->stop, planning::RebalanceStop::kNoReceiver);
     EXPECT_EQ(r->loads, (std::vector<int64_t>{1, 1, 28}));
   }
 }
@@ -181,15 +181,15 @@ TEST(HarmoenyRebalanceTest, SpreadSenders) {
   // sources 0 and 1). Rank 1 keeps 8 > avg, but no rank can take q more (min 6 + 3 > 6).
   const Counts counts = {{1, 6, 0}, {0, 6, 0}, {0, 6, 1}};
   const std::vector<int64_t> home = {0, 1, 2};
-  absl::StatusOr<RebalanceResult> p = harmoeny_rebalance_paper(counts, home, 3);
-  absl::StatusOr<RebalanceResult> c = harmoeny_rebalance_code(counts, home, 3);
+  absl::StatusOr<planning::RebalanceResult> p = planning::harmoeny_rebalance_paper(counts, home, 3);
+  absl::StatusOr<planning::RebalanceResult> c = planning::harmoeny_rebalance_code(counts, home, 3);
   ASSERT_TRUE(p.ok() && c.ok());
   EXPECT_EQ(p->loads, (std::vector<int64_t>{6, 8, 6}));
   EXPECT_EQ(c->loads, (std::vector<int64_t>{6, 8, 6}));
   EXPECT_EQ(p->num_moves, 2);  // one entry per move
   EXPECT_EQ(c->num_moves, 2);  // one sender per g_min fill
-  EXPECT_EQ(p->stop, RebalanceStop::kNoReceiver);
-  EXPECT_EQ(c->stop, RebalanceStop::kNoReceiver);
+  EXPECT_EQ(p->stop, planning::RebalanceStop::kNoReceiver);
+  EXPECT_EQ(c->stop, planning::RebalanceStop::kNoReceiver);
   EXPECT_EQ(p->schedule, c->schedule);
 }
 
@@ -215,27 +215,27 @@ TEST(HarmoenyRebalanceTest, RandomMatrices) {
     const int64_t q_choices[] = {1, 1, 2, 16, 128, 1024};
     const int64_t q = q_choices[rng.next() % 6];
     SCOPED_TRACE(testing::Message() << "case " << c << " G=" << G << " E=" << E << " q=" << q);
-    absl::StatusOr<RebalanceSchedule> init = harmoeny_initial_schedule(counts, home);
+    absl::StatusOr<planning::RebalanceSchedule> init = planning::harmoeny_initial_schedule(counts, home);
     ASSERT_TRUE(init.ok()) << init.status();
     for (bool paper : {true, false}) {
       SCOPED_TRACE(paper ? "paper" : "code");
-      absl::StatusOr<RebalanceResult> r =
-          paper ? harmoeny_rebalance_paper(*init, q) : harmoeny_rebalance_code(*init, q);
+      absl::StatusOr<planning::RebalanceResult> r =
+          paper ? planning::harmoeny_rebalance_paper(*init, q) : planning::harmoeny_rebalance_code(*init, q);
       ASSERT_TRUE(r.ok()) << r.status();
       check_invariants(*init, *r, q, paper);
       ++stops[paper ? 0 : 1][static_cast<int>(r->stop)];
       if (testing::Test::HasFatalFailure()) return;
       // Idempotence: running again on the output moves nothing and stops for the same reason.
-      absl::StatusOr<RebalanceResult> again = paper ? harmoeny_rebalance_paper(r->schedule, q)
-                                                    : harmoeny_rebalance_code(r->schedule, q);
+      absl::StatusOr<planning::RebalanceResult> again = paper ? planning::harmoeny_rebalance_paper(r->schedule, q)
+                                                    : planning::harmoeny_rebalance_code(r->schedule, q);
       ASSERT_TRUE(again.ok());
       EXPECT_EQ(again->num_moves, 0);
       EXPECT_EQ(again->schedule, r->schedule);
       EXPECT_EQ(again->stop, r->stop);
       // A threshold above every count moves nothing.
-      absl::StatusOr<RebalanceResult> huge = paper
-                                                 ? harmoeny_rebalance_paper(*init, int64_t{1} << 40)
-                                                 : harmoeny_rebalance_code(*init, int64_t{1} << 40);
+      absl::StatusOr<planning::RebalanceResult> huge = paper
+                                                 ? planning::harmoeny_rebalance_paper(*init, int64_t{1} << 40)
+                                                 : planning::harmoeny_rebalance_code(*init, int64_t{1} << 40);
       ASSERT_TRUE(huge.ok());
       EXPECT_EQ(huge->num_moves, 0);
       EXPECT_EQ(huge->schedule, *init);
@@ -256,13 +256,13 @@ TEST(HarmoenyRebalanceTest, BalancedInputIsUntouched) {
   const Counts even = {{2, 1, 1}, {1, 3, 1}, {2, 1, 3}};  // expert totals 5, 5, 5
   for (int64_t q : {int64_t{1}, int64_t{3}, int64_t{1} << 40}) {
     for (RebalanceFn fn :
-         {RebalanceFn{&harmoeny_rebalance_paper}, RebalanceFn{&harmoeny_rebalance_code}}) {
-      absl::StatusOr<RebalanceSchedule> s = harmoeny_initial_schedule(even, {0, 1, 2});
-      absl::StatusOr<RebalanceResult> r = fn(*s, q);
+         {RebalanceFn{&planning::harmoeny_rebalance_paper}, RebalanceFn{&planning::harmoeny_rebalance_code}}) {
+      absl::StatusOr<planning::RebalanceSchedule> s = planning::harmoeny_initial_schedule(even, {0, 1, 2});
+      absl::StatusOr<planning::RebalanceResult> r = fn(*s, q);
       ASSERT_TRUE(r.ok());
       EXPECT_EQ(r->loads, (std::vector<int64_t>{5, 5, 5}));
       EXPECT_EQ(r->num_moves, 0);
-      EXPECT_EQ(r->stop, RebalanceStop::kBalanced);
+      EXPECT_EQ(r->stop, planning::RebalanceStop::kBalanced);
       EXPECT_EQ(r->schedule, *s);
     }
   }
@@ -270,40 +270,40 @@ TEST(HarmoenyRebalanceTest, BalancedInputIsUntouched) {
 
 TEST(HarmoenyRebalanceTest, InvalidInput) {
   const std::vector<int64_t> home = {0, 1};
-  EXPECT_EQ(harmoeny_initial_schedule({}, home).status().code(),
+  EXPECT_EQ(planning::harmoeny_initial_schedule({}, home).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(harmoeny_initial_schedule({{1, 2}, {3}}, home).status().code(),
+  EXPECT_EQ(planning::harmoeny_initial_schedule({{1, 2}, {3}}, home).status().code(),
             absl::StatusCode::kInvalidArgument);  // ragged
-  EXPECT_EQ(harmoeny_initial_schedule({{1, 2}, {3, 4}}, {0, 2}).status().code(),
+  EXPECT_EQ(planning::harmoeny_initial_schedule({{1, 2}, {3, 4}}, {0, 2}).status().code(),
             absl::StatusCode::kInvalidArgument);  // home out of range
-  EXPECT_EQ(harmoeny_initial_schedule({{1, -2}, {3, 4}}, home).status().code(),
+  EXPECT_EQ(planning::harmoeny_initial_schedule({{1, -2}, {3, 4}}, home).status().code(),
             absl::StatusCode::kInvalidArgument);  // negative count
   const int64_t big = std::numeric_limits<int64_t>::max() / 2 + 1;
-  EXPECT_EQ(harmoeny_initial_schedule({{big, 0}, {big, 0}}, home).status().code(),
+  EXPECT_EQ(planning::harmoeny_initial_schedule({{big, 0}, {big, 0}}, home).status().code(),
             absl::StatusCode::kInvalidArgument);  // total overflows
-  EXPECT_EQ(harmoeny_rebalance_paper({{1, 2}, {3, 4}}, home, 0).status().code(),
+  EXPECT_EQ(planning::harmoeny_rebalance_paper({{1, 2}, {3, 4}}, home, 0).status().code(),
             absl::StatusCode::kInvalidArgument);  // q < 1
-  EXPECT_EQ(harmoeny_rebalance_code({{1, 2}, {3, 4}}, home, -5).status().code(),
+  EXPECT_EQ(planning::harmoeny_rebalance_code({{1, 2}, {3, 4}}, home, -5).status().code(),
             absl::StatusCode::kInvalidArgument);
-  RebalanceSchedule bad{2, 2, std::vector<int64_t>(7, 0)};  // wrong size
-  EXPECT_EQ(harmoeny_rebalance_paper(bad, 1).status().code(), absl::StatusCode::kInvalidArgument);
+  planning::RebalanceSchedule bad{2, 2, std::vector<int64_t>(7, 0)};  // wrong size
+  EXPECT_EQ(planning::harmoeny_rebalance_paper(bad, 1).status().code(), absl::StatusCode::kInvalidArgument);
   bad.tokens.assign(8, 0);
   bad.tokens[3] = -1;
-  EXPECT_EQ(harmoeny_rebalance_code(bad, 1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(planning::harmoeny_rebalance_code(bad, 1).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(HarmoenyRebalanceTest, DefaultQFromEq4) {
   // 1e12 FLOP/s, 1e9 B/s, fp32: bound = 1e12·4 / 2e9 = 2000 → smallest q > 2000 is 2001.
-  absl::StatusOr<int64_t> q = harmoeny_default_q(1e12, 1e9, 4);
+  absl::StatusOr<int64_t> q = planning::harmoeny_default_q(1e12, 1e9, 4);
   ASSERT_TRUE(q.ok());
   EXPECT_EQ(*q, 2001);
   // 15.7 TFLOP/s (V100 fp32), 12 GB/s PCIe 3: 15.7e12·4 / 24e9 = 2616.67 → 2617.
-  EXPECT_EQ(*harmoeny_default_q(15.7e12, 12e9, 4), 2617);
-  EXPECT_EQ(*harmoeny_default_q(1, 1e9, 2), 1);  // tiny bound still gives q ≥ 1
-  EXPECT_FALSE(harmoeny_default_q(0, 1e9, 4).ok());
-  EXPECT_FALSE(harmoeny_default_q(1e12, -1, 4).ok());
-  EXPECT_FALSE(harmoeny_default_q(1e12, 1e9, std::nan("")).ok());
-  EXPECT_FALSE(harmoeny_default_q(1e300, 1e-300, 4).ok());  // does not fit in int64
+  EXPECT_EQ(*planning::harmoeny_default_q(15.7e12, 12e9, 4), 2617);
+  EXPECT_EQ(*planning::harmoeny_default_q(1, 1e9, 2), 1);  // tiny bound still gives q ≥ 1
+  EXPECT_FALSE(planning::harmoeny_default_q(0, 1e9, 4).ok());
+  EXPECT_FALSE(planning::harmoeny_default_q(1e12, -1, 4).ok());
+  EXPECT_FALSE(planning::harmoeny_default_q(1e12, 1e9, std::nan("")).ok());
+  EXPECT_FALSE(planning::harmoeny_default_q(1e300, 1e-300, 4).ok());  // does not fit in int64
 }
 
 }  // namespace

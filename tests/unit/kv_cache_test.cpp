@@ -22,12 +22,12 @@ std::vector<float> v_row(int64_t r, int64_t p) {
   return v;
 }
 
-bool append(KvCache& kv, int64_t r, int64_t p) {
+bool append(serving::KvCache& kv, int64_t r, int64_t p) {
   const std::vector<float> k = k_row(r, p), v = v_row(r, p);
   return kv.append(r, p, k.data(), v.data());
 }
 
-void expect_rows(const KvCache& kv, int64_t r, int64_t len) {
+void expect_rows(const serving::KvCache& kv, int64_t r, int64_t len) {
   ASSERT_EQ(kv.length(r), len);
   const float* keys = kv.keys(r);
   const float* values = kv.values(r);
@@ -45,7 +45,7 @@ void expect_rows(const KvCache& kv, int64_t r, int64_t len) {
 constexpr int64_t kBytesPerPosition = 2 * kWidth * sizeof(float);
 
 TEST(KvCache, AppendsInOrderAndStoresRows) {
-  KvCache kv(kWidth);
+  serving::KvCache kv(kWidth);
   EXPECT_EQ(kv.bytes_used(), 0);
   EXPECT_EQ(kv.num_requests(), 0);
   for (int64_t p = 0; p < 4; ++p) ASSERT_TRUE(append(kv, 7, p)) << p;
@@ -58,7 +58,7 @@ TEST(KvCache, AppendsInOrderAndStoresRows) {
 }
 
 TEST(KvCache, RejectsGapsAndRepeatsWithoutChangingState) {
-  KvCache kv(kWidth);
+  serving::KvCache kv(kWidth);
   ASSERT_TRUE(append(kv, 1, 0));
   ASSERT_TRUE(append(kv, 1, 1));
   EXPECT_FALSE(append(kv, 1, 1));  // repeat
@@ -76,7 +76,7 @@ TEST(KvCache, RejectsGapsAndRepeatsWithoutChangingState) {
 // position, so a rejected first append (position != 0) leaves an empty request behind
 // (num_requests() grows although "nothing is appended").
 TEST(KvCache, RejectedFirstAppendDoesNotCreateRequest) {
-  KvCache kv(kWidth);
+  serving::KvCache kv(kWidth);
   EXPECT_FALSE(append(kv, 5, 1));
   EXPECT_EQ(kv.length(5), 0);
   EXPECT_EQ(kv.bytes_used(), 0);
@@ -84,7 +84,7 @@ TEST(KvCache, RejectedFirstAppendDoesNotCreateRequest) {
 }
 
 TEST(KvCache, ReleaseFreesBytesAndForgetsRequest) {
-  KvCache kv(kWidth);
+  serving::KvCache kv(kWidth);
   for (int64_t p = 0; p < 3; ++p) ASSERT_TRUE(append(kv, 10, p));
   for (int64_t p = 0; p < 5; ++p) ASSERT_TRUE(append(kv, 11, p));
   EXPECT_EQ(kv.bytes_used(), 8 * kBytesPerPosition);
@@ -106,7 +106,7 @@ TEST(KvCache, ReleaseFreesBytesAndForgetsRequest) {
 }
 
 TEST(KvCache, UnknownIds) {
-  KvCache kv(kWidth);
+  serving::KvCache kv(kWidth);
   ASSERT_TRUE(append(kv, 1, 0));
   EXPECT_EQ(kv.length(99), 0);
   EXPECT_EQ(kv.keys(99), nullptr);

@@ -13,21 +13,21 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 TEST(Percentile, LinearInterpolationBetweenClosestRanks) {
-  EXPECT_DOUBLE_EQ(percentile_linear({4, 1, 3, 2}, 50), 2.5);
-  EXPECT_DOUBLE_EQ(percentile_linear({4, 1, 3, 2}, 99), 3.97);  // h = 2.97
-  EXPECT_DOUBLE_EQ(percentile_linear({4, 1, 3, 2}, 0), 1.0);
-  EXPECT_DOUBLE_EQ(percentile_linear({4, 1, 3, 2}, 100), 4.0);
-  EXPECT_DOUBLE_EQ(percentile_linear({10, 20, 30, 40, 50}, 50), 30.0);
-  EXPECT_DOUBLE_EQ(percentile_linear({10, 20, 30, 40, 50}, 90), 46.0);  // h = 3.6
-  EXPECT_DOUBLE_EQ(percentile_linear({7}, 99), 7.0);
-  EXPECT_DOUBLE_EQ(percentile_linear({}, 50), 0.0);
+  EXPECT_DOUBLE_EQ(serving::percentile_linear({4, 1, 3, 2}, 50), 2.5);
+  EXPECT_DOUBLE_EQ(serving::percentile_linear({4, 1, 3, 2}, 99), 3.97);  // h = 2.97
+  EXPECT_DOUBLE_EQ(serving::percentile_linear({4, 1, 3, 2}, 0), 1.0);
+  EXPECT_DOUBLE_EQ(serving::percentile_linear({4, 1, 3, 2}, 100), 4.0);
+  EXPECT_DOUBLE_EQ(serving::percentile_linear({10, 20, 30, 40, 50}, 50), 30.0);
+  EXPECT_DOUBLE_EQ(serving::percentile_linear({10, 20, 30, 40, 50}, 90), 46.0);  // h = 3.6
+  EXPECT_DOUBLE_EQ(serving::percentile_linear({7}, 99), 7.0);
+  EXPECT_DOUBLE_EQ(serving::percentile_linear({}, 50), 0.0);
 }
 
 // Two requests on two devices:
 //   r0 arrives 0.0, tokens 0.1 0.3 0.6, finishes 0.6
 //   r1 arrives 0.2, tokens 0.5 0.55, still running
-MetricsRecorder example_run() {
-  MetricsRecorder rec(2);
+serving::MetricsRecorder example_run() {
+  serving::MetricsRecorder rec(2);
   rec.on_arrival(0, 0.0);
   rec.on_arrival(1, 0.2);
   rec.on_token(0, 0.1);
@@ -48,7 +48,7 @@ MetricsRecorder example_run() {
 }
 
 TEST(Metrics, HandComputedSummary) {
-  const RunMetrics m = example_run().summarize(1.0);
+  const serving::RunMetrics m = example_run().summarize(1.0);
   EXPECT_EQ(m.num_requests, 2);
   EXPECT_EQ(m.num_completed_requests, 1);
   EXPECT_EQ(m.num_output_tokens, 5);
@@ -72,22 +72,22 @@ TEST(Metrics, HandComputedSummary) {
 }
 
 TEST(Metrics, DurationFallsBackToTheRecordedSpan) {
-  const RunMetrics m = example_run().summarize(0.0);
+  const serving::RunMetrics m = example_run().summarize(0.0);
   EXPECT_DOUBLE_EQ(m.duration_s, 0.75);  // first arrival 0.0, last busy end 0.75
   EXPECT_NEAR(m.device_busy_pct[0], 100.0, 1e-9);
 }
 
 TEST(Metrics, NothingMeasured) {
-  MetricsRecorder rec(3);
-  const RunMetrics m = rec.summarize(0.0);
+  serving::MetricsRecorder rec(3);
+  const serving::RunMetrics m = rec.summarize(0.0);
   EXPECT_EQ(m.num_requests, 0);
   EXPECT_EQ(m.ttft.num_samples, 0);
   EXPECT_EQ(m.num_moe_samples, 0);
   EXPECT_EQ(m.device_busy_pct, std::vector<double>(3, 0.0));
-  const nlohmann::json j = to_json(m);
+  const nlohmann::json j = serving::to_json(m);
   EXPECT_TRUE(j["ttft"].is_null());
   EXPECT_TRUE(j["moe_balance"].is_null());
-  EXPECT_THAT(format_metrics_table(m, {}), HasSubstr("busy dev2"));
+  EXPECT_THAT(serving::format_metrics_table(m, {}), HasSubstr("busy dev2"));
 }
 
 // Arrivals at 0, 1, 2, 3, 4 s: the load window is [2, 4) s (2 s). Arrivals inside: 2, 3
@@ -95,7 +95,7 @@ TEST(Metrics, NothingMeasured) {
 // request 1 at 4.0 and request 2 at 4.5 (after), requests 3 and 4 never: 0.5/s. Tokens at
 // 1.9 (before), 2.0, 3.0, 3.5 (inside), 4.0 and 4.5 (after): 3 tokens, 1.5/s.
 TEST(Metrics, LoadWindowIsTheSecondHalfOfTheArrivals) {
-  MetricsRecorder rec(1);
+  serving::MetricsRecorder rec(1);
   for (int64_t id = 0; id < 5; ++id) rec.on_arrival(id, static_cast<double>(id));
   rec.on_token(0, 1.9);
   rec.on_token(0, 2.0);
@@ -106,44 +106,44 @@ TEST(Metrics, LoadWindowIsTheSecondHalfOfTheArrivals) {
   rec.on_token(2, 3.5);
   rec.on_token(2, 4.5);
   rec.on_finish(2, 4.5);
-  const RunMetrics m = rec.summarize(5.0);
+  const serving::RunMetrics m = rec.summarize(5.0);
   EXPECT_DOUBLE_EQ(m.load_window_s, 2.0);
   EXPECT_DOUBLE_EQ(m.load_arrivals_per_s, 1.0);
   EXPECT_DOUBLE_EQ(m.load_completions_per_s, 0.5);
   EXPECT_DOUBLE_EQ(m.load_output_tokens_per_s, 1.5);
   EXPECT_DOUBLE_EQ(m.output_tokens_per_s, 6.0 / 5.0);  // the whole run, drain included
-  EXPECT_THAT(format_metrics_table(m, {}),
+  EXPECT_THAT(serving::format_metrics_table(m, {}),
               HasSubstr("1.50 tokens/s; requests in 1.0/s, done 0.5/s  (second half of the "
                         "arrivals, 2.000 s)"));
-  const nlohmann::json j = to_json(m);
+  const nlohmann::json j = serving::to_json(m);
   EXPECT_DOUBLE_EQ(j["load_completions_per_s"].get<double>(), 0.5);
   EXPECT_DOUBLE_EQ(j["load_output_tokens_per_s"].get<double>(), 1.5);
 }
 
 TEST(Metrics, NoLoadWindowWithoutAnArrivalSpan) {
-  MetricsRecorder one(1);
+  serving::MetricsRecorder one(1);
   one.on_arrival(0, 1.0);
   one.on_token(0, 1.5);
   EXPECT_EQ(one.summarize(2.0).load_window_s, 0.0);
-  MetricsRecorder same_time(1);
+  serving::MetricsRecorder same_time(1);
   same_time.on_arrival(0, 1.0);
   same_time.on_arrival(1, 1.0);
   same_time.on_token(1, 1.0);
-  const RunMetrics m = same_time.summarize(2.0);
+  const serving::RunMetrics m = same_time.summarize(2.0);
   EXPECT_EQ(m.load_window_s, 0.0);
   EXPECT_EQ(m.load_output_tokens_per_s, 0.0);
-  EXPECT_THAT(format_metrics_table(m, {}), Not(HasSubstr("under load")));
+  EXPECT_THAT(serving::format_metrics_table(m, {}), Not(HasSubstr("under load")));
 }
 
 TEST(Metrics, TableAndJson) {
-  const RunMetrics m = example_run().summarize(1.0);
-  const std::string table = format_metrics_table(m, {"cpu0", "cpu1"});
+  const serving::RunMetrics m = example_run().summarize(1.0);
+  const std::string table = serving::format_metrics_table(m, {"cpu0", "cpu1"});
   EXPECT_THAT(table, HasSubstr("requests completed       1 / 2"));
   EXPECT_THAT(table, HasSubstr("5.00 tokens/s"));
   EXPECT_THAT(table, HasSubstr("mean 200.00  p50 200.00  p99 298.00 ms  (n=2)"));
   EXPECT_THAT(table, HasSubstr("busy cpu0                75.0 %"));
   EXPECT_THAT(table, HasSubstr("0.833"));
-  const nlohmann::json j = to_json(m);
+  const nlohmann::json j = serving::to_json(m);
   EXPECT_EQ(j["num_output_tokens"], 5);
   EXPECT_EQ(j["num_completed_requests"], 1);
   EXPECT_NEAR(j["ttft"]["p99_ms"].get<double>(), 298.0, 1e-9);
@@ -159,7 +159,7 @@ namespace muflow::engine {
 namespace {
 
 TEST(MetricsLayers, LayerTimeAndIdleAtTheCombineBarrier) {
-  MetricsRecorder m(3);
+  serving::MetricsRecorder m(3);
   // Layer (0, 0): 10 ms; devices finish at 4, 10 and (no expert stage) never.
   m.on_layer_start(0, 0, 1.000);
   m.on_layer_end(0, 0, 1.010, {1.004, 1.010, -1.0});
@@ -170,7 +170,7 @@ TEST(MetricsLayers, LayerTimeAndIdleAtTheCombineBarrier) {
   m.on_rebalance(7);
   m.on_expert_fetches(2, 1, 0.5);
   m.on_expert_fetches(1, 0, 0.25);
-  const RunMetrics r = m.summarize(1.0);
+  const serving::RunMetrics r = m.summarize(1.0);
   EXPECT_EQ(r.moe_layer.num_samples, 2);
   EXPECT_NEAR(r.moe_layer.mean_ms, 15.0, 1e-9);
   // Idle fractions: (6/10, 0) for layer 0 and (0, 0) for layer 1 → mean 15%.
@@ -179,30 +179,30 @@ TEST(MetricsLayers, LayerTimeAndIdleAtTheCombineBarrier) {
   EXPECT_EQ(r.expert_fetches, 3);
   EXPECT_EQ(r.expert_restores, 1);
   EXPECT_DOUBLE_EQ(r.fetch_stall_s, 0.75);
-  const nlohmann::json j = to_json(r);
+  const nlohmann::json j = serving::to_json(r);
   EXPECT_NEAR(j["moe_idle_pct"].get<double>(), 15.0, 1e-9);
   EXPECT_EQ(j["expert_fetches"].get<int64_t>(), 3);
-  EXPECT_TRUE(to_json(MetricsRecorder(2).summarize(1.0))["moe_idle_pct"].is_null());
+  EXPECT_TRUE(serving::to_json(serving::MetricsRecorder(2).summarize(1.0))["moe_idle_pct"].is_null());
 }
 
 
 // Rows through the barrier all-to-alls and how many crossed devices (ExFlow's target).
 TEST(MetricsLayers, AllToAllRowsOffDevice) {
-  MetricsRecorder m(2);
+  serving::MetricsRecorder m(2);
   m.on_all_to_all_rows(true, 3, 10);
   m.on_all_to_all_rows(false, 1, 10);
   m.on_all_to_all_rows(true, 0, 4);
-  const RunMetrics r = m.summarize(1.0);
+  const serving::RunMetrics r = m.summarize(1.0);
   EXPECT_EQ(r.dispatch_rows, 14);
   EXPECT_EQ(r.dispatch_remote_rows, 3);
   EXPECT_EQ(r.combine_rows, 10);
   EXPECT_EQ(r.combine_remote_rows, 1);
   EXPECT_NEAR(r.remote_rows_pct(), 100.0 * 4 / 24, 1e-12);
-  EXPECT_EQ(to_json(r)["combine_remote_rows"].get<int64_t>(), 1);
-  EXPECT_NE(format_metrics_table(r, {}).find("dispatch 3 / 14 (21.4 %), combine 1 / 10 (10.0 %)"),
+  EXPECT_EQ(serving::to_json(r)["combine_remote_rows"].get<int64_t>(), 1);
+  EXPECT_NE(serving::format_metrics_table(r, {}).find("dispatch 3 / 14 (21.4 %), combine 1 / 10 (10.0 %)"),
             std::string::npos)
-      << format_metrics_table(r, {});
-  EXPECT_DOUBLE_EQ(MetricsRecorder(2).summarize(1.0).remote_rows_pct(), 0.0);
+      << serving::format_metrics_table(r, {});
+  EXPECT_DOUBLE_EQ(serving::MetricsRecorder(2).summarize(1.0).remote_rows_pct(), 0.0);
 }
 
 }  // namespace

@@ -41,8 +41,8 @@ void write_text(const fs::path& path, const std::string& text) {
   out << text;
 }
 
-ModelConfig tiny_config(ModelType type) {
-  ModelConfig c;
+model::ModelConfig tiny_config(model::ModelType type) {
+  model::ModelConfig c;
   c.model_type = type;
   c.vocab_size = 96;
   c.hidden_size = 32;
@@ -55,7 +55,7 @@ ModelConfig tiny_config(ModelType type) {
   c.expert_ffn = 16;
   c.max_position_embeddings = 256;
   c.rope_theta = 1e6f;
-  if (type == ModelType::kQwen2Moe) {
+  if (type == model::ModelType::kQwen2Moe) {
     c.shared_expert_ffn = 24;
     c.attention_bias = true;
     c.norm_topk_prob = false;
@@ -65,7 +65,7 @@ ModelConfig tiny_config(ModelType type) {
   return c;
 }
 
-void expect_same_config(const ModelConfig& a, const ModelConfig& b) {
+void expect_same_config(const model::ModelConfig& a, const model::ModelConfig& b) {
   EXPECT_EQ(a.model_type, b.model_type);
   EXPECT_EQ(a.vocab_size, b.vocab_size);
   EXPECT_EQ(a.hidden_size, b.hidden_size);
@@ -87,7 +87,7 @@ void expect_same_config(const ModelConfig& a, const ModelConfig& b) {
   EXPECT_EQ(a.eos_token_id, b.eos_token_id);
 }
 
-void expect_same_tensor(const WeightTensor& a, const WeightTensor& b, const std::string& name) {
+void expect_same_tensor(const model::WeightTensor& a, const model::WeightTensor& b, const std::string& name) {
   SCOPED_TRACE(name);
   ASSERT_EQ(a.dtype, b.dtype);
   ASSERT_EQ(a.shape, b.shape);
@@ -99,12 +99,12 @@ void expect_same_tensor(const WeightTensor& a, const WeightTensor& b, const std:
 // config.json
 
 TEST(HfConfigTest, JsonRoundTripForBothModelTypes) {
-  for (ModelType type : {ModelType::kMixtral, ModelType::kQwen2Moe}) {
-    const ModelConfig c = tiny_config(type);
-    const nlohmann::json j = hf_config_json(c);
-    EXPECT_EQ(j["model_type"], model_type_name(type));
+  for (model::ModelType type : {model::ModelType::kMixtral, model::ModelType::kQwen2Moe}) {
+    const model::ModelConfig c = tiny_config(type);
+    const nlohmann::json j = model::hf_config_json(c);
+    EXPECT_EQ(j["model_type"], model::model_type_name(type));
     EXPECT_TRUE(j["architectures"].is_array());
-    absl::StatusOr<ModelConfig> back = parse_hf_config_json(j, "config.json");
+    absl::StatusOr<model::ModelConfig> back = model::parse_hf_config_json(j, "config.json");
     ASSERT_TRUE(back.ok()) << back.status();
     expect_same_config(c, *back);
   }
@@ -116,7 +116,7 @@ TEST(HfConfigTest, DefaultsFollowTransformers) {
                                   {"num_attention_heads", 8},    {"num_local_experts", 4},
                                   {"intermediate_size", 32},     {"num_experts_per_tok", 2},
                                   {"bos_token_id", nullptr},     {"eos_token_id", nullptr}};
-  absl::StatusOr<ModelConfig> c = parse_hf_config_json(mixtral, "m/config.json");
+  absl::StatusOr<model::ModelConfig> c = model::parse_hf_config_json(mixtral, "m/config.json");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->num_kv_heads, 8);
   EXPECT_EQ(c->head_dim, 8);
@@ -134,9 +134,9 @@ TEST(HfConfigTest, DefaultsFollowTransformers) {
   qwen["moe_intermediate_size"] = 16;
   qwen["shared_expert_intermediate_size"] = 48;
   qwen["eos_token_id"] = {5, 7};
-  c = parse_hf_config_json(qwen, "q/config.json");
+  c = model::parse_hf_config_json(qwen, "q/config.json");
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->model_type, ModelType::kQwen2Moe);
+  EXPECT_EQ(c->model_type, model::ModelType::kQwen2Moe);
   EXPECT_EQ(c->num_experts, 6);
   EXPECT_EQ(c->expert_ffn, 16);
   EXPECT_EQ(c->shared_expert_ffn, 48);
@@ -156,7 +156,7 @@ struct BadConfigCase {
 class HfConfigBadTest : public ::testing::TestWithParam<BadConfigCase> {};
 
 std::string valid_config_with(const std::string& key, const nlohmann::json& value) {
-  nlohmann::json j = hf_config_json(tiny_config(ModelType::kQwen2Moe));
+  nlohmann::json j = model::hf_config_json(tiny_config(model::ModelType::kQwen2Moe));
   if (value.is_discarded()) {
     j.erase(key);
   } else {
@@ -169,7 +169,7 @@ TEST_P(HfConfigBadTest, ErrorNamesFileAndKey) {
   const BadConfigCase& c = GetParam();
   const fs::path path = temp_dir(std::string("config_") + c.label) / "config.json";
   write_text(path, c.text);
-  absl::StatusOr<ModelConfig> config = parse_hf_config(path.string());
+  absl::StatusOr<model::ModelConfig> config = model::parse_hf_config(path.string());
   ASSERT_FALSE(config.ok());
   const std::string msg(config.status().message());
   EXPECT_THAT(msg, HasSubstr(path.string()));
@@ -210,15 +210,15 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(SyntheticModelTest, DeterministicPerSeedAndWellFormed) {
   std::printf("seed %llu\n", static_cast<unsigned long long>(kSeed));
-  const ModelConfig c = tiny_config(ModelType::kMixtral);
-  const ModelWeights a = make_synthetic_model(c, kSeed, DType::kF32);
-  const ModelWeights b = make_synthetic_model(c, kSeed, DType::kF32);
-  const ModelWeights other = make_synthetic_model(c, kSeed + 1, DType::kF32);
+  const model::ModelConfig c = tiny_config(model::ModelType::kMixtral);
+  const model::ModelWeights a = model::make_synthetic_model(c, kSeed, model::DType::kF32);
+  const model::ModelWeights b = model::make_synthetic_model(c, kSeed, model::DType::kF32);
+  const model::ModelWeights other = model::make_synthetic_model(c, kSeed + 1, model::DType::kF32);
   EXPECT_EQ(a.blocks.at(1).experts.at(3).down.f32, b.blocks.at(1).experts.at(3).down.f32);
   EXPECT_NE(a.blocks.at(1).experts.at(3).down.f32, other.blocks.at(1).experts.at(3).down.f32);
   // Distinct tensors draw distinct streams.
   EXPECT_NE(a.blocks[0].q.f32, a.blocks[1].q.f32);
-  for (const ConstHfTensorSlot& slot : hf_tensor_slots(a)) {
+  for (const model::ConstHfTensorSlot& slot : model::hf_tensor_slots(a)) {
     ASSERT_NE(slot.tensor, nullptr);
     EXPECT_EQ(slot.tensor->name, slot.name);
     EXPECT_EQ(slot.tensor->shape, slot.shape) << slot.name;
@@ -232,8 +232,8 @@ TEST(SyntheticModelTest, DeterministicPerSeedAndWellFormed) {
 }
 
 TEST(SyntheticModelTest, RoutingAndLogitsAreNotDegenerate) {
-  const ModelConfig c = tiny_config(ModelType::kMixtral);
-  const ModelWeights w = make_synthetic_model(c, kSeed, DType::kF32);
+  const model::ModelConfig c = tiny_config(model::ModelType::kMixtral);
+  const model::ModelWeights w = model::make_synthetic_model(c, kSeed, model::DType::kF32);
   const int64_t H = c.hidden_size;
   std::set<int64_t> top1;
   for (int64_t token = 0; token < c.vocab_size; ++token) {
@@ -257,15 +257,15 @@ TEST(SyntheticModelTest, RoutingAndLogitsAreNotDegenerate) {
 }
 
 TEST(SyntheticModelTest, Bf16MatricesAreRoundedF32Draws) {
-  const ModelConfig c = tiny_config(ModelType::kQwen2Moe);
-  const ModelWeights f = make_synthetic_model(c, kSeed, DType::kF32);
-  const ModelWeights b = make_synthetic_model(c, kSeed, DType::kBF16);
-  ASSERT_EQ(b.blocks[1].shared_expert.up.dtype, DType::kBF16);
+  const model::ModelConfig c = tiny_config(model::ModelType::kQwen2Moe);
+  const model::ModelWeights f = model::make_synthetic_model(c, kSeed, model::DType::kF32);
+  const model::ModelWeights b = model::make_synthetic_model(c, kSeed, model::DType::kBF16);
+  ASSERT_EQ(b.blocks[1].shared_expert.up.dtype, model::DType::kBF16);
   for (size_t i = 0; i < f.blocks[1].shared_expert.up.f32.size(); ++i) {
-    ASSERT_EQ(b.blocks[1].shared_expert.up.bf16[i], f32_to_bf16(f.blocks[1].shared_expert.up.f32[i]));
+    ASSERT_EQ(b.blocks[1].shared_expert.up.bf16[i], model::f32_to_bf16(f.blocks[1].shared_expert.up.f32[i]));
   }
-  EXPECT_EQ(b.blocks[1].router.dtype, DType::kF32);
-  EXPECT_EQ(b.blocks[1].q_bias.dtype, DType::kF32);
+  EXPECT_EQ(b.blocks[1].router.dtype, model::DType::kF32);
+  EXPECT_EQ(b.blocks[1].q_bias.dtype, model::DType::kF32);
   EXPECT_EQ(b.blocks[1].q_bias.f32, f.blocks[1].q_bias.f32);
   EXPECT_EQ(b.lm_head.f32, b.embed.f32);  // tied
 }
@@ -274,8 +274,8 @@ TEST(SyntheticModelTest, Bf16MatricesAreRoundedF32Draws) {
 // write → load round trips
 
 struct RoundTripCase {
-  ModelType type;
-  DType dtype;
+  model::ModelType type;
+  model::DType dtype;
   int64_t max_shard_bytes;
 };
 
@@ -284,11 +284,11 @@ class ModelRoundTripTest : public ::testing::TestWithParam<RoundTripCase> {};
 TEST_P(ModelRoundTripTest, EveryTensorComesBackExactly) {
   const RoundTripCase& rc = GetParam();
   std::printf("seed %llu\n", static_cast<unsigned long long>(kSeed));
-  const ModelConfig c = tiny_config(rc.type);
-  const ModelWeights w = make_synthetic_model(c, kSeed, rc.dtype);
-  const fs::path dir = temp_dir(absl::StrCat(model_type_name(rc.type), "_", dtype_name(rc.dtype),
+  const model::ModelConfig c = tiny_config(rc.type);
+  const model::ModelWeights w = model::make_synthetic_model(c, kSeed, rc.dtype);
+  const fs::path dir = temp_dir(absl::StrCat(model::model_type_name(rc.type), "_", model::dtype_name(rc.dtype),
                                              "_", rc.max_shard_bytes)) / "nested" / "model";
-  ASSERT_TRUE(write_hf_model(w, dir.string(), rc.max_shard_bytes).ok());
+  ASSERT_TRUE(model::write_hf_model(w, dir.string(), rc.max_shard_bytes).ok());
 
   if (rc.max_shard_bytes == 0) {
     EXPECT_TRUE(fs::exists(dir / "model.safetensors"));
@@ -307,14 +307,14 @@ TEST_P(ModelRoundTripTest, EveryTensorComesBackExactly) {
     }
     EXPECT_GT(num_shards, 2);
   }
-  absl::StatusOr<ModelConfig> written_config = parse_hf_config((dir / "config.json").string());
+  absl::StatusOr<model::ModelConfig> written_config = model::parse_hf_config((dir / "config.json").string());
   ASSERT_TRUE(written_config.ok()) << written_config.status();
 
-  absl::StatusOr<std::shared_ptr<const ModelWeights>> loaded = load_hf_model(dir.string());
+  absl::StatusOr<std::shared_ptr<const model::ModelWeights>> loaded = model::load_hf_model(dir.string());
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   expect_same_config(c, (*loaded)->config);
-  const std::vector<ConstHfTensorSlot> want = hf_tensor_slots(w);
-  const std::vector<ConstHfTensorSlot> got = hf_tensor_slots(**loaded);
+  const std::vector<model::ConstHfTensorSlot> want = model::hf_tensor_slots(w);
+  const std::vector<model::ConstHfTensorSlot> got = model::hf_tensor_slots(**loaded);
   ASSERT_EQ(want.size(), got.size());
   for (size_t i = 0; i < want.size(); ++i) {
     ASSERT_EQ(want[i].name, got[i].name);
@@ -330,38 +330,38 @@ TEST_P(ModelRoundTripTest, EveryTensorComesBackExactly) {
 
 INSTANTIATE_TEST_SUITE_P(
     AllLayouts, ModelRoundTripTest,
-    ::testing::Values(RoundTripCase{ModelType::kMixtral, DType::kF32, 0},
-                      RoundTripCase{ModelType::kMixtral, DType::kBF16, 0},
-                      RoundTripCase{ModelType::kMixtral, DType::kF32, 6000},
-                      RoundTripCase{ModelType::kMixtral, DType::kBF16, 6000},
-                      RoundTripCase{ModelType::kQwen2Moe, DType::kF32, 0},
-                      RoundTripCase{ModelType::kQwen2Moe, DType::kBF16, 0},
-                      RoundTripCase{ModelType::kQwen2Moe, DType::kF32, 6000},
-                      RoundTripCase{ModelType::kQwen2Moe, DType::kBF16, 6000}));
+    ::testing::Values(RoundTripCase{model::ModelType::kMixtral, model::DType::kF32, 0},
+                      RoundTripCase{model::ModelType::kMixtral, model::DType::kBF16, 0},
+                      RoundTripCase{model::ModelType::kMixtral, model::DType::kF32, 6000},
+                      RoundTripCase{model::ModelType::kMixtral, model::DType::kBF16, 6000},
+                      RoundTripCase{model::ModelType::kQwen2Moe, model::DType::kF32, 0},
+                      RoundTripCase{model::ModelType::kQwen2Moe, model::DType::kBF16, 0},
+                      RoundTripCase{model::ModelType::kQwen2Moe, model::DType::kF32, 6000},
+                      RoundTripCase{model::ModelType::kQwen2Moe, model::DType::kBF16, 6000}));
 
 TEST(ModelWriterTest, RewritingSwitchesLayoutCleanly) {
-  const ModelWeights w = make_synthetic_model(tiny_config(ModelType::kMixtral), kSeed, DType::kF32);
+  const model::ModelWeights w = model::make_synthetic_model(tiny_config(model::ModelType::kMixtral), kSeed, model::DType::kF32);
   const fs::path dir = temp_dir("switch");
-  ASSERT_TRUE(write_hf_model(w, dir.string(), 6000).ok());
-  ASSERT_TRUE(write_hf_model(w, dir.string(), 0).ok());
+  ASSERT_TRUE(model::write_hf_model(w, dir.string(), 6000).ok());
+  ASSERT_TRUE(model::write_hf_model(w, dir.string(), 0).ok());
   EXPECT_FALSE(fs::exists(dir / "model.safetensors.index.json"));
-  ASSERT_TRUE(write_hf_model(w, dir.string(), 6000).ok());
+  ASSERT_TRUE(model::write_hf_model(w, dir.string(), 6000).ok());
   EXPECT_FALSE(fs::exists(dir / "model.safetensors"));
-  EXPECT_TRUE(load_hf_model(dir.string()).ok());
+  EXPECT_TRUE(model::load_hf_model(dir.string()).ok());
 }
 
 TEST(ModelWriterTest, RejectsMissingOrMisshapenTensor) {
-  ModelWeights w = make_synthetic_model(tiny_config(ModelType::kMixtral), kSeed, DType::kF32);
-  w.blocks[1].experts[2].up = WeightTensor{};
-  absl::Status s = write_hf_model(w, temp_dir("writer_missing").string(), 0);
+  model::ModelWeights w = model::make_synthetic_model(tiny_config(model::ModelType::kMixtral), kSeed, model::DType::kF32);
+  w.blocks[1].experts[2].up = model::WeightTensor{};
+  absl::Status s = model::write_hf_model(w, temp_dir("writer_missing").string(), 0);
   EXPECT_THAT(std::string(s.message()),
               HasSubstr("tensor 'model.layers.1.block_sparse_moe.experts.2.w3.weight' is missing"));
-  w = make_synthetic_model(tiny_config(ModelType::kMixtral), kSeed, DType::kF32);
+  w = model::make_synthetic_model(tiny_config(model::ModelType::kMixtral), kSeed, model::DType::kF32);
   w.final_norm.shape = {16, 2};
-  s = write_hf_model(w, temp_dir("writer_shape").string(), 0);
+  s = model::write_hf_model(w, temp_dir("writer_shape").string(), 0);
   EXPECT_THAT(std::string(s.message()),
               HasSubstr("tensor 'model.norm.weight' has shape [16,2], expected [32]"));
-  EXPECT_FALSE(write_hf_model(w, temp_dir("writer_neg").string(), -1).ok());
+  EXPECT_FALSE(model::write_hf_model(w, temp_dir("writer_neg").string(), -1).ok());
 }
 
 // ---------------------------------------------------------------------------------------
@@ -369,21 +369,21 @@ TEST(ModelWriterTest, RejectsMissingOrMisshapenTensor) {
 
 // A written synthetic mixtral folder whose model.safetensors is then rewritten by `edit`.
 fs::path folder_with_edited_tensors(const std::string& name,
-                                    const std::function<void(std::vector<WeightTensor>*)>& edit) {
-  const ModelWeights w = make_synthetic_model(tiny_config(ModelType::kMixtral), kSeed, DType::kF32);
+                                    const std::function<void(std::vector<model::WeightTensor>*)>& edit) {
+  const model::ModelWeights w = model::make_synthetic_model(tiny_config(model::ModelType::kMixtral), kSeed, model::DType::kF32);
   const fs::path dir = temp_dir(name);
-  EXPECT_TRUE(write_hf_model(w, dir.string(), 0).ok());
-  std::vector<WeightTensor> tensors;
-  for (const ConstHfTensorSlot& slot : hf_tensor_slots(w)) tensors.push_back(*slot.tensor);
+  EXPECT_TRUE(model::write_hf_model(w, dir.string(), 0).ok());
+  std::vector<model::WeightTensor> tensors;
+  for (const model::ConstHfTensorSlot& slot : model::hf_tensor_slots(w)) tensors.push_back(*slot.tensor);
   edit(&tensors);
-  std::vector<const WeightTensor*> ptrs;
-  for (const WeightTensor& t : tensors) ptrs.push_back(&t);
-  EXPECT_TRUE(write_safetensors((dir / "model.safetensors").string(), ptrs).ok());
+  std::vector<const model::WeightTensor*> ptrs;
+  for (const model::WeightTensor& t : tensors) ptrs.push_back(&t);
+  EXPECT_TRUE(model::write_safetensors((dir / "model.safetensors").string(), ptrs).ok());
   return dir;
 }
 
 std::string load_error(const fs::path& dir) {
-  absl::StatusOr<std::shared_ptr<const ModelWeights>> m = load_hf_model(dir.string());
+  absl::StatusOr<std::shared_ptr<const model::ModelWeights>> m = model::load_hf_model(dir.string());
   EXPECT_FALSE(m.ok());
   return std::string(m.status().message());
 }
@@ -391,7 +391,7 @@ std::string load_error(const fs::path& dir) {
 TEST(ModelLoaderErrorsTest, MissingTensor) {
   const std::string gone = "model.layers.1.self_attn.k_proj.weight";
   const fs::path dir = folder_with_edited_tensors("missing_tensor", [&](auto* ts) {
-    std::erase_if(*ts, [&](const WeightTensor& t) { return t.name == gone; });
+    std::erase_if(*ts, [&](const model::WeightTensor& t) { return t.name == gone; });
   });
   EXPECT_THAT(load_error(dir), HasSubstr((dir / "model.safetensors").string() + ": tensor '" +
                                          gone + "' not found"));
@@ -399,7 +399,7 @@ TEST(ModelLoaderErrorsTest, MissingTensor) {
 
 TEST(ModelLoaderErrorsTest, ShapeMismatch) {
   const fs::path dir = folder_with_edited_tensors("shape", [](auto* ts) {
-    for (WeightTensor& t : *ts) {
+    for (model::WeightTensor& t : *ts) {
       if (t.name == "model.layers.0.self_attn.q_proj.weight") t.shape = {32, 16, 2};
     }
   });
@@ -410,8 +410,8 @@ TEST(ModelLoaderErrorsTest, ShapeMismatch) {
 
 TEST(ModelLoaderErrorsTest, UnsupportedDtypeInModel) {
   const fs::path dir = temp_dir("f16_model");
-  const ModelWeights w = make_synthetic_model(tiny_config(ModelType::kMixtral), kSeed, DType::kF32);
-  ASSERT_TRUE(write_hf_model(w, dir.string(), 0).ok());
+  const model::ModelWeights w = model::make_synthetic_model(tiny_config(model::ModelType::kMixtral), kSeed, model::DType::kF32);
+  ASSERT_TRUE(model::write_hf_model(w, dir.string(), 0).ok());
   // Relabel model.norm.weight (32 F32 = 128 bytes) as 64 F16 in place: a valid file whose
   // norm has a dtype the engine does not read.
   const fs::path file = dir / "model.safetensors";
@@ -432,7 +432,7 @@ TEST(ModelLoaderErrorsTest, UnsupportedDtypeInModel) {
 
 TEST(ModelLoaderErrorsTest, UnexpectedTensorMeansConfigMismatch) {
   const fs::path dir = folder_with_edited_tensors("extra", [](auto* ts) {
-    WeightTensor extra = ts->front();
+    model::WeightTensor extra = ts->front();
     extra.name = "model.layers.2.input_layernorm.weight";
     ts->push_back(extra);
   });
@@ -440,9 +440,9 @@ TEST(ModelLoaderErrorsTest, UnexpectedTensorMeansConfigMismatch) {
 }
 
 TEST(ModelLoaderErrorsTest, TruncatedWeightsFile) {
-  const ModelWeights w = make_synthetic_model(tiny_config(ModelType::kMixtral), kSeed, DType::kBF16);
+  const model::ModelWeights w = model::make_synthetic_model(tiny_config(model::ModelType::kMixtral), kSeed, model::DType::kBF16);
   const fs::path dir = temp_dir("truncated");
-  ASSERT_TRUE(write_hf_model(w, dir.string(), 0).ok());
+  ASSERT_TRUE(model::write_hf_model(w, dir.string(), 0).ok());
   const fs::path file = dir / "model.safetensors";
   fs::resize_file(file, fs::file_size(file) - 100);
   const std::string msg = load_error(dir);
@@ -451,23 +451,23 @@ TEST(ModelLoaderErrorsTest, TruncatedWeightsFile) {
 }
 
 TEST(ModelLoaderErrorsTest, ShardedIndexPointsToMissingShard) {
-  const ModelWeights w = make_synthetic_model(tiny_config(ModelType::kQwen2Moe), kSeed, DType::kF32);
+  const model::ModelWeights w = model::make_synthetic_model(tiny_config(model::ModelType::kQwen2Moe), kSeed, model::DType::kF32);
   const fs::path dir = temp_dir("missing_shard");
-  ASSERT_TRUE(write_hf_model(w, dir.string(), 6000).ok());
+  ASSERT_TRUE(model::write_hf_model(w, dir.string(), 6000).ok());
   std::ifstream in(dir / "model.safetensors.index.json");
   const nlohmann::json index = nlohmann::json::parse(in);
   const std::string shard = index["weight_map"]["model.layers.1.input_layernorm.weight"];
   ASSERT_TRUE(fs::remove(dir / shard));
-  absl::StatusOr<std::shared_ptr<const ModelWeights>> m = load_hf_model(dir.string());
+  absl::StatusOr<std::shared_ptr<const model::ModelWeights>> m = model::load_hf_model(dir.string());
   ASSERT_TRUE(absl::IsNotFound(m.status())) << m.status();
   EXPECT_THAT(std::string(m.status().message()),
               HasSubstr("model.safetensors.index.json: shard '" + shard + "'"));
 }
 
 TEST(ModelLoaderErrorsTest, ShardedIndexMalformed) {
-  const ModelWeights w = make_synthetic_model(tiny_config(ModelType::kMixtral), kSeed, DType::kF32);
+  const model::ModelWeights w = model::make_synthetic_model(tiny_config(model::ModelType::kMixtral), kSeed, model::DType::kF32);
   const fs::path dir = temp_dir("bad_index");
-  ASSERT_TRUE(write_hf_model(w, dir.string(), 6000).ok());
+  ASSERT_TRUE(model::write_hf_model(w, dir.string(), 6000).ok());
   write_text(dir / "model.safetensors.index.json", R"({"metadata": {}})");
   EXPECT_THAT(load_error(dir), HasSubstr("model.safetensors.index.json: key 'weight_map' missing"));
   write_text(dir / "model.safetensors.index.json",
@@ -477,15 +477,15 @@ TEST(ModelLoaderErrorsTest, ShardedIndexMalformed) {
 
 TEST(ModelLoaderErrorsTest, MissingFilesAreNotFound) {
   const fs::path dir = temp_dir("empty");
-  absl::StatusOr<std::shared_ptr<const ModelWeights>> m = load_hf_model(dir.string());
+  absl::StatusOr<std::shared_ptr<const model::ModelWeights>> m = model::load_hf_model(dir.string());
   EXPECT_TRUE(absl::IsNotFound(m.status()));
   EXPECT_THAT(std::string(m.status().message()), HasSubstr("config.json"));
-  write_text(dir / "config.json", hf_config_json(tiny_config(ModelType::kMixtral)).dump());
-  m = load_hf_model(dir.string());
+  write_text(dir / "config.json", model::hf_config_json(tiny_config(model::ModelType::kMixtral)).dump());
+  m = model::load_hf_model(dir.string());
   EXPECT_TRUE(absl::IsNotFound(m.status()));
   EXPECT_THAT(std::string(m.status().message()),
               HasSubstr("neither model.safetensors nor model.safetensors.index.json"));
-  EXPECT_TRUE(absl::IsNotFound(load_hf_model((dir / "nope").string()).status()));
+  EXPECT_TRUE(absl::IsNotFound(model::load_hf_model((dir / "nope").string()).status()));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -502,12 +502,12 @@ TEST(RealModelTest, KjvMixtralTinyF32AndBf16) {
     GTEST_SKIP() << "real models not found under " << MUFLOW_DATA_DIR
                  << "/models (kjv-mixtral-tiny, kjv-mixtral-tiny-bf16); see shared/data/README.md";
   }
-  absl::StatusOr<std::shared_ptr<const ModelWeights>> f = load_hf_model(f32_dir.string());
+  absl::StatusOr<std::shared_ptr<const model::ModelWeights>> f = model::load_hf_model(f32_dir.string());
   ASSERT_TRUE(f.ok()) << f.status();
-  absl::StatusOr<std::shared_ptr<const ModelWeights>> b = load_hf_model(bf16_dir.string());
+  absl::StatusOr<std::shared_ptr<const model::ModelWeights>> b = model::load_hf_model(bf16_dir.string());
   ASSERT_TRUE(b.ok()) << b.status();
-  const ModelConfig& c = (*f)->config;
-  EXPECT_EQ(c.model_type, ModelType::kMixtral);
+  const model::ModelConfig& c = (*f)->config;
+  EXPECT_EQ(c.model_type, model::ModelType::kMixtral);
   EXPECT_EQ(c.vocab_size, 4096);
   EXPECT_EQ(c.hidden_size, 128);
   EXPECT_EQ(c.num_layers, 4);
@@ -530,19 +530,19 @@ TEST(RealModelTest, KjvMixtralTinyF32AndBf16) {
 
   // 4,396,160 parameters per the model's README.
   int64_t num_params = 0;
-  for (const ConstHfTensorSlot& slot : hf_tensor_slots(**f)) num_params += slot.tensor->numel();
+  for (const model::ConstHfTensorSlot& slot : model::hf_tensor_slots(**f)) num_params += slot.tensor->numel();
   EXPECT_EQ(num_params, 4396160);
 
-  EXPECT_EQ((*f)->blocks[2].experts[5].up.dtype, DType::kF32);
-  EXPECT_EQ((*b)->blocks[2].experts[5].up.dtype, DType::kBF16);
-  EXPECT_EQ((*b)->lm_head.dtype, DType::kBF16);
-  EXPECT_EQ((*b)->final_norm.dtype, DType::kF32);  // vectors always f32
-  EXPECT_EQ((*b)->embed.dtype, DType::kF32);
-  EXPECT_EQ((*b)->blocks[0].router.dtype, DType::kF32);
+  EXPECT_EQ((*f)->blocks[2].experts[5].up.dtype, model::DType::kF32);
+  EXPECT_EQ((*b)->blocks[2].experts[5].up.dtype, model::DType::kBF16);
+  EXPECT_EQ((*b)->lm_head.dtype, model::DType::kBF16);
+  EXPECT_EQ((*b)->final_norm.dtype, model::DType::kF32);  // vectors always f32
+  EXPECT_EQ((*b)->embed.dtype, model::DType::kF32);
+  EXPECT_EQ((*b)->blocks[0].router.dtype, model::DType::kF32);
 
   // The bf16 folder holds the f32 weights rounded to nearest-even bf16.
-  const std::vector<ConstHfTensorSlot> fs32 = hf_tensor_slots(**f);
-  const std::vector<ConstHfTensorSlot> fs16 = hf_tensor_slots(**b);
+  const std::vector<model::ConstHfTensorSlot> fs32 = model::hf_tensor_slots(**f);
+  const std::vector<model::ConstHfTensorSlot> fs16 = model::hf_tensor_slots(**b);
   ASSERT_EQ(fs32.size(), fs16.size());
   for (size_t i = 0; i < fs32.size(); ++i) {
     SCOPED_TRACE(fs32[i].name);
@@ -550,8 +550,8 @@ TEST(RealModelTest, KjvMixtralTinyF32AndBf16) {
     const std::vector<float> low = fs16[i].tensor->to_f32();
     ASSERT_EQ(ref.size(), low.size());
     for (size_t k = 0; k < ref.size(); ++k) {
-      ASSERT_EQ(f32_to_bf16(ref[k]), f32_to_bf16(low[k])) << "element " << k;
-      ASSERT_EQ(bf16_to_f32(f32_to_bf16(ref[k])), low[k]) << "element " << k;
+      ASSERT_EQ(model::f32_to_bf16(ref[k]), model::f32_to_bf16(low[k])) << "element " << k;
+      ASSERT_EQ(model::bf16_to_f32(model::f32_to_bf16(ref[k])), low[k]) << "element " << k;
     }
   }
   // Trained weights, not an init: norms moved away from 1.

@@ -13,26 +13,26 @@ namespace {
 
 using ::testing::HasSubstr;
 
-ModelConfig get(std::string_view name) {
-  absl::StatusOr<ModelConfig> c = model_preset(name);
+model::ModelConfig get(std::string_view name) {
+  absl::StatusOr<model::ModelConfig> c = model::model_preset(name);
   EXPECT_TRUE(c.ok()) << name << ": " << c.status();
-  return c.ok() ? *c : ModelConfig{};
+  return c.ok() ? *c : model::ModelConfig{};
 }
 
 TEST(ModelPresets, EveryNamedPresetValidates) {
-  ASSERT_EQ(model_preset_names().size(), 8u);
-  for (const std::string& name : model_preset_names()) {
-    absl::StatusOr<ModelConfig> c = model_preset(name);
+  ASSERT_EQ(model::model_preset_names().size(), 8u);
+  for (const std::string& name : model::model_preset_names()) {
+    absl::StatusOr<model::ModelConfig> c = model::model_preset(name);
     ASSERT_TRUE(c.ok()) << name << ": " << c.status();
     EXPECT_TRUE(c->validate().ok()) << name;
     // Routed-only presets are mixtral-type, shared-expert presets qwen2_moe-type.
-    EXPECT_EQ(c->model_type == ModelType::kQwen2Moe, c->shared_expert_ffn > 0) << name;
+    EXPECT_EQ(c->model_type == model::ModelType::kQwen2Moe, c->shared_expert_ffn > 0) << name;
   }
 }
 
 TEST(ModelPresets, Mixtral8x7b) {
-  const ModelConfig c = get("mixtral-8x7b");
-  EXPECT_EQ(c.model_type, ModelType::kMixtral);
+  const model::ModelConfig c = get("mixtral-8x7b");
+  EXPECT_EQ(c.model_type, model::ModelType::kMixtral);
   EXPECT_EQ(c.hidden_size, 4096);
   EXPECT_EQ(c.num_layers, 32);
   EXPECT_EQ(c.num_heads, 32);
@@ -46,8 +46,8 @@ TEST(ModelPresets, Mixtral8x7b) {
 }
 
 TEST(ModelPresets, Qwen15MoeA27b) {
-  const ModelConfig c = get("qwen1.5-moe-a2.7b");
-  EXPECT_EQ(c.model_type, ModelType::kQwen2Moe);
+  const model::ModelConfig c = get("qwen1.5-moe-a2.7b");
+  EXPECT_EQ(c.model_type, model::ModelType::kQwen2Moe);
   EXPECT_EQ(c.hidden_size, 2048);
   EXPECT_EQ(c.num_layers, 24);
   EXPECT_EQ(c.num_heads, 16);
@@ -62,8 +62,8 @@ TEST(ModelPresets, Qwen15MoeA27b) {
 }
 
 TEST(ModelPresets, SwitchBase128) {
-  const ModelConfig c = get("switch-base-128");
-  EXPECT_EQ(c.model_type, ModelType::kMixtral);
+  const model::ModelConfig c = get("switch-base-128");
+  EXPECT_EQ(c.model_type, model::ModelType::kMixtral);
   EXPECT_EQ(c.hidden_size, 768);
   EXPECT_EQ(c.expert_ffn, 3072);
   EXPECT_EQ(c.num_experts, 128);
@@ -75,17 +75,17 @@ TEST(ModelPresets, SwitchBase128) {
 
 TEST(ModelPresets, SwitchBaseSizes) {
   for (int64_t e : {8, 16, 32, 64}) {
-    const ModelConfig c = get("switch-base-" + std::to_string(e));
+    const model::ModelConfig c = get("switch-base-" + std::to_string(e));
     EXPECT_EQ(c.num_experts, e);
     EXPECT_EQ(c.hidden_size, 768);
     EXPECT_EQ(c.num_layers, 6);
   }
-  EXPECT_FALSE(model_preset("switch-base-12").ok());
+  EXPECT_FALSE(model::model_preset("switch-base-12").ok());
 }
 
 TEST(ModelPresets, DeepseekV2Lite) {
-  const ModelConfig c = get("deepseek-v2-lite");
-  EXPECT_EQ(c.model_type, ModelType::kQwen2Moe);
+  const model::ModelConfig c = get("deepseek-v2-lite");
+  EXPECT_EQ(c.model_type, model::ModelType::kQwen2Moe);
   EXPECT_EQ(c.hidden_size, 2048);
   EXPECT_EQ(c.num_layers, 27);
   EXPECT_EQ(c.num_experts, 64);
@@ -99,37 +99,37 @@ TEST(ModelPresets, DeepseekV2Lite) {
 }
 
 TEST(ModelPresets, Synthetic) {
-  SyntheticPreset dims;
+  model::SyntheticPreset dims;
   dims.num_experts = 256;
   dims.num_topk = 8;
-  absl::StatusOr<ModelConfig> c = synthetic_model_preset(dims);
+  absl::StatusOr<model::ModelConfig> c = model::synthetic_model_preset(dims);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->num_experts, 256);
-  EXPECT_EQ(c->model_type, ModelType::kMixtral);
+  EXPECT_EQ(c->model_type, model::ModelType::kMixtral);
   dims.shared_expert_ffn = 512;
-  c = synthetic_model_preset(dims);
+  c = model::synthetic_model_preset(dims);
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->model_type, ModelType::kQwen2Moe);
+  EXPECT_EQ(c->model_type, model::ModelType::kQwen2Moe);
 
   dims.num_experts = 257;
-  EXPECT_THAT(synthetic_model_preset(dims).status().message(), HasSubstr("[1, 256]"));
+  EXPECT_THAT(model::synthetic_model_preset(dims).status().message(), HasSubstr("[1, 256]"));
   dims.num_experts = 16;
   dims.num_topk = 17;
-  EXPECT_THAT(synthetic_model_preset(dims).status().message(), HasSubstr("num_experts_per_tok"));
+  EXPECT_THAT(model::synthetic_model_preset(dims).status().message(), HasSubstr("num_experts_per_tok"));
   dims.num_topk = 2;
   dims.num_kv_heads = 3;
-  EXPECT_FALSE(synthetic_model_preset(dims).ok());
+  EXPECT_FALSE(model::synthetic_model_preset(dims).ok());
 
-  const ModelConfig n = get("synthetic-E128-k4");
+  const model::ModelConfig n = get("synthetic-E128-k4");
   EXPECT_EQ(n.num_experts, 128);
   EXPECT_EQ(n.num_topk, 4);
-  EXPECT_FALSE(model_preset("synthetic-E300-k4").ok());
-  EXPECT_THAT(model_preset("synthetic-128").status().message(),
+  EXPECT_FALSE(model::model_preset("synthetic-E300-k4").ok());
+  EXPECT_THAT(model::model_preset("synthetic-128").status().message(),
               HasSubstr("synthetic-E<experts>-k<topk>"));
 }
 
 TEST(ModelPresets, UnknownName) {
-  absl::StatusOr<ModelConfig> c = model_preset("gpt-4");
+  absl::StatusOr<model::ModelConfig> c = model::model_preset("gpt-4");
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(c.status().message(), HasSubstr("mixtral-8x7b"));

@@ -44,7 +44,7 @@ std::vector<float> values_3x5() {
 TEST(Npy, WritesVersion1HeaderAndData) {
   const fs::path path = temp_path("a.npy");
   const std::vector<float> v = values_3x5();
-  ASSERT_TRUE(write_npy_f32(path.string(), v, 3, 5).ok());
+  ASSERT_TRUE(model::write_npy_f32(path.string(), v, 3, 5).ok());
   const std::string bytes = read_bytes(path);
   ASSERT_GE(bytes.size(), 10u);
   EXPECT_EQ(bytes.substr(0, 6), std::string("\x93NUMPY", 6));
@@ -77,7 +77,7 @@ TEST(Npy, HeaderAlignedForManyShapes) {
            {1, 1}, {0, 4}, {12, 345}, {1000, 1}, {123456, 7}, {2, 0}}) {
     const fs::path path = temp_path("shape.npy");
     ASSERT_TRUE(
-        write_npy_f32(path.string(), std::vector<float>(rows * cols, 1.f), rows, cols).ok());
+        model::write_npy_f32(path.string(), std::vector<float>(rows * cols, 1.f), rows, cols).ok());
     const std::string bytes = read_bytes(path);
     const size_t header_len =
         static_cast<uint8_t>(bytes[8]) | (static_cast<size_t>(static_cast<uint8_t>(bytes[9])) << 8);
@@ -91,11 +91,11 @@ TEST(Npy, HeaderAlignedForManyShapes) {
 TEST(Npy, SizeMismatchIsInvalidArgument) {
   const fs::path path = temp_path("bad.npy");
   fs::remove(path);
-  absl::Status s = write_npy_f32(path.string(), std::vector<float>(14), 3, 5);
+  absl::Status s = model::write_npy_f32(path.string(), std::vector<float>(14), 3, 5);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("14"));
   EXPECT_FALSE(fs::exists(path)) << "nothing is written on a size mismatch";
-  EXPECT_EQ(write_npy_f32(path.string(), std::vector<float>(16), 3, 5).code(),
+  EXPECT_EQ(model::write_npy_f32(path.string(), std::vector<float>(16), 3, 5).code(),
             absl::StatusCode::kInvalidArgument);
 }
 
@@ -105,7 +105,7 @@ TEST(Npy, UnwritablePathIsInternalNamingPath) {
   const fs::path blocker = temp_path("plain_file");
   { std::ofstream(blocker) << "x"; }
   const std::string path = blocker.string() + "/sub/x.npy";
-  absl::Status s = write_npy_f32(path, std::vector<float>(4), 2, 2);
+  absl::Status s = model::write_npy_f32(path, std::vector<float>(4), 2, 2);
   EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
   EXPECT_THAT(s.message(), HasSubstr(path));
 }
@@ -117,7 +117,7 @@ TEST(Npy, NumpyLoadsIt) {
   }
   const fs::path path = temp_path("np.npy");
   const std::vector<float> v = values_3x5();
-  ASSERT_TRUE(write_npy_f32(path.string(), v, 3, 5).ok());
+  ASSERT_TRUE(model::write_npy_f32(path.string(), v, 3, 5).ok());
   // numpy checks shape, dtype and every value against the expected formula.
   const std::string script =
       "import numpy as np, sys\n"

@@ -16,11 +16,11 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-Topology topology_with(int num_devices) {
-  Topology t;
+topology::Topology topology_with(int num_devices) {
+  topology::Topology t;
   t.source = "test.toml";
   for (int d = 0; d < num_devices; ++d) {
-    DeviceSpec dev;
+    topology::DeviceSpec dev;
     dev.name = "cpu" + std::to_string(d);
     t.devices.push_back(dev);
   }
@@ -28,8 +28,8 @@ Topology topology_with(int num_devices) {
 }
 
 TEST(Placement, RoundRobin) {
-  const Topology t = topology_with(3);
-  absl::StatusOr<Placement> p = make_placement(t, 8);
+  const topology::Topology t = topology_with(3);
+  absl::StatusOr<planning::Placement> p = planning::make_placement(t, 8);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->num_devices, 3);
   EXPECT_THAT(p->expert_device, ElementsAre(0, 1, 2, 0, 1, 2, 0, 1));
@@ -40,24 +40,24 @@ TEST(Placement, RoundRobin) {
 }
 
 TEST(Placement, MoreDevicesThanExperts) {
-  absl::StatusOr<Placement> p = make_placement(topology_with(4), 2);
+  absl::StatusOr<planning::Placement> p = planning::make_placement(topology_with(4), 2);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_THAT(p->expert_device, ElementsAre(0, 1));
   EXPECT_THAT(p->experts_on(2), IsEmpty());
 }
 
 TEST(Placement, NoDevicesIsAnError) {
-  absl::StatusOr<Placement> p = make_placement(topology_with(0), 4);
+  absl::StatusOr<planning::Placement> p = planning::make_placement(topology_with(0), 4);
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(p.status().message(), HasSubstr("test.toml"));
 }
 
 TEST(Placement, Explicit) {
-  Topology t = topology_with(2);
+  topology::Topology t = topology_with(2);
   t.placement = "explicit";
   t.expert_device = {1, 1, 0, 1};
-  absl::StatusOr<Placement> p = make_placement(t, 4);
+  absl::StatusOr<planning::Placement> p = planning::make_placement(t, 4);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_THAT(p->expert_device, ElementsAre(1, 1, 0, 1));
   EXPECT_THAT(p->experts_on(0), ElementsAre(2));
@@ -65,12 +65,12 @@ TEST(Placement, Explicit) {
 }
 
 TEST(Placement, ExplicitWrongLength) {
-  Topology t = topology_with(2);
+  topology::Topology t = topology_with(2);
   t.placement = "explicit";
   for (std::vector<int64_t> devices : {std::vector<int64_t>{0, 1, 0}, std::vector<int64_t>{},
                                        std::vector<int64_t>{0, 1, 0, 1, 0}}) {
     t.expert_device = devices;
-    absl::StatusOr<Placement> p = make_placement(t, 4);
+    absl::StatusOr<planning::Placement> p = planning::make_placement(t, 4);
     ASSERT_FALSE(p.ok()) << devices.size();
     EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(p.status().message(), HasSubstr("placement.experts"));
@@ -79,11 +79,11 @@ TEST(Placement, ExplicitWrongLength) {
 }
 
 TEST(Placement, ExplicitDeviceOutOfRange) {
-  Topology t = topology_with(2);
+  topology::Topology t = topology_with(2);
   t.placement = "explicit";
   for (int64_t bad : {int64_t{2}, int64_t{-1}, int64_t{100}}) {
     t.expert_device = {0, 1, bad, 0};
-    absl::StatusOr<Placement> p = make_placement(t, 4);
+    absl::StatusOr<planning::Placement> p = planning::make_placement(t, 4);
     ASSERT_FALSE(p.ok()) << bad;
     EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(p.status().message(), HasSubstr("placement.experts"));
@@ -99,38 +99,38 @@ namespace {
 
 // async: attention DP ranks on the first devices, experts round-robin over the others.
 TEST(Placement, AsyncDisaggregatesAttentionAndExperts) {
-  Topology t = topology_with(8);
+  topology::Topology t = topology_with(8);
   t.wiring = "async";
-  absl::StatusOr<Placement> p = make_placement(t, 8, /*disaggregated_attention=*/true);
+  absl::StatusOr<planning::Placement> p = planning::make_placement(t, 8, /*disaggregated_attention=*/true);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_THAT(p->rank_device, ElementsAre(0, 1, 2, 3));  // default: half the devices
   EXPECT_THAT(p->expert_device, ElementsAre(4, 5, 6, 7, 4, 5, 6, 7));
   t.attention_devices = 3;
   t.placement = "contiguous";
-  p = make_placement(t, 8, /*disaggregated_attention=*/true);
+  p = planning::make_placement(t, 8, /*disaggregated_attention=*/true);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_THAT(p->rank_device, ElementsAre(0, 1, 2));
   EXPECT_THAT(p->expert_device, ElementsAre(3, 3, 4, 4, 5, 5, 6, 6));
   // The sync wiring ignores attention_devices: every device is a rank.
   t.wiring = "sync";
-  p = make_placement(t, 8);
+  p = planning::make_placement(t, 8);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->rank_device.size(), 8u);
 }
 
 TEST(Placement, AsyncRejectsExpertsOnAttentionDevicesAndTinyClusters) {
-  Topology t = topology_with(4);
+  topology::Topology t = topology_with(4);
   t.wiring = "async";
   t.placement = "explicit";
   t.expert_device = {2, 3, 1, 2};
-  absl::StatusOr<Placement> p = make_placement(t, 4, /*disaggregated_attention=*/true);
+  absl::StatusOr<planning::Placement> p = planning::make_placement(t, 4, /*disaggregated_attention=*/true);
   ASSERT_FALSE(p.ok());
   EXPECT_THAT(p.status().message(),
               HasSubstr("key 'placement.experts'[2] = 1; expected an expert device index in [2, 4)"));
-  absl::StatusOr<Placement> one = [] {
-    Topology u = topology_with(1);
+  absl::StatusOr<planning::Placement> one = [] {
+    topology::Topology u = topology_with(1);
     u.wiring = "async";
-    return make_placement(u, 4, /*disaggregated_attention=*/true);
+    return planning::make_placement(u, 4, /*disaggregated_attention=*/true);
   }();
   ASSERT_FALSE(one.ok());
   EXPECT_THAT(one.status().message(), HasSubstr("needs at least 2 devices"));

@@ -24,8 +24,8 @@ namespace {
 using kernels::reference::test_seed;
 using ::testing::HasSubstr;
 
-ModelConfig small_config(ModelType type) {
-  ModelConfig c;
+model::ModelConfig small_config(model::ModelType type) {
+  model::ModelConfig c;
   c.model_type = type;
   c.vocab_size = 97;
   c.hidden_size = 32;
@@ -36,7 +36,7 @@ ModelConfig small_config(ModelType type) {
   c.num_experts = 4;
   c.num_topk = 2;
   c.expert_ffn = 48;
-  if (type == ModelType::kQwen2Moe) {
+  if (type == model::ModelType::kQwen2Moe) {
     c.shared_expert_ffn = 24;
     c.attention_bias = true;
     c.norm_topk_prob = false;
@@ -44,21 +44,21 @@ ModelConfig small_config(ModelType type) {
   return c;
 }
 
-std::shared_ptr<const CpuModel> build_model(const ModelConfig& c, uint64_t seed) {
+std::shared_ptr<const exec::CpuModel> build_model(const model::ModelConfig& c, uint64_t seed) {
   const absl::Status valid = c.validate();
   EXPECT_TRUE(valid.ok()) << valid;
   if (!valid.ok()) return nullptr;
-  auto weights = std::make_shared<const ModelWeights>(make_synthetic_model(c, seed, DType::kF32));
-  absl::StatusOr<std::shared_ptr<const CpuModel>> model = CpuModel::prepare(weights);
+  auto weights = std::make_shared<const model::ModelWeights>(model::make_synthetic_model(c, seed, model::DType::kF32));
+  absl::StatusOr<std::shared_ptr<const exec::CpuModel>> model = exec::CpuModel::prepare(weights);
   EXPECT_TRUE(model.ok()) << model.status();
   return model.ok() ? *model : nullptr;
 }
 
 /// Per-request decoding state for the direct CpuModel path: one KV cache per block.
 struct DirectState {
-  std::vector<KvCache> caches;
-  explicit DirectState(const ModelConfig& c)
-      : caches(c.num_layers, KvCache(c.num_kv_heads * c.head_dim)) {}
+  std::vector<serving::KvCache> caches;
+  explicit DirectState(const model::ModelConfig& c)
+      : caches(c.num_layers, serving::KvCache(c.num_kv_heads * c.head_dim)) {}
 };
 
 struct ForwardOut {
@@ -68,9 +68,9 @@ struct ForwardOut {
 
 /// Runs `tokens` (positions start_pos..) of request `rid` through every block with CpuModel's
 /// stage functions, combining each token's top-k outputs in rank order.
-ForwardOut forward(const CpuModel& m, DirectState& st, int64_t rid,
+ForwardOut forward(const exec::CpuModel& m, DirectState& st, int64_t rid,
                    const std::vector<int32_t>& tokens, int64_t start_pos) {
-  const ModelConfig& c = m.config();
+  const model::ModelConfig& c = m.config();
   const int64_t n = static_cast<int64_t>(tokens.size()), H = c.hidden_size, K = c.num_topk;
   std::vector<int64_t> rids(n, rid), pos(n);
   for (int64_t i = 0; i < n; ++i) pos[i] = start_pos + i;
@@ -79,7 +79,7 @@ ForwardOut forward(const CpuModel& m, DirectState& st, int64_t rid,
   ForwardOut out;
   m.embed(tokens.data(), n, h.data());
   for (int64_t b = 0; b < c.num_layers; ++b) {
-    AttentionOutputs ao{x.data(), ids.data(), w.data(), shared.empty() ? nullptr : shared.data()};
+    exec::AttentionOutputs ao{x.data(), ids.data(), w.data(), shared.empty() ? nullptr : shared.data()};
     const absl::Status s = m.attention(b, st.caches[b], rids.data(), pos.data(), n, h.data(), ao);
     EXPECT_TRUE(s.ok()) << s;
     out.expert_ids.push_back(ids);
@@ -93,7 +93,7 @@ ForwardOut forward(const CpuModel& m, DirectState& st, int64_t rid,
         m.expert(b, e, x.data() + i * H, 1, y[j].data());
         rows[j] = y[j].data();
       }
-      CpuModel::combine_row(h.data() + i * H, rows.data(), w.data() + i * K, K,
+      exec::CpuModel::combine_row(h.data() + i * H, rows.data(), w.data() + i * K, K,
                             shared.empty() ? nullptr : shared.data() + i * H, H);
     }
   }
@@ -121,34 +121,34 @@ std::vector<int32_t> random_prompt(uint64_t seed, int64_t len, int64_t vocab) {
   return p;
 }
 
-class ReferenceDecoderTest : public ::testing::TestWithParam<ModelType> {
+class ReferenceDecoderTest : public ::testing::TestWithParam<model::ModelType> {
  protected:
   void SetUp() override {
     config_ = small_config(GetParam());
-    seed_ = test_seed(("ReferenceDecoderTest/" + std::string(model_type_name(GetParam()))).c_str(),
+    seed_ = test_seed(("ReferenceDecoderTest/" + std::string(model::model_type_name(GetParam()))).c_str(),
                       20250101);
     model_ = build_model(config_, seed_);
     ASSERT_NE(model_, nullptr);
     prompt_ = random_prompt(seed_ ^ 0xabcdef, 7, config_.vocab_size);
   }
-  Request request(int64_t max_new) const {
-    Request r;
+  serving::Request request(int64_t max_new) const {
+    serving::Request r;
     r.id = 3;
     r.prompt = prompt_;
     r.max_new_tokens = max_new;
     return r;
   }
-  ModelConfig config_;
+  model::ModelConfig config_;
   uint64_t seed_ = 0;
-  std::shared_ptr<const CpuModel> model_;
+  std::shared_ptr<const exec::CpuModel> model_;
   std::vector<int32_t> prompt_;
 };
 
 TEST_P(ReferenceDecoderTest, GreedyMatchesArgmaxOfDirectForward) {
-  SamplingSpec greedy;
+  topology::SamplingSpec greedy;
   greedy.stop_at_eos = false;
   const int64_t max_new = 6;
-  absl::StatusOr<ReferenceResult> r = reference_generate(*model_, request(max_new), greedy, true);
+  absl::StatusOr<exec::ReferenceResult> r = exec::reference_generate(*model_, request(max_new), greedy, true);
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(static_cast<int64_t>(r->output_ids.size()), max_new);
   const int64_t V = config_.vocab_size, P = static_cast<int64_t>(prompt_.size());
@@ -171,37 +171,37 @@ TEST_P(ReferenceDecoderTest, GreedyMatchesArgmaxOfDirectForward) {
     EXPECT_EQ(r->expert_ids[b], full.expert_ids[b]) << "block " << b;
   }
   // Not requested → empty.
-  absl::StatusOr<ReferenceResult> no_logits =
-      reference_generate(*model_, request(max_new), greedy, false);
+  absl::StatusOr<exec::ReferenceResult> no_logits =
+      exec::reference_generate(*model_, request(max_new), greedy, false);
   ASSERT_TRUE(no_logits.ok());
   EXPECT_TRUE(no_logits->prompt_logits.empty());
   EXPECT_EQ(no_logits->output_ids, r->output_ids);
 }
 
 TEST_P(ReferenceDecoderTest, StopsAtEosWhenAsked) {
-  SamplingSpec greedy;
+  topology::SamplingSpec greedy;
   greedy.stop_at_eos = false;
-  absl::StatusOr<ReferenceResult> free_run = reference_generate(*model_, request(5), greedy, false);
+  absl::StatusOr<exec::ReferenceResult> free_run = exec::reference_generate(*model_, request(5), greedy, false);
   ASSERT_TRUE(free_run.ok()) << free_run.status();
   ASSERT_EQ(free_run->output_ids.size(), 5u);
   // Make the third generated token the EOS id of an otherwise identical model.
-  ModelConfig c = config_;
+  model::ModelConfig c = config_;
   c.eos_token_id = free_run->output_ids[2];
-  std::shared_ptr<const CpuModel> eos_model = build_model(c, seed_);
+  std::shared_ptr<const exec::CpuModel> eos_model = build_model(c, seed_);
   ASSERT_NE(eos_model, nullptr);
   std::vector<int32_t> expected;
   for (int32_t t : free_run->output_ids) {
     expected.push_back(t);
     if (t == c.eos_token_id) break;
   }
-  SamplingSpec stop = greedy;
+  topology::SamplingSpec stop = greedy;
   stop.stop_at_eos = true;
-  absl::StatusOr<ReferenceResult> stopped = reference_generate(*eos_model, request(5), stop, false);
+  absl::StatusOr<exec::ReferenceResult> stopped = exec::reference_generate(*eos_model, request(5), stop, false);
   ASSERT_TRUE(stopped.ok()) << stopped.status();
   EXPECT_EQ(stopped->output_ids, expected);
   EXPECT_LE(stopped->output_ids.size(), 3u);
   // Without stop_at_eos it runs to max_new_tokens.
-  absl::StatusOr<ReferenceResult> full = reference_generate(*eos_model, request(5), greedy, false);
+  absl::StatusOr<exec::ReferenceResult> full = exec::reference_generate(*eos_model, request(5), greedy, false);
   ASSERT_TRUE(full.ok());
   EXPECT_EQ(full->output_ids, free_run->output_ids);
 }
@@ -245,12 +245,12 @@ TEST_P(ReferenceDecoderTest, IncrementalDecodeBitwiseEqualsFullPrefill) {
 }
 
 TEST_P(ReferenceDecoderTest, SeededSamplingIsReproducible) {
-  SamplingSpec s;
+  topology::SamplingSpec s;
   s.temperature = 1.0;
   s.seed = seed_;
   s.stop_at_eos = false;
-  absl::StatusOr<ReferenceResult> a = reference_generate(*model_, request(8), s, false);
-  absl::StatusOr<ReferenceResult> b = reference_generate(*model_, request(8), s, false);
+  absl::StatusOr<exec::ReferenceResult> a = exec::reference_generate(*model_, request(8), s, false);
+  absl::StatusOr<exec::ReferenceResult> b = exec::reference_generate(*model_, request(8), s, false);
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_EQ(a->output_ids, b->output_ids);
   EXPECT_EQ(a->output_ids.size(), 8u);
@@ -261,25 +261,25 @@ TEST_P(ReferenceDecoderTest, SeededSamplingIsReproducible) {
 }
 
 TEST_P(ReferenceDecoderTest, InvalidPrompts) {
-  SamplingSpec greedy;
-  Request r = request(3);
+  topology::SamplingSpec greedy;
+  serving::Request r = request(3);
   r.prompt.clear();
-  absl::StatusOr<ReferenceResult> empty = reference_generate(*model_, r, greedy, false);
+  absl::StatusOr<exec::ReferenceResult> empty = exec::reference_generate(*model_, r, greedy, false);
   EXPECT_EQ(empty.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(empty.status().message(), HasSubstr("empty"));
   for (int32_t bad : {-1, 97, 1000}) {
     r = request(3);
     r.prompt[2] = bad;
-    absl::StatusOr<ReferenceResult> res = reference_generate(*model_, r, greedy, false);
+    absl::StatusOr<exec::ReferenceResult> res = exec::reference_generate(*model_, r, greedy, false);
     EXPECT_EQ(res.status().code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_THAT(res.status().message(), HasSubstr(std::to_string(bad)));
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, ReferenceDecoderTest,
-                         ::testing::Values(ModelType::kMixtral, ModelType::kQwen2Moe),
-                         [](const ::testing::TestParamInfo<ModelType>& info) {
-                           return std::string(model_type_name(info.param));
+                         ::testing::Values(model::ModelType::kMixtral, model::ModelType::kQwen2Moe),
+                         [](const ::testing::TestParamInfo<model::ModelType>& info) {
+                           return std::string(model::model_type_name(info.param));
                          });
 
 }  // namespace

@@ -41,14 +41,14 @@ fs::path temp_path(const std::string& name) {
   return dir / name;
 }
 
-std::unique_ptr<RouterModel> make(const RouterSpec& spec, int64_t e, int64_t k, int64_t layers) {
-  absl::StatusOr<std::unique_ptr<RouterModel>> r = make_router_model(spec, e, k, layers);
+std::unique_ptr<routing::RouterModel> make(const routing::RouterSpec& spec, int64_t e, int64_t k, int64_t layers) {
+  absl::StatusOr<std::unique_ptr<routing::RouterModel>> r = routing::make_router_model(spec, e, k, layers);
   EXPECT_TRUE(r.ok()) << r.status();
   return r.ok() ? *std::move(r) : nullptr;
 }
 
-RouterSpec spec_of(const std::string& kind, uint64_t seed) {
-  RouterSpec s;
+routing::RouterSpec spec_of(const std::string& kind, uint64_t seed) {
+  routing::RouterSpec s;
   s.kind = kind;
   s.seed = seed;
   return s;
@@ -61,7 +61,7 @@ struct Token {
 };
 
 // Top-1 (slot 0) counts over `n` tokens of `block`: request i / 97, position i % 97.
-std::vector<int64_t> slot0_counts(const RouterModel& r, int32_t block, int64_t n) {
+std::vector<int64_t> slot0_counts(const routing::RouterModel& r, int32_t block, int64_t n) {
   std::vector<int64_t> counts(static_cast<size_t>(r.num_experts()), 0);
   std::vector<int32_t> ids(static_cast<size_t>(r.num_topk()));
   std::vector<float> w(static_cast<size_t>(r.num_topk()));
@@ -90,7 +90,7 @@ void expect_matches(const std::vector<int64_t>& counts, const std::vector<double
 
 TEST(RouterDistributions, HarmoenyCodeFormulaLimit) {
   // k = 1: p_hot = (E·s + 1)/(E − 2), cold share the rest.
-  auto p = harmoeny_skew_probabilities(128, 1, 0.9, "code");
+  auto p = routing::harmoeny_skew_probabilities(128, 1, 0.9, "code");
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_NEAR((*p)[0], (128 * 0.9 + 1) / 126.0, 1e-12);
   EXPECT_NEAR((*p)[1], (1 - (*p)[0]) / 127.0, 1e-12);
@@ -99,80 +99,80 @@ TEST(RouterDistributions, HarmoenyCodeFormulaLimit) {
   const double n_hot = std::min(n / 1, std::floor((128 * n * 0.9 + 1 * n) / (1 * (128 - 2))));
   EXPECT_NEAR(n_hot / n, (*p)[0], 1e-8);
   // k = 10, s = 0.9: the formula caps at 1/k per hot expert, no cold tokens.
-  p = harmoeny_skew_probabilities(128, 10, 0.9, "code");
+  p = routing::harmoeny_skew_probabilities(128, 10, 0.9, "code");
   ASSERT_TRUE(p.ok());
   EXPECT_DOUBLE_EQ((*p)[9], 0.1);
   EXPECT_DOUBLE_EQ((*p)[10], 0.0);
   // k = 10, s = 0.5: (64 + 10)/(10·108) per hot expert.
-  p = harmoeny_skew_probabilities(128, 10, 0.5, "code");
+  p = routing::harmoeny_skew_probabilities(128, 10, 0.5, "code");
   ASSERT_TRUE(p.ok());
   EXPECT_NEAR((*p)[0], 74.0 / 1080.0, 1e-12);
   EXPECT_NEAR((*p)[127], (1 - 740.0 / 1080.0) / 118.0, 1e-12);
   // share mode: exactly s to the hot group (the paper's §3 setup).
-  p = harmoeny_skew_probabilities(128, 10, 0.9, "share");
+  p = routing::harmoeny_skew_probabilities(128, 10, 0.9, "share");
   ASSERT_TRUE(p.ok());
   EXPECT_NEAR((*p)[0], 0.09, 1e-12);
   EXPECT_NEAR((*p)[10], 0.1 / 118.0, 1e-12);
   // Errors.
-  EXPECT_FALSE(harmoeny_skew_probabilities(8, 4, 0.5, "code").ok());  // E ≤ 2k
-  EXPECT_FALSE(harmoeny_skew_probabilities(8, 0, 0.5, "share").ok());
-  EXPECT_FALSE(harmoeny_skew_probabilities(8, 1, 1.5, "share").ok());
-  EXPECT_THAT(harmoeny_skew_probabilities(8, 1, 0.5, "paper").status().message(),
+  EXPECT_FALSE(routing::harmoeny_skew_probabilities(8, 4, 0.5, "code").ok());  // E ≤ 2k
+  EXPECT_FALSE(routing::harmoeny_skew_probabilities(8, 0, 0.5, "share").ok());
+  EXPECT_FALSE(routing::harmoeny_skew_probabilities(8, 1, 1.5, "share").ok());
+  EXPECT_THAT(routing::harmoeny_skew_probabilities(8, 1, 0.5, "paper").status().message(),
               HasSubstr("skew_mode"));
 }
 
 TEST(RouterDistributions, MoeshardAndExponential) {
-  auto p = moeshard_probabilities(128, 13, 0.6);
+  auto p = routing::moeshard_probabilities(128, 13, 0.6);
   ASSERT_TRUE(p.ok());
   const double total = 1.0 + 13 * 0.6;
   EXPECT_NEAR((*p)[12], (1.0 / 128 + 0.6) / total, 1e-15);
   EXPECT_NEAR((*p)[13], (1.0 / 128) / total, 1e-15);
-  EXPECT_FALSE(moeshard_probabilities(8, 1, -0.1).ok());
-  EXPECT_FALSE(moeshard_probabilities(8, 9, 0.1).ok());
+  EXPECT_FALSE(routing::moeshard_probabilities(8, 1, -0.1).ok());
+  EXPECT_FALSE(routing::moeshard_probabilities(8, 9, 0.1).ok());
 
-  const std::vector<int32_t> order = exponential_popularity_order(16, 5, 3);
+  const std::vector<int32_t> order = routing::exponential_popularity_order(16, 5, 3);
   std::vector<int32_t> sorted = order;
   std::sort(sorted.begin(), sorted.end());
   for (int i = 0; i < 16; ++i) EXPECT_EQ(sorted[i], i);
-  EXPECT_EQ(order, exponential_popularity_order(16, 5, 3));
-  EXPECT_NE(order, exponential_popularity_order(16, 5, 4));
-  auto q = exponential_probabilities(0.25, order);
+  EXPECT_EQ(order, routing::exponential_popularity_order(16, 5, 3));
+  EXPECT_NE(order, routing::exponential_popularity_order(16, 5, 4));
+  auto q = routing::exponential_probabilities(0.25, order);
   ASSERT_TRUE(q.ok());
   for (int r = 0; r + 1 < 16; ++r) {
     EXPECT_NEAR((*q)[order[r + 1]] / (*q)[order[r]], std::exp(-0.25), 1e-12);
   }
-  EXPECT_FALSE(exponential_probabilities(-1, order).ok());
-  EXPECT_FALSE(exponential_probabilities(0.1, {0, 0, 1}).ok());
+  EXPECT_FALSE(routing::exponential_probabilities(-1, order).ok());
+  EXPECT_FALSE(routing::exponential_probabilities(0.1, {0, 0, 1}).ok());
 }
 
 // ---------------------------------------------------------------------------------------
 // Factory
 
 TEST(RouterModel, FactoryErrors) {
-  auto r = make_router_model(spec_of("zipf", 0), 8, 2, 4);
+  auto r = routing::make_router_model(spec_of("zipf", 0), 8, 2, 4);
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), HasSubstr("unknown router kind 'zipf'"));
   EXPECT_THAT(r.status().message(), HasSubstr("moeshard-multinomial"));
-  EXPECT_FALSE(make_router_model(spec_of("uniform", 0), 8, 9, 4).ok());
-  EXPECT_FALSE(make_router_model(spec_of("uniform", 0), 8, 0, 4).ok());
-  EXPECT_FALSE(make_router_model(spec_of("uniform", 0), 0, 1, 4).ok());
-  EXPECT_FALSE(make_router_model(spec_of("uniform", 0), 8, 1, 0).ok());
-  RouterSpec s = spec_of("harmoeny-skew", 0);
+  EXPECT_FALSE(routing::make_router_model(spec_of("uniform", 0), 8, 9, 4).ok());
+  EXPECT_FALSE(routing::make_router_model(spec_of("uniform", 0), 8, 0, 4).ok());
+  EXPECT_FALSE(routing::make_router_model(spec_of("uniform", 0), 0, 1, 4).ok());
+  EXPECT_FALSE(routing::make_router_model(spec_of("uniform", 0), 8, 1, 0).ok());
+  routing::RouterSpec s = spec_of("harmoeny-skew", 0);
   s.skew = -0.1;
-  EXPECT_THAT(make_router_model(s, 8, 1, 4).status().message(), HasSubstr("skew"));
+  EXPECT_THAT(routing::make_router_model(s, 8, 1, 4).status().message(), HasSubstr("skew"));
   s = spec_of("moeshard-multinomial", 0);
   s.alpha = -1;
-  EXPECT_THAT(make_router_model(s, 8, 1, 4).status().message(), HasSubstr("alpha"));
+  EXPECT_THAT(routing::make_router_model(s, 8, 1, 4).status().message(), HasSubstr("alpha"));
   s = spec_of("exponential", 0);
   s.exp_rate = NAN;
-  EXPECT_FALSE(make_router_model(s, 8, 1, 4).ok());
+  EXPECT_FALSE(routing::make_router_model(s, 8, 1, 4).ok());
   s = spec_of("replay-npy", 0);
   s.trace_file = temp_path("does-not-exist-{E}.npy").string();
-  r = make_router_model(s, 8, 1, 4);
+  r = routing::make_router_model(s, 8, 1, 4);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(r.status().message(), HasSubstr("does-not-exist-8.npy"));
-  EXPECT_EQ(router_kind_names().size(), 7u);
+  EXPECT_EQ(routing::router_kind_names().size(), 7u);
 }
 
 TEST(RouterModel, DescribeNamesKindAndResolvedDefaults) {
@@ -189,19 +189,19 @@ TEST(RouterModel, UniformMatchesFormula) {
   const uint64_t seed = test_seed("router uniform", 11);
   auto r = make(spec_of("uniform", seed), 64, 1, 3);
   const int64_t n = 200000;
-  expect_matches(slot0_counts(*r, 2, n), uniform_probabilities(64), n, "uniform");
+  expect_matches(slot0_counts(*r, 2, n), routing::uniform_probabilities(64), n, "uniform");
 }
 
 TEST(RouterModel, HarmoenySkewMatchesFormula) {
   const uint64_t seed = test_seed("router harmoeny-skew", 12);
   const int64_t n = 200000;
   for (const char* mode : {"code", "share"}) {
-    RouterSpec s = spec_of("harmoeny-skew", seed);
+    routing::RouterSpec s = spec_of("harmoeny-skew", seed);
     s.skew_mode = mode;
     s.skew = 0.9;
     s.hot_experts = std::string(mode) == "code" ? 1 : 10;
     auto r = make(s, 128, 1, 6);
-    auto p = harmoeny_skew_probabilities(128, s.hot_experts, 0.9, mode);
+    auto p = routing::harmoeny_skew_probabilities(128, s.hot_experts, 0.9, mode);
     ASSERT_TRUE(p.ok());
     const std::vector<int64_t> c = slot0_counts(*r, 4, n);
     expect_matches(c, *p, n, std::string("harmoeny-skew ") + mode);
@@ -216,7 +216,7 @@ TEST(RouterModel, MoeshardMatchesFormula) {
   const uint64_t seed = test_seed("router moeshard-multinomial", 13);
   auto r = make(spec_of("moeshard-multinomial", seed), 128, 1, 2);
   const int64_t n = 200000;
-  auto p = moeshard_probabilities(128, 13, 0.6);
+  auto p = routing::moeshard_probabilities(128, 13, 0.6);
   ASSERT_TRUE(p.ok());
   expect_matches(slot0_counts(*r, 1, n), *p, n, "moeshard");
 }
@@ -224,11 +224,11 @@ TEST(RouterModel, MoeshardMatchesFormula) {
 TEST(RouterModel, ExponentialMatchesFormulaPerBlock) {
   const uint64_t seed = test_seed("router exponential", 14);
   auto r = make(spec_of("exponential", seed), 16, 1, 4);
-  const auto* cat = dynamic_cast<const CategoricalRouter*>(r.get());
+  const auto* cat = dynamic_cast<const routing::CategoricalRouter*>(r.get());
   ASSERT_NE(cat, nullptr);
   const int64_t n = 200000;
   for (int32_t b : {0, 3}) {
-    auto p = exponential_probabilities(2.0 / 16, exponential_popularity_order(16, seed, b));
+    auto p = routing::exponential_probabilities(2.0 / 16, routing::exponential_popularity_order(16, seed, b));
     ASSERT_TRUE(p.ok());
     ASSERT_EQ(cat->probabilities(b).size(), p->size());
     for (size_t e = 0; e < p->size(); ++e) EXPECT_NEAR(cat->probabilities(b)[e], (*p)[e], 1e-15);
@@ -243,11 +243,11 @@ TEST(RouterModel, ExponentialMatchesFormulaPerBlock) {
 // For top-2 without replacement from p, P(i chosen) = p_i + Σ_{j≠i} p_j · p_i / (1 − p_j).
 TEST(RouterModel, TopkWithoutReplacementInclusionProbabilities) {
   const uint64_t seed = test_seed("router top-2 inclusion", 15);
-  RouterSpec s = spec_of("moeshard-multinomial", seed);
+  routing::RouterSpec s = spec_of("moeshard-multinomial", seed);
   s.hot_experts = 2;
   s.alpha = 0.3;
   auto r = make(s, 8, 2, 1);
-  auto p = moeshard_probabilities(8, 2, 0.3);
+  auto p = routing::moeshard_probabilities(8, 2, 0.3);
   ASSERT_TRUE(p.ok());
   const int64_t n = 200000;
   std::vector<int64_t> included(8, 0), first(8, 0);
@@ -273,18 +273,18 @@ TEST(RouterModel, TopkWithoutReplacementInclusionProbabilities) {
 // ---------------------------------------------------------------------------------------
 // Invariants: distinct experts, weights, purity, seeds
 
-std::vector<std::pair<RouterSpec, std::tuple<int64_t, int64_t>>> synthetic_cases(uint64_t seed) {
-  std::vector<std::pair<RouterSpec, std::tuple<int64_t, int64_t>>> cases;
+std::vector<std::pair<routing::RouterSpec, std::tuple<int64_t, int64_t>>> synthetic_cases(uint64_t seed) {
+  std::vector<std::pair<routing::RouterSpec, std::tuple<int64_t, int64_t>>> cases;
   for (const char* kind : {"uniform", "harmoeny-skew", "moeshard-multinomial", "exponential"}) {
     for (auto ek : {std::tuple<int64_t, int64_t>{8, 1}, {8, 2}, {8, 8}, {64, 6}, {256, 8}}) {
       cases.push_back({spec_of(kind, seed), ek});
     }
   }
-  RouterSpec all_hot = spec_of("harmoeny-skew", seed);  // the cold experts have zero mass
+  routing::RouterSpec all_hot = spec_of("harmoeny-skew", seed);  // the cold experts have zero mass
   all_hot.skew_mode = "share";
   all_hot.skew = 1.0;
   cases.push_back({all_hot, {16, 4}});
-  RouterSpec steep = spec_of("exponential", seed);  // exp underflows: most experts p = 0
+  routing::RouterSpec steep = spec_of("exponential", seed);  // exp underflows: most experts p = 0
   steep.exp_rate = 400;
   cases.push_back({steep, {16, 6}});
   return cases;
@@ -330,7 +330,7 @@ std::vector<Token> token_list() {
   return tokens;
 }
 
-std::vector<int32_t> route_all(const RouterModel& r, const std::vector<Token>& tokens,
+std::vector<int32_t> route_all(const routing::RouterModel& r, const std::vector<Token>& tokens,
                                const std::vector<size_t>& order) {
   const int64_t k = r.num_topk();
   std::vector<int32_t> out(tokens.size() * k);
@@ -424,11 +424,11 @@ std::string shape_dict(const std::string& shape, const std::string& descr = "<i8
 
 TEST(NpyReader, ReadsInt64Arrays) {
   const std::vector<int64_t> v = {0, 1, -2, 3, 1LL << 40, -(1LL << 50)};
-  auto a = read_npy_i64(write_file("ok.npy", npy_bytes(shape_dict("(3, 2)"), v)).string());
+  auto a = model::read_npy_i64(write_file("ok.npy", npy_bytes(shape_dict("(3, 2)"), v)).string());
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->shape, (std::vector<int64_t>{3, 2}));
   EXPECT_EQ(a->data, v);
-  a = read_npy_i64(write_file("one.npy", npy_bytes(shape_dict("(6,)"), v)).string());
+  a = model::read_npy_i64(write_file("one.npy", npy_bytes(shape_dict("(6,)"), v)).string());
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->shape, (std::vector<int64_t>{6}));
 }
@@ -454,13 +454,13 @@ TEST(NpyReader, MalformedFilesNameTheFile) {
   };
   for (const Case& c : cases) {
     const fs::path p = write_file(c.name, c.bytes);
-    auto a = read_npy_i64(p.string());
+    auto a = model::read_npy_i64(p.string());
     ASSERT_FALSE(a.ok()) << c.name;
     EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument) << c.name;
     EXPECT_THAT(a.status().message(), HasSubstr(p.string())) << c.name;
     EXPECT_THAT(a.status().message(), HasSubstr(c.message)) << c.name << ": " << a.status();
   }
-  auto missing = read_npy_i64(temp_path("missing.npy").string());
+  auto missing = model::read_npy_i64(temp_path("missing.npy").string());
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(missing.status().message(), HasSubstr("missing.npy"));
 }
@@ -479,12 +479,12 @@ TEST(ReplayNpyRouter, MapsTokensToRowsAndCoversEveryRowOnce) {
   const uint64_t seed = test_seed("router replay-npy small", 19);
   const int64_t rows = 1000, e = 7;
   const fs::path path = small_trace(rows, e);
-  auto trace = read_npy_i64(path.string());
+  auto trace = model::read_npy_i64(path.string());
   ASSERT_TRUE(trace.ok());
   for (bool shuffle : {false, true}) {
-    auto r = ReplayNpyRouter::load(path.string(), e, 1, 5, seed, 10, shuffle);
+    auto r = routing::ReplayNpyRouter::load(path.string(), e, 1, 5, seed, 10, shuffle);
     ASSERT_TRUE(r.ok()) << r.status();
-    const ReplayNpyRouter& router = **r;
+    const routing::ReplayNpyRouter& router = **r;
     EXPECT_EQ(router.trace_token(3, 4), 34);
     EXPECT_EQ(router.trace_token(100, 5), 5);  // (1000 + 5) mod 1000
     EXPECT_EQ(router.trace_token(-1, 0), 990);
@@ -513,7 +513,7 @@ TEST(ReplayNpyRouter, MapsTokensToRowsAndCoversEveryRowOnce) {
     }
   }
   // Shuffled blocks 0 and 3 read the same column through different permutations.
-  auto r = ReplayNpyRouter::load(path.string(), e, 1, 5, seed, 10, true);
+  auto r = routing::ReplayNpyRouter::load(path.string(), e, 1, 5, seed, 10, true);
   int64_t same = 0;
   for (int64_t t = 0; t < rows; ++t) same += (*r)->trace_row(0, t) == (*r)->trace_row(3, t);
   EXPECT_LT(same, 20);
@@ -521,19 +521,19 @@ TEST(ReplayNpyRouter, MapsTokensToRowsAndCoversEveryRowOnce) {
 
 TEST(ReplayNpyRouter, Errors) {
   const fs::path path = small_trace(50, 7);
-  auto r = ReplayNpyRouter::load(path.string(), 8, 1, 2, 0, 10, true);
+  auto r = routing::ReplayNpyRouter::load(path.string(), 8, 1, 2, 0, 10, true);
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), HasSubstr(path.string()));
   EXPECT_THAT(r.status().message(), HasSubstr("expert ids up to 6 (recorded with 7 experts)"));
-  r = ReplayNpyRouter::load(path.string(), 7, 2, 2, 0, 10, true);
+  r = routing::ReplayNpyRouter::load(path.string(), 7, 2, 2, 0, 10, true);
   EXPECT_THAT(r.status().message(), HasSubstr("top-1"));
-  r = ReplayNpyRouter::load(path.string(), 7, 1, 2, 0, 0, true);
+  r = routing::ReplayNpyRouter::load(path.string(), 7, 1, 2, 0, 0, true);
   EXPECT_FALSE(r.ok());
   const fs::path flat = write_file("flat.npy", npy_bytes(shape_dict("(3,)"), {0, 1, 2}));
-  r = ReplayNpyRouter::load(flat.string(), 3, 1, 2, 0, 10, true);
+  r = routing::ReplayNpyRouter::load(flat.string(), 3, 1, 2, 0, 10, true);
   EXPECT_THAT(r.status().message(), HasSubstr("2-D"));
   const fs::path neg = write_file("neg.npy", npy_bytes(shape_dict("(1, 2)"), {-1, 1}));
-  r = ReplayNpyRouter::load(neg.string(), 2, 1, 2, 0, 10, true);
+  r = routing::ReplayNpyRouter::load(neg.string(), 2, 1, 2, 0, 10, true);
   EXPECT_THAT(r.status().message(), HasSubstr("negative"));
 }
 
@@ -557,7 +557,7 @@ TEST(PerRankRoutingCsv, LoadsAndValidates) {
     }
   }
   body += "m/y,4,2,0,0,0,1,1 0 0 0\n";  // another expert count: skipped
-  auto c = load_per_rank_routing_csv(write_csv("ok.csv", body).string(), 3);
+  auto c = routing::load_per_rank_routing_csv(write_csv("ok.csv", body).string(), 3);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->num_ranks, 2);
   EXPECT_EQ(c->num_layers, 2);
@@ -587,14 +587,14 @@ TEST(PerRankRoutingCsv, LoadsAndValidates) {
   };
   for (const Case& k : cases) {
     const fs::path p = write_csv(k.name, k.body);
-    auto r = load_per_rank_routing_csv(p.string(), 3);
+    auto r = routing::load_per_rank_routing_csv(p.string(), 3);
     ASSERT_FALSE(r.ok()) << k.name;
     EXPECT_EQ(r.status().code(), k.code) << k.name << ": " << r.status();
     EXPECT_THAT(r.status().message(), HasSubstr(p.string())) << k.name;
     EXPECT_THAT(r.status().message(), HasSubstr(k.message)) << k.name << ": " << r.status();
   }
   const fs::path no_col = write_file("nocol.csv", "model,num_experts\nm,3\n");
-  EXPECT_THAT(load_per_rank_routing_csv(no_col.string(), 3).status().message(),
+  EXPECT_THAT(routing::load_per_rank_routing_csv(no_col.string(), 3).status().message(),
               HasSubstr(":1: missing column 'world_size'"));
 }
 
@@ -614,7 +614,7 @@ bool have_routing_data() { return fs::exists(kRoutingDir / "switch-base-per-rank
 TEST(RealTraces, PerRankCsvTotals) {
   SKIP_WITHOUT_DATA();
   for (int64_t e : {8, 16, 32, 64, 128}) {
-    auto c = load_per_rank_routing_csv(
+    auto c = routing::load_per_rank_routing_csv(
         (kRoutingDir / "switch-base-per-rank-bookcorpus.csv").string(), e);
     ASSERT_TRUE(c.ok()) << c.status();
     EXPECT_EQ(c->model, "google/switch-base-" + std::to_string(e));
@@ -639,18 +639,18 @@ TEST(RealTraces, ReplayNpyReproducesPerLayerLoadsExactly) {
   SKIP_WITHOUT_DATA();
   const uint64_t seed = test_seed("router replay-npy real", 20);
   const int64_t e = 128;
-  RouterSpec s = spec_of("replay-npy", seed);
+  routing::RouterSpec s = spec_of("replay-npy", seed);
   s.trace_file = (kRoutingDir / "switch-base-{E}-bookcorpus.npy").string();
   auto r = make(s, e, 1, 12);
   ASSERT_NE(r, nullptr);
-  const auto* replay = dynamic_cast<const ReplayNpyRouter*>(r.get());
+  const auto* replay = dynamic_cast<const routing::ReplayNpyRouter*>(r.get());
   ASSERT_NE(replay, nullptr);
   ASSERT_EQ(replay->num_rows(), 40800);
   ASSERT_EQ(replay->num_columns(), 6);
   auto csv =
-      load_per_rank_routing_csv((kRoutingDir / "switch-base-per-rank-bookcorpus.csv").string(), e);
+      routing::load_per_rank_routing_csv((kRoutingDir / "switch-base-per-rank-bookcorpus.csv").string(), e);
   ASSERT_TRUE(csv.ok());
-  const NpyInt64Array& trace = replay->trace();
+  const model::NpyInt64Array& trace = replay->trace();
   for (int32_t b = 0; b < 12; ++b) {
     std::vector<int64_t> hist(e, 0), file_hist(e, 0);
     int32_t id;
@@ -671,10 +671,10 @@ TEST(RealTraces, ReplayNpyReproducesPerLayerLoadsExactly) {
     EXPECT_EQ(hist, csv->layer_histogram(b % 6, 0)) << "block " << b;
   }
   // The Switch-8 trace with a 128-expert model is refused.
-  absl::StatusOr<std::unique_ptr<RouterModel>> wrong = make_router_model(s, 8, 1, 6);
+  absl::StatusOr<std::unique_ptr<routing::RouterModel>> wrong = routing::make_router_model(s, 8, 1, 6);
   ASSERT_TRUE(wrong.ok());  // {E} → 8: the Switch-8 file, consistent
   s.trace_file = (kRoutingDir / "switch-base-8-bookcorpus.npy").string();
-  wrong = make_router_model(s, 16, 1, 6);
+  wrong = routing::make_router_model(s, 16, 1, 6);
   ASSERT_FALSE(wrong.ok());
   EXPECT_THAT(wrong.status().message(), HasSubstr("switch-base-8-bookcorpus.npy"));
   EXPECT_THAT(wrong.status().message(), HasSubstr("recorded with 8 experts"));
@@ -684,11 +684,11 @@ TEST(RealTraces, PerRankRouterMatchesAggregatedDistribution) {
   SKIP_WITHOUT_DATA();
   const uint64_t seed = test_seed("router replay-per-rank", 21);
   const int64_t e = 64;
-  RouterSpec s = spec_of("replay-per-rank", seed);
+  routing::RouterSpec s = spec_of("replay-per-rank", seed);
   s.trace_file = (kRoutingDir / "switch-base-per-rank-bookcorpus.csv").string();
   auto r = make(s, e, 1, 6);
   ASSERT_NE(r, nullptr);
-  auto csv = load_per_rank_routing_csv(s.trace_file, e);
+  auto csv = routing::load_per_rank_routing_csv(s.trace_file, e);
   ASSERT_TRUE(csv.ok());
   const int64_t n = 200000;
   for (int32_t b : {1, 3}) {
@@ -713,7 +713,7 @@ TEST(RealTraces, PerRankRouterMatchesAggregatedDistribution) {
     ASSERT_EQ(std::adjacent_find(ids, ids + 4), ids + 4);
   }
   s.trace_layers = 13;
-  EXPECT_THAT(make_router_model(s, e, 1, 6).status().message(), HasSubstr("trace_layers"));
+  EXPECT_THAT(routing::make_router_model(s, e, 1, 6).status().message(), HasSubstr("trace_layers"));
 }
 
 }  // namespace

@@ -41,55 +41,55 @@ std::string raw_file(const std::string& header, const std::string& data) {
   return out + header + data;
 }
 
-WeightTensor f32_tensor(const std::string& name, std::vector<int64_t> shape, float start) {
-  WeightTensor t;
+model::WeightTensor f32_tensor(const std::string& name, std::vector<int64_t> shape, float start) {
+  model::WeightTensor t;
   t.name = name;
-  t.dtype = DType::kF32;
+  t.dtype = model::DType::kF32;
   t.shape = std::move(shape);
   t.f32.resize(static_cast<size_t>(t.numel()));
   for (size_t i = 0; i < t.f32.size(); ++i) t.f32[i] = start + 0.25f * static_cast<float>(i);
   return t;
 }
 
-WeightTensor bf16_tensor(const std::string& name, std::vector<int64_t> shape) {
-  WeightTensor t;
+model::WeightTensor bf16_tensor(const std::string& name, std::vector<int64_t> shape) {
+  model::WeightTensor t;
   t.name = name;
-  t.dtype = DType::kBF16;
+  t.dtype = model::DType::kBF16;
   t.shape = std::move(shape);
   t.bf16.resize(static_cast<size_t>(t.numel()));
-  for (size_t i = 0; i < t.bf16.size(); ++i) t.bf16[i] = f32_to_bf16(-1.5f * static_cast<float>(i));
+  for (size_t i = 0; i < t.bf16.size(); ++i) t.bf16[i] = model::f32_to_bf16(-1.5f * static_cast<float>(i));
   return t;
 }
 
 TEST(SafetensorsTest, WriteThenReadRoundTripsBothDtypes) {
   const std::string path = temp_path("roundtrip.safetensors");
-  WeightTensor a = f32_tensor("a.weight", {2, 3}, 1.0f);
-  WeightTensor b = bf16_tensor("b.weight", {3});
-  ASSERT_TRUE(write_safetensors(path, {&a, &b}, {{"format", "pt"}}).ok());
+  model::WeightTensor a = f32_tensor("a.weight", {2, 3}, 1.0f);
+  model::WeightTensor b = bf16_tensor("b.weight", {3});
+  ASSERT_TRUE(model::write_safetensors(path, {&a, &b}, {{"format", "pt"}}).ok());
 
-  absl::StatusOr<SafetensorsFile> file = open_safetensors(path);
+  absl::StatusOr<model::SafetensorsFile> file = model::open_safetensors(path);
   ASSERT_TRUE(file.ok()) << file.status();
   EXPECT_EQ(file->metadata().at("format"), "pt");
   EXPECT_EQ(file->entries().size(), 2u);
   EXPECT_EQ(file->entries().at("a.weight").dtype, "F32");
   EXPECT_EQ(file->entries().at("b.weight").begin, 24u);  // packed after a's 6 x 4 bytes
 
-  absl::StatusOr<WeightTensor> ra = file->read_tensor("a.weight");
+  absl::StatusOr<model::WeightTensor> ra = file->read_tensor("a.weight");
   ASSERT_TRUE(ra.ok()) << ra.status();
-  EXPECT_EQ(ra->dtype, DType::kF32);
+  EXPECT_EQ(ra->dtype, model::DType::kF32);
   EXPECT_EQ(ra->shape, a.shape);
   EXPECT_EQ(ra->f32, a.f32);
-  absl::StatusOr<WeightTensor> rb = file->read_tensor("b.weight");
+  absl::StatusOr<model::WeightTensor> rb = file->read_tensor("b.weight");
   ASSERT_TRUE(rb.ok()) << rb.status();
-  EXPECT_EQ(rb->dtype, DType::kBF16);
+  EXPECT_EQ(rb->dtype, model::DType::kBF16);
   EXPECT_EQ(rb->bf16, b.bf16);
   EXPECT_EQ(rb->name, "b.weight");
 }
 
 TEST(SafetensorsTest, HeaderIsSpacePaddedToMultipleOfEight) {
   const std::string path = temp_path("padded.safetensors");
-  WeightTensor a = f32_tensor("x", {1}, 3.0f);
-  ASSERT_TRUE(write_safetensors(path, {&a}).ok());
+  model::WeightTensor a = f32_tensor("x", {1}, 3.0f);
+  ASSERT_TRUE(model::write_safetensors(path, {&a}).ok());
   const std::string bytes = read_bytes(path);
   uint64_t n = 0;
   std::memcpy(&n, bytes.data(), 8);
@@ -115,12 +115,12 @@ TEST(SafetensorsTest, ReadsAHandWrittenFileWithGapsAndUnusedDtypes) {
   write_bytes(path, raw_file(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
                              R"("pos":{"dtype":"I64","shape":[1],"data_offsets":[8,16]}})",
                              data));
-  absl::StatusOr<SafetensorsFile> file = open_safetensors(path);
+  absl::StatusOr<model::SafetensorsFile> file = model::open_safetensors(path);
   ASSERT_TRUE(file.ok()) << file.status();
-  absl::StatusOr<WeightTensor> w = file->read_tensor("w");
+  absl::StatusOr<model::WeightTensor> w = file->read_tensor("w");
   ASSERT_TRUE(w.ok());
   EXPECT_EQ(w->f32, std::vector<float>({0.5f, -2.0f}));
-  absl::StatusOr<WeightTensor> pos = file->read_tensor("pos");
+  absl::StatusOr<model::WeightTensor> pos = file->read_tensor("pos");
   ASSERT_FALSE(pos.ok());
   EXPECT_THAT(std::string(pos.status().message()), HasSubstr(path));
   EXPECT_THAT(std::string(pos.status().message()),
@@ -131,9 +131,9 @@ TEST(SafetensorsTest, F16TensorIsRejectedWithDtypeMessage) {
   const std::string path = temp_path("f16.safetensors");
   write_bytes(path, raw_file(R"({"h.weight":{"dtype":"F16","shape":[2,2],"data_offsets":[0,8]}})",
                              std::string(8, '\0')));
-  absl::StatusOr<SafetensorsFile> file = open_safetensors(path);
+  absl::StatusOr<model::SafetensorsFile> file = model::open_safetensors(path);
   ASSERT_TRUE(file.ok()) << file.status();
-  absl::StatusOr<WeightTensor> t = file->read_tensor("h.weight");
+  absl::StatusOr<model::WeightTensor> t = file->read_tensor("h.weight");
   ASSERT_FALSE(t.ok());
   EXPECT_THAT(std::string(t.status().message()),
               HasSubstr("'h.weight' has dtype F16; dtype F16 not supported; expected F32 or BF16"));
@@ -141,17 +141,17 @@ TEST(SafetensorsTest, F16TensorIsRejectedWithDtypeMessage) {
 
 TEST(SafetensorsTest, MissingTensorIsNotFound) {
   const std::string path = temp_path("one.safetensors");
-  WeightTensor a = f32_tensor("a", {2}, 0.0f);
-  ASSERT_TRUE(write_safetensors(path, {&a}).ok());
-  absl::StatusOr<SafetensorsFile> file = open_safetensors(path);
+  model::WeightTensor a = f32_tensor("a", {2}, 0.0f);
+  ASSERT_TRUE(model::write_safetensors(path, {&a}).ok());
+  absl::StatusOr<model::SafetensorsFile> file = model::open_safetensors(path);
   ASSERT_TRUE(file.ok());
-  absl::StatusOr<WeightTensor> t = file->read_tensor("b");
+  absl::StatusOr<model::WeightTensor> t = file->read_tensor("b");
   EXPECT_TRUE(absl::IsNotFound(t.status()));
   EXPECT_THAT(std::string(t.status().message()), HasSubstr(path + ": tensor 'b' not found"));
 }
 
 TEST(SafetensorsTest, MissingFileIsNotFound) {
-  absl::StatusOr<SafetensorsFile> file = open_safetensors(temp_path("does-not-exist.safetensors"));
+  absl::StatusOr<model::SafetensorsFile> file = model::open_safetensors(temp_path("does-not-exist.safetensors"));
   EXPECT_TRUE(absl::IsNotFound(file.status()));
   EXPECT_THAT(std::string(file.status().message()), HasSubstr("does-not-exist.safetensors"));
 }
@@ -160,9 +160,9 @@ TEST(SafetensorsTest, MissingFileIsNotFound) {
 // name and a reason, never crash.
 TEST(SafetensorsTest, TruncatedFilesAreRejectedAtEveryCut) {
   const std::string path = temp_path("full.safetensors");
-  WeightTensor a = f32_tensor("layer.a", {4, 4}, 0.0f);
-  WeightTensor b = bf16_tensor("layer.b", {8});
-  ASSERT_TRUE(write_safetensors(path, {&a, &b}).ok());
+  model::WeightTensor a = f32_tensor("layer.a", {4, 4}, 0.0f);
+  model::WeightTensor b = bf16_tensor("layer.b", {8});
+  ASSERT_TRUE(model::write_safetensors(path, {&a, &b}).ok());
   const std::string bytes = read_bytes(path);
   uint64_t n = 0;
   std::memcpy(&n, bytes.data(), 8);
@@ -183,14 +183,14 @@ TEST(SafetensorsTest, TruncatedFilesAreRejectedAtEveryCut) {
   for (const Cut& cut : cuts) {
     SCOPED_TRACE(cut.size);
     write_bytes(cut_path, bytes.substr(0, cut.size));
-    absl::StatusOr<SafetensorsFile> file = open_safetensors(cut_path);
+    absl::StatusOr<model::SafetensorsFile> file = model::open_safetensors(cut_path);
     ASSERT_FALSE(file.ok());
     const std::string msg(file.status().message());
     EXPECT_THAT(msg, HasSubstr(cut_path));
     EXPECT_THAT(msg, HasSubstr(cut.expect));
   }
   write_bytes(cut_path, bytes.substr(0, 8 + n + 10));
-  EXPECT_THAT(std::string(open_safetensors(cut_path).status().message()),
+  EXPECT_THAT(std::string(model::open_safetensors(cut_path).status().message()),
               HasSubstr("exceed the data buffer of 10 bytes (file truncated?)"));
 }
 
@@ -200,7 +200,7 @@ TEST(SafetensorsTest, HeaderLengthLargerThanFile) {
   std::memcpy(bytes.data(), &huge, 8);
   const std::string path = temp_path("hugelen.safetensors");
   write_bytes(path, bytes);
-  absl::StatusOr<SafetensorsFile> file = open_safetensors(path);
+  absl::StatusOr<model::SafetensorsFile> file = model::open_safetensors(path);
   ASSERT_FALSE(file.ok());
   EXPECT_THAT(std::string(file.status().message()),
               HasSubstr(path + ": header length 1099511627776 exceeds the 2 bytes"));
@@ -219,7 +219,7 @@ TEST_P(SafetensorsBadHeaderTest, RejectedWithFileAndReason) {
   const BadHeaderCase& c = GetParam();
   const std::string path = temp_path(std::string("bad_") + c.label + ".safetensors");
   write_bytes(path, raw_file(c.header, std::string(c.data_bytes, '\0')));
-  absl::StatusOr<SafetensorsFile> file = open_safetensors(path);
+  absl::StatusOr<model::SafetensorsFile> file = model::open_safetensors(path);
   ASSERT_FALSE(file.ok()) << c.label;
   const std::string msg(file.status().message());
   EXPECT_THAT(msg, HasSubstr(path));
@@ -258,21 +258,21 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(SafetensorsTest, WriterRejectsInconsistentTensors) {
   const std::string path = temp_path("reject.safetensors");
-  WeightTensor a = f32_tensor("a", {2, 2}, 0.0f);
+  model::WeightTensor a = f32_tensor("a", {2, 2}, 0.0f);
   a.f32.pop_back();
-  absl::Status s = write_safetensors(path, {&a});
+  absl::Status s = model::write_safetensors(path, {&a});
   ASSERT_FALSE(s.ok());
   EXPECT_THAT(std::string(s.message()),
               HasSubstr("tensor 'a' has shape [2,2] (4 elements) but holds 3 F32 elements"));
   EXPECT_FALSE(fs::exists(path));
 
-  WeightTensor b = f32_tensor("b", {1}, 0.0f);
-  WeightTensor b2 = f32_tensor("b", {1}, 1.0f);
-  EXPECT_THAT(std::string(write_safetensors(path, {&b, &b2}).message()),
+  model::WeightTensor b = f32_tensor("b", {1}, 0.0f);
+  model::WeightTensor b2 = f32_tensor("b", {1}, 1.0f);
+  EXPECT_THAT(std::string(model::write_safetensors(path, {&b, &b2}).message()),
               HasSubstr("tensor 'b' given twice"));
-  WeightTensor absent;
+  model::WeightTensor absent;
   absent.name = "c";
-  EXPECT_THAT(std::string(write_safetensors(path, {&absent}).message()),
+  EXPECT_THAT(std::string(model::write_safetensors(path, {&absent}).message()),
               HasSubstr("tensor 'c' has no shape"));
 }
 

@@ -18,8 +18,8 @@ namespace {
 
 using kernels::reference::test_seed;
 
-SamplingSpec spec(double temperature, double top_p, uint64_t seed) {
-  SamplingSpec s;
+topology::SamplingSpec spec(double temperature, double top_p, uint64_t seed) {
+  topology::SamplingSpec s;
   s.temperature = temperature;
   s.top_p = top_p;
   s.seed = seed;
@@ -27,17 +27,17 @@ SamplingSpec spec(double temperature, double top_p, uint64_t seed) {
 }
 
 TEST(Sampling, GreedyIsArgmaxWithTiesToLowestId) {
-  const SamplingSpec greedy = spec(0.0, 1.0, 1);
+  const topology::SamplingSpec greedy = spec(0.0, 1.0, 1);
   const std::vector<float> a = {0.1f, -3.f, 2.5f, 2.4f, -7.f};
-  EXPECT_EQ(sample_token(a.data(), 5, greedy, 0, 0), 2);
+  EXPECT_EQ(serving::sample_token(a.data(), 5, greedy, 0, 0), 2);
   const std::vector<float> tie = {1.f, 4.f, 0.f, 4.f, 4.f};
-  EXPECT_EQ(sample_token(tie.data(), 5, greedy, 0, 0), 1);
+  EXPECT_EQ(serving::sample_token(tie.data(), 5, greedy, 0, 0), 1);
   const std::vector<float> all_equal(7, -2.f);
-  EXPECT_EQ(sample_token(all_equal.data(), 7, greedy, 0, 0), 0);
+  EXPECT_EQ(serving::sample_token(all_equal.data(), 7, greedy, 0, 0), 0);
   const std::vector<float> last = {-1.f, -1.f, -0.5f};
-  EXPECT_EQ(sample_token(last.data(), 3, greedy, 0, 0), 2);
+  EXPECT_EQ(serving::sample_token(last.data(), 3, greedy, 0, 0), 2);
   // Greedy ignores seed, request and position.
-  EXPECT_EQ(sample_token(a.data(), 5, spec(0.0, 0.5, 99), 12, 345), 2);
+  EXPECT_EQ(serving::sample_token(a.data(), 5, spec(0.0, 0.5, 99), 12, 345), 2);
 }
 
 TEST(Sampling, CounterUniformInUnitInterval) {
@@ -45,7 +45,7 @@ TEST(Sampling, CounterUniformInUnitInterval) {
   double lo = 1.0, hi = 0.0, sum = 0.0;
   const int n = 100000;
   for (int i = 0; i < n; ++i) {
-    const double u = counter_uniform(seed, static_cast<uint64_t>(i) / 100, i % 100);
+    const double u = serving::counter_uniform(seed, static_cast<uint64_t>(i) / 100, i % 100);
     ASSERT_GE(u, 0.0);
     ASSERT_LT(u, 1.0);
     lo = std::min(lo, u);
@@ -58,16 +58,16 @@ TEST(Sampling, CounterUniformInUnitInterval) {
   EXPECT_NEAR(sum / n, 0.5, 0.006);
   // Extreme inputs stay in range.
   for (uint64_t v : {uint64_t{0}, ~uint64_t{0}, uint64_t{1} << 63}) {
-    const double u = counter_uniform(v, v, v);
+    const double u = serving::counter_uniform(v, v, v);
     EXPECT_GE(u, 0.0);
     EXPECT_LT(u, 1.0);
   }
   // Deterministic, and each input matters.
-  EXPECT_EQ(counter_uniform(1, 2, 3), counter_uniform(1, 2, 3));
-  EXPECT_NE(counter_uniform(1, 2, 3), counter_uniform(2, 2, 3));
-  EXPECT_NE(counter_uniform(1, 2, 3), counter_uniform(1, 3, 3));
-  EXPECT_NE(counter_uniform(1, 2, 3), counter_uniform(1, 2, 4));
-  EXPECT_NE(counter_uniform(1, 2, 3), counter_uniform(1, 3, 2));
+  EXPECT_EQ(serving::counter_uniform(1, 2, 3), serving::counter_uniform(1, 2, 3));
+  EXPECT_NE(serving::counter_uniform(1, 2, 3), serving::counter_uniform(2, 2, 3));
+  EXPECT_NE(serving::counter_uniform(1, 2, 3), serving::counter_uniform(1, 3, 3));
+  EXPECT_NE(serving::counter_uniform(1, 2, 3), serving::counter_uniform(1, 2, 4));
+  EXPECT_NE(serving::counter_uniform(1, 2, 3), serving::counter_uniform(1, 3, 2));
 }
 
 std::vector<float> flat_logits(int64_t vocab) {
@@ -81,20 +81,20 @@ TEST(Sampling, DeterministicPerSeedRequestPosition) {
   const uint64_t seed = test_seed("Sampling.DeterministicPerSeedRequestPosition", 4242);
   const int64_t vocab = 1000;
   const std::vector<float> logits = flat_logits(vocab);
-  const SamplingSpec s = spec(1.0, 1.0, seed);
+  const topology::SamplingSpec s = spec(1.0, 1.0, seed);
   std::vector<int32_t> first;
-  for (int64_t p = 0; p < 64; ++p) first.push_back(sample_token(logits.data(), vocab, s, 3, p));
+  for (int64_t p = 0; p < 64; ++p) first.push_back(serving::sample_token(logits.data(), vocab, s, 3, p));
   // Same key → same token, in any call order.
   for (int64_t p = 63; p >= 0; --p) {
-    EXPECT_EQ(sample_token(logits.data(), vocab, s, 3, p), first[p]) << p;
+    EXPECT_EQ(serving::sample_token(logits.data(), vocab, s, 3, p), first[p]) << p;
   }
   // Different positions give different tokens (64 draws over ~1000 tokens: many distinct).
   EXPECT_GT(std::set<int32_t>(first.begin(), first.end()).size(), 40u);
   // Another seed or request changes most draws.
   int differ_seed = 0, differ_request = 0;
   for (int64_t p = 0; p < 64; ++p) {
-    differ_seed += sample_token(logits.data(), vocab, spec(1.0, 1.0, seed + 1), 3, p) != first[p];
-    differ_request += sample_token(logits.data(), vocab, s, 4, p) != first[p];
+    differ_seed += serving::sample_token(logits.data(), vocab, spec(1.0, 1.0, seed + 1), 3, p) != first[p];
+    differ_request += serving::sample_token(logits.data(), vocab, s, 4, p) != first[p];
   }
   EXPECT_GT(differ_seed, 50);
   EXPECT_GT(differ_request, 50);
@@ -115,11 +115,11 @@ std::vector<double> softmax(const std::vector<float>& logits, double temperature
 }
 
 // Counts draws over n distinct (request, position) keys.
-std::vector<int64_t> histogram(const std::vector<float>& logits, const SamplingSpec& s, int n) {
+std::vector<int64_t> histogram(const std::vector<float>& logits, const topology::SamplingSpec& s, int n) {
   std::vector<int64_t> counts(logits.size(), 0);
   for (int i = 0; i < n; ++i) {
     const int32_t t =
-        sample_token(logits.data(), static_cast<int64_t>(logits.size()), s, i / 50, i % 50);
+        serving::sample_token(logits.data(), static_cast<int64_t>(logits.size()), s, i / 50, i % 50);
     EXPECT_GE(t, 0);
     EXPECT_LT(t, static_cast<int32_t>(logits.size()));
     if (t >= 0 && t < static_cast<int32_t>(logits.size())) ++counts[t];

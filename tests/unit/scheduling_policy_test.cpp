@@ -16,9 +16,9 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-StageStatus stage(int32_t block, int64_t queued, uint64_t ready_seq) {
-  StageStatus s;
-  s.layer.kind = StageKind::kExpert;
+serving::StageStatus stage(int32_t block, int64_t queued, uint64_t ready_seq) {
+  serving::StageStatus s;
+  s.layer.kind = dataflow::StageKind::kExpert;
   s.layer.block = block;
   s.queued_tokens = queued;
   s.ready_seq = ready_seq;
@@ -26,14 +26,14 @@ StageStatus stage(int32_t block, int64_t queued, uint64_t ready_seq) {
 }
 
 TEST(FifoPolicy, NoneReady) {
-  FifoPolicy fifo;
+  serving::FifoPolicy fifo;
   EXPECT_EQ(fifo.pick({}), -1);
   EXPECT_EQ(fifo.pick({stage(0, 0, 1), stage(1, 0, 0)}), -1);
   EXPECT_EQ(fifo.pick({stage(0, -3, 1)}), -1);
 }
 
 TEST(FifoPolicy, EarliestReadySeqAmongQueuedStages) {
-  FifoPolicy fifo;
+  serving::FifoPolicy fifo;
   // Index 1 has the smallest ready_seq but no tokens; index 3 is the earliest ready one.
   EXPECT_EQ(fifo.pick({stage(0, 5, 9), stage(1, 0, 1), stage(2, 100, 7), stage(3, 1, 4)}), 3);
   EXPECT_EQ(fifo.pick({stage(0, 1, 2), stage(1, 1, 3)}), 0);
@@ -44,13 +44,13 @@ TEST(FifoPolicy, EarliestReadySeqAmongQueuedStages) {
 }
 
 TEST(MostTokensPolicy, NoneReady) {
-  MostTokensPolicy mt;
+  serving::MostTokensPolicy mt;
   EXPECT_EQ(mt.pick({}), -1);
   EXPECT_EQ(mt.pick({stage(0, 0, 0), stage(1, 0, 1)}), -1);
 }
 
 TEST(MostTokensPolicy, MaxQueuedThenEarliestThenIndex) {
-  MostTokensPolicy mt;
+  serving::MostTokensPolicy mt;
   EXPECT_EQ(mt.pick({stage(0, 3, 0), stage(1, 8, 5), stage(2, 7, 1)}), 1);
   // Tie on tokens: earliest ready_seq wins even at a higher index.
   EXPECT_EQ(mt.pick({stage(0, 8, 6), stage(1, 2, 0), stage(2, 8, 3)}), 2);
@@ -62,21 +62,21 @@ TEST(MostTokensPolicy, MaxQueuedThenEarliestThenIndex) {
 }
 
 TEST(MakeSchedulingPolicy, KnownNames) {
-  EXPECT_THAT(scheduling_policy_names(), ElementsAre("fifo", "most-tokens", "flfs", "defrag"));
-  for (const std::string& name : scheduling_policy_names()) {
-    absl::StatusOr<std::unique_ptr<SchedulingPolicy>> p = make_scheduling_policy(name);
+  EXPECT_THAT(serving::scheduling_policy_names(), ElementsAre("fifo", "most-tokens", "flfs", "defrag"));
+  for (const std::string& name : serving::scheduling_policy_names()) {
+    absl::StatusOr<std::unique_ptr<serving::SchedulingPolicy>> p = serving::make_scheduling_policy(name);
     ASSERT_TRUE(p.ok()) << p.status();
     EXPECT_EQ((*p)->name(), name);
   }
   // The two built policies behave differently on the same input.
-  const std::vector<StageStatus> stages = {stage(0, 1, 0), stage(1, 9, 1)};
-  EXPECT_EQ((*make_scheduling_policy("fifo"))->pick(stages), 0);
-  EXPECT_EQ((*make_scheduling_policy("most-tokens"))->pick(stages), 1);
+  const std::vector<serving::StageStatus> stages = {stage(0, 1, 0), stage(1, 9, 1)};
+  EXPECT_EQ((*serving::make_scheduling_policy("fifo"))->pick(stages), 0);
+  EXPECT_EQ((*serving::make_scheduling_policy("most-tokens"))->pick(stages), 1);
 }
 
 TEST(MakeSchedulingPolicy, UnknownNameListsKnownOnes) {
   for (const char* bad : {"lifo", "", "FIFO", "most_tokens"}) {
-    absl::StatusOr<std::unique_ptr<SchedulingPolicy>> p = make_scheduling_policy(bad);
+    absl::StatusOr<std::unique_ptr<serving::SchedulingPolicy>> p = serving::make_scheduling_policy(bad);
     ASSERT_FALSE(p.ok()) << bad;
     EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(p.status().message(), HasSubstr("fifo"));
@@ -93,17 +93,17 @@ TEST(MakeSchedulingPolicy, UnknownNameListsKnownOnes) {
 namespace muflow::engine {
 namespace {
 
-StageStatus at_block(int32_t block, int32_t index, int64_t queued, uint64_t seq) {
-  StageStatus s;
-  s.layer = {StageKind::kExpert, block, index};
+serving::StageStatus at_block(int32_t block, int32_t index, int64_t queued, uint64_t seq) {
+  serving::StageStatus s;
+  s.layer = {dataflow::StageKind::kExpert, block, index};
   s.queued_tokens = queued;
   s.ready_seq = seq;
   return s;
 }
 
 TEST(FirstLayerFirst, PicksTheLowestReadyBlock) {
-  FirstLayerFirstPolicy flfs;
-  std::vector<StageStatus> s = {at_block(2, 0, 20, 0), at_block(0, 1, 0, 1),
+  serving::FirstLayerFirstPolicy flfs;
+  std::vector<serving::StageStatus> s = {at_block(2, 0, 20, 0), at_block(0, 1, 0, 1),
                                 at_block(1, 0, 1, 5), at_block(1, 1, 9, 2)};
   EXPECT_EQ(flfs.pick(s), 3);  // block 1 (block 0 has nothing); earlier ready of the two
   s[1].queued_tokens = 1;
@@ -114,8 +114,8 @@ TEST(FirstLayerFirst, PicksTheLowestReadyBlock) {
 
 TEST(Defrag, ScoresFollowAlgorithm1ByHand) {
   // Blocks 0..2 (N_B = 3), K = 4, δ = 0.8; mean queue per block: b0 2, b1 (10+0)/2 = 5, b2 6.
-  DefragPolicy defrag;
-  std::vector<StageStatus> s = {at_block(0, 0, 2, 0), at_block(1, 0, 10, 1),
+  serving::DefragPolicy defrag;
+  std::vector<serving::StageStatus> s = {at_block(0, 0, 2, 0), at_block(1, 0, 10, 1),
                                 at_block(1, 1, 0, 2), at_block(2, 0, 6, 3)};
   const std::vector<double> score = defrag.scores(s);
   EXPECT_NEAR(score[0], 2 + 0.8 * 5 + 0.64 * 6 + 0.512 * 2 + 0.4096 * 5, 1e-12);
@@ -127,25 +127,25 @@ TEST(Defrag, ScoresFollowAlgorithm1ByHand) {
 
 TEST(Defrag, PrefersTheLayerBeforeADenseWaveOverTheFullestQueue) {
   // MTFS would run block 1 (6 tokens); block 0's successor holds the wave, so defrag runs it.
-  std::vector<StageStatus> s = {at_block(0, 0, 5, 0), at_block(1, 0, 6, 1),
+  std::vector<serving::StageStatus> s = {at_block(0, 0, 5, 0), at_block(1, 0, 6, 1),
                                 at_block(2, 0, 0, 2)};
-  EXPECT_EQ(MostTokensPolicy().pick(s), 1);
-  EXPECT_EQ(DefragPolicy().pick(s), 0);
+  EXPECT_EQ(serving::MostTokensPolicy().pick(s), 1);
+  EXPECT_EQ(serving::DefragPolicy().pick(s), 0);
 }
 
 TEST(Defrag, DoesNotLetANewRequestPreemptTheMainWave) {
   // A fresh token at block 0 vs the main wave of 20 at block 2 (4 blocks): FLFS runs the
   // newcomer (the starvation of §5.3), defrag keeps the wave moving.
-  std::vector<StageStatus> s = {at_block(0, 0, 1, 5), at_block(1, 0, 0, 0),
+  std::vector<serving::StageStatus> s = {at_block(0, 0, 1, 5), at_block(1, 0, 0, 0),
                                 at_block(2, 0, 20, 1), at_block(3, 0, 0, 0)};
-  EXPECT_EQ(FirstLayerFirstPolicy().pick(s), 0);
-  EXPECT_EQ(DefragPolicy().pick(s), 2);
-  EXPECT_EQ(DefragPolicy().pick({}), -1);
+  EXPECT_EQ(serving::FirstLayerFirstPolicy().pick(s), 0);
+  EXPECT_EQ(serving::DefragPolicy().pick(s), 2);
+  EXPECT_EQ(serving::DefragPolicy().pick({}), -1);
 }
 
 TEST(Defrag, FactoryKnowsTheNewPolicies) {
   for (const char* name : {"flfs", "defrag"}) {
-    auto p = make_scheduling_policy(name);
+    auto p = serving::make_scheduling_policy(name);
     ASSERT_TRUE(p.ok()) << name;
     EXPECT_STREQ((*p)->name(), name);
   }
@@ -157,43 +157,43 @@ TEST(Defrag, FactoryKnowsTheNewPolicies) {
 namespace muflow::engine {
 namespace {
 
-StageStatus held_test_stage(int32_t block, int64_t queued, double since) {
-  StageStatus s;
-  s.layer = {StageKind::kExpert, block, 0};
+serving::StageStatus held_test_stage(int32_t block, int64_t queued, double since) {
+  serving::StageStatus s;
+  s.layer = {dataflow::StageKind::kExpert, block, 0};
   s.queued_tokens = queued;
   s.ready_since_s = since;
   return s;
 }
 
 TEST(BatchHold, HoldsSmallFragmentsUntilTheirDeadline) {
-  std::vector<StageStatus> stages = {held_test_stage(0, 10, 1.000), held_test_stage(1, 80, 1.000),
+  std::vector<serving::StageStatus> stages = {held_test_stage(0, 10, 1.000), held_test_stage(1, 80, 1.000),
                                      held_test_stage(2, 3, 1.0015), held_test_stage(3, 0, 0.0)};
   // min 64 tokens, 2 ms: stages 0 and 2 are held; the earliest release is stage 0's at 1.002.
-  const double release = apply_batch_hold(stages, 1.001, 64, 0.002);
+  const double release = serving::apply_batch_hold(stages, 1.001, 64, 0.002);
   EXPECT_DOUBLE_EQ(release, 1.002);
   EXPECT_TRUE(stages[0].held);
   EXPECT_FALSE(stages[1].held);
   EXPECT_TRUE(stages[2].held);
   EXPECT_FALSE(stages[3].held) << "an empty stage is not held, just not runnable";
   // Every policy skips held stages even when they would win: FLFS would pick block 0.
-  for (const std::string& name : scheduling_policy_names()) {
-    auto policy = make_scheduling_policy(name);
+  for (const std::string& name : serving::scheduling_policy_names()) {
+    auto policy = serving::make_scheduling_policy(name);
     ASSERT_TRUE(policy.ok());
     EXPECT_EQ((*policy)->pick(stages), 1) << name;
   }
   // At the deadline stage 0 is released; stage 2 (ready later) still waits.
-  EXPECT_DOUBLE_EQ(apply_batch_hold(stages, 1.002, 64, 0.002), 1.0035);
+  EXPECT_DOUBLE_EQ(serving::apply_batch_hold(stages, 1.002, 64, 0.002), 1.0035);
   EXPECT_FALSE(stages[0].held);
   EXPECT_TRUE(stages[2].held);
 }
 
 TEST(BatchHold, OffByDefaultAndNothingRunnableWhenAllHeld) {
-  std::vector<StageStatus> stages = {held_test_stage(0, 1, 5.0)};
-  EXPECT_TRUE(std::isinf(apply_batch_hold(stages, 5.0, 0, 0.002)));
+  std::vector<serving::StageStatus> stages = {held_test_stage(0, 1, 5.0)};
+  EXPECT_TRUE(std::isinf(serving::apply_batch_hold(stages, 5.0, 0, 0.002)));
   EXPECT_FALSE(stages[0].held);
-  EXPECT_EQ(apply_batch_hold(stages, 5.0, 2, 0.002), 5.002);
-  for (const std::string& name : scheduling_policy_names()) {
-    auto policy = make_scheduling_policy(name);
+  EXPECT_EQ(serving::apply_batch_hold(stages, 5.0, 2, 0.002), 5.002);
+  for (const std::string& name : serving::scheduling_policy_names()) {
+    auto policy = serving::make_scheduling_policy(name);
     ASSERT_TRUE(policy.ok());
     EXPECT_EQ((*policy)->pick(stages), -1) << name;
   }

@@ -23,14 +23,14 @@
 namespace muflow::transport {
 namespace {
 
-using engine::Activations;
-using engine::ExpertSegment;
-using engine::LayerId;
-using engine::Payload;
-using engine::StageKind;
-using engine::TokenBatch;
-using engine::TokenBatchPtr;
-using engine::TokenMeta;
+using engine::dataflow::Activations;
+using engine::dataflow::ExpertSegment;
+using engine::dataflow::LayerId;
+using engine::dataflow::Payload;
+using engine::dataflow::StageKind;
+using engine::dataflow::TokenBatch;
+using engine::dataflow::TokenBatchPtr;
+using engine::dataflow::TokenMeta;
 using ::testing::HasSubstr;
 
 // Seed for the random batches: 20250614, or MUFLOW_TEST_SEED when set. Printed.
@@ -217,7 +217,7 @@ TEST(TokenBatchWire, EveryMetadataFieldRoundTrips) {
   a.origin_rank = 2147483647;
   a.topk_rank = -32768;
   a.topk_weight = -0.0f;
-  a.flags = engine::kNeedsLogits | engine::kSample;
+  a.flags = engine::dataflow::kNeedsLogits | engine::dataflow::kSample;
   a.wave = -42;
   TokenMeta b;
   b.request_id = 9;

@@ -27,14 +27,14 @@ struct Row {
   std::vector<float> values;
 };
 
-TokenBatch make_batch(Payload payload, int64_t iteration, int64_t width,
+dataflow::TokenBatch make_batch(dataflow::Payload payload, int64_t iteration, int64_t width,
                       const std::vector<Row>& rows) {
-  TokenBatch b;
+  dataflow::TokenBatch b;
   b.payload = payload;
   b.iteration = iteration;
-  b.act = std::make_shared<Activations>(static_cast<int64_t>(rows.size()), width);
+  b.act = std::make_shared<dataflow::Activations>(static_cast<int64_t>(rows.size()), width);
   for (size_t i = 0; i < rows.size(); ++i) {
-    TokenMeta m;
+    dataflow::TokenMeta m;
     m.request_id = rows[i].request_id;
     m.position = rows[i].position;
     m.topk_rank = rows[i].topk_rank;
@@ -46,11 +46,11 @@ TokenBatch make_batch(Payload payload, int64_t iteration, int64_t width,
   return b;
 }
 
-TokenBatch residual(int64_t iteration, int64_t width, const std::vector<Row>& rows) {
-  return make_batch(Payload::kResidual, iteration, width, rows);
+dataflow::TokenBatch residual(int64_t iteration, int64_t width, const std::vector<Row>& rows) {
+  return make_batch(dataflow::Payload::kResidual, iteration, width, rows);
 }
-TokenBatch outputs(int64_t iteration, int64_t width, const std::vector<Row>& rows) {
-  return make_batch(Payload::kExpertOutputs, iteration, width, rows);
+dataflow::TokenBatch outputs(int64_t iteration, int64_t width, const std::vector<Row>& rows) {
+  return make_batch(dataflow::Payload::kExpertOutputs, iteration, width, rows);
 }
 
 bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
@@ -60,13 +60,13 @@ bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
 // hidden 2, top-2, one message. Values are exact in binary so the expected values are exact:
 //   h = r + (0.5·y0 + 0.25·y1)
 TEST(TokenPool, MergeEqualsHandComputedWeightedSum) {
-  TokenPool pool(/*hidden=*/2, /*num_topk=*/2, /*expected_expert_messages=*/1);
+  dataflow::TokenPool pool(/*hidden=*/2, /*num_topk=*/2, /*expected_expert_messages=*/1);
   ASSERT_TRUE(pool.add_residual(residual(0, 2, {{7, 3, 0, 0.f, {1.f, -2.f}}})).ok());
   ASSERT_TRUE(pool.add_expert_outputs(
                       outputs(0, 2, {{7, 3, 0, 0.5f, {4.f, 8.f}}, {7, 3, 1, 0.25f, {16.f, -4.f}}}))
                   .ok());
   ASSERT_EQ(pool.complete_iteration(), 0);
-  absl::StatusOr<MergedTokens> merged = pool.take(0);
+  absl::StatusOr<dataflow::MergedTokens> merged = pool.take(0);
   ASSERT_TRUE(merged.ok()) << merged.status();
   EXPECT_EQ(merged->iteration, 0);
   ASSERT_EQ(merged->tokens.size(), 1u);
@@ -83,12 +83,12 @@ TEST(TokenPool, MergeEqualsHandComputedWeightedSum) {
 // Rows of width 2·hidden carry [h_mid | shared]; shared is added after the expert sum:
 //   h = r + ((w0·y0 + w1·y1) + s)
 TEST(TokenPool, SharedExpertPartOfWideResidualRows) {
-  TokenPool pool(2, 2, 1);
+  dataflow::TokenPool pool(2, 2, 1);
   ASSERT_TRUE(pool.add_residual(residual(4, 4, {{1, 0, 0, 0.f, {10.f, 20.f, 0.5f, -8.f}}})).ok());
   ASSERT_TRUE(pool.add_expert_outputs(
                       outputs(4, 2, {{1, 0, 1, 0.5f, {2.f, 2.f}}, {1, 0, 0, 1.0f, {1.f, 3.f}}}))
                   .ok());
-  absl::StatusOr<MergedTokens> merged = pool.take(4);
+  absl::StatusOr<dataflow::MergedTokens> merged = pool.take(4);
   ASSERT_TRUE(merged.ok()) << merged.status();
   // d0: 10 + ((1 + 1) + 0.5) = 12.5;  d1: 20 + ((3 + 1) - 8) = 16
   EXPECT_EQ(merged->h, (std::vector<float>{12.5f, 16.f}));
@@ -106,7 +106,7 @@ const std::vector<float> kResidualA = {5.f, 6.f, 7.f};
 const std::vector<float> kResidualB = {-1.f, 0.f, 2.f};
 
 std::vector<float> merge_in_order() {
-  TokenPool pool(kHidden, 3, 1);
+  dataflow::TokenPool pool(kHidden, 3, 1);
   EXPECT_TRUE(pool.add_residual(residual(0, kHidden,
                                          {{0, 0, 0, 0.f, kResidualA}, {0, 1, 0, 0.f, kResidualB}}))
                   .ok());
@@ -118,7 +118,7 @@ std::vector<float> merge_in_order() {
                                                {0, 1, 1, 1.f, kY2},
                                                {0, 1, 2, 1.f, kY0}}))
                   .ok());
-  absl::StatusOr<MergedTokens> merged = pool.take(0);
+  absl::StatusOr<dataflow::MergedTokens> merged = pool.take(0);
   EXPECT_TRUE(merged.ok()) << merged.status();
   return merged.ok() ? merged->h : std::vector<float>{};
 }
@@ -135,7 +135,7 @@ TEST(TokenPool, OutOfOrderArrivalIsBitwiseIdentical) {
   ASSERT_FALSE(expected.empty());
   // Expert outputs before the residual, higher ranks first, spread over three messages,
   // token 1's rows before token 0's.
-  TokenPool pool(kHidden, 3, /*expected_expert_messages=*/3);
+  dataflow::TokenPool pool(kHidden, 3, /*expected_expert_messages=*/3);
   ASSERT_TRUE(
       pool.add_expert_outputs(outputs(0, kHidden, {{0, 1, 2, 1.f, kY0}, {0, 0, 2, 1.f, kY2}}))
           .ok());
@@ -152,7 +152,7 @@ TEST(TokenPool, OutOfOrderArrivalIsBitwiseIdentical) {
                                          {{0, 1, 0, 0.f, kResidualB}, {0, 0, 0, 0.f, kResidualA}}))
                   .ok());
   ASSERT_EQ(pool.complete_iteration(), 0);
-  absl::StatusOr<MergedTokens> merged = pool.take(0);
+  absl::StatusOr<dataflow::MergedTokens> merged = pool.take(0);
   ASSERT_TRUE(merged.ok()) << merged.status();
   EXPECT_TRUE(bitwise_equal(merged->h, expected));
   // An arrival-order sum (ranks 2, 1, 0 for token (0,0)) would give 7 for dims 1 and 2.
@@ -161,7 +161,7 @@ TEST(TokenPool, OutOfOrderArrivalIsBitwiseIdentical) {
 }
 
 TEST(TokenPool, CompleteIterationNeedsResidualAndAllMessages) {
-  TokenPool pool(1, 1, /*expected_expert_messages=*/2);
+  dataflow::TokenPool pool(1, 1, /*expected_expert_messages=*/2);
   EXPECT_EQ(pool.complete_iteration(), -1);
   ASSERT_TRUE(
       pool.add_residual(residual(3, 1, {{0, 0, 0, 0.f, {1.f}}, {1, 0, 0, 0.f, {2.f}}})).ok());
@@ -172,7 +172,7 @@ TEST(TokenPool, CompleteIterationNeedsResidualAndAllMessages) {
   EXPECT_EQ(pool.num_tokens(3), 2);
   ASSERT_TRUE(pool.add_expert_outputs(outputs(3, 1, {{0, 0, 0, 1.f, {20.f}}})).ok());
   EXPECT_EQ(pool.complete_iteration(), 3);
-  absl::StatusOr<MergedTokens> merged = pool.take(3);
+  absl::StatusOr<dataflow::MergedTokens> merged = pool.take(3);
   ASSERT_TRUE(merged.ok()) << merged.status();
   EXPECT_EQ(merged->h, (std::vector<float>{21.f, 12.f}));
 }
@@ -181,7 +181,7 @@ TEST(TokenPool, CompleteIterationNeedsResidualAndAllMessages) {
 // expert ran). The iteration completes only with all of them, in any order; an extra batch or
 // a token repeated across batches is rejected without changing the pool.
 TEST(TokenPool, ResidualsFromSeveralRanks) {
-  TokenPool pool(1, 1, /*expected_expert_messages=*/1, /*expected_residual_messages=*/3);
+  dataflow::TokenPool pool(1, 1, /*expected_expert_messages=*/1, /*expected_residual_messages=*/3);
   ASSERT_TRUE(pool.add_residual(residual(0, 1, {{4, 9, 0, 0.f, {1.f}}})).ok());
   ASSERT_TRUE(pool.add_expert_outputs(
                       outputs(0, 1, {{4, 9, 0, 1.f, {10.f}}, {2, 5, 0, 1.f, {20.f}}}))
@@ -196,7 +196,7 @@ TEST(TokenPool, ResidualsFromSeveralRanks) {
   ASSERT_TRUE(pool.add_residual(residual(0, 1, {{2, 5, 0, 0.f, {2.f}}})).ok());
   EXPECT_EQ(pool.complete_iteration(), 0);
   EXPECT_EQ(pool.add_residual(residual(0, 1, {})).code(), absl::StatusCode::kInvalidArgument);
-  absl::StatusOr<MergedTokens> merged = pool.take(0);
+  absl::StatusOr<dataflow::MergedTokens> merged = pool.take(0);
   ASSERT_TRUE(merged.ok()) << merged.status();
   ASSERT_EQ(merged->tokens.size(), 2u);
   EXPECT_EQ(merged->tokens[0].request_id, 2);  // sorted by (request, position)
@@ -204,7 +204,7 @@ TEST(TokenPool, ResidualsFromSeveralRanks) {
 }
 
 TEST(TokenPool, EarliestCompleteIterationFirst) {
-  TokenPool pool(1, 1, 1);
+  dataflow::TokenPool pool(1, 1, 1);
   // Iteration 5 completes first in time, then 2; 1 stays incomplete (no residual).
   ASSERT_TRUE(pool.add_expert_outputs(outputs(1, 1, {{9, 0, 0, 1.f, {1.f}}})).ok());
   ASSERT_TRUE(pool.add_residual(residual(5, 1, {{0, 5, 0, 0.f, {1.f}}})).ok());
@@ -221,7 +221,7 @@ TEST(TokenPool, EarliestCompleteIterationFirst) {
 }
 
 TEST(TokenPool, TokenMissingATopkOutputIsReportedNotDropped) {
-  TokenPool pool(1, 2, 1);
+  dataflow::TokenPool pool(1, 2, 1);
   ASSERT_TRUE(
       pool.add_residual(residual(0, 1, {{3, 0, 0, 0.f, {1.f}}, {42, 17, 0, 0.f, {1.f}}})).ok());
   // Request 42 position 17 gets only rank 0.
@@ -231,7 +231,7 @@ TEST(TokenPool, TokenMissingATopkOutputIsReportedNotDropped) {
               0, 1, {{3, 0, 0, 0.5f, {1.f}}, {3, 0, 1, 0.5f, {1.f}}, {42, 17, 0, 1.f, {1.f}}}))
           .ok());
   ASSERT_EQ(pool.complete_iteration(), 0);
-  absl::StatusOr<MergedTokens> merged = pool.take(0);
+  absl::StatusOr<dataflow::MergedTokens> merged = pool.take(0);
   ASSERT_FALSE(merged.ok());
   EXPECT_EQ(merged.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(merged.status().message(), HasSubstr("request 42"));
@@ -239,11 +239,11 @@ TEST(TokenPool, TokenMissingATopkOutputIsReportedNotDropped) {
 }
 
 TEST(TokenPool, ExpertOutputForTokenWithoutResidualIsReported) {
-  TokenPool pool(1, 1, 1);
+  dataflow::TokenPool pool(1, 1, 1);
   ASSERT_TRUE(pool.add_residual(residual(0, 1, {{1, 0, 0, 0.f, {1.f}}})).ok());
   ASSERT_TRUE(
       pool.add_expert_outputs(outputs(0, 1, {{1, 0, 0, 1.f, {1.f}}, {8, 4, 0, 1.f, {1.f}}})).ok());
-  absl::StatusOr<MergedTokens> merged = pool.take(0);
+  absl::StatusOr<dataflow::MergedTokens> merged = pool.take(0);
   ASSERT_FALSE(merged.ok());
   EXPECT_EQ(merged.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(merged.status().message(), HasSubstr("request 8"));
@@ -251,12 +251,12 @@ TEST(TokenPool, ExpertOutputForTokenWithoutResidualIsReported) {
 }
 
 TEST(TokenPool, DuplicatesRejected) {
-  TokenPool pool(1, 2, 2);
+  dataflow::TokenPool pool(1, 2, 2);
   ASSERT_TRUE(pool.add_residual(residual(0, 1, {{1, 0, 0, 0.f, {1.f}}})).ok());
   absl::Status second = pool.add_residual(residual(0, 1, {{2, 0, 0, 0.f, {1.f}}}));
   EXPECT_EQ(second.code(), absl::StatusCode::kInvalidArgument);
   // The same token twice inside one residual batch.
-  TokenPool pool2(1, 2, 1);
+  dataflow::TokenPool pool2(1, 2, 1);
   absl::Status twice =
       pool2.add_residual(residual(0, 1, {{1, 0, 0, 0.f, {1.f}}, {1, 0, 0, 0.f, {2.f}}}));
   EXPECT_EQ(twice.code(), absl::StatusCode::kInvalidArgument);
@@ -265,14 +265,14 @@ TEST(TokenPool, DuplicatesRejected) {
   absl::Status rank_twice = pool.add_expert_outputs(outputs(0, 1, {{1, 0, 1, 0.5f, {3.f}}}));
   EXPECT_EQ(rank_twice.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(rank_twice.message(), HasSubstr("twice"));
-  TokenPool pool3(1, 2, 1);
+  dataflow::TokenPool pool3(1, 2, 1);
   absl::Status in_one =
       pool3.add_expert_outputs(outputs(0, 1, {{1, 0, 0, 0.5f, {1.f}}, {1, 0, 0, 0.5f, {1.f}}}));
   EXPECT_EQ(in_one.code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(TokenPool, RankOutOfRangeRejected) {
-  TokenPool pool(1, 2, 1);
+  dataflow::TokenPool pool(1, 2, 1);
   EXPECT_EQ(pool.add_expert_outputs(outputs(0, 1, {{1, 0, 2, 0.5f, {1.f}}})).code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(pool.add_expert_outputs(outputs(0, 1, {{1, 0, -1, 0.5f, {1.f}}})).code(),
@@ -284,7 +284,7 @@ TEST(TokenPool, RankOutOfRangeRejected) {
 // contract is that complete_iteration() means "all expected expert messages have arrived";
 // a rejected message has not been accepted.
 TEST(TokenPool, RejectedExpertMessageDoesNotCountTowardCompletion) {
-  TokenPool pool(1, 1, 1);
+  dataflow::TokenPool pool(1, 1, 1);
   ASSERT_TRUE(pool.add_residual(residual(0, 1, {{1, 0, 0, 0.f, {1.f}}})).ok());
   ASSERT_FALSE(pool.add_expert_outputs(outputs(0, 1, {{1, 0, 5, 1.f, {1.f}}})).ok());
   EXPECT_EQ(pool.complete_iteration(), -1)
@@ -295,7 +295,7 @@ TEST(TokenPool, RejectedExpertMessageDoesNotCountTowardCompletion) {
 // before the duplicate check of a later row fails, so after a rejected batch the corrected
 // batch is refused as a "second residual batch" and the iteration can never merge.
 TEST(TokenPool, RejectedResidualBatchCanBeResent) {
-  TokenPool pool(1, 1, 1);
+  dataflow::TokenPool pool(1, 1, 1);
   ASSERT_FALSE(
       pool.add_residual(residual(0, 1, {{1, 0, 0, 0.f, {1.f}}, {1, 0, 0, 0.f, {2.f}}})).ok());
   EXPECT_EQ(pool.complete_iteration(), -1);
@@ -305,7 +305,7 @@ TEST(TokenPool, RejectedResidualBatchCanBeResent) {
 }
 
 TEST(TokenPool, BadWidthsRejected) {
-  TokenPool pool(4, 1, 1);
+  dataflow::TokenPool pool(4, 1, 1);
   absl::Status r = pool.add_residual(residual(0, 3, {{1, 0, 0, 0.f, {1.f, 2.f, 3.f}}}));
   EXPECT_EQ(r.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(r.message(), HasSubstr("width 3"));
@@ -317,9 +317,9 @@ TEST(TokenPool, BadWidthsRejected) {
   EXPECT_EQ(pool.add_expert_outputs(outputs(0, 2, {{1, 0, 0, 1.f, {1.f, 2.f}}})).code(),
             absl::StatusCode::kInvalidArgument);
   // Rows with no activations at all.
-  TokenBatch no_act;
+  dataflow::TokenBatch no_act;
   no_act.iteration = 0;
-  no_act.tokens.push_back(TokenMeta{});
+  no_act.tokens.push_back(dataflow::TokenMeta{});
   EXPECT_EQ(pool.add_residual(no_act).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(pool.add_expert_outputs(no_act).code(), absl::StatusCode::kInvalidArgument);
   // Rejected residuals did not mark the residual as arrived: a good one is still accepted.
@@ -327,20 +327,20 @@ TEST(TokenPool, BadWidthsRejected) {
 }
 
 TEST(TokenPool, EmptyIterationCompletesAndYieldsNothing) {
-  TokenPool pool(8, 2, 2);
-  TokenBatch empty_residual;
-  empty_residual.payload = Payload::kResidual;
+  dataflow::TokenPool pool(8, 2, 2);
+  dataflow::TokenBatch empty_residual;
+  empty_residual.payload = dataflow::Payload::kResidual;
   empty_residual.iteration = 6;
   ASSERT_TRUE(pool.add_residual(empty_residual).ok());
   EXPECT_EQ(pool.complete_iteration(), -1);
-  TokenBatch empty_outputs;
-  empty_outputs.payload = Payload::kExpertOutputs;
+  dataflow::TokenBatch empty_outputs;
+  empty_outputs.payload = dataflow::Payload::kExpertOutputs;
   empty_outputs.iteration = 6;
   ASSERT_TRUE(pool.add_expert_outputs(empty_outputs).ok());
   ASSERT_TRUE(pool.add_expert_outputs(empty_outputs).ok());
   EXPECT_EQ(pool.complete_iteration(), 6);
   EXPECT_EQ(pool.num_tokens(6), 0);
-  absl::StatusOr<MergedTokens> merged = pool.take(6);
+  absl::StatusOr<dataflow::MergedTokens> merged = pool.take(6);
   ASSERT_TRUE(merged.ok()) << merged.status();
   EXPECT_EQ(merged->iteration, 6);
   EXPECT_TRUE(merged->tokens.empty());
@@ -348,19 +348,19 @@ TEST(TokenPool, EmptyIterationCompletesAndYieldsNothing) {
 }
 
 TEST(TokenPool, TokensSortedByRequestThenPositionWithTheirRows) {
-  TokenPool pool(1, 1, 1);
+  dataflow::TokenPool pool(1, 1, 1);
   // Residual rows in scrambled order; each row's value encodes its key (100·request + pos).
   std::vector<Row> rows;
   const std::vector<std::pair<int64_t, int64_t>> keys = {{5, 2}, {1, 9}, {5, 0}, {0, 3}, {1, 1}};
   for (auto [r, p] : keys) rows.push_back({r, p, 0, 0.f, {static_cast<float>(100 * r + p)}});
-  TokenBatch res = residual(0, 1, rows);
+  dataflow::TokenBatch res = residual(0, 1, rows);
   res.tokens[2].origin_rank = 3;  // residual metadata is what take() returns
   ASSERT_TRUE(pool.add_residual(res).ok());
   std::vector<Row> outs;
   for (auto [r, p] : keys) outs.push_back({r, p, 0, 1.f, {0.f}});
   std::reverse(outs.begin(), outs.end());
   ASSERT_TRUE(pool.add_expert_outputs(outputs(0, 1, outs)).ok());
-  absl::StatusOr<MergedTokens> merged = pool.take(0);
+  absl::StatusOr<dataflow::MergedTokens> merged = pool.take(0);
   ASSERT_TRUE(merged.ok()) << merged.status();
   const std::vector<std::pair<int64_t, int64_t>> sorted = {{0, 3}, {1, 1}, {1, 9}, {5, 0}, {5, 2}};
   ASSERT_EQ(merged->tokens.size(), sorted.size());
@@ -386,7 +386,7 @@ namespace {
 TEST(TokenPoolPerRequest, OutOfOrderTopkOutputsMergeBitwiseInRankOrder) {
   const std::vector<float> expected = merge_in_order();
   ASSERT_FALSE(expected.empty());
-  TokenPool pool = TokenPool::per_request(kHidden, 3);
+  dataflow::TokenPool pool = dataflow::TokenPool::per_request(kHidden, 3);
   // Each of the k outputs comes alone, from a different "expert device", ranks reversed,
   // some before the residual; iteration numbers are meaningless here.
   ASSERT_TRUE(pool.add_expert_outputs(outputs(7, kHidden, {{0, 0, 2, 1.f, kY2}})).ok());
@@ -398,12 +398,12 @@ TEST(TokenPoolPerRequest, OutOfOrderTopkOutputsMergeBitwiseInRankOrder) {
   ASSERT_TRUE(pool.add_expert_outputs(outputs(9, kHidden, {{0, 1, 2, 1.f, kY0}})).ok());
   ASSERT_TRUE(pool.add_expert_outputs(outputs(2, kHidden, {{0, 0, 0, 1.f, kY0}})).ok());
   EXPECT_EQ(pool.ready_tokens(), 0) << "token (0,1) still lacks rank 1";
-  absl::StatusOr<MergedTokens> none = pool.take_ready(100);
+  absl::StatusOr<dataflow::MergedTokens> none = pool.take_ready(100);
   ASSERT_TRUE(none.ok());
   EXPECT_TRUE(none->tokens.empty());
   ASSERT_TRUE(pool.add_expert_outputs(outputs(4, kHidden, {{0, 1, 1, 1.f, kY2}})).ok());
   EXPECT_EQ(pool.ready_tokens(), 2);
-  absl::StatusOr<MergedTokens> merged = pool.take_ready(100);
+  absl::StatusOr<dataflow::MergedTokens> merged = pool.take_ready(100);
   ASSERT_TRUE(merged.ok()) << merged.status();
   EXPECT_EQ(merged->iteration, -1);
   ASSERT_EQ(merged->tokens.size(), 2u);
@@ -414,7 +414,7 @@ TEST(TokenPoolPerRequest, OutOfOrderTopkOutputsMergeBitwiseInRankOrder) {
 }
 
 TEST(TokenPoolPerRequest, ARequestFinishesWhileAnotherIsMidFlight) {
-  TokenPool pool = TokenPool::per_request(1, 2);
+  dataflow::TokenPool pool = dataflow::TokenPool::per_request(1, 2);
   // Requests 4 and 9 arrive in one residual batch (one attention run).
   ASSERT_TRUE(
       pool.add_residual(residual(0, 1, {{4, 10, 0, 0.f, {1.f}}, {9, 3, 0, 0.f, {2.f}}})).ok());
@@ -425,7 +425,7 @@ TEST(TokenPoolPerRequest, ARequestFinishesWhileAnotherIsMidFlight) {
   ASSERT_TRUE(pool.add_expert_outputs(outputs(0, 1, {{9, 3, 1, 0.5f, {6.f}}})).ok());
   // Request 9 is ready on its own; request 4 still waits for its top-1 output.
   EXPECT_EQ(pool.ready_tokens(), 1);
-  absl::StatusOr<MergedTokens> first = pool.take_ready(100);
+  absl::StatusOr<dataflow::MergedTokens> first = pool.take_ready(100);
   ASSERT_TRUE(first.ok()) << first.status();
   ASSERT_EQ(first->tokens.size(), 1u);
   EXPECT_EQ(first->tokens[0].request_id, 9);
@@ -433,7 +433,7 @@ TEST(TokenPoolPerRequest, ARequestFinishesWhileAnotherIsMidFlight) {
   EXPECT_EQ(pool.num_held_requests(), 1);
   // Request 9 finished; its next step never comes. Request 4 completes later.
   ASSERT_TRUE(pool.add_expert_outputs(outputs(1, 1, {{4, 10, 0, 0.25f, {4.f}}})).ok());
-  absl::StatusOr<MergedTokens> second = pool.take_ready(100);
+  absl::StatusOr<dataflow::MergedTokens> second = pool.take_ready(100);
   ASSERT_TRUE(second.ok()) << second.status();
   ASSERT_EQ(second->tokens.size(), 1u);
   EXPECT_EQ(second->tokens[0].request_id, 4);
@@ -442,7 +442,7 @@ TEST(TokenPoolPerRequest, ARequestFinishesWhileAnotherIsMidFlight) {
 }
 
 TEST(TokenPoolPerRequest, NewRequestJoinsARunningWaveAndGroupsAreNeverSplit) {
-  TokenPool pool = TokenPool::per_request(1, 1);
+  dataflow::TokenPool pool = dataflow::TokenPool::per_request(1, 1);
   // The running wave: requests 0 and 1 decoding (one token each).
   ASSERT_TRUE(
       pool.add_residual(residual(5, 1, {{0, 40, 0, 0.f, {0.f}}, {1, 41, 0, 0.f, {0.f}}})).ok());
@@ -462,17 +462,17 @@ TEST(TokenPoolPerRequest, NewRequestJoinsARunningWaveAndGroupsAreNeverSplit) {
   EXPECT_EQ(pool.ready_tokens(), 5);
   // Ready order: request 1, then 2 (3 tokens), then 0. A limit of 3 takes request 1 and
   // stops before request 2's group (1 + 3 > 3): groups are taken whole.
-  absl::StatusOr<MergedTokens> a = pool.take_ready(3);
+  absl::StatusOr<dataflow::MergedTokens> a = pool.take_ready(3);
   ASSERT_TRUE(a.ok()) << a.status();
   ASSERT_EQ(a->tokens.size(), 1u);
   EXPECT_EQ(a->tokens[0].request_id, 1);
   // A group larger than the limit still goes (alone).
-  absl::StatusOr<MergedTokens> b = pool.take_ready(2);
+  absl::StatusOr<dataflow::MergedTokens> b = pool.take_ready(2);
   ASSERT_TRUE(b.ok()) << b.status();
   ASSERT_EQ(b->tokens.size(), 3u);
   EXPECT_EQ(b->tokens[0].request_id, 2);
   EXPECT_EQ(b->tokens[2].position, 2);
-  absl::StatusOr<MergedTokens> c = pool.take_ready(100);
+  absl::StatusOr<dataflow::MergedTokens> c = pool.take_ready(100);
   ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_EQ(c->tokens.size(), 1u);
   EXPECT_EQ(c->tokens[0].request_id, 0);
@@ -480,7 +480,7 @@ TEST(TokenPoolPerRequest, NewRequestJoinsARunningWaveAndGroupsAreNeverSplit) {
 }
 
 TEST(TokenPoolPerRequest, DuplicatesAndASecondResidualAreRejectedWithoutChange) {
-  TokenPool pool = TokenPool::per_request(1, 2);
+  dataflow::TokenPool pool = dataflow::TokenPool::per_request(1, 2);
   ASSERT_TRUE(pool.add_residual(residual(0, 1, {{3, 0, 0, 0.f, {1.f}}})).ok());
   absl::Status again = pool.add_residual(residual(1, 1, {{3, 1, 0, 0.f, {1.f}}}));
   EXPECT_EQ(again.code(), absl::StatusCode::kInvalidArgument);
@@ -499,15 +499,15 @@ TEST(TokenPoolPerRequest, DuplicatesAndASecondResidualAreRejectedWithoutChange) 
 namespace muflow::engine {
 namespace {
 
-TokenBatch with_wave(TokenBatch b, int64_t wave) {
-  for (TokenMeta& m : b.tokens) m.wave = wave;
+dataflow::TokenBatch with_wave(dataflow::TokenBatch b, int64_t wave) {
+  for (dataflow::TokenMeta& m : b.tokens) m.wave = wave;
   return b;
 }
 
 // merge = "wave": one attention run's tokens are released together, even when one request
 // of it is complete long before another.
 TEST(TokenPoolPerWave, AWaveIsReleasedWhole) {
-  TokenPool pool = TokenPool::per_request(1, 1, /*by_wave=*/true);
+  dataflow::TokenPool pool = dataflow::TokenPool::per_request(1, 1, /*by_wave=*/true);
   ASSERT_TRUE(pool.add_residual(with_wave(
                       residual(0, 1, {{4, 10, 0, 0.f, {1.f}}, {9, 3, 0, 0.f, {2.f}}}), 7))
                   .ok());
@@ -519,7 +519,7 @@ TEST(TokenPoolPerWave, AWaveIsReleasedWhole) {
   EXPECT_EQ(pool.ready_tokens(), 1);
   ASSERT_TRUE(pool.add_expert_outputs(with_wave(outputs(0, 1, {{4, 10, 0, 1.f, {3.f}}}), 7)).ok());
   EXPECT_EQ(pool.ready_tokens(), 3);
-  absl::StatusOr<MergedTokens> merged = pool.take_ready(100);
+  absl::StatusOr<dataflow::MergedTokens> merged = pool.take_ready(100);
   ASSERT_TRUE(merged.ok()) << merged.status();
   ASSERT_EQ(merged->tokens.size(), 3u);
   EXPECT_EQ(merged->tokens[0].request_id, 5);

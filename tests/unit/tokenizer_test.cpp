@@ -26,11 +26,11 @@ class TokenizerTest : public ::testing::Test {
       GTEST_SKIP() << "real tokenizer not found: " << kModelDir.string()
                    << "/tokenizer.model (see shared/data/README.md)";
     }
-    absl::StatusOr<std::unique_ptr<Tokenizer>> tok = Tokenizer::load_from_model_dir(kModelDir);
+    absl::StatusOr<std::unique_ptr<model::Tokenizer>> tok = model::Tokenizer::load_from_model_dir(kModelDir);
     ASSERT_TRUE(tok.ok()) << tok.status();
     tok_ = *std::move(tok);
   }
-  std::unique_ptr<Tokenizer> tok_;
+  std::unique_ptr<model::Tokenizer> tok_;
 };
 
 TEST_F(TokenizerTest, SpecialIdsMatchTheModelReadme) {
@@ -92,15 +92,15 @@ TEST(TokenizerLoadTest, MissingAndCorruptFiles) {
   const fs::path dir = fs::path(::testing::TempDir()) / "muflow_tokenizer_test";
   fs::remove_all(dir);
   fs::create_directories(dir);
-  absl::StatusOr<std::unique_ptr<Tokenizer>> tok = Tokenizer::load_from_model_dir(dir.string());
+  absl::StatusOr<std::unique_ptr<model::Tokenizer>> tok = model::Tokenizer::load_from_model_dir(dir.string());
   EXPECT_TRUE(absl::IsNotFound(tok.status()));
   EXPECT_THAT(std::string(tok.status().message()), HasSubstr("no tokenizer.model"));
 
-  tok = Tokenizer::load((dir / "absent.model").string());
+  tok = model::Tokenizer::load((dir / "absent.model").string());
   EXPECT_TRUE(absl::IsNotFound(tok.status()));
 
   std::ofstream(dir / "tokenizer.model") << "this is not a protobuf";
-  tok = Tokenizer::load_from_model_dir(dir.string());
+  tok = model::Tokenizer::load_from_model_dir(dir.string());
   ASSERT_FALSE(tok.ok());
   EXPECT_TRUE(absl::IsInvalidArgument(tok.status())) << tok.status();
   EXPECT_THAT(std::string(tok.status().message()),

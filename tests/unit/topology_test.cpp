@@ -36,8 +36,8 @@ void write_file(const fs::path& path, const std::string& text) {
 // character by character).
 std::string msg(const absl::Status& status) { return std::string(status.message()); }
 
-absl::StatusOr<Topology> parse(const std::string& text, const std::string& base = "/tmp") {
-  return parse_topology_string(text, "topo.toml", base);
+absl::StatusOr<topology::Topology> parse(const std::string& text, const std::string& base = "/tmp") {
+  return topology::parse_topology_string(text, "topo.toml", base);
 }
 
 TEST(Topology, EveryExampleFileParses) {
@@ -47,7 +47,7 @@ TEST(Topology, EveryExampleFileParses) {
   for (const auto& entry : fs::directory_iterator(dir)) {
     if (entry.path().extension() != ".toml") continue;
     ++num_files;
-    absl::StatusOr<Topology> topo = parse_topology_file(entry.path().string());
+    absl::StatusOr<topology::Topology> topo = topology::parse_topology_file(entry.path().string());
     if (!have_data && absl::IsNotFound(topo.status())) {
       std::printf("skipping %s: it needs %s, which is absent\n", entry.path().c_str(),
                   MUFLOW_DATA_DIR);
@@ -68,7 +68,7 @@ TEST(Topology, EveryExampleFileParses) {
 TEST(Topology, KjvExampleResolvesPathsAgainstItsFolder) {
   if (!fs::exists(MUFLOW_DATA_DIR)) GTEST_SKIP() << "needs " << MUFLOW_DATA_DIR;
   const fs::path file = fs::path(MUFLOW_SOURCE_DIR) / "topologies" / "sync-kjv-4cpu.toml";
-  absl::StatusOr<Topology> topo = parse_topology_file(file.string());
+  absl::StatusOr<topology::Topology> topo = topology::parse_topology_file(file.string());
   ASSERT_TRUE(topo.ok()) << topo.status();
   EXPECT_EQ(topo->devices.size(), 4u);
   EXPECT_EQ(topo->devices[3].name, "cpu3");
@@ -82,15 +82,15 @@ TEST(Topology, KjvExampleResolvesPathsAgainstItsFolder) {
 
 TEST(Topology, SyntheticExampleFillsEveryField) {
   const fs::path file = fs::path(MUFLOW_SOURCE_DIR) / "topologies" / "sync-synthetic-8cpu.toml";
-  absl::StatusOr<Topology> topo = parse_topology_file(file.string());
+  absl::StatusOr<topology::Topology> topo = topology::parse_topology_file(file.string());
   ASSERT_TRUE(topo.ok()) << topo.status();
   ASSERT_EQ(topo->devices.size(), 8u);
   EXPECT_EQ(topo->devices[5].name, "cpu5");
   EXPECT_EQ(topo->devices[5].node, "node1");
   EXPECT_EQ(topo->devices[0].node, "node0");
   ASSERT_TRUE(topo->model.synthetic.has_value());
-  const ModelConfig& c = *topo->model.synthetic;
-  EXPECT_EQ(c.model_type, ModelType::kMixtral);
+  const model::ModelConfig& c = *topo->model.synthetic;
+  EXPECT_EQ(c.model_type, model::ModelType::kMixtral);
   EXPECT_EQ(c.vocab_size, 1024);
   EXPECT_EQ(c.hidden_size, 256);
   EXPECT_EQ(c.num_heads, 8);
@@ -113,10 +113,10 @@ TEST(Topology, SyntheticExampleFillsEveryField) {
 
 TEST(Topology, QwenExampleSetsQwenDefaults) {
   const fs::path file = fs::path(MUFLOW_SOURCE_DIR) / "topologies" / "sync-qwen2moe-2cpu.toml";
-  absl::StatusOr<Topology> topo = parse_topology_file(file.string());
+  absl::StatusOr<topology::Topology> topo = topology::parse_topology_file(file.string());
   ASSERT_TRUE(topo.ok()) << topo.status();
-  const ModelConfig& c = *topo->model.synthetic;
-  EXPECT_EQ(c.model_type, ModelType::kQwen2Moe);
+  const model::ModelConfig& c = *topo->model.synthetic;
+  EXPECT_EQ(c.model_type, model::ModelType::kQwen2Moe);
   EXPECT_TRUE(c.attention_bias);
   EXPECT_FALSE(c.norm_topk_prob);
   EXPECT_EQ(c.shared_expert_ffn, 256);
@@ -127,7 +127,7 @@ TEST(Topology, QwenExampleSetsQwenDefaults) {
 }
 
 TEST(Topology, DefaultTopology) {
-  const Topology t = default_topology();
+  const topology::Topology t = topology::default_topology();
   EXPECT_EQ(t.source, "<embedded default>");
   EXPECT_EQ(t.wiring, "sync");
   ASSERT_EQ(t.devices.size(), 4u);
@@ -136,7 +136,7 @@ TEST(Topology, DefaultTopology) {
   ASSERT_TRUE(t.model.synthetic.has_value());
   EXPECT_EQ(t.model.seed, 0u);
   EXPECT_EQ(t.model.dtype, "f32");
-  const ModelConfig c = default_synthetic_config();
+  const model::ModelConfig c = topology::default_synthetic_config();
   EXPECT_TRUE(c.validate().ok()) << c.validate();
   EXPECT_EQ(c.vocab_size, 512);
   EXPECT_EQ(c.num_experts, 8);
@@ -157,19 +157,19 @@ TEST(Topology, DefaultTopology) {
   EXPECT_EQ(t.workload.max_new_tokens, 16);
   EXPECT_DOUBLE_EQ(t.sampling.temperature, 0.0);
   EXPECT_TRUE(t.trace_file.empty());
-  EXPECT_TRUE(check_topology_against_model(t, c).ok());
+  EXPECT_TRUE(topology::check_topology_against_model(t, c).ok());
 }
 
 TEST(Topology, EmptyFileIsTheDefault) {
-  absl::StatusOr<Topology> topo = parse("");
+  absl::StatusOr<topology::Topology> topo = parse("");
   ASSERT_TRUE(topo.ok()) << topo.status();
   EXPECT_EQ(topo->source, "topo.toml");
   EXPECT_EQ(topo->devices.size(), 4u);
-  EXPECT_EQ(topo->workload.prompt_ids, default_topology().workload.prompt_ids);
+  EXPECT_EQ(topo->workload.prompt_ids, topology::default_topology().workload.prompt_ids);
 }
 
 TEST(Topology, SyntaxErrorNamesLineAndColumn) {
-  absl::StatusOr<Topology> topo = parse("wiring = \"sync\"\n\n[model\nhidden = 4\n");
+  absl::StatusOr<topology::Topology> topo = parse("wiring = \"sync\"\n\n[model\nhidden = 4\n");
   ASSERT_FALSE(topo.ok());
   EXPECT_EQ(topo.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(msg(topo.status()), HasSubstr("topo.toml:3:"));
@@ -177,25 +177,25 @@ TEST(Topology, SyntaxErrorNamesLineAndColumn) {
 }
 
 TEST(Topology, UnknownKeyListsTheAllowedOnes) {
-  absl::StatusOr<Topology> topo = parse(
+  absl::StatusOr<topology::Topology> topo = parse(
       "wiring = \"sync\"\n\n[model]\ntype = \"mixtral\"\nvocab = 512\n\nhiden = 128\n");
   ASSERT_FALSE(topo.ok());
   EXPECT_THAT(msg(topo.status()),
               HasSubstr("topo.toml:7: unknown key 'model.hiden'; expected one of: path, type, "
                         "vocab, hidden"));
-  absl::StatusOr<Topology> root = parse("wirring = \"sync\"\n");
+  absl::StatusOr<topology::Topology> root = parse("wirring = \"sync\"\n");
   ASSERT_FALSE(root.ok());
   EXPECT_THAT(msg(root.status()), HasSubstr("topo.toml:1: unknown key 'wirring'"));
 }
 
 TEST(Topology, WrongTypeNamesKeyAndTypes) {
-  absl::StatusOr<Topology> topo =
+  absl::StatusOr<topology::Topology> topo =
       parse("[workload]\nkind = \"ids\"\nprompts = [[1, 2]]\nmax_new_tokens = \"many\"\n");
   ASSERT_FALSE(topo.ok());
   EXPECT_EQ(msg(topo.status()),
             "topo.toml:4: key 'workload.max_new_tokens': expected a positive integer, got "
             "string");
-  absl::StatusOr<Topology> negative = parse("[cluster]\nnum_devices = -2\n");
+  absl::StatusOr<topology::Topology> negative = parse("[cluster]\nnum_devices = -2\n");
   ASSERT_FALSE(negative.ok());
   EXPECT_THAT(msg(negative.status()),
               HasSubstr("topo.toml:2: key 'cluster.num_devices': expected a positive integer, "
@@ -203,36 +203,36 @@ TEST(Topology, WrongTypeNamesKeyAndTypes) {
 }
 
 TEST(Topology, UnknownWiringListsTheKnownOnes) {
-  absl::StatusOr<Topology> topo = parse("backend = \"cpu\"\nwiring = \"warp\"\n");
+  absl::StatusOr<topology::Topology> topo = parse("backend = \"cpu\"\nwiring = \"warp\"\n");
   ASSERT_FALSE(topo.ok());
   EXPECT_EQ(msg(topo.status()),
             "topo.toml:2: key 'wiring': expected one of: sync, async, harmoeny, moeshard, exflow, async-replicated; got 'warp'");
-  absl::StatusOr<Topology> backend = parse("backend = \"tpu\"\n");
+  absl::StatusOr<topology::Topology> backend = parse("backend = \"tpu\"\n");
   ASSERT_FALSE(backend.ok());
   EXPECT_THAT(msg(backend.status()), HasSubstr("expected one of: cpu, sim; got 'tpu'"));
 }
 
 TEST(Topology, AsyncKeys) {
-  absl::StatusOr<Topology> topo = parse(
+  absl::StatusOr<topology::Topology> topo = parse(
       "wiring = \"async\"\n[cluster]\nnum_devices = 6\n[placement]\nattention_devices = 2\n"
       "[scheduler]\nmax_batch_tokens = 64\npolicy = \"defrag\"\n");
   ASSERT_TRUE(topo.ok()) << topo.status();
   EXPECT_EQ(topo->wiring, "async");
   EXPECT_EQ(topo->attention_devices, 2);
   EXPECT_EQ(topo->scheduler.max_batch_tokens, 64);
-  absl::StatusOr<Topology> all =
+  absl::StatusOr<topology::Topology> all =
       parse("[cluster]\nnum_devices = 4\n[placement]\nattention_devices = 4\n");
   ASSERT_FALSE(all.ok());
   EXPECT_EQ(msg(all.status()),
             "topo.toml:4: key 'placement.attention_devices': expected fewer attention devices "
             "than the cluster's 4 devices (the rest host the experts), got 4");
-  absl::StatusOr<Topology> zero = parse("[scheduler]\nmax_batch_tokens = 0\n");
+  absl::StatusOr<topology::Topology> zero = parse("[scheduler]\nmax_batch_tokens = 0\n");
   ASSERT_FALSE(zero.ok());
   EXPECT_THAT(msg(zero.status()), HasSubstr("topo.toml:2: key 'scheduler.max_batch_tokens'"));
 }
 
 TEST(Topology, HarmoenyKeys) {
-  absl::StatusOr<Topology> topo = parse(
+  absl::StatusOr<topology::Topology> topo = parse(
       "wiring = \"harmoeny\"\n[harmoeny]\nq = 1024\nrebalance = \"code\"\nslots = 4\n"
       "prefetch = false\n");
   ASSERT_TRUE(topo.ok()) << topo.status();
@@ -240,16 +240,16 @@ TEST(Topology, HarmoenyKeys) {
   EXPECT_EQ(topo->harmoeny.rebalance, "code");
   EXPECT_EQ(topo->harmoeny.slots, 4);
   EXPECT_FALSE(topo->harmoeny.prefetch);
-  absl::StatusOr<Topology> defaults = parse("wiring = \"moeshard\"\n");
+  absl::StatusOr<topology::Topology> defaults = parse("wiring = \"moeshard\"\n");
   ASSERT_TRUE(defaults.ok()) << defaults.status();
   EXPECT_EQ(defaults->harmoeny.q, 0) << "0 = Eq. 4";
   EXPECT_EQ(defaults->harmoeny.rebalance, "paper");
   EXPECT_TRUE(defaults->harmoeny.prefetch);
-  absl::StatusOr<Topology> wrong_wiring = parse("wiring = \"sync\"\n[harmoeny]\nq = 3\n");
+  absl::StatusOr<topology::Topology> wrong_wiring = parse("wiring = \"sync\"\n[harmoeny]\nq = 3\n");
   ASSERT_FALSE(wrong_wiring.ok());
   EXPECT_THAT(msg(wrong_wiring.status()),
               HasSubstr("key 'harmoeny': applies to wiring = \"harmoeny\" only"));
-  absl::StatusOr<Topology> bad =
+  absl::StatusOr<topology::Topology> bad =
       parse("wiring = \"harmoeny\"\n[harmoeny]\nrebalance = \"greedy\"\n");
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(msg(bad.status()), HasSubstr("topo.toml:3: key 'harmoeny.rebalance': expected one "
@@ -262,21 +262,21 @@ TEST(Topology, AllToAllOrderKey) {
   const std::string sim =
       "backend = \"sim\"\n[cluster]\nnum_devices = 2\nkind = \"A100-80GB\"\n"
       "[model]\npreset = \"switch-base-8\"\n[network]\n";
-  absl::StatusOr<Topology> defaults = parse(sim);
+  absl::StatusOr<topology::Topology> defaults = parse(sim);
   ASSERT_TRUE(defaults.ok()) << defaults.status();
   EXPECT_EQ(defaults->network.a2a_order, "row_major");
-  absl::StatusOr<Topology> aurora = parse(sim + "a2a_order = \"aurora\"\n");
+  absl::StatusOr<topology::Topology> aurora = parse(sim + "a2a_order = \"aurora\"\n");
   ASSERT_TRUE(aurora.ok()) << aurora.status();
   EXPECT_EQ(aurora->network.a2a_order, "aurora");
-  absl::StatusOr<Topology> bad = parse(sim + "a2a_order = \"fastest\"\n");
+  absl::StatusOr<topology::Topology> bad = parse(sim + "a2a_order = \"fastest\"\n");
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(msg(bad.status()),
               HasSubstr("topo.toml:8: key 'network.a2a_order': expected one of: row_major, random, "
                         "sjf, aurora, aurora_chunked, aurora_unsplit; got 'fastest'"));
-  Topology t = *defaults;
-  ASSERT_TRUE(engine::apply_topology_override(t, "network.a2a_order", "sjf").ok());
+  topology::Topology t = *defaults;
+  ASSERT_TRUE(engine::topology::apply_topology_override(t, "network.a2a_order", "sjf").ok());
   EXPECT_EQ(t.network.a2a_order, "sjf");
-  EXPECT_FALSE(engine::apply_topology_override(t, "network.a2a_order", "fifo").ok());
+  EXPECT_FALSE(engine::topology::apply_topology_override(t, "network.a2a_order", "fifo").ok());
 }
 
 TEST(Topology, AffinityPlacementKeys) {
@@ -284,7 +284,7 @@ TEST(Topology, AffinityPlacementKeys) {
   fs::create_directories(dir);
   std::ofstream(dir / "paths.csv") << "request_id,position,block,experts,weights\n";
   const std::string base = "wiring = \"exflow\"\n[placement]\n";
-  absl::StatusOr<Topology> topo = parse_topology_string(
+  absl::StatusOr<topology::Topology> topo = topology::parse_topology_string(
       base + "experts = \"affinity\"\npaths = \"paths.csv\"\nplanner = \"milp\"\n"
              "time_limit_s = 2.5\n",
       "topo.toml", dir.string());
@@ -293,22 +293,22 @@ TEST(Topology, AffinityPlacementKeys) {
   EXPECT_EQ(topo->affinity_paths, (dir / "paths.csv").string());
   EXPECT_EQ(topo->affinity_planner, "milp");
   EXPECT_DOUBLE_EQ(topo->affinity_time_limit_s, 2.5);
-  absl::StatusOr<Topology> no_paths =
-      parse_topology_string(base + "experts = \"affinity\"\n", "topo.toml", dir.string());
+  absl::StatusOr<topology::Topology> no_paths =
+      topology::parse_topology_string(base + "experts = \"affinity\"\n", "topo.toml", dir.string());
   ASSERT_FALSE(no_paths.ok());
   EXPECT_THAT(msg(no_paths.status()),
               HasSubstr("topo.toml:3: key 'placement.experts': experts = \"affinity\" needs "
                         "paths = \"...\""));
-  absl::StatusOr<Topology> missing = parse_topology_string(
+  absl::StatusOr<topology::Topology> missing = topology::parse_topology_string(
       base + "experts = \"affinity\"\npaths = \"nope.csv\"\n", "topo.toml", dir.string());
   ASSERT_FALSE(missing.ok());
   EXPECT_THAT(msg(missing.status()), HasSubstr("key 'placement.paths': no such file"));
-  absl::StatusOr<Topology> stray =
-      parse_topology_string(base + "planner = \"milp\"\n", "topo.toml", dir.string());
+  absl::StatusOr<topology::Topology> stray =
+      topology::parse_topology_string(base + "planner = \"milp\"\n", "topo.toml", dir.string());
   ASSERT_FALSE(stray.ok());
   EXPECT_THAT(msg(stray.status()),
               HasSubstr("key 'placement.planner': applies to experts = \"affinity\" only"));
-  absl::StatusOr<Topology> bad_planner = parse_topology_string(
+  absl::StatusOr<topology::Topology> bad_planner = topology::parse_topology_string(
       base + "experts = \"affinity\"\npaths = \"paths.csv\"\nplanner = \"cbc\"\n",
       "topo.toml", dir.string());
   ASSERT_FALSE(bad_planner.ok());
@@ -316,23 +316,23 @@ TEST(Topology, AffinityPlacementKeys) {
 }
 
 TEST(Topology, PlacementOutOfRange) {
-  absl::StatusOr<Topology> topo =
+  absl::StatusOr<topology::Topology> topo =
       parse("[cluster]\nnum_devices = 2\n[placement]\nexperts = [0, 1, 2, 0, 1, 0, 1, 0]\n");
   ASSERT_FALSE(topo.ok());
   EXPECT_THAT(msg(topo.status()),
               HasSubstr("topo.toml:4: key 'placement.experts': expected \"round-robin\" or an "
                         "array of device indices in [0, 2), got 2 for expert 2"));
-  absl::StatusOr<Topology> short_list = parse("[placement]\nexperts = [0, 1, 2]\n");
+  absl::StatusOr<topology::Topology> short_list = parse("[placement]\nexperts = [0, 1, 2]\n");
   ASSERT_FALSE(short_list.ok());
   EXPECT_THAT(msg(short_list.status()), HasSubstr("(8 entries), got 3"));
-  absl::StatusOr<Topology> ok = parse("[placement]\nexperts = [3, 2, 1, 0, 3, 2, 1, 0]\n");
+  absl::StatusOr<topology::Topology> ok = parse("[placement]\nexperts = [3, 2, 1, 0, 3, 2, 1, 0]\n");
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ(ok->placement, "explicit");
   EXPECT_EQ(ok->expert_device[0], 3);
 }
 
 TEST(Topology, RangeMinGreaterThanMax) {
-  absl::StatusOr<Topology> topo =
+  absl::StatusOr<topology::Topology> topo =
       parse("[workload]\nkind = \"poisson\"\ninput = [64, 16]\n");
   ASSERT_FALSE(topo.ok());
   EXPECT_THAT(msg(topo.status()),
@@ -341,7 +341,7 @@ TEST(Topology, RangeMinGreaterThanMax) {
 }
 
 TEST(Topology, KeyOfAnotherWorkloadKind) {
-  absl::StatusOr<Topology> topo =
+  absl::StatusOr<topology::Topology> topo =
       parse("[workload]\nkind = \"prompts\"\nprompts = [\"a\"]\nrate = 3.0\n");
   ASSERT_FALSE(topo.ok());
   EXPECT_THAT(msg(topo.status()),
@@ -351,7 +351,7 @@ TEST(Topology, KeyOfAnotherWorkloadKind) {
 
 TEST(Topology, MissingPromptsFileIsNotFound) {
   const fs::path dir = scratch_dir();
-  absl::StatusOr<Topology> topo =
+  absl::StatusOr<topology::Topology> topo =
       parse("[workload]\nkind = \"prompts\"\nfile = \"prompts/none.txt\"\n", dir.string());
   ASSERT_FALSE(topo.ok());
   EXPECT_EQ(topo.status().code(), absl::StatusCode::kNotFound);
@@ -369,7 +369,7 @@ TEST(Topology, RelativePathsResolveAgainstTheFilesFolder) {
   // A relative path to the topology file itself: resolution must not depend on it.
   const fs::path cwd = fs::current_path();
   fs::current_path(dir);
-  absl::StatusOr<Topology> topo = parse_topology_file("conf/t.toml");
+  absl::StatusOr<topology::Topology> topo = topology::parse_topology_file("conf/t.toml");
   fs::current_path(cwd);
   ASSERT_TRUE(topo.ok()) << topo.status();
   EXPECT_EQ(topo->model.path, (dir / "models" / "m").string());
@@ -379,7 +379,7 @@ TEST(Topology, RelativePathsResolveAgainstTheFilesFolder) {
 }
 
 TEST(Topology, MissingTopologyFileIsNotFound) {
-  absl::StatusOr<Topology> topo = parse_topology_file("/nonexistent/dir/topo.toml");
+  absl::StatusOr<topology::Topology> topo = topology::parse_topology_file("/nonexistent/dir/topo.toml");
   ASSERT_FALSE(topo.ok());
   EXPECT_EQ(topo.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(msg(topo.status()), HasSubstr("/nonexistent/dir/topo.toml"));
@@ -387,43 +387,43 @@ TEST(Topology, MissingTopologyFileIsNotFound) {
 
 TEST(Topology, ModelPathAndDimsAreExclusive) {
   const fs::path dir = scratch_dir();
-  absl::StatusOr<Topology> topo = parse("[model]\npath = \".\"\nhidden = 64\n", dir.string());
+  absl::StatusOr<topology::Topology> topo = parse("[model]\npath = \".\"\nhidden = 64\n", dir.string());
   ASSERT_FALSE(topo.ok());
   EXPECT_THAT(msg(topo.status()), HasSubstr("topo.toml:3: key 'model.hidden'"));
   EXPECT_THAT(msg(topo.status()), HasSubstr("not both"));
 }
 
 TEST(Topology, SyntheticModelConsistencyChecks) {
-  absl::StatusOr<Topology> kv = parse("[model]\nheads = 4\nkv_heads = 3\n");
+  absl::StatusOr<topology::Topology> kv = parse("[model]\nheads = 4\nkv_heads = 3\n");
   ASSERT_FALSE(kv.ok());
   EXPECT_THAT(msg(kv.status()), HasSubstr("key 'model.kv_heads'"));
-  absl::StatusOr<Topology> topk = parse("[model]\nexperts = 4\ntopk = 5\n");
+  absl::StatusOr<topology::Topology> topk = parse("[model]\nexperts = 4\ntopk = 5\n");
   ASSERT_FALSE(topk.ok());
   EXPECT_THAT(msg(topk.status()), HasSubstr("topo.toml:3: key 'model.topk'"));
-  absl::StatusOr<Topology> shared = parse("[model]\nshared_ffn = 64\n");
+  absl::StatusOr<topology::Topology> shared = parse("[model]\nshared_ffn = 64\n");
   ASSERT_FALSE(shared.ok());
   EXPECT_THAT(msg(shared.status()), HasSubstr("mixtral has no shared expert"));
-  absl::StatusOr<Topology> dtype = parse("[model]\ndtype = \"f16\"\n");
+  absl::StatusOr<topology::Topology> dtype = parse("[model]\ndtype = \"f16\"\n");
   ASSERT_FALSE(dtype.ok());
   EXPECT_THAT(msg(dtype.status()), HasSubstr("expected one of: f32, bf16; got 'f16'"));
 }
 
 TEST(Topology, ClusterDevicesList) {
-  absl::StatusOr<Topology> dup =
+  absl::StatusOr<topology::Topology> dup =
       parse("[[cluster.devices]]\nname = \"a\"\n[[cluster.devices]]\nname = \"a\"\n");
   ASSERT_FALSE(dup.ok());
   EXPECT_THAT(msg(dup.status()),
               HasSubstr("topo.toml:4: key 'cluster.devices[1].name': duplicate device name 'a'"));
-  absl::StatusOr<Topology> both = parse("[cluster]\nnum_devices = 2\n[[cluster.devices]]\n");
+  absl::StatusOr<topology::Topology> both = parse("[cluster]\nnum_devices = 2\n[[cluster.devices]]\n");
   ASSERT_FALSE(both.ok());
   EXPECT_THAT(msg(both.status()), HasSubstr("not both"));
-  absl::StatusOr<Topology> gpu = parse("[[cluster.devices]]\nkind = \"H100\"\n");
+  absl::StatusOr<topology::Topology> gpu = parse("[[cluster.devices]]\nkind = \"H100\"\n");
   ASSERT_FALSE(gpu.ok());
   EXPECT_THAT(msg(gpu.status()), HasSubstr("backend 'cpu' runs devices of kind 'cpu'"));
 }
 
 TEST(Topology, IdPromptsCheckedAgainstSyntheticVocab) {
-  absl::StatusOr<Topology> topo =
+  absl::StatusOr<topology::Topology> topo =
       parse("[workload]\nkind = \"ids\"\nprompts = [[1, 2], [3, 600]]\n");
   ASSERT_FALSE(topo.ok());
   EXPECT_THAT(msg(topo.status()),
@@ -432,27 +432,27 @@ TEST(Topology, IdPromptsCheckedAgainstSyntheticVocab) {
 }
 
 TEST(Topology, SamplingRanges) {
-  absl::StatusOr<Topology> topo = parse("[sampling]\ntop_p = 1.5\n");
+  absl::StatusOr<topology::Topology> topo = parse("[sampling]\ntop_p = 1.5\n");
   ASSERT_FALSE(topo.ok());
   EXPECT_THAT(msg(topo.status()),
               HasSubstr("topo.toml:2: key 'sampling.top_p': expected a number in (0, 1], got 1.5"));
-  absl::StatusOr<Topology> ok = parse("[sampling]\ntemperature = 1\nseed = 42\n");
+  absl::StatusOr<topology::Topology> ok = parse("[sampling]\ntemperature = 1\nseed = 42\n");
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_DOUBLE_EQ(ok->sampling.temperature, 1.0);
   EXPECT_EQ(ok->sampling.seed, 42u);
 }
 
 TEST(Topology, CheckAgainstLoadedModel) {
-  Topology t = default_topology();
+  topology::Topology t = topology::default_topology();
   t.placement = "explicit";
   t.expert_device = {0, 1, 2, 3};
-  ModelConfig c = default_synthetic_config();
-  absl::Status s = check_topology_against_model(t, c);
+  model::ModelConfig c = topology::default_synthetic_config();
+  absl::Status s = topology::check_topology_against_model(t, c);
   EXPECT_THAT(msg(s), HasSubstr("lists 4 devices; the model has 8 experts"));
   t.placement = "round-robin";
   t.expert_device.clear();
   c.vocab_size = 10;
-  EXPECT_THAT(msg(check_topology_against_model(t, c)),
+  EXPECT_THAT(msg(topology::check_topology_against_model(t, c)),
               HasSubstr("outside the model's vocabulary [0, 10)"));
 }
 

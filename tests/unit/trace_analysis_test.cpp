@@ -49,10 +49,10 @@ json trace_of(json events, json other = json::object()) {
   return {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}, {"otherData", other}};
 }
 
-TraceReport analyze_ok(const json& trace, AnalysisOptions options = {}) {
-  absl::StatusOr<TraceReport> r = analyze_trace(trace, options);
+trace::TraceReport analyze_ok(const json& trace, trace::AnalysisOptions options = {}) {
+  absl::StatusOr<trace::TraceReport> r = trace::analyze_trace(trace, options);
   EXPECT_TRUE(r.ok()) << r.status();
-  return r.ok() ? *std::move(r) : TraceReport{};
+  return r.ok() ? *std::move(r) : trace::TraceReport{};
 }
 
 // Device 0: stages [0,10] and [20,30]; waits [5,25] and [40,50]; an instant at 60.
@@ -76,9 +76,9 @@ json two_device_trace() {
 }
 
 TEST(TraceAnalysis, BusyWaitIdleWithOverlapsAndGaps) {
-  AnalysisOptions options;
+  trace::AnalysisOptions options;
   options.num_buckets = 6;
-  const TraceReport r = analyze_ok(two_device_trace(), options);
+  const trace::TraceReport r = analyze_ok(two_device_trace(), options);
   EXPECT_DOUBLE_EQ(r.meta.t0_us, 1000.0);
   EXPECT_DOUBLE_EQ(r.meta.duration_us, 60.0);
   EXPECT_EQ(r.meta.wiring, "asyncmoe");
@@ -86,7 +86,7 @@ TEST(TraceAnalysis, BusyWaitIdleWithOverlapsAndGaps) {
   EXPECT_EQ(r.meta.num_events, 6);
   ASSERT_EQ(r.devices.size(), 2u);
 
-  const DeviceReport& d0 = r.devices[0];
+  const trace::DeviceReport& d0 = r.devices[0];
   EXPECT_EQ(d0.name, "cpu0 (cpu, node0)");
   EXPECT_DOUBLE_EQ(d0.busy_us, 20.0);
   EXPECT_DOUBLE_EQ(d0.wait_us, 20.0);
@@ -107,7 +107,7 @@ TEST(TraceAnalysis, BusyWaitIdleWithOverlapsAndGaps) {
   EXPECT_DOUBLE_EQ(d0.slices[1].ts_us, 20.0);
   EXPECT_EQ(d0.slices[1].tokens, 4);
 
-  const DeviceReport& d1 = r.devices[1];
+  const trace::DeviceReport& d1 = r.devices[1];
   EXPECT_DOUBLE_EQ(d1.busy_us, 30.0);
   EXPECT_DOUBLE_EQ(d1.wait_us, 0.0);
   EXPECT_DOUBLE_EQ(d1.idle_pct, 50.0);
@@ -118,7 +118,7 @@ TEST(TraceAnalysis, BusyWaitIdleWithOverlapsAndGaps) {
   // The wait lane is not a stage.
   ASSERT_EQ(r.stages.size(), 2u);
   EXPECT_EQ(r.stages[0].name, "attn b0 r0");
-  EXPECT_EQ(r.stages[0].kind, TraceStageKind::kAttention);
+  EXPECT_EQ(r.stages[0].kind, trace::TraceStageKind::kAttention);
   EXPECT_EQ(r.stages[0].runs, 2);
   EXPECT_EQ(r.stages[0].tokens, 8);
   EXPECT_DOUBLE_EQ(r.stages[0].busy_us, 20.0);
@@ -157,18 +157,18 @@ TEST(TraceAnalysis, BusyWaitIdleMatchCellCount) {
       num_busy += busy[c];
       num_wait += waiting[c] && !busy[c];
     }
-    AnalysisOptions options;
+    trace::AnalysisOptions options;
     options.num_buckets = 7;
-    const TraceReport r = analyze_ok(trace_of(events), options);
+    const trace::TraceReport r = analyze_ok(trace_of(events), options);
     ASSERT_EQ(r.devices.size(), 1u);
-    const DeviceReport& d = r.devices[0];
+    const trace::DeviceReport& d = r.devices[0];
     EXPECT_DOUBLE_EQ(d.busy_us, num_busy) << "round " << round;
     EXPECT_DOUBLE_EQ(d.wait_us, num_wait) << "round " << round;
     EXPECT_DOUBLE_EQ(d.idle_us, kCells - num_busy - num_wait) << "round " << round;
     double bucket_busy = 0, bucket_wait = 0, gaps = 0;
     for (double f : d.bucket_busy) bucket_busy += f * d.bucket_us;
     for (double f : d.bucket_wait) bucket_wait += f * d.bucket_us;
-    for (const TimeSpan& g : d.gaps) gaps += g.dur_us;
+    for (const trace::TimeSpan& g : d.gaps) gaps += g.dur_us;
     EXPECT_NEAR(bucket_busy, num_busy, 1e-9);
     EXPECT_NEAR(bucket_wait, num_wait, 1e-9);
     EXPECT_NEAR(gaps, d.idle_us, 1e-9);
@@ -180,17 +180,17 @@ TEST(TraceAnalysis, EventOrderDoesNotMatterAndStreamingEqualsDocument) {
   json shuffled = trace;
   std::mt19937 rng(7);
   std::shuffle(shuffled["traceEvents"].begin(), shuffled["traceEvents"].end(), rng);
-  const json a = to_report_json(analyze_ok(trace));
-  EXPECT_EQ(a, to_report_json(analyze_ok(shuffled)));
-  absl::StatusOr<TraceReport> streamed = analyze_trace_text(trace.dump(), {});
+  const json a = trace::to_report_json(analyze_ok(trace));
+  EXPECT_EQ(a, trace::to_report_json(analyze_ok(shuffled)));
+  absl::StatusOr<trace::TraceReport> streamed = trace::analyze_trace_text(trace.dump(), {});
   ASSERT_TRUE(streamed.ok()) << streamed.status();
-  EXPECT_EQ(a, to_report_json(*streamed));
+  EXPECT_EQ(a, trace::to_report_json(*streamed));
 }
 
 TEST(TraceAnalysis, SlicesOmittedAboveTheLimit) {
-  AnalysisOptions options;
+  trace::AnalysisOptions options;
   options.max_slices_per_device = 1;
-  const json report = to_report_json(analyze_ok(two_device_trace(), options));
+  const json report = trace::to_report_json(analyze_ok(two_device_trace(), options));
   EXPECT_TRUE(report["devices"][0]["slices"].is_null());  // 2 slices
   ASSERT_TRUE(report["devices"][1]["slices"].is_array());
   EXPECT_EQ(report["devices"][1]["slices"][0], json::array({10.0, 30.0, 1, 3}));
@@ -207,8 +207,8 @@ TEST(TraceAnalysis, HeatmapBalanceAndStageNames) {
       stage("sampler r0", 1, 3, 40, 5, 1),
       stage("something else", 1, 4, 50, 5),
   }), {{"num_layers", 3}, {"num_experts", 3}, {"num_devices", 3}});
-  const TraceReport r = analyze_ok(trace);
-  const ExpertHeatmap& h = r.heatmap;
+  const trace::TraceReport r = analyze_ok(trace);
+  const trace::ExpertHeatmap& h = r.heatmap;
   EXPECT_EQ(h.num_blocks, 3);
   EXPECT_EQ(h.num_experts, 3);
   EXPECT_EQ(h.num_devices, 3);  // device 2 has no event but otherData says 3
@@ -224,20 +224,20 @@ TEST(TraceAnalysis, HeatmapBalanceAndStageNames) {
 
   ASSERT_EQ(r.stages.size(), 5u);  // stages are threads: (0,1) ran b0 e0 and b1 e0
   const auto find = [&](const std::string& name) {
-    for (const StageReport& s : r.stages) if (s.name == name) return s;
+    for (const trace::StageReport& s : r.stages) if (s.name == name) return s;
     ADD_FAILURE() << name;
-    return StageReport{};
+    return trace::StageReport{};
   };
-  EXPECT_EQ(find("expert b0 e1").kind, TraceStageKind::kExpert);
+  EXPECT_EQ(find("expert b0 e1").kind, trace::TraceStageKind::kExpert);
   EXPECT_EQ(find("expert b0 e1").block, 0);
   EXPECT_EQ(find("expert b0 e1").index, 1);
-  EXPECT_EQ(find("attn b1 r1").kind, TraceStageKind::kAttention);
+  EXPECT_EQ(find("attn b1 r1").kind, trace::TraceStageKind::kAttention);
   EXPECT_EQ(find("attn b1 r1").block, 1);
   EXPECT_EQ(find("attn b1 r1").index, 1);
-  EXPECT_EQ(find("sampler r0").kind, TraceStageKind::kSampler);
+  EXPECT_EQ(find("sampler r0").kind, trace::TraceStageKind::kSampler);
   EXPECT_EQ(find("sampler r0").block, -1);
   EXPECT_EQ(find("sampler r0").index, 0);
-  EXPECT_EQ(find("something else").kind, TraceStageKind::kOther);
+  EXPECT_EQ(find("something else").kind, trace::TraceStageKind::kOther);
   EXPECT_EQ(r.stages[0].name, "expert b0 e0");  // named by its first slice
   EXPECT_EQ(r.stages[0].runs, 3);
 }
@@ -257,11 +257,11 @@ TEST(TraceAnalysis, QueueDownsamplingKeepsEachBucketsMax) {
                     {"args", {{"tokens", 2}}}});
   events.push_back({{"name", "busy"}, {"ph", "C"}, {"pid", 0}, {"ts", 5.0},
                     {"args", {{"busy", 1}}}});
-  AnalysisOptions options;
+  trace::AnalysisOptions options;
   options.max_queue_points = 100;
-  const TraceReport r = analyze_ok(trace_of(events), options);
+  const trace::TraceReport r = analyze_ok(trace_of(events), options);
   ASSERT_EQ(r.queues.size(), 2u);
-  const QueueReport& q = r.queues[0];
+  const trace::QueueReport& q = r.queues[0];
   EXPECT_EQ(q.name, "attn b0 r0");
   EXPECT_EQ(q.stage_id, 0);
   EXPECT_DOUBLE_EQ(q.max, *std::max_element(values.begin(), values.end()));
@@ -284,7 +284,7 @@ TEST(TraceAnalysis, QueueDownsamplingKeepsEachBucketsMax) {
 }
 
 TEST(TraceAnalysis, ReportJsonHasExactlyTheModelsKeys) {
-  const json j = to_report_json(analyze_ok(two_device_trace()));
+  const json j = trace::to_report_json(analyze_ok(two_device_trace()));
   const auto keys = [](const json& o) {
     std::set<std::string> k;
     for (const auto& [key, value] : o.items()) k.insert(key);
@@ -306,7 +306,7 @@ TEST(TraceAnalysis, ReportJsonHasExactlyTheModelsKeys) {
   EXPECT_EQ(keys(j["heatmap"]),
             (S{"num_blocks", "num_experts", "expert_tokens", "num_devices", "device_tokens"}));
   EXPECT_EQ(keys(j["waits"][0]), (S{"reason", "total_us", "count"}));
-  const json q = to_report_json(analyze_ok(trace_of(json::array(
+  const json q = trace::to_report_json(analyze_ok(trace_of(json::array(
       {{{"name", "queue x"}, {"ph", "C"}, {"pid", 0}, {"ts", 1}, {"args", {{"tokens", 3}}}},
        stage("expert b0 e0", 0, 1, 0, 2, 5)}))));
   EXPECT_EQ(keys(q["queues"][0]), (S{"stage_id", "name", "max", "series"}));
@@ -315,7 +315,7 @@ TEST(TraceAnalysis, ReportJsonHasExactlyTheModelsKeys) {
 }
 
 TEST(TraceAnalysis, SummaryText) {
-  const std::string text = format_trace_summary(analyze_ok(two_device_trace()), 1);
+  const std::string text = trace::format_trace_summary(analyze_ok(two_device_trace()), 1);
   EXPECT_THAT(text, HasSubstr("cpu0 (cpu, node0)"));
   EXPECT_THAT(text, HasSubstr("33.3%"));
   EXPECT_THAT(text, HasSubstr("wait dispatch b0"));
@@ -325,9 +325,9 @@ TEST(TraceAnalysis, SummaryText) {
 }
 
 absl::Status error_of(const json& trace) {
-  AnalysisOptions options;
+  trace::AnalysisOptions options;
   options.source = "t.json";
-  return analyze_trace(trace, options).status();
+  return trace::analyze_trace(trace, options).status();
 }
 
 TEST(TraceAnalysis, BadInputNamesFileAndEvent) {
@@ -354,20 +354,20 @@ TEST(TraceAnalysis, BadInputNamesFileAndEvent) {
   EXPECT_EQ(error_of(trace_of(json::array({bad_pid}))).code(),
             absl::StatusCode::kInvalidArgument);
 
-  AnalysisOptions options;
+  trace::AnalysisOptions options;
   options.source = "t.json";
-  const absl::Status not_json = analyze_trace_text("{\"traceEvents\": [", options).status();
+  const absl::Status not_json = trace::analyze_trace_text("{\"traceEvents\": [", options).status();
   EXPECT_EQ(not_json.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(not_json.message()), StartsWith("t.json: not valid JSON: "));
-  EXPECT_THAT(std::string(analyze_trace_text("[1, 2]", options).status().message()),
+  EXPECT_THAT(std::string(trace::analyze_trace_text("[1, 2]", options).status().message()),
               HasSubstr("no 'traceEvents' array"));
-  EXPECT_THAT(std::string(analyze_trace_text(R"({"traceEvents": [{"ph":"X","pid":0,"ts":1,"dur":1},
+  EXPECT_THAT(std::string(trace::analyze_trace_text(R"({"traceEvents": [{"ph":"X","pid":0,"ts":1,"dur":1},
               [1]]})", options).status().message()),
               ::testing::Eq("t.json: event 1: not a JSON object"));
-  EXPECT_THAT(std::string(analyze_trace_text(R"({"traceEvents": [{"ph":"X","pid":0,"ts":1}]})",
+  EXPECT_THAT(std::string(trace::analyze_trace_text(R"({"traceEvents": [{"ph":"X","pid":0,"ts":1}]})",
                                              options).status().message()),
               StartsWith("t.json: event 0: complete event"));
-  const absl::Status missing = analyze_trace_file("/nonexistent/dir/t.json", {}).status();
+  const absl::Status missing = trace::analyze_trace_file("/nonexistent/dir/t.json", {}).status();
   EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(missing.message()), StartsWith("/nonexistent/dir/t.json: cannot read"));
 }
@@ -383,14 +383,14 @@ TEST(TraceAnalysis, OddInputIsIgnoredNotFatal) {
       stage("expert b999999999999 e0", 0, 2, 0, 1, 3),                      // index too long
       stage("expert bx e1", 0, 2, 0, 1, 3),
   }), {{"num_layers", "many"}, {"num_devices", -4}, {"metrics", 7}});
-  const TraceReport r = analyze_ok(trace);
+  const trace::TraceReport r = analyze_ok(trace);
   ASSERT_EQ(r.devices.size(), 1u);
   EXPECT_DOUBLE_EQ(r.devices[0].busy_us, 3.0);  // [0,1] u [1,3]
   EXPECT_TRUE(r.queues.empty());
   EXPECT_EQ(r.heatmap.num_blocks, 0);
   EXPECT_TRUE(r.balance.empty());
   EXPECT_EQ(analyze_ok(trace_of(json::array())).devices.size(), 0u);
-  const std::string empty = format_trace_summary(analyze_ok(trace_of(json::array())), 5);
+  const std::string empty = trace::format_trace_summary(analyze_ok(trace_of(json::array())), 5);
   EXPECT_THAT(empty, HasSubstr("none recorded"));
 }
 
@@ -429,13 +429,13 @@ TEST(TraceAnalysis, MillionEventTrace) {
     }
   }
   text += R"(],"otherData":{"num_layers":4,"num_experts":4}})";
-  absl::StatusOr<TraceReport> r = analyze_trace_text(text, {});
+  absl::StatusOr<trace::TraceReport> r = trace::analyze_trace_text(text, {});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->meta.num_events, 1000000);
   const double duration = 20.0 * (kSlices - 1) + 10;
   EXPECT_DOUBLE_EQ(r->meta.duration_us, duration);
   ASSERT_EQ(r->devices.size(), 4u);
-  for (const DeviceReport& d : r->devices) {
+  for (const trace::DeviceReport& d : r->devices) {
     EXPECT_DOUBLE_EQ(d.busy_us, 10.0 * kSlices);
     EXPECT_DOUBLE_EQ(d.wait_us, 5.0 * kWaits);
     EXPECT_NEAR(d.busy_pct + d.wait_pct + d.idle_pct, 100.0, 1e-9);
@@ -470,8 +470,8 @@ TEST(TraceAnalysis, RoundTripMatchesMetricsBusy) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> len(1e-5, 3e-3), gap(0.0, 2e-3);
   constexpr int kDevices = 3;
-  TraceRecorder trace;
-  MetricsRecorder metrics(kDevices);
+  trace::TraceRecorder trace;
+  serving::MetricsRecorder metrics(kDevices);
   double last_end = 0;
   for (int d = 0; d < kDevices; ++d) {
     trace.set_process_name(d, absl::StrFormat("cpu%d", d));
@@ -487,15 +487,15 @@ TEST(TraceAnalysis, RoundTripMatchesMetricsBusy) {
   }
   const fs::path path = fs::temp_directory_path() / "muflow_trace_analysis_roundtrip.json";
   for (double wall_s : {last_end + 0.0042, 0.0}) {
-    const RunMetrics m = metrics.summarize(wall_s);
-    trace.set_other_data("metrics", to_json(m));
+    const serving::RunMetrics m = metrics.summarize(wall_s);
+    trace.set_other_data("metrics", serving::to_json(m));
     ASSERT_TRUE(trace.write_json(path.string()).ok());
-    absl::StatusOr<TraceReport> r = analyze_trace_file(path.string(), {});
+    absl::StatusOr<trace::TraceReport> r = trace::analyze_trace_file(path.string(), {});
     ASSERT_TRUE(r.ok()) << r.status();
     ASSERT_EQ(r->devices.size(), static_cast<size_t>(kDevices));
     EXPECT_NEAR(r->meta.run_duration_us, m.duration_s * 1e6, 1e-9 * m.duration_s * 1e6);
     for (int d = 0; d < kDevices; ++d) {
-      const DeviceReport& dev = r->devices[static_cast<size_t>(d)];
+      const trace::DeviceReport& dev = r->devices[static_cast<size_t>(d)];
       const double expect = m.device_busy_pct[static_cast<size_t>(d)];
       ASSERT_TRUE(dev.run_busy_pct.has_value());
       EXPECT_NEAR(*dev.run_busy_pct, expect, 1e-6 * expect) << "device " << d;

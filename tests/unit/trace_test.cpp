@@ -32,13 +32,13 @@ nlohmann::json read_json(const fs::path& path) {
 }
 
 TEST(Trace, WritesChromeTraceEventFormat) {
-  TraceRecorder rec;
+  trace::TraceRecorder rec;
   rec.set_process_name(1, "cpu1");
   rec.set_process_name(0, "cpu0");
   rec.set_thread_name(0, 7, "expert b0 e3");
   rec.complete("expert b0 e3", 0, 7, 250.0, 40.5, {{"num_tokens", 12}});
   rec.complete("attention b0", 1, 2, 100.0, 80.0);
-  rec.instant("request 4 arrived", 0, 0, 10.0, InstantScope::kGlobal, {{"request_id", 4}});
+  rec.instant("request 4 arrived", 0, 0, 10.0, trace::InstantScope::kGlobal, {{"request_id", 4}});
   rec.counter("queue", 1, 120.0, {{"queued_tokens", 3}});
   rec.set_other_data("wiring", "sync");
   const fs::path path = scratch_dir() / "nested" / "dir" / "trace.json";
@@ -79,7 +79,7 @@ TEST(Trace, WritesChromeTraceEventFormat) {
 }
 
 TEST(Trace, OrderDoesNotDependOnRecordingOrder) {
-  TraceRecorder a, b;
+  trace::TraceRecorder a, b;
   a.complete("x", 0, 1, 5.0, 1.0, {{"k", 1}});
   a.complete("x", 0, 1, 5.0, 1.0, {{"k", 2}});
   a.complete("y", 1, 0, 5.0, 1.0);
@@ -96,7 +96,7 @@ TEST(Trace, OrderDoesNotDependOnRecordingOrder) {
 }
 
 TEST(Trace, BoundedEventCountRecordsDrops) {
-  TraceRecorder rec(5);
+  trace::TraceRecorder rec(5);
   for (int i = 0; i < 8; ++i) rec.complete("e", 0, 0, i, 1.0);
   rec.set_thread_name(0, 0, "still named");  // metadata is not bounded
   EXPECT_EQ(rec.num_events(), 5);
@@ -109,14 +109,14 @@ TEST(Trace, BoundedEventCountRecordsDrops) {
   EXPECT_EQ(j["otherData"]["max_events"], 5);
   EXPECT_EQ(j["traceEvents"].back()["ts"], 4.0);  // the first five were kept
 
-  TraceRecorder none(0);
+  trace::TraceRecorder none(0);
   none.instant("i", 0, 0, 0.0);
   EXPECT_EQ(none.num_events(), 0);
   EXPECT_EQ(none.num_dropped(), 1);
 }
 
 TEST(Trace, ConcurrentRecordingKeepsCounts) {
-  TraceRecorder rec(2500);
+  trace::TraceRecorder rec(2500);
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&rec, t] {
@@ -133,7 +133,7 @@ TEST(Trace, WriteErrorNamesThePath) {
   const fs::path dir = scratch_dir();
   std::ofstream(dir / "a_file") << "x";
   const std::string bad = (dir / "a_file" / "trace.json").string();
-  TraceRecorder rec;
+  trace::TraceRecorder rec;
   absl::Status s = rec.write_json(bad);
   ASSERT_FALSE(s.ok());
   EXPECT_THAT(std::string(s.message()), HasSubstr(bad));

@@ -39,8 +39,8 @@ std::vector<int32_t> byte_encode(const std::string& text) {
   return ids;
 }
 
-WorkloadSpec poisson_spec(uint64_t seed, int64_t num_requests) {
-  WorkloadSpec spec;
+topology::WorkloadSpec poisson_spec(uint64_t seed, int64_t num_requests) {
+  topology::WorkloadSpec spec;
   spec.kind = "poisson";
   spec.num_requests = num_requests;
   spec.rate_per_s = 4.0;
@@ -54,11 +54,11 @@ WorkloadSpec poisson_spec(uint64_t seed, int64_t num_requests) {
 }
 
 TEST(Workload, IdPrompts) {
-  WorkloadSpec spec;
+  topology::WorkloadSpec spec;
   spec.kind = "ids";
   spec.prompt_ids = {{1, 5, 6}, {1, 7}};
   spec.max_new_tokens = 4;
-  absl::StatusOr<std::vector<Request>> reqs = make_requests(spec, 16, nullptr);
+  absl::StatusOr<std::vector<serving::Request>> reqs = serving::make_requests(spec, 16, nullptr);
   ASSERT_TRUE(reqs.ok()) << reqs.status();
   ASSERT_EQ(reqs->size(), 2u);
   EXPECT_EQ((*reqs)[1].id, 1);
@@ -67,7 +67,7 @@ TEST(Workload, IdPrompts) {
   EXPECT_DOUBLE_EQ((*reqs)[0].arrival_s, 0.0);
 
   spec.prompt_ids = {{1, 2}, {1, 5, 16}};
-  absl::StatusOr<std::vector<Request>> bad = make_requests(spec, 16, nullptr);
+  absl::StatusOr<std::vector<serving::Request>> bad = serving::make_requests(spec, 16, nullptr);
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(msg(bad.status()),
               HasSubstr("workload.prompts[1]: position 2: token id 16 is outside the "
@@ -76,11 +76,11 @@ TEST(Workload, IdPrompts) {
 
 TEST(Workload, TextPromptsFromFileSkipEmptyLines) {
   const fs::path file = scratch_file("p.txt", "In the beginning\r\n\n   \nAnd God said\n");
-  WorkloadSpec spec;
+  topology::WorkloadSpec spec;
   spec.kind = "prompts";
   spec.prompts_file = file.string();
   spec.max_new_tokens = 3;
-  absl::StatusOr<std::vector<Request>> reqs = make_requests(spec, 300, byte_encode);
+  absl::StatusOr<std::vector<serving::Request>> reqs = serving::make_requests(spec, 300, byte_encode);
   ASSERT_TRUE(reqs.ok()) << reqs.status();
   ASSERT_EQ(reqs->size(), 2u);
   EXPECT_EQ((*reqs)[0].prompt_text, "In the beginning");
@@ -89,25 +89,25 @@ TEST(Workload, TextPromptsFromFileSkipEmptyLines) {
   EXPECT_EQ((*reqs)[1].max_new_tokens, 3);
 
   // An id outside the vocabulary names the file and line of the prompt.
-  absl::StatusOr<std::vector<Request>> small = make_requests(spec, 50, byte_encode);
+  absl::StatusOr<std::vector<serving::Request>> small = serving::make_requests(spec, 50, byte_encode);
   ASSERT_FALSE(small.ok());
   EXPECT_THAT(msg(small.status()), HasSubstr(file.string() + ":1: position 1: token id 76"));
 }
 
 TEST(Workload, TextPromptsNeedATokenizer) {
-  WorkloadSpec spec;
+  topology::WorkloadSpec spec;
   spec.kind = "prompts";
   spec.prompts = {"hello"};
-  absl::StatusOr<std::vector<Request>> reqs = make_requests(spec, 300, nullptr);
+  absl::StatusOr<std::vector<serving::Request>> reqs = serving::make_requests(spec, 300, nullptr);
   ASSERT_FALSE(reqs.ok());
   EXPECT_THAT(msg(reqs.status()), HasSubstr("model has no tokenizer.model; give token ids"));
 }
 
 TEST(Workload, MissingPromptsFile) {
-  WorkloadSpec spec;
+  topology::WorkloadSpec spec;
   spec.kind = "prompts";
   spec.prompts_file = "/nonexistent/prompts.txt";
-  absl::StatusOr<std::vector<Request>> reqs = make_requests(spec, 300, byte_encode);
+  absl::StatusOr<std::vector<serving::Request>> reqs = serving::make_requests(spec, 300, byte_encode);
   ASSERT_FALSE(reqs.ok());
   EXPECT_EQ(reqs.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(msg(reqs.status()), HasSubstr("/nonexistent/prompts.txt"));
@@ -125,14 +125,14 @@ uint64_t test_seed() {
 TEST(Workload, PoissonRateLengthsAndIds) {
   const uint64_t seed = test_seed();
   const int64_t n = 20000;
-  absl::StatusOr<std::vector<Request>> reqs = make_requests(poisson_spec(seed, n), 64, nullptr);
+  absl::StatusOr<std::vector<serving::Request>> reqs = serving::make_requests(poisson_spec(seed, n), 64, nullptr);
   ASSERT_TRUE(reqs.ok()) << reqs.status();
   ASSERT_EQ(static_cast<int64_t>(reqs->size()), n);
   std::vector<double> gaps;
   double prev = 0.0;
   bool saw_min = false, saw_max = false;
   for (size_t i = 0; i < reqs->size(); ++i) {
-    const Request& r = (*reqs)[i];
+    const serving::Request& r = (*reqs)[i];
     EXPECT_EQ(r.id, static_cast<int64_t>(i));
     ASSERT_GE(r.arrival_s, prev);
     gaps.push_back(r.arrival_s - prev);
@@ -160,9 +160,9 @@ TEST(Workload, PoissonRateLengthsAndIds) {
 }
 
 TEST(Workload, PoissonIsDeterministicPerSeed) {
-  absl::StatusOr<std::vector<Request>> a = make_requests(poisson_spec(7, 50), 512, nullptr);
-  absl::StatusOr<std::vector<Request>> b = make_requests(poisson_spec(7, 50), 512, nullptr);
-  absl::StatusOr<std::vector<Request>> c = make_requests(poisson_spec(8, 50), 512, nullptr);
+  absl::StatusOr<std::vector<serving::Request>> a = serving::make_requests(poisson_spec(7, 50), 512, nullptr);
+  absl::StatusOr<std::vector<serving::Request>> b = serving::make_requests(poisson_spec(7, 50), 512, nullptr);
+  absl::StatusOr<std::vector<serving::Request>> c = serving::make_requests(poisson_spec(8, 50), 512, nullptr);
   ASSERT_TRUE(a.ok() && b.ok() && c.ok());
   bool any_difference = false;
   for (size_t i = 0; i < a->size(); ++i) {
@@ -175,57 +175,57 @@ TEST(Workload, PoissonIsDeterministicPerSeed) {
 }
 
 TEST(Workload, PoissonClampsOutputsAndNeedsARealVocab) {
-  WorkloadSpec spec = poisson_spec(3, 200);
+  topology::WorkloadSpec spec = poisson_spec(3, 200);
   spec.max_new_tokens = 10;
-  absl::StatusOr<std::vector<Request>> reqs = make_requests(spec, 512, nullptr);
+  absl::StatusOr<std::vector<serving::Request>> reqs = serving::make_requests(spec, 512, nullptr);
   ASSERT_TRUE(reqs.ok());
-  for (const Request& r : *reqs) EXPECT_LE(r.max_new_tokens, 10);
-  absl::StatusOr<std::vector<Request>> tiny = make_requests(spec, 3, nullptr);
+  for (const serving::Request& r : *reqs) EXPECT_LE(r.max_new_tokens, 10);
+  absl::StatusOr<std::vector<serving::Request>> tiny = serving::make_requests(spec, 3, nullptr);
   ASSERT_FALSE(tiny.ok());
   EXPECT_THAT(msg(tiny.status()), HasSubstr("vocab_size 3 is too small"));
 }
 
 TEST(AzureTrace, TimestampParsing) {
-  absl::StatusOr<int64_t> ns = parse_trace_timestamp_ns("2023-11-16 18:15:46.6805900");
+  absl::StatusOr<int64_t> ns = serving::parse_trace_timestamp_ns("2023-11-16 18:15:46.6805900");
   ASSERT_TRUE(ns.ok()) << ns.status();
   EXPECT_EQ(*ns, int64_t{1700158546680590000});  // from Python's datetime, UTC
-  absl::StatusOr<int64_t> leap = parse_trace_timestamp_ns("2024-02-29T00:00:00");
+  absl::StatusOr<int64_t> leap = serving::parse_trace_timestamp_ns("2024-02-29T00:00:00");
   ASSERT_TRUE(leap.ok());
   EXPECT_EQ(*leap, int64_t{1709164800} * 1000000000);
-  EXPECT_FALSE(parse_trace_timestamp_ns("2023-02-29 00:00:00").ok());
-  EXPECT_FALSE(parse_trace_timestamp_ns("2023-11-16 18:15").ok());
-  EXPECT_FALSE(parse_trace_timestamp_ns("2023-11-16 18:15:46.").ok());
-  EXPECT_THAT(msg(parse_trace_timestamp_ns("yesterday").status()),
+  EXPECT_FALSE(serving::parse_trace_timestamp_ns("2023-02-29 00:00:00").ok());
+  EXPECT_FALSE(serving::parse_trace_timestamp_ns("2023-11-16 18:15").ok());
+  EXPECT_FALSE(serving::parse_trace_timestamp_ns("2023-11-16 18:15:46.").ok());
+  EXPECT_THAT(msg(serving::parse_trace_timestamp_ns("yesterday").status()),
               HasSubstr("expected YYYY-MM-DD HH:MM:SS[.fraction]"));
 }
 
 TEST(AzureTrace, MalformedRowNamesFileAndLine) {
   const std::string header = "TIMESTAMP,ContextTokens,GeneratedTokens\n";
   const std::string good = "2023-11-16 18:17:03.9799600,4808,10\n";
-  absl::StatusOr<std::vector<TraceRow>> fields =
-      parse_azure_trace(header + good + "2023-11-16 18:17:04.0,12\n", "t.csv", 0);
+  absl::StatusOr<std::vector<serving::TraceRow>> fields =
+      serving::parse_azure_trace(header + good + "2023-11-16 18:17:04.0,12\n", "t.csv", 0);
   ASSERT_FALSE(fields.ok());
   EXPECT_EQ(msg(fields.status()),
             "t.csv:3: expected 3 comma-separated fields, got 2 in '2023-11-16 18:17:04.0,12'");
-  absl::StatusOr<std::vector<TraceRow>> count =
-      parse_azure_trace(header + good + "\n2023-11-16 18:17:04.0,x12,3\n", "t.csv", 0);
+  absl::StatusOr<std::vector<serving::TraceRow>> count =
+      serving::parse_azure_trace(header + good + "\n2023-11-16 18:17:04.0,x12,3\n", "t.csv", 0);
   ASSERT_FALSE(count.ok());
   EXPECT_THAT(msg(count.status()),
               HasSubstr("t.csv:4: column ContextTokens: expected a positive integer, got 'x12'"));
-  absl::StatusOr<std::vector<TraceRow>> stamp =
-      parse_azure_trace(header + "2023-13-16 18:17:04.0,1,3\n", "t.csv", 0);
+  absl::StatusOr<std::vector<serving::TraceRow>> stamp =
+      serving::parse_azure_trace(header + "2023-13-16 18:17:04.0,1,3\n", "t.csv", 0);
   ASSERT_FALSE(stamp.ok());
   EXPECT_THAT(msg(stamp.status()), HasSubstr("t.csv:2: column TIMESTAMP"));
-  absl::StatusOr<std::vector<TraceRow>> no_header = parse_azure_trace(good, "t.csv", 0);
+  absl::StatusOr<std::vector<serving::TraceRow>> no_header = serving::parse_azure_trace(good, "t.csv", 0);
   ASSERT_FALSE(no_header.ok());
   EXPECT_THAT(msg(no_header.status()), HasSubstr("t.csv:1: header must name the columns"));
 
   // Through make_requests the message names the real file.
   const fs::path file = scratch_file("bad.csv", header + good + good + "2023-11-16,1\n");
-  WorkloadSpec spec;
+  topology::WorkloadSpec spec;
   spec.kind = "trace";
   spec.trace_file = file.string();
-  absl::StatusOr<std::vector<Request>> reqs = make_requests(spec, 512, nullptr);
+  absl::StatusOr<std::vector<serving::Request>> reqs = serving::make_requests(spec, 512, nullptr);
   ASSERT_FALSE(reqs.ok());
   EXPECT_THAT(msg(reqs.status()), HasSubstr(file.string() + ":4: expected 3"));
 }
@@ -236,7 +236,7 @@ TEST(AzureTrace, ArrivalsAreRelativeToTheEarliestRow) {
       "5,2023-11-16 18:00:01.5,7\r\n"
       "6,2023-11-16 18:00:00.5,8\r\n"
       "9,2023-11-16 18:00:03,2";  // no final newline
-  absl::StatusOr<std::vector<TraceRow>> rows = parse_azure_trace(text, "t.csv", 0);
+  absl::StatusOr<std::vector<serving::TraceRow>> rows = serving::parse_azure_trace(text, "t.csv", 0);
   ASSERT_TRUE(rows.ok()) << rows.status();
   ASSERT_EQ(rows->size(), 3u);
   EXPECT_DOUBLE_EQ((*rows)[0].arrival_s, 1.0);
@@ -246,12 +246,12 @@ TEST(AzureTrace, ArrivalsAreRelativeToTheEarliestRow) {
   EXPECT_EQ((*rows)[2].line, 4);
 
   const fs::path file = scratch_file("t.csv", text);
-  WorkloadSpec spec;
+  topology::WorkloadSpec spec;
   spec.kind = "trace";
   spec.trace_file = file.string();
   spec.time_scale = 2.0;
   spec.max_new_tokens = 0;
-  absl::StatusOr<std::vector<Request>> reqs = make_requests(spec, 512, nullptr);
+  absl::StatusOr<std::vector<serving::Request>> reqs = serving::make_requests(spec, 512, nullptr);
   ASSERT_TRUE(reqs.ok()) << reqs.status();
   ASSERT_EQ(reqs->size(), 3u);
   EXPECT_EQ((*reqs)[0].prompt.size(), 6u);  // sorted by arrival
@@ -264,7 +264,7 @@ TEST(AzureTrace, RealCodeTrace) {
   const fs::path file = fs::path(MUFLOW_DATA_DIR) / "requests" /
                         "azure-llm-inference-2023-code.csv";
   if (!fs::exists(file)) GTEST_SKIP() << "needs " << file << " (shared data is absent)";
-  absl::StatusOr<std::vector<TraceRow>> rows = read_azure_trace(file.string(), 0);
+  absl::StatusOr<std::vector<serving::TraceRow>> rows = serving::read_azure_trace(file.string(), 0);
   ASSERT_TRUE(rows.ok()) << rows.status();
   // 8,819 data rows after the header (the data README says 8,818; Python's csv module
   // counts 8,819 too).
@@ -278,7 +278,7 @@ TEST(AzureTrace, RealCodeTrace) {
   // 18:17:03.9799600 to 19:14:19.9280160: 57 min 15.948056 s.
   EXPECT_NEAR(rows->back().arrival_s, 3435.948056, 1e-6);
 
-  WorkloadSpec spec;
+  topology::WorkloadSpec spec;
   spec.kind = "trace";
   spec.trace_file = file.string();
   spec.time_scale = 0.1;
@@ -286,7 +286,7 @@ TEST(AzureTrace, RealCodeTrace) {
   spec.max_prompt_tokens = 256;
   spec.max_new_tokens = 8;
   spec.seed = 5;
-  absl::StatusOr<std::vector<Request>> reqs = make_requests(spec, 4096, nullptr);
+  absl::StatusOr<std::vector<serving::Request>> reqs = serving::make_requests(spec, 4096, nullptr);
   ASSERT_TRUE(reqs.ok()) << reqs.status();
   ASSERT_EQ(reqs->size(), 100u);
   EXPECT_EQ((*reqs)[0].prompt.size(), 256u);  // 4808 clamped
