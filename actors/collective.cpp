@@ -275,10 +275,10 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
     }
     if (ctx->trace) {
       const double done_us = ctx->seconds_since_start(self->home_system().clock().now()) * 1e6;
-      ctx->trace->instant(kind == CollectiveKind::kDispatch ? "dispatch all-to-all"
-                                                            : "combine all-to-all",
-                          0, 0, done_us, engine::trace::InstantScope::kGlobal,
-                          nlohmann::json{{"block", block}, {"iteration", c->iteration}});
+      ctx->trace->instant(
+          kind == CollectiveKind::kDispatch ? "dispatch all-to-all" : "combine all-to-all", 0, 0,
+          done_us, engine::trace::InstantScope::kGlobal,
+          nlohmann::json{{"block", block}, {"iteration", c->iteration}});
       trace_barrier(*ctx, kind, block, c->iteration, slot.size(), delivery->rows_from,
                     arrived_us, done_us);
     }
@@ -290,7 +290,7 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
 }  // namespace
 
 engine::dataflow::LayerId collective_destination_layer(const RunContext& ctx, CollectiveKind kind,
-                                             int32_t block, size_t slot) {
+                                                       int32_t block, size_t slot) {
   const auto d = static_cast<int32_t>(slot);
   if (kind == CollectiveKind::kDispatch) return {engine::dataflow::StageKind::kExpert, block, d};
   const auto num_layers = static_cast<int32_t>(ctx.config.num_layers);

@@ -18,7 +18,7 @@ namespace muflow::actors {
 /// The layer id of destination `slot` of a block's collective: expert slot (dispatch), or
 /// the merge point of DP rank `slot` (combine: attention of block + 1, or the sampler).
 engine::dataflow::LayerId collective_destination_layer(const RunContext& ctx, CollectiveKind kind,
-                                             int32_t block, size_t slot);
+                                                       int32_t block, size_t slot);
 
 /// Spawns the collective of `block`. Destinations are looked up in ctx->actors when the
 /// barrier completes: dispatch → experts[block][slot]; combine → the merge stage of each rank.

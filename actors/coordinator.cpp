@@ -31,7 +31,7 @@ struct CoordinatorState {
   std::vector<RequestState> requests;        // by id
   std::deque<int64_t> pending;               // not yet admitted, by arrival
   std::vector<std::vector<int64_t>> active;  // [rank] admitted, unfinished (admission order)
-  std::vector<engine::serving::RankKv> kv;            // [rank] KV reservations (barrier-free admission)
+  std::vector<engine::serving::RankKv> kv;   // [rank] KV reservations (barrier-free admission)
   std::unique_ptr<engine::serving::MetricsRecorder> metrics;
   int64_t iteration = 0;
   int64_t outstanding = 0;                   // sampler reports still due this iteration
@@ -160,7 +160,8 @@ bool admit(Self* self, double t) {
 
 // Appends the next input of request `id` (its next prefill chunk within `budget` prompt
 // tokens, or its last generated token) to `b`.
-void add_step(CoordinatorState& st, int64_t id, int32_t r, int64_t& budget, engine::dataflow::TokenBatch& b) {
+void add_step(CoordinatorState& st, int64_t id, int32_t r, int64_t& budget,
+              engine::dataflow::TokenBatch& b) {
   RequestState& rs = st.requests[id];
   const auto prompt_len = static_cast<int64_t>(rs.req.prompt.size());
   if (rs.fed < prompt_len) {
@@ -279,10 +280,11 @@ void finish_request(Self* self, RequestState& rs, double t) {
   rs.out.cancelled = rs.cancel_requested;
   if (!rs.cancel_requested) st.metrics->on_finish(rs.req.id, t);
   if (st.ctx->trace) {
-    st.ctx->trace->instant("finish", st.ctx->placement.rank_device[rs.rank], 0, t * 1e6,
-                           engine::trace::InstantScope::kGlobal,
-                           nlohmann::json{{"request_id", rs.req.id}, {"rank", rs.rank},
-                                          {"output_tokens", rs.out.output.size()}});
+    st.ctx->trace->instant(
+        "finish", st.ctx->placement.rank_device[rs.rank], 0, t * 1e6,
+        engine::trace::InstantScope::kGlobal,
+        nlohmann::json{
+            {"request_id", rs.req.id}, {"rank", rs.rank}, {"output_tokens", rs.out.output.size()}});
   }
   ++st.num_finished;
   if (per_request(st)) {

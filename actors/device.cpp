@@ -19,9 +19,12 @@ struct DeviceState {
 
 caf::actor stage_actor(const RunContext& ctx, const engine::dataflow::LayerId& l) {
   switch (l.kind) {
-    case engine::dataflow::StageKind::kAttention: return ctx.actors.attention[l.block][l.index];
-    case engine::dataflow::StageKind::kExpert: return ctx.actors.experts[l.block][l.index];
-    case engine::dataflow::StageKind::kSampler: return ctx.actors.samplers[l.index];
+    case engine::dataflow::StageKind::kAttention:
+      return ctx.actors.attention[l.block][l.index];
+    case engine::dataflow::StageKind::kExpert:
+      return ctx.actors.experts[l.block][l.index];
+    case engine::dataflow::StageKind::kSampler:
+      return ctx.actors.samplers[l.index];
   }
   return {};
 }
@@ -44,8 +47,8 @@ void try_grant(caf::stateful_actor<DeviceState>* self, const RunContext& ctx,
   const auto& sched = ctx.topology.scheduler;
   if (ctx.graph().batch_hold && sched.hold_min_tokens > 0) {
     const double now = now_s(self, ctx);
-    const double release =
-        engine::serving::apply_batch_hold(st.stages, now, sched.hold_min_tokens, sched.hold_max_ms * 1e-3);
+    const double release = engine::serving::apply_batch_hold(st.stages, now, sched.hold_min_tokens,
+                                                             sched.hold_max_ms * 1e-3);
     if (std::isfinite(release) && (st.wake_at_s < now || release < st.wake_at_s)) {
       st.wake_at_s = release;
       self->delayed_send(self, std::chrono::nanoseconds(std::llround((release - now) * 1e9) + 1),

@@ -503,7 +503,8 @@ class SamplerStage final : public StageImpl {
   int64_t ready_tokens() const override { return pool_.ready_tokens(); }
 
   absl::Status run(std::vector<Send>& out, RunInfo& info) override {
-    absl::StatusOr<engine::dataflow::MergedTokens> merged = pool_.take_ready(ctx_->graph().max_batch_tokens);
+    absl::StatusOr<engine::dataflow::MergedTokens> merged =
+        pool_.take_ready(ctx_->graph().max_batch_tokens);
     if (!merged.ok()) return merged.status();
     if (merged->tokens.empty()) return absl::OkStatus();
     const int64_t it = merged->iteration;

@@ -28,7 +28,8 @@ absl::Status apply_affinity_placement(const engine::topology::Topology& topology
         wirings_with([](const WiringTraits& t) { return t.per_block_placement; }),
         topology.wiring));
   }
-  absl::StatusOr<engine::routing::RoutingTable> table = engine::routing::read_routing_csv(topology.affinity_paths);
+  absl::StatusOr<engine::routing::RoutingTable> table =
+      engine::routing::read_routing_csv(topology.affinity_paths);
   if (!table.ok()) return table.status();
   absl::StatusOr<engine::planning::AffinityCounts> counts =
       engine::planning::affinity_counts_from_routing(*table, config.num_layers, config.num_experts);
@@ -39,8 +40,9 @@ absl::Status apply_affinity_placement(const engine::topology::Topology& topology
   if (!grid.ok()) return fail(std::string(grid.status().message()));
   const auto [num_nodes, g] = *grid;
   engine::planning::AffinityOptions options;
-  options.method = topology.affinity_planner == "milp" ? engine::planning::AffinityMethod::kMilp
-                                                       : engine::planning::AffinityMethod::kHeuristic;
+  options.method = topology.affinity_planner == "milp"
+                       ? engine::planning::AffinityMethod::kMilp
+                       : engine::planning::AffinityMethod::kHeuristic;
   options.time_limit_s = topology.affinity_time_limit_s;
   absl::StatusOr<engine::planning::AffinityPlan> plan =
       engine::planning::plan_affinity_placement(*counts, num_nodes, g, options);
@@ -105,8 +107,8 @@ std::vector<double> sample_expert_loads(const engine::routing::RouterModel& rout
 }
 
 absl::Status apply_capability_placement(const engine::topology::Topology& topology,
-                                        const engine::model::ModelConfig& config, const SimSetup* sim,
-                                        kernels::sim::Precision precision,
+                                        const engine::model::ModelConfig& config,
+                                        const SimSetup* sim, kernels::sim::Precision precision,
                                         engine::planning::Placement* placement) {
   auto fail = [&](const std::string& what) {
     return absl::InvalidArgumentError(absl::StrFormat(

@@ -62,8 +62,8 @@ std::vector<double> sample_expert_loads(const engine::routing::RouterModel& rout
 /// router model and the speeds from its device kinds); a wiring without the
 /// capability_placement trait; experts that do not divide over the devices.
 absl::Status apply_capability_placement(const engine::topology::Topology& topology,
-                                        const engine::model::ModelConfig& config, const SimSetup* sim,
-                                        kernels::sim::Precision precision,
+                                        const engine::model::ModelConfig& config,
+                                        const SimSetup* sim, kernels::sim::Precision precision,
                                         engine::planning::Placement* placement);
 
 }  // namespace muflow::actors

@@ -200,7 +200,8 @@ void capability_section(const Planned& p, const std::vector<RankExpertTokens>& t
     return;
   }
   const std::vector<double> loads = expert_loads(traffic, e);
-  absl::StatusOr<engine::planning::CapabilityAssignment> a = engine::planning::assign_by_capability(loads, speeds, e / d);
+  absl::StatusOr<engine::planning::CapabilityAssignment> a =
+      engine::planning::assign_by_capability(loads, speeds, e / d);
   if (!a.ok()) {
     absl::StrAppend(out, "error: ", a.status().message(), "\n\n");
     return;
@@ -216,11 +217,13 @@ void capability_section(const Planned& p, const std::vector<RankExpertTokens>& t
                                   current_max * 1e12, a->max_time * 1e12));
 }
 
-absl::StatusOr<engine::planning::AffinityCounts> read_counts(const Planned& p, const std::string& file) {
+absl::StatusOr<engine::planning::AffinityCounts> read_counts(const Planned& p,
+                                                             const std::string& file) {
   absl::StatusOr<engine::routing::RoutingTable> table = engine::routing::read_routing_csv(file);
   if (!table.ok()) return table.status();
-  absl::StatusOr<engine::planning::AffinityCounts> counts = engine::planning::affinity_counts_from_routing(
-      *table, p.config.num_layers, p.config.num_experts);
+  absl::StatusOr<engine::planning::AffinityCounts> counts =
+      engine::planning::affinity_counts_from_routing(*table, p.config.num_layers,
+                                                     p.config.num_experts);
   if (!counts.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(file, ": ", counts.status().message()));
   }
@@ -271,8 +274,10 @@ absl::Status affinity_section(const Planned& p, const PlanOptions& o, std::strin
     absl::StatusOr<engine::planning::HopCount> rr =
         engine::planning::cross_device_hops(*held_out, plan->round_robin.placement);
     if (!rr.ok()) return rr.status();
-    auto scored = [&](const char* name, const engine::planning::AffinitySolution& s) -> absl::Status {
-      absl::StatusOr<engine::planning::HopCount> h = engine::planning::cross_device_hops(*held_out, s.placement);
+    auto scored = [&](const char* name,
+                      const engine::planning::AffinitySolution& s) -> absl::Status {
+      absl::StatusOr<engine::planning::HopCount> h =
+          engine::planning::cross_device_hops(*held_out, s.placement);
       if (!h.ok()) return h.status();
       absl::StrAppend(out, absl::StrFormat(
           "%-12s cross-device hops %8d (%5.1f %%)  %s\n", name, h->hops, 100.0 * h->fraction(),
@@ -301,7 +306,8 @@ absl::Status affinity_section(const Planned& p, const PlanOptions& o, std::strin
 }
 
 absl::Status colocation_section(const Planned& a, const PlanOptions& o, std::string* out) {
-  absl::StatusOr<engine::topology::Topology> other = engine::topology::parse_topology_file(o.colocate_topology);
+  absl::StatusOr<engine::topology::Topology> other =
+      engine::topology::parse_topology_file(o.colocate_topology);
   if (!other.ok()) return other.status();
   absl::StatusOr<Planned> b = load(*other);
   if (!b.ok()) return b.status();
@@ -335,15 +341,18 @@ absl::Status colocation_section(const Planned& a, const PlanOptions& o, std::str
     return by_expert;
   };
   const std::vector<engine::planning::ExpertTraffic> ta = traffic(a), tb = traffic(*b);
-  absl::StatusOr<engine::planning::ColocationPlan> plan = engine::planning::colocate_bottleneck(ta, tb);
+  absl::StatusOr<engine::planning::ColocationPlan> plan =
+      engine::planning::colocate_bottleneck(ta, tb);
   if (!plan.ok()) return plan.status();
   double naive = 0.0;
-  for (int64_t i = 0; i < n; ++i) naive = std::max(naive, engine::planning::pair_cost(ta[i], tb[i]));
+  for (int64_t i = 0; i < n; ++i)
+    naive = std::max(naive, engine::planning::pair_cost(ta[i], tb[i]));
   absl::StrAppend(out, "== colocating two models (Aurora §6, bottleneck matching) ==\n",
                   absl::StrFormat("with %s; cost = max(sent, received) tokens per device\n",
                                   o.colocate_topology));
   std::vector<std::string> pairs;
-  for (const engine::planning::ExpertPair& pr : plan->pairs) pairs.push_back(absl::StrFormat("(%d,%d)", pr.a, pr.b));
+  for (const engine::planning::ExpertPair& pr : plan->pairs)
+    pairs.push_back(absl::StrFormat("(%d,%d)", pr.a, pr.b));
   // The second model's placement that realises the pairs next to this one's experts.
   std::vector<std::string> b_device(n);
   for (const engine::planning::ExpertPair& pr : plan->pairs) {
@@ -362,7 +371,8 @@ absl::Status colocation_section(const Planned& a, const PlanOptions& o, std::str
         engine::planning::colocate_heterogeneous(ta, tb, speeds);
     if (!h.ok()) return h.status();
     pairs.clear();
-    for (const engine::planning::ExpertPair& pr : h->pair_of_gpu) pairs.push_back(absl::StrFormat("(%d,%d)", pr.a, pr.b));
+    for (const engine::planning::ExpertPair& pr : h->pair_of_gpu)
+      pairs.push_back(absl::StrFormat("(%d,%d)", pr.a, pr.b));
     absl::StrAppend(out, "mixed GPUs (§7.2 decoupled): device pairs = ", absl::StrJoin(pairs, " "),
                     absl::StrFormat(", max tokens / (TFLOP/s) %.3f\n", h->max_time * 1e12));
   }

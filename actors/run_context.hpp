@@ -87,7 +87,8 @@ struct RunContext {
   ActorTable actors;
   SiteTable sites;
   std::shared_ptr<engine::trace::TraceRecorder> trace;  ///< may be null (tracing off)
-  std::shared_ptr<engine::routing::RoutingRecorder> routing;  ///< may be null (not recording routing)
+  std::shared_ptr<engine::routing::RoutingRecorder>
+      routing;                                   ///< may be null (not recording routing)
   caf::actor_clock::time_point t0;               ///< run start; times are seconds since t0
   bool virtual_time = false;  ///< sim backend: stages complete after their modeled duration
   /// The channel between devices, from the backend: in-process handoff (cpu), the big-switch

@@ -26,7 +26,8 @@ namespace {
 
 // The folder's tokenizer (text prompts need it, on the sim backend too), or null when the
 // model has none. Errors: a tokenizer file that exists but does not load.
-absl::StatusOr<std::unique_ptr<engine::model::Tokenizer>> load_tokenizer(const engine::topology::Topology& t) {
+absl::StatusOr<std::unique_ptr<engine::model::Tokenizer>> load_tokenizer(
+    const engine::topology::Topology& t) {
   if (t.model.path.empty()) return nullptr;
   absl::StatusOr<std::unique_ptr<engine::model::Tokenizer>> tok =
       engine::model::Tokenizer::load_from_model_dir(t.model.path);
@@ -37,8 +38,8 @@ absl::StatusOr<std::unique_ptr<engine::model::Tokenizer>> load_tokenizer(const e
 
 // The placement runs use: the topology's, with planned ones solved (ExFlow affinity, Aurora
 // capability) where the wiring accepts them.
-absl::StatusOr<engine::planning::Placement> plan_placement(const engine::topology::Topology& topology,
-                                                 const Backend& backend, const Wiring& wiring) {
+absl::StatusOr<engine::planning::Placement> plan_placement(
+    const engine::topology::Topology& topology, const Backend& backend, const Wiring& wiring) {
   absl::StatusOr<engine::planning::Placement> placement = engine::planning::make_placement(
       topology, backend.config().num_experts, wiring.traits().disaggregated_attention);
   if (!placement.ok()) return placement.status();
@@ -232,7 +233,8 @@ absl::Status Server::finish_run(const RunContext& ctx, const RunOutcome& outcome
 }
 
 absl::StatusOr<std::vector<RunOutcome>> Server::run_together(
-    const std::vector<Server*>& servers, std::vector<std::vector<engine::serving::Request>> requests,
+    const std::vector<Server*>& servers,
+    std::vector<std::vector<engine::serving::Request>> requests,
     std::vector<RunCallbacks> callbacks) {
   const size_t n = servers.size();
   MUFLOW_ASSERT(n >= 1 && requests.size() == n && callbacks.size() == n,
@@ -351,7 +353,8 @@ absl::StatusOr<RunOutcome> Server::run(std::vector<engine::serving::Request> req
 }
 
 absl::StatusOr<std::pair<RunOutcome, RunOutcome>> Server::run_colocated(
-    Server& other, std::vector<engine::serving::Request> mine, std::vector<engine::serving::Request> theirs) {
+    Server& other, std::vector<engine::serving::Request> mine,
+    std::vector<engine::serving::Request> theirs) {
   const auto& a = topology_;
   const auto& b = other.topology_;
   if (a.backend != b.backend) {

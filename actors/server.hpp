@@ -71,7 +71,8 @@ class Server {
   /// InvalidArgument when the backends differ or the topologies do not declare the same
   /// devices (count, kinds and nodes, in order).
   absl::StatusOr<std::pair<RunOutcome, RunOutcome>> run_colocated(
-      Server& other, std::vector<engine::serving::Request> mine, std::vector<engine::serving::Request> theirs);
+      Server& other, std::vector<engine::serving::Request> mine,
+      std::vector<engine::serving::Request> theirs);
 
  private:
   Server() = default;
@@ -87,13 +88,14 @@ class Server {
   absl::Status finish_run(const RunContext& ctx, const RunOutcome& outcome) const;
   // Runs `servers` together on one actor system and one set of device actors.
   static absl::StatusOr<std::vector<RunOutcome>> run_together(
-      const std::vector<Server*>& servers, std::vector<std::vector<engine::serving::Request>> requests,
+      const std::vector<Server*>& servers,
+      std::vector<std::vector<engine::serving::Request>> requests,
       std::vector<RunCallbacks> callbacks);
 
   engine::topology::Topology topology_;
   std::unique_ptr<Backend> backend_;              // executors, channel, clock; the model
   std::shared_ptr<const PreparedWiring> wiring_;  // the topology's wiring, prepared once
-  engine::planning::Placement placement_;                   // planned once, at create
+  engine::planning::Placement placement_;         // planned once, at create
   std::unique_ptr<engine::model::Tokenizer> tokenizer_;
 };
 

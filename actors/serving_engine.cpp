@@ -41,7 +41,8 @@ absl::StatusOr<std::unique_ptr<ServingEngine>> ServingEngine::start(const Server
 
 ServingEngine::~ServingEngine() { (void)shutdown(); }
 
-absl::StatusOr<int64_t> ServingEngine::submit(engine::serving::Request request, RequestCallbacks callbacks) {
+absl::StatusOr<int64_t> ServingEngine::submit(engine::serving::Request request,
+                                              RequestCallbacks callbacks) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (stopped_) return absl::FailedPreconditionError("the engine was shut down");
   request.id = next_id_;

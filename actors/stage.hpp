@@ -37,7 +37,8 @@ class StageImpl {
   /// Queues an incoming batch (the μ-queue). Appends to `now` the messages to send
   /// immediately (e.g. an empty iteration's contribution to a barrier). Errors: malformed
   /// input (invariant breaches between actors).
-  virtual absl::Status enqueue(const engine::dataflow::TokenBatchPtr& batch, std::vector<Send>& now) = 0;
+  virtual absl::Status enqueue(const engine::dataflow::TokenBatchPtr& batch,
+                               std::vector<Send>& now) = 0;
   /// Tokens that can run now (0 = nothing to grant).
   virtual int64_t ready_tokens() const = 0;
   /// Runs one batch from the queue, appends the output messages to `out`, and describes what

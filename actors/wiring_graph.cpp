@@ -11,7 +11,8 @@ class SingleExpertKernel final : public ExpertKernel {
   SingleExpertKernel(engine::exec::Executor* exec, int32_t block, int32_t expert)
       : exec_(exec), block_(block), expert_(expert) {}
 
-  double compute(const engine::dataflow::TokenBatch& in, float* y, std::vector<Send>& out) override {
+  double compute(const engine::dataflow::TokenBatch& in, float* y,
+                 std::vector<Send>& out) override {
     double modeled = 0.0;
     const float* x = in.act ? in.act->data.data() : nullptr;
     exec_->expert(block_, expert_, x, in.num_tokens(), y, &modeled);

@@ -66,7 +66,7 @@ enum class CollectiveKind { kDispatch, kCombine };
 /// The per-destination batches of one completed barrier and how many rows each source sent
 /// each destination (the network model charges them).
 struct Delivery {
-  std::vector<engine::dataflow::TokenBatchPtr> out;       ///< [num destinations], never null
+  std::vector<engine::dataflow::TokenBatchPtr> out;  ///< [num destinations], never null
   std::vector<std::vector<int64_t>> rows_from;  ///< [num destinations][num sources]
   int64_t tokens_rebalanced = 0;                ///< tokens moved off their expert's home device
 };
@@ -113,12 +113,14 @@ class ExpertKernel {
   /// Writes the outputs `y` ([in.num_tokens(), width], row i for in.tokens[i]) and returns the
   /// modeled seconds (sim) or 0 (measured). May append messages to send (metrics for the
   /// coordinator, or a failure).
-  virtual double compute(const engine::dataflow::TokenBatch& in, float* y, std::vector<Send>& out) = 0;
+  virtual double compute(const engine::dataflow::TokenBatch& in, float* y,
+                         std::vector<Send>& out) = 0;
   /// Display name, e.g. "expert b3 e5".
   virtual std::string name() const = 0;
 };
 
-/// The kernel of a stage that runs one expert on every row it gets (engine::exec::Executor::expert).
+/// The kernel of a stage that runs one expert on every row it gets
+/// (engine::exec::Executor::expert).
 std::unique_ptr<ExpertKernel> single_expert_kernel(engine::exec::Executor* exec, int32_t block,
                                                    int32_t expert);
 

@@ -50,7 +50,8 @@ Command add_bench_command(CLI::App& app) {
                      absl::StrJoin(engine::topology::topology_override_keys(), ", ") + ")");
   app.add_option("--csv", o->csv, "also write the table as CSV");
   return [o]() {
-    absl::StatusOr<engine::topology::Topology> base = engine::topology::parse_topology_file(o->topology);
+    absl::StatusOr<engine::topology::Topology> base =
+        engine::topology::parse_topology_file(o->topology);
     if (!base.ok()) return fail(std::string(base.status().message()));
     std::vector<std::string> wirings =
         o->wirings.empty() ? std::vector<std::string>{base->wiring}

@@ -81,8 +81,8 @@ Command add_generate_command(CLI::App& app) {
     const actors::RequestOutput& r = out->outputs.at(0);
     if (!o->logits_out.empty()) {
       absl::Status s = engine::model::write_npy_f32(o->logits_out, r.prompt_logits,
-                                             static_cast<int64_t>(r.prompt.size()),
-                                             (*server)->config().vocab_size);
+                                                    static_cast<int64_t>(r.prompt.size()),
+                                                    (*server)->config().vocab_size);
       if (!s.ok()) return fail(std::string(s.message()));
     }
     const engine::model::Tokenizer* tok = (*server)->tokenizer();

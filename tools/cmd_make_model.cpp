@@ -68,14 +68,16 @@ Command add_make_model_command(CLI::App& app) {
       std::fprintf(stderr, "muflow make-model: %s\n", std::string(s.message()).c_str());
       return 2;
     }
-    const engine::model::DType dtype = o->dtype == "bf16" ? engine::model::DType::kBF16 : engine::model::DType::kF32;
+    const engine::model::DType dtype =
+        o->dtype == "bf16" ? engine::model::DType::kBF16 : engine::model::DType::kF32;
     const engine::model::ModelWeights w = engine::model::make_synthetic_model(c, o->seed, dtype);
     if (absl::Status s = engine::model::write_hf_model(w, o->out, o->shard_bytes); !s.ok()) {
       std::fprintf(stderr, "muflow make-model: %s\n", std::string(s.message()).c_str());
       return 1;
     }
-    std::printf("wrote %s model to %s (seed %llu, %s)\n", engine::model::model_type_name(c.model_type),
-                o->out.c_str(), static_cast<unsigned long long>(o->seed), o->dtype.c_str());
+    std::printf("wrote %s model to %s (seed %llu, %s)\n",
+                engine::model::model_type_name(c.model_type), o->out.c_str(),
+                static_cast<unsigned long long>(o->seed), o->dtype.c_str());
     return 0;
   };
 }

@@ -38,7 +38,8 @@ Command add_plan_command(CLI::App& app) {
   app.add_option("--colocate", o->plan.colocate_topology,
                  "a second topology whose model shares the devices (Aurora §6 colocation)");
   return [o]() {
-    absl::StatusOr<engine::topology::Topology> topology = engine::topology::parse_topology_file(o->topology);
+    absl::StatusOr<engine::topology::Topology> topology =
+        engine::topology::parse_topology_file(o->topology);
     absl::StatusOr<std::string> report =
         topology.ok() ? actors::plan_report(*topology, o->plan) : topology.status();
     if (!report.ok()) {

@@ -44,7 +44,8 @@ Command add_run_command(CLI::App& app) {
     if (o->topology.empty()) {
       topo = engine::topology::default_topology();
     } else {
-      absl::StatusOr<engine::topology::Topology> parsed = engine::topology::parse_topology_file(o->topology);
+      absl::StatusOr<engine::topology::Topology> parsed =
+          engine::topology::parse_topology_file(o->topology);
       if (!parsed.ok()) return fail(std::string(parsed.status().message()));
       topo = std::move(*parsed);
     }
@@ -79,7 +80,8 @@ Command add_run_command(CLI::App& app) {
     }
     absl::StatusOr<actors::RunOutcome> out = absl::InternalError("not run");
     if (!o->colocate.empty()) {
-      absl::StatusOr<engine::topology::Topology> other_topo = engine::topology::parse_topology_file(o->colocate);
+      absl::StatusOr<engine::topology::Topology> other_topo =
+          engine::topology::parse_topology_file(o->colocate);
       if (!other_topo.ok()) return fail(std::string(other_topo.status().message()));
       other_topo->trace_file.clear();  // one trace per run: the first model's
       absl::StatusOr<std::unique_ptr<actors::Server>> other =

@@ -234,7 +234,8 @@ const char* wire_dtype_name(WireDType dtype) {
   return "invalid";
 }
 
-absl::StatusOr<WireBatch> encode_token_batch(const engine::dataflow::TokenBatch& batch, WireDType dtype) {
+absl::StatusOr<WireBatch> encode_token_batch(const engine::dataflow::TokenBatch& batch,
+                                             WireDType dtype) {
   constexpr const char* kWho = "encode_token_batch";
   if (!valid_stage_kind(batch.layer.kind)) {
     return absl::InvalidArgumentError(absl::StrFormat("%s: layer.kind = %d is not a StageKind",
@@ -319,8 +320,8 @@ absl::StatusOr<int64_t> wire_payload_bytes(std::span<const char> header, const W
 }
 
 absl::StatusOr<engine::dataflow::TokenBatchPtr> decode_token_batch(std::span<const char> header,
-                                                         std::span<const char> payload,
-                                                         const WireLimits& limits) {
+                                                                   std::span<const char> payload,
+                                                                   const WireLimits& limits) {
   constexpr const char* kWho = "token batch wire";
   caf::binary_deserializer source{nullptr, header.data(), header.size()};
   absl::StatusOr<ParsedHeader> parsed =
@@ -372,7 +373,7 @@ absl::StatusOr<engine::dataflow::TokenBatchPtr> decode_token_batch(std::span<con
 }
 
 absl::StatusOr<engine::dataflow::TokenBatchPtr> decode_token_batch(const WireBatch& wire,
-                                                         const WireLimits& limits) {
+                                                                   const WireLimits& limits) {
   return decode_token_batch(wire.header, wire.payload, limits);
 }
 

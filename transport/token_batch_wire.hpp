@@ -1,7 +1,7 @@
 #pragma once
 /// \file
-/// The wire form of an `engine::dataflow::TokenBatch`, for channels that cross a process boundary (UCX
-/// data plane; ARCHITECTURE.md §4 and invariant 4: control through CAF, tensors never).
+/// The wire form of an `engine::dataflow::TokenBatch`, for channels that cross a process boundary
+/// (UCX data plane; ARCHITECTURE.md §4 and invariant 4: control through CAF, tensors never).
 ///
 /// A batch travels as two byte buffers:
 /// - **header**: CAF 0.17 `binary_serializer` output of a `TokenBatchWireHeader`, then
@@ -146,7 +146,8 @@ struct WireBatch {
 /// `act->data.size() != num_rows * width`, negative width, `layer.kind` or `payload` outside
 /// its enum, segments that do not cover the rows in order (same rule as the decoder).
 /// Reads `batch` and `*batch.act` only; callable from any thread while no one writes them.
-absl::StatusOr<WireBatch> encode_token_batch(const engine::dataflow::TokenBatch& batch, WireDType dtype);
+absl::StatusOr<WireBatch> encode_token_batch(const engine::dataflow::TokenBatch& batch,
+                                             WireDType dtype);
 
 /// Parses and checks a header alone and returns the payload size in bytes it announces
 /// (`num_rows * width * wire_dtype_bytes(dtype)`), so a receiver can post a buffer of exactly
@@ -172,12 +173,12 @@ absl::StatusOr<int64_t> wire_payload_bytes(std::span<const char> header,
 /// Returns a new batch (sole owner: the caller) whose `act` is null for kNone and otherwise
 /// `[num_rows, width]` f32 (bf16 values widened exactly). Pure; any thread.
 absl::StatusOr<engine::dataflow::TokenBatchPtr> decode_token_batch(std::span<const char> header,
-                                                         std::span<const char> payload,
-                                                         const WireLimits& limits = {});
+                                                                   std::span<const char> payload,
+                                                                   const WireLimits& limits = {});
 
 /// `decode_token_batch(wire.header, wire.payload, limits)`; `wire.dtype` is not consulted
 /// (the header's dtype is authoritative).
 absl::StatusOr<engine::dataflow::TokenBatchPtr> decode_token_batch(const WireBatch& wire,
-                                                         const WireLimits& limits = {});
+                                                                   const WireLimits& limits = {});
 
 }  // namespace muflow::transport

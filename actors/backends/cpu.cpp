@@ -43,7 +43,8 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Backend>> make_cpu_backend(const engine::topology::Topology& topology) {
+absl::StatusOr<std::unique_ptr<Backend>> make_cpu_backend(
+    const engine::topology::Topology& topology) {
   std::shared_ptr<const engine::model::ModelWeights> weights;
   if (!topology.model.path.empty()) {
     absl::StatusOr<std::shared_ptr<const engine::model::ModelWeights>> loaded =

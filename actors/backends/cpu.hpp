@@ -13,6 +13,7 @@ namespace muflow::actors {
 
 /// Loads and prepares the topology's model. Errors: the loader's (file and tensor named);
 /// InvalidArgument for a missing [model] or a topology that does not fit it.
-absl::StatusOr<std::unique_ptr<Backend>> make_cpu_backend(const engine::topology::Topology& topology);
+absl::StatusOr<std::unique_ptr<Backend>> make_cpu_backend(
+    const engine::topology::Topology& topology);
 
 }  // namespace muflow::actors

@@ -12,7 +12,8 @@ namespace {
 
 class SimBackend final : public Backend {
  public:
-  SimBackend(engine::model::ModelConfig config, SimSetup setup, const engine::topology::Topology& topology)
+  SimBackend(engine::model::ModelConfig config, SimSetup setup,
+             const engine::topology::Topology& topology)
       : setup_(std::move(setup)),
         a2a_order_name_(topology.network.a2a_order),
         seed_(topology.router.seed),
@@ -59,7 +60,8 @@ class SimBackend final : public Backend {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Backend>> make_sim_backend(const engine::topology::Topology& topology) {
+absl::StatusOr<std::unique_ptr<Backend>> make_sim_backend(
+    const engine::topology::Topology& topology) {
   absl::StatusOr<engine::model::ModelConfig> config =
       !topology.model.path.empty()
           ? engine::model::parse_hf_config(topology.model.path + "/config.json")

@@ -15,6 +15,7 @@ namespace muflow::actors {
 /// Reads the model's dims and builds the router, cost and link models. Errors: config.json's
 /// (file and key named); InvalidArgument for bad dims, an unknown device kind, link class or
 /// router, or a topology that does not fit the model.
-absl::StatusOr<std::unique_ptr<Backend>> make_sim_backend(const engine::topology::Topology& topology);
+absl::StatusOr<std::unique_ptr<Backend>> make_sim_backend(
+    const engine::topology::Topology& topology);
 
 }  // namespace muflow::actors

@@ -41,7 +41,8 @@ absl::StatusOr<SimSetup> make_sim_setup(const engine::topology::Topology& t,
                                         const engine::model::ModelConfig& config) {
   SimSetup setup;
   absl::StatusOr<std::unique_ptr<engine::routing::RouterModel>> router =
-      engine::routing::make_router_model(t.router, config.num_experts, config.num_topk, config.num_layers);
+      engine::routing::make_router_model(t.router, config.num_experts, config.num_topk,
+                                         config.num_layers);
   if (!router.ok()) {
     return absl::InvalidArgumentError(
         absl::StrFormat("%s: [router]: %s", t.source, router.status().message()));

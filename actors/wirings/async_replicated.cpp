@@ -17,7 +17,8 @@ class ReplicaKernel final : public ExpertKernel {
  public:
   ReplicaKernel(engine::exec::Executor* exec, int32_t block, int32_t expert)
       : inner_(single_expert_kernel(exec, block, expert)), block_(block), expert_(expert) {}
-  double compute(const engine::dataflow::TokenBatch& in, float* y, std::vector<Send>& out) override {
+  double compute(const engine::dataflow::TokenBatch& in, float* y,
+                 std::vector<Send>& out) override {
     return inner_->compute(in, y, out);
   }
   std::string name() const override {
@@ -35,8 +36,9 @@ class ReplicatedRun final : public WiringRun {
       : expert_of_slot_(std::move(expert_of_slot)) {
     graph_ = std::move(graph);
   }
-  std::unique_ptr<ExpertKernel> expert_kernel(const RunContextPtr& ctx, engine::exec::Executor* exec,
-                                              int32_t block, int32_t slot) const override {
+  std::unique_ptr<ExpertKernel> expert_kernel(const RunContextPtr& ctx,
+                                              engine::exec::Executor* exec, int32_t block,
+                                              int32_t slot) const override {
     const int32_t expert = expert_of_slot_[block][slot];
     if (expert == slot) return single_expert_kernel(exec, block, expert);
     return std::make_unique<ReplicaKernel>(exec, block, expert);

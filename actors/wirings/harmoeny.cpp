@@ -29,12 +29,13 @@ class RebalancedDispatch final : public CollectiveRule {
     auto counts = engine::dataflow::dispatch_counts(parts);
     if (!counts.ok()) return counts.status();
     auto rebalanced =
-        p_.paper ? engine::planning::harmoeny_rebalance_paper(*counts, ctx.placement.expert_device, p_.q)
-                 : engine::planning::harmoeny_rebalance_code(*counts, ctx.placement.expert_device, p_.q);
+        p_.paper
+            ? engine::planning::harmoeny_rebalance_paper(*counts, ctx.placement.expert_device, p_.q)
+            : engine::planning::harmoeny_rebalance_code(*counts, ctx.placement.expert_device, p_.q);
     if (!rebalanced.ok()) return rebalanced.status();
     Delivery d;
-    auto out = engine::dataflow::dispatch_by_schedule(parts, rebalanced->schedule, block, iteration, width,
-                                            &d.rows_from);
+    auto out = engine::dataflow::dispatch_by_schedule(parts, rebalanced->schedule, block, iteration,
+                                                      width, &d.rows_from);
     if (!out.ok()) return out.status();
     d.out = std::move(*out);
     d.tokens_rebalanced = rebalanced->tokens_moved;
@@ -60,7 +61,8 @@ class SlotCacheKernel final : public ExpertKernel {
 
   std::string name() const override { return absl::StrFormat("experts b%d d%d", block_, device_); }
 
-  double compute(const engine::dataflow::TokenBatch& in, float* y, std::vector<Send>& out) override {
+  double compute(const engine::dataflow::TokenBatch& in, float* y,
+                 std::vector<Send>& out) override {
     const int64_t H = exec_->activation_width();
     const float* x = H > 0 ? in.act->data.data() : nullptr;
     if (slots_) {
@@ -114,8 +116,8 @@ class SlotCacheKernel final : public ExpertKernel {
       work.push_back({seg.expert, rows, ctx_->placement.expert_device[seg.expert] == device_,
                       static_cast<double>(rows)});
     }
-    absl::StatusOr<engine::planning::SlotTimeline> t =
-        engine::planning::plan_slot_timeline(std::move(work), num_home_, p_.slots, 0.0, p_.prefetch);
+    absl::StatusOr<engine::planning::SlotTimeline> t = engine::planning::plan_slot_timeline(
+        std::move(work), num_home_, p_.slots, 0.0, p_.prefetch);
     if (!t.ok()) {
       out.push_back({ctx_->actors.coordinator,
                      caf::make_message(failed_atom::value,
@@ -178,8 +180,9 @@ class HarmoenyRun final : public WiringRun {
       : params_(std::move(params)), slots_(std::move(slots)) {
     graph_ = std::move(graph);
   }
-  std::unique_ptr<ExpertKernel> expert_kernel(const RunContextPtr& ctx, engine::exec::Executor* exec,
-                                              int32_t block, int32_t slot) const override {
+  std::unique_ptr<ExpertKernel> expert_kernel(const RunContextPtr& ctx,
+                                              engine::exec::Executor* exec, int32_t block,
+                                              int32_t slot) const override {
     const int64_t device = graph_.slot_device[block][slot];
     return std::make_unique<SlotCacheKernel>(ctx, exec, block, static_cast<int32_t>(device),
                                              &params_,

@@ -15,7 +15,8 @@
 
 namespace muflow::actors {
 
-/// The `harmoeny` wiring's resolved options (engine::topology::HarmoenySpec with defaults filled in).
+/// The `harmoeny` wiring's resolved options (engine::topology::HarmoenySpec with defaults filled
+/// in).
 struct HarmoenyParams {
   int64_t q = 150;       ///< token transfer threshold (HarMoEny Eq. 4), tokens
   bool paper = true;     ///< Algorithm 2 (true) or the public code's variant
@@ -33,7 +34,8 @@ inline constexpr int64_t kHarmoenyCodeDefaultQ = 150;
 /// HarmoenyParams for `topology` (its [harmoeny] table) with the model `config` placed by
 /// `placement`:
 ///  - slots: topology value, or the most experts any device hosts (E / devices);
-///  - q: topology value, or on sim Eq. 4 (engine::planning::harmoeny_default_q) from device 0's peak
+///  - q: topology value, or on sim Eq. 4 (engine::planning::harmoeny_default_q) from device 0's
+///  peak
 ///    FLOP/s at `precision` and its host-link bandwidth, with d_type = `weight_bytes` per
 ///    element; on cpu kHarmoenyCodeDefaultQ;
 ///  - copy_s[d]: on sim the host link's time for one expert's weights (gate, up, down:

@@ -17,8 +17,8 @@ class AllGatherDispatch final : public CollectiveRule {
     engine::dataflow::DispatchParts parts;
     for (const ContributionPtr& c : slot) parts.push_back(c->parts);
     Delivery d;
-    auto out = engine::dataflow::dispatch_all_gather(parts, static_cast<int64_t>(num_dests), block, iteration,
-                                           width, &d.rows_from);
+    auto out = engine::dataflow::dispatch_all_gather(parts, static_cast<int64_t>(num_dests), block,
+                                                     iteration, width, &d.rows_from);
     if (!out.ok()) return out.status();
     d.out = std::move(*out);
     return d;
@@ -65,7 +65,8 @@ class ShardKernel final : public ExpertKernel {
   ShardKernel(engine::exec::Executor* exec, int32_t block, int32_t shard, int64_t num_shards)
       : exec_(exec), block_(block), shard_(shard), num_shards_(num_shards) {}
 
-  double compute(const engine::dataflow::TokenBatch& in, float* y, std::vector<Send>& out) override {
+  double compute(const engine::dataflow::TokenBatch& in, float* y,
+                 std::vector<Send>& out) override {
     const int64_t H = exec_->activation_width();
     const float* x = H > 0 ? in.act->data.data() : nullptr;
     double total = 0.0;
@@ -89,8 +90,9 @@ class ShardKernel final : public ExpertKernel {
 class ShardRun final : public WiringRun {
  public:
   explicit ShardRun(WiringGraph graph) { graph_ = std::move(graph); }
-  std::unique_ptr<ExpertKernel> expert_kernel(const RunContextPtr& ctx, engine::exec::Executor* exec,
-                                              int32_t block, int32_t slot) const override {
+  std::unique_ptr<ExpertKernel> expert_kernel(const RunContextPtr& ctx,
+                                              engine::exec::Executor* exec, int32_t block,
+                                              int32_t slot) const override {
     return std::make_unique<ShardKernel>(exec, block, slot, graph_.num_slots());
   }
 };
@@ -99,7 +101,9 @@ class PreparedMoeShard final : public PreparedWiring {
  public:
   explicit PreparedMoeShard(std::shared_ptr<const engine::exec::CpuExpertShards> shards)
       : shards_(std::move(shards)) {}
-  std::shared_ptr<const engine::exec::CpuExpertShards> cpu_shards() const override { return shards_; }
+  std::shared_ptr<const engine::exec::CpuExpertShards> cpu_shards() const override {
+    return shards_;
+  }
   absl::StatusOr<std::shared_ptr<const WiringRun>> start_run(const RunContext& ctx) const override {
     WiringGraph g = barrier_graph(ctx);
     g.slot_device = per_device_slots(ctx);
@@ -126,7 +130,7 @@ class MoeShardWiring final : public Wiring {
     if (s.weights) {
       absl::StatusOr<std::shared_ptr<const engine::exec::CpuExpertShards>> prepared =
           engine::exec::CpuExpertShards::prepare(*s.weights,
-                                           static_cast<int64_t>(s.topology.devices.size()));
+                                                 static_cast<int64_t>(s.topology.devices.size()));
       if (!prepared.ok()) return prepared.status();
       shards = *prepared;
     }

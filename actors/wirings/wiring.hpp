@@ -45,7 +45,7 @@ struct WiringSetup {
   kernels::sim::Precision precision = kernels::sim::Precision::kF32;  ///< sim cost precision
   int64_t weight_bytes = 4;                             ///< bytes per weight element (2 for bf16)
   std::shared_ptr<const engine::model::ModelWeights> weights;  ///< cpu backend; null on sim
-  std::shared_ptr<const engine::exec::CpuModel> model;        ///< cpu backend; null on sim
+  std::shared_ptr<const engine::exec::CpuModel> model;         ///< cpu backend; null on sim
 };
 
 /// A wiring prepared for one Server: immutable, shared by its runs (any host thread).
@@ -53,7 +53,9 @@ class PreparedWiring {
  public:
   virtual ~PreparedWiring() = default;
   /// cpu backend: expert weight shards the executors need (Executor::expert_shard), or null.
-  virtual std::shared_ptr<const engine::exec::CpuExpertShards> cpu_shards() const { return nullptr; }
+  virtual std::shared_ptr<const engine::exec::CpuExpertShards> cpu_shards() const {
+    return nullptr;
+  }
   /// The graph and per-run state of one run. `ctx` holds the model, executors, topology,
   /// placement and num_ranks (no actors yet). Errors: per-run setup that failed.
   virtual absl::StatusOr<std::shared_ptr<const WiringRun>> start_run(

@@ -225,7 +225,7 @@ absl::Status TokenPool::merge_into(std::map<int64_t, Bucket>::iterator found, Me
     std::vector<const float*> rows(num_topk_);
     for (int64_t j = 0; j < num_topk_; ++j) rows[j] = e.outputs.data() + j * hidden_;
     exec::CpuModel::combine_row(e.residual.data(), rows.data(), e.weights.data(), num_topk_,
-                          e.shared.empty() ? nullptr : e.shared.data(), hidden_);
+                                e.shared.empty() ? nullptr : e.shared.data(), hidden_);
     out.tokens.push_back(e.meta);
     out.h.insert(out.h.end(), e.residual.begin(), e.residual.end());
   }

@@ -53,7 +53,7 @@ void CpuExecutor::sample(const std::vector<dataflow::TokenMeta>& rows, const flo
     const float* row = all.data() + i * c.vocab_size;
     if (rows[i].flags & dataflow::kSample) {
       (*tokens)[i] = serving::sample_token(row, c.vocab_size, sampling, rows[i].request_id,
-                                  rows[i].position + 1);
+                                           rows[i].position + 1);
     }
     if (rows[i].flags & dataflow::kNeedsLogits) (*logits)[i].assign(row, row + c.vocab_size);
   }

@@ -23,15 +23,16 @@ class CpuExecutor final : public Executor {
   int64_t activation_width() const override { return model_->config().hidden_size; }
   bool virtual_time() const override { return false; }
   void embed(const std::vector<dataflow::TokenMeta>& tokens, float* h) override;
-  absl::Status attention(int64_t block, serving::KvCache& kv, const std::vector<dataflow::TokenMeta>& tokens,
-                         float* h, const AttentionResult& out, double* seconds) override;
+  absl::Status attention(int64_t block, serving::KvCache& kv,
+                         const std::vector<dataflow::TokenMeta>& tokens, float* h,
+                         const AttentionResult& out, double* seconds) override;
   void expert(int64_t block, int64_t expert, const float* x, int64_t n, float* y,
               double* seconds) override;
   void expert_shard(int64_t block, int64_t expert, int64_t shard, int64_t num_shards,
                     const float* x, int64_t n, float* y, double* seconds) override;
-  void sample(const std::vector<dataflow::TokenMeta>& rows, const float* h, const topology::SamplingSpec& sampling,
-              std::vector<int32_t>* tokens, std::vector<std::vector<float>>* logits,
-              double* seconds) override;
+  void sample(const std::vector<dataflow::TokenMeta>& rows, const float* h,
+              const topology::SamplingSpec& sampling, std::vector<int32_t>* tokens,
+              std::vector<std::vector<float>>* logits, double* seconds) override;
 
  private:
   std::shared_ptr<const CpuModel> model_;

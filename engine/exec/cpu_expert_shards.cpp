@@ -42,8 +42,8 @@ model::WeightTensor slice_cols(const model::WeightTensor& t, int64_t begin, int6
   return out;
 }
 
-std::unique_ptr<kernels::cpu::ExpertFfn> make_shard_ffn(const model::ExpertWeights& e, int64_t hidden,
-                                                         int64_t ffn) {
+std::unique_ptr<kernels::cpu::ExpertFfn> make_shard_ffn(const model::ExpertWeights& e,
+                                                        int64_t hidden, int64_t ffn) {
   if (e.gate.dtype == model::DType::kBF16 && e.up.dtype == model::DType::kBF16 &&
       e.down.dtype == model::DType::kBF16) {
     return std::make_unique<kernels::cpu::ExpertFfn>(e.gate.bf16.data(), e.up.bf16.data(),

@@ -87,8 +87,12 @@ absl::StatusOr<std::shared_ptr<const CpuModel>> CpuModel::prepare(
     const model::BlockWeights& bw = weights->blocks[b];
     Block& blk = model->blocks_[b];
     for (auto [t, shape] : std::vector<std::pair<const model::WeightTensor*, std::vector<int64_t>>>{
-             {&bw.input_norm, {H}}, {&bw.post_attn_norm, {H}}, {&bw.q, {qd, H}},
-             {&bw.k, {kvd, H}}, {&bw.v, {kvd, H}}, {&bw.o, {H, qd}},
+             {&bw.input_norm, {H}},
+             {&bw.post_attn_norm, {H}},
+             {&bw.q, {qd, H}},
+             {&bw.k, {kvd, H}},
+             {&bw.v, {kvd, H}},
+             {&bw.o, {H, qd}},
              {&bw.router, {c.num_experts, H}}}) {
       if (absl::Status s = check_shape(*t, shape); !s.ok()) return s;
     }
@@ -121,8 +125,10 @@ absl::StatusOr<std::shared_ptr<const CpuModel>> CpuModel::prepare(
     blk.router = std::make_unique<Linear>(router.data(), c.num_experts, H, nullptr);
     for (int64_t e = 0; e < c.num_experts; ++e) {
       const model::ExpertWeights& ew = bw.experts[e];
-      for (auto [t, shape] : std::vector<std::pair<const model::WeightTensor*, std::vector<int64_t>>>{
-               {&ew.gate, {c.expert_ffn, H}}, {&ew.up, {c.expert_ffn, H}},
+      for (auto [t, shape] :
+           std::vector<std::pair<const model::WeightTensor*, std::vector<int64_t>>>{
+               {&ew.gate, {c.expert_ffn, H}},
+               {&ew.up, {c.expert_ffn, H}},
                {&ew.down, {H, c.expert_ffn}}}) {
         if (absl::Status s = check_shape(*t, shape); !s.ok()) return s;
       }
@@ -130,9 +136,12 @@ absl::StatusOr<std::shared_ptr<const CpuModel>> CpuModel::prepare(
     }
     if (c.shared_expert_ffn > 0) {
       const model::ExpertWeights& se = bw.shared_expert;
-      for (auto [t, shape] : std::vector<std::pair<const model::WeightTensor*, std::vector<int64_t>>>{
-               {&se.gate, {c.shared_expert_ffn, H}}, {&se.up, {c.shared_expert_ffn, H}},
-               {&se.down, {H, c.shared_expert_ffn}}, {&bw.shared_expert_gate, {1, H}}}) {
+      for (auto [t, shape] :
+           std::vector<std::pair<const model::WeightTensor*, std::vector<int64_t>>>{
+               {&se.gate, {c.shared_expert_ffn, H}},
+               {&se.up, {c.shared_expert_ffn, H}},
+               {&se.down, {H, c.shared_expert_ffn}},
+               {&bw.shared_expert_gate, {1, H}}}) {
         if (absl::Status s = check_shape(*t, shape); !s.ok()) return s;
       }
       blk.shared_expert = make_ffn(se, H, c.shared_expert_ffn);

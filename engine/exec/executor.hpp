@@ -42,8 +42,9 @@ class Executor {
   /// The attention half of `block` for `tokens` (positions continue each request's cache in
   /// `kv`); h [n, width] in/out. `seconds` receives the modeled duration (0 when measured).
   /// Errors: FailedPrecondition when a position does not continue its request's KV cache.
-  virtual absl::Status attention(int64_t block, serving::KvCache& kv, const std::vector<dataflow::TokenMeta>& tokens,
-                                 float* h, const AttentionResult& out, double* seconds) = 0;
+  virtual absl::Status attention(int64_t block, serving::KvCache& kv,
+                                 const std::vector<dataflow::TokenMeta>& tokens, float* h,
+                                 const AttentionResult& out, double* seconds) = 0;
   /// One expert over `n` rows: y [n, width] from x [n, width].
   virtual void expert(int64_t block, int64_t expert, const float* x, int64_t n, float* y,
                       double* seconds) = 0;

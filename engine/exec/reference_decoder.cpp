@@ -5,7 +5,8 @@
 
 namespace muflow::engine::exec {
 
-absl::StatusOr<ReferenceResult> reference_generate(const CpuModel& model, const serving::Request& request,
+absl::StatusOr<ReferenceResult> reference_generate(const CpuModel& model,
+                                                   const serving::Request& request,
                                                    const topology::SamplingSpec& sampling,
                                                    bool want_prompt_logits) {
   const model::ModelConfig& c = model.config();
@@ -59,9 +60,8 @@ absl::StatusOr<ReferenceResult> reference_generate(const CpuModel& model, const 
     model.logits(h.data(), n, logits.data());
     if (want_prompt_logits && position == 0) result.prompt_logits = logits;
     const int64_t last = position + n - 1;
-    const int32_t next =
-        serving::sample_token(logits.data() + (n - 1) * c.vocab_size, c.vocab_size, sampling, request.id,
-                     last + 1);
+    const int32_t next = serving::sample_token(logits.data() + (n - 1) * c.vocab_size, c.vocab_size,
+                                               sampling, request.id, last + 1);
     result.output_ids.push_back(next);
     position += n;
     if (static_cast<int64_t>(result.output_ids.size()) >= request.max_new_tokens) break;

@@ -28,7 +28,8 @@ struct ReferenceResult {
 /// InvalidArgument for an empty prompt or a token id outside [0, vocab); FailedPrecondition
 /// from the KV cache (an internal inconsistency). Unlike Server::run it does not reject prompts
 /// of max_position_embeddings tokens or more. Thread-safe (own KV caches).
-absl::StatusOr<ReferenceResult> reference_generate(const CpuModel& model, const serving::Request& request,
+absl::StatusOr<ReferenceResult> reference_generate(const CpuModel& model,
+                                                   const serving::Request& request,
                                                    const topology::SamplingSpec& sampling,
                                                    bool want_prompt_logits);
 

@@ -73,7 +73,8 @@ void SimExecutor::expert(int64_t block, int64_t expert, const float* x, int64_t 
 void SimExecutor::expert_shard(int64_t block, int64_t expert, int64_t shard, int64_t num_shards,
                                const float* x, int64_t n, float* y, double* seconds) {
   // The shard's width from the same plan the cpu backend slices weights with.
-  absl::StatusOr<planning::ShardPlan> plan = planning::moeshard_plan(config_.expert_ffn, num_shards);
+  absl::StatusOr<planning::ShardPlan> plan =
+      planning::moeshard_plan(config_.expert_ffn, num_shards);
   MUFLOW_ASSERT(plan.ok() && shard >= 0 && shard < num_shards,
                 "SimExecutor::expert_shard: bad shard index or count");
   const int64_t ffn = plan->ranges[shard].size();
@@ -97,8 +98,9 @@ void SimExecutor::sample(const std::vector<dataflow::TokenMeta>& rows, const flo
   const double span = static_cast<double>(std::max<int64_t>(1, config_.vocab_size - 3));
   for (int64_t i = 0; i < n; ++i) {
     if (!(rows[i].flags & dataflow::kSample)) continue;
-    const double u = serving::counter_uniform(sampling.seed, static_cast<uint64_t>(rows[i].request_id),
-                                     static_cast<uint64_t>(rows[i].position + 1));
+    const double u =
+        serving::counter_uniform(sampling.seed, static_cast<uint64_t>(rows[i].request_id),
+                                 static_cast<uint64_t>(rows[i].position + 1));
     (*tokens)[i] = static_cast<int32_t>(3 + static_cast<int64_t>(u * span));
   }
 }

@@ -22,20 +22,22 @@ class SimExecutor final : public Executor {
  public:
   SimExecutor(const model::ModelConfig& config, kernels::sim::DeviceKind kind,
               std::shared_ptr<const kernels::sim::CostModel> cost,
-              std::shared_ptr<const routing::RouterModel> router, kernels::sim::Precision precision);
+              std::shared_ptr<const routing::RouterModel> router,
+              kernels::sim::Precision precision);
 
   int64_t activation_width() const override { return 0; }
   bool virtual_time() const override { return true; }
   void embed(const std::vector<dataflow::TokenMeta>& tokens, float* h) override {}
-  absl::Status attention(int64_t block, serving::KvCache& kv, const std::vector<dataflow::TokenMeta>& tokens,
-                         float* h, const AttentionResult& out, double* seconds) override;
+  absl::Status attention(int64_t block, serving::KvCache& kv,
+                         const std::vector<dataflow::TokenMeta>& tokens, float* h,
+                         const AttentionResult& out, double* seconds) override;
   void expert(int64_t block, int64_t expert, const float* x, int64_t n, float* y,
               double* seconds) override;
   void expert_shard(int64_t block, int64_t expert, int64_t shard, int64_t num_shards,
                     const float* x, int64_t n, float* y, double* seconds) override;
-  void sample(const std::vector<dataflow::TokenMeta>& rows, const float* h, const topology::SamplingSpec& sampling,
-              std::vector<int32_t>* tokens, std::vector<std::vector<float>>* logits,
-              double* seconds) override;
+  void sample(const std::vector<dataflow::TokenMeta>& rows, const float* h,
+              const topology::SamplingSpec& sampling, std::vector<int32_t>* tokens,
+              std::vector<std::vector<float>>* logits, double* seconds) override;
 
   const kernels::sim::DeviceKind& kind() const { return kind_; }
 

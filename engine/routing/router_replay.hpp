@@ -67,8 +67,9 @@ class ReplayNpyRouter final : public RouterModel {
   const model::NpyInt64Array& trace() const { return trace_; }
 
  private:
-  ReplayNpyRouter(int64_t num_experts, int64_t num_layers, std::string path, model::NpyInt64Array trace,
-                  uint64_t seed, int64_t tokens_per_request, bool shuffle);
+  ReplayNpyRouter(int64_t num_experts, int64_t num_layers, std::string path,
+                  model::NpyInt64Array trace, uint64_t seed, int64_t tokens_per_request,
+                  bool shuffle);
 
   std::string path_;
   model::NpyInt64Array trace_;

@@ -72,8 +72,8 @@ absl::StatusOr<std::unique_ptr<ReplayNpyRouter>> ReplayNpyRouter::load(
 }
 
 ReplayNpyRouter::ReplayNpyRouter(int64_t num_experts, int64_t num_layers, std::string path,
-                                 model::NpyInt64Array trace, uint64_t seed, int64_t tokens_per_request,
-                                 bool shuffle)
+                                 model::NpyInt64Array trace, uint64_t seed,
+                                 int64_t tokens_per_request, bool shuffle)
     : RouterModel(num_experts, 1, num_layers),
       path_(std::move(path)),
       trace_(std::move(trace)),

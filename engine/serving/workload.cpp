@@ -108,7 +108,8 @@ absl::Status add_id_prompts(const topology::WorkloadSpec& spec, int64_t vocab_si
   return absl::OkStatus();
 }
 
-absl::Status add_poisson(const topology::WorkloadSpec& spec, int64_t vocab_size, std::vector<Request>* out) {
+absl::Status add_poisson(const topology::WorkloadSpec& spec, int64_t vocab_size,
+                         std::vector<Request>* out) {
   if (spec.num_requests < 1 || !(spec.rate_per_s > 0) || spec.input_min < 1 ||
       spec.input_min > spec.input_max || spec.output_min < 1 || spec.output_min > spec.output_max) {
     return absl::InvalidArgumentError(sv_cat(
@@ -133,7 +134,8 @@ absl::Status add_poisson(const topology::WorkloadSpec& spec, int64_t vocab_size,
   return absl::OkStatus();
 }
 
-absl::Status add_trace(const topology::WorkloadSpec& spec, int64_t vocab_size, std::vector<Request>* out) {
+absl::Status add_trace(const topology::WorkloadSpec& spec, int64_t vocab_size,
+                       std::vector<Request>* out) {
   if (!(spec.time_scale >= 0)) {
     return absl::InvalidArgumentError(
         sv_cat("workload kind \"trace\": time_scale must be >= 0, got ", spec.time_scale));
@@ -153,8 +155,8 @@ absl::Status add_trace(const topology::WorkloadSpec& spec, int64_t vocab_size, s
 
 }  // namespace
 
-absl::StatusOr<std::vector<Request>> make_requests(const topology::WorkloadSpec& spec, int64_t vocab_size,
-                                                   const EncodeFn& encode) {
+absl::StatusOr<std::vector<Request>> make_requests(const topology::WorkloadSpec& spec,
+                                                   int64_t vocab_size, const EncodeFn& encode) {
   if (vocab_size < 1) {
     return absl::InvalidArgumentError(sv_cat("vocab_size must be positive, got ", vocab_size));
   }

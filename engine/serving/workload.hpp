@@ -42,7 +42,7 @@ using EncodeFn = std::function<std::vector<int32_t>(const std::string&)>;
 /// prompt that encodes to nothing, vocab_size <= 3 for random prompts, max_new_tokens < 1
 /// for prompts/ids, an unknown kind or a malformed trace row (file and line); NotFound for
 /// a missing prompts or trace file. Pure function of its inputs; any thread.
-absl::StatusOr<std::vector<Request>> make_requests(const topology::WorkloadSpec& spec, int64_t vocab_size,
-                                                   const EncodeFn& encode);
+absl::StatusOr<std::vector<Request>> make_requests(const topology::WorkloadSpec& spec,
+                                                   int64_t vocab_size, const EncodeFn& encode);
 
 }  // namespace muflow::engine::serving

@@ -444,7 +444,8 @@ absl::StatusOr<Topology> parse_topology_file(const std::string& path) {
   return parse_topology_string(text.str(), path, folder.string());
 }
 
-absl::Status check_topology_against_model(const Topology& topology, const model::ModelConfig& config) {
+absl::Status check_topology_against_model(const Topology& topology,
+                                          const model::ModelConfig& config) {
   if (topology.placement == "explicit" &&
       static_cast<int64_t>(topology.expert_device.size()) != config.num_experts) {
     return absl::InvalidArgumentError(sv_cat(

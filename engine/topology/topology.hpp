@@ -29,7 +29,7 @@ struct DeviceSpec {
 /// Model source: an HF folder, or synthetic dims with a seed (random weights in memory).
 struct ModelSpec {
   std::string path;                    ///< HF folder (absolute after parsing); empty = synthetic
-  std::optional<model::ModelConfig> synthetic; ///< set when the [model] table gives dims
+  std::optional<model::ModelConfig> synthetic;  ///< set when the [model] table gives dims
   uint64_t seed = 0;                   ///< weight seed for synthetic models
   std::string dtype = "f32";           ///< "f32" | "bf16" for synthetic weights
   std::string preset;                  ///< weightless model preset (sim only), e.g. "mixtral-8x7b" 
@@ -153,7 +153,7 @@ struct Topology {
   SamplingSpec sampling;
   SchedulerSpec scheduler;
   HarmoenySpec harmoeny;              ///< `harmoeny` wiring only
-  routing::RouterSpec router;                  ///< sim: how tokens pick experts (cpu uses the real gate)
+  routing::RouterSpec router;         ///< sim: how tokens pick experts (cpu uses the real gate)
   NetworkSpec network;                ///< sim: links between devices
   std::string trace_file;             ///< Chrome trace output; empty = none
   /// Per-token expert choices output (engine/routing/routing_record.hpp CSV); empty = none. Set by
@@ -201,7 +201,8 @@ absl::StatusOr<Topology> parse_topology_string(const std::string& text,
 /// loaded: an explicit placement has exactly one entry per expert, and kind = "ids" token
 /// ids are < vocab_size. InvalidArgument naming the topology source otherwise.
 /// Pure function; any thread.
-absl::Status check_topology_against_model(const Topology& topology, const model::ModelConfig& config);
+absl::Status check_topology_against_model(const Topology& topology,
+                                          const model::ModelConfig& config);
 
 /// The embedded default: a synthetic Mixtral-style model (see default_synthetic_config()),
 /// 4 cpu devices, sync wiring, built-in prompts (token ids), greedy sampling.

@@ -71,8 +71,8 @@ inline std::vector<Request> make_requests(int64_t vocab, int64_t bos, int num_re
     const int len = 2 + (i * 7 + static_cast<int>(seed)) % 19;
     r.prompt.push_back(static_cast<int32_t>(bos));
     for (int j = 1; j < len; ++j) {
-      r.prompt.push_back(static_cast<int32_t>(
-          3 + engine::serving::counter_uniform(seed, i, j) * static_cast<double>(vocab - 3)));
+      r.prompt.push_back(static_cast<int32_t>(3 + engine::serving::counter_uniform(seed, i, j) *
+                                                      static_cast<double>(vocab - 3)));
     }
     out.push_back(r);
   }

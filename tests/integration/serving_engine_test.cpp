@@ -157,8 +157,8 @@ void serve_from_four_threads(const std::string& wiring) {
   late.id = *id;
   auto [out, status] = seen->finished.get_future().get();
   ASSERT_TRUE(status.ok()) << status;
-  absl::StatusOr<engine::exec::ReferenceResult> ref =
-      engine::exec::reference_generate(*(*server)->model(), late, (*server)->topology().sampling, false);
+  absl::StatusOr<engine::exec::ReferenceResult> ref = engine::exec::reference_generate(
+      *(*server)->model(), late, (*server)->topology().sampling, false);
   ASSERT_TRUE(ref.ok()) << ref.status();
   EXPECT_EQ(out.output, ref->output_ids);
   EXPECT_TRUE((*engine)->shutdown().ok());

@@ -249,8 +249,10 @@ TEST(Sim, SameExpertChoicesAsTheCpuBackend) {
   auto out = (*sim_server)->run(requests);
   ASSERT_TRUE(out.ok()) << out.status();
 
-  absl::StatusOr<engine::routing::RoutingTable> a = engine::routing::read_routing_csv(cpu.routing_record_file);
-  absl::StatusOr<engine::routing::RoutingTable> b = engine::routing::read_routing_csv(sim.routing_record_file);
+  absl::StatusOr<engine::routing::RoutingTable> a =
+      engine::routing::read_routing_csv(cpu.routing_record_file);
+  absl::StatusOr<engine::routing::RoutingTable> b =
+      engine::routing::read_routing_csv(sim.routing_record_file);
   ASSERT_TRUE(a.ok()) << a.status();
   ASSERT_TRUE(b.ok()) << b.status();
   // 6 requests x (9 prompt + 6 fed-back generated positions) x 3 blocks.

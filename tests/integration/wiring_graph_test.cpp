@@ -22,7 +22,8 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 TEST(WiringRegistry, KnowsExactlyTheParsersNames) {
-  std::vector<std::string> parser(engine::topology::kKnownWirings.begin(), engine::topology::kKnownWirings.end());
+  std::vector<std::string> parser(engine::topology::kKnownWirings.begin(),
+                                  engine::topology::kKnownWirings.end());
   EXPECT_EQ(available_wirings(), parser);
   for (const std::string& name : parser) {
     absl::StatusOr<const Wiring*> w = find_wiring(name);
@@ -53,8 +54,8 @@ std::shared_ptr<const WiringRun> start(const std::string& name, std::shared_ptr<
   ctx->config.num_layers = 2;
   ctx->config.num_experts = 8;
   ctx->config.num_topk = 2;
-  absl::StatusOr<engine::planning::Placement> p =
-      engine::planning::make_placement(ctx->topology, 8, (*wiring)->traits().disaggregated_attention);
+  absl::StatusOr<engine::planning::Placement> p = engine::planning::make_placement(
+      ctx->topology, 8, (*wiring)->traits().disaggregated_attention);
   EXPECT_TRUE(p.ok()) << p.status();
   ctx->placement = *p;
   ctx->num_ranks = static_cast<int64_t>(p->rank_device.size());

@@ -65,7 +65,8 @@ planning::AffinityCounts counts_of(const Paths& paths, int64_t L, int64_t E) {
   return *c;
 }
 
-void expect_balanced(const planning::AffinityCounts& c, const planning::AffinityPlacement& p, int64_t G) {
+void expect_balanced(const planning::AffinityCounts& c, const planning::AffinityPlacement& p,
+                     int64_t G) {
   EXPECT_EQ(p.num_devices, G);
   EXPECT_TRUE(planning::cross_device_hops(c, p).ok()) << planning::cross_device_hops(c, p).status();
 }
@@ -193,14 +194,19 @@ TEST(AffinityPlacement, ValidationErrors) {
   };
   // Placement: G not dividing E, wrong number of blocks, ragged row, device out of range,
   // unbalanced block.
-  EXPECT_TRUE(invalid(planning::cross_device_hops(c, {3, {{0, 1, 2, 0}, {0, 1, 2, 0}, {0, 1, 2, 0}}})));
+  EXPECT_TRUE(
+      invalid(planning::cross_device_hops(c, {3, {{0, 1, 2, 0}, {0, 1, 2, 0}, {0, 1, 2, 0}}})));
   EXPECT_TRUE(invalid(planning::cross_device_hops(c, {2, {{0, 1, 0, 1}, {0, 1, 0, 1}}})));
-  EXPECT_TRUE(invalid(planning::cross_device_hops(c, {2, {{0, 1, 0, 1}, {0, 1, 0}, {0, 1, 0, 1}}})));
-  EXPECT_TRUE(invalid(planning::cross_device_hops(c, {2, {{0, 1, 0, 2}, {0, 1, 0, 1}, {0, 1, 0, 1}}})));
-  EXPECT_TRUE(invalid(planning::cross_device_hops(c, {2, {{0, 0, 0, 1}, {0, 1, 0, 1}, {0, 1, 0, 1}}})));
+  EXPECT_TRUE(
+      invalid(planning::cross_device_hops(c, {2, {{0, 1, 0, 1}, {0, 1, 0}, {0, 1, 0, 1}}})));
+  EXPECT_TRUE(
+      invalid(planning::cross_device_hops(c, {2, {{0, 1, 0, 2}, {0, 1, 0, 1}, {0, 1, 0, 1}}})));
+  EXPECT_TRUE(
+      invalid(planning::cross_device_hops(c, {2, {{0, 0, 0, 1}, {0, 1, 0, 1}, {0, 1, 0, 1}}})));
   const planning::AffinityPlacement ok{2, {{0, 1, 0, 1}, {0, 1, 0, 1}, {0, 1, 0, 1}}};
   EXPECT_TRUE(invalid(planning::cross_node_hops(c, ok, 0)));
-  EXPECT_TRUE(invalid(planning::cross_node_hops(c, {4, {{0, 1, 2, 3}, {0, 1, 2, 3}, {0, 1, 2, 3}}}, 3)));
+  EXPECT_TRUE(
+      invalid(planning::cross_node_hops(c, {4, {{0, 1, 2, 3}, {0, 1, 2, 3}, {0, 1, 2, 3}}}, 3)));
   // Counts: wrong size, negative weight, zero experts.
   planning::AffinityCounts bad = c;
   bad.weights.pop_back();

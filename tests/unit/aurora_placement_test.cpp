@@ -161,9 +161,12 @@ TEST(BottleneckMatching, EmptySingleAndInfinite) {
 }
 
 TEST(BottleneckMatching, Errors) {
-  EXPECT_EQ(planning::bottleneck_matching({{1, 2}, {3}}).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(planning::bottleneck_matching({{1, 2}}).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(planning::bottleneck_matching({{1}, {2}}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(planning::bottleneck_matching({{1, 2}, {3}}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(planning::bottleneck_matching({{1, 2}}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(planning::bottleneck_matching({{1}, {2}}).status().code(),
+            absl::StatusCode::kInvalidArgument);
   const absl::Status nan = planning::bottleneck_matching({{1, std::nan("")}, {2, 3}}).status();
   EXPECT_EQ(nan.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(nan.message().find("NaN"), std::string::npos) << nan;
@@ -218,7 +221,8 @@ TEST(ColocateSymmetric, Theorem62EqualsBruteForce) {
 
 TEST(ColocateSymmetric, HandExample) {
   // a ascending: expert 1 (1), 2 (4), 0 (7); b descending: expert 0 (6), 2 (5), 1 (2).
-  const absl::StatusOr<planning::ColocationPlan> plan = planning::colocate_symmetric({7, 1, 4}, {6, 2, 5});
+  const absl::StatusOr<planning::ColocationPlan> plan =
+      planning::colocate_symmetric({7, 1, 4}, {6, 2, 5});
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->pairs, (std::vector<planning::ExpertPair>{{0, 1}, {1, 0}, {2, 2}}));
   EXPECT_EQ(plan->gpu_cost, (std::vector<double>{9, 7, 9}));
@@ -264,7 +268,8 @@ TEST(ColocateBottleneck, CaseTwoBeatsSortingByLargerValue) {
   EXPECT_EQ(plan->pairs, (std::vector<planning::ExpertPair>{{0, 1}, {1, 0}}));
   EXPECT_EQ(plan->max_cost, 10.0);
   // Theorem 6.2 on max(send, recv) = {10, 10} for both models pairs 0 with 0 and 1 with 1.
-  const absl::StatusOr<planning::ColocationPlan> sorted = planning::colocate_symmetric({10, 10}, {10, 10});
+  const absl::StatusOr<planning::ColocationPlan> sorted =
+      planning::colocate_symmetric({10, 10}, {10, 10});
   ASSERT_TRUE(sorted.ok()) << sorted.status();
   EXPECT_EQ(sorted->pairs, (std::vector<planning::ExpertPair>{{0, 0}, {1, 1}}));
   EXPECT_EQ(planning::pair_cost(a[0], b[0]), 20.0);
@@ -295,14 +300,17 @@ TEST(Colocate, EmptyAndErrors) {
   const std::vector<double> nan = {1, std::nan("")}, inf = {kInf, 1};
   for (const auto& [x, y] : {std::pair{two, three}, std::pair{two, negative}, std::pair{nan, two},
                              std::pair{two, inf}}) {
-    EXPECT_EQ(planning::colocate_symmetric(x, y).status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_EQ(planning::colocate_bottleneck(x, y).status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(planning::colocate_symmetric(x, y).status().code(),
+              absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(planning::colocate_bottleneck(x, y).status().code(),
+              absl::StatusCode::kInvalidArgument);
   }
   const absl::Status mismatch = planning::colocate_symmetric(two, three).status();
   EXPECT_NE(mismatch.message().find("b has 3"), std::string::npos) << mismatch;
   const std::vector<planning::ExpertTraffic> bad_recv = {{1, -1}};
-  EXPECT_EQ(planning::colocate_bottleneck(bad_recv, planning::symmetric_traffic({1})).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      planning::colocate_bottleneck(bad_recv, planning::symmetric_traffic({1})).status().code(),
+      absl::StatusCode::kInvalidArgument);
 }
 
 // ------------------------------------------------------------------------------------------
@@ -320,7 +328,8 @@ TEST(AssignByCapability, Theorem51EqualsBruteForce) {
     for (double& x : speeds)
       x = integers ? static_cast<double>(1 + uniform_int(rng, 3)) : uniform_real(rng, 0.5, 4);
     SCOPED_TRACE("trial " + std::to_string(trial));
-    const absl::StatusOr<planning::CapabilityAssignment> got = planning::assign_by_capability(loads, speeds, 1);
+    const absl::StatusOr<planning::CapabilityAssignment> got =
+        planning::assign_by_capability(loads, speeds, 1);
     ASSERT_TRUE(got.ok()) << got.status();
     // Brute force: expert i on GPU perm[i].
     const BruteForce want = brute_force_min_max(n, [&](int64_t i, int64_t g) {
@@ -355,7 +364,8 @@ TEST(AssignByCapability, SeveralExpertsPerGpuIsBlockwiseAndDeterministic) {
   // index: 4 (8), 0 (6), 2 (6), 5 (3), 1 (1), 3 (0). Blocks of two: {4, 0} -> GPU 1,
   // {2, 5} -> GPU 2, {1, 3} -> GPU 0.
   const std::vector<double> loads = {6, 1, 6, 0, 8, 3}, speeds = {1, 3, 2};
-  const absl::StatusOr<planning::CapabilityAssignment> got = planning::assign_by_capability(loads, speeds, 2);
+  const absl::StatusOr<planning::CapabilityAssignment> got =
+      planning::assign_by_capability(loads, speeds, 2);
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->gpu_of_expert, (std::vector<int64_t>{1, 0, 2, 0, 1, 2}));
   EXPECT_EQ(got->gpu_time, (std::vector<double>{1.0, 14.0 / 3.0, 4.5}));
@@ -363,13 +373,15 @@ TEST(AssignByCapability, SeveralExpertsPerGpuIsBlockwiseAndDeterministic) {
   EXPECT_EQ(*planning::assign_by_capability(loads, speeds, 2), *got);
 
   // All ties: experts go in index order, GPUs in index order.
-  const absl::StatusOr<planning::CapabilityAssignment> ties = planning::assign_by_capability({1, 1, 1, 1}, {2, 2}, 2);
+  const absl::StatusOr<planning::CapabilityAssignment> ties =
+      planning::assign_by_capability({1, 1, 1, 1}, {2, 2}, 2);
   ASSERT_TRUE(ties.ok()) << ties.status();
   EXPECT_EQ(ties->gpu_of_expert, (std::vector<int64_t>{0, 0, 1, 1}));
 
   // Documented non-optimality for experts_per_gpu > 1: {5, 4} + {3, 2} = 9, while the partition
   // {5, 2} + {4, 3} reaches 7. The rule of Theorem 5.1 covers one expert per GPU.
-  const absl::StatusOr<planning::CapabilityAssignment> blocks = planning::assign_by_capability({5, 4, 3, 2}, {1, 1}, 2);
+  const absl::StatusOr<planning::CapabilityAssignment> blocks =
+      planning::assign_by_capability({5, 4, 3, 2}, {1, 1}, 2);
   ASSERT_TRUE(blocks.ok()) << blocks.status();
   EXPECT_EQ(blocks->gpu_of_expert, (std::vector<int64_t>{0, 0, 1, 1}));
   EXPECT_EQ(blocks->max_time, 9.0);
@@ -397,7 +409,8 @@ TEST(AssignByCapability, Errors) {
   const absl::Status speed = planning::assign_by_capability({1, 2}, {1, 0}, 1).status();
   EXPECT_NE(speed.message().find("speeds[1]"), std::string::npos) << speed;
 
-  const absl::StatusOr<planning::CapabilityAssignment> empty = planning::assign_by_capability({}, {}, 3);
+  const absl::StatusOr<planning::CapabilityAssignment> empty =
+      planning::assign_by_capability({}, {}, 3);
   ASSERT_TRUE(empty.ok()) << empty.status();
   EXPECT_TRUE(empty->gpu_of_expert.empty());
   EXPECT_EQ(empty->max_time, 0.0);
@@ -408,7 +421,8 @@ TEST(AssignByCapability, Errors) {
 
 // Joint optimum by brute force over both matchings: GPU g hosts expert alpha[g] of model a and
 // beta[g] of model b; time = pair_cost / speeds[g].
-double joint_optimum(const std::vector<planning::ExpertTraffic>& a, const std::vector<planning::ExpertTraffic>& b,
+double joint_optimum(const std::vector<planning::ExpertTraffic>& a,
+                     const std::vector<planning::ExpertTraffic>& b,
                      const std::vector<double>& speeds) {
   const int64_t n = static_cast<int64_t>(a.size());
   double best = kInf;
@@ -416,7 +430,8 @@ double joint_optimum(const std::vector<planning::ExpertTraffic>& a, const std::v
   do {
     const BruteForce inner = brute_force_min_max(n, [&](int64_t g, int64_t j) {
       const size_t gi = static_cast<size_t>(g);
-      return planning::pair_cost(a[static_cast<size_t>(alpha[gi])], b[static_cast<size_t>(j)]) / speeds[gi];
+      return planning::pair_cost(a[static_cast<size_t>(alpha[gi])], b[static_cast<size_t>(j)]) /
+             speeds[gi];
     });
     best = std::min(best, inner.value);
   } while (std::next_permutation(alpha.begin(), alpha.end()));
@@ -424,7 +439,8 @@ double joint_optimum(const std::vector<planning::ExpertTraffic>& a, const std::v
 }
 
 void check_plan_consistent(const planning::HeterogeneousColocationPlan& plan,
-                           const std::vector<planning::ExpertTraffic>& a, const std::vector<planning::ExpertTraffic>& b,
+                           const std::vector<planning::ExpertTraffic>& a,
+                           const std::vector<planning::ExpertTraffic>& b,
                            const std::vector<double>& speeds) {
   const int64_t n = static_cast<int64_t>(a.size());
   ASSERT_EQ(plan.pair_of_gpu.size(), static_cast<size_t>(n));
@@ -466,7 +482,8 @@ TEST(ColocateHeterogeneous, NeverBelowJointOptimumAndGap) {
     std::vector<double> speeds(static_cast<size_t>(n));
     for (double& s : speeds) s = uniform_real(rng, 1, 4);
     SCOPED_TRACE("trial " + std::to_string(trial));
-    const absl::StatusOr<planning::HeterogeneousColocationPlan> plan = planning::colocate_heterogeneous(a, b, speeds);
+    const absl::StatusOr<planning::HeterogeneousColocationPlan> plan =
+        planning::colocate_heterogeneous(a, b, speeds);
     ASSERT_TRUE(plan.ok()) << plan.status();
     check_plan_consistent(*plan, a, b, speeds);
     EXPECT_EQ(plan->colocation_max_cost, planning::colocate_bottleneck(a, b)->max_cost);
@@ -523,11 +540,13 @@ TEST(ColocateHeterogeneous, NeverBelowJointOptimumAndGap) {
 TEST(ColocateHeterogeneous, HandExamples) {
   // Case I loads a = {1, 3}, b = {2, 5}: pair costs [[3, 6], [5, 8]]. Step 1 picks
   // {a0 + b1 = 6, a1 + b0 = 5} (bottleneck 6 < 8).
-  const std::vector<planning::ExpertTraffic> a = planning::symmetric_traffic({1, 3}), b = planning::symmetric_traffic({2, 5});
+  const std::vector<planning::ExpertTraffic> a = planning::symmetric_traffic({1, 3}),
+                                             b = planning::symmetric_traffic({2, 5});
 
   // Speeds {6, 5}: GPU 0 takes the 6 (time 1), GPU 1 the 5 (time 1): max 1. The other
   // colocation {3, 8} needs 8 / 6 > 1 on the fast GPU, so 1 is the joint optimum.
-  const absl::StatusOr<planning::HeterogeneousColocationPlan> tight = planning::colocate_heterogeneous(a, b, {6, 5});
+  const absl::StatusOr<planning::HeterogeneousColocationPlan> tight =
+      planning::colocate_heterogeneous(a, b, {6, 5});
   ASSERT_TRUE(tight.ok()) << tight.status();
   EXPECT_EQ(tight->pair_of_gpu, (std::vector<planning::ExpertPair>{{0, 1}, {1, 0}}));
   EXPECT_EQ(tight->gpu_time, (std::vector<double>{1.0, 1.0}));
@@ -537,7 +556,8 @@ TEST(ColocateHeterogeneous, HandExamples) {
 
   // Speeds {2, 1}: step 2 gives max(6 / 2, 5 / 1) = 5 (the swap gives max(5 / 2, 6) = 6), but
   // the joint optimum pairs a1 + b1 = 8 on GPU 0 (4) and a0 + b0 = 3 on GPU 1 (3): 4.
-  const absl::StatusOr<planning::HeterogeneousColocationPlan> loose = planning::colocate_heterogeneous(a, b, {2, 1});
+  const absl::StatusOr<planning::HeterogeneousColocationPlan> loose =
+      planning::colocate_heterogeneous(a, b, {2, 1});
   ASSERT_TRUE(loose.ok()) << loose.status();
   EXPECT_EQ(loose->pair_of_gpu, (std::vector<planning::ExpertPair>{{0, 1}, {1, 0}}));
   EXPECT_EQ(loose->gpu_time, (std::vector<double>{3.0, 5.0}));
@@ -546,7 +566,8 @@ TEST(ColocateHeterogeneous, HandExamples) {
 }
 
 TEST(ColocateHeterogeneous, EmptyAndErrors) {
-  const absl::StatusOr<planning::HeterogeneousColocationPlan> empty = planning::colocate_heterogeneous({}, {}, {});
+  const absl::StatusOr<planning::HeterogeneousColocationPlan> empty =
+      planning::colocate_heterogeneous({}, {}, {});
   ASSERT_TRUE(empty.ok()) << empty.status();
   EXPECT_TRUE(empty->pair_of_gpu.empty());
   EXPECT_EQ(empty->max_time, 0.0);
@@ -559,7 +580,10 @@ TEST(ColocateHeterogeneous, EmptyAndErrors) {
   EXPECT_EQ(planning::colocate_heterogeneous(two, two, {1, 0}).status().code(), kBad);
   EXPECT_EQ(planning::colocate_heterogeneous(two, two, {1, -3}).status().code(), kBad);
   EXPECT_EQ(planning::colocate_heterogeneous(two, two, {1, kInf}).status().code(), kBad);
-  EXPECT_EQ(planning::colocate_heterogeneous(planning::symmetric_traffic({1, -2}), two, {1, 1}).status().code(), kBad);
+  EXPECT_EQ(planning::colocate_heterogeneous(planning::symmetric_traffic({1, -2}), two, {1, 1})
+                .status()
+                .code(),
+            kBad);
   const absl::Status msg = planning::colocate_heterogeneous(two, two, {1, 0}).status();
   EXPECT_NE(msg.message().find("colocate_heterogeneous: speeds[1]"), std::string::npos) << msg;
 }

@@ -40,7 +40,8 @@ TEST(CpuExpertShards, SliceTakesRowsOfGateUpAndColumnsOfDown) {
 
 TEST(CpuExpertShards, ShardSumMatchesTheExpert) {
   for (model::DType dtype : {model::DType::kF32, model::DType::kBF16}) {
-    auto weights = std::make_shared<const model::ModelWeights>(model::make_synthetic_model(tiny(), 5, dtype));
+    auto weights =
+        std::make_shared<const model::ModelWeights>(model::make_synthetic_model(tiny(), 5, dtype));
     auto model = exec::CpuModel::prepare(weights);
     ASSERT_TRUE(model.ok()) << model.status();
     for (int64_t shards : {1, 2, 4, 6, 50}) {  // 50 > ffn: empty shards
@@ -65,7 +66,8 @@ TEST(CpuExpertShards, ShardSumMatchesTheExpert) {
       }
     }
   }
-  auto weights = std::make_shared<const model::ModelWeights>(model::make_synthetic_model(tiny(), 5, model::DType::kF32));
+  auto weights = std::make_shared<const model::ModelWeights>(
+      model::make_synthetic_model(tiny(), 5, model::DType::kF32));
   EXPECT_FALSE(exec::CpuExpertShards::prepare(*weights, 0).ok());
 }
 

@@ -33,7 +33,8 @@ model::ModelConfig tiny() {
 }
 
 std::shared_ptr<const exec::CpuModel> prepared(model::DType dtype) {
-  auto weights = std::make_shared<const model::ModelWeights>(model::make_synthetic_model(tiny(), 9, dtype));
+  auto weights =
+      std::make_shared<const model::ModelWeights>(model::make_synthetic_model(tiny(), 9, dtype));
   auto model = exec::CpuModel::prepare(weights);
   EXPECT_TRUE(model.ok()) << model.status();
   return model.ok() ? *model : nullptr;
@@ -57,7 +58,8 @@ TEST(CpuExpertSlots, ExpertFromASlotIsBitwiseTheModelsExpert) {
         model->expert(block, e, x.data(), n, want.data());
         slots.forward(slot, block, e, x.data(), n, got.data());
         EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
-            << "block " << block << " expert " << e << (dtype == model::DType::kBF16 ? " bf16" : "");
+            << "block " << block << " expert " << e
+            << (dtype == model::DType::kBF16 ? " bf16" : "");
       }
     }
     EXPECT_EQ(slots.copies(), 8);

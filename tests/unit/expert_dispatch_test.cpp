@@ -74,7 +74,8 @@ TEST(ExpertDispatch, ScheduleThatDropsOrInventsTokensIsRejected) {
   EXPECT_NE(out.status().message().find("rank 0 expert 0"), std::string::npos);
   s->at(0, 0, 0) = 4;  // one invented
   EXPECT_FALSE(dataflow::dispatch_by_schedule(sample_parts(), *s, 0, 0, 2, nullptr).ok());
-  absl::StatusOr<planning::RebalanceSchedule> wrong = planning::harmoeny_initial_schedule({{3, 0}, {2, 0}}, {0, 1});
+  absl::StatusOr<planning::RebalanceSchedule> wrong =
+      planning::harmoeny_initial_schedule({{3, 0}, {2, 0}}, {0, 1});
   ASSERT_TRUE(wrong.ok());
   EXPECT_FALSE(dataflow::dispatch_by_schedule(sample_parts(), *wrong, 0, 0, 2, nullptr).ok());
 }

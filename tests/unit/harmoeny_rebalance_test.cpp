@@ -29,15 +29,16 @@ using Counts = std::vector<std::vector<int64_t>>;
 using kernels::reference::SplitMix64;
 using kernels::reference::test_seed;
 
-using RebalanceFn = absl::StatusOr<planning::RebalanceResult> (*)(const planning::RebalanceSchedule&, int64_t);
+using RebalanceFn =
+    absl::StatusOr<planning::RebalanceResult> (*)(const planning::RebalanceSchedule&, int64_t);
 
 int64_t total_of(const std::vector<int64_t>& v) {
   return std::accumulate(v.begin(), v.end(), int64_t{0});
 }
 
 // Checks everything both variants guarantee, plus the certificate of the stop reason.
-void check_invariants(const planning::RebalanceSchedule& initial, const planning::RebalanceResult& r, int64_t q,
-                      bool paper) {
+void check_invariants(const planning::RebalanceSchedule& initial,
+                      const planning::RebalanceResult& r, int64_t q, bool paper) {
   const int64_t G = initial.num_ranks, E = initial.num_experts;
   ASSERT_EQ(r.schedule.num_ranks, G);
   ASSERT_EQ(r.schedule.num_experts, E);
@@ -113,7 +114,8 @@ const Counts kFig6Counts = {{1, 1, 3}, {1, 2, 2}, {0, 1, 4}};
 const std::vector<int64_t> kFig6Home = {0, 1, 2};
 
 TEST(HarmoenyRebalanceTest, Figure6Paper) {
-  absl::StatusOr<planning::RebalanceSchedule> init = planning::harmoeny_initial_schedule(kFig6Counts, kFig6Home);
+  absl::StatusOr<planning::RebalanceSchedule> init =
+      planning::harmoeny_initial_schedule(kFig6Counts, kFig6Home);
   ASSERT_TRUE(init.ok()) << init.status();
   EXPECT_EQ(init->loads(), (std::vector<int64_t>{2, 4, 9}));  // the text's naive loads
   absl::StatusOr<planning::RebalanceResult> r = planning::harmoeny_rebalance_paper(*init, 1);
@@ -132,7 +134,8 @@ TEST(HarmoenyRebalanceTest, Figure6Paper) {
 }
 
 TEST(HarmoenyRebalanceTest, Figure6Code) {
-  absl::StatusOr<planning::RebalanceSchedule> init = planning::harmoeny_initial_schedule(kFig6Counts, kFig6Home);
+  absl::StatusOr<planning::RebalanceSchedule> init =
+      planning::harmoeny_initial_schedule(kFig6Counts, kFig6Home);
   ASSERT_TRUE(init.ok());
   absl::StatusOr<planning::RebalanceResult> r = planning::harmoeny_rebalance_code(*init, 1);
   ASSERT_TRUE(r.ok()) << r.status();
@@ -149,9 +152,10 @@ TEST(HarmoenyRebalanceTest, Figure6Code) {
 
 TEST(HarmoenyRebalanceTest, Figure6ThresholdBlocksSmallMoves) {
   // q = 4: GPU 0 can take 5 − 2 = 3 < 4 tokens, so line 19 stops before any move.
-  for (RebalanceFn fn :
-       {RebalanceFn{&planning::harmoeny_rebalance_paper}, RebalanceFn{&planning::harmoeny_rebalance_code}}) {
-    absl::StatusOr<planning::RebalanceSchedule> init = planning::harmoeny_initial_schedule(kFig6Counts, kFig6Home);
+  for (RebalanceFn fn : {RebalanceFn{&planning::harmoeny_rebalance_paper},
+                         RebalanceFn{&planning::harmoeny_rebalance_code}}) {
+    absl::StatusOr<planning::RebalanceSchedule> init =
+        planning::harmoeny_initial_schedule(kFig6Counts, kFig6Home);
     absl::StatusOr<planning::RebalanceResult> r = fn(*init, 4);
     ASSERT_TRUE(r.ok());
     EXPECT_EQ(r->num_moves, 0);
@@ -165,9 +169,10 @@ TEST(HarmoenyRebalanceTest, AvgPlusQIsNotGuaranteed) {
   // avg + 18 > avg + q. Both variants share this stop rule; the bound they do give is
   // max ≤ T − (G − 1)(avg − q + 1) = 30 − 2·1 = 28.
   const Counts counts = {{1, 0, 0}, {0, 1, 0}, {0, 0, 28}};
-  for (RebalanceFn fn :
-       {RebalanceFn{&planning::harmoeny_rebalance_paper}, RebalanceFn{&planning::harmoeny_rebalance_code}}) {
-    absl::StatusOr<planning::RebalanceSchedule> init = planning::harmoeny_initial_schedule(counts, {0, 1, 2});
+  for (RebalanceFn fn : {RebalanceFn{&planning::harmoeny_rebalance_paper},
+                         RebalanceFn{&planning::harmoeny_rebalance_code}}) {
+    absl::StatusOr<planning::RebalanceSchedule> init =
+        planning::harmoeny_initial_schedule(counts, {0, 1, 2});
     absl::StatusOr<planning::RebalanceResult> r = fn(*init, 10);
     ASSERT_TRUE(r.ok());
     EXPECT_EQ(r->stop, planning::RebalanceStop::kNoReceiver);
@@ -215,27 +220,30 @@ TEST(HarmoenyRebalanceTest, RandomMatrices) {
     const int64_t q_choices[] = {1, 1, 2, 16, 128, 1024};
     const int64_t q = q_choices[rng.next() % 6];
     SCOPED_TRACE(testing::Message() << "case " << c << " G=" << G << " E=" << E << " q=" << q);
-    absl::StatusOr<planning::RebalanceSchedule> init = planning::harmoeny_initial_schedule(counts, home);
+    absl::StatusOr<planning::RebalanceSchedule> init =
+        planning::harmoeny_initial_schedule(counts, home);
     ASSERT_TRUE(init.ok()) << init.status();
     for (bool paper : {true, false}) {
       SCOPED_TRACE(paper ? "paper" : "code");
       absl::StatusOr<planning::RebalanceResult> r =
-          paper ? planning::harmoeny_rebalance_paper(*init, q) : planning::harmoeny_rebalance_code(*init, q);
+          paper ? planning::harmoeny_rebalance_paper(*init, q)
+                : planning::harmoeny_rebalance_code(*init, q);
       ASSERT_TRUE(r.ok()) << r.status();
       check_invariants(*init, *r, q, paper);
       ++stops[paper ? 0 : 1][static_cast<int>(r->stop)];
       if (testing::Test::HasFatalFailure()) return;
       // Idempotence: running again on the output moves nothing and stops for the same reason.
-      absl::StatusOr<planning::RebalanceResult> again = paper ? planning::harmoeny_rebalance_paper(r->schedule, q)
-                                                    : planning::harmoeny_rebalance_code(r->schedule, q);
+      absl::StatusOr<planning::RebalanceResult> again =
+          paper ? planning::harmoeny_rebalance_paper(r->schedule, q)
+                : planning::harmoeny_rebalance_code(r->schedule, q);
       ASSERT_TRUE(again.ok());
       EXPECT_EQ(again->num_moves, 0);
       EXPECT_EQ(again->schedule, r->schedule);
       EXPECT_EQ(again->stop, r->stop);
       // A threshold above every count moves nothing.
-      absl::StatusOr<planning::RebalanceResult> huge = paper
-                                                 ? planning::harmoeny_rebalance_paper(*init, int64_t{1} << 40)
-                                                 : planning::harmoeny_rebalance_code(*init, int64_t{1} << 40);
+      absl::StatusOr<planning::RebalanceResult> huge =
+          paper ? planning::harmoeny_rebalance_paper(*init, int64_t{1} << 40)
+                : planning::harmoeny_rebalance_code(*init, int64_t{1} << 40);
       ASSERT_TRUE(huge.ok());
       EXPECT_EQ(huge->num_moves, 0);
       EXPECT_EQ(huge->schedule, *init);
@@ -255,9 +263,10 @@ TEST(HarmoenyRebalanceTest, BalancedInputIsUntouched) {
   // Every rank already at the average: zero moves for any q, including q = 1.
   const Counts even = {{2, 1, 1}, {1, 3, 1}, {2, 1, 3}};  // expert totals 5, 5, 5
   for (int64_t q : {int64_t{1}, int64_t{3}, int64_t{1} << 40}) {
-    for (RebalanceFn fn :
-         {RebalanceFn{&planning::harmoeny_rebalance_paper}, RebalanceFn{&planning::harmoeny_rebalance_code}}) {
-      absl::StatusOr<planning::RebalanceSchedule> s = planning::harmoeny_initial_schedule(even, {0, 1, 2});
+    for (RebalanceFn fn : {RebalanceFn{&planning::harmoeny_rebalance_paper},
+                           RebalanceFn{&planning::harmoeny_rebalance_code}}) {
+      absl::StatusOr<planning::RebalanceSchedule> s =
+          planning::harmoeny_initial_schedule(even, {0, 1, 2});
       absl::StatusOr<planning::RebalanceResult> r = fn(*s, q);
       ASSERT_TRUE(r.ok());
       EXPECT_EQ(r->loads, (std::vector<int64_t>{5, 5, 5}));
@@ -286,10 +295,12 @@ TEST(HarmoenyRebalanceTest, InvalidInput) {
   EXPECT_EQ(planning::harmoeny_rebalance_code({{1, 2}, {3, 4}}, home, -5).status().code(),
             absl::StatusCode::kInvalidArgument);
   planning::RebalanceSchedule bad{2, 2, std::vector<int64_t>(7, 0)};  // wrong size
-  EXPECT_EQ(planning::harmoeny_rebalance_paper(bad, 1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(planning::harmoeny_rebalance_paper(bad, 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
   bad.tokens.assign(8, 0);
   bad.tokens[3] = -1;
-  EXPECT_EQ(planning::harmoeny_rebalance_code(bad, 1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(planning::harmoeny_rebalance_code(bad, 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(HarmoenyRebalanceTest, DefaultQFromEq4) {

@@ -8,8 +8,8 @@ namespace muflow::engine {
 namespace {
 
 TEST(HarmoenySlots, LocalOnlyRunsByDescendingLoadWithoutCopies) {
-  auto t = planning::plan_slot_timeline({{3, 10, true, 1.0}, {1, 30, true, 3.0}, {2, 20, true, 2.0}}, 4,
-                              4, 5.0, true);
+  auto t = planning::plan_slot_timeline(
+      {{3, 10, true, 1.0}, {1, 30, true, 3.0}, {2, 20, true, 2.0}}, 4, 4, 5.0, true);
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->order, (std::vector<int32_t>{1, 2, 3}));
   EXPECT_DOUBLE_EQ(t->makespan_s, 6.0);
@@ -45,7 +45,8 @@ TEST(HarmoenySlots, SpareAndIdleSlotsAreUsedFirstAndCopiesQueueOnOneStream) {
   // A device whose two home experts got no tokens here: both slots are free at 0. Three
   // foreign experts of 1 s each, copies of 2 s: copies at 0..2, 2..4, then the third waits
   // for a slot (free at 3 when the first foreign expert finishes) and the stream (4): 4..6.
-  std::vector<planning::SlotWork> work = {{5, 9, false, 1.0}, {6, 8, false, 1.0}, {7, 7, false, 1.0}};
+  std::vector<planning::SlotWork> work = {
+      {5, 9, false, 1.0}, {6, 8, false, 1.0}, {7, 7, false, 1.0}};
   auto t = planning::plan_slot_timeline(work, 2, 2, 2.0, true);
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->order, (std::vector<int32_t>{5, 6, 7}));
@@ -80,13 +81,18 @@ TEST(HarmoenySlots, PrefetchNeverSlowerThanSerialCopies) {
 
 TEST(HarmoenySlots, BadInputIsRejected) {
   EXPECT_FALSE(planning::plan_slot_timeline({}, 3, 2, 1.0, true).ok()) << "slots < home experts";
-  EXPECT_FALSE(planning::plan_slot_timeline({{1, 0, true, 1.0}}, 1, 1, 1.0, true).ok()) << "0 tokens";
-  EXPECT_FALSE(planning::plan_slot_timeline({{1, 1, true, 1.0}, {1, 2, false, 1.0}}, 1, 1, 1.0, true).ok())
+  EXPECT_FALSE(planning::plan_slot_timeline({{1, 0, true, 1.0}}, 1, 1, 1.0, true).ok())
+      << "0 tokens";
+  EXPECT_FALSE(
+      planning::plan_slot_timeline({{1, 1, true, 1.0}, {1, 2, false, 1.0}}, 1, 1, 1.0, true).ok())
       << "repeated id";
-  EXPECT_FALSE(planning::plan_slot_timeline({{1, 1, true, 1.0}, {2, 1, true, 1.0}}, 1, 1, 1.0, true).ok())
+  EXPECT_FALSE(
+      planning::plan_slot_timeline({{1, 1, true, 1.0}, {2, 1, true, 1.0}}, 1, 1, 1.0, true).ok())
       << "more locals than home experts";
-  EXPECT_FALSE(planning::plan_slot_timeline({{1, 1, false, 1.0}}, 0, 0, 1.0, true).ok()) << "no slot";
-  EXPECT_FALSE(planning::plan_slot_timeline({{1, 1, true, 1.0}}, 1, 1, -1.0, true).ok()) << "copy < 0";
+  EXPECT_FALSE(planning::plan_slot_timeline({{1, 1, false, 1.0}}, 0, 0, 1.0, true).ok())
+      << "no slot";
+  EXPECT_FALSE(planning::plan_slot_timeline({{1, 1, true, 1.0}}, 1, 1, -1.0, true).ok())
+      << "copy < 0";
 }
 
 }  // namespace

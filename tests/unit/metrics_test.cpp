@@ -182,7 +182,8 @@ TEST(MetricsLayers, LayerTimeAndIdleAtTheCombineBarrier) {
   const nlohmann::json j = serving::to_json(r);
   EXPECT_NEAR(j["moe_idle_pct"].get<double>(), 15.0, 1e-9);
   EXPECT_EQ(j["expert_fetches"].get<int64_t>(), 3);
-  EXPECT_TRUE(serving::to_json(serving::MetricsRecorder(2).summarize(1.0))["moe_idle_pct"].is_null());
+  EXPECT_TRUE(
+      serving::to_json(serving::MetricsRecorder(2).summarize(1.0))["moe_idle_pct"].is_null());
 }
 
 
@@ -199,7 +200,8 @@ TEST(MetricsLayers, AllToAllRowsOffDevice) {
   EXPECT_EQ(r.combine_remote_rows, 1);
   EXPECT_NEAR(r.remote_rows_pct(), 100.0 * 4 / 24, 1e-12);
   EXPECT_EQ(serving::to_json(r)["combine_remote_rows"].get<int64_t>(), 1);
-  EXPECT_NE(serving::format_metrics_table(r, {}).find("dispatch 3 / 14 (21.4 %), combine 1 / 10 (10.0 %)"),
+  EXPECT_NE(serving::format_metrics_table(r, {}).find(
+                "dispatch 3 / 14 (21.4 %), combine 1 / 10 (10.0 %)"),
             std::string::npos)
       << serving::format_metrics_table(r, {});
   EXPECT_DOUBLE_EQ(serving::MetricsRecorder(2).summarize(1.0).remote_rows_pct(), 0.0);

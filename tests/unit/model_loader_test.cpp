@@ -87,7 +87,8 @@ void expect_same_config(const model::ModelConfig& a, const model::ModelConfig& b
   EXPECT_EQ(a.eos_token_id, b.eos_token_id);
 }
 
-void expect_same_tensor(const model::WeightTensor& a, const model::WeightTensor& b, const std::string& name) {
+void expect_same_tensor(const model::WeightTensor& a, const model::WeightTensor& b,
+                        const std::string& name) {
   SCOPED_TRACE(name);
   ASSERT_EQ(a.dtype, b.dtype);
   ASSERT_EQ(a.shape, b.shape);
@@ -262,7 +263,8 @@ TEST(SyntheticModelTest, Bf16MatricesAreRoundedF32Draws) {
   const model::ModelWeights b = model::make_synthetic_model(c, kSeed, model::DType::kBF16);
   ASSERT_EQ(b.blocks[1].shared_expert.up.dtype, model::DType::kBF16);
   for (size_t i = 0; i < f.blocks[1].shared_expert.up.f32.size(); ++i) {
-    ASSERT_EQ(b.blocks[1].shared_expert.up.bf16[i], model::f32_to_bf16(f.blocks[1].shared_expert.up.f32[i]));
+    ASSERT_EQ(b.blocks[1].shared_expert.up.bf16[i],
+              model::f32_to_bf16(f.blocks[1].shared_expert.up.f32[i]));
   }
   EXPECT_EQ(b.blocks[1].router.dtype, model::DType::kF32);
   EXPECT_EQ(b.blocks[1].q_bias.dtype, model::DType::kF32);
@@ -286,8 +288,10 @@ TEST_P(ModelRoundTripTest, EveryTensorComesBackExactly) {
   std::printf("seed %llu\n", static_cast<unsigned long long>(kSeed));
   const model::ModelConfig c = tiny_config(rc.type);
   const model::ModelWeights w = model::make_synthetic_model(c, kSeed, rc.dtype);
-  const fs::path dir = temp_dir(absl::StrCat(model::model_type_name(rc.type), "_", model::dtype_name(rc.dtype),
-                                             "_", rc.max_shard_bytes)) / "nested" / "model";
+  const fs::path dir =
+      temp_dir(absl::StrCat(model::model_type_name(rc.type), "_", model::dtype_name(rc.dtype), "_",
+                            rc.max_shard_bytes)) /
+      "nested" / "model";
   ASSERT_TRUE(model::write_hf_model(w, dir.string(), rc.max_shard_bytes).ok());
 
   if (rc.max_shard_bytes == 0) {
@@ -307,10 +311,12 @@ TEST_P(ModelRoundTripTest, EveryTensorComesBackExactly) {
     }
     EXPECT_GT(num_shards, 2);
   }
-  absl::StatusOr<model::ModelConfig> written_config = model::parse_hf_config((dir / "config.json").string());
+  absl::StatusOr<model::ModelConfig> written_config =
+      model::parse_hf_config((dir / "config.json").string());
   ASSERT_TRUE(written_config.ok()) << written_config.status();
 
-  absl::StatusOr<std::shared_ptr<const model::ModelWeights>> loaded = model::load_hf_model(dir.string());
+  absl::StatusOr<std::shared_ptr<const model::ModelWeights>> loaded =
+      model::load_hf_model(dir.string());
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   expect_same_config(c, (*loaded)->config);
   const std::vector<model::ConstHfTensorSlot> want = model::hf_tensor_slots(w);
@@ -340,7 +346,8 @@ INSTANTIATE_TEST_SUITE_P(
                       RoundTripCase{model::ModelType::kQwen2Moe, model::DType::kBF16, 6000}));
 
 TEST(ModelWriterTest, RewritingSwitchesLayoutCleanly) {
-  const model::ModelWeights w = model::make_synthetic_model(tiny_config(model::ModelType::kMixtral), kSeed, model::DType::kF32);
+  const model::ModelWeights w = model::make_synthetic_model(tiny_config(model::ModelType::kMixtral),
+                                                            kSeed, model::DType::kF32);
   const fs::path dir = temp_dir("switch");
   ASSERT_TRUE(model::write_hf_model(w, dir.string(), 6000).ok());
   ASSERT_TRUE(model::write_hf_model(w, dir.string(), 0).ok());
@@ -351,12 +358,14 @@ TEST(ModelWriterTest, RewritingSwitchesLayoutCleanly) {
 }
 
 TEST(ModelWriterTest, RejectsMissingOrMisshapenTensor) {
-  model::ModelWeights w = model::make_synthetic_model(tiny_config(model::ModelType::kMixtral), kSeed, model::DType::kF32);
+  model::ModelWeights w = model::make_synthetic_model(tiny_config(model::ModelType::kMixtral),
+                                                      kSeed, model::DType::kF32);
   w.blocks[1].experts[2].up = model::WeightTensor{};
   absl::Status s = model::write_hf_model(w, temp_dir("writer_missing").string(), 0);
   EXPECT_THAT(std::string(s.message()),
               HasSubstr("tensor 'model.layers.1.block_sparse_moe.experts.2.w3.weight' is missing"));
-  w = model::make_synthetic_model(tiny_config(model::ModelType::kMixtral), kSeed, model::DType::kF32);
+  w = model::make_synthetic_model(tiny_config(model::ModelType::kMixtral), kSeed,
+                                  model::DType::kF32);
   w.final_norm.shape = {16, 2};
   s = model::write_hf_model(w, temp_dir("writer_shape").string(), 0);
   EXPECT_THAT(std::string(s.message()),
@@ -368,13 +377,15 @@ TEST(ModelWriterTest, RejectsMissingOrMisshapenTensor) {
 // malformed folders
 
 // A written synthetic mixtral folder whose model.safetensors is then rewritten by `edit`.
-fs::path folder_with_edited_tensors(const std::string& name,
-                                    const std::function<void(std::vector<model::WeightTensor>*)>& edit) {
-  const model::ModelWeights w = model::make_synthetic_model(tiny_config(model::ModelType::kMixtral), kSeed, model::DType::kF32);
+fs::path folder_with_edited_tensors(
+    const std::string& name, const std::function<void(std::vector<model::WeightTensor>*)>& edit) {
+  const model::ModelWeights w = model::make_synthetic_model(tiny_config(model::ModelType::kMixtral),
+                                                            kSeed, model::DType::kF32);
   const fs::path dir = temp_dir(name);
   EXPECT_TRUE(model::write_hf_model(w, dir.string(), 0).ok());
   std::vector<model::WeightTensor> tensors;
-  for (const model::ConstHfTensorSlot& slot : model::hf_tensor_slots(w)) tensors.push_back(*slot.tensor);
+  for (const model::ConstHfTensorSlot& slot : model::hf_tensor_slots(w))
+    tensors.push_back(*slot.tensor);
   edit(&tensors);
   std::vector<const model::WeightTensor*> ptrs;
   for (const model::WeightTensor& t : tensors) ptrs.push_back(&t);
@@ -410,7 +421,8 @@ TEST(ModelLoaderErrorsTest, ShapeMismatch) {
 
 TEST(ModelLoaderErrorsTest, UnsupportedDtypeInModel) {
   const fs::path dir = temp_dir("f16_model");
-  const model::ModelWeights w = model::make_synthetic_model(tiny_config(model::ModelType::kMixtral), kSeed, model::DType::kF32);
+  const model::ModelWeights w = model::make_synthetic_model(tiny_config(model::ModelType::kMixtral),
+                                                            kSeed, model::DType::kF32);
   ASSERT_TRUE(model::write_hf_model(w, dir.string(), 0).ok());
   // Relabel model.norm.weight (32 F32 = 128 bytes) as 64 F16 in place: a valid file whose
   // norm has a dtype the engine does not read.
@@ -440,7 +452,8 @@ TEST(ModelLoaderErrorsTest, UnexpectedTensorMeansConfigMismatch) {
 }
 
 TEST(ModelLoaderErrorsTest, TruncatedWeightsFile) {
-  const model::ModelWeights w = model::make_synthetic_model(tiny_config(model::ModelType::kMixtral), kSeed, model::DType::kBF16);
+  const model::ModelWeights w = model::make_synthetic_model(tiny_config(model::ModelType::kMixtral),
+                                                            kSeed, model::DType::kBF16);
   const fs::path dir = temp_dir("truncated");
   ASSERT_TRUE(model::write_hf_model(w, dir.string(), 0).ok());
   const fs::path file = dir / "model.safetensors";
@@ -451,7 +464,8 @@ TEST(ModelLoaderErrorsTest, TruncatedWeightsFile) {
 }
 
 TEST(ModelLoaderErrorsTest, ShardedIndexPointsToMissingShard) {
-  const model::ModelWeights w = model::make_synthetic_model(tiny_config(model::ModelType::kQwen2Moe), kSeed, model::DType::kF32);
+  const model::ModelWeights w = model::make_synthetic_model(
+      tiny_config(model::ModelType::kQwen2Moe), kSeed, model::DType::kF32);
   const fs::path dir = temp_dir("missing_shard");
   ASSERT_TRUE(model::write_hf_model(w, dir.string(), 6000).ok());
   std::ifstream in(dir / "model.safetensors.index.json");
@@ -465,7 +479,8 @@ TEST(ModelLoaderErrorsTest, ShardedIndexPointsToMissingShard) {
 }
 
 TEST(ModelLoaderErrorsTest, ShardedIndexMalformed) {
-  const model::ModelWeights w = model::make_synthetic_model(tiny_config(model::ModelType::kMixtral), kSeed, model::DType::kF32);
+  const model::ModelWeights w = model::make_synthetic_model(tiny_config(model::ModelType::kMixtral),
+                                                            kSeed, model::DType::kF32);
   const fs::path dir = temp_dir("bad_index");
   ASSERT_TRUE(model::write_hf_model(w, dir.string(), 6000).ok());
   write_text(dir / "model.safetensors.index.json", R"({"metadata": {}})");
@@ -480,7 +495,8 @@ TEST(ModelLoaderErrorsTest, MissingFilesAreNotFound) {
   absl::StatusOr<std::shared_ptr<const model::ModelWeights>> m = model::load_hf_model(dir.string());
   EXPECT_TRUE(absl::IsNotFound(m.status()));
   EXPECT_THAT(std::string(m.status().message()), HasSubstr("config.json"));
-  write_text(dir / "config.json", model::hf_config_json(tiny_config(model::ModelType::kMixtral)).dump());
+  write_text(dir / "config.json",
+             model::hf_config_json(tiny_config(model::ModelType::kMixtral)).dump());
   m = model::load_hf_model(dir.string());
   EXPECT_TRUE(absl::IsNotFound(m.status()));
   EXPECT_THAT(std::string(m.status().message()),
@@ -502,9 +518,11 @@ TEST(RealModelTest, KjvMixtralTinyF32AndBf16) {
     GTEST_SKIP() << "real models not found under " << MUFLOW_DATA_DIR
                  << "/models (kjv-mixtral-tiny, kjv-mixtral-tiny-bf16); see shared/data/README.md";
   }
-  absl::StatusOr<std::shared_ptr<const model::ModelWeights>> f = model::load_hf_model(f32_dir.string());
+  absl::StatusOr<std::shared_ptr<const model::ModelWeights>> f =
+      model::load_hf_model(f32_dir.string());
   ASSERT_TRUE(f.ok()) << f.status();
-  absl::StatusOr<std::shared_ptr<const model::ModelWeights>> b = model::load_hf_model(bf16_dir.string());
+  absl::StatusOr<std::shared_ptr<const model::ModelWeights>> b =
+      model::load_hf_model(bf16_dir.string());
   ASSERT_TRUE(b.ok()) << b.status();
   const model::ModelConfig& c = (*f)->config;
   EXPECT_EQ(c.model_type, model::ModelType::kMixtral);
@@ -530,7 +548,8 @@ TEST(RealModelTest, KjvMixtralTinyF32AndBf16) {
 
   // 4,396,160 parameters per the model's README.
   int64_t num_params = 0;
-  for (const model::ConstHfTensorSlot& slot : model::hf_tensor_slots(**f)) num_params += slot.tensor->numel();
+  for (const model::ConstHfTensorSlot& slot : model::hf_tensor_slots(**f))
+    num_params += slot.tensor->numel();
   EXPECT_EQ(num_params, 4396160);
 
   EXPECT_EQ((*f)->blocks[2].experts[5].up.dtype, model::DType::kF32);

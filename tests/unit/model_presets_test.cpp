@@ -115,7 +115,8 @@ TEST(ModelPresets, Synthetic) {
   EXPECT_THAT(model::synthetic_model_preset(dims).status().message(), HasSubstr("[1, 256]"));
   dims.num_experts = 16;
   dims.num_topk = 17;
-  EXPECT_THAT(model::synthetic_model_preset(dims).status().message(), HasSubstr("num_experts_per_tok"));
+  EXPECT_THAT(model::synthetic_model_preset(dims).status().message(),
+              HasSubstr("num_experts_per_tok"));
   dims.num_topk = 2;
   dims.num_kv_heads = 3;
   EXPECT_FALSE(model::synthetic_model_preset(dims).ok());

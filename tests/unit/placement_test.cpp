@@ -101,7 +101,8 @@ namespace {
 TEST(Placement, AsyncDisaggregatesAttentionAndExperts) {
   topology::Topology t = topology_with(8);
   t.wiring = "async";
-  absl::StatusOr<planning::Placement> p = planning::make_placement(t, 8, /*disaggregated_attention=*/true);
+  absl::StatusOr<planning::Placement> p =
+      planning::make_placement(t, 8, /*disaggregated_attention=*/true);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_THAT(p->rank_device, ElementsAre(0, 1, 2, 3));  // default: half the devices
   EXPECT_THAT(p->expert_device, ElementsAre(4, 5, 6, 7, 4, 5, 6, 7));
@@ -123,7 +124,8 @@ TEST(Placement, AsyncRejectsExpertsOnAttentionDevicesAndTinyClusters) {
   t.wiring = "async";
   t.placement = "explicit";
   t.expert_device = {2, 3, 1, 2};
-  absl::StatusOr<planning::Placement> p = planning::make_placement(t, 4, /*disaggregated_attention=*/true);
+  absl::StatusOr<planning::Placement> p =
+      planning::make_placement(t, 4, /*disaggregated_attention=*/true);
   ASSERT_FALSE(p.ok());
   EXPECT_THAT(p.status().message(),
               HasSubstr("key 'placement.experts'[2] = 1; expected an expert device index in [2, 4)"));

@@ -48,7 +48,8 @@ std::shared_ptr<const exec::CpuModel> build_model(const model::ModelConfig& c, u
   const absl::Status valid = c.validate();
   EXPECT_TRUE(valid.ok()) << valid;
   if (!valid.ok()) return nullptr;
-  auto weights = std::make_shared<const model::ModelWeights>(model::make_synthetic_model(c, seed, model::DType::kF32));
+  auto weights = std::make_shared<const model::ModelWeights>(
+      model::make_synthetic_model(c, seed, model::DType::kF32));
   absl::StatusOr<std::shared_ptr<const exec::CpuModel>> model = exec::CpuModel::prepare(weights);
   EXPECT_TRUE(model.ok()) << model.status();
   return model.ok() ? *model : nullptr;
@@ -79,7 +80,8 @@ ForwardOut forward(const exec::CpuModel& m, DirectState& st, int64_t rid,
   ForwardOut out;
   m.embed(tokens.data(), n, h.data());
   for (int64_t b = 0; b < c.num_layers; ++b) {
-    exec::AttentionOutputs ao{x.data(), ids.data(), w.data(), shared.empty() ? nullptr : shared.data()};
+    exec::AttentionOutputs ao{x.data(), ids.data(), w.data(),
+                              shared.empty() ? nullptr : shared.data()};
     const absl::Status s = m.attention(b, st.caches[b], rids.data(), pos.data(), n, h.data(), ao);
     EXPECT_TRUE(s.ok()) << s;
     out.expert_ids.push_back(ids);
@@ -94,7 +96,7 @@ ForwardOut forward(const exec::CpuModel& m, DirectState& st, int64_t rid,
         rows[j] = y[j].data();
       }
       exec::CpuModel::combine_row(h.data() + i * H, rows.data(), w.data() + i * K, K,
-                            shared.empty() ? nullptr : shared.data() + i * H, H);
+                                  shared.empty() ? nullptr : shared.data() + i * H, H);
     }
   }
   out.logits.resize(n * c.vocab_size);
@@ -125,8 +127,9 @@ class ReferenceDecoderTest : public ::testing::TestWithParam<model::ModelType> {
  protected:
   void SetUp() override {
     config_ = small_config(GetParam());
-    seed_ = test_seed(("ReferenceDecoderTest/" + std::string(model::model_type_name(GetParam()))).c_str(),
-                      20250101);
+    seed_ = test_seed(
+        ("ReferenceDecoderTest/" + std::string(model::model_type_name(GetParam()))).c_str(),
+        20250101);
     model_ = build_model(config_, seed_);
     ASSERT_NE(model_, nullptr);
     prompt_ = random_prompt(seed_ ^ 0xabcdef, 7, config_.vocab_size);
@@ -148,7 +151,8 @@ TEST_P(ReferenceDecoderTest, GreedyMatchesArgmaxOfDirectForward) {
   topology::SamplingSpec greedy;
   greedy.stop_at_eos = false;
   const int64_t max_new = 6;
-  absl::StatusOr<exec::ReferenceResult> r = exec::reference_generate(*model_, request(max_new), greedy, true);
+  absl::StatusOr<exec::ReferenceResult> r =
+      exec::reference_generate(*model_, request(max_new), greedy, true);
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(static_cast<int64_t>(r->output_ids.size()), max_new);
   const int64_t V = config_.vocab_size, P = static_cast<int64_t>(prompt_.size());
@@ -181,7 +185,8 @@ TEST_P(ReferenceDecoderTest, GreedyMatchesArgmaxOfDirectForward) {
 TEST_P(ReferenceDecoderTest, StopsAtEosWhenAsked) {
   topology::SamplingSpec greedy;
   greedy.stop_at_eos = false;
-  absl::StatusOr<exec::ReferenceResult> free_run = exec::reference_generate(*model_, request(5), greedy, false);
+  absl::StatusOr<exec::ReferenceResult> free_run =
+      exec::reference_generate(*model_, request(5), greedy, false);
   ASSERT_TRUE(free_run.ok()) << free_run.status();
   ASSERT_EQ(free_run->output_ids.size(), 5u);
   // Make the third generated token the EOS id of an otherwise identical model.
@@ -196,12 +201,14 @@ TEST_P(ReferenceDecoderTest, StopsAtEosWhenAsked) {
   }
   topology::SamplingSpec stop = greedy;
   stop.stop_at_eos = true;
-  absl::StatusOr<exec::ReferenceResult> stopped = exec::reference_generate(*eos_model, request(5), stop, false);
+  absl::StatusOr<exec::ReferenceResult> stopped =
+      exec::reference_generate(*eos_model, request(5), stop, false);
   ASSERT_TRUE(stopped.ok()) << stopped.status();
   EXPECT_EQ(stopped->output_ids, expected);
   EXPECT_LE(stopped->output_ids.size(), 3u);
   // Without stop_at_eos it runs to max_new_tokens.
-  absl::StatusOr<exec::ReferenceResult> full = exec::reference_generate(*eos_model, request(5), greedy, false);
+  absl::StatusOr<exec::ReferenceResult> full =
+      exec::reference_generate(*eos_model, request(5), greedy, false);
   ASSERT_TRUE(full.ok());
   EXPECT_EQ(full->output_ids, free_run->output_ids);
 }

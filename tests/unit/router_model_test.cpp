@@ -41,8 +41,10 @@ fs::path temp_path(const std::string& name) {
   return dir / name;
 }
 
-std::unique_ptr<routing::RouterModel> make(const routing::RouterSpec& spec, int64_t e, int64_t k, int64_t layers) {
-  absl::StatusOr<std::unique_ptr<routing::RouterModel>> r = routing::make_router_model(spec, e, k, layers);
+std::unique_ptr<routing::RouterModel> make(const routing::RouterSpec& spec, int64_t e, int64_t k,
+                                           int64_t layers) {
+  absl::StatusOr<std::unique_ptr<routing::RouterModel>> r =
+      routing::make_router_model(spec, e, k, layers);
   EXPECT_TRUE(r.ok()) << r.status();
   return r.ok() ? *std::move(r) : nullptr;
 }
@@ -228,7 +230,8 @@ TEST(RouterModel, ExponentialMatchesFormulaPerBlock) {
   ASSERT_NE(cat, nullptr);
   const int64_t n = 200000;
   for (int32_t b : {0, 3}) {
-    auto p = routing::exponential_probabilities(2.0 / 16, routing::exponential_popularity_order(16, seed, b));
+    auto p = routing::exponential_probabilities(2.0 / 16,
+                                                routing::exponential_popularity_order(16, seed, b));
     ASSERT_TRUE(p.ok());
     ASSERT_EQ(cat->probabilities(b).size(), p->size());
     for (size_t e = 0; e < p->size(); ++e) EXPECT_NEAR(cat->probabilities(b)[e], (*p)[e], 1e-15);
@@ -273,7 +276,8 @@ TEST(RouterModel, TopkWithoutReplacementInclusionProbabilities) {
 // ---------------------------------------------------------------------------------------
 // Invariants: distinct experts, weights, purity, seeds
 
-std::vector<std::pair<routing::RouterSpec, std::tuple<int64_t, int64_t>>> synthetic_cases(uint64_t seed) {
+std::vector<std::pair<routing::RouterSpec, std::tuple<int64_t, int64_t>>> synthetic_cases(
+    uint64_t seed) {
   std::vector<std::pair<routing::RouterSpec, std::tuple<int64_t, int64_t>>> cases;
   for (const char* kind : {"uniform", "harmoeny-skew", "moeshard-multinomial", "exponential"}) {
     for (auto ek : {std::tuple<int64_t, int64_t>{8, 1}, {8, 2}, {8, 8}, {64, 6}, {256, 8}}) {
@@ -647,8 +651,8 @@ TEST(RealTraces, ReplayNpyReproducesPerLayerLoadsExactly) {
   ASSERT_NE(replay, nullptr);
   ASSERT_EQ(replay->num_rows(), 40800);
   ASSERT_EQ(replay->num_columns(), 6);
-  auto csv =
-      routing::load_per_rank_routing_csv((kRoutingDir / "switch-base-per-rank-bookcorpus.csv").string(), e);
+  auto csv = routing::load_per_rank_routing_csv(
+      (kRoutingDir / "switch-base-per-rank-bookcorpus.csv").string(), e);
   ASSERT_TRUE(csv.ok());
   const model::NpyInt64Array& trace = replay->trace();
   for (int32_t b = 0; b < 12; ++b) {
@@ -671,7 +675,8 @@ TEST(RealTraces, ReplayNpyReproducesPerLayerLoadsExactly) {
     EXPECT_EQ(hist, csv->layer_histogram(b % 6, 0)) << "block " << b;
   }
   // The Switch-8 trace with a 128-expert model is refused.
-  absl::StatusOr<std::unique_ptr<routing::RouterModel>> wrong = routing::make_router_model(s, 8, 1, 6);
+  absl::StatusOr<std::unique_ptr<routing::RouterModel>> wrong =
+      routing::make_router_model(s, 8, 1, 6);
   ASSERT_TRUE(wrong.ok());  // {E} → 8: the Switch-8 file, consistent
   s.trace_file = (kRoutingDir / "switch-base-8-bookcorpus.npy").string();
   wrong = routing::make_router_model(s, 16, 1, 6);

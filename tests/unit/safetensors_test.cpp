@@ -57,7 +57,8 @@ model::WeightTensor bf16_tensor(const std::string& name, std::vector<int64_t> sh
   t.dtype = model::DType::kBF16;
   t.shape = std::move(shape);
   t.bf16.resize(static_cast<size_t>(t.numel()));
-  for (size_t i = 0; i < t.bf16.size(); ++i) t.bf16[i] = model::f32_to_bf16(-1.5f * static_cast<float>(i));
+  for (size_t i = 0; i < t.bf16.size(); ++i)
+    t.bf16[i] = model::f32_to_bf16(-1.5f * static_cast<float>(i));
   return t;
 }
 
@@ -151,7 +152,8 @@ TEST(SafetensorsTest, MissingTensorIsNotFound) {
 }
 
 TEST(SafetensorsTest, MissingFileIsNotFound) {
-  absl::StatusOr<model::SafetensorsFile> file = model::open_safetensors(temp_path("does-not-exist.safetensors"));
+  absl::StatusOr<model::SafetensorsFile> file =
+      model::open_safetensors(temp_path("does-not-exist.safetensors"));
   EXPECT_TRUE(absl::IsNotFound(file.status()));
   EXPECT_THAT(std::string(file.status().message()), HasSubstr("does-not-exist.safetensors"));
 }

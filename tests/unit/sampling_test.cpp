@@ -83,7 +83,8 @@ TEST(Sampling, DeterministicPerSeedRequestPosition) {
   const std::vector<float> logits = flat_logits(vocab);
   const topology::SamplingSpec s = spec(1.0, 1.0, seed);
   std::vector<int32_t> first;
-  for (int64_t p = 0; p < 64; ++p) first.push_back(serving::sample_token(logits.data(), vocab, s, 3, p));
+  for (int64_t p = 0; p < 64; ++p)
+    first.push_back(serving::sample_token(logits.data(), vocab, s, 3, p));
   // Same key → same token, in any call order.
   for (int64_t p = 63; p >= 0; --p) {
     EXPECT_EQ(serving::sample_token(logits.data(), vocab, s, 3, p), first[p]) << p;
@@ -93,7 +94,8 @@ TEST(Sampling, DeterministicPerSeedRequestPosition) {
   // Another seed or request changes most draws.
   int differ_seed = 0, differ_request = 0;
   for (int64_t p = 0; p < 64; ++p) {
-    differ_seed += serving::sample_token(logits.data(), vocab, spec(1.0, 1.0, seed + 1), 3, p) != first[p];
+    differ_seed +=
+        serving::sample_token(logits.data(), vocab, spec(1.0, 1.0, seed + 1), 3, p) != first[p];
     differ_request += serving::sample_token(logits.data(), vocab, s, 4, p) != first[p];
   }
   EXPECT_GT(differ_seed, 50);
@@ -115,11 +117,12 @@ std::vector<double> softmax(const std::vector<float>& logits, double temperature
 }
 
 // Counts draws over n distinct (request, position) keys.
-std::vector<int64_t> histogram(const std::vector<float>& logits, const topology::SamplingSpec& s, int n) {
+std::vector<int64_t> histogram(const std::vector<float>& logits, const topology::SamplingSpec& s,
+                               int n) {
   std::vector<int64_t> counts(logits.size(), 0);
   for (int i = 0; i < n; ++i) {
-    const int32_t t =
-        serving::sample_token(logits.data(), static_cast<int64_t>(logits.size()), s, i / 50, i % 50);
+    const int32_t t = serving::sample_token(logits.data(), static_cast<int64_t>(logits.size()), s,
+                                            i / 50, i % 50);
     EXPECT_GE(t, 0);
     EXPECT_LT(t, static_cast<int32_t>(logits.size()));
     if (t >= 0 && t < static_cast<int32_t>(logits.size())) ++counts[t];

@@ -62,9 +62,11 @@ TEST(MostTokensPolicy, MaxQueuedThenEarliestThenIndex) {
 }
 
 TEST(MakeSchedulingPolicy, KnownNames) {
-  EXPECT_THAT(serving::scheduling_policy_names(), ElementsAre("fifo", "most-tokens", "flfs", "defrag"));
+  EXPECT_THAT(serving::scheduling_policy_names(),
+              ElementsAre("fifo", "most-tokens", "flfs", "defrag"));
   for (const std::string& name : serving::scheduling_policy_names()) {
-    absl::StatusOr<std::unique_ptr<serving::SchedulingPolicy>> p = serving::make_scheduling_policy(name);
+    absl::StatusOr<std::unique_ptr<serving::SchedulingPolicy>> p =
+        serving::make_scheduling_policy(name);
     ASSERT_TRUE(p.ok()) << p.status();
     EXPECT_EQ((*p)->name(), name);
   }
@@ -76,7 +78,8 @@ TEST(MakeSchedulingPolicy, KnownNames) {
 
 TEST(MakeSchedulingPolicy, UnknownNameListsKnownOnes) {
   for (const char* bad : {"lifo", "", "FIFO", "most_tokens"}) {
-    absl::StatusOr<std::unique_ptr<serving::SchedulingPolicy>> p = serving::make_scheduling_policy(bad);
+    absl::StatusOr<std::unique_ptr<serving::SchedulingPolicy>> p =
+        serving::make_scheduling_policy(bad);
     ASSERT_FALSE(p.ok()) << bad;
     EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(p.status().message(), HasSubstr("fifo"));
@@ -104,7 +107,7 @@ serving::StageStatus at_block(int32_t block, int32_t index, int64_t queued, uint
 TEST(FirstLayerFirst, PicksTheLowestReadyBlock) {
   serving::FirstLayerFirstPolicy flfs;
   std::vector<serving::StageStatus> s = {at_block(2, 0, 20, 0), at_block(0, 1, 0, 1),
-                                at_block(1, 0, 1, 5), at_block(1, 1, 9, 2)};
+                                         at_block(1, 0, 1, 5), at_block(1, 1, 9, 2)};
   EXPECT_EQ(flfs.pick(s), 3);  // block 1 (block 0 has nothing); earlier ready of the two
   s[1].queued_tokens = 1;
   EXPECT_EQ(flfs.pick(s), 1);
@@ -116,7 +119,7 @@ TEST(Defrag, ScoresFollowAlgorithm1ByHand) {
   // Blocks 0..2 (N_B = 3), K = 4, δ = 0.8; mean queue per block: b0 2, b1 (10+0)/2 = 5, b2 6.
   serving::DefragPolicy defrag;
   std::vector<serving::StageStatus> s = {at_block(0, 0, 2, 0), at_block(1, 0, 10, 1),
-                                at_block(1, 1, 0, 2), at_block(2, 0, 6, 3)};
+                                         at_block(1, 1, 0, 2), at_block(2, 0, 6, 3)};
   const std::vector<double> score = defrag.scores(s);
   EXPECT_NEAR(score[0], 2 + 0.8 * 5 + 0.64 * 6 + 0.512 * 2 + 0.4096 * 5, 1e-12);
   EXPECT_NEAR(score[1], 10 + 0.8 * 6 + 0.64 * 2 + 0.512 * 5 + 0.4096 * 6, 1e-12);
@@ -128,7 +131,7 @@ TEST(Defrag, ScoresFollowAlgorithm1ByHand) {
 TEST(Defrag, PrefersTheLayerBeforeADenseWaveOverTheFullestQueue) {
   // MTFS would run block 1 (6 tokens); block 0's successor holds the wave, so defrag runs it.
   std::vector<serving::StageStatus> s = {at_block(0, 0, 5, 0), at_block(1, 0, 6, 1),
-                                at_block(2, 0, 0, 2)};
+                                         at_block(2, 0, 0, 2)};
   EXPECT_EQ(serving::MostTokensPolicy().pick(s), 1);
   EXPECT_EQ(serving::DefragPolicy().pick(s), 0);
 }
@@ -137,7 +140,7 @@ TEST(Defrag, DoesNotLetANewRequestPreemptTheMainWave) {
   // A fresh token at block 0 vs the main wave of 20 at block 2 (4 blocks): FLFS runs the
   // newcomer (the starvation of §5.3), defrag keeps the wave moving.
   std::vector<serving::StageStatus> s = {at_block(0, 0, 1, 5), at_block(1, 0, 0, 0),
-                                at_block(2, 0, 20, 1), at_block(3, 0, 0, 0)};
+                                         at_block(2, 0, 20, 1), at_block(3, 0, 0, 0)};
   EXPECT_EQ(serving::FirstLayerFirstPolicy().pick(s), 0);
   EXPECT_EQ(serving::DefragPolicy().pick(s), 2);
   EXPECT_EQ(serving::DefragPolicy().pick({}), -1);
@@ -166,8 +169,9 @@ serving::StageStatus held_test_stage(int32_t block, int64_t queued, double since
 }
 
 TEST(BatchHold, HoldsSmallFragmentsUntilTheirDeadline) {
-  std::vector<serving::StageStatus> stages = {held_test_stage(0, 10, 1.000), held_test_stage(1, 80, 1.000),
-                                     held_test_stage(2, 3, 1.0015), held_test_stage(3, 0, 0.0)};
+  std::vector<serving::StageStatus> stages = {
+      held_test_stage(0, 10, 1.000), held_test_stage(1, 80, 1.000), held_test_stage(2, 3, 1.0015),
+      held_test_stage(3, 0, 0.0)};
   // min 64 tokens, 2 ms: stages 0 and 2 are held; the earliest release is stage 0's at 1.002.
   const double release = serving::apply_batch_hold(stages, 1.001, 64, 0.002);
   EXPECT_DOUBLE_EQ(release, 1.002);

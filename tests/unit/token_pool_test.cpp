@@ -28,7 +28,7 @@ struct Row {
 };
 
 dataflow::TokenBatch make_batch(dataflow::Payload payload, int64_t iteration, int64_t width,
-                      const std::vector<Row>& rows) {
+                                const std::vector<Row>& rows) {
   dataflow::TokenBatch b;
   b.payload = payload;
   b.iteration = iteration;

@@ -26,7 +26,8 @@ class TokenizerTest : public ::testing::Test {
       GTEST_SKIP() << "real tokenizer not found: " << kModelDir.string()
                    << "/tokenizer.model (see shared/data/README.md)";
     }
-    absl::StatusOr<std::unique_ptr<model::Tokenizer>> tok = model::Tokenizer::load_from_model_dir(kModelDir);
+    absl::StatusOr<std::unique_ptr<model::Tokenizer>> tok =
+        model::Tokenizer::load_from_model_dir(kModelDir);
     ASSERT_TRUE(tok.ok()) << tok.status();
     tok_ = *std::move(tok);
   }
@@ -92,7 +93,8 @@ TEST(TokenizerLoadTest, MissingAndCorruptFiles) {
   const fs::path dir = fs::path(::testing::TempDir()) / "muflow_tokenizer_test";
   fs::remove_all(dir);
   fs::create_directories(dir);
-  absl::StatusOr<std::unique_ptr<model::Tokenizer>> tok = model::Tokenizer::load_from_model_dir(dir.string());
+  absl::StatusOr<std::unique_ptr<model::Tokenizer>> tok =
+      model::Tokenizer::load_from_model_dir(dir.string());
   EXPECT_TRUE(absl::IsNotFound(tok.status()));
   EXPECT_THAT(std::string(tok.status().message()), HasSubstr("no tokenizer.model"));
 

@@ -36,7 +36,8 @@ void write_file(const fs::path& path, const std::string& text) {
 // character by character).
 std::string msg(const absl::Status& status) { return std::string(status.message()); }
 
-absl::StatusOr<topology::Topology> parse(const std::string& text, const std::string& base = "/tmp") {
+absl::StatusOr<topology::Topology> parse(const std::string& text,
+                                         const std::string& base = "/tmp") {
   return topology::parse_topology_string(text, "topo.toml", base);
 }
 
@@ -177,8 +178,8 @@ TEST(Topology, SyntaxErrorNamesLineAndColumn) {
 }
 
 TEST(Topology, UnknownKeyListsTheAllowedOnes) {
-  absl::StatusOr<topology::Topology> topo = parse(
-      "wiring = \"sync\"\n\n[model]\ntype = \"mixtral\"\nvocab = 512\n\nhiden = 128\n");
+  absl::StatusOr<topology::Topology> topo =
+      parse("wiring = \"sync\"\n\n[model]\ntype = \"mixtral\"\nvocab = 512\n\nhiden = 128\n");
   ASSERT_FALSE(topo.ok());
   EXPECT_THAT(msg(topo.status()),
               HasSubstr("topo.toml:7: unknown key 'model.hiden'; expected one of: path, type, "
@@ -285,8 +286,9 @@ TEST(Topology, AffinityPlacementKeys) {
   std::ofstream(dir / "paths.csv") << "request_id,position,block,experts,weights\n";
   const std::string base = "wiring = \"exflow\"\n[placement]\n";
   absl::StatusOr<topology::Topology> topo = topology::parse_topology_string(
-      base + "experts = \"affinity\"\npaths = \"paths.csv\"\nplanner = \"milp\"\n"
-             "time_limit_s = 2.5\n",
+      base +
+          "experts = \"affinity\"\npaths = \"paths.csv\"\nplanner = \"milp\"\n"
+          "time_limit_s = 2.5\n",
       "topo.toml", dir.string());
   ASSERT_TRUE(topo.ok()) << topo.status();
   EXPECT_EQ(topo->placement, "affinity");
@@ -309,8 +311,8 @@ TEST(Topology, AffinityPlacementKeys) {
   EXPECT_THAT(msg(stray.status()),
               HasSubstr("key 'placement.planner': applies to experts = \"affinity\" only"));
   absl::StatusOr<topology::Topology> bad_planner = topology::parse_topology_string(
-      base + "experts = \"affinity\"\npaths = \"paths.csv\"\nplanner = \"cbc\"\n",
-      "topo.toml", dir.string());
+      base + "experts = \"affinity\"\npaths = \"paths.csv\"\nplanner = \"cbc\"\n", "topo.toml",
+      dir.string());
   ASSERT_FALSE(bad_planner.ok());
   EXPECT_THAT(msg(bad_planner.status()), HasSubstr("expected one of: heuristic, milp"));
 }
@@ -325,7 +327,8 @@ TEST(Topology, PlacementOutOfRange) {
   absl::StatusOr<topology::Topology> short_list = parse("[placement]\nexperts = [0, 1, 2]\n");
   ASSERT_FALSE(short_list.ok());
   EXPECT_THAT(msg(short_list.status()), HasSubstr("(8 entries), got 3"));
-  absl::StatusOr<topology::Topology> ok = parse("[placement]\nexperts = [3, 2, 1, 0, 3, 2, 1, 0]\n");
+  absl::StatusOr<topology::Topology> ok =
+      parse("[placement]\nexperts = [3, 2, 1, 0, 3, 2, 1, 0]\n");
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ(ok->placement, "explicit");
   EXPECT_EQ(ok->expert_device[0], 3);
@@ -379,7 +382,8 @@ TEST(Topology, RelativePathsResolveAgainstTheFilesFolder) {
 }
 
 TEST(Topology, MissingTopologyFileIsNotFound) {
-  absl::StatusOr<topology::Topology> topo = topology::parse_topology_file("/nonexistent/dir/topo.toml");
+  absl::StatusOr<topology::Topology> topo =
+      topology::parse_topology_file("/nonexistent/dir/topo.toml");
   ASSERT_FALSE(topo.ok());
   EXPECT_EQ(topo.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(msg(topo.status()), HasSubstr("/nonexistent/dir/topo.toml"));
@@ -387,7 +391,8 @@ TEST(Topology, MissingTopologyFileIsNotFound) {
 
 TEST(Topology, ModelPathAndDimsAreExclusive) {
   const fs::path dir = scratch_dir();
-  absl::StatusOr<topology::Topology> topo = parse("[model]\npath = \".\"\nhidden = 64\n", dir.string());
+  absl::StatusOr<topology::Topology> topo =
+      parse("[model]\npath = \".\"\nhidden = 64\n", dir.string());
   ASSERT_FALSE(topo.ok());
   EXPECT_THAT(msg(topo.status()), HasSubstr("topo.toml:3: key 'model.hidden'"));
   EXPECT_THAT(msg(topo.status()), HasSubstr("not both"));
@@ -414,7 +419,8 @@ TEST(Topology, ClusterDevicesList) {
   ASSERT_FALSE(dup.ok());
   EXPECT_THAT(msg(dup.status()),
               HasSubstr("topo.toml:4: key 'cluster.devices[1].name': duplicate device name 'a'"));
-  absl::StatusOr<topology::Topology> both = parse("[cluster]\nnum_devices = 2\n[[cluster.devices]]\n");
+  absl::StatusOr<topology::Topology> both =
+      parse("[cluster]\nnum_devices = 2\n[[cluster.devices]]\n");
   ASSERT_FALSE(both.ok());
   EXPECT_THAT(msg(both.status()), HasSubstr("not both"));
   absl::StatusOr<topology::Topology> gpu = parse("[[cluster.devices]]\nkind = \"H100\"\n");

@@ -224,7 +224,8 @@ TEST(TraceAnalysis, HeatmapBalanceAndStageNames) {
 
   ASSERT_EQ(r.stages.size(), 5u);  // stages are threads: (0,1) ran b0 e0 and b1 e0
   const auto find = [&](const std::string& name) {
-    for (const trace::StageReport& s : r.stages) if (s.name == name) return s;
+    for (const trace::StageReport& s : r.stages)
+      if (s.name == name) return s;
     ADD_FAILURE() << name;
     return trace::StageReport{};
   };
@@ -361,11 +362,17 @@ TEST(TraceAnalysis, BadInputNamesFileAndEvent) {
   EXPECT_THAT(std::string(not_json.message()), StartsWith("t.json: not valid JSON: "));
   EXPECT_THAT(std::string(trace::analyze_trace_text("[1, 2]", options).status().message()),
               HasSubstr("no 'traceEvents' array"));
-  EXPECT_THAT(std::string(trace::analyze_trace_text(R"({"traceEvents": [{"ph":"X","pid":0,"ts":1,"dur":1},
-              [1]]})", options).status().message()),
-              ::testing::Eq("t.json: event 1: not a JSON object"));
-  EXPECT_THAT(std::string(trace::analyze_trace_text(R"({"traceEvents": [{"ph":"X","pid":0,"ts":1}]})",
-                                             options).status().message()),
+  EXPECT_THAT(
+      std::string(trace::analyze_trace_text(R"({"traceEvents": [{"ph":"X","pid":0,"ts":1,"dur":1},
+              [1]]})",
+                                            options)
+                      .status()
+                      .message()),
+      ::testing::Eq("t.json: event 1: not a JSON object"));
+  EXPECT_THAT(std::string(trace::analyze_trace_text(
+                              R"({"traceEvents": [{"ph":"X","pid":0,"ts":1}]})", options)
+                              .status()
+                              .message()),
               StartsWith("t.json: event 0: complete event"));
   const absl::Status missing = trace::analyze_trace_file("/nonexistent/dir/t.json", {}).status();
   EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);

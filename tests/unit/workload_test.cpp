@@ -80,7 +80,8 @@ TEST(Workload, TextPromptsFromFileSkipEmptyLines) {
   spec.kind = "prompts";
   spec.prompts_file = file.string();
   spec.max_new_tokens = 3;
-  absl::StatusOr<std::vector<serving::Request>> reqs = serving::make_requests(spec, 300, byte_encode);
+  absl::StatusOr<std::vector<serving::Request>> reqs =
+      serving::make_requests(spec, 300, byte_encode);
   ASSERT_TRUE(reqs.ok()) << reqs.status();
   ASSERT_EQ(reqs->size(), 2u);
   EXPECT_EQ((*reqs)[0].prompt_text, "In the beginning");
@@ -89,7 +90,8 @@ TEST(Workload, TextPromptsFromFileSkipEmptyLines) {
   EXPECT_EQ((*reqs)[1].max_new_tokens, 3);
 
   // An id outside the vocabulary names the file and line of the prompt.
-  absl::StatusOr<std::vector<serving::Request>> small = serving::make_requests(spec, 50, byte_encode);
+  absl::StatusOr<std::vector<serving::Request>> small =
+      serving::make_requests(spec, 50, byte_encode);
   ASSERT_FALSE(small.ok());
   EXPECT_THAT(msg(small.status()), HasSubstr(file.string() + ":1: position 1: token id 76"));
 }
@@ -107,7 +109,8 @@ TEST(Workload, MissingPromptsFile) {
   topology::WorkloadSpec spec;
   spec.kind = "prompts";
   spec.prompts_file = "/nonexistent/prompts.txt";
-  absl::StatusOr<std::vector<serving::Request>> reqs = serving::make_requests(spec, 300, byte_encode);
+  absl::StatusOr<std::vector<serving::Request>> reqs =
+      serving::make_requests(spec, 300, byte_encode);
   ASSERT_FALSE(reqs.ok());
   EXPECT_EQ(reqs.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(msg(reqs.status()), HasSubstr("/nonexistent/prompts.txt"));
@@ -125,7 +128,8 @@ uint64_t test_seed() {
 TEST(Workload, PoissonRateLengthsAndIds) {
   const uint64_t seed = test_seed();
   const int64_t n = 20000;
-  absl::StatusOr<std::vector<serving::Request>> reqs = serving::make_requests(poisson_spec(seed, n), 64, nullptr);
+  absl::StatusOr<std::vector<serving::Request>> reqs =
+      serving::make_requests(poisson_spec(seed, n), 64, nullptr);
   ASSERT_TRUE(reqs.ok()) << reqs.status();
   ASSERT_EQ(static_cast<int64_t>(reqs->size()), n);
   std::vector<double> gaps;
@@ -160,9 +164,12 @@ TEST(Workload, PoissonRateLengthsAndIds) {
 }
 
 TEST(Workload, PoissonIsDeterministicPerSeed) {
-  absl::StatusOr<std::vector<serving::Request>> a = serving::make_requests(poisson_spec(7, 50), 512, nullptr);
-  absl::StatusOr<std::vector<serving::Request>> b = serving::make_requests(poisson_spec(7, 50), 512, nullptr);
-  absl::StatusOr<std::vector<serving::Request>> c = serving::make_requests(poisson_spec(8, 50), 512, nullptr);
+  absl::StatusOr<std::vector<serving::Request>> a =
+      serving::make_requests(poisson_spec(7, 50), 512, nullptr);
+  absl::StatusOr<std::vector<serving::Request>> b =
+      serving::make_requests(poisson_spec(7, 50), 512, nullptr);
+  absl::StatusOr<std::vector<serving::Request>> c =
+      serving::make_requests(poisson_spec(8, 50), 512, nullptr);
   ASSERT_TRUE(a.ok() && b.ok() && c.ok());
   bool any_difference = false;
   for (size_t i = 0; i < a->size(); ++i) {
@@ -216,7 +223,8 @@ TEST(AzureTrace, MalformedRowNamesFileAndLine) {
       serving::parse_azure_trace(header + "2023-13-16 18:17:04.0,1,3\n", "t.csv", 0);
   ASSERT_FALSE(stamp.ok());
   EXPECT_THAT(msg(stamp.status()), HasSubstr("t.csv:2: column TIMESTAMP"));
-  absl::StatusOr<std::vector<serving::TraceRow>> no_header = serving::parse_azure_trace(good, "t.csv", 0);
+  absl::StatusOr<std::vector<serving::TraceRow>> no_header =
+      serving::parse_azure_trace(good, "t.csv", 0);
   ASSERT_FALSE(no_header.ok());
   EXPECT_THAT(msg(no_header.status()), HasSubstr("t.csv:1: header must name the columns"));
 
@@ -236,7 +244,8 @@ TEST(AzureTrace, ArrivalsAreRelativeToTheEarliestRow) {
       "5,2023-11-16 18:00:01.5,7\r\n"
       "6,2023-11-16 18:00:00.5,8\r\n"
       "9,2023-11-16 18:00:03,2";  // no final newline
-  absl::StatusOr<std::vector<serving::TraceRow>> rows = serving::parse_azure_trace(text, "t.csv", 0);
+  absl::StatusOr<std::vector<serving::TraceRow>> rows =
+      serving::parse_azure_trace(text, "t.csv", 0);
   ASSERT_TRUE(rows.ok()) << rows.status();
   ASSERT_EQ(rows->size(), 3u);
   EXPECT_DOUBLE_EQ((*rows)[0].arrival_s, 1.0);
