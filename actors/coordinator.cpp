@@ -111,8 +111,13 @@ void fail_run(Self* self, absl::Status status) {
   finish_run(self);
 }
 
+// KV-cache bytes request `r` can come to hold: its prompt plus the tokens it may generate,
+// which generation caps at max_position_embeddings (so a huge max_new_tokens neither overflows
+// nor asks for more than the request can use; prompts are shorter than that limit).
 int64_t kv_need_bytes(const CoordinatorState& st, const engine::serving::Request& r) {
-  return (static_cast<int64_t>(r.prompt.size()) + r.max_new_tokens) * st.ctx->kv_bytes_per_token;
+  const auto prompt = static_cast<int64_t>(r.prompt.size());
+  const int64_t room = std::max<int64_t>(0, st.ctx->config.max_position_embeddings - prompt);
+  return (prompt + std::min(r.max_new_tokens, room)) * st.ctx->kv_bytes_per_token;
 }
 
 // Admits arrived requests in arrival order while a rank can take the next one: barrier

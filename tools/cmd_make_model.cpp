@@ -3,6 +3,7 @@
 #include <memory>
 #include <string>
 
+#include "engine/model/model_memory.hpp"
 #include "engine/model/model_writer.hpp"
 #include "engine/model/synthetic_model.hpp"
 #include "tools/commands.hpp"
@@ -70,6 +71,12 @@ Command add_make_model_command(CLI::App& app) {
     }
     const engine::model::DType dtype =
         o->dtype == "bf16" ? engine::model::DType::kBF16 : engine::model::DType::kF32;
+    if (absl::Status s = engine::model::check_weights_fit_in_memory(
+            c, dtype == engine::model::DType::kBF16 ? 2.0 : 4.0, 1.0, "muflow make-model");
+        !s.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
+      return 2;
+    }
     const engine::model::ModelWeights w = engine::model::make_synthetic_model(c, o->seed, dtype);
     if (absl::Status s = engine::model::write_hf_model(w, o->out, o->shard_bytes); !s.ok()) {
       std::fprintf(stderr, "muflow make-model: %s\n", std::string(s.message()).c_str());

@@ -4,6 +4,7 @@
 #include "actors/wirings/wiring.hpp"
 #include "engine/exec/cpu_executor.hpp"
 #include "engine/model/model_loader.hpp"
+#include "engine/model/model_memory.hpp"
 #include "engine/model/synthetic_model.hpp"
 
 namespace muflow::actors {
@@ -55,6 +56,13 @@ absl::StatusOr<std::unique_ptr<Backend>> make_cpu_backend(
     if (absl::Status s = topology.model.synthetic->validate(); !s.ok()) return s;
     const engine::model::DType dtype =
         topology.model.dtype == "bf16" ? engine::model::DType::kBF16 : engine::model::DType::kF32;
+    // The weights and their prepacked copy, before either is built.
+    if (absl::Status s = engine::model::check_weights_fit_in_memory(
+            *topology.model.synthetic, dtype == engine::model::DType::kBF16 ? 2.0 : 4.0, 2.0,
+            topology.source + ": [model]");
+        !s.ok()) {
+      return s;
+    }
     weights = std::make_shared<const engine::model::ModelWeights>(
         engine::model::make_synthetic_model(*topology.model.synthetic, topology.model.seed, dtype));
   } else {

@@ -38,6 +38,9 @@ struct WiringTraits {
 
 /// What a wiring may read when a Server is prepared. References live as long as the call.
 struct WiringSetup {
+  WiringSetup(const engine::topology::Topology& t, const engine::model::ModelConfig& c,
+              const engine::planning::Placement& p)
+      : topology(t), config(c), placement(p) {}
   const engine::topology::Topology& topology;
   const engine::model::ModelConfig& config;
   const engine::planning::Placement& placement;  ///< planned (affinity, capability) already

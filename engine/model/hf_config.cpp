@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <optional>
 #include <sstream>
 
@@ -36,6 +37,12 @@ class KeyReader {
     }
     if (!v->is_number_integer()) {
       return error(key, absl::StrCat("must be an integer, got ", v->type_name(), " ", v->dump()));
+    }
+    // JSON integers above 2^63 - 1 parse as unsigned: never wrap them to negative values.
+    if (v->is_number_unsigned() &&
+        v->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return error(key, absl::StrCat("must be at most ", std::numeric_limits<int64_t>::max(),
+                                     ", got ", v->dump()));
     }
     *out = v->get<int64_t>();
     return absl::OkStatus();

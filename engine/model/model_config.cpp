@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/str_format.h"
+#include "engine/model/model_limits.hpp"
 
 namespace muflow::engine::model {
 
@@ -43,6 +44,21 @@ absl::Status ModelConfig::validate() const {
   };
   for (const auto& [key, value] : dims) {
     if (absl::Status s = positive(key, value); !s.ok()) return s;
+  }
+  // Bounds before anything is sized by these (model_limits.hpp).
+  const int64_t limits[] = {kMaxVocab, kMaxHidden, kMaxLayers, kMaxHeads, kMaxHeads,
+                            kMaxHeadDim, kMaxExperts, kMaxExperts, kMaxFfn, kMaxPositions};
+  for (size_t i = 0; i < std::size(dims); ++i) {
+    if (dims[i].second > limits[i]) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("model config: %s must be at most %d, got %d", dims[i].first,
+                          limits[i], dims[i].second));
+    }
+  }
+  if (shared_expert_ffn > kMaxFfn) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("model config: shared_expert_intermediate_size must be at most %d, got %d",
+                        kMaxFfn, shared_expert_ffn));
   }
   if (num_heads % num_kv_heads != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(

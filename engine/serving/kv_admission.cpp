@@ -21,8 +21,13 @@ int64_t resident_weight_bytes(const model::ModelConfig& c, bool hosts_attention,
     params += c.vocab_size * H * (c.tie_word_embeddings ? 1 : 2) + H;
   }
   const int64_t expert = c.expert_ffn * H * (c.gated_experts ? 3 : 2);
-  params += c.num_layers * num_experts_hosted * expert;
-  return params * bytes_per_element;
+  // The expert weights of a device can exceed int64 for absurd (but bounded) dims: saturate.
+  const double bytes = (static_cast<double>(params) +
+                        static_cast<double>(c.num_layers) *
+                            static_cast<double>(num_experts_hosted) * static_cast<double>(expert)) *
+                       static_cast<double>(bytes_per_element);
+  if (bytes >= 9.0e18) return std::numeric_limits<int64_t>::max();
+  return static_cast<int64_t>(bytes);
 }
 
 int32_t pick_rank_most_free_kv(const std::vector<RankKv>& ranks, int64_t max_requests,

@@ -86,13 +86,17 @@ std::string int_expectation(int64_t min) {
 }
 }  // namespace
 
-absl::Status TomlTableReader::read_int(std::string_view key, int64_t* out, int64_t min) const {
+absl::Status TomlTableReader::read_int(std::string_view key, int64_t* out, int64_t min,
+                                       int64_t max) const {
   const toml::node* n = node(key);
   if (n == nullptr) return absl::OkStatus();
   const std::string expected = int_expectation(min);
   const auto* v = n->as_integer();
   if (v == nullptr) return type_error(key, expected, *n);
   if (v->get() < min) return error(key, sv_cat("expected ", expected, ", got ", v->get()));
+  if (v->get() > max) {
+    return error(key, sv_cat("expected ", expected, " up to ", max, ", got ", v->get()));
+  }
   *out = v->get();
   return absl::OkStatus();
 }
@@ -156,7 +160,7 @@ absl::Status TomlTableReader::read_choice(std::string_view key, std::string* out
 }
 
 absl::Status TomlTableReader::read_int_range(std::string_view key, int64_t* lo, int64_t* hi,
-                                             int64_t min) const {
+                                             int64_t min, int64_t max) const {
   const toml::node* n = node(key);
   if (n == nullptr) return absl::OkStatus();
   const std::string expected = sv_cat(
@@ -176,6 +180,9 @@ absl::Status TomlTableReader::read_int_range(std::string_view key, int64_t* lo, 
                                      toml_type_name((*arr)[i]), " at index ", i));
     }
     values[i] = v->get();
+  }
+  if (values[1] > max) {
+    return error(key, sv_cat("expected ", expected, " up to ", max, ", got ", values[1]));
   }
   if (values[0] < min || values[1] < min || values[0] > values[1]) {
     return error(key, sv_cat("expected ", expected, ", got [", values[0], ", ", values[1],

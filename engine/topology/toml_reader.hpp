@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <span>
 #include <string>
 #include <string_view>
@@ -50,7 +51,10 @@ class TomlTableReader {
   absl::Status table_error(std::string_view what) const;
 
   /// Integer ≥ `min` ("a positive integer" when min is 1, "a non-negative integer" when 0).
-  absl::Status read_int(std::string_view key, int64_t* out, int64_t min) const;
+  /// Integer in [min, max]; `max` bounds sizes read from the file before anything is sized by
+  /// them.
+  absl::Status read_int(std::string_view key, int64_t* out, int64_t min,
+                        int64_t max = std::numeric_limits<int64_t>::max()) const;
   /// Non-negative integer as uint64 (seeds).
   absl::Status read_seed(std::string_view key, uint64_t* out) const;
   /// Float or integer; `ok` checks the range and `expected` describes it ("a number > 0").
@@ -63,8 +67,8 @@ class TomlTableReader {
   absl::Status read_choice(std::string_view key, std::string* out,
                            std::span<const std::string_view> allowed) const;
   /// Two-integer array [lo, hi] with min ≤ lo ≤ hi.
-  absl::Status read_int_range(std::string_view key, int64_t* lo, int64_t* hi,
-                              int64_t min) const;
+  absl::Status read_int_range(std::string_view key, int64_t* lo, int64_t* hi, int64_t min,
+                              int64_t max = std::numeric_limits<int64_t>::max()) const;
   /// Sub-table `key`; nullptr when absent; InvalidArgument when present but not a table.
   absl::Status read_table(std::string_view key, const toml::table** out) const;
 

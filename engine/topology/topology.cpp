@@ -3,6 +3,7 @@
 // Format reference: topologies/README.md.
 
 #include "engine/topology/topology.hpp"
+#include "engine/model/model_limits.hpp"
 
 #include <cmath>
 #include <filesystem>
@@ -66,7 +67,7 @@ absl::Status parse_cluster(const TomlTableReader& r, const std::string& backend,
   if (!r.has("devices")) {
     int64_t num_devices = static_cast<int64_t>(devices->size());
     std::string kind = "cpu";
-    MUFLOW_TOPO_RETURN_IF_ERROR(r.read_int("num_devices", &num_devices, 1));
+    MUFLOW_TOPO_RETURN_IF_ERROR(r.read_int("num_devices", &num_devices, 1, kMaxDevices));
     MUFLOW_TOPO_RETURN_IF_ERROR(r.read_string("kind", &kind));
     MUFLOW_TOPO_RETURN_IF_ERROR(topology_detail::check_device_kind(r, "kind", backend, kind));
     devices->clear();
@@ -80,6 +81,10 @@ absl::Status parse_cluster(const TomlTableReader& r, const std::string& backend,
     return r.error("devices", sv_cat("expected a non-empty array of tables "
                                            "([[cluster.devices]]), got ",
                                            toml_type_name(*r.node("devices"))));
+  }
+  if (static_cast<int64_t>(arr->size()) > kMaxDevices) {
+    return r.error("devices", sv_cat("expected at most ", kMaxDevices, " devices, got ",
+                                     arr->size()));
   }
   devices->clear();
   std::set<std::string> names;
@@ -142,17 +147,17 @@ absl::Status parse_model(const TomlTableReader& r, const fs::path& base_dir, Mod
     c.attention_bias = true;
     c.norm_topk_prob = false;
   }
-  MUFLOW_TOPO_RETURN_IF_ERROR(r.read_int("vocab", &c.vocab_size, 4));
-  MUFLOW_TOPO_RETURN_IF_ERROR(r.read_int("hidden", &c.hidden_size, 1));
-  MUFLOW_TOPO_RETURN_IF_ERROR(r.read_int("layers", &c.num_layers, 1));
-  MUFLOW_TOPO_RETURN_IF_ERROR(r.read_int("heads", &c.num_heads, 1));
-  MUFLOW_TOPO_RETURN_IF_ERROR(r.read_int("kv_heads", &c.num_kv_heads, 1));
-  MUFLOW_TOPO_RETURN_IF_ERROR(r.read_int("experts", &c.num_experts, 1));
-  MUFLOW_TOPO_RETURN_IF_ERROR(r.read_int("topk", &c.num_topk, 1));
-  MUFLOW_TOPO_RETURN_IF_ERROR(r.read_int("ffn", &c.expert_ffn, 1));
-  MUFLOW_TOPO_RETURN_IF_ERROR(r.read_int("shared_ffn", &c.shared_expert_ffn, 0));
+  MUFLOW_TOPO_RETURN_IF_ERROR(r.read_int("vocab", &c.vocab_size, 4, model::kMaxVocab));
+  MUFLOW_TOPO_RETURN_IF_ERROR(r.read_int("hidden", &c.hidden_size, 1, model::kMaxHidden));
+  MUFLOW_TOPO_RETURN_IF_ERROR(r.read_int("layers", &c.num_layers, 1, model::kMaxLayers));
+  MUFLOW_TOPO_RETURN_IF_ERROR(r.read_int("heads", &c.num_heads, 1, model::kMaxHeads));
+  MUFLOW_TOPO_RETURN_IF_ERROR(r.read_int("kv_heads", &c.num_kv_heads, 1, model::kMaxHeads));
+  MUFLOW_TOPO_RETURN_IF_ERROR(r.read_int("experts", &c.num_experts, 1, model::kMaxExperts));
+  MUFLOW_TOPO_RETURN_IF_ERROR(r.read_int("topk", &c.num_topk, 1, model::kMaxExperts));
+  MUFLOW_TOPO_RETURN_IF_ERROR(r.read_int("ffn", &c.expert_ffn, 1, model::kMaxFfn));
+  MUFLOW_TOPO_RETURN_IF_ERROR(r.read_int("shared_ffn", &c.shared_expert_ffn, 0, model::kMaxFfn));
   if (r.has("head_dim")) {
-    MUFLOW_TOPO_RETURN_IF_ERROR(r.read_int("head_dim", &c.head_dim, 1));
+    MUFLOW_TOPO_RETURN_IF_ERROR(r.read_int("head_dim", &c.head_dim, 1, model::kMaxHeadDim));
   } else if (r.has("hidden") || r.has("heads")) {
     if (c.hidden_size % c.num_heads != 0) {
       return r.error(r.has("heads") ? "heads" : "hidden",

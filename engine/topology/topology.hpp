@@ -161,6 +161,11 @@ struct Topology {
   std::string routing_record_file;
 };
 
+/// Most devices a cluster may declare (the project's target is 8 to 1,024 simulated GPUs).
+inline constexpr int64_t kMaxDevices = 4096;
+/// Most requests a workload may generate up front (Poisson `num_requests`, trace
+/// `max_requests`); longer services submit to a running engine instead.
+inline constexpr int64_t kMaxWorkloadRequests = 10'000'000;
 /// Bound on `[placement] replicas` and the length of `replica_experts` (stages per block).
 inline constexpr int64_t kMaxExpertReplicas = 4096;
 /// HarMoEny rebalancing variants accepted as `[harmoeny] rebalance = "..."`.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <map>
 
 #include "absl/strings/numbers.h"
@@ -27,10 +28,15 @@ absl::Status set_double(const std::string& key, const std::string& v, double* ou
   return absl::OkStatus();
 }
 
-absl::Status set_int(const std::string& key, const std::string& v, int64_t* out, int64_t lo) {
+absl::Status set_int(const std::string& key, const std::string& v, int64_t* out, int64_t lo,
+                     int64_t hi = std::numeric_limits<int64_t>::max()) {
   int64_t x = 0;
-  if (!absl::SimpleAtoi(v, &x) || x < lo) {
-    return bad(key, v, absl::StrFormat("an integer >= %d", lo).c_str());
+  if (!absl::SimpleAtoi(v, &x) || x < lo || x > hi) {
+    return bad(key, v,
+               (hi == std::numeric_limits<int64_t>::max()
+                    ? absl::StrFormat("an integer >= %d", lo)
+                    : absl::StrFormat("an integer in [%d, %d]", lo, hi))
+                   .c_str());
   }
   *out = x;
   return absl::OkStatus();
@@ -85,7 +91,7 @@ const std::map<std::string, Setter>& setters() {
        }},
       {"workload.num_requests",
        [](Topology& t, const std::string& k, const std::string& v) {
-         return set_int(k, v, &t.workload.num_requests, 1);
+         return set_int(k, v, &t.workload.num_requests, 1, kMaxWorkloadRequests);
        }},
       {"scheduler.policy",
        [](Topology& t, const std::string& k, const std::string& v) {
@@ -136,7 +142,7 @@ const std::map<std::string, Setter>& setters() {
       {"cluster.num_devices",
        [](Topology& t, const std::string& k, const std::string& v) {
          int64_t n = 0;
-         if (absl::Status s = set_int(k, v, &n, 1); !s.ok()) return s;
+         if (absl::Status s = set_int(k, v, &n, 1, kMaxDevices); !s.ok()) return s;
          const DeviceSpec first = t.devices.empty() ? DeviceSpec{} : t.devices.front();
          t.devices.clear();
          for (int64_t d = 0; d < n; ++d) {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/sv_cat.hpp"
+#include "engine/model/model_limits.hpp"
 #include "engine/sv_cat.hpp"
 #include "engine/topology/topology_sections.hpp"
 
@@ -115,7 +115,8 @@ absl::Status parse_workload_table(const TomlTableReader& r, const std::filesyste
   // generated lengths, 0 (the default there) = no clamp.
   const bool clamp_only = w.kind == "poisson" || w.kind == "trace";
   if (clamp_only) w.max_new_tokens = 0;
-  if (absl::Status s = r.read_int("max_new_tokens", &w.max_new_tokens, clamp_only ? 0 : 1);
+  if (absl::Status s = r.read_int("max_new_tokens", &w.max_new_tokens, clamp_only ? 0 : 1,
+                                   model::kMaxPositions);
       !s.ok()) {
     return s;
   }
@@ -137,14 +138,14 @@ absl::Status parse_workload_table(const TomlTableReader& r, const std::filesyste
   } else if (w.kind == "ids") {
     s = read_id_prompts(r, vocab_size, &w.prompt_ids);
   } else if (w.kind == "poisson") {
-    if (!(s = r.read_int("num_requests", &w.num_requests, 1)).ok()) return s;
+    if (!(s = r.read_int("num_requests", &w.num_requests, 1, kMaxWorkloadRequests)).ok()) return s;
     if (!(s = r.read_double("rate", &w.rate_per_s, "a number of requests per second > 0",
                             [](double v) { return std::isfinite(v) && v > 0; }))
              .ok()) {
       return s;
     }
-    if (!(s = r.read_int_range("input", &w.input_min, &w.input_max, 1)).ok()) return s;
-    if (!(s = r.read_int_range("output", &w.output_min, &w.output_max, 1)).ok()) return s;
+    if (!(s = r.read_int_range("input", &w.input_min, &w.input_max, 1, model::kMaxPositions)).ok()) return s;
+    if (!(s = r.read_int_range("output", &w.output_min, &w.output_max, 1, model::kMaxPositions)).ok()) return s;
     s = r.read_seed("seed", &w.seed);
   } else {  // trace
     if (!r.has("file")) {
@@ -158,7 +159,7 @@ absl::Status parse_workload_table(const TomlTableReader& r, const std::filesyste
              .ok()) {
       return s;
     }
-    if (!(s = r.read_int("max_requests", &w.max_requests, 0)).ok()) return s;
+    if (!(s = r.read_int("max_requests", &w.max_requests, 0, kMaxWorkloadRequests)).ok()) return s;
     if (!(s = r.read_int("max_prompt_tokens", &w.max_prompt_tokens, 0)).ok()) return s;
     s = r.read_seed("seed", &w.seed);
   }

@@ -122,5 +122,24 @@ TEST(ServerRun, StreamsEveryTokenOnceInOrder) {
   EXPECT_EQ(out->metrics.ttft.num_samples, 3);
 }
 
+// #15: the KV need of a request is capped by the positions it can use, so max_new_tokens =
+// INT64_MAX does not wrap around admission and 10^12 (256 TB of KV at face value) is not
+// refused: on sim with per-request admission (async) both run and stop at the position limit.
+TEST(ServerRun, HugeMaxNewTokensIsCappedByThePositionLimit) {
+  Topology t = small_topology(4, /*max_position=*/24);
+  t.backend = "sim";
+  t.wiring = "async";
+  for (auto& d : t.devices) d.kind = "A100-80GB";
+  auto server = actors::Server::create(t);
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::vector<Request> requests = {make_request(0, 6, 0, std::numeric_limits<int64_t>::max()),
+                                   make_request(1, 6, 0, 1000000000000)};
+  absl::StatusOr<actors::RunOutcome> out = (*server)->run(requests);
+  ASSERT_TRUE(out.ok()) << out.status();
+  // Positions 0..23: a 6-token prompt generates 24 - 6 + 1 tokens.
+  EXPECT_EQ(out->outputs[0].output.size(), 19u);
+  EXPECT_EQ(out->outputs[1].output.size(), 19u);
+}
+
 }  // namespace
 }  // namespace muflow

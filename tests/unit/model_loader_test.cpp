@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <string>
 
@@ -109,6 +110,24 @@ TEST(HfConfigTest, JsonRoundTripForBothModelTypes) {
     ASSERT_TRUE(back.ok()) << back.status();
     expect_same_config(c, *back);
   }
+}
+
+// #15: config.json sizes are bounded before the loader builds anything from them, and a value
+// above 2^63 - 1 is named as given, never wrapped to a negative number.
+TEST(HfConfigTest, HugeDimsAreRefusedWithTheirValue) {
+  nlohmann::json j = model::hf_config_json(tiny_config(model::ModelType::kMixtral));
+  j["num_local_experts"] = 1000000;
+  absl::StatusOr<model::ModelConfig> c = model::parse_hf_config_json(j, "config.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(std::string(c.status().message()),
+              HasSubstr("num_local_experts must be at most 4096, got 1000000"));
+  j = model::hf_config_json(tiny_config(model::ModelType::kMixtral));
+  j["hidden_size"] = std::numeric_limits<uint64_t>::max();
+  c = model::parse_hf_config_json(j, "config.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(std::string(c.status().message()),
+              HasSubstr("hidden_size"));
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("got 18446744073709551615"));
 }
 
 TEST(HfConfigTest, DefaultsFollowTransformers) {

@@ -428,6 +428,44 @@ TEST(Topology, ClusterDevicesList) {
   EXPECT_THAT(msg(gpu.status()), HasSubstr("backend 'cpu' runs devices of kind 'cpu'"));
 }
 
+// #15: sizes read from the file are bounded before anything is sized by them; the error names
+// the file, line and key and says the bound.
+TEST(Topology, SizesAreBoundedBeforeAnythingIsAllocated) {
+  struct Case {
+    std::string text, expect;
+  };
+  const std::vector<Case> cases = {
+      {"[cluster]\nnum_devices = 1000000000\n",
+       "topo.toml:2: key 'cluster.num_devices': expected a positive integer up to 4096, got "
+       "1000000000"},
+      {"[model]\nvocab = 1000000000\nhidden = 64\nlayers = 2\nheads = 4\nkv_heads = 2\n"
+       "experts = 4\ntopk = 2\nffn = 64\n",
+       "key 'model.vocab': expected an integer >= 4 up to 4194304, got 1000000000"},
+      {"[model]\nvocab = 512\nhidden = 1000000\nlayers = 2\nheads = 4\nkv_heads = 2\n"
+       "experts = 4\ntopk = 2\nffn = 64\n",
+       "key 'model.hidden': expected a positive integer up to 65536, got 1000000"},
+      {"[model]\nvocab = 512\nhidden = 64\nlayers = 1000000\nheads = 4\nkv_heads = 2\n"
+       "experts = 4\ntopk = 2\nffn = 64\n",
+       "key 'model.layers': expected a positive integer up to 1024, got 1000000"},
+      {"[model]\nvocab = 512\nhidden = 64\nlayers = 2\nheads = 4\nkv_heads = 2\n"
+       "experts = 1000000\ntopk = 2\nffn = 64\n",
+       "key 'model.experts': expected a positive integer up to 4096, got 1000000"},
+      {"[workload]\nkind = \"poisson\"\nnum_requests = 1000000000000\n",
+       "key 'workload.num_requests': expected a positive integer up to 10000000, got "
+       "1000000000000"},
+      {"[workload]\nkind = \"poisson\"\ninput = [1000000000000, 1000000000000]\n",
+       "key 'workload.input': expected [min, max] with positive integers and min <= max up to "
+       "16777216, got 1000000000000"},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<topology::Topology> topo = parse(c.text);
+    ASSERT_FALSE(topo.ok()) << c.text;
+    EXPECT_THAT(msg(topo.status()), HasSubstr(c.expect)) << c.text;
+  }
+  // At the bound itself the file parses.
+  EXPECT_TRUE(parse("[cluster]\nnum_devices = 4096\n").ok());
+}
+
 TEST(Topology, IdPromptsCheckedAgainstSyntheticVocab) {
   absl::StatusOr<topology::Topology> topo =
       parse("[workload]\nkind = \"ids\"\nprompts = [[1, 2], [3, 600]]\n");
