@@ -1,7 +1,9 @@
 // `muflow generate`: continues one prompt with an HF model folder, through the same Server API
 // (and actor wiring) a host application uses.
+#include <cmath>
 #include <cstdio>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 #include "absl/strings/numbers.h"
@@ -13,6 +15,26 @@
 
 namespace muflow::tools {
 namespace {
+
+// A CLI11 check for a finite number with `ok(v)`; NaN and inf are refused (CLI::Range lets
+// NaN through) and the message says the interval as written, e.g. "(0, 1]".
+CLI::Validator finite_in(const std::string& interval, bool (*ok)(double)) {
+  return CLI::Validator(
+      [interval, ok](std::string& text) -> std::string {
+        double v = 0.0;
+        try {
+          size_t used = 0;
+          v = std::stod(text, &used);
+          if (used != text.size()) return "expected a number in " + interval + ", got " + text;
+        } catch (const std::exception&) {
+          return "expected a number in " + interval + ", got " + text;
+        }
+        if (!std::isfinite(v) || !ok(v)) return "expected a number in " + interval + ", got " + text;
+        return std::string();
+      },
+      "NUMBER in " + interval);
+}
+
 
 int fail(const std::string& what) {
   std::fprintf(stderr, "muflow generate: %s\n", what.c_str());
@@ -40,9 +62,10 @@ Command add_generate_command(CLI::App& app) {
                  "write float32 logits of every prompt position as .npy [num_prompt_tokens, vocab]");
   app.add_option("--devices", o->devices, "virtual CPU devices (sync wiring)")
       ->check(CLI::Range(1, 256));
-  app.add_option("--temperature", o->temperature, "0 = greedy")->check(CLI::Range(0.0, 100.0));
+  app.add_option("--temperature", o->temperature, "0 = greedy, in [0, 100]")
+      ->check(finite_in("[0, 100]", [](double v) { return v >= 0.0 && v <= 100.0; }));
   app.add_option("--top-p", o->top_p, "nucleus sampling mass, in (0, 1]")
-      ->check(CLI::Range(1e-9, 1.0));
+      ->check(finite_in("(0, 1]", [](double v) { return v > 0.0 && v <= 1.0; }));
   app.add_option("--seed", o->seed, "sampling seed");
   app.add_flag("--ignore-eos", o->ignore_eos, "keep generating after EOS");
   app.add_flag("--json", o->json, "print {prompt_ids, output_ids, text} as one JSON object");

@@ -304,6 +304,15 @@ TEST(Cli, CorruptModelFolderNamesFileAndTensor) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("outside the vocabulary [0, 64)"), std::string::npos) << r.output;
 
+  // #15: sampling options outside their interval (NaN included) are refused with the
+  // interval as written.
+  r = run_muflow("generate --model " + dir.string() + " --prompt-ids 1,2 --temperature nan");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("expected a number in [0, 100], got nan"), std::string::npos) << r.output;
+  r = run_muflow("generate --model " + dir.string() + " --prompt-ids 1,2 --top-p 0");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("expected a number in (0, 1], got 0"), std::string::npos) << r.output;
+
   // Truncated weights: the error names the file.
   const fs::path st = dir / "model.safetensors";
   fs::resize_file(st, fs::file_size(st) / 2);
