@@ -1,6 +1,7 @@
 #include "engine/routing/routing_record.hpp"
 
 #include <atomic>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -88,6 +89,19 @@ absl::StatusOr<RoutingTable> read_routing_csv(const std::string& path) {
     }
     if (c.experts.empty() || c.experts.size() != c.weights.size()) {
       return bad("experts and weights must be non-empty lists of the same length");
+    }
+    // Recorded choices are replayed as router outputs: k distinct expert ids >= 0 with
+    // finite, non-negative weights (#15: NaN, inf, negative weights and repeats were taken).
+    for (size_t i = 0; i < c.experts.size(); ++i) {
+      if (c.experts[i] < 0) return bad("expert ids must be >= 0");
+      for (size_t j = 0; j < i; ++j) {
+        if (c.experts[j] == c.experts[i]) {
+          return bad("expert " + std::to_string(c.experts[i]) + " appears twice in one row");
+        }
+      }
+      if (!std::isfinite(c.weights[i]) || c.weights[i] < 0.0f) {
+        return bad("weights must be finite and >= 0");
+      }
     }
     if (topk == 0) topk = c.experts.size();
     if (c.experts.size() != topk) return bad("every row must have the same top-k");

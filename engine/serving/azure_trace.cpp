@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
+#include "engine/model/model_limits.hpp"
 #include "engine/sv_cat.hpp"
 
 namespace muflow::engine::serving {
@@ -97,9 +98,10 @@ absl::StatusOr<int64_t> parse_trace_timestamp_ns(std::string_view text) {
     fraction_ns = digits;
     for (size_t i = num_digits; i < 9; ++i) fraction_ns *= 10;
   }
-  if (year < 1970 || month < 1 || month > 12 || day < 1 || day > days_in_month(year, month) ||
-      hour > 23 || minute > 59 || second > 60) {
-    return bad("date or time out of range");
+  // Nanoseconds since 1970 fit int64 until 2262-04-11: later years are refused, not wrapped.
+  if (year < 1970 || year > 2261 || month < 1 || month > 12 || day < 1 ||
+      day > days_in_month(year, month) || hour > 23 || minute > 59 || second > 60) {
+    return bad("date or time out of range (years 1970 to 2261)");
   }
   const int64_t seconds =
       days_since_epoch(year, month, day) * 86400 + hour * 3600 + minute * 60 + second;
@@ -157,10 +159,15 @@ absl::StatusOr<std::vector<TraceRow>> parse_azure_trace(std::string_view text,
                                                   {col_generated, &row.generated_tokens}};
     for (const auto& [col, out] : counts) {
       const std::string_view field = fields[col];
+      // Lengths become prompts and generation budgets: bounded before anything is built.
+      const char* column = col == col_context ? "ContextTokens" : "GeneratedTokens";
       if (!absl::SimpleAtoi(absl::string_view(field.data(), field.size()), out) || *out < 1) {
-        return row_error(sv_cat("column ",
-                                col == col_context ? "ContextTokens" : "GeneratedTokens",
-                                ": expected a positive integer, got '", field, "'"));
+        return row_error(
+            sv_cat("column ", column, ": expected a positive integer, got '", field, "'"));
+      }
+      if (*out > model::kMaxPositions) {
+        return row_error(sv_cat("column ", column, ": expected at most ", model::kMaxPositions,
+                                " tokens, got '", field, "'"));
       }
     }
     stamps_ns.push_back(*ns);

@@ -204,6 +204,23 @@ TEST(AzureTrace, TimestampParsing) {
   EXPECT_FALSE(serving::parse_trace_timestamp_ns("2023-11-16 18:15:46.").ok());
   EXPECT_THAT(msg(serving::parse_trace_timestamp_ns("yesterday").status()),
               HasSubstr("expected YYYY-MM-DD HH:MM:SS[.fraction]"));
+  // #15: nanoseconds since 1970 overflow int64 in 2262; such dates are refused, not wrapped.
+  absl::StatusOr<int64_t> last = serving::parse_trace_timestamp_ns("2261-12-31 23:59:59");
+  ASSERT_TRUE(last.ok()) << last.status();
+  EXPECT_GT(*last, 0);
+  EXPECT_THAT(msg(serving::parse_trace_timestamp_ns("2263-01-01 00:00:00").status()),
+              HasSubstr("date or time out of range (years 1970 to 2261)"));
+}
+
+// #15: a row's token counts become prompts: bounded before anything is built for them.
+TEST(AzureTrace, HugeTokenCountsAreRefusedWithTheirLine) {
+  const std::string header = "TIMESTAMP,ContextTokens,GeneratedTokens\n";
+  absl::StatusOr<std::vector<serving::TraceRow>> rows = serving::parse_azure_trace(
+      header + "2023-11-16 18:17:03.9799600,1000000000000000,10\n", "t.csv", 0);
+  ASSERT_FALSE(rows.ok());
+  EXPECT_THAT(msg(rows.status()),
+              HasSubstr("t.csv:2: column ContextTokens: expected at most 16777216 tokens, got "
+                        "'1000000000000000'"));
 }
 
 TEST(AzureTrace, MalformedRowNamesFileAndLine) {

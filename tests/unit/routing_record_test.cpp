@@ -1,0 +1,63 @@
+// Routing CSVs (`muflow run --record-routing`, read back by the sim's `recorded` router and the
+// ExFlow planner): a round trip, and rows that cannot be router outputs are refused with the
+// file and line (#15: NaN / inf / negative weights and repeated experts were accepted).
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "engine/routing/routing_record.hpp"
+
+namespace muflow::engine {
+namespace {
+
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+std::string write_csv(const std::string& name, const std::string& body) {
+  const fs::path p = fs::temp_directory_path() / ("muflow-routing-" + name + ".csv");
+  std::ofstream(p) << "request_id,position,block,experts,weights\n" << body;
+  return p.string();
+}
+
+TEST(RoutingCsv, RoundTripThroughTheRecorder) {
+  routing::RoutingRecorder rec;
+  const int32_t ids[2] = {3, 1};
+  const float w[2] = {0.75f, 0.25f};
+  rec.add(7, 2, 0, ids, w, 2);
+  const std::string path = (fs::temp_directory_path() / "muflow-routing-rt.csv").string();
+  ASSERT_TRUE(rec.write_csv(path).ok());
+  absl::StatusOr<routing::RoutingTable> t = routing::read_routing_csv(path);
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_EQ(t->size(), 1u);
+  const routing::RoutingChoice& c = t->begin()->second;
+  EXPECT_EQ(c.experts, (std::vector<int32_t>{3, 1}));
+  EXPECT_EQ(c.weights, (std::vector<float>{0.75f, 0.25f}));
+  fs::remove(path);
+}
+
+TEST(RoutingCsv, RowsThatCannotBeRouterOutputsAreRefused) {
+  const struct {
+    const char* name;
+    const char* row;
+    const char* expect;
+  } cases[] = {
+      {"nan", "0,0,0,1 2,nan 0.5\n", ":2: weights must be finite and >= 0"},
+      {"inf", "0,0,0,1 2,inf 0.5\n", ":2: weights must be finite and >= 0"},
+      {"neg", "0,0,0,1 2,0.5 -0.5\n", ":2: weights must be finite and >= 0"},
+      {"dup", "0,0,0,1 1,0.5 0.5\n", ":2: expert 1 appears twice in one row"},
+      {"negid", "0,0,0,-1 2,0.5 0.5\n", ":2: expert ids must be >= 0"},
+  };
+  for (const auto& c : cases) {
+    const std::string path = write_csv(c.name, c.row);
+    absl::StatusOr<routing::RoutingTable> t = routing::read_routing_csv(path);
+    ASSERT_FALSE(t.ok()) << c.name;
+    EXPECT_THAT(std::string(t.status().message()), HasSubstr(path + c.expect)) << c.name;
+    fs::remove(path);
+  }
+}
+
+}  // namespace
+}  // namespace muflow::engine
