@@ -87,7 +87,14 @@ const std::map<std::string, Setter>& setters() {
        }},
       {"workload.rate",
        [](Topology& t, const std::string& k, const std::string& v) {
-         return set_double(k, v, &t.workload.rate_per_s, 1e-9, 1e12);
+         if (absl::Status s = set_double(k, v, &t.workload.rate_per_s, 1e-9, 1e12); !s.ok()) {
+           return s;
+         }
+         // As the parser: arrivals must fall within 10^6 s on average.
+         if (static_cast<double>(t.workload.num_requests) / t.workload.rate_per_s > 1e6) {
+           return bad(k, v, "at least num_requests / 10^6 requests per second");
+         }
+         return absl::OkStatus();
        }},
       {"workload.num_requests",
        [](Topology& t, const std::string& k, const std::string& v) {

@@ -144,6 +144,15 @@ absl::Status parse_workload_table(const TomlTableReader& r, const std::filesyste
              .ok()) {
       return s;
     }
+    // The requests arrive over about num_requests / rate seconds; the engine takes arrivals
+    // up to 10^7 s, so the mean span is held to a tenth of that (a Poisson overshoot of 10x
+    // is out of reach at these counts).
+    if (r.has("rate") && static_cast<double>(w.num_requests) / w.rate_per_s > 1e6) {
+      return r.error("rate", sv_cat("expected at least ", static_cast<double>(w.num_requests) / 1e6,
+                                    " requests per second for ", w.num_requests,
+                                    " requests (arrivals must fall within 10^6 s), got ",
+                                    w.rate_per_s));
+    }
     if (!(s = r.read_int_range("input", &w.input_min, &w.input_max, 1, model::kMaxPositions)).ok()) return s;
     if (!(s = r.read_int_range("output", &w.output_min, &w.output_max, 1, model::kMaxPositions)).ok()) return s;
     s = r.read_seed("seed", &w.seed);

@@ -462,6 +462,13 @@ TEST(Topology, SizesAreBoundedBeforeAnythingIsAllocated) {
     ASSERT_FALSE(topo.ok()) << c.text;
     EXPECT_THAT(msg(topo.status()), HasSubstr(c.expect)) << c.text;
   }
+  // A rate so low that the arrivals would leave the engine's time range names the key.
+  absl::StatusOr<topology::Topology> slow =
+      parse("[workload]\nkind = \"poisson\"\nnum_requests = 4\nrate = 1e-9\n");
+  ASSERT_FALSE(slow.ok());
+  EXPECT_THAT(msg(slow.status()),
+              HasSubstr("topo.toml:4: key 'workload.rate': expected at least 4e-06 requests per "
+                        "second for 4 requests"));
   // At the bound itself the file parses.
   EXPECT_TRUE(parse("[cluster]\nnum_devices = 4096\n").ok());
 }
