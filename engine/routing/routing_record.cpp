@@ -60,6 +60,8 @@ absl::StatusOr<RoutingTable> read_routing_csv(const std::string& path) {
   while (std::getline(in, line)) {
     ++line_no;
     if (line_no == 1) {
+      if (line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);  // UTF-8 byte-order mark
+      if (!line.empty() && line.back() == '\r') line.pop_back();
       if (line != "request_id,position,block,experts,weights") {
         return bad("expected the header request_id,position,block,experts,weights");
       }

@@ -116,7 +116,8 @@ absl::StatusOr<std::vector<TraceRow>> parse_azure_trace(std::string_view text,
   size_t col_time = 0, col_context = 0, col_generated = 0, num_columns = 0;
   bool have_header = false;
   int64_t line_no = 0;
-  size_t start = 0;
+  // A UTF-8 byte-order mark (spreadsheet exports) is not part of the first column's name.
+  size_t start = text.substr(0, 3) == "\xEF\xBB\xBF" ? 3 : 0;
   while (start <= text.size() && (max_rows <= 0 || static_cast<int64_t>(rows.size()) < max_rows)) {
     size_t end = text.find('\n', start);
     if (end == std::string_view::npos) end = text.size();

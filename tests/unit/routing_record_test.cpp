@@ -38,6 +38,15 @@ TEST(RoutingCsv, RoundTripThroughTheRecorder) {
   fs::remove(path);
 }
 
+TEST(RoutingCsv, ByteOrderMarkAndCrlfHeader) {
+  const fs::path p = fs::temp_directory_path() / "muflow-routing-bom.csv";
+  std::ofstream(p) << "\xEF\xBB\xBFrequest_id,position,block,experts,weights\r\n0,0,0,1 2,0.5 0.5\n";
+  absl::StatusOr<routing::RoutingTable> t = routing::read_routing_csv(p.string());
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->size(), 1u);
+  fs::remove(p);
+}
+
 TEST(RoutingCsv, RowsThatCannotBeRouterOutputsAreRefused) {
   const struct {
     const char* name;

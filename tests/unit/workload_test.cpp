@@ -212,6 +212,16 @@ TEST(AzureTrace, TimestampParsing) {
               HasSubstr("date or time out of range (years 1970 to 2261)"));
 }
 
+// #15: a CSV saved by a spreadsheet starts with a UTF-8 byte-order mark; the header still reads.
+TEST(AzureTrace, ByteOrderMarkBeforeTheHeader) {
+  absl::StatusOr<std::vector<serving::TraceRow>> rows = serving::parse_azure_trace(
+      "\xEF\xBB\xBFTIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.9799600,48,10\n",
+      "t.csv", 0);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ((*rows)[0].context_tokens, 48);
+}
+
 // #15: a row's token counts become prompts: bounded before anything is built for them.
 TEST(AzureTrace, HugeTokenCountsAreRefusedWithTheirLine) {
   const std::string header = "TIMESTAMP,ContextTokens,GeneratedTokens\n";
