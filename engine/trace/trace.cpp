@@ -45,7 +45,8 @@ nlohmann::json metadata_json(const char* kind, int64_t pid, int64_t tid,
           {"args", {{"name", name}}}};
 }
 
-// An I/O error with `message`; the code follows errno when one is set.
+// An I/O error with `message`; the code follows errno when one is set, and then
+// ErrnoToStatus appends ": <strerror>" (so `message` must not carry it too).
 absl::Status io_error(int err, const std::string& message) {
   if (err == 0) return absl::InternalError(message);
   return absl::ErrnoToStatus(err, message);
@@ -185,15 +186,14 @@ absl::Status TraceRecorder::write_json(const std::string& path) const {
     fs::create_directories(parent, ec);
     if (ec) {
       return io_error(ec.value(), sv_cat("cannot create folder '", parent.string(),
-                                                    "' for trace '", path, "': ", ec.message()));
+                                         "' for trace '", path, "'"));
     }
   }
   errno = 0;
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) {
     const int err = errno;
-    return io_error(err, sv_cat("cannot write trace '", path, "': ",
-                                           std::strerror(err)));
+    return io_error(err, sv_cat("cannot write trace '", path, "'"));
   }
   // Streams one event per line (valid JSON that diffs and greps well) in the same order as
   // to_json(), without building the whole document: peak memory stays near the recorder's.
@@ -226,8 +226,7 @@ absl::Status TraceRecorder::write_json(const std::string& path) const {
   out.flush();
   if (!out) {
     const int err = errno;
-    return io_error(err, sv_cat("cannot write trace '", path, "': ",
-                                           std::strerror(err)));
+    return io_error(err, sv_cat("cannot write trace '", path, "'"));
   }
   return absl::OkStatus();
 }

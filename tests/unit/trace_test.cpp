@@ -137,6 +137,11 @@ TEST(Trace, WriteErrorNamesThePath) {
   absl::Status s = rec.write_json(bad);
   ASSERT_FALSE(s.ok());
   EXPECT_THAT(std::string(s.message()), HasSubstr(bad));
+  // #15: the reason appears once ("...: Not a directory", never twice).
+  const std::string m(s.message());
+  const size_t reason = m.rfind(": ");
+  ASSERT_NE(reason, std::string::npos);
+  EXPECT_EQ(m.find(m.substr(reason)), reason) << m;
 }
 
 }  // namespace
