@@ -54,6 +54,15 @@ bool per_request(const CoordinatorState& st) {
 
 double now_s(Self* self) { return self->state.ctx->seconds_since_start(self->home_system().clock().now()); }
 
+// Frees the output and prompt of a finished request whose output went out already.
+void forget_output(RequestState& rs) {
+  const int64_t id = rs.req.id;
+  rs.reported = true;
+  rs.out = RequestOutput{};
+  rs.out.request_id = id;
+  rs.req.prompt = {};
+}
+
 // The outcome so far: the first error, the outputs of finished requests not reported before
 // (moved out, indexed by request id; others stay empty), cumulative metrics.
 RunOutcomePtr take_outcome(Self* self) {
@@ -62,8 +71,8 @@ RunOutcomePtr take_outcome(Self* self) {
   outcome->status = st.first_error;
   for (RequestState& r : st.requests) {
     if (r.finished && !r.reported) {
-      r.reported = true;
       outcome->outputs.push_back(std::move(r.out));
+      forget_output(r);
     } else {
       RequestOutput empty;
       empty.request_id = r.req.id;
@@ -312,6 +321,9 @@ void finish_request(Self* self, RequestState& rs, double t) {
     } catch (const std::exception& e) {
       fail_run(self, absl::InternalError(std::string("on_finish callback threw: ") + e.what()));
     }
+    // Delivered: keep no copy of its output or prompt, so a long-lived engine's memory per
+    // finished request stays a small record (drain reports it empty).
+    forget_output(rs);
   }
 }
 
@@ -460,6 +472,7 @@ void cancel(Self* self, int64_t id) {
         return fail_run(self,
                         absl::InternalError(std::string("on_finish callback threw: ") + e.what()));
       }
+      forget_output(rs);
     }
   } else if (per_request(st) ? !rs.in_flight : !st.in_flight) {
     finish_request(self, rs, t);

@@ -70,8 +70,9 @@ using SubmissionPtr = std::shared_ptr<Submission>;
 ///  - `(cancel_atom, int64_t id)`: the request streams nothing more and its KV cache is freed as
 ///    soon as no step of it is in flight;
 ///  - `(drain_atom, reply_to)`: `reply_to` gets a RunOutcomePtr once every submitted request
-///    finished (outputs of those not drained before; metrics since the start), or at once when
-///    the run failed (a stage, or a callback that threw).
+///    finished (outputs of those neither drained before nor handed to their own on_finish,
+///    which the coordinator then forgets; metrics since the start), or at once when the run
+///    failed (a stage, or a callback that threw).
 caf::actor spawn_coordinator(caf::actor_system& sys, RunContextPtr ctx, RunCallbacks callbacks);
 
 }  // namespace muflow::actors

@@ -48,7 +48,8 @@ class ServingEngine {
   void cancel(int64_t id);
 
   /// Blocks until every submitted request finished (or was cancelled), then returns the
-  /// outputs not drained before (indexed by id; others empty) and the metrics since start.
+  /// outputs not drained before and not handed to the request's own on_finish (indexed by id;
+  /// others empty: the engine keeps no copy of a delivered output) and the metrics since start.
   /// Errors: the run's first error (a stage or a callback failed); FailedPrecondition after
   /// shutdown.
   absl::StatusOr<RunOutcome> drain();

@@ -202,6 +202,32 @@ TEST(ServingEngine, RefusesBadRequestsAndWorkAfterShutdown) {
   EXPECT_EQ((*engine)->drain().status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
+// A long-lived engine keeps no copy of an output it handed to the request's own on_finish
+// (its memory per finished request stays small); an output nobody received waits for drain.
+TEST(ServingEngine, DeliveredOutputsAreNotKept) {
+  absl::StatusOr<std::unique_ptr<actors::Server>> server =
+      actors::Server::create(small_topology("sync"));
+  ASSERT_TRUE(server.ok()) << server.status();
+  absl::StatusOr<std::unique_ptr<actors::ServingEngine>> engine =
+      actors::ServingEngine::start(**server);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  auto seen = std::make_shared<Seen>();
+  absl::StatusOr<int64_t> delivered = (*engine)->submit(prompt_of(1, 0, 4), watch(seen));
+  ASSERT_TRUE(delivered.ok()) << delivered.status();
+  absl::StatusOr<int64_t> kept = (*engine)->submit(prompt_of(2, 0, 4));
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  auto [out, status] = seen->finished.get_future().get();
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(out.output.size(), 4u);
+  absl::StatusOr<actors::RunOutcome> drained = (*engine)->drain();
+  ASSERT_TRUE(drained.ok()) << drained.status();
+  ASSERT_EQ(drained->outputs.size(), 2u);
+  EXPECT_TRUE(drained->outputs[*delivered].output.empty());
+  EXPECT_TRUE(drained->outputs[*delivered].prompt.empty());
+  EXPECT_EQ(drained->outputs[*kept].output.size(), 4u);
+  EXPECT_EQ(drained->metrics.num_completed_requests, 2);
+}
+
 TEST(ServingEngine, SimNeedsTheBatchRun) {
   Topology t = small_topology("sync");
   t.backend = "sim";
