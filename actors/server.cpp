@@ -1,7 +1,6 @@
 #include "actors/server.hpp"
 
 #include <cmath>
-#include <thread>
 
 #include <caf/scheduler/test_coordinator.hpp>
 
@@ -249,15 +248,7 @@ absl::StatusOr<std::vector<RunOutcome>> Server::run_together(
   const Server& first = *servers.front();
   const bool sim = first.backend_->virtual_time();
   caf::actor_system_config cfg;
-  if (sim) {
-    // Virtual time: CAF's deterministic scheduler runs every actor on this thread and
-    // delayed messages fire when the loop below advances the clock (ARCHITECTURE.md §4).
-    cfg.set("scheduler.policy", caf::atom("testing"));
-  } else {
-    const auto threads = std::max<size_t>(
-        1, std::min<size_t>(std::thread::hardware_concurrency(), first.topology_.devices.size()));
-    cfg.set("scheduler.max-threads", threads);
-  }
+  first.backend_->configure_clock(cfg);  // sim: the loop below drives the virtual clock
   caf::actor_system sys{cfg};
 
   // Everything that can fail comes before the first actor is spawned (an actor system with

@@ -1,7 +1,6 @@
 #include "actors/serving_engine.hpp"
 
 #include <algorithm>
-#include <thread>
 
 #include "absl/strings/str_format.h"
 #include "actors/graph_builder.hpp"
@@ -27,9 +26,7 @@ absl::StatusOr<std::unique_ptr<ServingEngine>> ServingEngine::start(const Server
   e->server_ = &server;
   e->ctx_ = *ctx;
   e->cfg_ = std::make_unique<caf::actor_system_config>();
-  const auto threads = std::max<size_t>(
-      1, std::min<size_t>(std::thread::hardware_concurrency(), server.topology().devices.size()));
-  e->cfg_->set("scheduler.max-threads", threads);
+  server.backend_->configure_clock(*e->cfg_);
   e->sys_ = std::make_unique<caf::actor_system>(*e->cfg_);
   build_wiring(*e->sys_, e->ctx_,
                std::shared_ptr<const engine::serving::SchedulingPolicy>(std::move(*policy)));
@@ -46,8 +43,11 @@ absl::StatusOr<int64_t> ServingEngine::submit(engine::serving::Request request,
   std::lock_guard<std::mutex> lock(mutex_);
   if (stopped_) return absl::FailedPreconditionError("the engine was shut down");
   request.id = next_id_;
-  request.arrival_s = std::max(0.0, ctx_->seconds_since_start(sys_->clock().now()));
+  // The engine sets the arrival time itself: validate the rest (Server's 10^7 s cap on
+  // arrival times is for batch runs; an engine may serve for longer than 116 days).
+  request.arrival_s = 0.0;
   if (absl::Status s = server_->validate_request(request); !s.ok()) return s;
+  request.arrival_s = std::max(0.0, ctx_->seconds_since_start(sys_->clock().now()));
   ++next_id_;
   auto submission = std::make_shared<Submission>();
   submission->requests.push_back(std::move(request));

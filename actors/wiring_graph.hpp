@@ -158,6 +158,7 @@ struct WiringGraph {
   /// released on every rank.
   bool kv_replicated = false;
 
+  /// Expert stage slots per block (every block has the same number).
   int64_t num_slots() const { return slot_device.empty() ? 0 : slot_device.front().size(); }
   /// Residual batches merge point `rank` waits for per iteration (in-degree of its edges).
   int64_t residual_sources(int32_t rank) const;
@@ -168,6 +169,7 @@ struct WiringGraph {
 class WiringRun {
  public:
   virtual ~WiringRun() = default;
+  /// The run's graph (immutable once the run started).
   const WiringGraph& graph() const { return graph_; }
   /// The KV cache attention stage (block, rank) uses (default: its own). `kv_width`: K floats
   /// per token row (0 in simulation).

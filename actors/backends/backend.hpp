@@ -20,6 +20,10 @@
 #include "kernels/sim/precision.hpp"
 #include "transport/channel.hpp"
 
+namespace caf {
+class actor_system_config;
+}  // namespace caf
+
 namespace muflow::actors {
 
 class PreparedWiring;
@@ -33,9 +37,14 @@ class Backend {
   /// The clock: true = virtual time (CAF's deterministic test coordinator drives the run and
   /// stages finish after their modeled durations); false = real time.
   virtual bool virtual_time() const = 0;
+  /// Sets the clock in an actor system's configuration before the system starts: CAF's
+  /// deterministic test scheduler for virtual time (run on the calling thread), or worker
+  /// threads for real time (one per device, at most the cores).
+  virtual void configure_clock(caf::actor_system_config& cfg) const = 0;
   /// The model's dims.
   const engine::model::ModelConfig& config() const { return config_; }
-  /// Real math: the weights as loaded and prepared (prepacked GEMMs); else null.
+  /// Real math: the weights as loaded, and (cpu_model) as prepared (prepacked GEMMs); null
+  /// on backends without math.
   virtual std::shared_ptr<const engine::model::ModelWeights> weights() const { return nullptr; }
   virtual std::shared_ptr<const engine::exec::CpuModel> cpu_model() const { return nullptr; }
   /// Simulation: the router, cost and link models (planners read them); else null.

@@ -1,5 +1,9 @@
 #include "actors/backends/cpu.hpp"
 
+#include <algorithm>
+#include <caf/all.hpp>
+#include <thread>
+
 #include "absl/strings/str_format.h"
 #include "actors/wirings/wiring.hpp"
 #include "engine/exec/cpu_executor.hpp"
@@ -19,6 +23,11 @@ class CpuBackend final : public Backend {
   }
   std::string_view name() const override { return "cpu"; }
   bool virtual_time() const override { return false; }
+  void configure_clock(caf::actor_system_config& cfg) const override {
+    const auto threads = std::max<size_t>(1, std::min<size_t>(std::thread::hardware_concurrency(),
+                                                              static_cast<size_t>(num_devices_)));
+    cfg.set("scheduler.max-threads", threads);
+  }
   std::shared_ptr<const engine::model::ModelWeights> weights() const override { return weights_; }
   std::shared_ptr<const engine::exec::CpuModel> cpu_model() const override { return model_; }
 

@@ -1,6 +1,7 @@
 #include "actors/backends/sim.hpp"
 
 #include <algorithm>
+#include <caf/all.hpp>
 
 #include "absl/strings/str_format.h"
 #include "engine/model/hf_config.hpp"
@@ -24,6 +25,11 @@ class SimBackend final : public Backend {
   }
   std::string_view name() const override { return "sim"; }
   bool virtual_time() const override { return true; }
+  // CAF's deterministic scheduler runs every actor on the driving thread; delayed messages
+  // fire when the driver advances the clock (ARCHITECTURE.md §4).
+  void configure_clock(caf::actor_system_config& cfg) const override {
+    cfg.set("scheduler.policy", caf::atom("testing"));
+  }
   const SimSetup* sim() const override { return &setup_; }
 
   std::vector<std::shared_ptr<engine::exec::Executor>> make_executors(

@@ -13,6 +13,7 @@
 
 namespace muflow::actors {
 
+/// The `async` wiring: one immutable static instance (any thread); the registry hands it out.
 const Wiring& async_wiring();
 
 /// The async graph of a run (for wirings built on it, e.g. async-replicated).

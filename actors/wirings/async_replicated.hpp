@@ -21,6 +21,8 @@
 
 namespace muflow::actors {
 
+/// The `async-replicated` wiring: one immutable static instance (any thread); the registry hands it
+/// out.
 const Wiring& async_replicated_wiring();
 
 /// The replicas of one block: (expert, device) pairs, hottest expert first.

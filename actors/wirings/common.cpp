@@ -1,6 +1,30 @@
 #include "actors/wirings/common.hpp"
 
+#include <utility>
+
 namespace muflow::actors {
+namespace {
+
+// A WiringRun that is its graph and nothing else (default KV caches and expert kernels).
+class GraphRun final : public WiringRun {
+ public:
+  explicit GraphRun(WiringGraph graph) { graph_ = std::move(graph); }
+};
+
+// A PreparedWiring without private state: each run is the graph `build(ctx)`.
+class GraphWiring final : public PreparedWiring {
+ public:
+  explicit GraphWiring(std::function<WiringGraph(const RunContext&)> build)
+      : build_(std::move(build)) {}
+  absl::StatusOr<std::shared_ptr<const WiringRun>> start_run(const RunContext& ctx) const override {
+    return std::make_shared<const GraphRun>(build_(ctx));
+  }
+
+ private:
+  std::function<WiringGraph(const RunContext&)> build_;
+};
+
+}  // namespace
 
 WiringGraph barrier_graph(const RunContext& ctx) {
   WiringGraph g;
@@ -37,11 +61,7 @@ std::vector<std::vector<int64_t>> per_device_slots(const RunContext& ctx) {
 
 std::shared_ptr<const PreparedWiring> graph_wiring(
     std::function<WiringGraph(const RunContext&)> build) {
-  return std::make_shared<const StatelessWiring>(
-      [build = std::move(build)](
-          const RunContext& ctx) -> absl::StatusOr<std::shared_ptr<const WiringRun>> {
-        return std::make_shared<const GraphRun>(build(ctx));
-      });
+  return std::make_shared<const GraphWiring>(std::move(build));
 }
 
 }  // namespace muflow::actors

@@ -19,6 +19,7 @@
 
 namespace muflow::actors {
 
+/// The `exflow` wiring: one immutable static instance (any thread); the registry hands it out.
 const Wiring& exflow_wiring();
 
 }  // namespace muflow::actors

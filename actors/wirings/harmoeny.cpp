@@ -7,8 +7,8 @@
 #include "absl/strings/str_format.h"
 #include "actors/wirings/common.hpp"
 #include "actors/wirings/harmoeny_params.hpp"
-#include "engine/exec/cpu_expert_slots.hpp"
 #include "engine/dataflow/expert_dispatch.hpp"
+#include "engine/exec/cpu_expert_slots.hpp"
 #include "engine/planning/harmoeny_rebalance.hpp"
 #include "engine/planning/harmoeny_slots.hpp"
 

@@ -7,14 +7,15 @@
 /// threshold q (Eq. 4); each source's rows are split in order. A device stage computes its
 /// experts' segments: local experts, and foreign ones fetched into its expert slot cache
 /// (the two largest first, copies into freed slots with or without prefetch): on sim the slot
-/// cache's modeled timeline (engine/planning/harmoeny_slots.hpp), on cpu real copies by the device's
-/// copy worker (engine/exec/cpu_expert_slots.hpp). Outputs return to each token's rank through the
-/// ordinary combine, so tokens are bitwise those of sync.
+/// cache's modeled timeline (engine/planning/harmoeny_slots.hpp), on cpu real copies by the
+/// device's copy worker (engine/exec/cpu_expert_slots.hpp). Outputs return to each token's rank
+/// through the ordinary combine, so tokens are bitwise those of sync.
 
 #include "actors/wirings/wiring.hpp"
 
 namespace muflow::actors {
 
+/// The `harmoeny` wiring: one immutable static instance (any thread); the registry hands it out.
 const Wiring& harmoeny_wiring();
 
 }  // namespace muflow::actors

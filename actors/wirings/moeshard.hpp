@@ -13,6 +13,7 @@
 
 namespace muflow::actors {
 
+/// The `moeshard` wiring: one immutable static instance (any thread); the registry hands it out.
 const Wiring& moeshard_wiring();
 
 }  // namespace muflow::actors

@@ -9,6 +9,7 @@
 
 namespace muflow::actors {
 
+/// The `sync` wiring: one immutable static instance (any thread); the registry hands it out.
 const Wiring& sync_wiring();
 
 }  // namespace muflow::actors

@@ -11,8 +11,8 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
-#include "actors/run_context.hpp"
 #include "actors/backends/sim_setup.hpp"
+#include "actors/run_context.hpp"
 #include "actors/wiring_graph.hpp"
 #include "engine/exec/cpu_expert_shards.hpp"
 #include "engine/exec/cpu_model.hpp"
@@ -38,15 +38,16 @@ struct WiringTraits {
 
 /// What a wiring may read when a Server is prepared. References live as long as the call.
 struct WiringSetup {
+  /// The three references every wiring reads; the optional fields are set after.
   WiringSetup(const engine::topology::Topology& t, const engine::model::ModelConfig& c,
               const engine::planning::Placement& p)
       : topology(t), config(c), placement(p) {}
   const engine::topology::Topology& topology;
   const engine::model::ModelConfig& config;
   const engine::planning::Placement& placement;  ///< planned (affinity, capability) already
-  const SimSetup* sim = nullptr;       ///< sim backend; null on cpu
+  const SimSetup* sim = nullptr;                 ///< sim backend; null on cpu
   kernels::sim::Precision precision = kernels::sim::Precision::kF32;  ///< sim cost precision
-  int64_t weight_bytes = 4;                             ///< bytes per weight element (2 for bf16)
+  int64_t weight_bytes = 4;  ///< bytes per weight element (2 for bf16)
   std::shared_ptr<const engine::model::ModelWeights> weights;  ///< cpu backend; null on sim
   std::shared_ptr<const engine::exec::CpuModel> model;         ///< cpu backend; null on sim
 };
@@ -71,6 +72,7 @@ class Wiring {
   virtual ~Wiring() = default;
   /// The topology's name for it (`wiring = "..."`).
   virtual std::string_view name() const = 0;
+  /// What the wiring asks of the placement and the planners.
   virtual WiringTraits traits() const = 0;
   /// Resolves the wiring's private parameters for a Server. Errors: InvalidArgument naming the
   /// topology key that does not fit (e.g. `harmoeny.slots`), or a loader's error.

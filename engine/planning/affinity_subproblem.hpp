@@ -18,9 +18,11 @@ struct SubProblem {
   int64_t num_parts = 0;
   std::vector<int64_t> w;  // [L − 1, m, m]
 
+  /// Transitions from expert i of block s to expert j of block s + 1.
   int64_t at(int64_t s, int64_t i, int64_t j) const {
     return w[static_cast<size_t>((s * m + i) * m + j)];
   }
+  /// Experts each part holds per block.
   int64_t cap() const { return m / num_parts; }
 };
 
