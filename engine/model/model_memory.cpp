@@ -8,18 +8,26 @@
 
 namespace muflow::engine::model {
 
-double model_weight_bytes(const ModelConfig& c, double bytes_per_element) {
+double weight_bytes(const ModelConfig& c, bool hosts_attention, int64_t num_experts,
+                    double bytes_per_element) {
   const double H = static_cast<double>(c.hidden_size), D = static_cast<double>(c.head_dim);
+  const double L = static_cast<double>(c.num_layers);
   const double matrices = c.gated_experts ? 3.0 : 2.0;
-  const double attention = H * static_cast<double>(c.num_heads + 2 * c.num_kv_heads) * D +
-                           static_cast<double>(c.num_heads) * D * H;
-  const double per_block = attention + H * static_cast<double>(c.num_experts) +
-                           matrices * H * static_cast<double>(c.shared_expert_ffn) + 2.0 * H +
-                           static_cast<double>(c.num_experts) * matrices * H *
-                               static_cast<double>(c.expert_ffn);
-  const double embeddings =
-      static_cast<double>(c.vocab_size) * H * (c.tie_word_embeddings ? 1.0 : 2.0) + H;
-  return (static_cast<double>(c.num_layers) * per_block + embeddings) * bytes_per_element;
+  double params = L * static_cast<double>(num_experts) * matrices * H *
+                  static_cast<double>(c.expert_ffn);
+  if (hosts_attention) {
+    const double attention = H * static_cast<double>(c.num_heads + 2 * c.num_kv_heads) * D +
+                             static_cast<double>(c.num_heads) * D * H;
+    const double per_block = attention + H * static_cast<double>(c.num_experts) +
+                             matrices * H * static_cast<double>(c.shared_expert_ffn) + 2.0 * H;
+    params += L * per_block +
+              static_cast<double>(c.vocab_size) * H * (c.tie_word_embeddings ? 1.0 : 2.0) + H;
+  }
+  return params * bytes_per_element;
+}
+
+double model_weight_bytes(const ModelConfig& c, double bytes_per_element) {
+  return weight_bytes(c, true, c.num_experts, bytes_per_element);
 }
 
 double physical_memory_bytes() {

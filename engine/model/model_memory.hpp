@@ -10,9 +10,15 @@
 
 namespace muflow::engine::model {
 
-/// Bytes of every weight of `c` (embeddings, LM head unless tied, every block's attention,
-/// router, shared expert, norms and all experts) at `bytes_per_element` (4 f32, 2 bf16).
-/// A double: the product of bounded dims can exceed int64. Pure; any thread.
+/// Bytes of the weights a device holds at `bytes_per_element` (4 f32, 2 bf16): with
+/// `hosts_attention`, every block's attention, router, shared expert and norms plus the
+/// embeddings, final norm and LM head (unless tied); and `num_experts` experts of every block.
+/// A double: products of dims can exceed int64. The one formula of the project (the sim's
+/// per-device memory, serving::resident_weight_bytes, uses it). Pure; any thread.
+double weight_bytes(const ModelConfig& c, bool hosts_attention, int64_t num_experts,
+                    double bytes_per_element);
+
+/// Bytes of every weight of `c`: weight_bytes(c, true, c.num_experts, bytes_per_element).
 double model_weight_bytes(const ModelConfig& c, double bytes_per_element);
 
 /// This machine's physical memory in bytes (sysconf), or 0 when it cannot be read.

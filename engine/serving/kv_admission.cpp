@@ -2,6 +2,8 @@
 
 #include <limits>
 
+#include "engine/model/model_memory.hpp"
+
 namespace muflow::engine::serving {
 
 int64_t kv_bytes_per_token(const model::ModelConfig& c, int64_t bytes_per_element) {
@@ -10,22 +12,9 @@ int64_t kv_bytes_per_token(const model::ModelConfig& c, int64_t bytes_per_elemen
 
 int64_t resident_weight_bytes(const model::ModelConfig& c, bool hosts_attention,
                               int64_t num_experts_hosted, int64_t bytes_per_element) {
-  const int64_t H = c.hidden_size, D = c.head_dim;
-  int64_t params = 0;
-  if (hosts_attention) {
-    const int64_t qkv = H * (c.num_heads + 2 * c.num_kv_heads) * D;
-    const int64_t o = c.num_heads * D * H;
-    const int64_t router = H * c.num_experts;
-    const int64_t shared = c.shared_expert_ffn * H * (c.gated_experts ? 3 : 2);
-    params += c.num_layers * (qkv + o + router + shared + 2 * H);
-    params += c.vocab_size * H * (c.tie_word_embeddings ? 1 : 2) + H;
-  }
-  const int64_t expert = c.expert_ffn * H * (c.gated_experts ? 3 : 2);
-  // The expert weights of a device can exceed int64 for absurd (but bounded) dims: saturate.
-  const double bytes = (static_cast<double>(params) +
-                        static_cast<double>(c.num_layers) *
-                            static_cast<double>(num_experts_hosted) * static_cast<double>(expert)) *
-                       static_cast<double>(bytes_per_element);
+  // Saturates instead of overflowing for absurd (but bounded) dims.
+  const double bytes = model::weight_bytes(c, hosts_attention, num_experts_hosted,
+                                           static_cast<double>(bytes_per_element));
   if (bytes >= 9.0e18) return std::numeric_limits<int64_t>::max();
   return static_cast<int64_t>(bytes);
 }

@@ -54,6 +54,19 @@ TEST(ModelLimits, ValidateBoundsEveryDimension) {
   EXPECT_TRUE(c.validate().ok());
 }
 
+TEST(ModelLimits, WeightBytesCountEveryTensor) {
+  // small(): vocab 512, hidden 64, 2 layers, 4 heads / 2 kv heads of 16, 8 experts of ffn 96.
+  const double per_block = 64.0 * (4 + 2 * 2) * 16  // q, k, v
+                           + 4 * 16 * 64.0           // o
+                           + 64.0 * 8                // router
+                           + 2 * 64.0                // the two norms
+                           + 8 * 3 * 64.0 * 96;      // gate, up, down of every expert
+  const double embeddings = 512 * 64.0 * 2 + 64;     // embed, LM head, final norm
+  EXPECT_EQ(model::model_weight_bytes(small(), 4.0), (2 * per_block + embeddings) * 4);
+  // A device without attention holds only its experts.
+  EXPECT_EQ(model::weight_bytes(small(), false, 3, 2.0), 2 * 3 * 3 * 64.0 * 96 * 2);
+}
+
 TEST(ModelLimits, WeightBytesAgreeWithTheResidentWeightsOfAllDevices) {
   // Two independent formulas: every weight (model_memory) and the weights a device hosting
   // attention and all experts keeps (kv_admission).
