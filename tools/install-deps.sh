@@ -12,7 +12,8 @@ PKGS=(
   libtomlplusplus-dev              # topology files
   libcli11-dev                     # CLI
   libspdlog-dev libfmt-dev         # logging
-  nlohmann-json3-dev               # config.json, safetensors header, traces
+  nlohmann-json3-dev               # config.json, safetensors header, traces, HTTP bodies
+  libcpp-httplib-dev               # `muflow serve` HTTP server and `muflow bench --url` client
   libsentencepiece-dev             # tokenizer.model
   libboost-graph-dev               # bipartite matching (Aurora colocation planner)
   libglpk-dev                      # MILP solver (ExFlow affinity placement)
