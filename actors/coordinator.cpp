@@ -292,6 +292,8 @@ void finish_request(Self* self, RequestState& rs, double t) {
   rs.finished = true;
   rs.out.finish_s = t;
   rs.out.cancelled = rs.cancel_requested;
+  if (rs.cancel_requested) rs.out.finish_reason = FinishReason::kCancelled;
+  if (rs.req.sampling) st.ctx->request_sampling->erase(rs.req.id);
   if (!rs.cancel_requested) st.metrics->on_finish(rs.req.id, t);
   if (st.ctx->trace) {
     st.ctx->trace->instant(
@@ -376,11 +378,18 @@ bool apply_reports(Self* self, const std::vector<SampledBatchPtr>& reports) {
         return false;
       }
     }
-    const bool eos = st.ctx->topology.sampling.stop_at_eos && row->token == c.eos_token_id;
+    const bool stop_at_eos =
+        rs.req.sampling ? rs.req.sampling->stop_at_eos : st.ctx->topology.sampling.stop_at_eos;
+    const bool eos = stop_at_eos && row->token == c.eos_token_id;
     const bool full = static_cast<int64_t>(rs.out.output.size()) >= rs.req.max_new_tokens;
     // The next input would sit at position row->position + 1: stop when that does not exist.
     const bool at_limit = row->position + 1 >= c.max_position_embeddings;
-    if (eos || full || at_limit) finish_request(self, rs, t);
+    if (eos || full || at_limit) {
+      rs.out.finish_reason = eos    ? FinishReason::kEos
+                             : full ? FinishReason::kLength
+                                    : FinishReason::kMaxPosition;
+      finish_request(self, rs, t);
+    }
   }
   if (st.callbacks.on_progress) {
     try {
@@ -444,6 +453,7 @@ void submit(Self* self, std::vector<engine::serving::Request>& requests,
     rs.out.arrival_s = r.arrival_s;
     if (i < callbacks.size()) rs.callbacks = std::move(callbacks[i]);
     st.metrics->on_arrival(r.id, r.arrival_s);
+    if (r.sampling) st.ctx->request_sampling->set(r.id, *r.sampling);
     const int64_t id = r.id;
     rs.req = std::move(r);
     st.pending.insert(std::upper_bound(st.pending.begin(), st.pending.end(), id, by_arrival), id);
@@ -463,7 +473,9 @@ void cancel(Self* self, int64_t id) {
     st.pending.erase(std::find(st.pending.begin(), st.pending.end(), id));
     rs.finished = true;
     rs.out.cancelled = true;
+    rs.out.finish_reason = FinishReason::kCancelled;
     rs.out.finish_s = t;
+    if (rs.req.sampling) st.ctx->request_sampling->erase(rs.req.id);
     ++st.num_finished;
     if (rs.callbacks.on_finish) {
       try {
@@ -530,6 +542,18 @@ caf::behavior coordinator_behavior(Self* self, RunContextPtr ctx, RunCallbacks c
         self->state.drain_waiters.push_back(reply_to);
         reply_drained(self);
       },
+      [=](stats_atom) -> EngineStatsPtr {
+        auto& s = self->state;
+        auto stats = std::make_shared<EngineStats>();
+        stats->num_waiting = static_cast<int64_t>(s.pending.size());
+        for (const auto& rank : s.active) stats->num_running += static_cast<int64_t>(rank.size());
+        stats->num_finished = s.num_finished;
+        stats->metrics = s.metrics->summarize(now_s(self));
+        stats->metrics.all_to_all_s = s.all_to_all_s;
+        stats->metrics.all_to_all_bound_s = s.all_to_all_bound_s;
+        stats->moe_tokens = s.metrics->moe_tokens_by_block();
+        return stats;
+      },
       [=](wake_atom) {
         self->state.wake_pending = false;
         launch(self);
@@ -573,6 +597,17 @@ caf::behavior coordinator_behavior(Self* self, RunContextPtr ctx, RunCallbacks c
 }
 
 }  // namespace
+
+const char* finish_reason_name(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kEos: return "eos";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kMaxPosition: return "max_position";
+    case FinishReason::kCancelled: return "cancelled";
+    case FinishReason::kNone: break;
+  }
+  return "none";
+}
 
 caf::actor spawn_coordinator(caf::actor_system& sys, RunContextPtr ctx, RunCallbacks callbacks) {
   return sys.spawn(coordinator_behavior, std::move(ctx), std::move(callbacks));

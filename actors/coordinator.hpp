@@ -19,6 +19,18 @@
 namespace muflow::actors {
 
 /// What one request produced.
+/// Why a request stopped generating.
+enum class FinishReason {
+  kNone,         ///< not finished (or the engine failed first)
+  kEos,          ///< generated the model's EOS token (and stop-at-EOS is on)
+  kLength,       ///< generated max_new_tokens
+  kMaxPosition,  ///< the next token would sit past the model's max_position_embeddings
+  kCancelled,    ///< cancel() before it finished
+};
+
+/// "eos", "length", "max_position", "cancelled" or "none".
+const char* finish_reason_name(FinishReason reason);
+
 struct RequestOutput {
   int64_t request_id = 0;
   std::vector<int32_t> prompt;
@@ -26,6 +38,7 @@ struct RequestOutput {
   std::vector<float> prompt_logits;   ///< [prompt_len, vocab] when the request asked for them
   double arrival_s = 0, first_token_s = -1, finish_s = -1;  ///< seconds since run start
   bool cancelled = false;  ///< cancelled before it finished (output holds what it streamed)
+  FinishReason finish_reason = FinishReason::kNone;
 };
 
 /// The result of one run: status (first error, if any), outputs indexed by request id, metrics.
@@ -35,6 +48,21 @@ struct RunOutcome {
   engine::serving::RunMetrics metrics;
 };
 using RunOutcomePtr = std::shared_ptr<RunOutcome>;
+
+/// A live engine's state now (ServingEngine::stats, `muflow serve`'s /metrics).
+struct EngineStats {
+  int64_t num_waiting = 0;   ///< submitted, not yet admitted (KV or batch limits)
+  int64_t num_running = 0;   ///< admitted and unfinished
+  int64_t num_finished = 0;  ///< finished or cancelled since start
+  /// Since start: throughput, TTFT/ITL, per-device busy %, MoE balance, all-to-all time.
+  engine::serving::RunMetrics metrics;
+  /// [block][device]: expert tokens (token-expert pairs) each device computed in each MoE
+  /// block since start.
+  std::vector<std::vector<int64_t>> moe_tokens;
+  /// Tokens waiting in the μ-queues of each stage kind now (filled by ServingEngine::stats).
+  int64_t queued_attention_tokens = 0, queued_expert_tokens = 0, queued_sampler_tokens = 0;
+};
+using EngineStatsPtr = std::shared_ptr<EngineStats>;
 
 /// Callbacks into the host application. Called from the coordinator actor's thread, one at a
 /// time; they must not block for long (they delay the next iteration).
@@ -69,6 +97,7 @@ using SubmissionPtr = std::shared_ptr<Submission>;
 ///    batching), admitted at their arrival time;
 ///  - `(cancel_atom, int64_t id)`: the request streams nothing more and its KV cache is freed as
 ///    soon as no step of it is in flight;
+///  - `(stats_atom)` → EngineStatsPtr: counts and metrics since start (μ-queue depths 0);
 ///  - `(drain_atom, reply_to)`: `reply_to` gets a RunOutcomePtr once every submitted request
 ///    finished (outputs of those neither drained before nor handed to their own on_finish,
 ///    which the coordinator then forgets; metrics since the start), or at once when the run
@@ -78,4 +107,5 @@ caf::actor spawn_coordinator(caf::actor_system& sys, RunContextPtr ctx, RunCallb
 }  // namespace muflow::actors
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(muflow::actors::RunOutcomePtr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(muflow::actors::EngineStatsPtr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(muflow::actors::SubmissionPtr)

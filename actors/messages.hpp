@@ -24,6 +24,7 @@ using batch_atom = caf::atom_constant<caf::atom("batch")>;    ///< a TokenBatch 
 using contrib_atom = caf::atom_constant<caf::atom("contrib")>;  ///< rank → collective part
 using release_atom = caf::atom_constant<caf::atom("release")>;  ///< free a request's KV cache
 using kv_atom = caf::atom_constant<caf::atom("kv")>;  ///< host → stage: KV bytes held (reply)
+using depth_atom = caf::atom_constant<caf::atom("depth")>;  ///< host → stage: μ-queue tokens
 using kvrows_atom = caf::atom_constant<caf::atom("kvrows")>;  ///< attention → replica: K/V rows
 // Coordinator.
 using sampled_atom = caf::atom_constant<caf::atom("sampled")>;  ///< sampler → coordinator
@@ -38,6 +39,7 @@ using start_atom = caf::atom_constant<caf::atom("start")>;
 using submit_atom = caf::atom_constant<caf::atom("submit")>;  ///< host → coordinator: requests
 using cancel_atom = caf::atom_constant<caf::atom("cancel")>;  ///< host → coordinator
 using drain_atom = caf::atom_constant<caf::atom("drain")>;    ///< host → coordinator: outcome
+using stats_atom = caf::atom_constant<caf::atom("stats")>;    ///< host → coordinator: EngineStats
 using finish_atom = caf::atom_constant<caf::atom("finish")>;  ///< virtual time: run ends
 using failed_atom = caf::atom_constant<caf::atom("failed")>;    ///< any actor → coordinator
 

@@ -523,7 +523,8 @@ class SamplerStage final : public StageImpl {
     }
     std::vector<int32_t> tokens;
     std::vector<std::vector<float>> logits;
-    exec_->sample(rows, h.data(), ctx_->topology.sampling, &tokens, &logits, &info.seconds);
+    exec_->sample(rows, h.data(), ctx_->request_sampling->for_rows(rows, ctx_->topology.sampling),
+                  &tokens, &logits, &info.seconds);
     auto report = std::make_shared<SampledBatch>();
     report->iteration = it;
     report->rank = rank_;

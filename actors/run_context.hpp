@@ -13,6 +13,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/request_sampling.hpp"
 #include "actors/wiring_graph.hpp"
 #include "engine/exec/cpu_model.hpp"
 #include "engine/exec/executor.hpp"
@@ -95,6 +96,9 @@ struct RunContext {
   /// network in virtual time (sim: used only from actors of a single-threaded run).
   std::shared_ptr<transport::Channel> channel;
   int64_t activation_bytes = 2;  ///< bytes per activation element on the wire (sim charges)
+  /// Requests whose sampling overrides the topology's (the coordinator writes it, sampler
+  /// stages read it; thread-safe).
+  std::shared_ptr<RequestSamplingTable> request_sampling = std::make_shared<RequestSamplingTable>();
 
   /// The wiring's graph (ctx.wiring must be set).
   const WiringGraph& graph() const { return wiring->graph(); }

@@ -162,6 +162,18 @@ absl::Status Server::validate_request(const engine::serving::Request& r) const {
         "request %d: prompt of %d tokens does not fit max_position_embeddings = %d", r.id,
         r.prompt.size(), c.max_position_embeddings));
   }
+  if (r.sampling) {
+    if (!std::isfinite(r.sampling->temperature) || r.sampling->temperature < 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "request %d: temperature %g; expected a finite value >= 0", r.id,
+          r.sampling->temperature));
+    }
+    if (!(r.sampling->top_p > 0 && r.sampling->top_p <= 1)) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("request %d: top_p %g; expected a value in (0, 1]", r.id,
+                          r.sampling->top_p));
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -119,6 +119,50 @@ absl::StatusOr<int64_t> ServingEngine::kv_cache_bytes() {
   return total;
 }
 
+absl::StatusOr<EngineStats> ServingEngine::stats() {
+  caf::actor coordinator;
+  std::vector<std::pair<caf::actor, engine::dataflow::StageKind>> stages;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopped_) return absl::FailedPreconditionError("the engine was shut down");
+    coordinator = ctx_->actors.coordinator;
+    for (const auto& block : ctx_->actors.attention) {
+      for (const caf::actor& a : block) stages.emplace_back(a, engine::dataflow::StageKind::kAttention);
+    }
+    for (const auto& block : ctx_->actors.experts) {
+      for (const caf::actor& a : block) stages.emplace_back(a, engine::dataflow::StageKind::kExpert);
+    }
+    for (const caf::actor& a : ctx_->actors.samplers) {
+      stages.emplace_back(a, engine::dataflow::StageKind::kSampler);
+    }
+  }
+  caf::scoped_actor self{*sys_};
+  EngineStats stats;
+  absl::Status status;
+  auto on_error = [&](const caf::error& err) {
+    status = absl::InternalError("an actor did not report its state: " + sys_->render(err));
+  };
+  self->request(coordinator, std::chrono::seconds(10), stats_atom::value)
+      .receive([&](const EngineStatsPtr& s) { stats = *s; }, on_error);
+  if (!status.ok()) return status;
+  for (const auto& [stage, kind] : stages) {
+    if (!stage) continue;
+    self->request(stage, std::chrono::seconds(10), depth_atom::value)
+        .receive(
+            [&](int64_t depth) {
+              int64_t& sum = kind == engine::dataflow::StageKind::kAttention
+                                 ? stats.queued_attention_tokens
+                             : kind == engine::dataflow::StageKind::kExpert
+                                 ? stats.queued_expert_tokens
+                                 : stats.queued_sampler_tokens;
+              sum += std::max<int64_t>(0, depth);
+            },
+            on_error);
+    if (!status.ok()) return status;
+  }
+  return stats;
+}
+
 absl::Status ServingEngine::shutdown() {
   {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -58,6 +58,14 @@ class ServingEngine {
   /// FailedPrecondition after shutdown; Internal when a stage does not answer.
   absl::StatusOr<int64_t> kv_cache_bytes();
 
+  /// The engine's state now: waiting / running / finished requests, metrics since start
+  /// (per-device busy %, MoE balance, TTFT/ITL), expert tokens per block and device, and the
+  /// tokens queued in every stage's μ-queue summed per stage kind. Asks the coordinator and
+  /// every stage (one round trip each; cost grows with the requests served so far, since the
+  /// metrics are summarized from the recorded events). Errors: FailedPrecondition after
+  /// shutdown; Internal when an actor does not answer within 10 s.
+  absl::StatusOr<EngineStats> stats();
+
   /// Stops every actor (in-flight requests end without on_finish), then writes the topology's
   /// trace (with the metrics of the last drain) and routing record if it names them.
   /// Idempotent; errors: the writers'.

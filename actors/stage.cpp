@@ -165,6 +165,9 @@ caf::behavior stage_behavior(caf::stateful_actor<StageState>* self, RunContextPt
         if (absl::Status s = self->state.impl->apply_kv_rows(*rows); !s.ok()) fail(self, s);
       },
       [=](kv_atom) -> int64_t { return self->state.impl->kv_bytes(); },
+      [=](depth_atom) -> int64_t {
+        return self->state.failed ? int64_t{0} : self->state.impl->ready_tokens();
+      },
   };
 }
 

@@ -40,10 +40,11 @@ void CpuExecutor::expert_shard(int64_t block, int64_t expert, int64_t shard, int
 }
 
 void CpuExecutor::sample(const std::vector<dataflow::TokenMeta>& rows, const float* h,
-                         const topology::SamplingSpec& sampling, std::vector<int32_t>* tokens,
+                         const std::vector<topology::SamplingSpec>& sampling, std::vector<int32_t>* tokens,
                          std::vector<std::vector<float>>* logits, double* seconds) {
   *seconds = 0.0;
   const model::ModelConfig& c = model_->config();
+  MUFLOW_ASSERT(sampling.size() == rows.size(), "CpuExecutor::sample: one SamplingSpec per row");
   const auto n = static_cast<int64_t>(rows.size());
   std::vector<float> all(n * c.vocab_size);
   if (n > 0) model_->logits(h, n, all.data());
@@ -52,7 +53,7 @@ void CpuExecutor::sample(const std::vector<dataflow::TokenMeta>& rows, const flo
   for (int64_t i = 0; i < n; ++i) {
     const float* row = all.data() + i * c.vocab_size;
     if (rows[i].flags & dataflow::kSample) {
-      (*tokens)[i] = serving::sample_token(row, c.vocab_size, sampling, rows[i].request_id,
+      (*tokens)[i] = serving::sample_token(row, c.vocab_size, sampling[i], rows[i].request_id,
                                            rows[i].position + 1);
     }
     if (rows[i].flags & dataflow::kNeedsLogits) (*logits)[i].assign(row, row + c.vocab_size);

@@ -31,7 +31,7 @@ class CpuExecutor final : public Executor {
   void expert_shard(int64_t block, int64_t expert, int64_t shard, int64_t num_shards,
                     const float* x, int64_t n, float* y, double* seconds) override;
   void sample(const std::vector<dataflow::TokenMeta>& rows, const float* h,
-              const topology::SamplingSpec& sampling, std::vector<int32_t>* tokens,
+              const std::vector<topology::SamplingSpec>& sampling, std::vector<int32_t>* tokens,
               std::vector<std::vector<float>>* logits, double* seconds) override;
 
  private:

@@ -55,9 +55,10 @@ class Executor {
                             const float* x, int64_t n, float* y, double* seconds) = 0;
   /// Final norm, LM head and sampling for `rows` (h [rows.size(), width]): token[i] is the next
   /// token after rows[i] (position + 1) where rows[i] asks for kSample, else -1; logits[i] is
-  /// filled [vocab] where it asks for kNeedsLogits.
+  /// filled [vocab] where it asks for kNeedsLogits. sampling[i] is row i's parameters
+  /// (sampling.size() == rows.size()).
   virtual void sample(const std::vector<dataflow::TokenMeta>& rows, const float* h,
-                      const topology::SamplingSpec& sampling, std::vector<int32_t>* tokens,
+                      const std::vector<topology::SamplingSpec>& sampling, std::vector<int32_t>* tokens,
                       std::vector<std::vector<float>>* logits, double* seconds) = 0;
 };
 

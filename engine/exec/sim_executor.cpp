@@ -87,8 +87,9 @@ void SimExecutor::expert_shard(int64_t block, int64_t expert, int64_t shard, int
 }
 
 void SimExecutor::sample(const std::vector<dataflow::TokenMeta>& rows, const float* h,
-                         const topology::SamplingSpec& sampling, std::vector<int32_t>* tokens,
+                         const std::vector<topology::SamplingSpec>& sampling, std::vector<int32_t>* tokens,
                          std::vector<std::vector<float>>* logits, double* seconds) {
+  MUFLOW_ASSERT(sampling.size() == rows.size(), "SimExecutor::sample: one SamplingSpec per row");
   const auto n = static_cast<int64_t>(rows.size());
   *seconds = seconds_for(
       kernels::sim::lm_head_cost(n, config_.hidden_size, config_.vocab_size, precision_), n);
@@ -99,7 +100,8 @@ void SimExecutor::sample(const std::vector<dataflow::TokenMeta>& rows, const flo
   for (int64_t i = 0; i < n; ++i) {
     if (!(rows[i].flags & dataflow::kSample)) continue;
     const double u =
-        serving::counter_uniform(sampling.seed, static_cast<uint64_t>(rows[i].request_id),
+        serving::counter_uniform(sampling[i].seed,
+                                 static_cast<uint64_t>(sampling[i].key_by_request ? rows[i].request_id : 0),
                                  static_cast<uint64_t>(rows[i].position + 1));
     (*tokens)[i] = static_cast<int32_t>(3 + static_cast<int64_t>(u * span));
   }

@@ -163,6 +163,19 @@ void MetricsRecorder::summarize_load_window(const std::map<int64_t, RequestTimes
   m.load_output_tokens_per_s = static_cast<double>(tokens) / m.load_window_s;
 }
 
+std::vector<std::vector<int64_t>> MetricsRecorder::moe_tokens_by_block() const {
+  std::vector<std::vector<int64_t>> out;
+  for (const auto& [key, per_device] : moe_tokens_) {
+    const auto block = static_cast<size_t>(key.first);
+    if (block >= out.size()) out.resize(block + 1);
+    if (out[block].empty()) out[block].assign(static_cast<size_t>(num_devices_), 0);
+    for (size_t d = 0; d < per_device.size() && d < out[block].size(); ++d) {
+      out[block][d] += per_device[d];
+    }
+  }
+  return out;
+}
+
 RunMetrics MetricsRecorder::summarize(double wall_s) const {
   RunMetrics m;
   m.num_requests = static_cast<int64_t>(requests_.size());

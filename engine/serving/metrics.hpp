@@ -139,6 +139,9 @@ class MetricsRecorder {
   RunMetrics summarize(double wall_s) const;
 
   int64_t num_devices() const { return num_devices_; }
+  /// [block][device]: expert tokens recorded per MoE block and device, summed over iterations
+  /// (blocks never recorded are empty rows).
+  std::vector<std::vector<int64_t>> moe_tokens_by_block() const;
 
  private:
   struct RequestTimes {

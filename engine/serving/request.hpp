@@ -3,8 +3,11 @@
 /// One inference request as the coordinator admits it (built by engine/serving/workload.hpp).
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "engine/topology/topology.hpp"
 
 namespace muflow::engine::serving {
 
@@ -18,6 +21,9 @@ struct Request {
   int64_t max_new_tokens = 0;     ///< tokens to generate (>= 1); fewer if EOS stops it
   std::string prompt_text;        ///< source text for text prompts; empty for id prompts
   bool return_prompt_logits = false;  ///< also return logits of every prompt position
+  /// This request's temperature / top-p / seed / stop-at-EOS, overriding the topology's
+  /// `[sampling]` (an HTTP request's parameters); unset: the topology's.
+  std::optional<topology::SamplingSpec> sampling;
 };
 
 }  // namespace muflow::engine::serving

@@ -57,7 +57,8 @@ int32_t sample_token(const float* logits, int64_t vocab, const topology::Samplin
   }
   double kept = 0.0;
   for (int64_t i = 0; i < keep; ++i) kept += p[i];
-  const double u = counter_uniform(sampling.seed, static_cast<uint64_t>(request_id),
+  const double u = counter_uniform(sampling.seed,
+                                   static_cast<uint64_t>(sampling.key_by_request ? request_id : 0),
                                    static_cast<uint64_t>(position)) * kept;
   double acc = 0.0;
   for (int64_t i = 0; i < keep; ++i) {

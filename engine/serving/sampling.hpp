@@ -14,7 +14,8 @@ namespace muflow::engine::serving {
 /// temperature == 0: argmax, ties → lowest id. Otherwise p = softmax(logits / temperature)
 /// (in double), restricted to the smallest prefix of ids sorted by descending p (ties → lower
 /// id) whose mass reaches `top_p`, and sampled by inverse CDF with
-/// u = counter_uniform(seed, request_id, position) ∈ [0, 1). Pure and thread-safe.
+/// u = counter_uniform(seed, key_by_request ? request_id : 0, position) ∈ [0, 1). Pure and
+/// thread-safe.
 int32_t sample_token(const float* logits, int64_t vocab, const topology::SamplingSpec& sampling,
                      int64_t request_id, int64_t position);
 

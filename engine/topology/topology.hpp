@@ -63,6 +63,10 @@ struct SamplingSpec {
   double top_p = 1.0;
   uint64_t seed = 0;
   bool stop_at_eos = true;
+  /// Draws keyed by (seed, request id, position) — every request of a workload draws
+  /// differently; false: by (seed, position) only, so one request's explicit seed reproduces
+  /// its output whatever id the engine gave it (an HTTP request's `seed`).
+  bool key_by_request = true;
 };
 
 /// Engine-side limits of continuous batching and the device scheduler.
