@@ -1,5 +1,8 @@
-// `muflow run [TOPOLOGY]`: serves a topology's workload (or the embedded default) through its
-// wiring, shows progress, prints metrics, writes the Chrome trace and optional outputs.
+// `muflow run [TOPOLOGY | --synthetic]`: serves a topology's workload (or the embedded default,
+// the shipped KJV model; or the synthetic demo) through its wiring, shows progress, prints
+// metrics, each request's prompt and generated text, writes the Chrome trace and optional
+// outputs.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -19,19 +22,61 @@ int fail(const std::string& what) {
   return 1;
 }
 
+// Most requests whose prompt and text are printed (all of them go to --outputs).
+constexpr size_t kMaxTextsShown = 32;
+// Most requests whose token ids are printed for a model without a tokenizer.
+constexpr size_t kMaxIdsShown = 4;
+
+// The prompt of request `r` as text: the workload's text when it gave one, else its ids
+// decoded.
+std::string prompt_text(const actors::RequestOutput& r,
+                        const std::vector<engine::serving::Request>& requests,
+                        const engine::model::Tokenizer& tok) {
+  if (r.request_id >= 0 && r.request_id < static_cast<int64_t>(requests.size()) &&
+      !requests[static_cast<size_t>(r.request_id)].prompt_text.empty()) {
+    return requests[static_cast<size_t>(r.request_id)].prompt_text;
+  }
+  return tok.decode(r.prompt);
+}
+
+// Each request's prompt and its decoded continuation, two lines per request:
+//   [0] And God said, Let there be
+//    -> a man that is ...
+void print_texts(const std::vector<actors::RequestOutput>& outputs,
+                 const std::vector<engine::serving::Request>& requests,
+                 const engine::model::Tokenizer& tok) {
+  const size_t show = std::min(outputs.size(), kMaxTextsShown);
+  for (size_t i = 0; i < show; ++i) {
+    const actors::RequestOutput& r = outputs[i];
+    std::printf("[%lld] %s\n -> %s\n", static_cast<long long>(r.request_id),
+                prompt_text(r, requests, tok).c_str(), tok.decode(r.output).c_str());
+  }
+  if (outputs.size() > show) {
+    std::printf("... and %zu more requests (--outputs F.jsonl writes every one)\n",
+                outputs.size() - show);
+  }
+}
+
 }  // namespace
 
 Command add_run_command(CLI::App& app) {
   struct Options {
     std::string topology, outputs, trace, record_routing, colocate;
-    bool quiet = false, no_trace = false;
+    bool quiet = false, no_trace = false, synthetic = false;
   };
   auto o = std::make_shared<Options>();
-  app.add_option("topology", o->topology, "topology TOML file (default: the embedded demo)");
+  auto* file = app.add_option(
+      "topology", o->topology,
+      "topology TOML file (default: the embedded default, the shipped KJV model on 2 cpu "
+      "devices with built-in text prompts; MUFLOW_MODELS_DIR says where models/ is)");
+  app.add_flag("--synthetic", o->synthetic,
+               "serve the synthetic demo instead (random-weight Mixtral on 4 cpu devices, "
+               "token-id prompts; needs no model files)")
+      ->excludes(file);
   app.add_option("--outputs", o->outputs, "write one JSON line per request to this file");
   app.add_option("--trace", o->trace,
                  "Chrome trace output (default: the topology's 'trace', else out/muflow-trace.json)");
-  app.add_flag("--quiet", o->quiet, "no progress line");
+  app.add_flag("--quiet", o->quiet, "no progress line and no generated text");
   app.add_option("--colocate", o->colocate,
                  "serve this second topology's model and workload on the same devices at the "
                  "same time (Aurora §6; its placement decides which experts share a device)");
@@ -41,8 +86,12 @@ Command add_run_command(CLI::App& app) {
                  "[router] kind = \"recorded\")");
   return [o]() {
     engine::topology::Topology topo;
-    if (o->topology.empty()) {
-      topo = engine::topology::default_topology();
+    if (o->synthetic) {
+      topo = engine::topology::synthetic_demo_topology();
+    } else if (o->topology.empty()) {
+      absl::StatusOr<engine::topology::Topology> embedded = engine::topology::default_topology();
+      if (!embedded.ok()) return fail(std::string(embedded.status().message()));
+      topo = std::move(*embedded);
     } else {
       absl::StatusOr<engine::topology::Topology> parsed =
           engine::topology::parse_topology_file(o->topology);
@@ -116,22 +165,25 @@ Command add_run_command(CLI::App& app) {
       for (const actors::RequestOutput& r : out->outputs) {
         nlohmann::json j{{"request_id", r.request_id}, {"prompt_ids", r.prompt},
                          {"output_ids", r.output}};
-        if (tok) j["output_text"] = tok->decode(r.output);
+        if (tok) {
+          j["prompt_text"] = prompt_text(r, *requests, *tok);
+          j["output_text"] = tok->decode(r.output);
+        }
         f << j.dump() << "\n";
       }
       f.flush();
       if (!f) return fail("failed writing --outputs file '" + o->outputs + "' (disk full?)");
       std::printf("outputs: %s\n", o->outputs.c_str());
-    } else if (!o->quiet && topo.backend != "sim") {  // sim token ids carry no text
-      const size_t show = std::min<size_t>(out->outputs.size(), 4);
+    }
+    if (o->quiet || topo.backend == "sim") return 0;  // sim token ids carry no text
+    if (tok) {
+      print_texts(out->outputs, *requests, *tok);
+    } else if (o->outputs.empty()) {
+      const size_t show = std::min(out->outputs.size(), kMaxIdsShown);
       for (size_t i = 0; i < show; ++i) {
         const actors::RequestOutput& r = out->outputs[i];
         std::string text;
-        if (tok) {
-          text = tok->decode(r.output);
-        } else {
-          for (int32_t t : r.output) text += std::to_string(t) + " ";
-        }
+        for (int32_t t : r.output) text += std::to_string(t) + " ";
         std::printf("request %lld -> %s\n", static_cast<long long>(r.request_id), text.c_str());
       }
     }

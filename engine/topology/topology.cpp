@@ -328,7 +328,7 @@ absl::StatusOr<Topology> parse_document(const toml::table& doc, const std::strin
                                         const fs::path& base_dir) {
   const TomlTableReader root(doc, source, "");
   MUFLOW_TOPO_RETURN_IF_ERROR(root.check_keys(kRootKeys));
-  Topology topo = default_topology();
+  Topology topo = synthetic_demo_topology();
   topo.source = source;
   MUFLOW_TOPO_RETURN_IF_ERROR(root.read_choice("wiring", &topo.wiring, kKnownWirings));
   MUFLOW_TOPO_RETURN_IF_ERROR(root.read_choice("backend", &topo.backend, kKnownBackends));

@@ -197,7 +197,7 @@ inline constexpr std::array<std::string_view, 4> kKnownWorkloadKinds = {"prompts
 /// unknown key, unknown wiring/backend/kind, out-of-range value; NotFound for a missing file;
 /// the toml++ parse error with its line and column for malformed TOML. Input files named in
 /// the topology (model folder, prompts file, trace CSV) must exist (NotFound otherwise);
-/// keys left out take default_topology()'s values. No shared state; any thread.
+/// keys left out take synthetic_demo_topology()'s values. No shared state; any thread.
 absl::StatusOr<Topology> parse_topology_file(const std::string& path);
 
 /// Same from an in-memory string; `source_name` is used in error messages and relative
@@ -213,12 +213,32 @@ absl::StatusOr<Topology> parse_topology_string(const std::string& text,
 absl::Status check_topology_against_model(const Topology& topology,
                                           const model::ModelConfig& config);
 
-/// The embedded default: a synthetic Mixtral-style model (see default_synthetic_config()),
-/// 4 cpu devices, sync wiring, built-in prompts (token ids), greedy sampling.
-Topology default_topology();
+/// The embedded default (`muflow run` / `muflow serve` with no topology): the trained BF16
+/// KJV model shipped in the repository's `models/kjv-mixtral-tiny-bf16/` (found by
+/// engine/model/embedded_model.hpp's `embedded_model_dir()`), cpu backend, 2 cpu devices
+/// (a 2-core laptop), sync wiring, round-robin placement, kDefaultPrompts as text prompts,
+/// kDefaultMaxNewTokens new tokens each, greedy sampling that stops at EOS, no trace file.
+/// Errors: NotFound when the model folder is not found (the message lists the places looked
+/// in, names MUFLOW_MODELS_DIR and `muflow run --synthetic`). Reads the environment; any
+/// thread.
+absl::StatusOr<Topology> default_topology();
 
-/// The synthetic model of the embedded default: mixtral, vocab 512, hidden 128, 4 layers,
-/// 4 heads / 2 kv heads (head_dim 32), 8 experts top-2, expert ffn 256.
+/// Built-in text prompts of default_topology() (KJV verse beginnings).
+inline constexpr std::array<std::string_view, 4> kDefaultPrompts = {
+    "And God said, Let there be", "In the beginning God created",
+    "The LORD is my shepherd;", "And the earth was without form, and"};
+/// Tokens generated per request by default_topology().
+inline constexpr int64_t kDefaultMaxNewTokens = 32;
+
+/// The synthetic demo (`muflow run --synthetic`; benchmarks and tests that need no model
+/// files), and the base every topology file starts from (keys left out take its values): a
+/// synthetic Mixtral-style model (default_synthetic_config(), seed 0, f32 weights), 4 cpu
+/// devices, sync wiring, six built-in token-id prompts of 3 to 20 tokens, 16 new tokens,
+/// greedy sampling. Pure function; any thread.
+Topology synthetic_demo_topology();
+
+/// The synthetic model of synthetic_demo_topology(): mixtral, vocab 512, hidden 128, 4
+/// layers, 4 heads / 2 kv heads (head_dim 32), 8 experts top-2, expert ffn 256.
 model::ModelConfig default_synthetic_config();
 
 }  // namespace muflow::engine::topology

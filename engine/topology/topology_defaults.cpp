@@ -1,6 +1,8 @@
-// The embedded default topology (used when no topology file is given) and its synthetic
-// model.
+// The embedded default topology (used when no topology file is given: the shipped KJV model)
+// and the synthetic demo (the base of every topology file) with its synthetic model.
 
+#include "absl/status/status.h"
+#include "engine/model/embedded_model.hpp"
 #include "engine/sv_cat.hpp"
 #include "engine/topology/topology.hpp"
 
@@ -27,9 +29,33 @@ model::ModelConfig default_synthetic_config() {
   return c;
 }
 
-Topology default_topology() {
+absl::StatusOr<Topology> default_topology() {
+  absl::StatusOr<std::string> dir = model::embedded_model_dir();
+  if (!dir.ok()) {
+    return absl::Status(dir.status().code(),
+                        sv_cat("the embedded default topology needs its model: ",
+                               dir.status().message(), "; or run the synthetic demo, which "
+                               "needs no model files (`muflow run --synthetic`)"));
+  }
   Topology t;
   t.source = "<embedded default>";
+  t.wiring = "sync";
+  t.backend = "cpu";
+  for (int i = 0; i < 2; ++i) t.devices.push_back(DeviceSpec{sv_cat("cpu", i), "cpu", "node0"});
+  t.model.path = *std::move(dir);
+  t.placement = "round-robin";
+  t.workload.kind = "prompts";
+  for (std::string_view p : kDefaultPrompts) t.workload.prompts.emplace_back(p);
+  t.workload.max_new_tokens = kDefaultMaxNewTokens;
+  t.sampling = SamplingSpec{};  // greedy, stops at EOS
+  t.scheduler = SchedulerSpec{};
+  t.trace_file.clear();
+  return t;
+}
+
+Topology synthetic_demo_topology() {
+  Topology t;
+  t.source = "<embedded synthetic demo>";
   t.wiring = "sync";
   t.backend = "cpu";
   for (int i = 0; i < 4; ++i) t.devices.push_back(DeviceSpec{sv_cat("cpu", i), "cpu", "node0"});

@@ -16,6 +16,7 @@
 
 #include <gtest/gtest.h>
 
+#include "engine/topology/topology.hpp"
 #include "nlohmann/json.hpp"
 
 namespace {
@@ -27,8 +28,9 @@ struct Result {
   std::string output;  // stdout and stderr together
 };
 
-Result run_muflow(const std::string& args) {
-  const std::string cmd = std::string(MUFLOW_BINARY) + " " + args + " 2>&1";
+// Runs a shell command line, stdout and stderr together.
+Result run_muflow_cmd(const std::string& command) {
+  const std::string cmd = "(" + command + ") 2>&1";
   Result r;
   FILE* pipe = popen(cmd.c_str(), "r");
   if (!pipe) return r;
@@ -37,6 +39,10 @@ Result run_muflow(const std::string& args) {
   const int status = pclose(pipe);
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
+}
+
+Result run_muflow(const std::string& args) {
+  return run_muflow_cmd(std::string(MUFLOW_BINARY) + " " + args);
 }
 
 fs::path scratch(const std::string& name) {
@@ -49,10 +55,99 @@ fs::path scratch(const std::string& name) {
 
 void write_file(const fs::path& p, const std::string& text) { std::ofstream(p) << text; }
 
-TEST(Cli, DefaultRunPrintsMetricsWritesTraceAndOutputs) {
+// `muflow ARGS` run from the folder `cwd` with MUFLOW_MODELS_DIR set to `models_dir` (unset
+// when empty).
+Result run_muflow_in(const fs::path& cwd, const std::string& models_dir, const std::string& args) {
+  const std::string env = models_dir.empty() ? "env -u MUFLOW_MODELS_DIR "
+                                             : "env MUFLOW_MODELS_DIR='" + models_dir + "' ";
+  return run_muflow_cmd("cd '" + cwd.string() + "' && " + env + MUFLOW_BINARY + " " + args);
+}
+
+const std::string kShippedModel = std::string(MUFLOW_SOURCE_DIR) + "/models/kjv-mixtral-tiny-bf16";
+
+// `muflow run` with no argument serves the shipped KJV model: it prints the metrics table and,
+// for each built-in prompt, the prompt and the text it generated, which is what `muflow
+// generate` gives for that prompt alone (greedy; the wiring, device count and batching change
+// speed, never the tokens). The trace lands in out/ of the working folder.
+TEST(Cli, DefaultRunPrintsTheGeneratedTextOfTheShippedModel) {
   const fs::path dir = scratch("default");
+  Result r = run_muflow_in(dir, "", "run");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const size_t num_prompts = muflow::engine::topology::kDefaultPrompts.size();
+  EXPECT_NE(r.output.find("requests completed       " + std::to_string(num_prompts) + " / " +
+                          std::to_string(num_prompts)),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("<embedded default>: wiring sync, backend cpu, 2 devices"),
+            std::string::npos)
+      << r.output;
+  EXPECT_TRUE(fs::is_regular_file(dir / "out" / "muflow-trace.json"));
+  for (size_t i = 0; i < num_prompts; ++i) {
+    const std::string prompt(muflow::engine::topology::kDefaultPrompts[i]);
+    Result g = run_muflow("generate --json --model " + kShippedModel + " --prompt '" + prompt +
+                          "' --max-new-tokens " +
+                          std::to_string(muflow::engine::topology::kDefaultMaxNewTokens));
+    ASSERT_EQ(g.exit_code, 0) << g.output;
+    const std::string text = nlohmann::json::parse(g.output).at("text").get<std::string>();
+    EXPECT_FALSE(text.empty()) << prompt;
+    const std::string expected =
+        "[" + std::to_string(i) + "] " + prompt + "\n -> " + text + "\n";
+    EXPECT_NE(r.output.find(expected), std::string::npos)
+        << "expected\n" << expected << "in\n" << r.output;
+  }
+
+  // --outputs: the same texts, one JSON line per request.
+  const fs::path outputs = dir / "out.jsonl";
+  r = run_muflow_in(dir, "", "run --quiet --no-trace --outputs " + outputs.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream in(outputs);
+  std::string line;
+  size_t num_lines = 0;
+  while (std::getline(in, line)) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    const int64_t id = j.at("request_id").get<int64_t>();
+    ASSERT_GE(id, 0);
+    ASSERT_LT(id, static_cast<int64_t>(num_prompts));
+    EXPECT_EQ(j.at("prompt_text"), std::string(muflow::engine::topology::kDefaultPrompts[id]));
+    EXPECT_FALSE(j.at("output_text").get<std::string>().empty()) << line;
+    EXPECT_LE(j.at("output_ids").size(),
+              static_cast<size_t>(muflow::engine::topology::kDefaultMaxNewTokens));
+    ++num_lines;
+  }
+  EXPECT_EQ(num_lines, num_prompts);
+}
+
+// MUFLOW_MODELS_DIR pointing at a folder without the model: `muflow run` says so, naming the
+// variable, the folder it looked for and the model-free alternative; --synthetic still runs.
+TEST(Cli, DefaultRunWithoutItsModelSaysWhereItLooked) {
+  const fs::path dir = scratch("no_models");
+  const fs::path empty = dir / "empty-models";
+  fs::create_directories(empty);
+  Result r = run_muflow_in(dir, empty.string(), "run");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("MUFLOW_MODELS_DIR='" + empty.string() + "'"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find((empty / "kjv-mixtral-tiny-bf16").string()), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("muflow run --synthetic"), std::string::npos) << r.output;
+
+  r = run_muflow_in(dir, empty.string(), "run --synthetic --no-trace");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("requests completed       6 / 6"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("request 0 -> "), std::string::npos) << r.output;  // token ids
+
+  // A topology file and --synthetic together is a usage error.
+  r = run_muflow("run --synthetic " + std::string(MUFLOW_SOURCE_DIR) +
+                 "/topologies/sync-qwen2moe-2cpu.toml");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+}
+
+// The synthetic demo (`muflow run --synthetic`: 4 devices, 6 token-id prompts, 16 new tokens).
+TEST(Cli, SyntheticRunPrintsMetricsWritesTraceAndOutputs) {
+  const fs::path dir = scratch("synthetic");
   const fs::path trace = dir / "trace.json", outputs = dir / "out.jsonl";
-  Result r = run_muflow("run --quiet --trace " + trace.string() + " --outputs " + outputs.string());
+  Result r = run_muflow("run --synthetic --quiet --trace " + trace.string() + " --outputs " +
+                        outputs.string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("requests completed       6 / 6"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("output throughput"), std::string::npos);
@@ -119,7 +214,7 @@ TEST(Cli, DefaultRunPrintsMetricsWritesTraceAndOutputs) {
 TEST(Cli, TraceSummaryAgreesWithRunMetrics) {
   const fs::path dir = scratch("summary");
   const fs::path trace = dir / "trace.json";
-  Result r = run_muflow("run --quiet --trace " + trace.string());
+  Result r = run_muflow("run --synthetic --quiet --trace " + trace.string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   r = run_muflow("trace summary --json " + trace.string());
   ASSERT_EQ(r.exit_code, 0) << r.output;

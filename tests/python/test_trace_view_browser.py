@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """`muflow trace view` end to end, in a real browser.
 
-1. `muflow run --quiet --trace` on the embedded default (4 devices), twice.
+1. `muflow run --synthetic --quiet --trace` on the synthetic demo (4 devices), twice.
 2. `muflow trace view` of the first run, and of the first `--compare` the second.
 3. Each page opened in headless Debian Chromium (--dump-dom): the page's own script must
    set body data-status="ok", draw exactly one device-row per device and the heatmaps,
@@ -181,12 +181,12 @@ def main():
     traces = []
     for name in ("run-a.json", "run-b.json"):
         path = os.path.join(work, name)
-        p = run([args.muflow, "run", "--quiet", "--trace", path])
+        p = run([args.muflow, "run", "--synthetic", "--quiet", "--trace", path])
         if not check(p.returncode == 0, f"muflow run -> {name} (rc {p.returncode}) {p.stderr[-500:]}"):
             return 1
         traces.append(path)
     num_devices, has_queues = trace_facts(traces[0])
-    check(num_devices == 4, f"default topology traces 4 devices ({num_devices})")
+    check(num_devices == 4, f"synthetic demo traces 4 devices ({num_devices})")
 
     single = os.path.join(work, "report.html")
     p = run([args.muflow, "trace", "view", traces[0], "-o", single])

@@ -1,9 +1,10 @@
-// Topology file parser: every shipped example, the embedded default, and the error messages
-// for bad files (file, line, key and what was expected).
+// Topology file parser: every shipped example, the embedded default and the synthetic demo,
+// and the error messages for bad files (file, line, key and what was expected).
 
 #include "engine/topology/topology.hpp"
 #include "engine/topology/topology_override.hpp"
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -127,9 +128,37 @@ TEST(Topology, QwenExampleSetsQwenDefaults) {
   EXPECT_EQ(topo->workload.prompt_ids[1][2], 1000);
 }
 
-TEST(Topology, DefaultTopology) {
-  const topology::Topology t = topology::default_topology();
-  EXPECT_EQ(t.source, "<embedded default>");
+TEST(Topology, DefaultTopologyServesTheShippedKjvModel) {
+  const char* env = std::getenv("MUFLOW_MODELS_DIR");
+  if (env != nullptr && *env != '\0') GTEST_SKIP() << "MUFLOW_MODELS_DIR is set: " << env;
+  absl::StatusOr<topology::Topology> t = topology::default_topology();
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->source, "<embedded default>");
+  EXPECT_EQ(t->wiring, "sync");
+  EXPECT_EQ(t->backend, "cpu");
+  ASSERT_EQ(t->devices.size(), 2u);
+  EXPECT_EQ(t->devices[0].name, "cpu0");
+  EXPECT_EQ(t->devices[1].name, "cpu1");
+  EXPECT_FALSE(t->model.synthetic.has_value());
+  EXPECT_EQ(t->model.path,
+            (fs::path(MUFLOW_SOURCE_DIR) / "models" / "kjv-mixtral-tiny-bf16").lexically_normal()
+                .string());
+  EXPECT_TRUE(fs::is_regular_file(fs::path(t->model.path) / "model.safetensors"));
+  EXPECT_TRUE(fs::is_regular_file(fs::path(t->model.path) / "tokenizer.model"));
+  EXPECT_EQ(t->placement, "round-robin");
+  EXPECT_EQ(t->workload.kind, "prompts");
+  EXPECT_TRUE(t->workload.prompts_file.empty());
+  ASSERT_EQ(t->workload.prompts.size(), topology::kDefaultPrompts.size());
+  EXPECT_EQ(t->workload.prompts[0], "And God said, Let there be");
+  EXPECT_EQ(t->workload.max_new_tokens, topology::kDefaultMaxNewTokens);
+  EXPECT_DOUBLE_EQ(t->sampling.temperature, 0.0);
+  EXPECT_TRUE(t->sampling.stop_at_eos);
+  EXPECT_TRUE(t->trace_file.empty());
+}
+
+TEST(Topology, SyntheticDemoTopology) {
+  const topology::Topology t = topology::synthetic_demo_topology();
+  EXPECT_EQ(t.source, "<embedded synthetic demo>");
   EXPECT_EQ(t.wiring, "sync");
   ASSERT_EQ(t.devices.size(), 4u);
   EXPECT_EQ(t.devices[0].name, "cpu0");
@@ -161,12 +190,16 @@ TEST(Topology, DefaultTopology) {
   EXPECT_TRUE(topology::check_topology_against_model(t, c).ok());
 }
 
-TEST(Topology, EmptyFileIsTheDefault) {
+// A topology file starts from the synthetic demo (not the shipped model): what it leaves out
+// needs no model files.
+TEST(Topology, EmptyFileIsTheSyntheticDemo) {
   absl::StatusOr<topology::Topology> topo = parse("");
   ASSERT_TRUE(topo.ok()) << topo.status();
   EXPECT_EQ(topo->source, "topo.toml");
   EXPECT_EQ(topo->devices.size(), 4u);
-  EXPECT_EQ(topo->workload.prompt_ids, topology::default_topology().workload.prompt_ids);
+  EXPECT_TRUE(topo->model.synthetic.has_value());
+  EXPECT_TRUE(topo->model.path.empty());
+  EXPECT_EQ(topo->workload.prompt_ids, topology::synthetic_demo_topology().workload.prompt_ids);
 }
 
 TEST(Topology, SyntaxErrorNamesLineAndColumn) {
@@ -494,7 +527,7 @@ TEST(Topology, SamplingRanges) {
 }
 
 TEST(Topology, CheckAgainstLoadedModel) {
-  topology::Topology t = topology::default_topology();
+  topology::Topology t = topology::synthetic_demo_topology();
   t.placement = "explicit";
   t.expert_device = {0, 1, 2, 3};
   model::ModelConfig c = topology::default_synthetic_config();
