@@ -13,6 +13,8 @@ using Command = std::function<int()>;
 
 /// `muflow run [TOPOLOGY] [--outputs FILE.jsonl] [--trace FILE.json] [--quiet]`
 Command add_run_command(CLI::App& app);
+/// `muflow serve [TOPOLOGY] [--host H] [--port P] [--api-key K] ...` (OpenAI-compatible HTTP)
+Command add_serve_command(CLI::App& app);
 /// `muflow generate --model DIR (--prompt TEXT | --prompt-ids 1,2,3) ...`
 Command add_generate_command(CLI::App& app);
 /// `muflow bench TOPOLOGY [--wirings a,b] [--sweep KEY=v1,v2]... [--csv FILE]`

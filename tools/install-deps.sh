@@ -32,3 +32,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -q
   $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
+# The OpenAI Node client and a Prometheus text parser for the `muflow serve` tests, pinned by
+# tests/node/package-lock.json (Node comes from Debian's nodejs; npm from the npm package).
+if ! command -v npm >/dev/null; then
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get install -y -q --no-install-recommends nodejs npm
+fi
+(cd "$(dirname "$0")/../tests/node" && npm ci --no-audit --no-fund --loglevel=error)

@@ -16,6 +16,8 @@ int main(int argc, char** argv) {
   };
   add("run", "serve a topology's workload through its wiring (default: embedded demo)",
       muflow::tools::add_run_command);
+  add("serve", "serve a model over an OpenAI-compatible HTTP API (default: embedded kjv model)",
+      muflow::tools::add_serve_command);
   add("generate", "continue one prompt with a Hugging Face model folder",
       muflow::tools::add_generate_command);
   add("bench", "compare wirings and parameter sweeps on one workload (table, --csv)",

@@ -1,0 +1,143 @@
+// `muflow serve [TOPOLOGY]`: an OpenAI-compatible HTTP server (http/server/) in front of a
+// long-lived engine; the embedded kjv model by default. Stops gracefully on SIGINT/SIGTERM.
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <pthread.h>
+
+#include "actors/server.hpp"
+#include "actors/serving_engine.hpp"
+#include "http/server/chat_template.hpp"
+#include "http/server/openai_server.hpp"
+#include "tools/commands.hpp"
+
+namespace muflow::tools {
+namespace {
+
+int fail(const std::string& what) {
+  std::fprintf(stderr, "muflow serve: %s\n", what.c_str());
+  return 1;
+}
+
+}  // namespace
+
+Command add_serve_command(CLI::App& app) {
+  struct Options {
+    std::string topology, host = "127.0.0.1", api_key, model_name;
+    int port = 8000;
+    int64_t max_concurrent = 64, max_body_bytes = 1 << 20, default_max_tokens = 16;
+    double shutdown_grace_s = 10.0;
+  };
+  auto o = std::make_shared<Options>();
+  app.add_option("topology", o->topology,
+                 "topology TOML file (default: the embedded kjv-mixtral-tiny-bf16 model)");
+  app.add_option("--host", o->host, "address to bind (default 127.0.0.1: this machine only)");
+  app.add_option("--port", o->port, "TCP port (0: any free port, printed at start)")
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--api-key", o->api_key,
+                 "require 'Authorization: Bearer KEY' on every route but /health "
+                 "(default: $MUFLOW_API_KEY when set)")
+      ->envname("MUFLOW_API_KEY");
+  app.add_option("--model-name", o->model_name,
+                 "model id served in /v1/models and responses (default: the model folder's "
+                 "name)");
+  app.add_option("--max-concurrent", o->max_concurrent,
+                 "generation requests in the engine at once; more get 429 + Retry-After")
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}));
+  app.add_option("--max-body-bytes", o->max_body_bytes, "larger request bodies get 413")
+      ->check(CLI::Range(int64_t{1024}, int64_t{1} << 30));
+  app.add_option("--default-max-tokens", o->default_max_tokens,
+                 "completions without max_tokens generate this many (OpenAI's default: 16)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  app.add_option("--shutdown-grace", o->shutdown_grace_s,
+                 "seconds in-flight requests may finish after SIGINT/SIGTERM before they are "
+                 "cancelled")
+      ->check(CLI::Range(0.0, 3600.0));
+  return [o]() {
+    // Signals go to one watcher thread: block them here, before any thread is spawned (CAF's
+    // workers and cpp-httplib's pool inherit the mask).
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    std::signal(SIGPIPE, SIG_IGN);  // a client that hangs up must not kill the server
+
+    engine::topology::Topology topo;
+    if (o->topology.empty()) {
+      absl::StatusOr<engine::topology::Topology> embedded = engine::topology::default_topology();
+      if (!embedded.ok()) return fail(std::string(embedded.status().message()));
+      topo = std::move(*embedded);
+    } else {
+      absl::StatusOr<engine::topology::Topology> parsed =
+          engine::topology::parse_topology_file(o->topology);
+      if (!parsed.ok()) return fail(std::string(parsed.status().message()));
+      topo = std::move(*parsed);
+    }
+    topo.trace_file.clear();  // a server runs for long: no in-memory trace
+    std::fprintf(stderr, "muflow serve: %s: wiring %s, backend %s, %zu devices, loading model...\n",
+                 topo.source.c_str(), topo.wiring.c_str(), topo.backend.c_str(),
+                 topo.devices.size());
+    absl::StatusOr<std::unique_ptr<actors::Server>> server = actors::Server::create(topo);
+    if (!server.ok()) return fail(std::string(server.status().message()));
+    absl::StatusOr<std::unique_ptr<actors::ServingEngine>> engine =
+        actors::ServingEngine::start(**server);
+    if (!engine.ok()) return fail(std::string(engine.status().message()));
+
+    http::ServeOptions options;
+    options.host = o->host;
+    options.port = o->port;
+    options.api_key = o->api_key;
+    options.model_name = o->model_name;
+    if (options.model_name.empty()) {
+      options.model_name = topo.model.path.empty()
+                               ? std::string("synthetic")
+                               : std::filesystem::path(topo.model.path).filename().string();
+    }
+    options.max_concurrent_requests = o->max_concurrent;
+    options.max_body_bytes = static_cast<size_t>(o->max_body_bytes);
+    options.default_max_tokens = o->default_max_tokens;
+    if (!topo.model.path.empty() && http::model_has_chat_template(topo.model.path)) {
+      std::fprintf(stderr,
+                   "muflow serve: note: %s has a Jinja chat_template; chat requests use the "
+                   "plain template instead (http/README.md)\n",
+                   topo.model.path.c_str());
+    }
+    http::OpenAiServer http_server(**server, **engine, (*server)->tokenizer(), options);
+    if (absl::Status s = http_server.bind(); !s.ok()) return fail(std::string(s.message()));
+    std::fprintf(stderr,
+                 "muflow serve: model '%s' on http://%s:%d (POST /v1/completions, "
+                 "/v1/chat/completions; GET /v1/models, /health, /metrics)%s\n",
+                 options.model_name.c_str(), options.host.c_str(), http_server.port(),
+                 options.api_key.empty() ? "" : "; API key required");
+    std::fflush(stderr);
+
+    std::atomic<bool> exiting{false};
+    std::thread watcher([&signals, &http_server, &exiting, grace = o->shutdown_grace_s] {
+      int sig = 0;
+      sigwait(&signals, &sig);
+      if (exiting.load()) return;  // woken by the exit path below
+      std::fprintf(stderr,
+                   "\nmuflow serve: %s: no new requests; %lld in flight may finish for %.0f s\n",
+                   sig == SIGINT ? "SIGINT" : "SIGTERM",
+                   static_cast<long long>(http_server.in_flight()), grace);
+      http_server.stop(grace);
+    });
+    http_server.serve();
+    http_server.stop(0.0);
+    // Wake the watcher if serve() ended without a signal.
+    exiting.store(true);
+    pthread_kill(watcher.native_handle(), SIGTERM);
+    watcher.join();
+    if (absl::Status s = (*engine)->shutdown(); !s.ok()) return fail(std::string(s.message()));
+    std::fprintf(stderr, "muflow serve: stopped\n");
+    return 0;
+  };
+}
+
+}  // namespace muflow::tools
