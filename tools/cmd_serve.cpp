@@ -1,5 +1,7 @@
 // `muflow serve [TOPOLOGY]`: an OpenAI-compatible HTTP server (http/server/) in front of a
 // long-lived engine; the embedded kjv model by default. Stops gracefully on SIGINT/SIGTERM.
+#include <pthread.h>
+
 #include <atomic>
 #include <csignal>
 #include <cstdio>
@@ -7,8 +9,6 @@
 #include <memory>
 #include <string>
 #include <thread>
-
-#include <pthread.h>
 
 #include "actors/server.hpp"
 #include "actors/serving_engine.hpp"

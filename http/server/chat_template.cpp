@@ -1,9 +1,8 @@
 #include "http/server/chat_template.hpp"
 
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 namespace muflow::http {
 

@@ -2,7 +2,6 @@
 
 #include <cmath>
 #include <limits>
-
 #include <nlohmann/json.hpp>
 
 namespace muflow::http {
@@ -22,13 +21,20 @@ bool bad(ApiError* error, std::string param, std::string message) {
 
 const char* type_name(const json& v) {
   switch (v.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::boolean: return "a boolean";
-    case json::value_t::string: return "a string";
-    case json::value_t::array: return "an array";
-    case json::value_t::object: return "an object";
-    case json::value_t::discarded: return "invalid";
-    default: return "a number";
+    case json::value_t::null:
+      return "null";
+    case json::value_t::boolean:
+      return "a boolean";
+    case json::value_t::string:
+      return "a string";
+    case json::value_t::array:
+      return "an array";
+    case json::value_t::object:
+      return "an object";
+    case json::value_t::discarded:
+      return "invalid";
+    default:
+      return "a number";
   }
 }
 
@@ -55,13 +61,12 @@ bool read_int(const json& body, const char* key, int64_t lo, int64_t hi,
               std::optional<int64_t>* out, ApiError* error) {
   auto it = body.find(key);
   if (it == body.end() || it->is_null()) return true;
-  const bool integral = it->is_number_integer() ||
-                        (it->is_number_float() && std::isfinite(it->get<double>()) &&
-                         std::floor(it->get<double>()) == it->get<double>() &&
-                         std::fabs(it->get<double>()) < 9.0e15);
+  const bool integral =
+      it->is_number_integer() ||
+      (it->is_number_float() && std::isfinite(it->get<double>()) &&
+       std::floor(it->get<double>()) == it->get<double>() && std::fabs(it->get<double>()) < 9.0e15);
   if (!integral) {
-    return bad(error, key,
-               std::string("'") + key + "' must be an integer, got " + it->dump());
+    return bad(error, key, std::string("'") + key + "' must be an integer, got " + it->dump());
   }
   int64_t v = 0;
   if (it->is_number_unsigned()) {
@@ -114,8 +119,9 @@ bool reject_unsupported(const json& body, ApiError* error) {
     const double neutral_value = std::string(key) == "repetition_penalty" ? 1.0 : 0.0;
     if (!it->is_number() || it->get<double>() != neutral_value) {
       return bad(error, key,
-                 std::string("'") + key + "' is not supported by muflow serve (only its "
-                 "neutral value)");
+                 std::string("'") + key +
+                     "' is not supported by muflow serve (only its "
+                     "neutral value)");
     }
   }
   for (const char* key : {"n", "best_of"}) {
@@ -146,14 +152,14 @@ bool read_stop(const json& body, const RequestLimits& limits, std::vector<std::s
     }
     for (const json& s : *it) items.push_back(&s);
   } else {
-    return bad(error, "stop",
-               std::string("'stop' must be a string or an array of strings, got ") +
-                   type_name(*it));
+    return bad(
+        error, "stop",
+        std::string("'stop' must be a string or an array of strings, got ") + type_name(*it));
   }
   for (const json* s : items) {
     if (!s->is_string()) {
-      return bad(error, "stop", std::string("'stop' entries must be strings, got ") +
-                                    type_name(*s));
+      return bad(error, "stop",
+                 std::string("'stop' entries must be strings, got ") + type_name(*s));
     }
     const std::string& text = s->get_ref<const std::string&>();
     if (text.empty()) continue;  // an empty stop string never matches anything useful
@@ -184,9 +190,9 @@ bool read_prompt(const json& body, const RequestLimits& limits, CompletionReques
     return true;
   }
   if (!p->is_array()) {
-    return bad(error, "prompt",
-               std::string("'prompt' must be a string or an array of token ids, got ") +
-                   type_name(*p));
+    return bad(
+        error, "prompt",
+        std::string("'prompt' must be a string or an array of token ids, got ") + type_name(*p));
   }
   if (p->empty()) return bad(error, "prompt", "'prompt' must not be empty");
   if (static_cast<int64_t>(p->size()) > limits.max_prompt_tokens) {
@@ -233,9 +239,9 @@ bool read_messages(const json& body, const RequestLimits& limits, CompletionRequ
     }
     const std::string& r = role->get_ref<const std::string&>();
     if (r != "system" && r != "user" && r != "assistant" && r != "tool" && r != "developer") {
-      return bad(error, where + ".role",
-                 where + ".role must be one of system, developer, user, assistant, tool; got '" +
-                     r + "'");
+      return bad(
+          error, where + ".role",
+          where + ".role must be one of system, developer, user, assistant, tool; got '" + r + "'");
     }
     ChatMessage msg;
     msg.role = r;
@@ -251,8 +257,9 @@ bool read_messages(const json& body, const RequestLimits& limits, CompletionRequ
         if (!part.is_object() || type == part.end() || *type != "text" || text == part.end() ||
             !text->is_string()) {
           return bad(error, where + ".content",
-                     where + ".content parts must be {\"type\": \"text\", \"text\": string} "
-                     "(muflow serve takes text only)");
+                     where +
+                         ".content parts must be {\"type\": \"text\", \"text\": string} "
+                         "(muflow serve takes text only)");
         }
         msg.content += text->get<std::string>();
       }

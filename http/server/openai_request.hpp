@@ -37,28 +37,28 @@ struct ChatMessage {
 
 /// Limits on what one request body may ask for; a field beyond them is a 400 naming it.
 struct RequestLimits {
-  int64_t max_prompt_tokens = 1 << 20;   ///< token-id prompts: most ids
-  int64_t max_tokens = 1 << 20;          ///< most `max_tokens`
-  int64_t max_messages = 1024;           ///< chat: most messages
-  int64_t max_stop_strings = 4;          ///< OpenAI allows up to 4
-  int64_t max_stop_bytes = 256;          ///< bytes per stop string
+  int64_t max_prompt_tokens = 1 << 20;  ///< token-id prompts: most ids
+  int64_t max_tokens = 1 << 20;         ///< most `max_tokens`
+  int64_t max_messages = 1024;          ///< chat: most messages
+  int64_t max_stop_strings = 4;         ///< OpenAI allows up to 4
+  int64_t max_stop_bytes = 256;         ///< bytes per stop string
 };
 
 /// A validated completion or chat completion request.
 struct CompletionRequest {
-  bool chat = false;                     ///< /v1/chat/completions
-  std::string model;                     ///< as given ("" when absent)
+  bool chat = false;                       ///< /v1/chat/completions
+  std::string model;                       ///< as given ("" when absent)
   std::optional<std::string> prompt_text;  ///< completions: a string prompt
-  std::vector<int32_t> prompt_ids;       ///< completions: a token-id prompt (ids unchecked)
-  std::vector<ChatMessage> messages;     ///< chat
-  std::optional<int64_t> max_tokens;     ///< >= 1 when given (`max_completion_tokens` too)
-  double temperature = 1.0;              ///< [0, 2], OpenAI's default 1
-  double top_p = 1.0;                    ///< (0, 1]
+  std::vector<int32_t> prompt_ids;         ///< completions: a token-id prompt (ids unchecked)
+  std::vector<ChatMessage> messages;       ///< chat
+  std::optional<int64_t> max_tokens;       ///< >= 1 when given (`max_completion_tokens` too)
+  double temperature = 1.0;                ///< [0, 2], OpenAI's default 1
+  double top_p = 1.0;                      ///< (0, 1]
   std::optional<uint64_t> seed;
-  std::vector<std::string> stop;         ///< at most limits.max_stop_strings, non-empty
+  std::vector<std::string> stop;  ///< at most limits.max_stop_strings, non-empty
   bool stream = false;
-  bool include_usage = false;            ///< stream_options.include_usage
-  bool ignore_eos = false;               ///< vLLM extension: generate past EOS
+  bool include_usage = false;  ///< stream_options.include_usage
+  bool ignore_eos = false;     ///< vLLM extension: generate past EOS
 };
 
 /// Parses a body. `chat` selects the endpoint's schema. Errors (status 400, `param` set):

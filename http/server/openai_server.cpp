@@ -1,13 +1,13 @@
 #include "http/server/openai_server.hpp"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <condition_variable>
 #include <deque>
-#include <thread>
-
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "http/server/chat_template.hpp"
@@ -95,11 +95,17 @@ OpenAiServer::OpenAiServer(const actors::Server& server, actors::ServingEngine& 
       options_(std::move(options)),
       http_(std::make_unique<httplib::Server>()) {
   if (options_.model_name.empty()) options_.model_name = "muflow";
-  const auto threads = static_cast<size_t>(std::min<int64_t>(options_.max_concurrent_requests, 4096) + 8);
+  const auto threads =
+      static_cast<size_t>(std::min<int64_t>(options_.max_concurrent_requests, 4096) + 8);
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   http_->set_payload_max_length(options_.max_body_bytes);
   http_->set_read_timeout(std::chrono::seconds(30));
   http_->set_write_timeout(std::chrono::seconds(30));
+  // Remember the listening socket: bind() widens its accept backlog.
+  http_->set_socket_options([this](int sock) {
+    httplib::default_socket_options(sock);
+    listen_socket_ = sock;
+  });
   install_routes();
 }
 
@@ -111,6 +117,11 @@ absl::Status OpenAiServer::bind() {
   } else if (http_->bind_to_port(options_.host, options_.port)) {
     port_ = options_.port;
   }
+  // cpp-httplib 0.11 listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, compiled into
+  // Debian's shared library): a burst of more new connections overflows it and the kernel
+  // drops their SYNs, which clients retry only after 1 s. Listening again on the bound socket
+  // sets the backlog (Linux: listen(2) on a listening socket updates it).
+  if (port_ > 0 && listen_socket_ >= 0) ::listen(listen_socket_, SOMAXCONN);
   if (port_ <= 0) {
     return absl::UnavailableError(absl::StrCat("cannot bind ", options_.host, ":", options_.port,
                                                " (address in use or not local)"));
@@ -159,13 +170,13 @@ void OpenAiServer::untrack(int64_t id) {
 bool OpenAiServer::authorized(const void* request) const {
   if (options_.api_key.empty()) return true;
   const auto& req = *static_cast<const httplib::Request*>(request);
-  return constant_time_equal(req.get_header_value("Authorization"),
-                             "Bearer " + options_.api_key);
+  return constant_time_equal(req.get_header_value("Authorization"), "Bearer " + options_.api_key);
 }
 
 void OpenAiServer::install_routes() {
   http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (req.path == "/health" || authorized(&req)) return httplib::Server::HandlerResponse::Unhandled;
+    if (req.path == "/health" || authorized(&req))
+      return httplib::Server::HandlerResponse::Unhandled;
     metrics_.on_rejected("unauthorized");
     send_error(res, make_error(401, "invalid_request_error",
                                "missing or incorrect API key: send 'Authorization: Bearer KEY'",
@@ -179,15 +190,15 @@ void OpenAiServer::install_routes() {
     if (res.status == 413) {
       metrics_.on_rejected("too_large");
       send_error(res, make_error(413, "invalid_request_error",
-                                 absl::StrCat("request body larger than ",
-                                              options_.max_body_bytes, " bytes"),
+                                 absl::StrCat("request body larger than ", options_.max_body_bytes,
+                                              " bytes"),
                                  "payload_too_large"));
     } else if (res.status == 404) {
       send_error(res, make_error(404, "invalid_request_error",
                                  absl::StrCat("no route ", req.method, " ", req.path)));
     } else {
-      send_error(res, make_error(res.status, "invalid_request_error",
-                                 absl::StrCat("HTTP ", res.status)));
+      send_error(
+          res, make_error(res.status, "invalid_request_error", absl::StrCat("HTTP ", res.status)));
     }
   });
 
@@ -225,8 +236,8 @@ void OpenAiServer::install_routes() {
       if (stopping_.load()) {
         metrics_.on_rejected("shutting_down");
         res.set_header("Retry-After", std::to_string(options_.retry_after_s));
-        return send_error(res, make_error(503, "server_error", "the server is shutting down",
-                                          "shutting_down"));
+        return send_error(
+            res, make_error(503, "server_error", "the server is shutting down", "shutting_down"));
       }
       ApiError error;
       std::optional<CompletionRequest> parsed =
@@ -239,8 +250,7 @@ void OpenAiServer::install_routes() {
       // The prompt: token ids as given, else the text (chat: rendered) tokenized with BOS.
       std::vector<int32_t> prompt = parsed->prompt_ids;
       if (prompt.empty()) {
-        const std::string text =
-            chat ? render_plain_chat(parsed->messages) : *parsed->prompt_text;
+        const std::string text = chat ? render_plain_chat(parsed->messages) : *parsed->prompt_text;
         if (tokenizer_ == nullptr) {
           metrics_.on_rejected("bad_request");
           return send_error(res, make_error(400, "invalid_request_error",
@@ -255,25 +265,24 @@ void OpenAiServer::install_routes() {
           return send_error(res, make_error(400, "invalid_request_error",
                                             absl::StrCat("prompt of ", text.size(),
                                                          " bytes cannot fit the context of ",
-                                                         config.max_position_embeddings,
-                                                         " tokens"),
+                                                         config.max_position_embeddings, " tokens"),
                                             "context_length_exceeded"));
         }
         prompt = tokenizer_->encode(text, /*add_bos=*/true);
       }
       if (static_cast<int64_t>(prompt.size()) >= config.max_position_embeddings) {
         metrics_.on_rejected("bad_request");
-        return send_error(
-            res, make_error(400, "invalid_request_error",
-                            absl::StrCat("prompt of ", prompt.size(), " tokens does not fit the "
-                                         "context of ", config.max_position_embeddings,
-                                         " tokens"),
-                            "context_length_exceeded"));
+        return send_error(res, make_error(400, "invalid_request_error",
+                                          absl::StrCat("prompt of ", prompt.size(),
+                                                       " tokens does not fit the "
+                                                       "context of ",
+                                                       config.max_position_embeddings, " tokens"),
+                                          "context_length_exceeded"));
       }
       engine::serving::Request request;
       request.prompt = prompt;
-      request.max_new_tokens = parsed->max_tokens.value_or(
-          chat ? config.max_position_embeddings : options_.default_max_tokens);
+      request.max_new_tokens = parsed->max_tokens.value_or(chat ? config.max_position_embeddings
+                                                                : options_.default_max_tokens);
       engine::topology::SamplingSpec sampling;
       sampling.temperature = parsed->temperature;
       sampling.top_p = parsed->top_p;
@@ -287,11 +296,11 @@ void OpenAiServer::install_routes() {
         in_flight_.fetch_sub(1);
         metrics_.on_rejected("queue_full");
         res.set_header("Retry-After", std::to_string(options_.retry_after_s));
-        return send_error(res, make_error(429, "rate_limit_error",
-                                          absl::StrCat("server busy: ",
-                                                       options_.max_concurrent_requests,
-                                                       " requests in flight; retry later"),
-                                          "queue_full"));
+        return send_error(res,
+                          make_error(429, "rate_limit_error",
+                                     absl::StrCat("server busy: ", options_.max_concurrent_requests,
+                                                  " requests in flight; retry later"),
+                                     "queue_full"));
       }
       auto p = std::make_shared<Pending>();
       p->arrival = Clock::now();
@@ -299,23 +308,27 @@ void OpenAiServer::install_routes() {
       ServeMetrics* metrics = &metrics_;
       callbacks.on_token = [p, metrics](int32_t token) {
         const Clock::time_point now = Clock::now();
-        std::lock_guard<std::mutex> lock(p->mutex);
-        if (p->got_token) {
-          metrics->on_inter_token(seconds_between(p->last_token, now));
-        } else {
-          metrics->on_first_token(seconds_between(p->arrival, now));
+        {
+          std::lock_guard<std::mutex> lock(p->mutex);
+          if (p->got_token) {
+            metrics->on_inter_token(seconds_between(p->last_token, now));
+          } else {
+            metrics->on_first_token(seconds_between(p->arrival, now));
+          }
+          p->got_token = true;
+          p->last_token = now;
+          p->tokens.push_back(token);
         }
         metrics->on_token();
-        p->got_token = true;
-        p->last_token = now;
-        p->tokens.push_back(token);
-        p->cv.notify_all();
+        p->cv.notify_all();  // after unlocking: the woken handler does not block on the mutex
       };
       callbacks.on_finish = [p](const actors::RequestOutput& out, const absl::Status& status) {
-        std::lock_guard<std::mutex> lock(p->mutex);
-        p->finished = true;
-        p->reason = out.finish_reason;
-        p->status = status;
+        {
+          std::lock_guard<std::mutex> lock(p->mutex);
+          p->finished = true;
+          p->reason = out.finish_reason;
+          p->status = status;
+        }
         p->cv.notify_all();
       };
       absl::StatusOr<int64_t> id = engine_.submit(std::move(request), std::move(callbacks));
@@ -335,22 +348,15 @@ void OpenAiServer::install_routes() {
           absl::StrCat(chat ? "chatcmpl-" : "cmpl-", next_response_id_.fetch_add(1));
       const int64_t created = unix_now();
       const auto num_prompt = static_cast<int64_t>(prompt.size());
-      // Output text as it continues the prompt: decoded after the prompt's last tokens and
-      // cut after their text, so a leading "▁" becomes the space it is (vLLM decodes with a
-      // prompt-prefix offset the same way: vllm/transformers_utils/detokenizer_utils.py).
+      // Output text as it continues the prompt: decoded after the prompt's last tokens, so a
+      // leading "▁" becomes the space it is (text_stream.hpp).
       std::vector<int32_t> context(
           prompt.end() - std::min<std::ptrdiff_t>(4, static_cast<std::ptrdiff_t>(prompt.size())),
           prompt.end());
-      auto decode = [this, context](const std::vector<int32_t>& ids) {
-        if (tokenizer_ == nullptr) return std::string();
-        const std::string before = tokenizer_->decode(context);
-        std::vector<int32_t> all = context;
-        all.insert(all.end(), ids.begin(), ids.end());
-        const std::string joined = tokenizer_->decode(all);
-        if (joined.compare(0, before.size(), before) == 0) return joined.substr(before.size());
-        return tokenizer_->decode(ids);
+      auto decode = [this](const std::vector<int32_t>& ids) {
+        return tokenizer_ != nullptr ? tokenizer_->decode(ids) : std::string();
       };
-      auto text = std::make_shared<TextStream>(decode, parsed->stop);
+      auto text = std::make_shared<TextStream>(decode, std::move(context), parsed->stop);
       auto usage = [num_prompt, text] {
         const auto n = static_cast<int64_t>(text->ids().size());
         return json{{"prompt_tokens", num_prompt},
@@ -381,6 +387,23 @@ void OpenAiServer::install_routes() {
                     {"created", created},
                     {"model", options_.model_name},
                     {"choices", std::move(choices)}};
+      };
+      // A token's event, written by hand (per token, the hot path): the same JSON as
+      // envelope(choice(piece, null, stream=true, first)).
+      const std::string model_json =
+          json(options_.model_name).dump(-1, ' ', false, json::error_handler_t::replace);
+      const std::string event_head = absl::StrCat(
+          "data: {\"id\":\"", response_id, "\",\"object\":\"",
+          chat ? "chat.completion.chunk" : "text_completion", "\",\"created\":", created,
+          ",\"model\":", model_json, ",\"choices\":[{\"index\":0,");
+      auto token_event = [chat, event_head](const std::string& piece, bool first) {
+        const std::string text = json(piece).dump(-1, ' ', false, json::error_handler_t::replace);
+        if (!chat) {
+          return absl::StrCat(event_head, "\"text\":", text,
+                              ",\"logprobs\":null,\"finish_reason\":null}]}\n\n");
+        }
+        return absl::StrCat(event_head, "\"delta\":{", first ? "\"role\":\"assistant\"," : "",
+                            "\"content\":", text, "},\"finish_reason\":null}]}\n\n");
       };
       // Takes the tokens generated so far into `text`; true when the request is over (the
       // engine finished it, or a stop string matched: the engine request is then cancelled).
@@ -439,9 +462,9 @@ void OpenAiServer::install_routes() {
           return send_error(res, make_error(500, "server_error", std::string(status.message())));
         }
         if (std::string(finish) == "abort") {
-          return send_error(res, make_error(503, "server_error",
-                                            "the request was cancelled (server shutting down)",
-                                            "shutting_down"));
+          return send_error(
+              res, make_error(503, "server_error",
+                              "the request was cancelled (server shutting down)", "shutting_down"));
         }
         json c = choice(text->text(), finish, false, false);
         c["token_ids"] = text->ids();  // muflow extension: the generated ids
@@ -462,11 +485,13 @@ void OpenAiServer::install_routes() {
           [=, this](size_t, httplib::DataSink& sink) {
             if (*ended) return false;
             Progress step = take(std::chrono::milliseconds(100));
+            // Every token taken goes out in one write (one event each).
+            std::string events;
             for (const std::string& piece : step.pieces) {
-              const std::string event = sse(envelope(json::array({choice(piece, nullptr, true, *first)}), true));
+              events += token_event(piece, *first);
               *first = false;
-              if (!sink.write(event.data(), event.size())) return false;
             }
+            if (!events.empty() && !sink.write(events.data(), events.size())) return false;
             if (!step.over) return true;
             std::string tail = step.stop_string ? "" : text->flush();
             if (!tail.empty()) {
@@ -483,12 +508,13 @@ void OpenAiServer::install_routes() {
               status = p->status;
             }
             const char* finish = openai_finish_reason(reason, step.stop_string);
-            std::string events;
+            events.clear();
             if (!status.ok() || std::string(finish) == "abort") {
-              ApiError e = make_error(status.ok() ? 503 : 500, "server_error",
-                                      status.ok() ? "the request was cancelled (server shutting down)"
-                                                  : std::string(status.message()),
-                                      status.ok() ? "shutting_down" : "");
+              ApiError e =
+                  make_error(status.ok() ? 503 : 500, "server_error",
+                             status.ok() ? "the request was cancelled (server shutting down)"
+                                         : std::string(status.message()),
+                             status.ok() ? "shutting_down" : "");
               events += "data: " + api_error_body(e) + "\n\n";
             } else {
               events += sse(envelope(json::array({choice("", finish, true, *first)}), true));

@@ -37,10 +37,10 @@ struct ServeOptions {
   /// Admission: most HTTP generation requests in the engine at once (waiting + running);
   /// more get 429 with Retry-After instead of queueing without bound.
   int64_t max_concurrent_requests = 64;
-  int64_t retry_after_s = 1;              ///< the 429's Retry-After header, seconds
-  size_t max_body_bytes = 1 << 20;        ///< larger request bodies get 413
-  int64_t default_max_tokens = 16;        ///< completions without max_tokens (OpenAI's 16)
-  RequestLimits limits;                   ///< per-field bounds of request bodies
+  int64_t retry_after_s = 1;        ///< the 429's Retry-After header, seconds
+  size_t max_body_bytes = 1 << 20;  ///< larger request bodies get 413
+  int64_t default_max_tokens = 16;  ///< completions without max_tokens (OpenAI's 16)
+  RequestLimits limits;             ///< per-field bounds of request bodies
 };
 
 /// The server. Handlers run on cpp-httplib's worker threads (a pool of
@@ -84,6 +84,7 @@ class OpenAiServer {
   std::unique_ptr<httplib::Server> http_;
   ServeMetrics metrics_;
   int port_ = -1;
+  int listen_socket_ = -1;  ///< the bound socket (set by cpp-httplib's socket-options hook)
   std::atomic<bool> stopping_{false};
   std::atomic<int64_t> in_flight_{0};
   std::atomic<int64_t> next_response_id_{0};

@@ -13,8 +13,8 @@ Histogram::Histogram(std::vector<double> bounds)
 void Histogram::observe(double value) {
   if (!std::isfinite(value)) return;
   std::lock_guard<std::mutex> lock(mutex_);
-  const size_t i = static_cast<size_t>(
-      std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin());
+  const size_t i = static_cast<size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), value) -
+                                       bounds_.begin());
   ++counts_[i];
   sum_ += value;
 }

@@ -9,16 +9,16 @@ namespace {
 // end-to-end from 0.3 s to 7680 s (vllm/v1/metrics/loggers.py), with finer low ends for a
 // CPU engine whose tokens take milliseconds.
 std::vector<double> ttft_bounds() {
-  return {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
-          2.5,   5.0,   7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0};
+  return {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25,  0.5,   0.75,
+          1.0,   2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0};
 }
 std::vector<double> itl_bounds() {
-  return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4,
-          0.5,   0.75,   1.0,   2.5,  5.0,   7.5,  10.0,  20.0, 40.0, 80.0};
+  return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1,  0.15, 0.2,  0.3,
+          0.4,   0.5,    0.75,  1.0,  2.5,   5.0,  7.5,   10.0, 20.0, 40.0, 80.0};
 }
 std::vector<double> e2e_bounds() {
-  return {0.01, 0.05, 0.1, 0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0,
-          30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
+  return {0.01, 0.05, 0.1,  0.3,  0.5,  0.8,  1.0,   1.5,   2.0,   2.5,   5.0,    10.0,
+          15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
 }
 
 }  // namespace
@@ -59,7 +59,8 @@ std::string ServeMetrics::render(const actors::EngineStats& stats, int64_t kv_ca
     return static_cast<double>(a.load(std::memory_order_relaxed));
   };
 
-  p.family("muflow:num_requests_running", "gauge", "Requests admitted by the engine and unfinished.");
+  p.family("muflow:num_requests_running", "gauge",
+           "Requests admitted by the engine and unfinished.");
   p.sample("muflow:num_requests_running", model, static_cast<double>(stats.num_running));
   p.family("muflow:num_requests_waiting", "gauge",
            "Requests submitted but not yet admitted (batch or KV-cache limits).");
@@ -77,12 +78,14 @@ std::string ServeMetrics::render(const actors::EngineStats& stats, int64_t kv_ca
   p.sample("muflow:request_success_total", with("finished_reason", "abort"), load(finished_abort_));
   p.family("muflow:requests_rejected_total", "counter",
            "HTTP requests refused before reaching the engine, by reason.");
-  p.sample("muflow:requests_rejected_total", with("reason", "queue_full"), load(rejected_queue_full_));
+  p.sample("muflow:requests_rejected_total", with("reason", "queue_full"),
+           load(rejected_queue_full_));
   p.sample("muflow:requests_rejected_total", with("reason", "bad_request"),
            load(rejected_bad_request_));
   p.sample("muflow:requests_rejected_total", with("reason", "unauthorized"),
            load(rejected_unauthorized_));
-  p.sample("muflow:requests_rejected_total", with("reason", "too_large"), load(rejected_too_large_));
+  p.sample("muflow:requests_rejected_total", with("reason", "too_large"),
+           load(rejected_too_large_));
   p.sample("muflow:requests_rejected_total", with("reason", "shutting_down"),
            load(rejected_shutting_down_));
 
@@ -92,8 +95,7 @@ std::string ServeMetrics::render(const actors::EngineStats& stats, int64_t kv_ca
   p.family("muflow:inter_token_latency_seconds", "histogram",
            "Time between consecutive tokens of one request.");
   p.histogram("muflow:inter_token_latency_seconds", model, itl_.snapshot());
-  p.family("muflow:e2e_request_latency_seconds", "histogram",
-           "HTTP arrival to the request's end.");
+  p.family("muflow:e2e_request_latency_seconds", "histogram", "HTTP arrival to the request's end.");
   p.histogram("muflow:e2e_request_latency_seconds", model, e2e_.snapshot());
 
   p.family("muflow:device_busy_ratio", "gauge",

@@ -13,19 +13,21 @@ namespace muflow::http {
 
 /// Turns generated token ids into text deltas.
 ///
-/// After each push, the text so far is `decode(ids)` (the whole output decoded at once, so
-/// pieces that merge across tokens — SentencePiece's leading "▁", byte-fallback UTF-8 — come
-/// out as `muflow generate` prints them). A delta is released only when it can no longer
-/// change: a trailing U+FFFD (an incomplete UTF-8 sequence of byte-fallback pieces) and any
-/// suffix that is a prefix of a stop string are held back. When a stop string appears, the
-/// text ends right before it (OpenAI: the stop sequence is not included) and `stopped()`
-/// turns true. Cost per push: one decode of the whole output (O(n) per token, O(n²) per
-/// request; outputs are bounded by max_tokens). Single owner; not thread-safe.
+/// Windowed decoding, as vLLM's incremental detokenizer (prefix and read offsets;
+/// vllm/transformers_utils/detokenizer_utils.py): each push decodes only the tokens since the
+/// last released piece plus the one before, starting from the prompt's last tokens
+/// (`context`), so a leading "▁" decodes to the space it is after the prompt and pieces that
+/// merge across tokens (byte-fallback UTF-8) come out whole. A piece ending in U+FFFD (an
+/// incomplete UTF-8 sequence) waits for the next token. Released text then passes a stop-string
+/// filter: a suffix that is a prefix of a stop string is held back; when a stop string appears,
+/// the text ends right before it (OpenAI: the stop sequence is not included) and stopped()
+/// turns true. Cost per push: two decodes of a few tokens. Single owner; not thread-safe.
 class TextStream {
  public:
-  /// `decode`: ids → text (e.g. Tokenizer::decode). `stop`: non-empty stop strings.
+  /// `decode`: ids → text (e.g. Tokenizer::decode). `context`: the prompt's last few ids
+  /// (may be empty). `stop`: stop strings (empty ones are ignored).
   TextStream(std::function<std::string(const std::vector<int32_t>&)> decode,
-             std::vector<std::string> stop);
+             std::vector<int32_t> context, std::vector<std::string> stop);
 
   /// Adds one generated token; returns the text newly released (possibly empty). After
   /// stopped(), pushes are ignored and return "".
@@ -36,12 +38,20 @@ class TextStream {
   bool stopped() const { return stopped_; }
   /// The text released so far.
   const std::string& text() const { return released_; }
+  /// The generated ids pushed (up to and including the one that completed a stop string).
   const std::vector<int32_t>& ids() const { return ids_; }
 
  private:
+  std::string decode_range(size_t begin, size_t end) const;
+  /// Moves what the stop-string filter lets through from pending_ to released_; returns it.
+  std::string release();
+
   std::function<std::string(const std::vector<int32_t>&)> decode_;
   std::vector<std::string> stop_;
-  std::vector<int32_t> ids_;
+  std::vector<int32_t> all_;                    ///< context, then generated ids
+  std::vector<int32_t> ids_;                    ///< generated ids
+  size_t prefix_offset_ = 0, read_offset_ = 0;  ///< into all_
+  std::string pending_;                         ///< decoded, held back by the stop-string filter
   std::string released_;
   bool stopped_ = false;
 };
