@@ -80,6 +80,12 @@ Command add_serve_command(CLI::App& app) {
       topo = std::move(*parsed);
     }
     topo.trace_file.clear();  // a server runs for long: no in-memory trace
+    if (topo.backend == "sim") {
+      return fail(topo.source +
+                  ": backend 'sim' runs in virtual time with every request known up front; "
+                  "serve a real-math backend (backend = \"cpu\"), or use `muflow run` / "
+                  "`muflow bench` for simulations");
+    }
     std::fprintf(stderr, "muflow serve: %s: wiring %s, backend %s, %zu devices, loading model...\n",
                  topo.source.c_str(), topo.wiring.c_str(), topo.backend.c_str(),
                  topo.devices.size());

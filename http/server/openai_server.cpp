@@ -102,8 +102,13 @@ OpenAiServer::OpenAiServer(const actors::Server& server, actors::ServingEngine& 
   http_->set_read_timeout(std::chrono::seconds(30));
   http_->set_write_timeout(std::chrono::seconds(30));
   // Remember the listening socket: bind() widens its accept backlog.
+  // SO_REUSEADDR only (a restart may bind while old connections linger in TIME_WAIT);
+  // cpp-httplib's default also sets SO_REUSEPORT, which would let a second server bind the
+  // same port silently and share its connections. Remembers the socket: bind() widens its
+  // accept backlog.
   http_->set_socket_options([this](int sock) {
-    httplib::default_socket_options(sock);
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
     listen_socket_ = sock;
   });
   install_routes();
