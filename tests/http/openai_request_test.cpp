@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <nlohmann/json.hpp>
 
 namespace muflow::http {
@@ -59,6 +60,8 @@ struct BadBody {
   std::string param;  // the field the error names
 };
 
+void PrintTo(const BadBody& b, std::ostream* os) { *os << (b.chat ? "chat " : "") << b.body; }
+
 class OpenAiRequestBad : public ::testing::TestWithParam<BadBody> {};
 
 TEST_P(OpenAiRequestBad, AnswersFourHundredNamingTheField) {
@@ -101,7 +104,15 @@ INSTANTIATE_TEST_SUITE_P(
         BadBody{true, R"({"messages":[{"role":"wizard","content":"x"}]})", "messages[0].role"},
         BadBody{true, R"({"messages":[{"role":"user"}]})", "messages[0].content"},
         BadBody{true, R"({"messages":[{"role":"user","content":[{"type":"image_url"}]}]})",
-                "messages[0].content"}));
+                "messages[0].content"}),
+    [](const ::testing::TestParamInfo<BadBody>& info) {
+      std::string name =
+          std::to_string(info.index) + "_" + (info.param.param.empty() ? "body" : info.param.param);
+      for (char& c : name) {
+        if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+      }
+      return name;
+    });
 
 TEST(OpenAiRequest, LimitsBoundPromptIdsAndStopStrings) {
   RequestLimits limits;
