@@ -17,7 +17,8 @@ Command add_run_command(CLI::App& app);
 Command add_serve_command(CLI::App& app);
 /// `muflow generate --model DIR (--prompt TEXT | --prompt-ids 1,2,3) ...`
 Command add_generate_command(CLI::App& app);
-/// `muflow bench TOPOLOGY [--wirings a,b] [--sweep KEY=v1,v2]... [--csv FILE]`
+/// `muflow bench TOPOLOGY [--wirings a,b] [--sweep KEY=v1,v2]... [--csv FILE] [--json]`, or
+/// `muflow bench TOPOLOGY --url URL [--max-concurrency N] ...` against an HTTP server
 Command add_bench_command(CLI::App& app);
 /// `muflow plan TOPOLOGY [--traffic CSV] [--routing CSV] [--colocate TOPOLOGY] ...`
 Command add_plan_command(CLI::App& app);

@@ -20,7 +20,9 @@ int main(int argc, char** argv) {
       muflow::tools::add_serve_command);
   add("generate", "continue one prompt with a Hugging Face model folder",
       muflow::tools::add_generate_command);
-  add("bench", "compare wirings and parameter sweeps on one workload (table, --csv)",
+  add("bench",
+      "compare wirings and parameter sweeps on one workload (table, --csv), or load an "
+      "OpenAI-compatible server with it (--url)",
       muflow::tools::add_bench_command);
   add("plan", "placement and all-to-all planners: Aurora order/colocation, ExFlow affinity",
       muflow::tools::add_plan_command);
