@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "actors/server.hpp"
 #include "actors/serving_engine.hpp"
+#include "engine/model/text_stream.hpp"
 #include "engine/model/tokenizer.hpp"
 #include "engine/topology/topology.hpp"
 #include "muflow/muflow.hpp"
@@ -94,69 +95,18 @@ void rethrow_as_std(const char* name, F&& call) {
   }
 }
 
-// Text pieces of a token stream. Decoding one token alone loses what depends on its
-// neighbours (SentencePiece drops the word space of the first piece of a sequence; byte
-// fallback splits a character over several tokens), so each step decodes a short window
-// that starts one emitted chunk back and hands out what the new token added. Text ending in
-// U+FFFD (an incomplete UTF-8 character) is held back until the character completes.
-// Single owner (the request's callbacks, on the engine thread).
-class Detokenizer {
- public:
-  // `context`: the prompt; its last tokens seed the window so the first generated token
-  // keeps its word space.
-  Detokenizer(const engine::model::Tokenizer* tokenizer, const std::vector<int32_t>& context)
-      : tokenizer_(tokenizer) {
-    constexpr size_t kContextTokens = 4;
-    const size_t from = context.size() > kContextTokens ? context.size() - kContextTokens : 0;
-    window_.assign(context.begin() + static_cast<std::ptrdiff_t>(from), context.end());
-    read_ = window_.size();
-  }
-
-  // The text `token` adds (possibly empty).
-  std::string next(int32_t token) {
-    if (!tokenizer_) return std::string();
-    window_.push_back(token);
-    const std::string before = decode(0, read_);
-    const std::string now = decode(0, window_.size());
-    if (now.size() <= before.size() || now.compare(0, before.size(), before) != 0 ||
-        ends_with_replacement(now)) {
-      return std::string();
-    }
-    std::string piece = now.substr(before.size());
-    // The next window starts at the tokens just emitted (their text is the new "before").
-    window_.erase(window_.begin(), window_.begin() + static_cast<std::ptrdiff_t>(read_));
-    read_ = window_.size();
-    emitted_ += piece;
-    return piece;
-  }
-
-  // Everything streamed so far plus what is held back (an incomplete character at the end).
-  std::string text() const {
-    if (!tokenizer_) return std::string();
-    const std::string before = decode(0, read_);
-    const std::string now = decode(0, window_.size());
-    if (now.size() > before.size() && now.compare(0, before.size(), before) == 0) {
-      return emitted_ + now.substr(before.size());
-    }
-    return emitted_;
-  }
-
- private:
-  static bool ends_with_replacement(const std::string& s) {
-    static constexpr char kReplacement[] = "\xEF\xBF\xBD";  // U+FFFD in UTF-8
-    return s.size() >= 3 && s.compare(s.size() - 3, 3, kReplacement) == 0;
-  }
-  std::string decode(size_t begin, size_t end) const {
-    return tokenizer_->decode(
-        std::vector<int32_t>(window_.begin() + static_cast<std::ptrdiff_t>(begin),
-                             window_.begin() + static_cast<std::ptrdiff_t>(end)));
-  }
-
-  const engine::model::Tokenizer* tokenizer_;
-  std::vector<int32_t> window_;  // [read_) decoded and emitted, then tokens not yet emitted
-  size_t read_ = 0;
-  std::string emitted_;
-};
+// The detokenizer of one request's stream (engine/model/text_stream.hpp: a window after the
+// prompt's last 4 tokens, incomplete UTF-8 held back); no stop strings.
+engine::model::TextStream make_detokenizer(const engine::model::Tokenizer* tokenizer,
+                                           const std::vector<int32_t>& prompt) {
+  constexpr size_t kContextTokens = 4;
+  const size_t from = prompt.size() > kContextTokens ? prompt.size() - kContextTokens : 0;
+  return engine::model::TextStream(
+      [tokenizer](const std::vector<int32_t>& ids) {
+        return tokenizer != nullptr ? tokenizer->decode(ids) : std::string();
+      },
+      std::vector<int32_t>(prompt.begin() + static_cast<std::ptrdiff_t>(from), prompt.end()), {});
+}
 
 // One accepted (or being submitted) request. `mutex` is held by submit until `id` is set and
 // by the callbacks (engine thread) and shutdown while they touch the rest.
@@ -164,7 +114,7 @@ struct RequestState {
   std::mutex mutex;
   RequestId id = -1;  // -1 until the internal submit accepted it
   StreamCallbacks user;
-  Detokenizer detok;
+  engine::model::TextStream detok;
   std::vector<TokenId> prompt;
   std::vector<TokenId> tokens;  // streamed so far
   Clock::time_point submitted = Clock::now();
@@ -174,7 +124,7 @@ struct RequestState {
   RequestState(const engine::model::Tokenizer* tokenizer, std::vector<TokenId> prompt_tokens,
                StreamCallbacks callbacks)
       : user(std::move(callbacks)),
-        detok(tokenizer, prompt_tokens),
+        detok(make_detokenizer(tokenizer, prompt_tokens)),
         prompt(std::move(prompt_tokens)) {}
 
   // Marks the request finished and returns its callbacks (for the one on_finish call), keeping
@@ -184,7 +134,7 @@ struct RequestState {
     finished = true;
     prompt = {};
     tokens = {};
-    detok = Detokenizer(nullptr, {});
+    detok = make_detokenizer(nullptr, {});
     StreamCallbacks out = std::move(user);
     user = StreamCallbacks{};
     return out;
@@ -197,7 +147,6 @@ struct __attribute__((visibility("hidden"))) Engine::Impl {
   std::unique_ptr<actors::Server> server;          // outlives `serving`
   std::unique_ptr<actors::ServingEngine> serving;  // destroyed first
   EngineInfo info;
-  bool stop_at_eos = true;
 
   std::atomic<bool> stopping{false};  // set once shutdown begins (read by callbacks)
 
@@ -226,12 +175,12 @@ struct __attribute__((visibility("hidden"))) Engine::Impl {
     c.prompt_tokens = st.prompt;
     // After a failure the engine may report an empty output: keep what was streamed.
     c.tokens = out.output.size() >= st.tokens.size() ? out.output : st.tokens;
-    c.text = st.detok.text();
+    c.text = st.detok.text() + st.detok.held();  // an incomplete character at the end too
     if (!status.ok()) {
       c.reason = FinishReason::kError;
     } else if (out.cancelled) {
       c.reason = FinishReason::kCancelled;
-    } else if (stop_at_eos && !c.tokens.empty() && c.tokens.back() == info.eos_id) {
+    } else if (out.finish_reason == actors::FinishReason::kEos) {
       c.reason = FinishReason::kStop;
     } else {
       c.reason = FinishReason::kLength;
@@ -260,7 +209,7 @@ struct __attribute__((visibility("hidden"))) Engine::Impl {
         if (st->finished) return;
         if (st->tokens.empty()) st->first_token = Clock::now();
         st->tokens.push_back(token);
-        piece = st->detok.next(token);
+        piece = st->detok.push(token);
         id = st->id;
       }
       if (st->user.on_token) {
@@ -315,6 +264,17 @@ struct __attribute__((visibility("hidden"))) Engine::Impl {
     request.prompt = prompt;
     request.prompt_text = std::move(prompt_text);
     request.max_new_tokens = params.max_tokens;
+    if (params.temperature || params.top_p || params.seed || params.stop_at_eos) {
+      engine::topology::SamplingSpec sampling = server->topology().sampling;
+      if (params.temperature) sampling.temperature = *params.temperature;
+      if (params.top_p) sampling.top_p = *params.top_p;
+      if (params.seed) {
+        sampling.seed = *params.seed;
+        sampling.key_by_request = false;
+      }
+      if (params.stop_at_eos) sampling.stop_at_eos = *params.stop_at_eos;
+      request.sampling = sampling;
+    }
     auto st = std::make_shared<RequestState>(tokenizer(), std::move(prompt), std::move(callbacks));
     uint64_t key = 0;
     {
@@ -364,7 +324,6 @@ struct __attribute__((visibility("hidden"))) Engine::Impl {
     info.bos_id =
         tok && tok->bos_id() >= 0 ? tok->bos_id() : static_cast<TokenId>(config.bos_token_id);
     info.eos_id = static_cast<TokenId>(config.eos_token_id);
-    impl->stop_at_eos = t.sampling.stop_at_eos;
     return impl;
   }
 

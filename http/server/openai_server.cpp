@@ -10,8 +10,8 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "engine/model/text_stream.hpp"
 #include "http/server/chat_template.hpp"
-#include "http/server/text_stream.hpp"
 
 namespace muflow::http {
 
@@ -361,7 +361,8 @@ void OpenAiServer::install_routes() {
       auto decode = [this](const std::vector<int32_t>& ids) {
         return tokenizer_ != nullptr ? tokenizer_->decode(ids) : std::string();
       };
-      auto text = std::make_shared<TextStream>(decode, std::move(context), parsed->stop);
+      auto text =
+          std::make_shared<engine::model::TextStream>(decode, std::move(context), parsed->stop);
       auto usage = [num_prompt, text] {
         const auto n = static_cast<int64_t>(text->ids().size());
         return json{{"prompt_tokens", num_prompt},

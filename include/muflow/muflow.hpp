@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,12 +36,23 @@ using RequestId = std::int64_t;
 /// A token id of the model's vocabulary, in [0, EngineInfo::vocab_size).
 using TokenId = std::int32_t;
 
-/// Per-request generation limits. Sampling (temperature, top-p, seed, stop at EOS) is the
-/// topology's `[sampling]` table and applies to every request of the engine.
+/// Per-request generation limits and sampling. A sampling field left unset takes the
+/// topology's `[sampling]` value.
 struct GenerationParams {
-  /// Tokens to generate (>= 1). Generation stops earlier at EOS (when the topology's
-  /// `sampling.stop_at_eos` is true, the default) or at the model's max_position_embeddings.
+  /// Tokens to generate (>= 1). Generation stops earlier at EOS (when stop_at_eos) or at the
+  /// model's max_position_embeddings.
   std::int64_t max_tokens = 16;
+  /// Softmax temperature, finite and >= 0 (0 = greedy: argmax, ties to the lowest id).
+  std::optional<double> temperature;
+  /// Nucleus sampling: the smallest set of most likely tokens whose mass reaches top_p, in
+  /// (0, 1].
+  std::optional<double> top_p;
+  /// Seed of this request's draws. Set: its output depends only on (seed, prompt, params),
+  /// not on the request id, so it reproduces across submissions and engines. Unset: the
+  /// topology's seed, with the request id mixed in (every request draws differently).
+  std::optional<std::uint64_t> seed;
+  /// Stop at the model's EOS token (false: generate max_tokens, as vLLM's ignore_eos).
+  std::optional<bool> stop_at_eos;
 };
 
 /// Why a request ended.

@@ -361,6 +361,42 @@ TEST(ApiTest, BadRequestsAreRefusedWithoutCallbacks) {
   EXPECT_TRUE(w->streamed.empty());
 }
 
+// Per-request sampling: a seed reproduces a sampled output across requests, stop_at_eos =
+// false runs to max_tokens, the topology's greedy default is kept when nothing is set, and a
+// bad temperature or top_p is refused at submit.
+TEST(ApiTest, PerRequestSamplingOverridesTheTopology) {
+  std::unique_ptr<muflow::Engine> engine = open_or_die(kTopology);
+  ASSERT_TRUE(engine);
+  muflow::GenerationParams hot;
+  hot.max_tokens = 20;
+  hot.temperature = 1.2;
+  hot.top_p = 0.9;
+  hot.seed = 1234;
+  hot.stop_at_eos = false;
+  std::vector<std::shared_ptr<Watch>> w;
+  for (int i = 0; i < 3; ++i) {
+    w.push_back(std::make_shared<Watch>());
+    muflow::GenerationParams p = hot;
+    if (i == 2) p = muflow::GenerationParams{20};  // greedy, the topology's
+    ASSERT_TRUE(engine->submit("And God said, Let there be", p, watch(w.back())).ok());
+  }
+  const muflow::Completion a = finished(w[0]), b = finished(w[1]), greedy = finished(w[2]);
+  EXPECT_EQ(a.tokens, b.tokens);
+  EXPECT_EQ(a.text, b.text);
+  EXPECT_EQ(a.tokens.size(), 20u);
+  EXPECT_EQ(a.reason, muflow::FinishReason::kLength);
+  EXPECT_NE(a.tokens, greedy.tokens);
+  const nlohmann::json cli = cli_generate("And God said, Let there be", 20);
+  EXPECT_EQ(greedy.tokens, cli["output_ids"].get<std::vector<muflow::TokenId>>());
+  muflow::GenerationParams bad;
+  bad.temperature = -1.0;
+  EXPECT_THAT(engine->submit("x", bad, {}).status().message(), HasSubstr("temperature"));
+  bad = muflow::GenerationParams{};
+  bad.top_p = 0.0;
+  EXPECT_THAT(engine->submit("x", bad, {}).status().message(), HasSubstr("top_p"));
+  ASSERT_TRUE(engine->wait().ok());
+}
+
 TEST(ApiTest, DefaultEngineServesTheShippedModel) {
   muflow::Result<std::unique_ptr<muflow::Engine>> engine = muflow::Engine::open_default();
   ASSERT_TRUE(engine.ok()) << engine.status().to_string();

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace muflow::http {
+namespace muflow::engine::model {
 
 /// Turns generated token ids into text deltas.
 ///
@@ -38,6 +38,9 @@ class TextStream {
   bool stopped() const { return stopped_; }
   /// The text released so far.
   const std::string& text() const { return released_; }
+  /// What flush() would add now (held-back text, an incomplete character at the end), without
+  /// releasing it.
+  std::string held() const;
   /// The generated ids pushed (up to and including the one that completed a stop string).
   const std::vector<int32_t>& ids() const { return ids_; }
 
@@ -56,4 +59,4 @@ class TextStream {
   bool stopped_ = false;
 };
 
-}  // namespace muflow::http
+}  // namespace muflow::engine::model

@@ -1,9 +1,9 @@
-#include "http/server/text_stream.hpp"
+#include "engine/model/text_stream.hpp"
 
 #include <algorithm>
 #include <string_view>
 
-namespace muflow::http {
+namespace muflow::engine::model {
 namespace {
 
 constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD in UTF-8
@@ -69,6 +69,14 @@ std::string TextStream::release() {
   return delta;
 }
 
+std::string TextStream::held() const {
+  if (stopped_) return "";
+  const std::string prefix_text = decode_range(prefix_offset_, read_offset_);
+  const std::string new_text = decode_range(prefix_offset_, all_.size());
+  return new_text.size() > prefix_text.size() ? pending_ + new_text.substr(prefix_text.size())
+                                              : pending_;
+}
+
 std::string TextStream::flush() {
   if (stopped_) return "";
   const std::string prefix_text = decode_range(prefix_offset_, read_offset_);
@@ -81,4 +89,4 @@ std::string TextStream::flush() {
   return delta;
 }
 
-}  // namespace muflow::http
+}  // namespace muflow::engine::model

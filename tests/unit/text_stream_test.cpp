@@ -1,12 +1,12 @@
 // Incremental detokenization: stop strings cut the text and are held back while partial;
 // incomplete UTF-8 (U+FFFD at the end) is held back until it completes.
-#include "http/server/text_stream.hpp"
+#include "engine/model/text_stream.hpp"
 
 #include <gtest/gtest.h>
 
 #include <map>
 
-namespace muflow::http {
+namespace muflow::engine::model {
 namespace {
 
 // A toy vocabulary: each id decodes to a fixed piece, except that 90 followed by 91 forms
@@ -97,4 +97,4 @@ TEST(TextStream, IncompleteUtf8IsHeldBack) {
 }
 
 }  // namespace
-}  // namespace muflow::http
+}  // namespace muflow::engine::model
