@@ -62,99 +62,99 @@ Result summarize(const std::vector<std::vector<double>>& gaps_per_stream, int64_
   return r;
 }
 
+// Runs `stream(s)` on `concurrency` threads; returns the wall seconds until all ended.
+template <typename Fn>
+double run_streams(int concurrency, Fn stream) {
+  const Clock::time_point t0 = Clock::now();
+  std::vector<std::thread> threads;
+  for (int s = 0; s < concurrency; ++s) threads.emplace_back([&stream, s] { stream(s); });
+  for (auto& t : threads) t.join();
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+int64_t sum(const std::vector<int64_t>& v) {
+  int64_t total = 0;
+  for (int64_t n : v) total += n;
+  return total;
+}
+
 Result run_in_process(muflow::actors::ServingEngine& engine, int concurrency, int requests,
                       int64_t max_tokens) {
   std::vector<std::vector<double>> gaps(concurrency);
   std::vector<int64_t> tokens(concurrency, 0);
-  const Clock::time_point t0 = Clock::now();
-  std::vector<std::thread> threads;
-  for (int s = 0; s < concurrency; ++s) {
-    threads.emplace_back([&, s] {
-      for (int k = 0; k < requests; ++k) {
-        muflow::engine::serving::Request r;
-        r.prompt = prompt_for(s, k);
-        r.max_new_tokens = max_tokens;
-        muflow::engine::topology::SamplingSpec greedy;
-        greedy.stop_at_eos = false;
-        r.sampling = greedy;
-        auto done = std::make_shared<std::promise<void>>();
-        auto last = std::make_shared<Clock::time_point>();
-        auto first = std::make_shared<bool>(true);
-        muflow::actors::RequestCallbacks cb;
-        cb.on_token = [&, s, last, first](int32_t) {
-          const Clock::time_point now = Clock::now();
-          if (!*first) gaps[s].push_back(std::chrono::duration<double>(now - *last).count());
-          *first = false;
-          *last = now;
-          ++tokens[s];
-        };
-        cb.on_finish = [done](const muflow::actors::RequestOutput&, const absl::Status&) {
-          done->set_value();
-        };
-        if (!engine.submit(std::move(r), std::move(cb)).ok()) return;
-        done->get_future().wait();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
-  int64_t total = 0;
-  for (int64_t n : tokens) total += n;
-  return summarize(gaps, total, wall);
+  const double wall = run_streams(concurrency, [&](int s) {
+    for (int k = 0; k < requests; ++k) {
+      muflow::engine::serving::Request r;
+      r.prompt = prompt_for(s, k);
+      r.max_new_tokens = max_tokens;
+      muflow::engine::topology::SamplingSpec greedy;
+      greedy.stop_at_eos = false;
+      r.sampling = greedy;
+      auto done = std::make_shared<std::promise<void>>();
+      auto last = std::make_shared<Clock::time_point>();
+      auto first = std::make_shared<bool>(true);
+      muflow::actors::RequestCallbacks cb;
+      cb.on_token = [&, s, last, first](int32_t) {
+        const Clock::time_point now = Clock::now();
+        if (!*first) gaps[s].push_back(std::chrono::duration<double>(now - *last).count());
+        *first = false;
+        *last = now;
+        ++tokens[s];
+      };
+      cb.on_finish = [done](const muflow::actors::RequestOutput&, const absl::Status&) {
+        done->set_value();
+      };
+      if (!engine.submit(std::move(r), std::move(cb)).ok()) return;
+      done->get_future().wait();
+    }
+  });
+  return summarize(gaps, sum(tokens), wall);
 }
 
 Result run_http(int port, int concurrency, int requests, int64_t max_tokens) {
   std::vector<std::vector<double>> gaps(concurrency);
   std::vector<int64_t> tokens(concurrency, 0);
-  const Clock::time_point t0 = Clock::now();
-  std::vector<std::thread> threads;
-  for (int s = 0; s < concurrency; ++s) {
-    threads.emplace_back([&, s] {
-      httplib::Client client("127.0.0.1", port);
-      client.set_read_timeout(std::chrono::seconds(120));
-      for (int k = 0; k < requests; ++k) {
-        nlohmann::json body = {{"prompt", prompt_for(s, k)},
-                               {"max_tokens", max_tokens},
-                               {"temperature", 0},
-                               {"ignore_eos", true},
-                               {"stream", true}};
-        httplib::Request req;
-        req.method = "POST";
-        req.path = "/v1/completions";
-        req.set_header("Content-Type", "application/json");
-        req.body = body.dump();
-        std::string buffer;
-        bool first = true;
-        Clock::time_point last;
-        req.content_receiver = [&](const char* data, size_t len, uint64_t, uint64_t) {
-          buffer.append(data, len);
-          for (size_t end; (end = buffer.find("\n\n")) != std::string::npos;) {
-            const std::string event = buffer.substr(0, end);
-            buffer.erase(0, end + 2);
-            if (event.find("\"finish_reason\":null") == std::string::npos) continue;
-            const Clock::time_point now = Clock::now();
-            if (!first) gaps[s].push_back(std::chrono::duration<double>(now - last).count());
-            first = false;
-            last = now;
-            ++tokens[s];
-          }
-          return true;
-        };
-        httplib::Response res;
-        httplib::Error error = httplib::Error::Success;
-        if (!client.send(req, res, error) || res.status != 200) {
-          std::fprintf(stderr, "serve_overhead: HTTP request failed (status %d, error %d)\n",
-                       res.status, static_cast<int>(error));
-          return;
+  const double wall = run_streams(concurrency, [&](int s) {
+    httplib::Client client("127.0.0.1", port);
+    client.set_read_timeout(std::chrono::seconds(120));
+    for (int k = 0; k < requests; ++k) {
+      nlohmann::json body = {{"prompt", prompt_for(s, k)},
+                             {"max_tokens", max_tokens},
+                             {"temperature", 0},
+                             {"ignore_eos", true},
+                             {"stream", true}};
+      httplib::Request req;
+      req.method = "POST";
+      req.path = "/v1/completions";
+      req.set_header("Content-Type", "application/json");
+      req.body = body.dump();
+      std::string buffer;
+      bool first = true;
+      Clock::time_point last;
+      req.content_receiver = [&](const char* data, size_t len, uint64_t, uint64_t) {
+        buffer.append(data, len);
+        for (size_t end; (end = buffer.find("\n\n")) != std::string::npos;) {
+          const std::string event = buffer.substr(0, end);
+          buffer.erase(0, end + 2);
+          if (event.find("\"finish_reason\":null") == std::string::npos) continue;
+          const Clock::time_point now = Clock::now();
+          if (!first) gaps[s].push_back(std::chrono::duration<double>(now - last).count());
+          first = false;
+          last = now;
+          ++tokens[s];
         }
+        return true;
+      };
+      httplib::Response res;
+      httplib::Error error = httplib::Error::Success;
+      if (!client.send(req, res, error) || res.status != 200) {
+        std::fprintf(stderr, "serve_overhead: HTTP request failed (status %d, error %d)\n",
+                     res.status, static_cast<int>(error));
+        return;
       }
-    });
-  }
-  for (auto& t : threads) t.join();
-  const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
-  int64_t total = 0;
-  for (int64_t n : tokens) total += n;
-  return summarize(gaps, total, wall);
+    }
+  });
+  return summarize(gaps, sum(tokens), wall);
 }
 
 Result median(std::vector<Result> runs) {

@@ -13,6 +13,7 @@
 #include "actors/server.hpp"
 #include "nlohmann/json.hpp"
 #include "tools/commands.hpp"
+#include "tools/topology_arg.hpp"
 
 namespace muflow::tools {
 namespace {
@@ -88,15 +89,10 @@ Command add_run_command(CLI::App& app) {
     engine::topology::Topology topo;
     if (o->synthetic) {
       topo = engine::topology::synthetic_demo_topology();
-    } else if (o->topology.empty()) {
-      absl::StatusOr<engine::topology::Topology> embedded = engine::topology::default_topology();
-      if (!embedded.ok()) return fail(std::string(embedded.status().message()));
-      topo = std::move(*embedded);
     } else {
-      absl::StatusOr<engine::topology::Topology> parsed =
-          engine::topology::parse_topology_file(o->topology);
-      if (!parsed.ok()) return fail(std::string(parsed.status().message()));
-      topo = std::move(*parsed);
+      absl::StatusOr<engine::topology::Topology> loaded = load_topology_arg(o->topology);
+      if (!loaded.ok()) return fail(std::string(loaded.status().message()));
+      topo = std::move(*loaded);
     }
     if (!o->trace.empty()) topo.trace_file = o->trace;
     if (topo.trace_file.empty()) topo.trace_file = "out/muflow-trace.json";

@@ -15,6 +15,7 @@
 #include "http/server/chat_template.hpp"
 #include "http/server/openai_server.hpp"
 #include "tools/commands.hpp"
+#include "tools/topology_arg.hpp"
 
 namespace muflow::tools {
 namespace {
@@ -68,17 +69,9 @@ Command add_serve_command(CLI::App& app) {
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
     std::signal(SIGPIPE, SIG_IGN);  // a client that hangs up must not kill the server
 
-    engine::topology::Topology topo;
-    if (o->topology.empty()) {
-      absl::StatusOr<engine::topology::Topology> embedded = engine::topology::default_topology();
-      if (!embedded.ok()) return fail(std::string(embedded.status().message()));
-      topo = std::move(*embedded);
-    } else {
-      absl::StatusOr<engine::topology::Topology> parsed =
-          engine::topology::parse_topology_file(o->topology);
-      if (!parsed.ok()) return fail(std::string(parsed.status().message()));
-      topo = std::move(*parsed);
-    }
+    absl::StatusOr<engine::topology::Topology> loaded = load_topology_arg(o->topology);
+    if (!loaded.ok()) return fail(std::string(loaded.status().message()));
+    engine::topology::Topology topo = std::move(*loaded);
     topo.trace_file.clear();  // a server runs for long: no in-memory trace
     if (topo.backend == "sim") {
       return fail(topo.source +
