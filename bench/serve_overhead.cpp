@@ -13,6 +13,8 @@
 #include <httplib.h>
 
 #include <CLI/CLI.hpp>
+#include <pthread.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -67,7 +69,12 @@ template <typename Fn>
 double run_streams(int concurrency, Fn stream) {
   const Clock::time_point t0 = Clock::now();
   std::vector<std::thread> threads;
-  for (int s = 0; s < concurrency; ++s) threads.emplace_back([&stream, s] { stream(s); });
+  for (int s = 0; s < concurrency; ++s) {
+    threads.emplace_back([&stream, s] {
+      pthread_setname_np(pthread_self(), "bench.client");  // profiles tell client from server
+      stream(s);
+    });
+  }
   for (auto& t : threads) t.join();
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
@@ -208,13 +215,16 @@ int main(int argc, char** argv) {
   }
   muflow::http::ServeOptions options;
   options.port = 0;
-  options.max_concurrent_requests = 4096;
+  options.max_concurrent_requests = 64;  // muflow serve's default (a pool of 72 threads)
   muflow::http::OpenAiServer http(**server, **engine, (*server)->tokenizer(), options);
   if (absl::Status s = http.bind(); !s.ok()) {
     std::fprintf(stderr, "serve_overhead: %s\n", std::string(s.message()).c_str());
     return 1;
   }
-  std::thread listener([&] { http.serve(); });
+  std::thread listener([&] {
+    pthread_setname_np(pthread_self(), "http.server");  // its worker pool inherits the name
+    http.serve();
+  });
   // Warm-up: one request each way.
   run_in_process(**engine, 1, 1, max_tokens);
   run_http(http.port(), 1, 1, max_tokens);
