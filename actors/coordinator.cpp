@@ -54,13 +54,16 @@ bool per_request(const CoordinatorState& st) {
 
 double now_s(Self* self) { return self->state.ctx->seconds_since_start(self->home_system().clock().now()); }
 
-// Frees the output and prompt of a finished request whose output went out already.
+// Frees the output, prompt and callbacks of a finished request whose output went out already
+// (the callbacks may hold the host's per-request state: an HTTP stream's buffers).
 void forget_output(RequestState& rs) {
   const int64_t id = rs.req.id;
   rs.reported = true;
   rs.out = RequestOutput{};
   rs.out.request_id = id;
   rs.req.prompt = {};
+  rs.req.prompt_text = {};
+  rs.callbacks = RequestCallbacks{};
 }
 
 // The outcome so far: the first error, the outputs of finished requests not reported before

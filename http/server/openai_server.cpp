@@ -194,9 +194,16 @@ void OpenAiServer::install_routes() {
     if (!res.body.empty()) return;
     if (res.status == 413) {
       metrics_.on_rejected("too_large");
+      // cpp-httplib caps form-encoded bodies at 8 KiB (CPPHTTPLIB_FORM_URL_ENCODED_PAYLOAD_
+      // MAX_LENGTH), which is what `curl -d` sends without a Content-Type.
+      const bool form = req.get_header_value("Content-Type")
+                            .starts_with("application/x-www-form-urlencoded");
       send_error(res, make_error(413, "invalid_request_error",
-                                 absl::StrCat("request body larger than ", options_.max_body_bytes,
-                                              " bytes"),
+                                 form ? "an application/x-www-form-urlencoded body is limited to "
+                                        "8192 bytes: send the JSON body with 'Content-Type: "
+                                        "application/json'"
+                                      : absl::StrCat("request body larger than ",
+                                                     options_.max_body_bytes, " bytes"),
                                  "payload_too_large"));
     } else if (res.status == 404) {
       send_error(res, make_error(404, "invalid_request_error",

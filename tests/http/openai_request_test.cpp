@@ -114,6 +114,19 @@ INSTANTIATE_TEST_SUITE_P(
       return name;
     });
 
+TEST(OpenAiRequest, DeeplyNestedOrTruncatedBodiesAreRefusedNotCrashed) {
+  ApiError e;
+  const std::string deep =
+      "{\"prompt\":" + std::string(200000, '[') + std::string(200000, ']') + "}";
+  EXPECT_FALSE(parse(deep, false, &e));
+  EXPECT_EQ(e.param, "prompt");
+  const std::string valid = R"({"prompt":[1,2,3],"max_tokens":4,"stop":["a"],"stream":true})";
+  for (size_t n = 0; n < valid.size(); ++n) {  // every truncation: a 400, never a crash
+    EXPECT_FALSE(parse(valid.substr(0, n), false, &e)) << n;
+    EXPECT_EQ(e.status, 400);
+  }
+}
+
 TEST(OpenAiRequest, LimitsBoundPromptIdsAndStopStrings) {
   RequestLimits limits;
   limits.max_prompt_tokens = 3;
