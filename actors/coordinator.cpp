@@ -47,6 +47,8 @@ struct CoordinatorState {
 
 using Self = caf::stateful_actor<CoordinatorState>;
 
+constexpr int64_t kCompactEvery = 256;  ///< long-lived engines: finished requests per compaction
+
 // Pacing::kPerRequest: each request's next step as soon as its last one returned.
 bool per_request(const CoordinatorState& st) {
   return st.ctx->graph().pacing == Pacing::kPerRequest;
@@ -295,7 +297,10 @@ void finish_request(Self* self, RequestState& rs, double t) {
   rs.finished = true;
   rs.out.finish_s = t;
   rs.out.cancelled = rs.cancel_requested;
-  if (rs.cancel_requested) rs.out.finish_reason = FinishReason::kCancelled;
+  if (rs.cancel_requested) {
+    rs.out.finish_reason = FinishReason::kCancelled;
+    st.metrics->on_cancel(rs.req.id);
+  }
   if (rs.req.sampling) st.ctx->request_sampling->erase(rs.req.id);
   if (!rs.cancel_requested) st.metrics->on_finish(rs.req.id, t);
   if (st.ctx->trace) {
@@ -306,6 +311,8 @@ void finish_request(Self* self, RequestState& rs, double t) {
             {"request_id", rs.req.id}, {"rank", rs.rank}, {"output_tokens", rs.out.output.size()}});
   }
   ++st.num_finished;
+  // A long-lived engine folds finished requests' metrics every so often (bounded memory).
+  if (st.ctx->long_lived && st.num_finished % kCompactEvery == 0) st.metrics->compact();
   if (per_request(st)) {
     engine::serving::RankKv& k = st.kv[rs.rank];
     k.reserved_bytes -= kv_need_bytes(st, rs.req);
@@ -478,6 +485,7 @@ void cancel(Self* self, int64_t id) {
     rs.out.cancelled = true;
     rs.out.finish_reason = FinishReason::kCancelled;
     rs.out.finish_s = t;
+    st.metrics->on_cancel(rs.req.id);
     if (rs.req.sampling) st.ctx->request_sampling->erase(rs.req.id);
     ++st.num_finished;
     if (rs.callbacks.on_finish) {

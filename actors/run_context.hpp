@@ -92,6 +92,9 @@ struct RunContext {
       routing;                                   ///< may be null (not recording routing)
   caf::actor_clock::time_point t0;               ///< run start; times are seconds since t0
   bool virtual_time = false;  ///< sim backend: stages complete after their modeled duration
+  /// A ServingEngine's run (serves until shutdown): the coordinator compacts its metrics
+  /// recorder as requests finish, so memory does not grow with the requests served.
+  bool long_lived = false;
   /// The channel between devices, from the backend: in-process handoff (cpu), the big-switch
   /// network in virtual time (sim: used only from actors of a single-threaded run).
   std::shared_ptr<transport::Channel> channel;

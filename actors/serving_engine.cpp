@@ -25,6 +25,7 @@ absl::StatusOr<std::unique_ptr<ServingEngine>> ServingEngine::start(const Server
   std::unique_ptr<ServingEngine> e(new ServingEngine());
   e->server_ = &server;
   e->ctx_ = *ctx;
+  e->ctx_->long_lived = true;
   e->cfg_ = std::make_unique<caf::actor_system_config>();
   server.backend_->configure_clock(*e->cfg_);
   e->sys_ = std::make_unique<caf::actor_system>(*e->cfg_);

@@ -24,6 +24,32 @@ LatencyStats latency_stats(const std::vector<double>& samples_s) {
   return stats;
 }
 
+// Stats of folded samples plus live ones: exactly latency_stats of every value while the
+// folded ones are all kept; past the capacity the count and mean stay exact and the
+// percentiles are those of the kept sample joined with the live values.
+LatencyStats latency_stats(const LatencySamples& folded, const std::vector<double>& live_s) {
+  std::vector<double> all = folded.samples();
+  all.insert(all.end(), live_s.begin(), live_s.end());
+  LatencyStats stats = latency_stats(all);
+  if (folded.count() > folded.capacity()) {
+    stats.num_samples = folded.count() + static_cast<int64_t>(live_s.size());
+    const double sum = folded.sum() + std::accumulate(live_s.begin(), live_s.end(), 0.0);
+    stats.mean_ms = 1e3 * sum / static_cast<double>(stats.num_samples);
+  }
+  return stats;
+}
+
+// mean / max of one MoE sample into *sum (and one more sample); nothing when no tokens.
+void add_balance(const std::vector<int64_t>& tokens, double* sum, int64_t* samples) {
+  const int64_t max_tokens = *std::max_element(tokens.begin(), tokens.end());
+  if (max_tokens == 0) return;
+  const double mean =
+      static_cast<double>(std::accumulate(tokens.begin(), tokens.end(), int64_t{0})) /
+      static_cast<double>(tokens.size());
+  *sum += mean / static_cast<double>(max_tokens);
+  ++*samples;
+}
+
 // Total length of the union of intervals.
 double union_length(std::vector<std::pair<double, double>> intervals) {
   std::sort(intervals.begin(), intervals.end());
@@ -62,8 +88,14 @@ double percentile_linear(std::vector<double> values, double q) {
   return values[lo] + (h - static_cast<double>(lo)) * (values[lo + 1] - values[lo]);
 }
 
-MetricsRecorder::MetricsRecorder(int64_t num_devices)
-    : num_devices_(num_devices), busy_(static_cast<size_t>(std::max<int64_t>(num_devices, 0))) {
+MetricsRecorder::MetricsRecorder(int64_t num_devices, int64_t latency_capacity)
+    : num_devices_(num_devices),
+      busy_(static_cast<size_t>(std::max<int64_t>(num_devices, 0))),
+      layer_s_(latency_capacity),
+      ttft_folded_(latency_capacity),
+      itl_folded_(latency_capacity),
+      busy_folded_s_(busy_.size(), 0.0),
+      busy_folded_until_(busy_.size(), -std::numeric_limits<double>::infinity()) {
   MUFLOW_ASSERT(num_devices >= 1, "MetricsRecorder needs at least one device");
 }
 
@@ -91,10 +123,15 @@ void MetricsRecorder::on_finish(int64_t request_id, double t_s) {
   last_s_ = std::max(last_s_, t_s);
 }
 
+void MetricsRecorder::on_cancel(int64_t request_id) { request(request_id).cancelled = true; }
+
 void MetricsRecorder::on_device_busy(int64_t device, double begin_s, double end_s) {
   MUFLOW_ASSERT(device >= 0 && device < num_devices_, "device index out of range");
   MUFLOW_ASSERT(end_s >= begin_s, "busy interval ends before it begins");
-  busy_[static_cast<size_t>(device)].emplace_back(begin_s, end_s);
+  const auto d = static_cast<size_t>(device);
+  // After compact(): only the part after the folded intervals counts (they are in the total).
+  const double begin = std::max(begin_s, busy_folded_until_[d]);
+  if (end_s > begin) busy_[d].emplace_back(begin, end_s);
   if (!any_event_ || begin_s < first_s_) first_s_ = begin_s;
   last_s_ = any_event_ ? std::max(last_s_, end_s) : end_s;
   any_event_ = true;
@@ -104,6 +141,7 @@ void MetricsRecorder::on_expert_tokens(int64_t block, int64_t iteration, int64_t
                                        int64_t num_tokens) {
   MUFLOW_ASSERT(device >= 0 && device < num_devices_, "device index out of range");
   MUFLOW_ASSERT(num_tokens >= 0, "negative token count");
+  max_moe_iteration_ = std::max(max_moe_iteration_, iteration);
   auto& tokens = moe_tokens_[{block, iteration}];
   tokens.resize(static_cast<size_t>(num_devices_), 0);
   tokens[static_cast<size_t>(device)] += num_tokens;
@@ -128,7 +166,7 @@ void MetricsRecorder::on_layer_end(int64_t block, int64_t iteration, double t_s,
   if (it == layer_start_s_.end()) return;
   const double duration = t_s - it->second;
   layer_start_s_.erase(it);
-  layer_s_.push_back(duration);
+  layer_s_.add(duration);
   if (duration <= 0) return;
   double last = -1.0;
   for (double f : finish_s) last = std::max(last, f);
@@ -164,7 +202,7 @@ void MetricsRecorder::summarize_load_window(const std::map<int64_t, RequestTimes
 }
 
 std::vector<std::vector<int64_t>> MetricsRecorder::moe_tokens_by_block() const {
-  std::vector<std::vector<int64_t>> out;
+  std::vector<std::vector<int64_t>> out = moe_block_folded_;
   for (const auto& [key, per_device] : moe_tokens_) {
     const auto block = static_cast<size_t>(key.first);
     if (block >= out.size()) out.resize(block + 1);
@@ -176,9 +214,47 @@ std::vector<std::vector<int64_t>> MetricsRecorder::moe_tokens_by_block() const {
   return out;
 }
 
+void MetricsRecorder::compact() {
+  compacted_ = true;
+  for (auto it = requests_.begin(); it != requests_.end();) {
+    const RequestTimes& r = it->second;
+    if (r.finish_s < 0 && !r.cancelled) {
+      ++it;
+      continue;
+    }
+    ++folded_requests_;
+    if (r.finish_s >= 0) ++folded_completed_;
+    folded_tokens_ += static_cast<int64_t>(r.token_s.size());
+    if (!r.token_s.empty()) ttft_folded_.add(r.token_s.front() - r.arrival_s);
+    for (size_t i = 1; i < r.token_s.size(); ++i) itl_folded_.add(r.token_s[i] - r.token_s[i - 1]);
+    it = requests_.erase(it);
+  }
+  for (size_t d = 0; d < busy_.size(); ++d) {
+    if (busy_[d].empty()) continue;
+    busy_folded_s_[d] += union_length(busy_[d]);
+    for (const auto& [b, e] : busy_[d]) busy_folded_until_[d] = std::max(busy_folded_until_[d], e);
+    busy_[d] = {};
+  }
+  for (auto it = moe_tokens_.begin(); it != moe_tokens_.end();) {
+    const auto [block, iteration] = it->first;
+    if (iteration >= max_moe_iteration_ - kMoeFoldLag) {
+      ++it;
+      continue;
+    }
+    add_balance(it->second, &moe_balance_folded_, &moe_samples_folded_);
+    const auto b = static_cast<size_t>(block);
+    if (b >= moe_block_folded_.size()) moe_block_folded_.resize(b + 1);
+    if (moe_block_folded_[b].empty()) moe_block_folded_[b].assign(it->second.size(), 0);
+    for (size_t d = 0; d < it->second.size(); ++d) moe_block_folded_[b][d] += it->second[d];
+    it = moe_tokens_.erase(it);
+  }
+}
+
 RunMetrics MetricsRecorder::summarize(double wall_s) const {
   RunMetrics m;
-  m.num_requests = static_cast<int64_t>(requests_.size());
+  m.num_requests = folded_requests_ + static_cast<int64_t>(requests_.size());
+  m.num_completed_requests = folded_completed_;
+  m.num_output_tokens = folded_tokens_;
   std::vector<double> ttft_s, itl_s;
   for (const auto& [id, r] : requests_) {
     if (r.finish_s >= 0) ++m.num_completed_requests;
@@ -187,28 +263,21 @@ RunMetrics MetricsRecorder::summarize(double wall_s) const {
     ttft_s.push_back(r.token_s.front() - r.arrival_s);
     for (size_t i = 1; i < r.token_s.size(); ++i) itl_s.push_back(r.token_s[i] - r.token_s[i - 1]);
   }
-  m.ttft = latency_stats(ttft_s);
-  m.itl = latency_stats(itl_s);
-  summarize_load_window(requests_, m);
+  m.ttft = latency_stats(ttft_folded_, ttft_s);
+  m.itl = latency_stats(itl_folded_, itl_s);
+  if (!compacted_) summarize_load_window(requests_, m);
   m.duration_s = wall_s > 0 ? wall_s : (any_event_ ? last_s_ - first_s_ : 0.0);
   m.output_tokens_per_s =
       m.duration_s > 0 ? static_cast<double>(m.num_output_tokens) / m.duration_s : 0.0;
-  for (const auto& intervals : busy_) {
-    const double busy_s = union_length(intervals);
+  for (size_t d = 0; d < busy_.size(); ++d) {
+    const double busy_s = busy_folded_s_[d] + union_length(busy_[d]);
     m.device_busy_pct.push_back(m.duration_s > 0 ? 100.0 * busy_s / m.duration_s : 0.0);
   }
-  double balance_sum = 0.0;
-  for (const auto& [key, tokens] : moe_tokens_) {
-    const int64_t max_tokens = *std::max_element(tokens.begin(), tokens.end());
-    if (max_tokens == 0) continue;
-    const double mean = static_cast<double>(std::accumulate(tokens.begin(), tokens.end(),
-                                                            int64_t{0})) /
-                        static_cast<double>(tokens.size());
-    balance_sum += mean / static_cast<double>(max_tokens);
-    ++m.num_moe_samples;
-  }
+  double balance_sum = moe_balance_folded_;
+  m.num_moe_samples = moe_samples_folded_;
+  for (const auto& [key, tokens] : moe_tokens_) add_balance(tokens, &balance_sum, &m.num_moe_samples);
   if (m.num_moe_samples > 0) m.moe_balance = balance_sum / static_cast<double>(m.num_moe_samples);
-  m.moe_layer = latency_stats(layer_s_);
+  m.moe_layer = latency_stats(layer_s_, {});
   if (idle_samples_ > 0) {
     m.moe_idle_pct = 100.0 * idle_fraction_sum_ / static_cast<double>(idle_samples_);
   }

@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/serving/latency_samples.hpp"
+
 namespace muflow::engine::serving {
 
 /// The q-th percentile (q in [0, 100]) of `values` by linear interpolation between closest
@@ -92,7 +94,9 @@ struct RunMetrics {
 /// [0, num_devices); on_token / on_finish only for requests that arrived.
 class MetricsRecorder {
  public:
-  explicit MetricsRecorder(int64_t num_devices);
+  /// `latency_capacity`: TTFT / ITL / MoE-layer samples kept for percentiles once compact()
+  /// folds them (LatencySamples).
+  explicit MetricsRecorder(int64_t num_devices, int64_t latency_capacity = int64_t{1} << 20);
 
   /// Request `request_id` arrived (was admitted) at `t_s`.
   void on_arrival(int64_t request_id, double t_s);
@@ -101,6 +105,9 @@ class MetricsRecorder {
   void on_token(int64_t request_id, double t_s);
   /// `request_id` finished (EOS or max_new_tokens) at `t_s`.
   void on_finish(int64_t request_id, double t_s);
+  /// `request_id` was cancelled: it counts as a request, its tokens as output, but not as
+  /// completed; compact() may fold it.
+  void on_cancel(int64_t request_id);
   /// `device` computed from begin_s to end_s (end_s >= begin_s). Overlapping intervals of one
   /// device count once.
   void on_device_busy(int64_t device, double begin_s, double end_s);
@@ -139,6 +146,20 @@ class MetricsRecorder {
   RunMetrics summarize(double wall_s) const;
 
   int64_t num_devices() const { return num_devices_; }
+
+  /// Bounds what a long-lived engine's recorder holds (ServingEngine calls it every few
+  /// hundred finished requests). Folds into running totals: finished and cancelled requests
+  /// (their TTFT and ITL into LatencySamples of `latency_capacity`), every busy interval
+  /// (into busy seconds per device; intervals reported later are clipped to begin after the
+  /// folded ones, which is exact while a device runs one stage at a time, as the device actor
+  /// does), and the MoE samples of iterations more than kMoeFoldLag behind the newest (into
+  /// balance sums and per-block totals; a sample of such an iteration reported after it was
+  /// folded counts as a sample of its own). Summaries stay exact — counts, tokens, means,
+  /// busy %, expert tokens — except that percentiles become those of a uniform sample once
+  /// more than `latency_capacity` values were folded, and the load_* fields, which need every
+  /// request's times, stay 0 after the first compaction.
+  void compact();
+  static constexpr int64_t kMoeFoldLag = 64;
   /// [block][device]: expert tokens recorded per MoE block and device, summed over iterations
   /// (blocks never recorded are empty rows).
   std::vector<std::vector<int64_t>> moe_tokens_by_block() const;
@@ -148,6 +169,7 @@ class MetricsRecorder {
     double arrival_s = 0.0;
     double finish_s = -1.0;          ///< < 0 while running
     std::vector<double> token_s;     ///< time of each output token
+    bool cancelled = false;
   };
   RequestTimes& request(int64_t request_id);
   /// Fills RunMetrics' load_* fields from the requests' times.
@@ -158,7 +180,7 @@ class MetricsRecorder {
   std::vector<std::vector<std::pair<double, double>>> busy_;  ///< [device] (begin, end)
   std::map<std::pair<int64_t, int64_t>, std::vector<int64_t>> moe_tokens_;  ///< (block, it)
   std::map<std::pair<int64_t, int64_t>, double> layer_start_s_;  ///< (block, it) → start
-  std::vector<double> layer_s_;     ///< per completed layer: its duration
+  LatencySamples layer_s_;          ///< per completed layer: its duration
   double idle_fraction_sum_ = 0.0;  ///< Σ over layers and expert devices of idle / duration
   int64_t idle_samples_ = 0;
   int64_t tokens_rebalanced_ = 0, expert_fetches_ = 0, expert_restores_ = 0;
@@ -166,6 +188,16 @@ class MetricsRecorder {
   double fetch_stall_s_ = 0.0;
   double first_s_ = 0.0, last_s_ = 0.0;
   bool any_event_ = false;
+  // Folded by compact():
+  bool compacted_ = false;
+  int64_t folded_requests_ = 0, folded_completed_ = 0, folded_tokens_ = 0;
+  LatencySamples ttft_folded_, itl_folded_;
+  std::vector<double> busy_folded_s_;      ///< [device] busy seconds folded
+  std::vector<double> busy_folded_until_;  ///< [device] end of the last folded interval
+  double moe_balance_folded_ = 0.0;        ///< Σ mean/max over folded MoE samples
+  int64_t moe_samples_folded_ = 0;
+  std::vector<std::vector<int64_t>> moe_block_folded_;  ///< [block][device] folded tokens
+  int64_t max_moe_iteration_ = -1;
 };
 
 /// A readable multi-line table for a terminal (ms, tokens/s, %); device_names gives the row

@@ -207,5 +207,73 @@ TEST(MetricsLayers, AllToAllRowsOffDevice) {
   EXPECT_DOUBLE_EQ(serving::MetricsRecorder(2).summarize(1.0).remote_rows_pct(), 0.0);
 }
 
+// A long-lived engine's recorder compacts as requests finish: the summary keeps every count,
+// total, mean, busy % and per-block expert token count it would have had, and its samples
+// stay bounded.
+TEST(MetricsCompaction, SummaryMatchesTheUncompactedRecorderAndStaysBounded) {
+  constexpr int64_t kCapacity = 50;
+  serving::MetricsRecorder plain(2), compacting(2, kCapacity);
+  auto both = [&](auto&& event) {
+    event(plain);
+    event(compacting);
+  };
+  double t = 0.0;
+  for (int64_t id = 0; id < 400; ++id) {
+    t += 0.01;
+    both([&](serving::MetricsRecorder& m) { m.on_arrival(id, t); });
+    const int tokens = 1 + static_cast<int>(id % 4);
+    for (int k = 0; k < tokens; ++k) {
+      const double tk = t + 0.002 * (k + 1) + 0.0001 * static_cast<double>(id % 7);
+      both([&](serving::MetricsRecorder& m) { m.on_token(id, tk); });
+    }
+    const int64_t device = id % 2;
+    both([&](serving::MetricsRecorder& m) {
+      m.on_device_busy(device, t, t + 0.004);
+      m.on_layer_iteration(id % 3, id, {id % 5, 2});
+    });
+    if (id % 10 == 3) {
+      both([&](serving::MetricsRecorder& m) { m.on_cancel(id); });
+    } else {
+      both([&](serving::MetricsRecorder& m) { m.on_finish(id, t + 0.01); });
+    }
+    if (id % 37 == 0) compacting.compact();
+  }
+  compacting.compact();
+  const serving::RunMetrics a = plain.summarize(5.0), b = compacting.summarize(5.0);
+  EXPECT_EQ(b.num_requests, a.num_requests);
+  EXPECT_EQ(b.num_completed_requests, a.num_completed_requests);
+  EXPECT_EQ(b.num_output_tokens, a.num_output_tokens);
+  EXPECT_EQ(b.ttft.num_samples, a.ttft.num_samples);
+  EXPECT_EQ(b.itl.num_samples, a.itl.num_samples);
+  EXPECT_NEAR(b.ttft.mean_ms, a.ttft.mean_ms, 1e-9);
+  EXPECT_NEAR(b.itl.mean_ms, a.itl.mean_ms, 1e-9);
+  ASSERT_EQ(b.device_busy_pct.size(), 2u);
+  EXPECT_NEAR(b.device_busy_pct[0], a.device_busy_pct[0], 1e-9);
+  EXPECT_NEAR(b.device_busy_pct[1], a.device_busy_pct[1], 1e-9);
+  EXPECT_EQ(b.num_moe_samples, a.num_moe_samples);
+  EXPECT_NEAR(b.moe_balance, a.moe_balance, 1e-12);
+  EXPECT_EQ(compacting.moe_tokens_by_block(), plain.moe_tokens_by_block());
+  // Percentiles: of a uniform sample of kCapacity values, within the range of the values.
+  EXPECT_GE(b.itl.p50_ms, 1.0);
+  EXPECT_LE(b.itl.p99_ms, 3.0);
+  EXPECT_GT(a.load_window_s, 0.0);  // needs every request's times: only without compaction
+  EXPECT_EQ(b.load_window_s, 0.0);
+}
+
+TEST(MetricsCompaction, LatencySamplesKeepEverythingUpToCapacityThenAUniformSample) {
+  serving::LatencySamples s(100);
+  for (int i = 0; i < 100; ++i) s.add(i);
+  EXPECT_EQ(s.samples().size(), 100u);
+  EXPECT_EQ(s.samples()[42], 42.0);  // below capacity: every value, in order
+  for (int i = 100; i < 100000; ++i) s.add(i);
+  EXPECT_EQ(s.samples().size(), 100u);
+  EXPECT_EQ(s.count(), 100000);
+  EXPECT_DOUBLE_EQ(s.sum(), 99999.0 * 100000.0 / 2.0);
+  // A uniform sample of 0..99999: its median is near 50000 (sd of the sample median ≈ 5000).
+  const double median = serving::percentile_linear(s.samples(), 50);
+  EXPECT_GT(median, 30000.0);
+  EXPECT_LT(median, 70000.0);
+}
+
 }  // namespace
 }  // namespace muflow::engine
