@@ -290,6 +290,35 @@ void launch(Self* self) {
   }
 }
 
+// Hands finished request `rs` to the run's on_finish (the output stays for drain) and then to
+// its own on_finish (the output is then forgotten). False when a callback threw (the run
+// failed).
+bool notify_finished(Self* self, RequestState& rs) {
+  auto& st = self->state;
+  if (st.callbacks.on_finish) {
+    try {
+      st.callbacks.on_finish(rs.out);
+    } catch (const std::exception& e) {
+      fail_run(self, absl::InternalError(std::string("on_finish callback threw: ") + e.what()));
+      return false;
+    }
+  }
+  if (rs.callbacks.on_finish) {
+    bool ok = true;
+    try {
+      rs.callbacks.on_finish(rs.out, absl::OkStatus());
+    } catch (const std::exception& e) {
+      fail_run(self, absl::InternalError(std::string("on_finish callback threw: ") + e.what()));
+      ok = false;
+    }
+    // Delivered: keep no copy of its output or prompt, so a long-lived engine's memory per
+    // finished request stays a small record (drain reports it empty).
+    forget_output(rs);
+    return ok;
+  }
+  return true;
+}
+
 // Ends request `rs` (admitted): it stopped (EOS, length) or was cancelled. Frees its KV cache
 // (no step of it may be in flight) and calls its on_finish.
 void finish_request(Self* self, RequestState& rs, double t) {
@@ -327,16 +356,7 @@ void finish_request(Self* self, RequestState& rs, double t) {
       self->send(block[rs.rank], release_atom::value, rs.req.id);
     }
   }
-  if (rs.callbacks.on_finish) {
-    try {
-      rs.callbacks.on_finish(rs.out, absl::OkStatus());
-    } catch (const std::exception& e) {
-      fail_run(self, absl::InternalError(std::string("on_finish callback threw: ") + e.what()));
-    }
-    // Delivered: keep no copy of its output or prompt, so a long-lived engine's memory per
-    // finished request stays a small record (drain reports it empty).
-    forget_output(rs);
-  }
+  notify_finished(self, rs);
 }
 
 // Cancelled requests whose last step returned: finish them (their KV is released).
@@ -488,15 +508,7 @@ void cancel(Self* self, int64_t id) {
     st.metrics->on_cancel(rs.req.id);
     if (rs.req.sampling) st.ctx->request_sampling->erase(rs.req.id);
     ++st.num_finished;
-    if (rs.callbacks.on_finish) {
-      try {
-        rs.callbacks.on_finish(rs.out, absl::OkStatus());
-      } catch (const std::exception& e) {
-        return fail_run(self,
-                        absl::InternalError(std::string("on_finish callback threw: ") + e.what()));
-      }
-      forget_output(rs);
-    }
+    if (!notify_finished(self, rs)) return;
   } else if (per_request(st) ? !rs.in_flight : !st.in_flight) {
     finish_request(self, rs, t);
   }

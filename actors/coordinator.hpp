@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <caf/all.hpp>
@@ -46,6 +47,15 @@ struct RunOutcome {
   absl::Status status;
   std::vector<RequestOutput> outputs;
   engine::serving::RunMetrics metrics;
+  /// Server::run: RunCallbacks::stop_requested returned true and the unfinished requests
+  /// were cancelled.
+  bool stopped = false;
+  /// Server::run: events the trace recorder refused past its cap (0 without a trace); see
+  /// `trace_warning`.
+  int64_t num_trace_dropped_events = 0;
+  /// Server::run: empty, or engine::trace::TraceRecorder::dropped_warning() (also written to
+  /// the trace's otherData.warning).
+  std::string trace_warning;
 };
 using RunOutcomePtr = std::shared_ptr<RunOutcome>;
 
@@ -64,13 +74,27 @@ struct EngineStats {
 };
 using EngineStatsPtr = std::shared_ptr<EngineStats>;
 
-/// Callbacks into the host application. Called from the coordinator actor's thread, one at a
-/// time; they must not block for long (they delay the next iteration).
+/// Callbacks into the host application. on_token, on_progress and on_finish are called from
+/// the coordinator actor's thread, one at a time; they must not block for long (they delay
+/// the next iteration); one that throws fails the run (Internal, naming the callback).
 struct RunCallbacks {
   /// A token was generated for a request (streaming).
   std::function<void(int64_t request_id, int32_t token)> on_token;
   /// After every iteration: finished requests, total requests, generated tokens so far.
   std::function<void(int64_t num_finished, int64_t num_requests, int64_t num_tokens)> on_progress;
+  /// A request finished, as soon as it did (so a host can write results as they come):
+  /// `out.finish_reason` is kEos, kLength, kMaxPosition or kCancelled. Unlike
+  /// RequestCallbacks::on_finish, the coordinator keeps the output: the drain outcome (what
+  /// Server::run returns) still holds every request's. Not called for requests left
+  /// unfinished by a failing run.
+  std::function<void(const RequestOutput& out)> on_finish;
+  /// Server::run / run_colocated only (the coordinator ignores it): polled on the thread that
+  /// called run, about every 50 ms of real time on cpu and between virtual-time steps on sim.
+  /// Once it returns true, every unfinished request is cancelled (finish_reason kCancelled,
+  /// outputs hold what they generated; on_finish is called for each) and the run ends
+  /// normally with `RunOutcome::stopped` set: metrics so far, trace written. Must be cheap
+  /// and thread-safe (e.g. reads a flag a signal handler sets).
+  std::function<bool()> stop_requested;
 };
 
 /// One request's own callbacks (called from the coordinator actor's thread, one at a time;

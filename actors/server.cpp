@@ -1,6 +1,9 @@
 #include "actors/server.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <functional>
 
 #include <caf/scheduler/test_coordinator.hpp>
 
@@ -180,14 +183,20 @@ absl::Status Server::validate_request(const engine::serving::Request& r) const {
 namespace {
 
 // Discrete-event loop of the testing scheduler: run every ready actor, then jump the virtual
-// clock to the next delayed message; stops when nothing is left (TOOLCHAIN.md).
-void run_virtual_time(caf::actor_system& sys) {
+// clock to the next delayed message; stops when nothing is left (TOOLCHAIN.md). `between`
+// (optional) runs after each step; when it returns true (it sent messages) the ready actors
+// run again before the clock moves.
+void run_virtual_time(caf::actor_system& sys, const std::function<bool()>& between = {}) {
   auto& sched = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
   for (;;) {
     sched.run();
+    if (between && between()) continue;
     if (!sched.trigger_timeout()) break;
   }
 }
+
+// How often a cpu run's host thread polls RunCallbacks::stop_requested (real time).
+constexpr std::chrono::milliseconds kStopPollInterval{50};
 
 }  // namespace
 
@@ -205,7 +214,9 @@ absl::StatusOr<std::shared_ptr<RunContext>> Server::make_context(
   ctx->activation_bytes = topology_.network.activation_bytes;
   ctx->topology = topology_;
   ctx->placement = placement_;
-  if (!topology_.trace_file.empty()) ctx->trace = std::make_shared<engine::trace::TraceRecorder>();
+  if (!topology_.trace_file.empty()) {
+    ctx->trace = std::make_shared<engine::trace::TraceRecorder>(trace_max_events_);
+  }
   if (!topology_.routing_record_file.empty()) {
     ctx->routing = std::make_shared<engine::routing::RoutingRecorder>();
   }
@@ -235,6 +246,7 @@ absl::Status Server::finish_run(const RunContext& ctx, const RunOutcome& outcome
     ctx.trace->set_other_data("num_layers", config().num_layers);
     ctx.trace->set_other_data("num_experts", config().num_experts);
     ctx.trace->set_other_data("expert_device", ctx.placement.expert_device);
+    if (outcome.stopped) ctx.trace->set_other_data("stopped_early", true);
     if (!ctx.placement.block_expert_device.empty()) {
       ctx.trace->set_other_data("block_expert_device", ctx.placement.block_expert_device);
     }
@@ -280,6 +292,10 @@ absl::StatusOr<std::vector<RunOutcome>> Server::run_together(
   for (const auto& ctx : ctxs) build_stages(sys, ctx, local);
   spawn_devices(sys, ctxs, std::move(local),
                 std::shared_ptr<const engine::serving::SchedulingPolicy>(std::move(*policy)));
+  std::vector<std::function<bool()>> stop_requested;  // polled here; the coordinators ignore it
+  for (const RunCallbacks& cb : callbacks) {
+    if (cb.stop_requested) stop_requested.push_back(cb.stop_requested);
+  }
   const auto t0 = sys.clock().now();
   for (size_t i = 0; i < n; ++i) {
     ctxs[i]->t0 = t0;
@@ -287,8 +303,27 @@ absl::StatusOr<std::vector<RunOutcome>> Server::run_together(
   }
 
   std::vector<RunOutcome> outcomes(n);
+  std::vector<int64_t> num_requests(n);
+  for (size_t i = 0; i < n; ++i) num_requests[i] = static_cast<int64_t>(requests[i].size());
+  bool stopping = false;
   {
     std::vector<std::unique_ptr<caf::scoped_actor>> selves;
+    // A host's stop: cancel every request of every model (finished ones ignore it), once.
+    // True when it sent the cancels.
+    auto poll_stop = [&]() -> bool {
+      if (stopping) return false;
+      if (!std::any_of(stop_requested.begin(), stop_requested.end(),
+                       [](const std::function<bool()>& f) { return f(); })) {
+        return false;
+      }
+      stopping = true;
+      for (size_t i = 0; i < n; ++i) {
+        for (int64_t id = 0; id < num_requests[i]; ++id) {
+          (*selves[i])->send(ctxs[i]->actors.coordinator, cancel_atom::value, id);
+        }
+      }
+      return true;
+    };
     for (size_t i = 0; i < n; ++i) {
       selves.push_back(std::make_unique<caf::scoped_actor>(sys));
       caf::scoped_actor& self = *selves.back();
@@ -302,7 +337,7 @@ absl::StatusOr<std::vector<RunOutcome>> Server::run_together(
       self->send(coordinator, submit_atom::value, std::move(submission));
       self->send(coordinator, drain_atom::value, caf::actor_cast<caf::actor>(self));
     }
-    if (sim) run_virtual_time(sys);
+    if (sim) run_virtual_time(sys, poll_stop);
     for (size_t i = 0; i < n; ++i) {
       caf::scoped_actor& self = *selves[i];
       RunOutcome& outcome = outcomes[i];
@@ -324,7 +359,12 @@ absl::StatusOr<std::vector<RunOutcome>> Server::run_together(
           received = true;
         });
       } else {
-        self->receive_while([&] { return !received; })(on_outcome, on_down);
+        if (stop_requested.empty()) {
+          self->receive_while([&] { return !received; })(on_outcome, on_down);
+        } else {
+          self->receive_while([&] { return !received; })(
+              on_outcome, on_down, caf::after(kStopPollInterval) >> [&] { poll_stop(); });
+        }
       }
     }
   }
@@ -339,6 +379,11 @@ absl::StatusOr<std::vector<RunOutcome>> Server::run_together(
   sys.await_all_actors_done();  // nothing reads ctx or records trace events after this
   for (size_t i = 0; i < n; ++i) {
     if (!outcomes[i].status.ok()) return outcomes[i].status;
+    outcomes[i].stopped = stopping;
+    if (ctxs[i]->trace) {
+      outcomes[i].num_trace_dropped_events = ctxs[i]->trace->num_dropped();
+      outcomes[i].trace_warning = ctxs[i]->trace->dropped_warning();
+    }
     if (absl::Status s = servers[i]->finish_run(*ctxs[i], outcomes[i]); !s.ok()) return s;
   }
   return outcomes;
@@ -357,7 +402,8 @@ absl::StatusOr<RunOutcome> Server::run(std::vector<engine::serving::Request> req
 
 absl::StatusOr<std::pair<RunOutcome, RunOutcome>> Server::run_colocated(
     Server& other, std::vector<engine::serving::Request> mine,
-    std::vector<engine::serving::Request> theirs) {
+    std::vector<engine::serving::Request> theirs, RunCallbacks mine_callbacks,
+    RunCallbacks theirs_callbacks) {
   const auto& a = topology_;
   const auto& b = other.topology_;
   if (a.backend != b.backend) {
@@ -376,8 +422,11 @@ absl::StatusOr<std::pair<RunOutcome, RunOutcome>> Server::run_colocated(
   std::vector<std::vector<engine::serving::Request>> all;
   all.push_back(std::move(mine));
   all.push_back(std::move(theirs));
+  std::vector<RunCallbacks> cbs;
+  cbs.push_back(std::move(mine_callbacks));
+  cbs.push_back(std::move(theirs_callbacks));
   absl::StatusOr<std::vector<RunOutcome>> out =
-      run_together({this, &other}, std::move(all), std::vector<RunCallbacks>(2));
+      run_together({this, &other}, std::move(all), std::move(cbs));
   if (!out.ok()) return out.status();
   return std::make_pair(std::move((*out)[0]), std::move((*out)[1]));
 }

@@ -49,9 +49,17 @@ class Server {
   /// tokenizer). Errors: those of engine::serving::make_requests.
   absl::StatusOr<std::vector<engine::serving::Request>> make_workload() const;
 
+  /// Most events the trace recorder of later runs keeps (default 1,000,000; later events are
+  /// counted as dropped: RunOutcome::num_trace_dropped_events, trace_warning). Values < 0
+  /// count as 0.
+  void set_trace_max_events(int64_t max_events) { trace_max_events_ = max_events; }
+  int64_t trace_max_events() const { return trace_max_events_; }
+
   /// Serves `requests` (arrival times in seconds from the start of this call) through the
-  /// topology's wiring and blocks until all finished. Writes the Chrome trace when the
-  /// topology names a trace file. Errors: InvalidArgument for ids that are not 0..n-1 in
+  /// topology's wiring and blocks until all finished, or until `callbacks.stop_requested`
+  /// returns true: then every unfinished request is cancelled and the run ends as usual with
+  /// RunOutcome::stopped set. `callbacks.on_finish` sees each request as it finishes.
+  /// Writes the Chrome trace when the topology names a trace file. Errors: InvalidArgument for ids that are not 0..n-1 in
   /// order, an empty prompt, a token outside the vocabulary, max_new_tokens < 1, a prompt of
   /// max_position_embeddings tokens or more, an arrival time that is not finite or outside
   /// [0, 1e7] s; Internal when a stage, the coordinator or a callback failed (the message says
@@ -69,10 +77,12 @@ class Server {
   /// Which experts share a device is each topology's placement (`muflow plan --colocate`
   /// prints the bottleneck-matched one). Blocks like run(). Errors: as run() for either;
   /// InvalidArgument when the backends differ or the topologies do not declare the same
-  /// devices (count, kinds and nodes, in order).
+  /// devices (count, kinds and nodes, in order). `mine_callbacks` / `theirs_callbacks` as in
+  /// run(); a stop_requested of either that returns true stops both models' requests.
   absl::StatusOr<std::pair<RunOutcome, RunOutcome>> run_colocated(
       Server& other, std::vector<engine::serving::Request> mine,
-      std::vector<engine::serving::Request> theirs);
+      std::vector<engine::serving::Request> theirs, RunCallbacks mine_callbacks = {},
+      RunCallbacks theirs_callbacks = {});
 
  private:
   Server() = default;
@@ -97,6 +107,7 @@ class Server {
   std::shared_ptr<const PreparedWiring> wiring_;  // the topology's wiring, prepared once
   engine::planning::Placement placement_;         // planned once, at create
   std::unique_ptr<engine::model::Tokenizer> tokenizer_;
+  int64_t trace_max_events_ = 1'000'000;  // the trace recorder's cap for later runs
 };
 
 }  // namespace muflow::actors

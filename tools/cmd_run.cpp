@@ -2,12 +2,22 @@
 // the shipped KJV model; or the synthetic demo) through its wiring, shows progress, prints
 // metrics, each request's prompt and generated text, writes the Chrome trace and optional
 // outputs.
+//
+// Reliability (issue #15): every output path is opened (or probed) before the model loads;
+// `--outputs` gets each request's line as soon as it finishes; SIGINT / SIGTERM cancel the
+// unfinished requests (polled by Server::run through RunCallbacks::stop_requested, the same on
+// the cpu backend's worker threads and the sim's single-threaded virtual clock), so the run
+// still prints its metrics and writes its trace, then exits 128 + the signal number.
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "actors/server.hpp"
@@ -58,12 +68,140 @@ void print_texts(const std::vector<actors::RequestOutput>& outputs,
   }
 }
 
+// The signal that asked the run to stop (SIGINT, SIGTERM), or 0. Set by the handler; read by
+// Server::run's host thread (lock-free, so async-signal-safe).
+std::atomic<int> g_stop_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free);
+
+extern "C" void on_stop_signal(int sig) { g_stop_signal.store(sig); }
+
+// Routes SIGINT and SIGTERM to g_stop_signal while alive, restoring the previous handlers
+// after. SA_RESETHAND: a second signal of the same kind gets the default action (ends the
+// process at once), so an impatient user can always get out.
+class StopSignals {
+ public:
+  StopSignals() {
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESETHAND;
+    sigaction(SIGINT, &sa, &old_int_);
+    sigaction(SIGTERM, &sa, &old_term_);
+  }
+  ~StopSignals() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+ private:
+  struct sigaction old_int_ {}, old_term_ {};
+};
+
+// "cannot create folder 'D' for FLAG file 'P': REASON", or nothing when `path`'s folder
+// exists or was created.
+std::optional<std::string> make_parent(const std::string& path, const std::string& what) {
+  const auto parent = std::filesystem::path(path).parent_path();
+  if (parent.empty()) return std::nullopt;
+  std::error_code ec;
+  std::filesystem::create_directories(parent, ec);
+  if (!ec) return std::nullopt;
+  return "cannot create folder '" + parent.string() + "' for " + what + " '" + path +
+         "': " + ec.message();
+}
+
+// Checks, before any work, that `path` (a file written whole at the end of the run: the trace,
+// the routing record) can be written: creates its folder, opens it for writing without
+// truncating an existing file, and removes it again when the check created it (a run that dies
+// leaves no empty file). The error names the path and the OS reason.
+std::optional<std::string> probe_writable(const std::string& path, const std::string& what) {
+  if (auto err = make_parent(path, what)) return err;
+  std::error_code ec;
+  const bool existed = std::filesystem::exists(path, ec);
+  errno = 0;
+  std::FILE* f = std::fopen(path.c_str(), "a");
+  if (!f) return "cannot write " + what + " '" + path + "': " + std::strerror(errno);
+  std::fclose(f);
+  if (!existed) std::filesystem::remove(path, ec);
+  return std::nullopt;
+}
+
+// `--outputs`: one JSON line per request, written and flushed as the request finishes (from
+// the coordinator's thread, one call at a time), in finish order.
+class OutputsWriter {
+ public:
+  // Opens (truncates) `path`, creating its folder. Errors name the path and the OS reason.
+  static std::optional<std::string> open(const std::string& path,
+                                         std::unique_ptr<OutputsWriter>* out) {
+    if (auto err = make_parent(path, "--outputs file")) return err;
+    errno = 0;
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    if (!f) return "cannot write --outputs file '" + path + "': " + std::strerror(errno);
+    out->reset(new OutputsWriter(path, f));
+    return std::nullopt;
+  }
+  ~OutputsWriter() {
+    if (file_) std::fclose(file_);
+  }
+  OutputsWriter(const OutputsWriter&) = delete;
+  OutputsWriter& operator=(const OutputsWriter&) = delete;
+
+  // What the lines hold besides ids: the texts when the model has a tokenizer.
+  void set_text(const std::vector<engine::serving::Request>* requests,
+                const engine::model::Tokenizer* tok) {
+    requests_ = requests;
+    tok_ = tok;
+  }
+
+  // Writes and flushes `r`'s line; after a failed write, writes nothing more and failed()
+  // says why.
+  void write(const actors::RequestOutput& r) {
+    if (failed_.load()) return;
+    nlohmann::json j{{"request_id", r.request_id},
+                     {"finish_reason", actors::finish_reason_name(r.finish_reason)},
+                     {"prompt_ids", r.prompt},
+                     {"output_ids", r.output}};
+    if (tok_ && requests_) {
+      j["prompt_text"] = prompt_text(r, *requests_, *tok_);
+      j["output_text"] = tok_->decode(r.output);
+    }
+    const std::string line = j.dump() + "\n";
+    errno = 0;
+    if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() ||
+        std::fflush(file_) != 0) {
+      error_ = "failed writing --outputs file '" + path_ + "': " +
+               (errno ? std::strerror(errno) : "short write");
+      failed_.store(true);
+      return;
+    }
+    ++num_lines_;
+  }
+
+  const std::string& path() const { return path_; }
+  // Read these after the run (or from any thread for failed()).
+  bool failed() const { return failed_.load(); }
+  const std::string& error() const { return error_; }
+  int64_t num_lines() const { return num_lines_; }
+
+ private:
+  OutputsWriter(std::string path, std::FILE* file) : path_(std::move(path)), file_(file) {}
+  std::string path_;
+  std::FILE* file_ = nullptr;
+  const std::vector<engine::serving::Request>* requests_ = nullptr;
+  const engine::model::Tokenizer* tok_ = nullptr;
+  std::atomic<bool> failed_{false};
+  std::string error_;
+  int64_t num_lines_ = 0;
+};
+
 }  // namespace
 
 Command add_run_command(CLI::App& app) {
   struct Options {
     std::string topology, outputs, trace, record_routing, colocate;
     bool quiet = false, no_trace = false, synthetic = false;
+    int64_t trace_max_events = 1'000'000;
   };
   auto o = std::make_shared<Options>();
   auto* file = app.add_option(
@@ -74,9 +212,14 @@ Command add_run_command(CLI::App& app) {
                "serve the synthetic demo instead (random-weight Mixtral on 4 cpu devices, "
                "token-id prompts; needs no model files)")
       ->excludes(file);
-  app.add_option("--outputs", o->outputs, "write one JSON line per request to this file");
+  app.add_option("--outputs", o->outputs,
+                 "write one JSON line per request to this file, as each request finishes");
   app.add_option("--trace", o->trace,
                  "Chrome trace output (default: the topology's 'trace', else out/muflow-trace.json)");
+  app.add_option("--trace-max-events", o->trace_max_events,
+                 "most events the trace keeps (default 1000000; later ones are dropped, with a "
+                 "warning; each costs a few hundred bytes of memory)")
+      ->check(CLI::NonNegativeNumber);
   app.add_flag("--quiet", o->quiet, "no progress line and no generated text");
   app.add_option("--colocate", o->colocate,
                  "serve this second topology's model and workload on the same devices at the "
@@ -98,6 +241,30 @@ Command add_run_command(CLI::App& app) {
     if (topo.trace_file.empty()) topo.trace_file = "out/muflow-trace.json";
     if (o->no_trace) topo.trace_file.clear();
     topo.routing_record_file = o->record_routing;
+    std::optional<engine::topology::Topology> other_topo;
+    if (!o->colocate.empty()) {
+      absl::StatusOr<engine::topology::Topology> parsed =
+          engine::topology::parse_topology_file(o->colocate);
+      if (!parsed.ok()) return fail(std::string(parsed.status().message()));
+      other_topo = std::move(*parsed);
+      other_topo->trace_file.clear();  // one trace per run: the first model's
+      other_topo->routing_record_file.clear();
+    }
+
+    // Every output path before any work: a run must not fail at its end for a path.
+    std::unique_ptr<OutputsWriter> outputs;
+    if (!o->outputs.empty()) {
+      if (auto err = OutputsWriter::open(o->outputs, &outputs)) return fail(*err);
+    }
+    if (!topo.trace_file.empty()) {
+      if (auto err = probe_writable(topo.trace_file, "trace")) return fail(*err);
+    }
+    if (!topo.routing_record_file.empty()) {
+      if (auto err = probe_writable(topo.routing_record_file, "--record-routing file")) {
+        return fail(*err);
+      }
+    }
+
     if (!o->quiet) {
       std::fprintf(stderr, "muflow: %s: wiring %s, backend %s, %zu devices, loading model...\n",
                    topo.source.c_str(), topo.wiring.c_str(), topo.backend.c_str(),
@@ -105,14 +272,19 @@ Command add_run_command(CLI::App& app) {
     }
     absl::StatusOr<std::unique_ptr<actors::Server>> server = actors::Server::create(topo);
     if (!server.ok()) return fail(std::string(server.status().message()));
+    (*server)->set_trace_max_events(o->trace_max_events);
     absl::StatusOr<std::vector<engine::serving::Request>> requests = (*server)->make_workload();
     if (!requests.ok()) return fail(std::string(requests.status().message()));
+    const engine::model::Tokenizer* tok = (*server)->tokenizer();
 
     actors::RunCallbacks cb;
+    // The progress line is open (no newline yet); read after the run.
+    auto progress_open = std::make_shared<bool>(false);
     const auto start = std::chrono::steady_clock::now();
     auto last = start - std::chrono::seconds(1);
-    if (!o->quiet) {
-      cb.on_progress = [start, last](int64_t finished, int64_t total, int64_t tokens) mutable {
+    if (!o->quiet && !other_topo) {
+      cb.on_progress = [start, last, progress_open](int64_t finished, int64_t total,
+                                                    int64_t tokens) mutable {
         const auto now = std::chrono::steady_clock::now();
         if (now - last < std::chrono::milliseconds(200) && finished < total) return;
         last = now;
@@ -120,21 +292,29 @@ Command add_run_command(CLI::App& app) {
         std::fprintf(stderr, "\r  requests %lld/%lld  tokens %lld  %.1f tok/s  %.1fs   ",
                      static_cast<long long>(finished), static_cast<long long>(total),
                      static_cast<long long>(tokens), s > 0 ? tokens / s : 0.0, s);
+        *progress_open = finished < total;
         if (finished == total) std::fprintf(stderr, "\n");
       };
     }
+    if (outputs) {
+      outputs->set_text(&*requests, tok);
+      cb.on_finish = [w = outputs.get()](const actors::RequestOutput& r) { w->write(r); };
+    }
+    // SIGINT / SIGTERM, or an --outputs file that stopped taking lines: cancel what is left.
+    cb.stop_requested = [w = outputs.get()] {
+      return g_stop_signal.load() != 0 || (w && w->failed());
+    };
+    g_stop_signal.store(0);
+    StopSignals signals;  // from here to the end of the run (a second signal ends it at once)
+
     absl::StatusOr<actors::RunOutcome> out = absl::InternalError("not run");
-    if (!o->colocate.empty()) {
-      absl::StatusOr<engine::topology::Topology> other_topo =
-          engine::topology::parse_topology_file(o->colocate);
-      if (!other_topo.ok()) return fail(std::string(other_topo.status().message()));
-      other_topo->trace_file.clear();  // one trace per run: the first model's
+    if (other_topo) {
       absl::StatusOr<std::unique_ptr<actors::Server>> other =
           actors::Server::create(*other_topo);
       if (!other.ok()) return fail(std::string(other.status().message()));
       absl::StatusOr<std::vector<engine::serving::Request>> theirs = (*other)->make_workload();
       if (!theirs.ok()) return fail(std::string(theirs.status().message()));
-      auto both = (*server)->run_colocated(**other, *requests, *theirs);
+      auto both = (*server)->run_colocated(**other, *requests, *theirs, cb);
       if (!both.ok()) return fail(std::string(both.status().message()));
       std::vector<std::string> names;
       for (const auto& d : other_topo->devices) names.push_back(d.name);
@@ -145,31 +325,43 @@ Command add_run_command(CLI::App& app) {
     } else {
       out = (*server)->run(*requests, cb);
     }
-    if (!out.ok()) return fail(std::string(out.status().message()));
+    if (*progress_open) std::fprintf(stderr, "\n");
+    if (!out.ok()) {
+      std::string msg(out.status().message());
+      if (outputs) {
+        msg += " (the " + std::to_string(outputs->num_lines()) +
+               " requests that finished are in '" + outputs->path() + "')";
+      }
+      return fail(msg);
+    }
 
     std::vector<std::string> names;
     for (const auto& d : topo.devices) names.push_back(d.name);
     std::printf("%s", engine::serving::format_metrics_table(out->metrics, names).c_str());
     if (!topo.trace_file.empty()) std::printf("trace: %s\n", topo.trace_file.c_str());
-    const engine::model::Tokenizer* tok = (*server)->tokenizer();
-    if (!o->outputs.empty()) {
-      const auto parent = std::filesystem::path(o->outputs).parent_path();
-      std::error_code ec;
-      if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-      std::ofstream f(o->outputs);
-      if (!f) return fail("cannot write --outputs file '" + o->outputs + "'");
+    if (!out->trace_warning.empty()) {
+      std::fprintf(stderr, "muflow run: warning: %s (or --no-trace)\n",
+                   out->trace_warning.c_str());
+    }
+    if (outputs) std::printf("outputs: %s\n", outputs->path().c_str());
+    std::fflush(stdout);
+    if (outputs && outputs->failed()) {
+      return fail(outputs->error() + "; the run was stopped there (its metrics are above)");
+    }
+    if (out->stopped) {
+      const int sig = g_stop_signal.load();
+      int64_t num_done = 0;
       for (const actors::RequestOutput& r : out->outputs) {
-        nlohmann::json j{{"request_id", r.request_id}, {"prompt_ids", r.prompt},
-                         {"output_ids", r.output}};
-        if (tok) {
-          j["prompt_text"] = prompt_text(r, *requests, *tok);
-          j["output_text"] = tok->decode(r.output);
-        }
-        f << j.dump() << "\n";
+        if (r.finish_reason != actors::FinishReason::kCancelled) ++num_done;
       }
-      f.flush();
-      if (!f) return fail("failed writing --outputs file '" + o->outputs + "' (disk full?)");
-      std::printf("outputs: %s\n", o->outputs.c_str());
+      std::fprintf(stderr,
+                   "muflow run: stopped by %s: %lld of %zu requests had finished, the others "
+                   "were cancelled (finish_reason \"cancelled\"%s); metrics above are up to "
+                   "the stop%s\n",
+                   sig == SIGTERM ? "SIGTERM" : "SIGINT", static_cast<long long>(num_done),
+                   out->outputs.size(), outputs ? " in --outputs" : "",
+                   topo.trace_file.empty() ? "" : ", the trace holds what ran");
+      return 128 + (sig != 0 ? sig : SIGINT);
     }
     if (o->quiet || topo.backend == "sim") return 0;  // sim token ids carry no text
     if (tok) {

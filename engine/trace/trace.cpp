@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -67,6 +68,7 @@ TraceRecorder::TraceRecorder(int64_t max_events) : max_events_(std::max<int64_t>
 void TraceRecorder::add(TraceEvent event) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (static_cast<int64_t>(events_.size()) >= max_events_) {
+    if (num_dropped_ == 0 || event.ts_us < first_dropped_ts_us_) first_dropped_ts_us_ = event.ts_us;
     ++num_dropped_;
     return;
   }
@@ -153,6 +155,36 @@ int64_t TraceRecorder::num_dropped() const {
   return num_dropped_;
 }
 
+std::string TraceRecorder::dropped_warning() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return dropped_warning_locked();
+}
+
+std::string TraceRecorder::dropped_warning_locked() const {
+  if (num_dropped_ == 0) return {};
+  const int64_t total = num_dropped_ + static_cast<int64_t>(events_.size());
+  char pct[32];
+  std::snprintf(pct, sizeof pct, "%.1f", 100.0 * static_cast<double>(num_dropped_) /
+                                             static_cast<double>(total));
+  char from_s[32];
+  std::snprintf(from_s, sizeof from_s, "%.3f", first_dropped_ts_us_ * 1e-6);
+  return sv_cat("the trace dropped ", std::to_string(num_dropped_), " of ",
+                std::to_string(total), " events (", pct, "%) past its cap of max_events = ",
+                std::to_string(max_events_), ": events from t = ", from_s,
+                " s on are missing or incomplete. Keep them with a larger cap (muflow run "
+                "--trace-max-events N; each event costs a few hundred bytes of memory until "
+                "the trace is written) or trace a shorter run");
+}
+
+nlohmann::json TraceRecorder::other_data_locked() const {
+  nlohmann::json other = other_data_;
+  other["max_events"] = max_events_;
+  other["num_events"] = static_cast<int64_t>(events_.size());
+  other["num_dropped_events"] = num_dropped_;
+  if (num_dropped_ > 0) other["warning"] = dropped_warning_locked();
+  return other;
+}
+
 nlohmann::json TraceRecorder::to_json() const {
   std::vector<TraceEvent> events;
   nlohmann::json out = {{"traceEvents", nlohmann::json::array()}, {"displayTimeUnit", "ms"}};
@@ -166,11 +198,7 @@ nlohmann::json TraceRecorder::to_json() const {
     for (const auto& [key, name] : thread_names_) {
       list.push_back(metadata_json("thread_name", key.first, key.second, name));
     }
-    nlohmann::json other = other_data_;
-    other["max_events"] = max_events_;
-    other["num_events"] = static_cast<int64_t>(events_.size());
-    other["num_dropped_events"] = num_dropped_;
-    out["otherData"] = std::move(other);
+    out["otherData"] = other_data_locked();
   }
   std::sort(events.begin(), events.end(), event_less);
   nlohmann::json& list = out["traceEvents"];
@@ -217,11 +245,8 @@ absl::Status TraceRecorder::write_json(const std::string& path) const {
       emit(metadata_json("thread_name", key.first, key.second, name));
     }
     for (const TraceEvent* e : order) emit(event_json(*e));
-    nlohmann::json other = other_data_;
-    other["max_events"] = max_events_;
-    other["num_events"] = static_cast<int64_t>(events_.size());
-    other["num_dropped_events"] = num_dropped_;
-    out << "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":" << other.dump() << "}\n";
+    out << "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":" << other_data_locked().dump()
+        << "}\n";
   }
   out.flush();
   if (!out) {

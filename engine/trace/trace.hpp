@@ -40,7 +40,8 @@ struct TraceEvent {
 /// Thread-safe: every method locks one mutex, so device threads and actors may record
 /// concurrently. Holds at most `max_events` events (complete, instant and counter events
 /// together; metadata names do not count): later ones are counted as dropped, never
-/// stored, and the count is written to otherData.num_dropped_events. Output is
+/// stored, and the count is written to otherData.num_dropped_events, with a sentence in
+/// otherData.warning (dropped_warning()) saying how many and how to keep them. Output is
 /// deterministic for a given set of events whatever order threads recorded them in.
 class TraceRecorder {
  public:
@@ -77,10 +78,18 @@ class TraceRecorder {
   int64_t num_events() const;
   /// Events refused because max_events was reached.
   int64_t num_dropped() const;
+  /// The cap given at construction (clamped to >= 0).
+  int64_t max_events() const { return max_events_; }
+  /// Empty when nothing was dropped; else one sentence for a user: how many events of how
+  /// many were dropped (%), from which time on (the earliest `ts` among the dropped, in s),
+  /// the cap, and how to keep them (a larger max_events: `muflow run --trace-max-events N`,
+  /// each kept event costs a few hundred bytes of memory until the trace is written; or a
+  /// shorter run). Written to otherData.warning by to_json() and write_json().
+  std::string dropped_warning() const;
 
   /// The whole trace: {"traceEvents": [metadata..., events sorted by (ts, pid, tid, name,
   /// phase, dur, args)], "displayTimeUnit": "ms", "otherData": {..., "max_events",
-  /// "num_events", "num_dropped_events"}}. Metadata events come first, by pid then tid.
+  /// "num_events", "num_dropped_events", and "warning" when events were dropped}}. Metadata events come first, by pid then tid.
   nlohmann::json to_json() const;
 
   /// Writes to_json() to `path`, one event per line, creating parent folders. Errors name
@@ -92,12 +101,15 @@ class TraceRecorder {
   mutable std::mutex mutex_;
   int64_t max_events_;
   int64_t num_dropped_ = 0;
+  double first_dropped_ts_us_ = 0.0;  ///< earliest ts among the dropped events
   std::vector<TraceEvent> events_;
   std::map<int64_t, std::string> process_names_;
   std::map<std::pair<int64_t, int64_t>, std::string> thread_names_;
   nlohmann::json other_data_ = nlohmann::json::object();
 
   void add(TraceEvent event);  // requires mutex_ not held
+  std::string dropped_warning_locked() const;  // requires mutex_ held
+  nlohmann::json other_data_locked() const;    // requires mutex_ held
 };
 
 }  // namespace muflow::engine::trace

@@ -1,5 +1,7 @@
 // The `muflow` binary end to end: outputs, trace and the error messages a user sees for bad
 // input (malformed TOML, corrupt model folders), asserted on the real process.
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -7,7 +9,9 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <chrono>
 #include <fstream>
+#include <thread>
 #include <map>
 #include <set>
 #include <sstream>
@@ -110,6 +114,8 @@ TEST(Cli, DefaultRunPrintsTheGeneratedTextOfTheShippedModel) {
     ASSERT_LT(id, static_cast<int64_t>(num_prompts));
     EXPECT_EQ(j.at("prompt_text"), std::string(muflow::engine::topology::kDefaultPrompts[id]));
     EXPECT_FALSE(j.at("output_text").get<std::string>().empty()) << line;
+    const std::string reason = j.at("finish_reason");
+    EXPECT_TRUE(reason == "eos" || reason == "length") << line;
     EXPECT_LE(j.at("output_ids").size(),
               static_cast<size_t>(muflow::engine::topology::kDefaultMaxNewTokens));
     ++num_lines;
@@ -162,6 +168,7 @@ TEST(Cli, SyntheticRunPrintsMetricsWritesTraceAndOutputs) {
     ids.insert(j.at("request_id").get<int64_t>());
     EXPECT_FALSE(j.at("prompt_ids").empty());
     EXPECT_EQ(j.at("output_ids").size(), 16u) << line;  // default max_new_tokens
+    EXPECT_EQ(j.at("finish_reason"), "length") << line;
   }
   EXPECT_EQ(ids, (std::set<int64_t>{0, 1, 2, 3, 4, 5}));
 
@@ -445,6 +452,190 @@ TEST(Cli, GenerateWritesPromptLogitsAsNpy) {
   const size_t header = 10 + static_cast<unsigned char>(bytes[8]) +
                         256 * static_cast<unsigned char>(bytes[9]);
   EXPECT_EQ(bytes.size() - header, 5u * 50u * sizeof(float));
+}
+
+// Issue #15: every output path is checked before any work. A path under a regular file cannot
+// be created (even as root): the run fails at once, exit 1, naming the path and the OS reason,
+// before the model loads.
+TEST(Cli, RunFailsFastOnAnUnwritableOutputPath) {
+  const fs::path dir = scratch("unwritable");
+  write_file(dir / "plain", "a file, not a folder\n");
+  const std::string bad = (dir / "plain" / "sub").string();
+  for (const std::string flag : {"--outputs", "--trace", "--record-routing"}) {
+    const auto t0 = std::chrono::steady_clock::now();
+    Result r = run_muflow("run --synthetic " + flag + " " + bad + "/f.out");
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_EQ(r.exit_code, 1) << flag << ": " << r.output;
+    EXPECT_NE(r.output.find(bad + "/f.out"), std::string::npos) << flag << ": " << r.output;
+    EXPECT_NE(r.output.find("Not a directory"), std::string::npos) << flag << ": " << r.output;
+    EXPECT_EQ(r.output.find("loading model"), std::string::npos) << flag << ": " << r.output;
+    EXPECT_LT(s, 5.0) << flag;
+  }
+  // A folder where the file should be: the OS reason is in the message.
+  fs::create_directories(dir / "is_a_dir");
+  Result r = run_muflow("run --synthetic --no-trace --outputs " + (dir / "is_a_dir").string());
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("Is a directory"), std::string::npos) << r.output;
+  // The trace's check leaves no file behind when the run then fails (here on the routing
+  // record's path, checked after it).
+  const fs::path probed = dir / "probe" / "t.json";
+  r = run_muflow("run --synthetic --quiet --trace " + probed.string() + " --record-routing " +
+                 bad + "/r.csv");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_FALSE(fs::exists(probed));
+}
+
+// A `muflow run` started in the background with stdout and stderr to `log`; `args` are its
+// arguments after the binary.
+pid_t spawn_muflow(const std::vector<std::string>& args, const fs::path& log) {
+  const pid_t pid = fork();
+  if (pid != 0) return pid;
+  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd >= 0) {
+    dup2(fd, 1);
+    dup2(fd, 2);
+  }
+  std::vector<std::string> argv_s{MUFLOW_BINARY};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  execv(MUFLOW_BINARY, argv.data());
+  _exit(127);
+}
+
+size_t count_lines(const fs::path& p) {
+  std::ifstream in(p);
+  size_t n = 0;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty()) ++n;
+  }
+  return n;
+}
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// A topology with `num_requests` Poisson requests arriving fast: a run far longer than a test,
+// whose first requests finish within a second.
+std::string long_topology(const std::string& backend) {
+  if (backend == "sim") {
+    return "wiring = \"sync\"\nbackend = \"sim\"\n[cluster]\nnum_devices = 8\nkind = \"H100-SXM\"\n"
+           "[model]\npreset = \"mixtral-8x7b\"\ndtype = \"bf16\"\n"
+           "[workload]\nkind = \"poisson\"\nnum_requests = 50000\nrate = 200.0\n"
+           "input = [50, 150]\noutput = [50, 250]\nseed = 1\n[sampling]\nstop_at_eos = false\n";
+  }
+  return "wiring = \"sync\"\nbackend = \"cpu\"\n"
+         "[[cluster.devices]]\nname = \"cpu0\"\n[[cluster.devices]]\nname = \"cpu1\"\n"
+         "[model]\ntype = \"mixtral\"\nvocab = 512\nhidden = 128\nlayers = 2\nheads = 4\n"
+         "kv_heads = 2\nhead_dim = 32\nexperts = 4\ntopk = 2\nffn = 256\nseed = 7\n"
+         "dtype = \"f32\"\n[workload]\nkind = \"poisson\"\nnum_requests = 20000\n"
+         "rate = 2000.0\ninput = [8, 16]\noutput = [4, 8]\nseed = 1\n"
+         "[sampling]\nstop_at_eos = false\n";
+}
+
+// Issue #15: SIGINT (cpu backend) and SIGTERM (sim backend) stop a long run cleanly: the
+// requests that finished are in --outputs already (one valid JSON line each, with its
+// finish_reason), the unfinished ones are cancelled and get a "cancelled" line, the metrics
+// so far are printed, the trace of what ran is written, and the exit code is 128 + signal.
+TEST(Cli, RunStopsCleanlyOnSigintAndSigterm) {
+  for (const auto& [backend, sig] : {std::pair<std::string, int>{"cpu", SIGINT},
+                                     std::pair<std::string, int>{"sim", SIGTERM}}) {
+    SCOPED_TRACE(backend);
+    const fs::path dir = scratch("signal_" + backend);
+    write_file(dir / "long.toml", long_topology(backend));
+    const fs::path outputs = dir / "out.jsonl", trace = dir / "t" / "trace.json";
+    const pid_t pid =
+        spawn_muflow({"run", (dir / "long.toml").string(), "--outputs", outputs.string(),
+                      "--trace", trace.string()},
+                     dir / "log.txt");
+    ASSERT_GT(pid, 0);
+    // Wait until a few requests finished (their lines are written as they finish).
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (count_lines(outputs) < 3 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    const size_t lines_before = count_lines(outputs);
+    EXPECT_GE(lines_before, 3u) << read_text(dir / "log.txt");
+    kill(pid, sig);
+    int status = 0;
+    const auto stop_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    pid_t done = 0;
+    while ((done = waitpid(pid, &status, WNOHANG)) == 0 &&
+           std::chrono::steady_clock::now() < stop_deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (done == 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      FAIL() << "muflow run did not stop after the signal:\n" << read_text(dir / "log.txt");
+    }
+    const std::string log = read_text(dir / "log.txt");
+    ASSERT_TRUE(WIFEXITED(status)) << log;
+    EXPECT_EQ(WEXITSTATUS(status), 128 + sig) << log;
+    EXPECT_NE(log.find("requests completed"), std::string::npos) << log;  // metrics so far
+    EXPECT_NE(log.find(sig == SIGINT ? "stopped by SIGINT" : "stopped by SIGTERM"),
+              std::string::npos)
+        << log;
+
+    // Every line parses; every request has one; the finished ones came before the stop.
+    std::ifstream in(outputs);
+    std::string line;
+    std::set<int64_t> ids;
+    size_t num_done = 0, num_cancelled = 0;
+    while (std::getline(in, line)) {
+      const nlohmann::json j = nlohmann::json::parse(line);
+      EXPECT_TRUE(ids.insert(j.at("request_id").get<int64_t>()).second) << line;
+      const std::string reason = j.at("finish_reason");
+      if (reason == "cancelled") {
+        ++num_cancelled;
+      } else {
+        EXPECT_EQ(reason, "length") << line;
+        ++num_done;
+      }
+    }
+    EXPECT_GE(num_done, lines_before);
+    EXPECT_GT(num_cancelled, 0u);
+    EXPECT_EQ(ids.size(), num_done + num_cancelled);
+    EXPECT_EQ(*ids.rbegin() + 1, static_cast<int64_t>(ids.size()));
+
+    std::ifstream tf(trace);
+    const nlohmann::json t = nlohmann::json::parse(tf);
+    EXPECT_EQ(t.at("otherData").at("stopped_early"), true);
+    EXPECT_GT(t.at("traceEvents").size(), 0u);
+  }
+}
+
+// Issue #15: a trace that hit its event cap says so, on stderr and in its metadata, with the
+// numbers and how to keep the events.
+TEST(Cli, RunWarnsWhenTheTraceDroppedEvents) {
+  const fs::path dir = scratch("trace_drops");
+  const fs::path trace = dir / "trace.json";
+  Result r = run_muflow("run --synthetic --quiet --trace-max-events 100 --trace " +
+                        trace.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("warning: the trace dropped "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("max_events = 100:"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--trace-max-events"), std::string::npos) << r.output;
+  std::ifstream tf(trace);
+  const nlohmann::json t = nlohmann::json::parse(tf);
+  const nlohmann::json& other = t.at("otherData");
+  EXPECT_EQ(other.at("max_events"), 100);
+  EXPECT_EQ(other.at("num_events"), 100);
+  const int64_t dropped = other.at("num_dropped_events").get<int64_t>();
+  EXPECT_GT(dropped, 0);
+  EXPECT_NE(other.at("warning").get<std::string>().find(std::to_string(dropped)),
+            std::string::npos);
+
+  // Under the cap: no warning, no warning key.
+  r = run_muflow("run --synthetic --quiet --trace " + trace.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find("warning"), std::string::npos) << r.output;
+  std::ifstream tf2(trace);
+  EXPECT_FALSE(nlohmann::json::parse(tf2).at("otherData").contains("warning"));
 }
 
 }  // namespace
