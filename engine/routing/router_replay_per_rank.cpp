@@ -1,6 +1,8 @@
 #include <fstream>
+#include <limits>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -69,7 +71,12 @@ absl::StatusOr<PerRankRoutingCounts> load_per_rank_routing_csv(const std::string
   if (!text.empty() && text.back() == '\r') text.pop_back();
   {
     std::vector<std::string> names = absl::StrSplit(text, ',');
-    for (size_t i = 0; i < names.size(); ++i) col[names[i]] = i;
+    for (size_t i = 0; i < names.size(); ++i) {
+      // A repeated name would leave col.size() below the field count rows are checked against.
+      if (!col.emplace(names[i], i).second) {
+        return invalid(1, absl::StrCat("duplicate column '", names[i], "'"));
+      }
+    }
     for (const char* c : kColumns) {
       if (!col.count(c)) return invalid(1, absl::StrCat("missing column '", c, "'"));
     }
@@ -77,6 +84,7 @@ absl::StatusOr<PerRankRoutingCounts> load_per_rank_routing_csv(const std::string
   PerRankRoutingCounts out;
   out.num_experts = num_experts;
   std::vector<Row> rows;
+  int64_t max_layer = 0, max_iteration = 0;
   std::set<int64_t> other_counts;
   while (std::getline(in, text)) {
     ++line_no;
@@ -134,13 +142,18 @@ absl::StatusOr<PerRankRoutingCounts> load_per_rank_routing_csv(const std::string
                                               row.counts.size(), num_experts));
     }
     int64_t sum = 0;
-    for (int64_t v : row.counts) sum += v;
+    for (int64_t v : row.counts) {
+      if (v > std::numeric_limits<int64_t>::max() - sum) {
+        return invalid(line_no, "expert_counts sum overflows a 64-bit integer");
+      }
+      sum += v;
+    }
     if (sum != row.tokens) {
       return invalid(line_no, absl::StrFormat("expert_counts sum to %d, but tokens_sent is %d", sum,
                                               row.tokens));
     }
-    out.num_layers = std::max(out.num_layers, row.layer + 1);
-    out.num_iterations = std::max(out.num_iterations, row.iteration + 1);
+    max_layer = std::max(max_layer, row.layer);
+    max_iteration = std::max(max_iteration, row.iteration);
     rows.push_back(std::move(row));
   }
   if (rows.empty()) {
@@ -148,6 +161,29 @@ absl::StatusOr<PerRankRoutingCounts> load_per_rank_routing_csv(const std::string
                                                path, num_experts,
                                                absl::StrJoin(other_counts, ", ")));
   }
+  // Every (rank, layer, iteration) needs a row of its own, so a grid with more cells than rows
+  // has holes. Name the first one without sizing anything by indices read from the file (the
+  // scan stops within rows.size() + 1 cells).
+  const auto num_rows = static_cast<int64_t>(rows.size());
+  if (out.num_ranks > num_rows || max_layer >= num_rows || max_iteration >= num_rows ||
+      out.num_ranks * (max_layer + 1) > num_rows ||
+      out.num_ranks * (max_layer + 1) * (max_iteration + 1) > num_rows) {
+    std::set<std::tuple<int64_t, int64_t, int64_t>> present;
+    for (const Row& row : rows) present.insert({row.rank, row.layer, row.iteration});
+    for (int64_t r = 0; r < out.num_ranks; ++r) {
+      for (int64_t l = 0; l <= max_layer; ++l) {
+        for (int64_t it = 0; it <= max_iteration; ++it) {
+          if (present.count({r, l, it}) == 0) {
+            return absl::InvalidArgumentError(
+                absl::StrFormat("%s: no row for rank %d, layer %d, iteration %d (num_experts=%d)",
+                                path, r, l, it, num_experts));
+          }
+        }
+      }
+    }
+  }
+  out.num_layers = max_layer + 1;
+  out.num_iterations = max_iteration + 1;
   const int64_t cells = out.num_ranks * out.num_layers * out.num_iterations;
   out.counts.assign(static_cast<size_t>(cells * num_experts), 0);
   out.tokens_sent.assign(static_cast<size_t>(cells), -1);
