@@ -111,6 +111,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::create(engine::topology::Topolog
   absl::StatusOr<std::shared_ptr<const PreparedWiring>> prepared = (*wiring)->prepare(setup);
   if (!prepared.ok()) return prepared.status();
   server->wiring_ = std::move(*prepared);
+  // Everything that needs the loaded weights has its prepared copy now (CpuModel, MoEShard's
+  // shards): hold the model once.
+  server->backend_->release_weights();
   server->topology_ = std::move(topology);
   return server;
 }

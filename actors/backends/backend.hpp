@@ -46,6 +46,10 @@ class Backend {
   /// Real math: the weights as loaded, and (cpu_model) as prepared (prepacked GEMMs); null
   /// on backends without math.
   virtual std::shared_ptr<const engine::model::ModelWeights> weights() const { return nullptr; }
+  /// Drops the backend's reference to the loaded weights once every user prepared its own
+  /// copy (Server::create, after the wiring is prepared): the process then holds the model
+  /// about once (prepacked), not twice. weights() returns null afterwards. Owner's thread.
+  virtual void release_weights() {}
   virtual std::shared_ptr<const engine::exec::CpuModel> cpu_model() const { return nullptr; }
   /// Simulation: the router, cost and link models (planners read them); else null.
   virtual const SimSetup* sim() const { return nullptr; }

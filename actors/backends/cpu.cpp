@@ -29,6 +29,7 @@ class CpuBackend final : public Backend {
     cfg.set("scheduler.max-threads", threads);
   }
   std::shared_ptr<const engine::model::ModelWeights> weights() const override { return weights_; }
+  void release_weights() override { weights_.reset(); }
   std::shared_ptr<const engine::exec::CpuModel> cpu_model() const override { return model_; }
 
   std::vector<std::shared_ptr<engine::exec::Executor>> make_executors(

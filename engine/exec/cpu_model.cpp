@@ -81,7 +81,7 @@ absl::StatusOr<std::shared_ptr<const CpuModel>> CpuModel::prepare(
         "model has %d blocks, config says num_hidden_layers = %d", weights->blocks.size(),
         c.num_layers));
   }
-  auto model = std::shared_ptr<CpuModel>(new CpuModel(weights));
+  auto model = std::shared_ptr<CpuModel>(new CpuModel(c));
   model->blocks_.resize(c.num_layers);
   for (int64_t b = 0; b < c.num_layers; ++b) {
     const model::BlockWeights& bw = weights->blocks[b];

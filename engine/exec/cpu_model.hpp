@@ -32,12 +32,12 @@ class CpuModel {
  public:
   /// Prepacks the weights of every GEMM (attention q|k|v fused, o, router in f32, every
   /// expert's gate|up fused and down, shared expert, LM head). bf16 matrices stay bf16.
+  /// Keeps no reference to `weights`: the model holds only its prepared copies.
   /// Errors: InvalidArgument when the weights disagree with the config (wrong shapes).
   static absl::StatusOr<std::shared_ptr<const CpuModel>> prepare(
       std::shared_ptr<const model::ModelWeights> weights);
 
-  const model::ModelConfig& config() const { return weights_->config; }
-  const model::ModelWeights& weights() const { return *weights_; }
+  const model::ModelConfig& config() const { return config_; }
 
   /// Embedding lookup: h[i] = embed[ids[i]]. ids must be in [0, vocab) (checked by the caller:
   /// workloads validate prompts). h: [n, hidden].
@@ -79,9 +79,11 @@ class CpuModel {
     std::vector<float> shared_gate;  ///< [hidden]
     std::vector<float> input_norm, post_attn_norm;  ///< [hidden] each
   };
-  explicit CpuModel(std::shared_ptr<const model::ModelWeights> w) : weights_(std::move(w)) {}
+  explicit CpuModel(model::ModelConfig config) : config_(std::move(config)) {}
 
-  std::shared_ptr<const model::ModelWeights> weights_;
+  // Only prepared copies: the loaded weights are not kept (they may be released once every
+  // user has prepared its copy; see Backend::release_weights).
+  model::ModelConfig config_;
   std::vector<Block> blocks_;
   std::unique_ptr<kernels::cpu::Linear> lm_head_;
   std::vector<float> embed_;       ///< [vocab, hidden] f32 copy of the embedding table
