@@ -119,6 +119,7 @@ void finish_run(Self* self) {
 }
 
 void launch(Self* self);
+bool notify_finished(Self* self, RequestState& rs);
 
 void fail_run(Self* self, absl::Status status) {
   if (self->state.first_error.ok()) self->state.first_error = std::move(status);
@@ -173,6 +174,34 @@ bool admit(Self* self, double t) {
                              engine::trace::InstantScope::kGlobal,
                              nlohmann::json{{"request_id", id}, {"rank", best}});
     }
+  }
+  return true;
+}
+
+// Admission limit (`[scheduler] max_queued_requests`): rejects the newest of the requests that
+// arrived by `t` and still wait to be admitted, beyond the limit, so the queue (and TTFT)
+// stays bounded under overload. False when the run ended (a callback threw).
+bool reject_overflow(Self* self, double t) {
+  auto& st = self->state;
+  const int64_t limit = st.ctx->topology.scheduler.max_queued_requests;
+  if (limit <= 0) return true;
+  int64_t arrived = 0;  // pending is ordered by arrival: the arrived requests are a prefix
+  for (int64_t id : st.pending) {
+    if (st.requests[id].req.arrival_s > t) break;
+    ++arrived;
+  }
+  while (arrived > limit) {
+    const auto it = st.pending.begin() + (arrived - 1);
+    RequestState& rs = st.requests[*it];
+    st.pending.erase(it);
+    --arrived;
+    rs.finished = true;
+    rs.out.finish_reason = FinishReason::kRejected;
+    rs.out.finish_s = t;
+    st.metrics->on_reject(rs.req.id);
+    if (rs.req.sampling) st.ctx->request_sampling->erase(rs.req.id);
+    ++st.num_finished;
+    if (!notify_finished(self, rs)) return false;
   }
   return true;
 }
@@ -233,7 +262,7 @@ void launch_per_request(Self* self) {
   auto& st = self->state;
   if (st.done) return;
   const double t = now_s(self);
-  if (!admit(self, t)) return;
+  if (!admit(self, t) || !reject_overflow(self, t)) return;
   const auto& sched = st.ctx->topology.scheduler;
   bool any_in_flight = false;
   for (int32_t r = 0; r < st.ctx->num_ranks; ++r) {
@@ -262,7 +291,7 @@ void launch(Self* self) {
   if (per_request(st)) return launch_per_request(self);
   if (st.done || st.in_flight) return;
   const double t = now_s(self);
-  if (!admit(self, t)) return;
+  if (!admit(self, t) || !reject_overflow(self, t)) return;
   const auto& sched = st.ctx->topology.scheduler;
   std::vector<engine::dataflow::TokenBatchPtr> batches(st.ctx->num_ranks);
   int64_t total = 0;
@@ -627,6 +656,7 @@ const char* finish_reason_name(FinishReason reason) {
     case FinishReason::kLength: return "length";
     case FinishReason::kMaxPosition: return "max_position";
     case FinishReason::kCancelled: return "cancelled";
+    case FinishReason::kRejected: return "rejected";
     case FinishReason::kNone: break;
   }
   return "none";

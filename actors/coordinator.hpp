@@ -27,9 +27,10 @@ enum class FinishReason {
   kLength,       ///< generated max_new_tokens
   kMaxPosition,  ///< the next token would sit past the model's max_position_embeddings
   kCancelled,    ///< cancel() before it finished
+  kRejected,     ///< refused at arrival: `[scheduler] max_queued_requests` were waiting
 };
 
-/// "eos", "length", "max_position", "cancelled" or "none".
+/// "eos", "length", "max_position", "cancelled", "rejected" or "none".
 const char* finish_reason_name(FinishReason reason);
 
 struct RequestOutput {

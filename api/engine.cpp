@@ -180,6 +180,8 @@ struct __attribute__((visibility("hidden"))) Engine::Impl {
       c.reason = FinishReason::kError;
     } else if (out.cancelled) {
       c.reason = FinishReason::kCancelled;
+    } else if (out.finish_reason == actors::FinishReason::kRejected) {
+      c.reason = FinishReason::kRejected;
     } else if (out.finish_reason == actors::FinishReason::kEos) {
       c.reason = FinishReason::kStop;
     } else {

@@ -254,6 +254,7 @@ RunMetrics MetricsRecorder::summarize(double wall_s) const {
   RunMetrics m;
   m.num_requests = folded_requests_ + static_cast<int64_t>(requests_.size());
   m.num_completed_requests = folded_completed_;
+  m.num_rejected_requests = rejected_;
   m.num_output_tokens = folded_tokens_;
   std::vector<double> ttft_s, itl_s;
   for (const auto& [id, r] : requests_) {
@@ -305,6 +306,10 @@ std::string format_metrics_table(const RunMetrics& m,
   };
   out += "run metrics\n";
   row("requests completed", absl::StrFormat("%d / %d", m.num_completed_requests, m.num_requests));
+  if (m.num_rejected_requests > 0) {
+    row("requests rejected", absl::StrFormat("%d  (queue full: [scheduler] max_queued_requests)",
+                                             m.num_rejected_requests));
+  }
   row("output tokens", absl::StrFormat("%d", m.num_output_tokens));
   row("duration", absl::StrFormat("%.3f s", m.duration_s));
   row("output throughput", absl::StrFormat("%.2f tokens/s", m.output_tokens_per_s));
@@ -362,6 +367,7 @@ double RunMetrics::remote_rows_pct() const {
 nlohmann::json to_json(const RunMetrics& m) {
   return {{"num_requests", m.num_requests},
           {"num_completed_requests", m.num_completed_requests},
+          {"num_rejected_requests", m.num_rejected_requests},
           {"num_output_tokens", m.num_output_tokens},
           {"duration_s", m.duration_s},
           {"output_tokens_per_s", m.output_tokens_per_s},

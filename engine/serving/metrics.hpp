@@ -34,6 +34,7 @@ struct LatencyStats {
 struct RunMetrics {
   int64_t num_requests = 0;            ///< requests that arrived
   int64_t num_completed_requests = 0;  ///< requests that finished
+  int64_t num_rejected_requests = 0;   ///< refused at arrival (`[scheduler] max_queued_requests`)
   int64_t num_output_tokens = 0;       ///< generated tokens over all requests
   double duration_s = 0.0;             ///< wall time the rates below are taken over
   double output_tokens_per_s = 0.0;    ///< num_output_tokens / duration_s
@@ -108,6 +109,12 @@ class MetricsRecorder {
   /// `request_id` was cancelled: it counts as a request, its tokens as output, but not as
   /// completed; compact() may fold it.
   void on_cancel(int64_t request_id);
+  /// `request_id` was rejected at arrival (admission limit): counted as a request and in
+  /// num_rejected_requests, never completed; compact() may fold it.
+  void on_reject(int64_t request_id) {
+    on_cancel(request_id);
+    ++rejected_;
+  }
   /// `device` computed from begin_s to end_s (end_s >= begin_s). Overlapping intervals of one
   /// device count once.
   void on_device_busy(int64_t device, double begin_s, double end_s);
@@ -198,6 +205,7 @@ class MetricsRecorder {
   int64_t moe_samples_folded_ = 0;
   std::vector<std::vector<int64_t>> moe_block_folded_;  ///< [block][device] folded tokens
   int64_t max_moe_iteration_ = -1;
+  int64_t rejected_ = 0;
 };
 
 /// A readable multi-line table for a terminal (ms, tokens/s, %); device_names gives the row

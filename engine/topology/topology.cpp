@@ -45,7 +45,8 @@ constexpr std::string_view kPlacementKeys[] = {"experts",      "attention_device
 constexpr std::string_view kAffinityPlanners[] = {"heuristic", "milp"};
 constexpr std::string_view kSchedulerKeys[] = {"policy", "max_batch_requests",
                                                "max_prefill_tokens", "max_batch_tokens",
-                                               "hold_min_tokens", "hold_max_ms", "merge"};
+                                               "hold_min_tokens", "hold_max_ms", "merge",
+                                               "max_queued_requests"};
 constexpr std::string_view kSamplingKeys[] = {"temperature", "top_p", "seed", "stop_at_eos"};
 
 // Runs `expr` (an absl::Status expression) and returns it from the enclosing function if
@@ -288,6 +289,8 @@ absl::Status parse_scheduler(const TomlTableReader& r, SchedulerSpec* s) {
   MUFLOW_TOPO_RETURN_IF_ERROR(r.read_int("max_prefill_tokens", &s->max_prefill_tokens, 1));
   MUFLOW_TOPO_RETURN_IF_ERROR(r.read_int("max_batch_tokens", &s->max_batch_tokens, 1));
   MUFLOW_TOPO_RETURN_IF_ERROR(r.read_int("hold_min_tokens", &s->hold_min_tokens, 0));
+  MUFLOW_TOPO_RETURN_IF_ERROR(
+      r.read_int("max_queued_requests", &s->max_queued_requests, 0, kMaxWorkloadRequests));
   MUFLOW_TOPO_RETURN_IF_ERROR(r.read_choice("merge", &s->merge, kKnownMerges));
   MUFLOW_TOPO_RETURN_IF_ERROR(r.read_double("hold_max_ms", &s->hold_max_ms,
                                             "a number of milliseconds in [0, 10000]",

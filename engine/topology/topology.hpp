@@ -86,6 +86,10 @@ struct SchedulerSpec {
   /// one attention run, so a rank's wave is not split by expert devices finishing apart).
   std::string merge = "request";
   double hold_max_ms = 1.0;
+  /// Admission limit: most requests that arrived and wait to be admitted (batch or KV-cache
+  /// limits full); a request arriving beyond it is rejected at once (finish reason
+  /// "rejected: queue full") instead of queueing without bound. 0 = unlimited.
+  int64_t max_queued_requests = 0;
 };
 
 /// `harmoeny` wiring options (HarMoEny §4; ../shared/seeds/NOTES.md for its public code).

@@ -109,6 +109,10 @@ const std::map<std::string, Setter>& setters() {
        [](Topology& t, const std::string& k, const std::string& v) {
          return set_int(k, v, &t.scheduler.max_batch_requests, 1);
        }},
+      {"scheduler.max_queued_requests",
+       [](Topology& t, const std::string& k, const std::string& v) {
+         return set_int(k, v, &t.scheduler.max_queued_requests, 0, kMaxWorkloadRequests);
+       }},
       {"scheduler.max_prefill_tokens",
        [](Topology& t, const std::string& k, const std::string& v) {
          return set_int(k, v, &t.scheduler.max_prefill_tokens, 1);

@@ -474,6 +474,13 @@ void OpenAiServer::install_routes() {
         if (!status.ok()) {
           return send_error(res, make_error(500, "server_error", std::string(status.message())));
         }
+        if (reason == actors::FinishReason::kRejected) {
+          res.set_header("Retry-After", std::to_string(options_.retry_after_s));
+          return send_error(res, make_error(429, "rate_limit_error",
+                                            "rejected: the engine's queue is full "
+                                            "([scheduler] max_queued_requests); retry later",
+                                            "queue_full"));
+        }
         if (std::string(finish) == "abort") {
           return send_error(
               res, make_error(503, "server_error",
@@ -522,7 +529,13 @@ void OpenAiServer::install_routes() {
             }
             const char* finish = openai_finish_reason(reason, step.stop_string);
             events.clear();
-            if (!status.ok() || std::string(finish) == "abort") {
+            if (reason == actors::FinishReason::kRejected) {
+              ApiError e = make_error(429, "rate_limit_error",
+                                      "rejected: the engine's queue is full ([scheduler] "
+                                      "max_queued_requests); retry later",
+                                      "queue_full");
+              events += "data: " + api_error_body(e) + "\n\n";
+            } else if (!status.ok() || std::string(finish) == "abort") {
               ApiError e =
                   make_error(status.ok() ? 503 : 500, "server_error",
                              status.ok() ? "the request was cancelled (server shutting down)"

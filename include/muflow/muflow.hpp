@@ -62,9 +62,10 @@ enum class FinishReason {
   kCancelled,  ///< Engine::cancel before it finished (tokens holds what it streamed)
   kError,      ///< the engine failed (Completion::status says why)
   kShutdown,   ///< the engine was shut down (or destroyed) before it finished
+  kRejected,   ///< refused at arrival: the topology's `[scheduler] max_queued_requests` waited
 };
 
-/// "stop", "length", "cancelled", "error" or "shutdown". Any thread.
+/// "stop", "length", "cancelled", "error", "shutdown" or "rejected". Any thread.
 inline const char* finish_reason_name(FinishReason reason) {
   switch (reason) {
     case FinishReason::kStop:
@@ -77,6 +78,8 @@ inline const char* finish_reason_name(FinishReason reason) {
       return "error";
     case FinishReason::kShutdown:
       return "shutdown";
+    case FinishReason::kRejected:
+      return "rejected";
   }
   return "error";
 }
