@@ -158,6 +158,9 @@ void OpenAiServer::stop(double grace_s) {
   while (in_flight_.load() > 0 && Clock::now() < hard) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  // Handlers still waiting (an engine step longer than that) answer as aborted at their next
+  // poll instead of waiting for an engine about to shut down: the worker pool can be joined.
+  abandon_.store(true);
   http_->stop();
 }
 
@@ -443,7 +446,7 @@ void OpenAiServer::install_routes() {
             break;
           }
         }
-        out.over = finished || out.stop_string;
+        out.over = finished || out.stop_string || abandon_.load();
         return out;
       };
       auto finish_metrics = [this, p](const char* reason) {

@@ -86,6 +86,7 @@ class OpenAiServer {
   int port_ = -1;
   int listen_socket_ = -1;  ///< the bound socket (set by cpp-httplib's socket-options hook)
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> abandon_{false};  ///< stop(): handlers stop waiting on the engine
   std::atomic<int64_t> in_flight_{0};
   std::atomic<int64_t> next_response_id_{0};
   std::mutex pending_mutex_;
