@@ -38,6 +38,7 @@ struct CoordinatorState {
   std::vector<SampledBatchPtr> reports;
   bool in_flight = false, wake_pending = false, done = false;
   int64_t num_finished = 0, num_tokens = 0;
+  int64_t finished_since_compact = 0;  ///< long-lived engines: since the last compaction
   double all_to_all_s = 0.0;  ///< virtual time spent in all-to-all transfers
   double all_to_all_bound_s = 0.0;  ///< their port-load lower bounds (b_max)
   std::vector<caf::actor> drain_waiters;  ///< receive a RunOutcomePtr when nothing is left
@@ -120,6 +121,7 @@ void finish_run(Self* self) {
 
 void launch(Self* self);
 bool notify_finished(Self* self, RequestState& rs);
+bool end_pending(Self* self, RequestState& rs, FinishReason reason, double t);
 
 void fail_run(Self* self, absl::Status status) {
   if (self->state.first_error.ok()) self->state.first_error = std::move(status);
@@ -195,13 +197,7 @@ bool reject_overflow(Self* self, double t) {
     RequestState& rs = st.requests[*it];
     st.pending.erase(it);
     --arrived;
-    rs.finished = true;
-    rs.out.finish_reason = FinishReason::kRejected;
-    rs.out.finish_s = t;
-    st.metrics->on_reject(rs.req.id);
-    if (rs.req.sampling) st.ctx->request_sampling->erase(rs.req.id);
-    ++st.num_finished;
-    if (!notify_finished(self, rs)) return false;
+    if (!end_pending(self, rs, FinishReason::kRejected, t)) return false;
   }
   return true;
 }
@@ -329,6 +325,16 @@ bool notify_finished(Self* self, RequestState& rs) {
       st.callbacks.on_finish(rs.out);
     } catch (const std::exception& e) {
       fail_run(self, absl::InternalError(std::string("on_finish callback threw: ") + e.what()));
+      // finish_run skipped this request (already finished): its own on_finish still hears
+      // of the failure, once.
+      if (rs.callbacks.on_finish) {
+        try {
+          rs.callbacks.on_finish(rs.out, st.first_error);
+        } catch (...) {
+          // The run is failing already.
+        }
+        forget_output(rs);
+      }
       return false;
     }
   }
@@ -348,9 +354,42 @@ bool notify_finished(Self* self, RequestState& rs) {
   return true;
 }
 
+// Counts one more finished request; a long-lived engine folds finished requests' metrics every
+// kCompactEvery of them (bounded memory), whichever path finished them.
+void count_finished(CoordinatorState& st) {
+  ++st.num_finished;
+  if (st.ctx->long_lived && ++st.finished_since_compact >= kCompactEvery) {
+    st.metrics->compact();
+    st.finished_since_compact = 0;
+  }
+}
+
+// Ends request `rs`, still pending (never admitted), as cancelled or rejected at `t`: no KV to
+// free; its on_finish hears of it. False when a callback threw (the run failed).
+bool end_pending(Self* self, RequestState& rs, FinishReason reason, double t) {
+  auto& st = self->state;
+  rs.finished = true;
+  rs.out.cancelled = reason == FinishReason::kCancelled;
+  rs.out.finish_reason = reason;
+  rs.out.finish_s = t;
+  if (reason == FinishReason::kRejected) {
+    st.metrics->on_reject(rs.req.id);
+  } else {
+    st.metrics->on_cancel(rs.req.id);
+  }
+  if (rs.req.sampling) st.ctx->request_sampling->erase(rs.req.id);
+  if (st.ctx->trace && reason == FinishReason::kRejected) {
+    st.ctx->trace->instant("reject", st.ctx->placement.rank_device[0], 0, t * 1e6,
+                           engine::trace::InstantScope::kGlobal,
+                           nlohmann::json{{"request_id", rs.req.id}, {"reason", "queue full"}});
+  }
+  count_finished(st);
+  return notify_finished(self, rs);
+}
+
 // Ends request `rs` (admitted): it stopped (EOS, length) or was cancelled. Frees its KV cache
 // (no step of it may be in flight) and calls its on_finish.
-void finish_request(Self* self, RequestState& rs, double t) {
+bool finish_request(Self* self, RequestState& rs, double t) {
   auto& st = self->state;
   rs.finished = true;
   rs.out.finish_s = t;
@@ -368,9 +407,7 @@ void finish_request(Self* self, RequestState& rs, double t) {
         nlohmann::json{
             {"request_id", rs.req.id}, {"rank", rs.rank}, {"output_tokens", rs.out.output.size()}});
   }
-  ++st.num_finished;
-  // A long-lived engine folds finished requests' metrics every so often (bounded memory).
-  if (st.ctx->long_lived && st.num_finished % kCompactEvery == 0) st.metrics->compact();
+  count_finished(st);
   if (per_request(st)) {
     engine::serving::RankKv& k = st.kv[rs.rank];
     k.reserved_bytes -= kv_need_bytes(st, rs.req);
@@ -385,7 +422,7 @@ void finish_request(Self* self, RequestState& rs, double t) {
       self->send(block[rs.rank], release_atom::value, rs.req.id);
     }
   }
-  notify_finished(self, rs);
+  return notify_finished(self, rs);
 }
 
 // Cancelled requests whose last step returned: finish them (their KV is released).
@@ -396,7 +433,9 @@ void finish_cancelled(Self* self) {
     const std::vector<int64_t> ids = rank;  // finish_request edits the list
     for (int64_t id : ids) {
       RequestState& rs = st.requests[id];
-      if (rs.cancel_requested && !rs.finished && !rs.in_flight) finish_request(self, rs, t);
+      if (rs.cancel_requested && !rs.finished && !rs.in_flight && !finish_request(self, rs, t)) {
+        return;  // a callback threw: the run ended
+      }
     }
   }
 }
@@ -447,7 +486,7 @@ bool apply_reports(Self* self, const std::vector<SampledBatchPtr>& reports) {
       rs.out.finish_reason = eos    ? FinishReason::kEos
                              : full ? FinishReason::kLength
                                     : FinishReason::kMaxPosition;
-      finish_request(self, rs, t);
+      if (!finish_request(self, rs, t)) return false;  // a callback threw: the run ended
     }
   }
   if (st.callbacks.on_progress) {
@@ -530,16 +569,9 @@ void cancel(Self* self, int64_t id) {
   const double t = now_s(self);
   if (rs.rank < 0) {
     st.pending.erase(std::find(st.pending.begin(), st.pending.end(), id));
-    rs.finished = true;
-    rs.out.cancelled = true;
-    rs.out.finish_reason = FinishReason::kCancelled;
-    rs.out.finish_s = t;
-    st.metrics->on_cancel(rs.req.id);
-    if (rs.req.sampling) st.ctx->request_sampling->erase(rs.req.id);
-    ++st.num_finished;
-    if (!notify_finished(self, rs)) return;
-  } else if (per_request(st) ? !rs.in_flight : !st.in_flight) {
-    finish_request(self, rs, t);
+    if (!end_pending(self, rs, FinishReason::kCancelled, t)) return;
+  } else if ((per_request(st) ? !rs.in_flight : !st.in_flight) && !finish_request(self, rs, t)) {
+    return;
   }
   if (!st.done) launch(self);  // room for a pending request, or idle
 }
