@@ -1,6 +1,7 @@
 #include "engine/serving/latency_samples.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "engine/serving/sampling.hpp"
 
@@ -9,6 +10,7 @@ namespace muflow::engine::serving {
 LatencySamples::LatencySamples(int64_t capacity) : capacity_(std::max<int64_t>(capacity, 1)) {}
 
 void LatencySamples::add(double value) {
+  if (!std::isfinite(value)) return;  // a broken clock reading must not poison sum()
   ++count_;
   sum_ += value;
   if (count_ <= capacity_) {

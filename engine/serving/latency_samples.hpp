@@ -18,6 +18,7 @@ class LatencySamples {
  public:
   /// `capacity` >= 1 values kept at most (8 bytes each).
   explicit LatencySamples(int64_t capacity = int64_t{1} << 20);
+  /// Adds one latency (any unit; the recorder uses seconds). Non-finite values are ignored.
   void add(double value);
   /// All values added while count() <= capacity; afterwards a uniform sample of `capacity`.
   const std::vector<double>& samples() const { return samples_; }

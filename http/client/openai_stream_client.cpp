@@ -308,7 +308,10 @@ CompletionResult OpenAiStreamClient::complete(const CompletionRequest& request) 
       return true;
     }
     if (!reader.feed(std::string_view(data, n), now)) return false;
-    if (now - out.start_s > options_.request_timeout_s && !reader.done()) {
+    // After `data: [DONE]` nothing more is read: a server that keeps the body open (or keeps
+    // sending comments) cannot hold the client.
+    if (reader.done()) return false;
+    if (now - out.start_s > options_.request_timeout_s) {
       return reader.fail(FailureKind::kRequestTimeout,
                          absl::StrFormat("request timed out after %g s (request_timeout_s) with "
                                          "%d token events",
@@ -325,7 +328,7 @@ CompletionResult OpenAiStreamClient::complete(const CompletionRequest& request) 
   out.end_s = now_s();
 
   if (reader.failed()) return out;  // our own reason (the receiver stopped reading)
-  if (!sent) {
+  if (!sent && !(reader.done() && err == httplib::Error::Canceled)) {
     const double idle = out.end_s - last_bytes_s;
     switch (err) {
       case httplib::Error::Connection:

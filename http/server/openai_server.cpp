@@ -306,8 +306,17 @@ void OpenAiServer::install_routes() {
       sampling.stop_at_eos = !parsed->ignore_eos;
       request.sampling = sampling;
 
-      // Admission: a bounded number of generation requests in the engine at once.
-      if (in_flight_.fetch_add(1) >= options_.max_concurrent_requests) {
+      // Admission: a bounded number of generation requests in the engine at once; then a
+      // second look at stopping_ once counted (stop() waits for every counted request, so one
+      // counted while it drains is not missed).
+      const int64_t in_flight_before = in_flight_.fetch_add(1);
+      if (in_flight_before < options_.max_concurrent_requests && stopping_.load()) {
+        in_flight_.fetch_sub(1);
+        metrics_.on_rejected("shutting_down");
+        return send_error(res, make_error(503, "server_error", "the server is shutting down",
+                                          "shutting_down"));
+      }
+      if (in_flight_before >= options_.max_concurrent_requests) {
         in_flight_.fetch_sub(1);
         metrics_.on_rejected("queue_full");
         res.set_header("Retry-After", std::to_string(options_.retry_after_s));

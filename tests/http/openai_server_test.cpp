@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <atomic>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -100,6 +101,7 @@ TEST(OpenAiServer, ABoundPortIsNotShared) {
 TEST(OpenAiServer, StopCancelsARunningStreamWithAnErrorEvent) {
   Running r;
   std::string received;
+  std::atomic<bool> streaming{false};  // a first token event arrived
   std::thread reader([&] {
     httplib::Request req;
     req.method = "POST";
@@ -108,6 +110,7 @@ TEST(OpenAiServer, StopCancelsARunningStreamWithAnErrorEvent) {
     req.set_header("Content-Type", "application/json");
     req.content_receiver = [&](const char* data, size_t len, uint64_t, uint64_t) {
       received.append(data, len);
+      if (received.find("data: ") != std::string::npos) streaming.store(true);
       return true;
     };
     httplib::Response res;
@@ -115,9 +118,12 @@ TEST(OpenAiServer, StopCancelsARunningStreamWithAnErrorEvent) {
     httplib::Client c = r.client();
     c.send(req, res, error);
   });
-  while (r.http->in_flight() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  r.http->stop(0);  // no grace: cancel now
+  // Stop while the 3000-token stream runs: right after its first event (bounded wait).
+  for (int i = 0; i < 2000 && !streaming.load(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_TRUE(streaming.load()) << "no token event within 10 s";  // (the reader is joined below)
+  r.http->stop(0);                                                // no grace: cancel now
   reader.join();
   EXPECT_THAT(received, HasSubstr("\"shutting_down\""))
       << received.substr(received.size() > 600 ? received.size() - 600 : 0);
