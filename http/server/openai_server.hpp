@@ -46,7 +46,10 @@ struct ServeOptions {
 /// The server. Handlers run on cpp-httplib's worker threads (a pool of
 /// max_concurrent_requests + 8); engine callbacks run on the coordinator actor and only hand
 /// tokens to the waiting handler. Owns nothing of the engine: `server`, `engine` and
-/// `tokenizer` (may be null: token-id prompts only, no text in responses) must outlive it.
+/// `tokenizer` (may be null: token-id prompts only, no text in responses) must outlive it, and
+/// the engine must be shut down before the server is destroyed (its requests' callbacks record
+/// into the server's metrics; `muflow serve` does: stop(), engine shutdown, then destruction).
+/// stop() is idempotent: a second call returns at once while the first may still drain.
 class OpenAiServer {
  public:
   OpenAiServer(const actors::Server& server, actors::ServingEngine& engine,
