@@ -14,6 +14,7 @@
 #include "actors/wirings/async_replicated.hpp"
 #include "invariance_fixtures.hpp"
 #include "nlohmann/json.hpp"
+#include "scratch_path.hpp"
 
 namespace muflow {
 namespace {
@@ -55,7 +56,7 @@ void expect_replicated_equals_reference_and_sync(Topology base, int num_requests
   const std::vector<Shape> shapes = {
       {3, 1, {0}}, {5, 2, {0, 3, 5}}, {8, 4, {0, 1, 2, 3, 4, 5, 6, 7}}};
   const std::string trace =
-      (std::filesystem::temp_directory_path() / "muflow-replicated-async-test.json").string();
+      muflow::testing::scratch_path("replicated-async-test.json").string();
   for (const Shape& shape : shapes) {
     Topology t = base;
     const Topology cluster = topology_for(shape.devices);
@@ -178,7 +179,7 @@ TEST(ReplicatedAsync, SimRunsReplicasOfTheSampledHotExpertsDeterministically) {
   t.workload.seed = 3;
   t.sampling.stop_at_eos = false;
   const std::string trace =
-      (std::filesystem::temp_directory_path() / "muflow-replicated-async-sim.json").string();
+      muflow::testing::scratch_path("replicated-async-sim.json").string();
   t.trace_file = trace;
   std::vector<double> tok_s;
   for (int run = 0; run < 2; ++run) {

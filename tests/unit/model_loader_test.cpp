@@ -21,6 +21,7 @@
 #include "engine/model/model_writer.hpp"
 #include "engine/model/safetensors.hpp"
 #include "engine/model/synthetic_model.hpp"
+#include "scratch_path.hpp"
 
 namespace muflow::engine {
 namespace {
@@ -31,7 +32,7 @@ namespace fs = std::filesystem;
 constexpr uint64_t kSeed = 20240611;  // fixed; printed by the tests that use it
 
 fs::path temp_dir(const std::string& name) {
-  const fs::path dir = fs::path(::testing::TempDir()) / "muflow_model_loader_test" / name;
+  const fs::path dir = muflow::testing::scratch_path("model_loader_test") / name;
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;

@@ -3,6 +3,7 @@
 // and (when python3 with numpy is installed) a load by numpy itself.
 
 #include "engine/model/npy.hpp"
+#include "scratch_path.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -23,7 +24,7 @@ using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 
 fs::path temp_path(const std::string& name) {
-  const fs::path dir = fs::path(::testing::TempDir()) / "muflow_npy_test";
+  const fs::path dir = muflow::testing::scratch_path("npy_test");
   fs::create_directories(dir);
   return dir / name;
 }

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/routing/router_replay.hpp"
+#include "scratch_path.hpp"
 
 namespace muflow::engine {
 namespace {
@@ -16,7 +17,7 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
 std::string write_file(const std::string& name, const std::string& text) {
-  const fs::path dir = fs::temp_directory_path() / "muflow_parsers_fuzz_regression_test";
+  const fs::path dir = muflow::testing::scratch_path("parsers_fuzz_regression_test");
   fs::create_directories(dir);
   const fs::path path = dir / name;
   std::ofstream(path, std::ios::binary) << text;

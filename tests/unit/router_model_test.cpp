@@ -25,6 +25,7 @@
 #include "engine/routing/router_distributions.hpp"
 #include "engine/routing/router_replay.hpp"
 #include "kernels/reference/test_inputs.hpp"
+#include "scratch_path.hpp"
 
 namespace muflow::engine {
 namespace {
@@ -36,7 +37,7 @@ namespace fs = std::filesystem;
 const fs::path kRoutingDir = fs::path(MUFLOW_DATA_DIR) / "routing";
 
 fs::path temp_path(const std::string& name) {
-  const fs::path dir = fs::path(::testing::TempDir()) / "muflow_router_model_test";
+  const fs::path dir = muflow::testing::scratch_path("router_model_test");
   fs::create_directories(dir);
   return dir / name;
 }

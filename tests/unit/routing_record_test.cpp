@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/routing/routing_record.hpp"
+#include "scratch_path.hpp"
 
 namespace muflow::engine {
 namespace {
@@ -17,7 +18,7 @@ using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 
 std::string write_csv(const std::string& name, const std::string& body) {
-  const fs::path p = fs::temp_directory_path() / ("muflow-routing-" + name + ".csv");
+  const fs::path p = muflow::testing::scratch_path("routing-" + name + ".csv");
   std::ofstream(p) << "request_id,position,block,experts,weights\n" << body;
   return p.string();
 }
@@ -27,7 +28,7 @@ TEST(RoutingCsv, RoundTripThroughTheRecorder) {
   const int32_t ids[2] = {3, 1};
   const float w[2] = {0.75f, 0.25f};
   rec.add(7, 2, 0, ids, w, 2);
-  const std::string path = (fs::temp_directory_path() / "muflow-routing-rt.csv").string();
+  const std::string path = muflow::testing::scratch_path("routing-rt.csv").string();
   ASSERT_TRUE(rec.write_csv(path).ok());
   absl::StatusOr<routing::RoutingTable> t = routing::read_routing_csv(path);
   ASSERT_TRUE(t.ok()) << t.status();
@@ -39,7 +40,7 @@ TEST(RoutingCsv, RoundTripThroughTheRecorder) {
 }
 
 TEST(RoutingCsv, ByteOrderMarkAndCrlfHeader) {
-  const fs::path p = fs::temp_directory_path() / "muflow-routing-bom.csv";
+  const fs::path p = muflow::testing::scratch_path("routing-bom.csv");
   std::ofstream(p) << "\xEF\xBB\xBFrequest_id,position,block,experts,weights\r\n0,0,0,1 2,0.5 0.5\n";
   absl::StatusOr<routing::RoutingTable> t = routing::read_routing_csv(p.string());
   ASSERT_TRUE(t.ok()) << t.status();

@@ -2,6 +2,7 @@
 // input the reader must reject with a message naming the file and the tensor.
 
 #include "engine/model/safetensors.hpp"
+#include "scratch_path.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -18,7 +19,7 @@ using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 
 std::string temp_path(const std::string& name) {
-  const fs::path dir = fs::path(::testing::TempDir()) / "muflow_safetensors_test";
+  const fs::path dir = muflow::testing::scratch_path("safetensors_test");
   fs::create_directories(dir);
   return (dir / name).string();
 }

@@ -3,6 +3,7 @@
 //   spm.SentencePieceProcessor(model_file="tokenizer.model").encode(text)
 
 #include "engine/model/tokenizer.hpp"
+#include "scratch_path.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -90,7 +91,7 @@ TEST_F(TokenizerTest, DecodeSkipsControlIdsAndMarksInvalidOnes) {
 }
 
 TEST(TokenizerLoadTest, MissingAndCorruptFiles) {
-  const fs::path dir = fs::path(::testing::TempDir()) / "muflow_tokenizer_test";
+  const fs::path dir = muflow::testing::scratch_path("tokenizer_test");
   fs::remove_all(dir);
   fs::create_directories(dir);
   absl::StatusOr<std::unique_ptr<model::Tokenizer>> tok =

@@ -3,6 +3,7 @@
 
 #include "engine/topology/topology.hpp"
 #include "engine/topology/topology_override.hpp"
+#include "scratch_path.hpp"
 
 #include <cstdlib>
 #include <filesystem>
@@ -314,7 +315,7 @@ TEST(Topology, AllToAllOrderKey) {
 }
 
 TEST(Topology, AffinityPlacementKeys) {
-  const fs::path dir = fs::path(::testing::TempDir()) / "muflow_topology_affinity";
+  const fs::path dir = muflow::testing::scratch_path("topology_affinity");
   fs::create_directories(dir);
   std::ofstream(dir / "paths.csv") << "request_id,position,block,experts,weights\n";
   const std::string base = "wiring = \"exflow\"\n[placement]\n";

@@ -21,6 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "engine/serving/metrics.hpp"
 #include "engine/trace/trace.hpp"
+#include "scratch_path.hpp"
 
 namespace muflow::engine {
 namespace {
@@ -492,7 +493,7 @@ TEST(TraceAnalysis, RoundTripMatchesMetricsBusy) {
       last_end = std::max(last_end, end_s);
     }
   }
-  const fs::path path = fs::temp_directory_path() / "muflow_trace_analysis_roundtrip.json";
+  const fs::path path = muflow::testing::scratch_path("trace_analysis_roundtrip.json");
   for (double wall_s : {last_end + 0.0042, 0.0}) {
     const serving::RunMetrics m = metrics.summarize(wall_s);
     trace.set_other_data("metrics", serving::to_json(m));
