@@ -146,7 +146,10 @@ absl::StatusOr<EngineStats> ServingEngine::stats() {
   self->request(coordinator, std::chrono::seconds(10), stats_atom::value)
       .receive([&](const EngineStatsPtr& s) { stats = *s; }, on_error);
   if (!status.ok()) return status;
-  for (const auto& [stage, kind] : stages) {
+  for (const auto& entry : stages) {
+    // Not a structured binding: clang before 16 cannot capture one in the lambda below.
+    const caf::actor& stage = entry.first;
+    const engine::dataflow::StageKind kind = entry.second;
     if (!stage) continue;
     self->request(stage, std::chrono::seconds(10), depth_atom::value)
         .receive(

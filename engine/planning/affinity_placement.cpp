@@ -233,11 +233,15 @@ absl::StatusOr<AffinityCounts> affinity_counts_from_routing(const routing::Routi
   if (auto s = validate_dims("affinity counts from routing", num_layers, num_experts); !s.ok()) {
     return s;
   }
-  for (const auto& [key, choice] : table) {
+  for (const auto& entry : table) {
+    const auto& key = entry.first;
+    const auto& choice = entry.second;
     const auto& [request, position, block] = key;
-    auto where = [&] {
-      return absl::StrCat("affinity counts from routing: row (request ", request, ", position ",
-                          position, ", block ", block, ")");
+    // Captures `key`, not the bindings: clang before 16 cannot capture structured bindings.
+    auto where = [&key] {
+      const auto& [r, p, b] = key;
+      return absl::StrCat("affinity counts from routing: row (request ", r, ", position ", p,
+                          ", block ", b, ")");
     };
     if (block < 0 || block >= num_layers) {
       return absl::InvalidArgumentError(
