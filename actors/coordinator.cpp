@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <deque>
+#include <limits>
 #include <tuple>
 
+#include "absl/container/node_hash_map.h"
 #include "absl/strings/str_format.h"
 #include "actors/messages.hpp"
 #include "engine/serving/kv_admission.hpp"
@@ -28,7 +30,15 @@ struct RequestState {
 struct CoordinatorState {
   RunContextPtr ctx;
   RunCallbacks callbacks;
-  std::vector<RequestState> requests;        // by id
+  // Submitted requests by id, until finished and reported (a node map: references stay valid
+  // while others are added or erased).
+  absl::node_hash_map<int64_t, RequestState> requests;
+  int64_t num_submitted = 0;                 // ids 0..num_submitted-1 were submitted
+  int64_t peak_held = 0;                     // most entries `requests` had at once
+  // Requests still to come, pulled as the clock reaches their arrival (null: none).
+  engine::serving::RequestSourcePtr source;
+  std::function<absl::Status(const engine::serving::Request&)> validate_source_request;
+  bool source_materialized = false;  // SourceSubmission::materialized
   std::deque<int64_t> pending;               // not yet admitted, by arrival
   std::vector<std::vector<int64_t>> active;  // [rank] admitted, unfinished (admission order)
   std::vector<engine::serving::RankKv> kv;   // [rank] KV reservations (barrier-free admission)
@@ -49,6 +59,9 @@ struct CoordinatorState {
 using Self = caf::stateful_actor<CoordinatorState>;
 
 constexpr int64_t kCompactEvery = 256;  ///< long-lived engines: finished requests per compaction
+/// Batch runs: finished requests per compaction. Runs up to this size keep every request's
+/// times (exact percentiles and load window); longer ones stay bounded in memory.
+constexpr int64_t kCompactEveryBatch = 16384;
 
 // Pacing::kPerRequest: each request's next step as soon as its last one returned.
 bool per_request(const CoordinatorState& st) {
@@ -69,25 +82,38 @@ void forget_output(RequestState& rs) {
   rs.callbacks = RequestCallbacks{};
 }
 
-// The outcome so far: the first error, the outputs of finished requests not reported before
-// (moved out, indexed by request id; others stay empty), cumulative metrics.
+RequestState* find_request(CoordinatorState& st, int64_t id) {
+  auto it = st.requests.find(id);
+  return it == st.requests.end() ? nullptr : &it->second;
+}
+
+// The outcome so far: the first error, cumulative metrics and, in id order, an entry per
+// request the coordinator still holds: the outputs of finished requests not reported before
+// (moved out) and empty ones for the others. Reported requests are forgotten.
 RunOutcomePtr take_outcome(Self* self) {
   auto& st = self->state;
   auto outcome = std::make_shared<RunOutcome>();
   outcome->status = st.first_error;
-  for (RequestState& r : st.requests) {
+  std::vector<int64_t> ids;
+  ids.reserve(st.requests.size());
+  for (const auto& [id, r] : st.requests) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  for (int64_t id : ids) {
+    RequestState& r = st.requests.at(id);
     if (r.finished && !r.reported) {
       outcome->outputs.push_back(std::move(r.out));
       forget_output(r);
+      st.requests.erase(id);
     } else {
       RequestOutput empty;
-      empty.request_id = r.req.id;
+      empty.request_id = id;
       outcome->outputs.push_back(std::move(empty));
     }
   }
   outcome->metrics = st.metrics->summarize(now_s(self));
   outcome->metrics.all_to_all_s = st.all_to_all_s;
   outcome->metrics.all_to_all_bound_s = st.all_to_all_bound_s;
+  outcome->peak_requests_held = st.peak_held;
   return outcome;
 }
 
@@ -96,7 +122,7 @@ RunOutcomePtr take_outcome(Self* self) {
 void reply_drained(Self* self) {
   auto& st = self->state;
   if (st.drain_waiters.empty()) return;
-  if (st.first_error.ok() && st.num_finished < static_cast<int64_t>(st.requests.size())) return;
+  if (st.first_error.ok() && (st.num_finished < st.num_submitted || st.source)) return;
   RunOutcomePtr outcome = take_outcome(self);
   for (const caf::actor& w : st.drain_waiters) self->send(w, outcome);
   st.drain_waiters.clear();
@@ -108,7 +134,7 @@ void finish_run(Self* self) {
   auto& st = self->state;
   if (st.done) return;
   st.done = true;
-  for (RequestState& r : st.requests) {
+  for (auto& [id, r] : st.requests) {
     if (r.finished || !r.callbacks.on_finish) continue;
     try {
       r.callbacks.on_finish(r.out, st.first_error);
@@ -120,6 +146,7 @@ void finish_run(Self* self) {
 }
 
 void launch(Self* self);
+bool pull(Self* self, double t);
 bool notify_finished(Self* self, RequestState& rs);
 bool end_pending(Self* self, RequestState& rs, FinishReason reason, double t);
 
@@ -142,12 +169,13 @@ int64_t kv_need_bytes(const CoordinatorState& st, const engine::serving::Request
 // the most free KV-cache memory (AsyncMoE §3.1). False when the run failed.
 bool admit(Self* self, double t) {
   auto& st = self->state;
+  if (!pull(self, t)) return false;
   const auto& sched = st.ctx->topology.scheduler;
-  while (!st.pending.empty() && st.requests[st.pending.front()].req.arrival_s <= t) {
+  while (!st.pending.empty() && st.requests.at(st.pending.front()).req.arrival_s <= t) {
     const int64_t id = st.pending.front();
     int32_t best = 0;
     if (per_request(st)) {
-      const int64_t need = kv_need_bytes(st, st.requests[id].req);
+      const int64_t need = kv_need_bytes(st, st.requests.at(id).req);
       best = engine::serving::pick_rank_most_free_kv(st.kv, sched.max_batch_requests, need);
       if (best < 0) {
         const bool any_active = std::any_of(st.kv.begin(), st.kv.end(),
@@ -156,8 +184,8 @@ bool admit(Self* self, double t) {
         fail_run(self, absl::ResourceExhaustedError(absl::StrFormat(
                            "request %d needs %d bytes of KV cache (%d prompt + %d output tokens), "
                            "more than any attention rank can hold",
-                           id, need, st.requests[id].req.prompt.size(),
-                           st.requests[id].req.max_new_tokens)));
+                           id, need, st.requests.at(id).req.prompt.size(),
+                           st.requests.at(id).req.max_new_tokens)));
         return false;
       }
       st.kv[best].reserved_bytes += need;
@@ -169,7 +197,7 @@ bool admit(Self* self, double t) {
       if (static_cast<int64_t>(st.active[best].size()) >= sched.max_batch_requests) return true;
     }
     st.pending.pop_front();
-    st.requests[id].rank = best;
+    st.requests.at(id).rank = best;
     st.active[best].push_back(id);
     if (st.ctx->trace) {
       st.ctx->trace->instant("admit", st.ctx->placement.rank_device[best], 0, t * 1e6,
@@ -189,12 +217,12 @@ bool reject_overflow(Self* self, double t) {
   if (limit <= 0) return true;
   int64_t arrived = 0;  // pending is ordered by arrival: the arrived requests are a prefix
   for (int64_t id : st.pending) {
-    if (st.requests[id].req.arrival_s > t) break;
+    if (st.requests.at(id).req.arrival_s > t) break;
     ++arrived;
   }
   while (arrived > limit) {
     const auto it = st.pending.begin() + (arrived - 1);
-    RequestState& rs = st.requests[*it];
+    RequestState& rs = st.requests.at(*it);
     st.pending.erase(it);
     --arrived;
     if (!end_pending(self, rs, FinishReason::kRejected, t)) return false;
@@ -206,7 +234,7 @@ bool reject_overflow(Self* self, double t) {
 // tokens, or its last generated token) to `b`.
 void add_step(CoordinatorState& st, int64_t id, int32_t r, int64_t& budget,
               engine::dataflow::TokenBatch& b) {
-  RequestState& rs = st.requests[id];
+  RequestState& rs = st.requests.at(id);
   const auto prompt_len = static_cast<int64_t>(rs.req.prompt.size());
   if (rs.fed < prompt_len) {
     const int64_t chunk = std::min(prompt_len - rs.fed, budget);
@@ -245,7 +273,7 @@ engine::dataflow::TokenBatchPtr new_input(int32_t rank, int64_t iteration) {
 void wake_at_next_arrival(Self* self, double t) {
   auto& st = self->state;
   if (st.pending.empty() || st.wake_pending) return;
-  const double arrival = st.requests[st.pending.front()].req.arrival_s;
+  const double arrival = st.requests.at(st.pending.front()).req.arrival_s;
   if (arrival <= t) return;  // arrived but waiting for room: a finishing request retries
   st.wake_pending = true;
   self->delayed_send(self, std::chrono::microseconds(static_cast<int64_t>((arrival - t) * 1e6) + 1),
@@ -265,7 +293,7 @@ void launch_per_request(Self* self) {
     engine::dataflow::TokenBatchPtr b = new_input(r, st.iteration);
     int64_t budget = sched.max_prefill_tokens;
     for (int64_t id : st.active[r]) {
-      RequestState& rs = st.requests[id];
+      RequestState& rs = st.requests.at(id);
       const bool prefill = rs.fed < static_cast<int64_t>(rs.req.prompt.size());
       if (!rs.in_flight && (budget > 0 || !prefill)) {
         add_step(st, id, r, budget, *b);
@@ -301,7 +329,7 @@ void launch(Self* self) {
   if (total == 0) {
     if (st.pending.empty()) return reply_drained(self);  // idle
     if (!st.wake_pending) {
-      const double gap = std::max(0.0, st.requests[st.pending.front()].req.arrival_s - t);
+      const double gap = std::max(0.0, st.requests.at(st.pending.front()).req.arrival_s - t);
       st.wake_pending = true;
       self->delayed_send(self, std::chrono::microseconds(static_cast<int64_t>(gap * 1e6) + 1),
                          wake_atom::value);
@@ -315,10 +343,24 @@ void launch(Self* self) {
   }
 }
 
-// Hands finished request `rs` to the run's on_finish (the output stays for drain) and then to
-// its own on_finish (the output is then forgotten). False when a callback threw (the run
-// failed).
+bool notify_finished_impl(Self* self, RequestState& rs);
+
+// Hands finished request `rs` to the run's on_finish (the output stays for drain unless
+// RunCallbacks::keep_outputs is false) and then to its own on_finish (the output is then
+// forgotten). A forgotten request leaves the coordinator: `rs` must not be used after this.
+// False when a callback threw (the run failed).
 bool notify_finished(Self* self, RequestState& rs) {
+  auto& st = self->state;
+  const int64_t id = rs.req.id;
+  const bool ok = notify_finished_impl(self, rs);
+  // A failing run's drain may have taken (and erased) it already.
+  if (RequestState* r = find_request(st, id); r && (r->reported || !st.callbacks.keep_outputs)) {
+    st.requests.erase(id);
+  }
+  return ok;
+}
+
+bool notify_finished_impl(Self* self, RequestState& rs) {
   auto& st = self->state;
   if (st.callbacks.on_finish) {
     try {
@@ -354,11 +396,12 @@ bool notify_finished(Self* self, RequestState& rs) {
   return true;
 }
 
-// Counts one more finished request; a long-lived engine folds finished requests' metrics every
-// kCompactEvery of them (bounded memory), whichever path finished them.
+// Counts one more finished request; the metrics of finished requests are folded every
+// kCompactEvery of them in a long-lived engine, every kCompactEveryBatch in a batch run
+// (bounded memory), whichever path finished them.
 void count_finished(CoordinatorState& st) {
   ++st.num_finished;
-  if (st.ctx->long_lived && ++st.finished_since_compact >= kCompactEvery) {
+  if (++st.finished_since_compact >= (st.ctx->long_lived ? kCompactEvery : kCompactEveryBatch)) {
     st.metrics->compact();
     st.finished_since_compact = 0;
   }
@@ -432,7 +475,7 @@ void finish_cancelled(Self* self) {
   for (auto& rank : st.active) {
     const std::vector<int64_t> ids = rank;  // finish_request edits the list
     for (int64_t id : ids) {
-      RequestState& rs = st.requests[id];
+      RequestState& rs = st.requests.at(id);
       if (rs.cancel_requested && !rs.finished && !rs.in_flight && !finish_request(self, rs, t)) {
         return;  // a callback threw: the run ended
       }
@@ -455,7 +498,9 @@ bool apply_reports(Self* self, const std::vector<SampledBatchPtr>& reports) {
     return std::tie(a->request_id, a->position) < std::tie(b->request_id, b->position);
   });
   for (SampledToken* row : rows) {
-    RequestState& rs = st.requests[row->request_id];
+    RequestState* found = find_request(st, row->request_id);
+    if (!found) continue;  // finished by an earlier row of this report and forgotten
+    RequestState& rs = *found;
     const auto prompt_len = static_cast<int64_t>(rs.req.prompt.size());
     if (!row->logits.empty() && row->position < prompt_len) {
       if (rs.out.prompt_logits.empty()) rs.out.prompt_logits.resize(prompt_len * c.vocab_size);
@@ -491,7 +536,8 @@ bool apply_reports(Self* self, const std::vector<SampledBatchPtr>& reports) {
   }
   if (st.callbacks.on_progress) {
     try {
-      st.callbacks.on_progress(st.num_finished, static_cast<int64_t>(st.requests.size()),
+      st.callbacks.on_progress(st.num_finished,
+                               st.num_submitted + (st.source ? st.source->remaining() : 0),
                                st.num_tokens);
     } catch (const std::exception& e) {
       fail_run(self, absl::InternalError(std::string("on_progress callback threw: ") + e.what()));
@@ -516,11 +562,32 @@ void complete_iteration(Self* self) {
 void complete_step(Self* self, const SampledBatchPtr& report) {
   auto& st = self->state;
   for (int64_t id : report->requests) {
-    if (id >= 0 && id < static_cast<int64_t>(st.requests.size())) st.requests[id].in_flight = false;
+    if (RequestState* rs = find_request(st, id)) rs->in_flight = false;
   }
   if (!apply_reports(self, {report})) return;
   finish_cancelled(self);
   launch(self);
+}
+
+// Adds request `r` (its id is the next one) as pending, by (arrival, id).
+void add_request(CoordinatorState& st, engine::serving::Request&& r, RequestCallbacks&& callbacks) {
+  const int64_t id = r.id;
+  RequestState& rs = st.requests[id];
+  ++st.num_submitted;
+  st.peak_held = std::max(st.peak_held, static_cast<int64_t>(st.requests.size()));
+  rs.out.request_id = id;
+  rs.out.prompt = r.prompt;
+  rs.out.prompt_text = std::move(r.prompt_text);
+  rs.out.arrival_s = r.arrival_s;
+  rs.callbacks = std::move(callbacks);
+  st.metrics->on_arrival(id, r.arrival_s);
+  if (r.sampling) st.ctx->request_sampling->set(id, *r.sampling);
+  rs.req = std::move(r);
+  const auto by_arrival = [&st](int64_t a, int64_t b) {
+    return std::tie(st.requests.at(a).req.arrival_s, a) <
+           std::tie(st.requests.at(b).req.arrival_s, b);
+  };
+  st.pending.insert(std::upper_bound(st.pending.begin(), st.pending.end(), id, by_arrival), id);
 }
 
 // Takes submitted requests (their ids, in any order, are the next requests.size() ids):
@@ -528,8 +595,12 @@ void complete_step(Self* self, const SampledBatchPtr& report) {
 void submit(Self* self, std::vector<engine::serving::Request>& requests,
             std::vector<RequestCallbacks>& callbacks) {
   auto& st = self->state;
-  const auto base = static_cast<int64_t>(st.requests.size());
+  const int64_t base = st.num_submitted;
   const auto n = static_cast<int64_t>(requests.size());
+  if (st.source && n > 0) {
+    return fail_run(self, absl::InternalError(
+                              "requests submitted while a request source is still open"));
+  }
   std::vector<char> seen(n, 0);
   for (const engine::serving::Request& r : requests) {
     if (r.id < base || r.id >= base + n || seen[r.id - base]) {
@@ -539,31 +610,45 @@ void submit(Self* self, std::vector<engine::serving::Request>& requests,
     }
     seen[r.id - base] = 1;
   }
-  st.requests.resize(base + n);
-  const auto by_arrival = [&st](int64_t a, int64_t b) {
-    return std::tie(st.requests[a].req.arrival_s, a) < std::tie(st.requests[b].req.arrival_s, b);
-  };
   for (size_t i = 0; i < requests.size(); ++i) {
-    engine::serving::Request& r = requests[i];
-    RequestState& rs = st.requests[r.id];
-    rs.out.request_id = r.id;
-    rs.out.prompt = r.prompt;
-    rs.out.arrival_s = r.arrival_s;
-    if (i < callbacks.size()) rs.callbacks = std::move(callbacks[i]);
-    st.metrics->on_arrival(r.id, r.arrival_s);
-    if (r.sampling) st.ctx->request_sampling->set(r.id, *r.sampling);
-    const int64_t id = r.id;
-    rs.req = std::move(r);
-    st.pending.insert(std::upper_bound(st.pending.begin(), st.pending.end(), id, by_arrival), id);
+    add_request(st, std::move(requests[i]),
+                i < callbacks.size() ? std::move(callbacks[i]) : RequestCallbacks{});
   }
+}
+
+// Pulls requests from the source while none of the pending ones lies in the future: every
+// request that arrived by `t` is pending then, plus the next one to arrive (its wake-up is
+// scheduled), and no more. A request that fails validation fails the run (naming it). False
+// when the run ended.
+bool pull(Self* self, double t) {
+  auto& st = self->state;
+  while (st.source && (st.pending.empty() || st.requests.at(st.pending.back()).req.arrival_s <= t)) {
+    std::optional<engine::serving::Request> r = st.source->next();
+    if (!r) {
+      st.source = nullptr;
+      break;
+    }
+    // A materialized source's ids were checked with the list (0..n-1, any arrival order).
+    if (!st.source_materialized) r->id = st.num_submitted;
+    if (st.validate_source_request) {
+      if (absl::Status s = st.validate_source_request(*r); !s.ok()) {
+        st.source = nullptr;
+        fail_run(self, std::move(s));  // its message names the request
+        return false;
+      }
+    }
+    add_request(st, std::move(*r), RequestCallbacks{});
+  }
+  return true;
 }
 
 // Cancels request `id`: it streams nothing more; pending, it is dropped at once; admitted, it
 // finishes (KV released) as soon as none of its steps is in flight.
 void cancel(Self* self, int64_t id) {
   auto& st = self->state;
-  if (id < 0 || id >= static_cast<int64_t>(st.requests.size())) return;
-  RequestState& rs = st.requests[id];
+  RequestState* found = find_request(st, id);
+  if (!found) return;  // unknown, or finished and forgotten
+  RequestState& rs = *found;
   if (rs.finished || rs.cancel_requested) return;
   rs.cancel_requested = true;
   const double t = now_s(self);
@@ -619,8 +704,38 @@ caf::behavior coordinator_behavior(Self* self, RunContextPtr ctx, RunCallbacks c
         submit(self, sub->requests, sub->callbacks);
         if (!self->state.done) launch(self);
       },
+      [=](submit_atom, const SourceSubmissionPtr& sub) {
+        auto& s = self->state;
+        if (s.done) return;
+        if (s.source) {
+          return fail_run(self, absl::InternalError("a second request source was submitted "
+                                                    "while the first is still open"));
+        }
+        s.source = sub->source;
+        s.validate_source_request = sub->validate;
+        s.source_materialized = sub->materialized;
+        launch(self);
+      },
       [=](cancel_atom, int64_t id) {
         if (!self->state.done) cancel(self, id);
+      },
+      [=](cancel_all_atom) {
+        auto& s = self->state;
+        if (s.done) return;
+        if (s.source_materialized && !pull(self, std::numeric_limits<double>::infinity())) {
+          return;  // the run failed
+        }
+        s.source = nullptr;  // requests yet to arrive are never made
+        std::vector<int64_t> ids;
+        for (const auto& [id, r] : s.requests) {
+          if (!r.finished) ids.push_back(id);
+        }
+        std::sort(ids.begin(), ids.end());
+        for (int64_t id : ids) {
+          if (s.done) break;
+          cancel(self, id);
+        }
+        if (!s.done) launch(self);  // a run with nothing left drains
       },
       [=](drain_atom, const caf::actor& reply_to) {
         self->state.drain_waiters.push_back(reply_to);

@@ -16,6 +16,7 @@
 #include "actors/run_context.hpp"
 #include "engine/serving/metrics.hpp"
 #include "engine/serving/request.hpp"
+#include "engine/serving/request_source.hpp"
 
 namespace muflow::actors {
 
@@ -36,6 +37,7 @@ const char* finish_reason_name(FinishReason reason);
 struct RequestOutput {
   int64_t request_id = 0;
   std::vector<int32_t> prompt;
+  std::string prompt_text;            ///< the prompt's text when the workload gave text
   std::vector<int32_t> output;        ///< generated token ids (EOS included when it stopped there)
   std::vector<float> prompt_logits;   ///< [prompt_len, vocab] when the request asked for them
   double arrival_s = 0, first_token_s = -1, finish_s = -1;  ///< seconds since run start
@@ -57,6 +59,10 @@ struct RunOutcome {
   /// Server::run: empty, or engine::trace::TraceRecorder::dropped_warning() (also written to
   /// the trace's otherData.warning).
   std::string trace_warning;
+  /// Most requests the coordinator held at once (waiting, running, or finished and waiting
+  /// for drain): what its memory grows with. Bounded under any load when requests come from
+  /// a source with RunCallbacks::keep_outputs false and `[scheduler] max_queued_requests` set.
+  int64_t peak_requests_held = 0;
 };
 using RunOutcomePtr = std::shared_ptr<RunOutcome>;
 
@@ -96,6 +102,11 @@ struct RunCallbacks {
   /// normally with `RunOutcome::stopped` set: metrics so far, trace written. Must be cheap
   /// and thread-safe (e.g. reads a flag a signal handler sets).
   std::function<bool()> stop_requested;
+  /// False: a finished request's output goes to on_finish (and the request's own on_finish)
+  /// only, and the coordinator forgets the request at once, so a run's memory does not grow
+  /// with the requests it served (`muflow run` over a long Poisson load); the drain outcome's
+  /// `outputs` then holds none of them. True (default): the drain outcome holds every output.
+  bool keep_outputs = true;
 };
 
 /// One request's own callbacks (called from the coordinator actor's thread, one at a time;
@@ -116,17 +127,37 @@ struct Submission {
 };
 using SubmissionPtr = std::shared_ptr<Submission>;
 
+/// A request source to serve (engine/serving/request_source.hpp): the coordinator takes each
+/// request from it when the clock reaches the previous one's arrival, gives it the next id
+/// (a `materialized` source keeps its checked ids),
+/// checks it with `validate` (when set; a failure fails the run, naming the request) and
+/// forgets the source once it is empty. One source at a time, and no Submission while it is
+/// open.
+struct SourceSubmission {
+  engine::serving::RequestSourcePtr source;
+  std::function<absl::Status(const engine::serving::Request&)> validate;
+  /// The requests exist already (Server::run given a list): a cancel_all_atom cancels those
+  /// yet to arrive too (each reported as cancelled), instead of never making them.
+  bool materialized = false;
+};
+using SourceSubmissionPtr = std::shared_ptr<SourceSubmission>;
+
 /// Spawns the coordinator of a run whose actors are in ctx->actors. Protocol (any sender):
 ///  - `(start_atom)` once: it monitors the wiring's actors (a dead one fails the run);
 ///  - `(submit_atom, SubmissionPtr)`: requests join while the engine runs (continuous
 ///    batching), admitted at their arrival time;
+///  - `(submit_atom, SourceSubmissionPtr)`: requests pulled from a source as they arrive;
 ///  - `(cancel_atom, int64_t id)`: the request streams nothing more and its KV cache is freed as
 ///    soon as no step of it is in flight;
+///  - `(cancel_all_atom)`: cancels every unfinished request and drops the source (requests
+///    that had not arrived are never made, unless the source is `materialized`);
 ///  - `(stats_atom)` → EngineStatsPtr: counts and metrics since start (μ-queue depths 0);
 ///  - `(drain_atom, reply_to)`: `reply_to` gets a RunOutcomePtr once every submitted request
-///    finished (outputs of those neither drained before nor handed to their own on_finish,
-///    which the coordinator then forgets; metrics since the start), or at once when the run
-///    failed (a stage, or a callback that threw).
+///    finished and the source (if any) is empty: outputs, in id order, of the requests the
+///    coordinator still holds (those neither drained before, nor handed to their own
+///    on_finish, nor to the run's on_finish with keep_outputs false: it forgets those);
+///    metrics since the start. At once when the run failed (a stage, or a callback that
+///    threw).
 caf::actor spawn_coordinator(caf::actor_system& sys, RunContextPtr ctx, RunCallbacks callbacks);
 
 }  // namespace muflow::actors
@@ -134,3 +165,4 @@ caf::actor spawn_coordinator(caf::actor_system& sys, RunContextPtr ctx, RunCallb
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(muflow::actors::RunOutcomePtr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(muflow::actors::EngineStatsPtr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(muflow::actors::SubmissionPtr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(muflow::actors::SourceSubmissionPtr)

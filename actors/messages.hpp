@@ -38,6 +38,8 @@ using wake_atom = caf::atom_constant<caf::atom("wake")>;        ///< next arriva
 using start_atom = caf::atom_constant<caf::atom("start")>;
 using submit_atom = caf::atom_constant<caf::atom("submit")>;  ///< host → coordinator: requests
 using cancel_atom = caf::atom_constant<caf::atom("cancel")>;  ///< host → coordinator
+/// host → coordinator: cancel every unfinished request, make no more from the source
+using cancel_all_atom = caf::atom_constant<caf::atom("cancelall")>;
 using drain_atom = caf::atom_constant<caf::atom("drain")>;    ///< host → coordinator: outcome
 using stats_atom = caf::atom_constant<caf::atom("stats")>;    ///< host → coordinator: EngineStats
 using finish_atom = caf::atom_constant<caf::atom("finish")>;  ///< virtual time: run ends

@@ -126,6 +126,14 @@ absl::StatusOr<std::vector<engine::serving::Request>> Server::make_workload() co
   return engine::serving::make_requests(topology_.workload, config().vocab_size, encode);
 }
 
+absl::StatusOr<engine::serving::RequestSourcePtr> Server::make_workload_source() const {
+  engine::serving::EncodeFn encode;
+  if (tokenizer_) {
+    encode = [this](const std::string& text) { return tokenizer_->encode(text, true); };
+  }
+  return engine::serving::make_request_source(topology_.workload, config().vocab_size, encode);
+}
+
 absl::Status Server::validate(const std::vector<engine::serving::Request>& requests) const {
   for (size_t i = 0; i < requests.size(); ++i) {
     const engine::serving::Request& r = requests[i];
@@ -260,18 +268,10 @@ absl::Status Server::finish_run(const RunContext& ctx, const RunOutcome& outcome
 
 absl::StatusOr<std::vector<RunOutcome>> Server::run_together(
     const std::vector<Server*>& servers,
-    std::vector<std::vector<engine::serving::Request>> requests,
-    std::vector<RunCallbacks> callbacks) {
+    std::vector<SourceSubmissionPtr> sources, std::vector<RunCallbacks> callbacks) {
   const size_t n = servers.size();
-  MUFLOW_ASSERT(n >= 1 && requests.size() == n && callbacks.size() == n,
-                "run_together: one request list and callback set per server");
-  for (size_t i = 0; i < n; ++i) {
-    if (absl::Status s = servers[i]->validate(requests[i]); !s.ok()) return s;
-    std::sort(requests[i].begin(), requests[i].end(),
-              [](const engine::serving::Request& a, const engine::serving::Request& b) {
-                return std::tie(a.arrival_s, a.id) < std::tie(b.arrival_s, b.id);
-              });
-  }
+  MUFLOW_ASSERT(n >= 1 && sources.size() == n && callbacks.size() == n,
+                "run_together: one request source and callback set per server");
   const Server& first = *servers.front();
   const bool sim = first.backend_->virtual_time();
   caf::actor_system_config cfg;
@@ -306,8 +306,6 @@ absl::StatusOr<std::vector<RunOutcome>> Server::run_together(
   }
 
   std::vector<RunOutcome> outcomes(n);
-  std::vector<int64_t> num_requests(n);
-  for (size_t i = 0; i < n; ++i) num_requests[i] = static_cast<int64_t>(requests[i].size());
   bool stopping = false;
   {
     std::vector<std::unique_ptr<caf::scoped_actor>> selves;
@@ -321,23 +319,19 @@ absl::StatusOr<std::vector<RunOutcome>> Server::run_together(
       }
       stopping = true;
       for (size_t i = 0; i < n; ++i) {
-        for (int64_t id = 0; id < num_requests[i]; ++id) {
-          (*selves[i])->send(ctxs[i]->actors.coordinator, cancel_atom::value, id);
-        }
+        (*selves[i])->send(ctxs[i]->actors.coordinator, cancel_all_atom::value);
       }
       return true;
     };
     for (size_t i = 0; i < n; ++i) {
       selves.push_back(std::make_unique<caf::scoped_actor>(sys));
       caf::scoped_actor& self = *selves.back();
-      // The batch run is a client of the coordinator: start, submit every request at once
-      // (admitted at their arrival times), drain.
+      // The batch run is a client of the coordinator: start, hand it the request source (it
+      // takes each request as the clock reaches its arrival), drain.
       const caf::actor& coordinator = ctxs[i]->actors.coordinator;
       self->monitor(coordinator);
       self->send(coordinator, start_atom::value);
-      auto submission = std::make_shared<Submission>();
-      submission->requests = std::move(requests[i]);
-      self->send(coordinator, submit_atom::value, std::move(submission));
+      self->send(coordinator, submit_atom::value, std::move(sources[i]));
       self->send(coordinator, drain_atom::value, caf::actor_cast<caf::actor>(self));
     }
     if (sim) run_virtual_time(sys, poll_stop);
@@ -392,13 +386,39 @@ absl::StatusOr<std::vector<RunOutcome>> Server::run_together(
   return outcomes;
 }
 
+absl::StatusOr<SourceSubmissionPtr> Server::checked_source(
+    std::vector<engine::serving::Request> requests) const {
+  if (absl::Status s = validate(requests); !s.ok()) return s;
+  std::sort(requests.begin(), requests.end(),
+            [](const engine::serving::Request& a, const engine::serving::Request& b) {
+              return std::tie(a.arrival_s, a.id) < std::tie(b.arrival_s, b.id);
+            });
+  auto sub = std::make_shared<SourceSubmission>();
+  sub->source = engine::serving::make_vector_source(std::move(requests));
+  sub->materialized = true;
+  return sub;  // checked here: no validate on pull
+}
+
 absl::StatusOr<RunOutcome> Server::run(std::vector<engine::serving::Request> requests,
                                        RunCallbacks callbacks) {
-  std::vector<std::vector<engine::serving::Request>> all;
-  all.push_back(std::move(requests));
+  absl::StatusOr<SourceSubmissionPtr> sub = checked_source(std::move(requests));
+  if (!sub.ok()) return sub.status();
   std::vector<RunCallbacks> cbs;
   cbs.push_back(std::move(callbacks));
-  absl::StatusOr<std::vector<RunOutcome>> out = run_together({this}, std::move(all), std::move(cbs));
+  absl::StatusOr<std::vector<RunOutcome>> out = run_together({this}, {*sub}, std::move(cbs));
+  if (!out.ok()) return out.status();
+  return std::move(out->front());
+}
+
+absl::StatusOr<RunOutcome> Server::run(engine::serving::RequestSourcePtr source,
+                                       RunCallbacks callbacks) {
+  if (!source) return absl::InvalidArgumentError("Server::run: null request source");
+  auto sub = std::make_shared<SourceSubmission>();
+  sub->source = std::move(source);
+  sub->validate = [this](const engine::serving::Request& r) { return validate_request(r); };
+  std::vector<RunCallbacks> cbs;
+  cbs.push_back(std::move(callbacks));
+  absl::StatusOr<std::vector<RunOutcome>> out = run_together({this}, {sub}, std::move(cbs));
   if (!out.ok()) return out.status();
   return std::move(out->front());
 }
@@ -422,14 +442,15 @@ absl::StatusOr<std::pair<RunOutcome, RunOutcome>> Server::run_colocated(
         "colocation: %s and %s must declare the same devices (count, kinds and nodes, in order)",
         a.source, b.source));
   }
-  std::vector<std::vector<engine::serving::Request>> all;
-  all.push_back(std::move(mine));
-  all.push_back(std::move(theirs));
+  absl::StatusOr<SourceSubmissionPtr> mine_source = checked_source(std::move(mine));
+  if (!mine_source.ok()) return mine_source.status();
+  absl::StatusOr<SourceSubmissionPtr> theirs_source = other.checked_source(std::move(theirs));
+  if (!theirs_source.ok()) return theirs_source.status();
   std::vector<RunCallbacks> cbs;
   cbs.push_back(std::move(mine_callbacks));
   cbs.push_back(std::move(theirs_callbacks));
   absl::StatusOr<std::vector<RunOutcome>> out =
-      run_together({this, &other}, std::move(all), std::move(cbs));
+      run_together({this, &other}, {*mine_source, *theirs_source}, std::move(cbs));
   if (!out.ok()) return out.status();
   return std::make_pair(std::move((*out)[0]), std::move((*out)[1]));
 }

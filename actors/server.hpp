@@ -48,6 +48,10 @@ class Server {
   /// The requests of the topology's [workload] (text prompts are encoded with the
   /// tokenizer). Errors: those of engine::serving::make_requests.
   absl::StatusOr<std::vector<engine::serving::Request>> make_workload() const;
+  /// The same requests as a source that makes each one when the run takes it
+  /// (engine::serving::make_request_source): a Poisson or trace workload then costs memory for
+  /// the requests in flight only. Errors: those of make_request_source.
+  absl::StatusOr<engine::serving::RequestSourcePtr> make_workload_source() const;
 
   /// Most events the trace recorder of later runs keeps (default 1,000,000; later events are
   /// counted as dropped: RunOutcome::num_trace_dropped_events, trace_warning). Values < 0
@@ -65,6 +69,16 @@ class Server {
   /// [0, 1e7] s; Internal when a stage, the coordinator or a callback failed (the message says
   /// which); the trace writer's error. Generation also stops at max_position_embeddings.
   absl::StatusOr<RunOutcome> run(std::vector<engine::serving::Request> requests,
+                                 RunCallbacks callbacks = {});
+
+  /// As run() above, over requests taken from `source` as the clock reaches their arrival
+  /// (ids 0, 1, ... in the source's order, which must be by arrival). Each request is checked
+  /// when taken: one that fails (the errors above) fails the run there, after the requests
+  /// before it were served and reported to `callbacks.on_finish`. With
+  /// `callbacks.keep_outputs` false the run's memory stays bounded however many requests the
+  /// source holds (RunOutcome::outputs is then empty). A stop cancels the requests that
+  /// arrived; later ones are never made. Errors: as run(); InvalidArgument for a null source.
+  absl::StatusOr<RunOutcome> run(engine::serving::RequestSourcePtr source,
                                  RunCallbacks callbacks = {});
 
   /// Serves this model's `mine` and `other`'s `theirs` together on one cluster (Aurora §6:
@@ -88,6 +102,10 @@ class Server {
   Server() = default;
   friend class ServingEngine;
   absl::Status validate(const std::vector<engine::serving::Request>& requests) const;
+  // Checks `requests` (ids 0..n-1 in order, each valid), sorts them by (arrival, id) and wraps
+  // them as a source the coordinator takes without checking again.
+  absl::StatusOr<SourceSubmissionPtr> checked_source(
+      std::vector<engine::serving::Request> requests) const;
   // One request's prompt, lengths, arrival time and options (not its id).
   absl::Status validate_request(const engine::serving::Request& r) const;
   // A run's context: executors, network, placement, trace, recorders (no actors yet).
@@ -98,8 +116,7 @@ class Server {
   absl::Status finish_run(const RunContext& ctx, const RunOutcome& outcome) const;
   // Runs `servers` together on one actor system and one set of device actors.
   static absl::StatusOr<std::vector<RunOutcome>> run_together(
-      const std::vector<Server*>& servers,
-      std::vector<std::vector<engine::serving::Request>> requests,
+      const std::vector<Server*>& servers, std::vector<SourceSubmissionPtr> sources,
       std::vector<RunCallbacks> callbacks);
 
   engine::topology::Topology topology_;

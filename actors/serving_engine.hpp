@@ -48,8 +48,9 @@ class ServingEngine {
   void cancel(int64_t id);
 
   /// Blocks until every submitted request finished (or was cancelled), then returns the
-  /// outputs not drained before and not handed to the request's own on_finish (indexed by id;
-  /// others empty: the engine keeps no copy of a delivered output) and the metrics since start.
+  /// outputs, in id order, of the requests neither drained before nor handed to their own
+  /// on_finish (the engine forgets a request once its output was delivered, so its memory
+  /// does not grow with the requests served) and the metrics since start.
   /// Errors: the run's first error (a stage or a callback failed); FailedPrecondition after
   /// shutdown.
   absl::StatusOr<RunOutcome> drain();

@@ -32,6 +32,10 @@ class SplitMix64 {
     return z ^ (z >> 31);
   }
 
+  /// Skips `n` draws: the state after them is the seed plus n increments (mod 2^64), so a
+  /// generator can start at any draw of its sequence in O(1) (e.g. a workload's request k).
+  void discard(uint64_t n) { state_ += n * 0x9E3779B97F4A7C15ull; }
+
   /// Uniform in [-1, 1): the top 24 bits mapped to a float grid of step 2^-23 (exact).
   float uniform_pm1() { return static_cast<float>(next() >> 40) * (1.0f / 8388608.0f) - 1.0f; }
 

@@ -40,27 +40,20 @@ constexpr size_t kMaxIdsShown = 4;
 
 // The prompt of request `r` as text: the workload's text when it gave one, else its ids
 // decoded.
-std::string prompt_text(const actors::RequestOutput& r,
-                        const std::vector<engine::serving::Request>& requests,
-                        const engine::model::Tokenizer& tok) {
-  if (r.request_id >= 0 && r.request_id < static_cast<int64_t>(requests.size()) &&
-      !requests[static_cast<size_t>(r.request_id)].prompt_text.empty()) {
-    return requests[static_cast<size_t>(r.request_id)].prompt_text;
-  }
-  return tok.decode(r.prompt);
+std::string prompt_text(const actors::RequestOutput& r, const engine::model::Tokenizer& tok) {
+  return r.prompt_text.empty() ? tok.decode(r.prompt) : r.prompt_text;
 }
 
 // Each request's prompt and its decoded continuation, two lines per request:
 //   [0] And God said, Let there be
 //    -> a man that is ...
 void print_texts(const std::vector<actors::RequestOutput>& outputs,
-                 const std::vector<engine::serving::Request>& requests,
                  const engine::model::Tokenizer& tok) {
   const size_t show = std::min(outputs.size(), kMaxTextsShown);
   for (size_t i = 0; i < show; ++i) {
     const actors::RequestOutput& r = outputs[i];
     std::printf("[%lld] %s\n -> %s\n", static_cast<long long>(r.request_id),
-                prompt_text(r, requests, tok).c_str(), tok.decode(r.output).c_str());
+                prompt_text(r, tok).c_str(), tok.decode(r.output).c_str());
   }
   if (outputs.size() > show) {
     std::printf("... and %zu more requests (--outputs F.jsonl writes every one)\n",
@@ -148,11 +141,7 @@ class OutputsWriter {
   OutputsWriter& operator=(const OutputsWriter&) = delete;
 
   // What the lines hold besides ids: the texts when the model has a tokenizer.
-  void set_text(const std::vector<engine::serving::Request>* requests,
-                const engine::model::Tokenizer* tok) {
-    requests_ = requests;
-    tok_ = tok;
-  }
+  void set_text(const engine::model::Tokenizer* tok) { tok_ = tok; }
 
   // Writes and flushes `r`'s line; after a failed write, writes nothing more and failed()
   // says why.
@@ -162,8 +151,8 @@ class OutputsWriter {
                      {"finish_reason", actors::finish_reason_name(r.finish_reason)},
                      {"prompt_ids", r.prompt},
                      {"output_ids", r.output}};
-    if (tok_ && requests_) {
-      j["prompt_text"] = prompt_text(r, *requests_, *tok_);
+    if (tok_) {
+      j["prompt_text"] = prompt_text(r, *tok_);
       j["output_text"] = tok_->decode(r.output);
     }
     const std::string line = j.dump() + "\n";
@@ -188,7 +177,6 @@ class OutputsWriter {
   OutputsWriter(std::string path, std::FILE* file) : path_(std::move(path)), file_(file) {}
   std::string path_;
   std::FILE* file_ = nullptr;
-  const std::vector<engine::serving::Request>* requests_ = nullptr;
   const engine::model::Tokenizer* tok_ = nullptr;
   std::atomic<bool> failed_{false};
   std::string error_;
@@ -273,9 +261,12 @@ Command add_run_command(CLI::App& app) {
     absl::StatusOr<std::unique_ptr<actors::Server>> server = actors::Server::create(topo);
     if (!server.ok()) return fail(std::string(server.status().message()));
     (*server)->set_trace_max_events(o->trace_max_events);
-    absl::StatusOr<std::vector<engine::serving::Request>> requests = (*server)->make_workload();
-    if (!requests.ok()) return fail(std::string(requests.status().message()));
+    // The workload as a source: each request is made when it arrives, so a long Poisson load
+    // costs memory for the requests in flight only.
+    absl::StatusOr<engine::serving::RequestSourcePtr> source = (*server)->make_workload_source();
+    if (!source.ok()) return fail(std::string(source.status().message()));
     const engine::model::Tokenizer* tok = (*server)->tokenizer();
+    const int64_t num_offered = (*source)->remaining();
 
     actors::RunCallbacks cb;
     // The progress line is open (no newline yet); read after the run.
@@ -296,10 +287,16 @@ Command add_run_command(CLI::App& app) {
         if (finished == total) std::fprintf(stderr, "\n");
       };
     }
-    if (outputs) {
-      outputs->set_text(&*requests, tok);
-      cb.on_finish = [w = outputs.get()](const actors::RequestOutput& r) { w->write(r); };
-    }
+    // Outputs are kept to the end only to be printed (cpu, not --quiet); otherwise each goes
+    // to --outputs as it finishes and is forgotten (memory flat over long runs).
+    const bool print_outputs = !o->quiet && topo.backend != "sim";
+    cb.keep_outputs = print_outputs || other_topo.has_value();
+    auto num_completed = std::make_shared<int64_t>(0);  // finished other than cancelled
+    if (outputs) outputs->set_text(tok);
+    cb.on_finish = [w = outputs.get(), num_completed](const actors::RequestOutput& r) {
+      if (r.finish_reason != actors::FinishReason::kCancelled) ++*num_completed;
+      if (w) w->write(r);
+    };
     // SIGINT / SIGTERM, or an --outputs file that stopped taking lines: cancel what is left.
     cb.stop_requested = [w = outputs.get()] {
       return g_stop_signal.load() != 0 || (w && w->failed());
@@ -314,7 +311,9 @@ Command add_run_command(CLI::App& app) {
       if (!other.ok()) return fail(std::string(other.status().message()));
       absl::StatusOr<std::vector<engine::serving::Request>> theirs = (*other)->make_workload();
       if (!theirs.ok()) return fail(std::string(theirs.status().message()));
-      auto both = (*server)->run_colocated(**other, *requests, *theirs, cb);
+      absl::StatusOr<std::vector<engine::serving::Request>> mine = (*server)->make_workload();
+      if (!mine.ok()) return fail(std::string(mine.status().message()));
+      auto both = (*server)->run_colocated(**other, std::move(*mine), std::move(*theirs), cb);
       if (!both.ok()) return fail(std::string(both.status().message()));
       std::vector<std::string> names;
       for (const auto& d : other_topo->devices) names.push_back(d.name);
@@ -323,7 +322,7 @@ Command add_run_command(CLI::App& app) {
                   topo.source.c_str());
       out = std::move(both->first);
     } else {
-      out = (*server)->run(*requests, cb);
+      out = (*server)->run(std::move(*source), cb);
     }
     if (*progress_open) std::fprintf(stderr, "\n");
     if (!out.ok()) {
@@ -350,22 +349,18 @@ Command add_run_command(CLI::App& app) {
     }
     if (out->stopped) {
       const int sig = g_stop_signal.load();
-      int64_t num_done = 0;
-      for (const actors::RequestOutput& r : out->outputs) {
-        if (r.finish_reason != actors::FinishReason::kCancelled) ++num_done;
-      }
       std::fprintf(stderr,
-                   "muflow run: stopped by %s: %lld of %zu requests had finished, the others "
-                   "were cancelled (finish_reason \"cancelled\"%s); metrics above are up to "
-                   "the stop%s\n",
-                   sig == SIGTERM ? "SIGTERM" : "SIGINT", static_cast<long long>(num_done),
-                   out->outputs.size(), outputs ? " in --outputs" : "",
+                   "muflow run: stopped by %s: %lld of %lld requests had finished; those that "
+                   "had arrived were cancelled (finish_reason \"cancelled\"%s), later ones "
+                   "never made; metrics above are up to the stop%s\n",
+                   sig == SIGTERM ? "SIGTERM" : "SIGINT", static_cast<long long>(*num_completed),
+                   static_cast<long long>(num_offered), outputs ? " in --outputs" : "",
                    topo.trace_file.empty() ? "" : ", the trace holds what ran");
       return 128 + (sig != 0 ? sig : SIGINT);
     }
     if (o->quiet || topo.backend == "sim") return 0;  // sim token ids carry no text
     if (tok) {
-      print_texts(out->outputs, *requests, *tok);
+      print_texts(out->outputs, *tok);
     } else if (o->outputs.empty()) {
       const size_t show = std::min(out->outputs.size(), kMaxIdsShown);
       for (size_t i = 0; i < show; ++i) {

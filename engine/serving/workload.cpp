@@ -108,8 +108,8 @@ absl::Status add_id_prompts(const topology::WorkloadSpec& spec, int64_t vocab_si
   return absl::OkStatus();
 }
 
-absl::Status add_poisson(const topology::WorkloadSpec& spec, int64_t vocab_size,
-                         std::vector<Request>* out) {
+// Checks a Poisson workload's parameters (before any request is generated).
+absl::Status check_poisson(const topology::WorkloadSpec& spec) {
   if (spec.num_requests < 1 || !(spec.rate_per_s > 0) || spec.input_min < 1 ||
       spec.input_min > spec.input_max || spec.output_min < 1 || spec.output_min > spec.output_max) {
     return absl::InvalidArgumentError(sv_cat(
@@ -118,45 +118,107 @@ absl::Status add_poisson(const topology::WorkloadSpec& spec, int64_t vocab_size,
         ", input [", spec.input_min, ", ", spec.input_max, "], output [", spec.output_min, ", ",
         spec.output_max, "]"));
   }
-  SplitMix64 rng(spec.seed);
-  const double mean_gap_s = 1.0 / spec.rate_per_s;
-  double t = 0.0;
-  for (int64_t i = 0; i < spec.num_requests; ++i) {
-    t += rng.exponential(mean_gap_s);
-    Request r;
-    r.arrival_s = t;
-    const int64_t num_input = rng.uniform_int(spec.input_min, spec.input_max);
-    r.max_new_tokens = clamp_to(rng.uniform_int(spec.output_min, spec.output_max),
-                                spec.max_new_tokens);
-    r.prompt = random_ids(rng, num_input, vocab_size);
-    out->push_back(std::move(r));
-  }
   return absl::OkStatus();
 }
 
-absl::Status add_trace(const topology::WorkloadSpec& spec, int64_t vocab_size,
-                       std::vector<Request>* out) {
+// Poisson arrivals, each request generated when taken: O(1) memory whatever num_requests is.
+// Draws per request, in order: gap, input length, output length, prompt ids (one SplitMix64
+// stream over the whole workload).
+class PoissonSource final : public RequestSource {
+ public:
+  PoissonSource(const topology::WorkloadSpec& spec, int64_t vocab_size)
+      : spec_(spec), vocab_size_(vocab_size), rng_(spec.seed), mean_gap_s_(1.0 / spec.rate_per_s) {}
+  int64_t remaining() const override { return spec_.num_requests - next_id_; }
+  std::optional<Request> next() override {
+    if (next_id_ >= spec_.num_requests) return std::nullopt;
+    t_ += rng_.exponential(mean_gap_s_);
+    Request r;
+    r.id = next_id_++;
+    r.arrival_s = t_;
+    const int64_t num_input = rng_.uniform_int(spec_.input_min, spec_.input_max);
+    r.max_new_tokens =
+        clamp_to(rng_.uniform_int(spec_.output_min, spec_.output_max), spec_.max_new_tokens);
+    r.prompt = random_ids(rng_, num_input, vocab_size_);
+    return r;
+  }
+
+ private:
+  topology::WorkloadSpec spec_;
+  int64_t vocab_size_;
+  SplitMix64 rng_;
+  double mean_gap_s_;
+  double t_ = 0.0;
+  int64_t next_id_ = 0;
+};
+
+// A trace's rows in arrival order (by scaled arrival, stable), each request's prompt generated when taken. The
+// prompt ids of row i are draws d_i .. d_i + len_i - 1 of one SplitMix64(seed) stream in file
+// order (d_i: the prompt lengths of the rows before it), so generating rows out of file order
+// gives the same prompts as generating them in file order. Memory: 40 bytes per row.
+class TraceSource final : public RequestSource {
+ public:
+  TraceSource(std::vector<TraceRow> rows, const topology::WorkloadSpec& spec, int64_t vocab_size)
+      : rows_(std::move(rows)), seed_(spec.seed), time_scale_(spec.time_scale),
+        max_prompt_tokens_(spec.max_prompt_tokens), max_new_tokens_(spec.max_new_tokens),
+        vocab_size_(vocab_size) {
+    first_draw_.resize(rows_.size());
+    uint64_t draws = 0;
+    for (size_t i = 0; i < rows_.size(); ++i) {
+      first_draw_[i] = draws;
+      draws += static_cast<uint64_t>(clamp_to(rows_[i].context_tokens, max_prompt_tokens_));
+    }
+    order_.resize(rows_.size());
+    for (size_t i = 0; i < order_.size(); ++i) order_[i] = static_cast<int64_t>(i);
+    std::stable_sort(order_.begin(), order_.end(), [this](int64_t a, int64_t b) {
+      return rows_[a].arrival_s * time_scale_ < rows_[b].arrival_s * time_scale_;
+    });
+  }
+  int64_t remaining() const override { return static_cast<int64_t>(order_.size()) - next_id_; }
+  std::optional<Request> next() override {
+    if (next_id_ >= static_cast<int64_t>(order_.size())) return std::nullopt;
+    const auto i = static_cast<size_t>(order_[next_id_]);
+    const TraceRow& row = rows_[i];
+    SplitMix64 rng(seed_);
+    rng.discard(first_draw_[i]);
+    Request r;
+    r.id = next_id_++;
+    r.arrival_s = row.arrival_s * time_scale_;
+    r.prompt = random_ids(rng, clamp_to(row.context_tokens, max_prompt_tokens_), vocab_size_);
+    r.max_new_tokens = clamp_to(row.generated_tokens, max_new_tokens_);
+    return r;
+  }
+
+ private:
+  std::vector<TraceRow> rows_;
+  std::vector<uint64_t> first_draw_;  // [row] draws of the stream before this row's prompt
+  std::vector<int64_t> order_;        // rows by (arrival, file order)
+  uint64_t seed_;
+  double time_scale_;
+  int64_t max_prompt_tokens_, max_new_tokens_, vocab_size_;
+  int64_t next_id_ = 0;
+};
+
+absl::StatusOr<RequestSourcePtr> make_trace_source(const topology::WorkloadSpec& spec,
+                                                   int64_t vocab_size) {
   if (!(spec.time_scale >= 0)) {
     return absl::InvalidArgumentError(
         sv_cat("workload kind \"trace\": time_scale must be >= 0, got ", spec.time_scale));
   }
   absl::StatusOr<std::vector<TraceRow>> rows = read_azure_trace(spec.trace_file, spec.max_requests);
   if (!rows.ok()) return rows.status();
-  SplitMix64 rng(spec.seed);
-  for (const TraceRow& row : *rows) {
-    Request r;
-    r.arrival_s = row.arrival_s * spec.time_scale;
-    r.prompt = random_ids(rng, clamp_to(row.context_tokens, spec.max_prompt_tokens), vocab_size);
-    r.max_new_tokens = clamp_to(row.generated_tokens, spec.max_new_tokens);
-    out->push_back(std::move(r));
-  }
-  return absl::OkStatus();
+  return std::make_shared<TraceSource>(std::move(*rows), spec, vocab_size);
+}
+
+// Prompts given in full (text or ids): few, built at once; sorted and numbered.
+RequestSourcePtr vector_source(std::vector<Request> requests) {
+  for (size_t i = 0; i < requests.size(); ++i) requests[i].id = static_cast<int64_t>(i);
+  return make_vector_source(std::move(requests));
 }
 
 }  // namespace
 
-absl::StatusOr<std::vector<Request>> make_requests(const topology::WorkloadSpec& spec,
-                                                   int64_t vocab_size, const EncodeFn& encode) {
+absl::StatusOr<RequestSourcePtr> make_request_source(const topology::WorkloadSpec& spec,
+                                                     int64_t vocab_size, const EncodeFn& encode) {
   if (vocab_size < 1) {
     return absl::InvalidArgumentError(sv_cat("vocab_size must be positive, got ", vocab_size));
   }
@@ -172,23 +234,30 @@ absl::StatusOr<std::vector<Request>> make_requests(const topology::WorkloadSpec&
                                              spec.max_new_tokens));
   }
   std::vector<Request> requests;
-  absl::Status s;
   if (spec.kind == "prompts") {
-    s = add_text_prompts(spec, vocab_size, encode, &requests);
-  } else if (spec.kind == "ids") {
-    s = add_id_prompts(spec, vocab_size, &requests);
-  } else if (spec.kind == "poisson") {
-    s = add_poisson(spec, vocab_size, &requests);
-  } else if (spec.kind == "trace") {
-    s = add_trace(spec, vocab_size, &requests);
-  } else {
-    s = absl::InvalidArgumentError(sv_cat("unknown workload kind '", spec.kind,
-                                          "'; expected one of: prompts, ids, poisson, trace"));
+    if (absl::Status s = add_text_prompts(spec, vocab_size, encode, &requests); !s.ok()) return s;
+    return vector_source(std::move(requests));
   }
-  if (!s.ok()) return s;
-  std::stable_sort(requests.begin(), requests.end(),
-                   [](const Request& a, const Request& b) { return a.arrival_s < b.arrival_s; });
-  for (size_t i = 0; i < requests.size(); ++i) requests[i].id = static_cast<int64_t>(i);
+  if (spec.kind == "ids") {
+    if (absl::Status s = add_id_prompts(spec, vocab_size, &requests); !s.ok()) return s;
+    return vector_source(std::move(requests));
+  }
+  if (spec.kind == "poisson") {
+    if (absl::Status s = check_poisson(spec); !s.ok()) return s;
+    return std::make_shared<PoissonSource>(spec, vocab_size);
+  }
+  if (spec.kind == "trace") return make_trace_source(spec, vocab_size);
+  return absl::InvalidArgumentError(sv_cat("unknown workload kind '", spec.kind,
+                                           "'; expected one of: prompts, ids, poisson, trace"));
+}
+
+absl::StatusOr<std::vector<Request>> make_requests(const topology::WorkloadSpec& spec,
+                                                   int64_t vocab_size, const EncodeFn& encode) {
+  absl::StatusOr<RequestSourcePtr> source = make_request_source(spec, vocab_size, encode);
+  if (!source.ok()) return source.status();
+  std::vector<Request> requests;
+  requests.reserve(static_cast<size_t>((*source)->remaining()));
+  while (std::optional<Request> r = (*source)->next()) requests.push_back(std::move(*r));
   return requests;
 }
 

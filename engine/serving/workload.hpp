@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/serving/request.hpp"
+#include "engine/serving/request_source.hpp"
 #include "engine/topology/topology.hpp"
 
 namespace muflow::engine::serving {
@@ -43,6 +44,14 @@ using EncodeFn = std::function<std::vector<int32_t>(const std::string&)>;
 /// for prompts/ids, an unknown kind or a malformed trace row (file and line); NotFound for
 /// a missing prompts or trace file. Pure function of its inputs; any thread.
 absl::StatusOr<std::vector<Request>> make_requests(const topology::WorkloadSpec& spec,
+                                                   int64_t vocab_size, const EncodeFn& encode);
+
+/// The same requests as make_requests, as a source that generates each when taken: "poisson"
+/// holds O(1) state, "trace" 40 bytes per row read (prompts are drawn when taken, from the
+/// same SplitMix64 stream positions), "prompts" and "ids" are built at once (they are given in
+/// full). The parameters are checked here (same errors as make_requests); the requests then
+/// come without failing. The source is not thread-safe (one owner pulls from it).
+absl::StatusOr<RequestSourcePtr> make_request_source(const topology::WorkloadSpec& spec,
                                                    int64_t vocab_size, const EncodeFn& encode);
 
 }  // namespace muflow::engine::serving

@@ -14,6 +14,8 @@
 #include <gtest/gtest.h>
 
 #include "engine/serving/azure_trace.hpp"
+#include "engine/serving/request_source.hpp"
+#include "engine/splitmix64.hpp"
 
 namespace muflow::engine {
 namespace {
@@ -294,6 +296,74 @@ TEST(AzureTrace, ArrivalsAreRelativeToTheEarliestRow) {
   EXPECT_DOUBLE_EQ((*reqs)[1].arrival_s, 2.0);
   EXPECT_DOUBLE_EQ((*reqs)[2].arrival_s, 5.0);
   EXPECT_EQ((*reqs)[2].max_new_tokens, 2);
+}
+
+// A trace's prompts are drawn from one SplitMix64(seed) stream in file order, whatever order
+// the rows arrive in: the source, which makes each request when taken (by arrival), must draw
+// row i's prompt at the stream position after the rows before it in the file.
+TEST(RequestSource, TracePromptsFollowFileOrderWhenRowsArriveOutOfOrder) {
+  const std::string text =
+      "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+      "2023-11-16 18:00:03,4,7\n"
+      "2023-11-16 18:00:01,3,8\n"
+      "2023-11-16 18:00:02,5,2\n"
+      "2023-11-16 18:00:01,2,1\n";
+  const fs::path file = scratch_file("t.csv", text);
+  topology::WorkloadSpec spec;
+  spec.kind = "trace";
+  spec.trace_file = file.string();
+  spec.time_scale = 1.0;
+  spec.max_new_tokens = 0;
+  spec.seed = 99;
+  const int64_t vocab = 1000;
+  // Expected prompts, row by row in file order from one stream.
+  SplitMix64 rng(spec.seed);
+  std::vector<std::vector<int32_t>> by_row;
+  for (int64_t len : {4, 3, 5, 2}) {
+    std::vector<int32_t> ids;
+    for (int64_t j = 0; j < len; ++j) ids.push_back(static_cast<int32_t>(rng.uniform_int(3, vocab - 1)));
+    by_row.push_back(ids);
+  }
+  absl::StatusOr<serving::RequestSourcePtr> source = serving::make_request_source(spec, vocab, nullptr);
+  ASSERT_TRUE(source.ok()) << source.status();
+  EXPECT_EQ((*source)->remaining(), 4);
+  // Arrival order, ties in file order: rows 1 and 3 (t = 0), row 2 (1 s), row 0 (2 s).
+  const std::vector<size_t> order = {1, 3, 2, 0};
+  for (size_t k = 0; k < order.size(); ++k) {
+    std::optional<serving::Request> r = (*source)->next();
+    ASSERT_TRUE(r.has_value()) << k;
+    EXPECT_EQ(r->id, static_cast<int64_t>(k));
+    EXPECT_EQ(r->prompt, by_row[order[k]]) << "request " << k << " (file row " << order[k] << ")";
+  }
+  EXPECT_EQ((*source)->remaining(), 0);
+  EXPECT_FALSE((*source)->next().has_value());
+}
+
+// A Poisson source holds no requests: the largest workload a topology may declare is a source
+// at once, and its first requests are those of a small workload with the same seed (each
+// request's draws come after those of the requests before it).
+TEST(RequestSource, PoissonMakesEachRequestWhenTaken) {
+  absl::StatusOr<serving::RequestSourcePtr> big = serving::make_request_source(
+      poisson_spec(7, topology::kMaxWorkloadRequests), 512, nullptr);
+  ASSERT_TRUE(big.ok()) << big.status();
+  EXPECT_EQ((*big)->remaining(), topology::kMaxWorkloadRequests);
+  absl::StatusOr<std::vector<serving::Request>> small =
+      serving::make_requests(poisson_spec(7, 50), 512, nullptr);
+  ASSERT_TRUE(small.ok()) << small.status();
+  for (const serving::Request& want : *small) {
+    std::optional<serving::Request> got = (*big)->next();
+    ASSERT_TRUE(got.has_value());
+    EXPECT_EQ(got->id, want.id);
+    EXPECT_EQ(got->arrival_s, want.arrival_s);
+    EXPECT_EQ(got->prompt, want.prompt);
+    EXPECT_EQ(got->max_new_tokens, want.max_new_tokens);
+  }
+  EXPECT_EQ((*big)->remaining(), topology::kMaxWorkloadRequests - 50);
+  // Bad parameters fail when the source is made, before any request.
+  topology::WorkloadSpec bad = poisson_spec(7, 10);
+  bad.input_min = 0;
+  EXPECT_THAT(msg(serving::make_request_source(bad, 512, nullptr).status()),
+              HasSubstr("1 <= min <= max"));
 }
 
 TEST(AzureTrace, RealCodeTrace) {
