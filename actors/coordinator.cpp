@@ -89,7 +89,8 @@ RequestState* find_request(CoordinatorState& st, int64_t id) {
 
 // The outcome so far: the first error, cumulative metrics and, in id order, an entry per
 // request the coordinator still holds: the outputs of finished requests not reported before
-// (moved out) and empty ones for the others. Reported requests are forgotten.
+// (moved out) and empty ones for the others. Reported requests are forgotten (erased unless
+// the run failed).
 RunOutcomePtr take_outcome(Self* self) {
   auto& st = self->state;
   auto outcome = std::make_shared<RunOutcome>();
@@ -103,7 +104,9 @@ RunOutcomePtr take_outcome(Self* self) {
     if (r.finished && !r.reported) {
       outcome->outputs.push_back(std::move(r.out));
       forget_output(r);
-      st.requests.erase(id);
+      // A failing run (done) drains from inside a callback's caller, which still holds the
+      // request: leave the record; the engine serves nothing more anyway.
+      if (!st.done) st.requests.erase(id);
     } else {
       RequestOutput empty;
       empty.request_id = id;
