@@ -18,7 +18,7 @@ PKGS=(
   libboost-graph-dev               # bipartite matching (Aurora colocation planner)
   libglpk-dev                      # MILP solver (ExFlow affinity placement)
   libgtest-dev libgmock-dev libbenchmark-dev
-  clang libclang-rt-14-dev libomp-dev  # libFuzzer + ASan/UBSan targets (tests/fuzz, preset fuzz)
+  clang libclang-rt-14-dev libomp-dev  # ASan+UBSan suite and libFuzzer targets (presets asan, fuzz), TSan (preset tsan)
   python3-numpy python3-torch python3-sentencepiece  # independent float64 reference forward in tests
   chromium                         # headless browser test of the `muflow trace view` report
   bible-kjv                        # KJV text for bench/aurora_exflow.sh (recorded expert paths)

@@ -6,7 +6,7 @@
 # $WORK/<parser>/crash-*, ... and the log next to it), 2 on a usage error.
 #
 #   tests/fuzz/run.sh SECONDS [PARSER...]
-#   env: MUFLOW_FUZZ_BUILD (default build/fuzz), MUFLOW_FUZZ_WORK (default $MUFLOW_FUZZ_BUILD/fuzz-work),
+#   env: MUFLOW_FUZZ_BUILD (default build/asan: the asan and fuzz presets share it), MUFLOW_FUZZ_WORK (default $MUFLOW_FUZZ_BUILD/fuzz-work),
 #        MUFLOW_FUZZ_ARGS (extra libFuzzer flags, e.g. "-jobs=2 -workers=2")
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -17,7 +17,7 @@ if [[ $# -lt 1 || ! "$1" =~ ^[0-9]+$ || "$1" -lt 1 ]]; then
 fi
 seconds="$1"
 shift
-build="${MUFLOW_FUZZ_BUILD:-$root/build/fuzz}"
+build="${MUFLOW_FUZZ_BUILD:-$root/build/asan}"
 work="${MUFLOW_FUZZ_WORK:-$build/fuzz-work}"
 parsers=("$@")
 if [[ ${#parsers[@]} -eq 0 ]]; then
