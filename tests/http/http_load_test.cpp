@@ -144,9 +144,10 @@ class FakeServer {
                                          std::lock_guard<std::mutex> lock(mu_);
                                          max_in_flight_ = std::max(max_in_flight_, ++in_flight_);
                                        }
-                                       const bool ok = stream(n, num_prompt, sink);
+                                       bool counted = true;  // stream() may end it early
+                                       const bool ok = stream(n, num_prompt, sink, &counted);
                                        std::lock_guard<std::mutex> lock(mu_);
-                                       --in_flight_;
+                                       if (counted) --in_flight_;
                                        return ok;
                                      });
   }
@@ -162,8 +163,10 @@ class FakeServer {
            sink.write(e.data() + b, e.size() - b);
   }
 
-  // Streams n tokens; false = cut the connection.
-  bool stream(int64_t n, int64_t num_prompt, httplib::DataSink& sink) {
+  // Streams n tokens; false = cut the connection. `*counted` is cleared when the request stops
+  // counting as in flight before the lambda returns: just before [DONE], after which a client
+  // may send its next request while this handler is still unwinding.
+  bool stream(int64_t n, int64_t num_prompt, httplib::DataSink& sink, bool* counted) {
     if (config_.mode == Mode::kStall) {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait_for(lock, std::chrono::seconds(10), [this] { return released_; });
@@ -201,6 +204,11 @@ class FakeServer {
                           {"completion_tokens", n},
                           {"total_tokens", num_prompt + n}}}};
     if (!write_event(sink, last.dump()) || !write_event(sink, usage.dump())) return false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      --in_flight_;
+      *counted = false;
+    }
     if (config_.mode != Mode::kNoDone && !write_event(sink, "[DONE]")) return false;
     sink.done();
     return true;
