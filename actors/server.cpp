@@ -254,6 +254,11 @@ absl::Status Server::finish_run(const RunContext& ctx, const RunOutcome& outcome
     ctx.trace->set_other_data("topology", topology_.source);
     ctx.trace->set_other_data("metrics", engine::serving::to_json(outcome.metrics));
     ctx.trace->set_other_data("num_devices", ctx.placement.num_devices);
+    if (const auto m = backend_->cpu_model()) {  // cpu: what the GEMMs computed in (#16)
+      ctx.trace->set_other_data("weights_dtype", std::string(m->weights_dtype()));
+      ctx.trace->set_other_data("compute_dtype", std::string(m->compute_dtype()));
+      ctx.trace->set_other_data("cpu_native_bf16", kernels::cpu::cpu_has_native_bf16());
+    }
     ctx.trace->set_other_data("num_layers", config().num_layers);
     ctx.trace->set_other_data("num_experts", config().num_experts);
     ctx.trace->set_other_data("expert_device", ctx.placement.expert_device);

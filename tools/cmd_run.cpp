@@ -261,6 +261,14 @@ Command add_run_command(CLI::App& app) {
     absl::StatusOr<std::unique_ptr<actors::Server>> server = actors::Server::create(topo);
     if (!server.ok()) return fail(std::string(server.status().message()));
     (*server)->set_trace_max_events(o->trace_max_events);
+    if (const auto m = (*server)->model(); m && !o->quiet) {
+      // Which GEMM path this CPU got (issue #16): bf16 weights compute in bf16 only where the
+      // CPU has native bf16; `[model] compute` forces either.
+      std::fprintf(stderr, "muflow: %s weights, GEMMs in %s (CPU %s native bf16; [model] compute = \"%s\")\n",
+                   m->weights_dtype(), m->compute_dtype(),
+                   kernels::cpu::cpu_has_native_bf16() ? "has" : "lacks",
+                   topo.model.compute.c_str());
+    }
     // The workload as a source: each request is made when it arrives, so a long Poisson load
     // costs memory for the requests in flight only.
     absl::StatusOr<engine::serving::RequestSourcePtr> source = (*server)->make_workload_source();

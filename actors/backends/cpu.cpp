@@ -80,7 +80,9 @@ absl::StatusOr<std::unique_ptr<Backend>> make_cpu_backend(
         absl::StrFormat("%s: [model] needs either 'path' or synthetic dims", topology.source));
   }
   absl::StatusOr<std::shared_ptr<const engine::exec::CpuModel>> model =
-      engine::exec::CpuModel::prepare(weights);
+      engine::exec::CpuModel::prepare(
+          weights, kernels::cpu::parse_bf16_compute(topology.model.compute)
+                       .value_or(kernels::cpu::Bf16Compute::kAuto));
   if (!model.ok()) return model.status();
   if (absl::Status s = engine::topology::check_topology_against_model(topology, (*model)->config());
       !s.ok()) {

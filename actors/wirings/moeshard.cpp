@@ -129,8 +129,10 @@ class MoeShardWiring final : public Wiring {
     std::shared_ptr<const engine::exec::CpuExpertShards> shards;
     if (s.weights) {
       absl::StatusOr<std::shared_ptr<const engine::exec::CpuExpertShards>> prepared =
-          engine::exec::CpuExpertShards::prepare(*s.weights,
-                                                 static_cast<int64_t>(s.topology.devices.size()));
+          engine::exec::CpuExpertShards::prepare(
+              *s.weights, static_cast<int64_t>(s.topology.devices.size()),
+              kernels::cpu::parse_bf16_compute(s.topology.model.compute)
+                  .value_or(kernels::cpu::Bf16Compute::kAuto));
       if (!prepared.ok()) return prepared.status();
       shards = *prepared;
     }

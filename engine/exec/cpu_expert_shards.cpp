@@ -43,11 +43,12 @@ model::WeightTensor slice_cols(const model::WeightTensor& t, int64_t begin, int6
 }
 
 std::unique_ptr<kernels::cpu::ExpertFfn> make_shard_ffn(const model::ExpertWeights& e,
-                                                        int64_t hidden, int64_t ffn) {
+                                                        int64_t hidden, int64_t ffn,
+                                                        kernels::cpu::Bf16Compute compute) {
   if (e.gate.dtype == model::DType::kBF16 && e.up.dtype == model::DType::kBF16 &&
       e.down.dtype == model::DType::kBF16) {
     return std::make_unique<kernels::cpu::ExpertFfn>(e.gate.bf16.data(), e.up.bf16.data(),
-                                                     e.down.bf16.data(), hidden, ffn);
+                                                     e.down.bf16.data(), hidden, ffn, compute);
   }
   std::vector<float> g = e.gate.to_f32(), u = e.up.to_f32(), d = e.down.to_f32();
   return std::make_unique<kernels::cpu::ExpertFfn>(g.data(), u.data(), d.data(), hidden, ffn);
@@ -61,7 +62,7 @@ model::ExpertWeights slice_expert(const model::ExpertWeights& e, planning::Shard
 }
 
 absl::StatusOr<std::shared_ptr<const CpuExpertShards>> CpuExpertShards::prepare(
-    const model::ModelWeights& weights, int64_t num_shards) {
+    const model::ModelWeights& weights, int64_t num_shards, kernels::cpu::Bf16Compute bf16_compute) {
   const model::ModelConfig& c = weights.config;
   absl::StatusOr<planning::ShardPlan> plan = planning::moeshard_plan(c.expert_ffn, num_shards);
   if (!plan.ok()) return plan.status();
@@ -84,7 +85,8 @@ absl::StatusOr<std::shared_ptr<const CpuExpertShards>> CpuExpertShards::prepare(
       for (const planning::ShardRange& r : plan->ranges) {
         out->ffn_[b][e].push_back(r.size() == 0 ? nullptr
                                                 : make_shard_ffn(slice_expert(ew, r),
-                                                                 c.hidden_size, r.size()));
+                                                                 c.hidden_size, r.size(),
+                                                                 bf16_compute));
       }
     }
   }

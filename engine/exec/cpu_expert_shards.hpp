@@ -23,9 +23,10 @@ class CpuExpertShards {
  public:
   /// Splits every routed expert of `weights` (not the shared expert, which runs with
   /// attention) into `num_shards` shards. Errors: InvalidArgument when num_shards < 1 or an
-  /// expert tensor's shape disagrees with the config.
+  /// expert tensor's shape disagrees with the config. `bf16_compute`: as CpuModel::prepare.
   static absl::StatusOr<std::shared_ptr<const CpuExpertShards>> prepare(
-      const model::ModelWeights& weights, int64_t num_shards);
+      const model::ModelWeights& weights, int64_t num_shards,
+      kernels::cpu::Bf16Compute bf16_compute = kernels::cpu::Bf16Compute::kAuto);
 
   int64_t num_shards() const { return static_cast<int64_t>(plan_.ranges.size()); }
   const planning::ShardPlan& plan() const { return plan_; }

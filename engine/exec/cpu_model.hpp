@@ -31,13 +31,21 @@ struct AttentionOutputs {
 class CpuModel {
  public:
   /// Prepacks the weights of every GEMM (attention q|k|v fused, o, router in f32, every
-  /// expert's gate|up fused and down, shared expert, LM head). bf16 matrices stay bf16.
+  /// expert's gate|up fused and down, shared expert, LM head). bf16 matrices are computed as
+  /// `bf16_compute` says (kernels/cpu/bf16_compute.hpp; kAuto: bf16 where the CPU has native
+  /// bf16, else up-converted to f32 once here, at twice the memory).
   /// Keeps no reference to `weights`: the model holds only its prepared copies.
   /// Errors: InvalidArgument when the weights disagree with the config (wrong shapes).
   static absl::StatusOr<std::shared_ptr<const CpuModel>> prepare(
-      std::shared_ptr<const model::ModelWeights> weights);
+      std::shared_ptr<const model::ModelWeights> weights,
+      kernels::cpu::Bf16Compute bf16_compute = kernels::cpu::Bf16Compute::kAuto);
 
   const model::ModelConfig& config() const { return config_; }
+  /// What the GEMMs on weights compute in: "f32" (f32 weights, or bf16 weights up-converted)
+  /// or "bf16" (from the experts' GEMMs; every GEMM of a model takes the same path).
+  const char* compute_dtype() const { return compute_dtype_; }
+  /// The experts' weights as loaded: "f32" or "bf16".
+  const char* weights_dtype() const { return weights_dtype_; }
 
   /// Embedding lookup: h[i] = embed[ids[i]]. ids must be in [0, vocab) (checked by the caller:
   /// workloads validate prompts). h: [n, hidden].
@@ -84,6 +92,8 @@ class CpuModel {
   // Only prepared copies: the loaded weights are not kept (they may be released once every
   // user has prepared its copy; see Backend::release_weights).
   model::ModelConfig config_;
+  const char* compute_dtype_ = "f32";
+  const char* weights_dtype_ = "f32";
   std::vector<Block> blocks_;
   std::unique_ptr<kernels::cpu::Linear> lm_head_;
   std::vector<float> embed_;       ///< [vocab, hidden] f32 copy of the embedding table

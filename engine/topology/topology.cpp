@@ -36,9 +36,10 @@ constexpr std::string_view kDeviceKeys[] = {"name", "kind", "node"};
 constexpr std::string_view kModelKeys[] = {"path",    "type",  "vocab",   "hidden",
                                            "layers",  "heads", "kv_heads", "head_dim",
                                            "experts", "topk",  "ffn",     "shared_ffn",
-                                           "seed",    "dtype", "preset"};
+                                           "seed",    "dtype", "preset", "compute"};
 constexpr std::string_view kModelTypes[] = {"mixtral", "qwen2_moe"};
 constexpr std::string_view kDtypes[] = {"f32", "bf16"};
+constexpr std::string_view kComputes[] = {"auto", "bf16", "f32"};
 constexpr std::string_view kPlacementKeys[] = {"experts",      "attention_devices", "paths",
                                                "planner",      "time_limit_s",      "replicas",
                                                "replica_experts"};
@@ -110,9 +111,10 @@ absl::Status parse_cluster(const TomlTableReader& r, const std::string& backend,
 
 absl::Status parse_model(const TomlTableReader& r, const fs::path& base_dir, ModelSpec* model) {
   MUFLOW_TOPO_RETURN_IF_ERROR(r.check_keys(kModelKeys));
+  MUFLOW_TOPO_RETURN_IF_ERROR(r.read_choice("compute", &model->compute, kComputes));
   if (r.has("preset")) {
     for (std::string_view key : kModelKeys) {
-      if (key != "preset" && key != "dtype" && r.has(key)) {
+      if (key != "preset" && key != "dtype" && key != "compute" && r.has(key)) {
         return r.error(key, "a [model] table gives either preset = \"...\" (with an optional "
                             "dtype), path = \"...\" or synthetic dims, not several");
       }

@@ -32,6 +32,9 @@ struct ModelSpec {
   std::optional<model::ModelConfig> synthetic;  ///< set when the [model] table gives dims
   uint64_t seed = 0;                   ///< weight seed for synthetic models
   std::string dtype = "f32";           ///< "f32" | "bf16" for synthetic weights
+  /// cpu backend, bf16 weights: "auto" (bf16 GEMMs where the CPU has AVX512-BF16 or AMX, else
+  /// weights up-converted to f32 at load) | "bf16" | "f32" (kernels/cpu/bf16_compute.hpp).
+  std::string compute = "auto";
   std::string preset;                  ///< weightless model preset (sim only), e.g. "mixtral-8x7b" 
 };
 

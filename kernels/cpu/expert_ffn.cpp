@@ -32,12 +32,21 @@ ExpertFfn::ExpertFfn(const float* gate, const float* up, const float* down, int6
       gate_up_(stack_gate_up(gate, up, hidden, ffn).data(), 2 * ffn, hidden, nullptr),
       down_(down, hidden, ffn, nullptr) {}
 
+namespace {
+LinearOptions with_compute(Bf16Compute compute) {
+  LinearOptions o;
+  o.bf16_compute = compute;
+  return o;
+}
+}  // namespace
+
 ExpertFfn::ExpertFfn(const uint16_t* gate, const uint16_t* up, const uint16_t* down,
-                     int64_t hidden, int64_t ffn)
+                     int64_t hidden, int64_t ffn, Bf16Compute compute)
     : hidden_(hidden),
       ffn_(ffn),
-      gate_up_(stack_gate_up(gate, up, hidden, ffn).data(), 2 * ffn, hidden, nullptr),
-      down_(down, hidden, ffn, nullptr) {}
+      gate_up_(stack_gate_up(gate, up, hidden, ffn).data(), 2 * ffn, hidden, nullptr,
+               with_compute(compute)),
+      down_(down, hidden, ffn, nullptr, with_compute(compute)) {}
 
 namespace {
 std::size_t round_up_64(std::size_t n) { return (n + 63) / 64 * 64; }

@@ -17,9 +17,12 @@ class ExpertFfn {
  public:
   /// f32 weights: gate, up `[ffn, hidden]`, down `[hidden, ffn]`.
   ExpertFfn(const float* gate, const float* up, const float* down, int64_t hidden, int64_t ffn);
-  /// bf16 weights (raw bits), same shapes.
+  /// bf16 weights (raw bits), same shapes; `compute`: bf16 or f32 GEMMs (bf16_compute.hpp).
   ExpertFfn(const uint16_t* gate, const uint16_t* up, const uint16_t* down, int64_t hidden,
-            int64_t ffn);
+            int64_t ffn, Bf16Compute compute = Bf16Compute::kAuto);
+
+  /// The type both GEMMs compute in (Linear::weight_type).
+  LinearWeightType compute_type() const { return gate_up_.weight_type(); }
 
   /// x: [num_rows, hidden] f32; y: [num_rows, hidden] f32 (written). num_rows may be 0.
   /// x and y must not overlap. Works kLinearMTile rows at a time through per-thread buffers.

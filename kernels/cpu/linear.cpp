@@ -376,17 +376,20 @@ Linear::Linear(const uint16_t* weight_bf16, int64_t out_features, int64_t in_fea
   impl_->has_bias = bias != nullptr;
   impl_->round_src_to_bf16 = true;
   bool built = false;
-  try {
-    impl_->weight_type = LinearWeightType::kBF16;
-    impl_->build(weight_bf16, memory::data_type::bf16, bias);
-    built = true;
-  } catch (const dnnl::error&) {
-    // No bf16 matmul on this CPU / oneDNN build: fall back to f32 below.
+  if (resolve_bf16_compute(options.bf16_compute) == Bf16Compute::kBF16) {
+    try {
+      impl_->weight_type = LinearWeightType::kBF16;
+      impl_->build(weight_bf16, memory::data_type::bf16, bias);
+      built = true;
+    } catch (const dnnl::error&) {
+      // No bf16 matmul on this CPU / oneDNN build: f32 below.
+    }
   }
   if (!built) {
-    // Fallback: upcast the weights to f32 (exact) and keep rounding activations to bf16, so
-    // the products are the same as in the bf16 path (bf16·bf16 is exact in f32); only the f32
-    // accumulation order may differ.
+    // f32 compute (chosen for a CPU without native bf16, forced, or no bf16 matmul): upcast
+    // the weights to f32 (exact) and keep rounding activations to bf16, so the products are
+    // the same as in the bf16 path (bf16·bf16 is exact in f32); only the f32 accumulation
+    // order may differ.
     const std::size_t num_weights = static_cast<std::size_t>(out_features) * in_features;
     std::vector<float> upcast(num_weights);
     for (std::size_t i = 0; i < num_weights; ++i) upcast[i] = bf16_to_f32(weight_bf16[i]);

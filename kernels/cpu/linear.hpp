@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "kernels/cpu/bf16_compute.hpp"
+
 namespace muflow::kernels::cpu {
 
 /// Row tile of every GEMM call (rows of x per oneDNN primitive execution). All full tiles use
@@ -37,6 +39,9 @@ struct LinearOptions {
   /// Try the small-M fast path (it is still enabled only if the construction probe passes).
   /// false: every call runs padded tiles (benchmarks use it as the baseline).
   bool allow_small_m_path = true;
+  /// bf16 weights only: compute in bf16, or up-convert the weights to f32 once here and
+  /// compute in f32 (kernels/cpu/bf16_compute.hpp). kAuto picks by the CPU's ISA.
+  Bf16Compute bf16_compute = Bf16Compute::kAuto;
   /// Test hook: flips one bit of the small primitive's probe output, so the probe fails and
   /// the fast path stays disabled: exercises the fallback on a machine where it would pass.
   /// Bypasses the per-process probe verdict cache (neither reads nor writes it).
@@ -118,9 +123,10 @@ class Linear {
   int64_t in_features() const;
   /// N: columns of y (elements).
   int64_t out_features() const;
-  /// The type the primitive computes in: kBF16 for bf16 weights when oneDNN has a bf16
-  /// matmul for this CPU; kF32 for f32 weights, and for bf16 weights on the fallback path
-  /// (weights upcast to f32 exactly at construction, activations still rounded to bf16).
+  /// The type the primitive computes in: kBF16 for bf16 weights when options.bf16_compute
+  /// resolved to kBF16 and oneDNN has a bf16 matmul for this CPU; kF32 for f32 weights, and
+  /// for bf16 weights computed in f32 (weights upcast to f32 exactly at construction,
+  /// activations still rounded to bf16).
   LinearWeightType weight_type() const;
   /// True when the construction probe showed the small-M primitive bitwise equal to the tile
   /// primitive, so calls use it for small remainders (see the class comment).

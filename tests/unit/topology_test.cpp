@@ -445,6 +445,26 @@ TEST(Topology, SyntheticModelConsistencyChecks) {
   absl::StatusOr<topology::Topology> dtype = parse("[model]\ndtype = \"f16\"\n");
   ASSERT_FALSE(dtype.ok());
   EXPECT_THAT(msg(dtype.status()), HasSubstr("expected one of: f32, bf16; got 'f16'"));
+  absl::StatusOr<topology::Topology> compute = parse("[model]\ncompute = \"fp8\"\n");
+  ASSERT_FALSE(compute.ok());
+  EXPECT_THAT(msg(compute.status()), HasSubstr("key 'model.compute'"));
+  EXPECT_THAT(msg(compute.status()), HasSubstr("expected one of: auto, bf16, f32; got 'fp8'"));
+}
+
+// #16: `[model] compute` picks the GEMM path of bf16 weights; "auto" by default, with a preset
+// too.
+TEST(Topology, ModelComputeKey) {
+  absl::StatusOr<topology::Topology> plain = parse("[model]\ndtype = \"bf16\"\n");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->model.compute, "auto");
+  absl::StatusOr<topology::Topology> forced =
+      parse("[model]\ndtype = \"bf16\"\ncompute = \"f32\"\n");
+  ASSERT_TRUE(forced.ok()) << forced.status();
+  EXPECT_EQ(forced->model.compute, "f32");
+  absl::StatusOr<topology::Topology> preset =
+      parse("backend = \"sim\"\n[model]\npreset = \"mixtral-8x7b\"\ncompute = \"bf16\"\n");
+  ASSERT_TRUE(preset.ok()) << preset.status();
+  EXPECT_EQ(preset->model.compute, "bf16");
 }
 
 TEST(Topology, ClusterDevicesList) {
