@@ -131,7 +131,7 @@ absl::Status parse_model(const TomlTableReader& r, const fs::path& base_dir, Mod
   }
   if (r.has("path")) {
     for (std::string_view key : kModelKeys) {
-      if (key != "path" && r.has(key)) {
+      if (key != "path" && key != "compute" && r.has(key)) {
         return r.error(key, "applies to synthetic models only; a [model] table gives either "
                             "path = \"...\" or synthetic dims, not both");
       }

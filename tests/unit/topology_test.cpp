@@ -465,6 +465,12 @@ TEST(Topology, ModelComputeKey) {
       parse("backend = \"sim\"\n[model]\npreset = \"mixtral-8x7b\"\ncompute = \"bf16\"\n");
   ASSERT_TRUE(preset.ok()) << preset.status();
   EXPECT_EQ(preset->model.compute, "bf16");
+  // With a model folder too (the shipped bf16 model).
+  const std::string models = std::string(MUFLOW_SOURCE_DIR) + "/models/kjv-mixtral-tiny-bf16";
+  absl::StatusOr<topology::Topology> folder =
+      parse("[model]\npath = \"" + models + "\"\ncompute = \"f32\"\n");
+  ASSERT_TRUE(folder.ok()) << folder.status();
+  EXPECT_EQ(folder->model.compute, "f32");
 }
 
 TEST(Topology, ClusterDevicesList) {
