@@ -21,8 +21,8 @@
 #include <string>
 
 #include "actors/server.hpp"
-#include "nlohmann/json.hpp"
 #include "tools/commands.hpp"
+#include "tools/outputs_writer.hpp"
 #include "tools/topology_arg.hpp"
 
 namespace muflow::tools {
@@ -120,69 +120,6 @@ std::optional<std::string> probe_writable(const std::string& path, const std::st
   return std::nullopt;
 }
 
-// `--outputs`: one JSON line per request, written and flushed as the request finishes (from
-// the coordinator's thread, one call at a time), in finish order.
-class OutputsWriter {
- public:
-  // Opens (truncates) `path`, creating its folder. Errors name the path and the OS reason.
-  static std::optional<std::string> open(const std::string& path,
-                                         std::unique_ptr<OutputsWriter>* out) {
-    if (auto err = make_parent(path, "--outputs file")) return err;
-    errno = 0;
-    std::FILE* f = std::fopen(path.c_str(), "w");
-    if (!f) return "cannot write --outputs file '" + path + "': " + std::strerror(errno);
-    out->reset(new OutputsWriter(path, f));
-    return std::nullopt;
-  }
-  ~OutputsWriter() {
-    if (file_) std::fclose(file_);
-  }
-  OutputsWriter(const OutputsWriter&) = delete;
-  OutputsWriter& operator=(const OutputsWriter&) = delete;
-
-  // What the lines hold besides ids: the texts when the model has a tokenizer.
-  void set_text(const engine::model::Tokenizer* tok) { tok_ = tok; }
-
-  // Writes and flushes `r`'s line; after a failed write, writes nothing more and failed()
-  // says why.
-  void write(const actors::RequestOutput& r) {
-    if (failed_.load()) return;
-    nlohmann::json j{{"request_id", r.request_id},
-                     {"finish_reason", actors::finish_reason_name(r.finish_reason)},
-                     {"prompt_ids", r.prompt},
-                     {"output_ids", r.output}};
-    if (tok_) {
-      j["prompt_text"] = prompt_text(r, *tok_);
-      j["output_text"] = tok_->decode(r.output);
-    }
-    const std::string line = j.dump() + "\n";
-    errno = 0;
-    if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() ||
-        std::fflush(file_) != 0) {
-      error_ = "failed writing --outputs file '" + path_ + "': " +
-               (errno ? std::strerror(errno) : "short write");
-      failed_.store(true);
-      return;
-    }
-    ++num_lines_;
-  }
-
-  const std::string& path() const { return path_; }
-  // Read these after the run (or from any thread for failed()).
-  bool failed() const { return failed_.load(); }
-  const std::string& error() const { return error_; }
-  int64_t num_lines() const { return num_lines_; }
-
- private:
-  OutputsWriter(std::string path, std::FILE* file) : path_(std::move(path)), file_(file) {}
-  std::string path_;
-  std::FILE* file_ = nullptr;
-  const engine::model::Tokenizer* tok_ = nullptr;
-  std::atomic<bool> failed_{false};
-  std::string error_;
-  int64_t num_lines_ = 0;
-};
-
 }  // namespace
 
 Command add_run_command(CLI::App& app) {
@@ -242,6 +179,7 @@ Command add_run_command(CLI::App& app) {
     // Every output path before any work: a run must not fail at its end for a path.
     std::unique_ptr<OutputsWriter> outputs;
     if (!o->outputs.empty()) {
+      if (auto err = make_parent(o->outputs, "--outputs file")) return fail(*err);
       if (auto err = OutputsWriter::open(o->outputs, &outputs)) return fail(*err);
     }
     if (!topo.trace_file.empty()) {
@@ -333,6 +271,7 @@ Command add_run_command(CLI::App& app) {
       out = (*server)->run(std::move(*source), cb);
     }
     if (*progress_open) std::fprintf(stderr, "\n");
+    if (outputs) outputs->close();  // every finished request's line is on disk now
     if (!out.ok()) {
       std::string msg(out.status().message());
       if (outputs) {

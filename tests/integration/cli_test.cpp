@@ -454,6 +454,19 @@ TEST(Cli, GenerateWritesPromptLogitsAsNpy) {
   EXPECT_EQ(bytes.size() - header, 5u * 50u * sizeof(float));
 }
 
+// --outputs is written by a thread of its own; a write that fails mid-run (a full disk:
+// /dev/full accepts the open and fails every write) still ends the run with exit 1 and the
+// OS reason, after the metrics.
+TEST(Cli, RunReportsAnOutputsFileThatFillsUp) {
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full on this system";
+  Result r = run_muflow("run --synthetic --quiet --no-trace --outputs /dev/full");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("failed writing --outputs file '/dev/full'"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("No space left on device"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("requests completed"), std::string::npos) << r.output;
+}
+
 // Issue #15: every output path is checked before any work. A path under a regular file cannot
 // be created (even as root): the run fails at once, exit 1, naming the path and the OS reason,
 // before the model loads.
