@@ -5,13 +5,12 @@
 /// folder is shared by tests that run at once (one writes while the other reads). The process
 /// id makes each name private to one running test.
 
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <string>
 #include <string_view>
-
-#include <gtest/gtest.h>
 
 namespace muflow::testing {
 

@@ -60,8 +60,8 @@ void OutputsWriter::run() {
     if (ok && caught_up) {
       errno = 0;
       if (std::fflush(file_) != 0) {
-        error_ = "failed writing --outputs file '" + path_ + "': " +
-                 (errno ? std::strerror(errno) : "flush failed");
+        error_ = "failed writing --outputs file '" + path_ +
+                 "': " + (errno ? std::strerror(errno) : "flush failed");
         ok = false;
       }
     }
@@ -82,8 +82,8 @@ bool OutputsWriter::write_line(const actors::RequestOutput& r) {
   const std::string line = j.dump() + "\n";
   errno = 0;
   if (std::fwrite(line.data(), 1, line.size(), file_) != line.size()) {
-    error_ = "failed writing --outputs file '" + path_ + "': " +
-             (errno ? std::strerror(errno) : "short write");
+    error_ = "failed writing --outputs file '" + path_ +
+             "': " + (errno ? std::strerror(errno) : "short write");
     return false;
   }
   ++num_lines_;

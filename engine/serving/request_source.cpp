@@ -8,9 +8,7 @@ namespace {
 class VectorSource final : public RequestSource {
  public:
   explicit VectorSource(std::vector<Request> requests) : requests_(std::move(requests)) {}
-  int64_t remaining() const override {
-    return static_cast<int64_t>(requests_.size() - next_);
-  }
+  int64_t remaining() const override { return static_cast<int64_t>(requests_.size() - next_); }
   std::optional<Request> next() override {
     if (next_ >= requests_.size()) return std::nullopt;
     Request r = std::move(requests_[next_]);
