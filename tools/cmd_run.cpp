@@ -38,12 +38,6 @@ constexpr size_t kMaxTextsShown = 32;
 // Most requests whose token ids are printed for a model without a tokenizer.
 constexpr size_t kMaxIdsShown = 4;
 
-// The prompt of request `r` as text: the workload's text when it gave one, else its ids
-// decoded.
-std::string prompt_text(const actors::RequestOutput& r, const engine::model::Tokenizer& tok) {
-  return r.prompt_text.empty() ? tok.decode(r.prompt) : r.prompt_text;
-}
-
 // Each request's prompt and its decoded continuation, two lines per request:
 //   [0] And God said, Let there be
 //    -> a man that is ...

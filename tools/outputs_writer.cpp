@@ -8,6 +8,10 @@
 
 namespace muflow::tools {
 
+std::string prompt_text(const actors::RequestOutput& r, const engine::model::Tokenizer& tok) {
+  return r.prompt_text.empty() ? tok.decode(r.prompt) : r.prompt_text;
+}
+
 std::optional<std::string> OutputsWriter::open(const std::string& path,
                                                std::unique_ptr<OutputsWriter>* out) {
   errno = 0;
@@ -76,7 +80,7 @@ bool OutputsWriter::write_line(const actors::RequestOutput& r) {
                    {"prompt_ids", r.prompt},
                    {"output_ids", r.output}};
   if (tok_) {
-    j["prompt_text"] = r.prompt_text.empty() ? tok_->decode(r.prompt) : r.prompt_text;
+    j["prompt_text"] = prompt_text(r, *tok_);
     j["output_text"] = tok_->decode(r.output);
   }
   const std::string line = j.dump() + "\n";

@@ -23,6 +23,9 @@
 
 namespace muflow::tools {
 
+/// The prompt of `r` as text: the workload's text when it gave one, else its ids decoded.
+std::string prompt_text(const actors::RequestOutput& r, const engine::model::Tokenizer& tok);
+
 class OutputsWriter {
  public:
   static constexpr size_t kMaxQueuedOutputs = 4096;

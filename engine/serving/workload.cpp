@@ -154,7 +154,8 @@ class PoissonSource final : public RequestSource {
 // A trace's rows in arrival order (by scaled arrival, stable), each request's prompt generated when taken. The
 // prompt ids of row i are draws d_i .. d_i + len_i - 1 of one SplitMix64(seed) stream in file
 // order (d_i: the prompt lengths of the rows before it), so generating rows out of file order
-// gives the same prompts as generating them in file order. Memory: 40 bytes per row.
+// gives the same prompts as generating them in file order. Memory: 48 bytes per row (the
+// 32-byte TraceRow, its first draw, its place in the arrival order).
 class TraceSource final : public RequestSource {
  public:
   TraceSource(std::vector<TraceRow> rows, const topology::WorkloadSpec& spec, int64_t vocab_size)
@@ -255,6 +256,13 @@ absl::StatusOr<std::vector<Request>> make_requests(const topology::WorkloadSpec&
                                                    int64_t vocab_size, const EncodeFn& encode) {
   absl::StatusOr<RequestSourcePtr> source = make_request_source(spec, vocab_size, encode);
   if (!source.ok()) return source.status();
+  // A source is lazy and may hold any number (a WorkloadSpec built in code is not bounded by
+  // the topology parser); a list is not: bound it before allocating.
+  if ((*source)->remaining() > topology::kMaxWorkloadRequests) {
+    return absl::InvalidArgumentError(
+        sv_cat("workload of ", (*source)->remaining(), " requests: a list holds at most ",
+               topology::kMaxWorkloadRequests, "; serve it from make_request_source instead"));
+  }
   std::vector<Request> requests;
   requests.reserve(static_cast<size_t>((*source)->remaining()));
   while (std::optional<Request> r = (*source)->next()) requests.push_back(std::move(*r));

@@ -43,11 +43,14 @@ using EncodeFn = std::function<std::vector<int32_t>(const std::string&)>;
 /// prompt that encodes to nothing, vocab_size <= 3 for random prompts, max_new_tokens < 1
 /// for prompts/ids, an unknown kind or a malformed trace row (file and line); NotFound for
 /// a missing prompts or trace file. Pure function of its inputs; any thread.
+/// InvalidArgument as well for more than topology::kMaxWorkloadRequests requests (a
+/// WorkloadSpec built in code; the topology parser refuses those already): use
+/// make_request_source, which holds none of them up front.
 absl::StatusOr<std::vector<Request>> make_requests(const topology::WorkloadSpec& spec,
                                                    int64_t vocab_size, const EncodeFn& encode);
 
 /// The same requests as make_requests, as a source that generates each when taken: "poisson"
-/// holds O(1) state, "trace" 40 bytes per row read (prompts are drawn when taken, from the
+/// holds O(1) state, "trace" 48 bytes per row read (prompts are drawn when taken, from the
 /// same SplitMix64 stream positions), "prompts" and "ids" are built at once (they are given in
 /// full). The parameters are checked here (same errors as make_requests); the requests then
 /// come without failing. The source is not thread-safe (one owner pulls from it).

@@ -359,6 +359,14 @@ TEST(RequestSource, PoissonMakesEachRequestWhenTaken) {
     EXPECT_EQ(got->max_new_tokens, want.max_new_tokens);
   }
   EXPECT_EQ((*big)->remaining(), topology::kMaxWorkloadRequests - 50);
+  // One request more as a list is refused before anything is allocated; the source takes it.
+  EXPECT_THAT(msg(serving::make_requests(poisson_spec(7, topology::kMaxWorkloadRequests + 1), 512,
+                                         nullptr)
+                      .status()),
+              HasSubstr("a list holds at most 10000000"));
+  EXPECT_TRUE(serving::make_request_source(poisson_spec(7, topology::kMaxWorkloadRequests + 1),
+                                           512, nullptr)
+                  .ok());
   // Bad parameters fail when the source is made, before any request.
   topology::WorkloadSpec bad = poisson_spec(7, 10);
   bad.input_min = 0;
