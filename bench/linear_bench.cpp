@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -32,6 +33,7 @@
 
 #include "kernels/cpu/bf16.hpp"
 #include "kernels/cpu/expert_ffn.hpp"
+#include "kernels/cpu/fixed_order_gemm.hpp"
 #include "kernels/cpu/linear.hpp"
 #include "kernels/reference/test_inputs.hpp"
 
@@ -190,6 +192,52 @@ void BM_Linear_PerM(benchmark::State& state) {
   set_counters(state, 2.0 * m * shape.in * shape.out);
 }
 
+/// The fixed-order kernel alone (kernels/cpu/fixed_order_gemm.hpp), `threads` OpenMP threads.
+/// bf16: the activations are converted to bf16 inside the loop (same work as Linear); on a
+/// CPU without AVX512-BF16 the bf16 rows are skipped.
+void BM_FixedOrder(benchmark::State& state) {
+  namespace cpu = muflow::kernels::cpu;
+  const int64_t m = state.range(0);
+  const bool bf16 = state.range(1) != 0;
+  const LinearShape shape = linear_shape(state.range(2));
+  const int threads = static_cast<int>(state.range(3));
+  if (bf16 ? !cpu::fixed_order_gemm_bf16_available() : !cpu::fixed_order_gemm_f32_available()) {
+    state.SkipWithError("kernel not available on this CPU");
+    return;
+  }
+  const void* weights = linear_weights(state.range(2), bf16);
+  SplitMix64 rng(kSeed + 1);
+  const std::vector<float> x = random_floats(rng, m * shape.in, -1.0f, 1.0f);
+  std::vector<float> y(m * shape.out);
+  const int64_t padded_k = cpu::fixed_order_padded_k_bf16(shape.in);
+  const std::size_t elems = bf16 ? cpu::fixed_order_packed_elems_bf16(shape.out, shape.in)
+                                 : cpu::fixed_order_packed_elems_f32(shape.out, shape.in);
+  const std::size_t bytes = (elems * (bf16 ? 2 : 4) + 63) / 64 * 64;
+  std::unique_ptr<void, decltype(&std::free)> packed(std::aligned_alloc(64, bytes), &std::free);
+  std::vector<uint16_t> x16(static_cast<std::size_t>(m * padded_k), 0);
+  if (bf16) {
+    cpu::fixed_order_pack_bf16(static_cast<const uint16_t*>(weights), shape.out, shape.in,
+                               static_cast<uint16_t*>(packed.get()));
+  } else {
+    cpu::fixed_order_pack_f32(static_cast<const float*>(weights), shape.out, shape.in,
+                              static_cast<float*>(packed.get()));
+  }
+  for (auto _ : state) {
+    if (bf16) {
+      for (int64_t r = 0; r < m; ++r) {
+        cpu::f32_to_bf16_n(x.data() + r * shape.in, shape.in, x16.data() + r * padded_k);
+      }
+      cpu::fixed_order_gemm_bf16(static_cast<const uint16_t*>(packed.get()), shape.out, shape.in,
+                                 x16.data(), m, nullptr, y.data(), threads);
+    } else {
+      cpu::fixed_order_gemm_f32(static_cast<const float*>(packed.get()), shape.out, shape.in,
+                                x.data(), m, nullptr, y.data(), threads);
+    }
+    benchmark::DoNotOptimize(y.data());
+  }
+  set_counters(state, 2.0 * m * shape.in * shape.out);
+}
+
 /// Construction of a Linear (weights reorder; fast = 1 also the probe, forced to run).
 void BM_Linear_Construct(benchmark::State& state) {
   const bool bf16 = state.range(0) != 0;
@@ -310,6 +358,19 @@ void MTypeShapeFast(benchmark::internal::Benchmark* b) {
   b->Unit(benchmark::kMicrosecond);
 }
 
+void MTypeShapeThreads(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"M", "bf16", "shape", "threads"});
+  for (int64_t threads : {1, 2}) {
+    for (int64_t shape : {0, 1}) {
+      for (int64_t bf16 : {0, 1}) {
+        for (int64_t m : kMs) b->Args({m, bf16, shape, threads});
+      }
+    }
+  }
+  b->Unit(benchmark::kMicrosecond);
+  b->UseRealTime();
+}
+
 void MTypeShape(benchmark::internal::Benchmark* b) {
   b->ArgNames({"M", "bf16", "shape"});
   for (int64_t shape : {0, 1}) {
@@ -360,6 +421,7 @@ void TypeShapeFast(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_Linear_Muflow)->Apply(MTypeShapeFast);
 BENCHMARK(BM_Linear_PerM)->Apply(MTypeShape);
+BENCHMARK(BM_FixedOrder)->Apply(MTypeShapeThreads);
 BENCHMARK(BM_ExpertFfn_Muflow)->Apply(MTypeFast);
 BENCHMARK(BM_ExpertFfn_PerM)->Apply(MAndType);
 BENCHMARK(BM_Linear_FixedTile)->Apply(MTypeAndTile);

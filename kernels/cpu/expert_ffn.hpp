@@ -23,9 +23,11 @@ class ExpertFfn {
 
   /// The type both GEMMs compute in (Linear::weight_type).
   LinearWeightType compute_type() const { return gate_up_.weight_type(); }
+  /// The GEMM both Linears run (Linear::kernel).
+  LinearKernel kernel() const { return gate_up_.kernel(); }
 
   /// x: [num_rows, hidden] f32; y: [num_rows, hidden] f32 (written). num_rows may be 0.
-  /// x and y must not overlap. Works kLinearMTile rows at a time through per-thread buffers.
+  /// x and y must not overlap. Works in row chunks through per-thread buffers.
   void forward(const float* x, int64_t num_rows, float* y) const;
 
   /// Bytes of this expert's prepacked weights as one block (gate|up, then down at the next

@@ -18,6 +18,8 @@
 
 #include "kernels/assert.hpp"
 #include "kernels/cpu/bf16.hpp"
+#include "kernels/cpu/fixed_order_gemm.hpp"
+#include "kernels/cpu/gemm_threads.hpp"
 
 namespace muflow::kernels::cpu {
 namespace {
@@ -131,6 +133,15 @@ std::vector<float> probe_rows(int64_t in) {
   return rows;
 }
 
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+
+/// Whether `options` asks for the fixed-order kernel (it may still be unavailable).
+bool wants_fixed_order(const LinearOptions& options) {
+  return options.kernel != LinearKernel::kOneDnnTiles;
+}
+
 }  // namespace
 
 struct Linear::Impl {
@@ -146,6 +157,59 @@ struct Linear::Impl {
   int64_t small_max_rows = 0;  // kLinearSmallMMaxRows{F32,BF16} by src_type
   memory packed_weights;  // shared by both primitives (identical layout, checked)
   memory bias;
+
+  // The fixed-order kernel (kernel == kFixedOrder): its packed panels and the bias.
+  LinearKernel kernel = LinearKernel::kOneDnnTiles;
+  std::unique_ptr<void, FreeDeleter> fixed_packed;
+  std::size_t fixed_bytes = 0;
+  std::vector<float> fixed_bias;
+
+  /// Packs `weight` ([out, in], f32 or bf16 bits by `bf16`) for the fixed-order kernel.
+  void build_fixed(const void* weight, bool bf16, const float* bias_values) {
+    kernel = LinearKernel::kFixedOrder;
+    const std::size_t elems = bf16 ? fixed_order_packed_elems_bf16(out_features, in_features)
+                                   : fixed_order_packed_elems_f32(out_features, in_features);
+    fixed_bytes = (elems * (bf16 ? sizeof(uint16_t) : sizeof(float)) + 63) / 64 * 64;
+    fixed_packed.reset(std::aligned_alloc(64, fixed_bytes));
+    MUFLOW_ASSERT(fixed_packed != nullptr, "Linear: out of memory packing weights");
+    if (bf16) {
+      fixed_order_pack_bf16(static_cast<const uint16_t*>(weight), out_features, in_features,
+                            static_cast<uint16_t*>(fixed_packed.get()));
+    } else {
+      fixed_order_pack_f32(static_cast<const float*>(weight), out_features, in_features,
+                           static_cast<float*>(fixed_packed.get()));
+    }
+    if (has_bias) fixed_bias.assign(bias_values, bias_values + out_features);
+  }
+
+  /// forward_packed on the fixed-order kernel, `weights` = its packed panels.
+  void forward_fixed(const void* weights, const float* x, int64_t rows, float* y) const {
+    const int threads = gemm_threads();
+    const float* bias_values = has_bias ? fixed_bias.data() : nullptr;
+    const int64_t in = in_features;
+    ThreadScratch& scratch = thread_scratch();
+    if (weight_type == LinearWeightType::kBF16) {
+      const int64_t padded_k = fixed_order_padded_k_bf16(in);
+      auto* x16 = static_cast<uint16_t*>(
+          scratch.src_tile.get(static_cast<std::size_t>(rows * padded_k) * sizeof(uint16_t)));
+      for (int64_t r = 0; r < rows; ++r) {
+        f32_to_bf16_n(x + r * in, in, x16 + r * padded_k);
+        if (padded_k != in) x16[r * padded_k + in] = 0;
+      }
+      fixed_order_gemm_bf16(static_cast<const uint16_t*>(weights), out_features, in, x16, rows,
+                            bias_values, y, threads);
+      return;
+    }
+    const float* src = x;
+    if (round_src_to_bf16) {  // bf16 weights computed in f32: activations through bf16
+      auto* rounded = static_cast<float*>(
+          scratch.src_tile.get(static_cast<std::size_t>(rows * in) * sizeof(float)));
+      for (int64_t i = 0; i < rows * in; ++i) rounded[i] = bf16_to_f32(f32_to_bf16(x[i]));
+      src = rounded;
+    }
+    fixed_order_gemm_f32(static_cast<const float*>(weights), out_features, in, src, rows,
+                         bias_values, y, threads);
+  }
 
   std::size_t src_elem_size() const {
     return src_type == memory::data_type::bf16 ? sizeof(uint16_t) : sizeof(float);
@@ -357,6 +421,10 @@ Linear::Linear(const float* weight, int64_t out_features, int64_t in_features,
   impl_->out_features = out_features;
   impl_->has_bias = bias != nullptr;
   impl_->weight_type = LinearWeightType::kF32;
+  if (wants_fixed_order(options) && fixed_order_gemm_f32_available()) {
+    impl_->build_fixed(weight, /*bf16=*/false, bias);
+    return;
+  }
   try {
     impl_->build(weight, memory::data_type::f32, bias);
   } catch (const dnnl::error& error) {
@@ -375,8 +443,27 @@ Linear::Linear(const uint16_t* weight_bf16, int64_t out_features, int64_t in_fea
   impl_->out_features = out_features;
   impl_->has_bias = bias != nullptr;
   impl_->round_src_to_bf16 = true;
+  const Bf16Compute compute = resolve_bf16_compute(options.bf16_compute);
+  if (wants_fixed_order(options)) {
+    // The bf16 kernel needs AVX512-BF16 on the CPU and in oneDNN's effective ISA (so
+    // ONEDNN_MAX_CPU_ISA emulates a CPU without it for both GEMMs alike).
+    if (compute == Bf16Compute::kBF16 && fixed_order_gemm_bf16_available() &&
+        cpu_has_native_bf16()) {
+      impl_->weight_type = LinearWeightType::kBF16;
+      impl_->build_fixed(weight_bf16, /*bf16=*/true, bias);
+      return;
+    }
+    if (compute == Bf16Compute::kF32 && fixed_order_gemm_f32_available()) {
+      const std::size_t num_weights = static_cast<std::size_t>(out_features) * in_features;
+      std::vector<float> upcast(num_weights);
+      for (std::size_t i = 0; i < num_weights; ++i) upcast[i] = bf16_to_f32(weight_bf16[i]);
+      impl_->weight_type = LinearWeightType::kF32;
+      impl_->build_fixed(upcast.data(), /*bf16=*/false, bias);
+      return;
+    }
+  }
   bool built = false;
-  if (resolve_bf16_compute(options.bf16_compute) == Bf16Compute::kBF16) {
+  if (compute == Bf16Compute::kBF16) {
     try {
       impl_->weight_type = LinearWeightType::kBF16;
       impl_->build(weight_bf16, memory::data_type::bf16, bias);
@@ -411,10 +498,17 @@ int64_t Linear::in_features() const { return impl_->in_features; }
 int64_t Linear::out_features() const { return impl_->out_features; }
 LinearWeightType Linear::weight_type() const { return impl_->weight_type; }
 bool Linear::small_m_path_enabled() const { return impl_->small_enabled; }
+LinearKernel Linear::kernel() const { return impl_->kernel; }
 
-std::size_t Linear::packed_bytes() const { return impl_->packed_weights.get_desc().get_size(); }
+std::size_t Linear::packed_bytes() const {
+  if (impl_->kernel == LinearKernel::kFixedOrder) return impl_->fixed_bytes;
+  return impl_->packed_weights.get_desc().get_size();
+}
 
-const void* Linear::packed_data() const { return impl_->packed_weights.get_data_handle(); }
+const void* Linear::packed_data() const {
+  if (impl_->kernel == LinearKernel::kFixedOrder) return impl_->fixed_packed.get();
+  return impl_->packed_weights.get_data_handle();
+}
 
 void Linear::forward(const float* x, int64_t num_rows, float* y) const {
   forward_packed(nullptr, x, num_rows, y);
@@ -428,6 +522,10 @@ void Linear::forward_packed(const void* packed, const float* x, int64_t num_rows
   MUFLOW_ASSERT(packed == nullptr || reinterpret_cast<std::uintptr_t>(packed) % 64 == 0,
                 "Linear::forward_packed: weights must be 64-byte aligned");
   const Impl& impl = *impl_;
+  if (impl.kernel == LinearKernel::kFixedOrder) {
+    impl.forward_fixed(packed != nullptr ? packed : impl.fixed_packed.get(), x, num_rows, y);
+    return;
+  }
   memory weights = impl.packed_weights;
   const int64_t in = impl.in_features;
   const int64_t out = impl.out_features;

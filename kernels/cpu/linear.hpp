@@ -34,8 +34,23 @@ inline constexpr int64_t kLinearSmallMMaxRowsBF16 = 2;
 /// Weight element type accepted by Linear.
 enum class LinearWeightType { kF32, kBF16 };
 
+/// Which GEMM a Linear runs.
+enum class LinearKernel {
+  /// kFixedOrder where the CPU runs it (AVX-512F for f32 compute; AVX512-BF16 for bf16
+  /// compute), else kOneDnnTiles.
+  kAuto,
+  /// muflow's fixed-order GEMM (kernels/cpu/fixed_order_gemm.hpp): batch invariant by
+  /// construction at every M, no padding, no probe; can use several threads
+  /// (GemmThreadsScope) with the same bits. Falls back to kOneDnnTiles where unavailable.
+  kFixedOrder,
+  /// oneDNN's matmul on fixed 16-row tiles with the checked small-M path (below).
+  kOneDnnTiles,
+};
+
 /// Construction options of Linear (the defaults are what the engine uses).
 struct LinearOptions {
+  /// The GEMM; kAuto picks the fixed-order kernel where the CPU has it.
+  LinearKernel kernel = LinearKernel::kAuto;
   /// Try the small-M fast path (it is still enabled only if the construction probe passes).
   /// false: every call runs padded tiles (benchmarks use it as the baseline).
   bool allow_small_m_path = true;
@@ -50,7 +65,17 @@ struct LinearOptions {
 
 /// y[m, out] = x[m, in] · Wᵀ (+ bias), W stored as HF does: `[out, in]` row-major.
 ///
-/// Weights are reordered once, at construction, into the layout oneDNN's matmul primitive
+/// Two GEMMs (LinearOptions::kernel, `kernel()` says which one a Linear runs):
+///  * Fixed-order (the default where the CPU has AVX-512F, and AVX512-BF16 for bf16
+///    compute): kernels/cpu/fixed_order_gemm.hpp. Each output element is one fused
+///    multiply-add chain over k ascending, whatever M, so a row's bits never depend on its
+///    batch; no padding, no probe; the weights are packed once into its column panels. With
+///    GemmThreadsScope(n) on the calling thread, each call splits its column panels over n
+///    OpenMP threads: the same bits for every n. Within 0.89–0.96× of a oneDNN matmul
+///    created for the exact M at M ≥ 128, and as fast at M ≤ 6 (bench/README.md).
+///  * oneDNN tiles (fallback, and LinearKernel::kOneDnnTiles): described below.
+///
+/// oneDNN tiles: weights are reordered once, at construction, into the layout oneDNN's matmul primitive
 /// prefers (prepacked). With kBF16 weights the activations are rounded to bf16 and the
 /// matmul accumulates in f32 (AMX / AVX512-BF16 when the CPU has them; oneDNN's reference
 /// path otherwise); outputs are f32.
@@ -83,7 +108,8 @@ struct LinearOptions {
 /// padded tiles exactly as without the fast path. Batch invariance holds either way.
 ///
 /// Thread safety: construct on any thread; `forward` is const and may be called
-/// concurrently from any number of threads (each call uses its own scratchpad). oneDNN
+/// concurrently from any number of threads (each call uses its own scratchpad). The
+/// fixed-order kernel uses GemmThreadsScope's count of the calling thread. oneDNN
 /// runs single-threaded inside a call (each muflow device is one executor thread): the call
 /// sets the calling thread's OpenMP thread count to 1 for its duration and restores it.
 /// Cost: a call of M rows runs floor(M / kLinearMTile) full tiles, then for the remainder r
@@ -109,7 +135,7 @@ class Linear {
   /// num_rows == 0 is a no-op. x and y must not overlap.
   void forward(const float* x, int64_t num_rows, float* y) const;
 
-  /// Bytes of the prepacked weights (oneDNN's layout for this shape and type).
+  /// Bytes of the prepacked weights (the fixed-order kernel's panels, or oneDNN's layout).
   std::size_t packed_bytes() const;
   /// The prepacked weights (packed_bytes() bytes), owned by this Linear; a byte copy of them
   /// anywhere (e.g. an expert slot, HarMoEny §4.3) can stand in for them in forward_packed.
@@ -129,8 +155,11 @@ class Linear {
   /// activations still rounded to bf16).
   LinearWeightType weight_type() const;
   /// True when the construction probe showed the small-M primitive bitwise equal to the tile
-  /// primitive, so calls use it for small remainders (see the class comment).
+  /// primitive, so calls use it for small remainders (see the class comment). Always false
+  /// for the fixed-order kernel (it has no tiles).
   bool small_m_path_enabled() const;
+  /// The GEMM this Linear runs: kFixedOrder or kOneDnnTiles (never kAuto).
+  LinearKernel kernel() const;
 
  private:
   struct Impl;

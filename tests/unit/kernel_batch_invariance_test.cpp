@@ -3,7 +3,8 @@
 // Checked with memcmp for Linear (f32, bf16, with bias), ExpertFfn (f32, bf16), rms_norm and
 // router_topk, for batch sizes 1..33, 64, 100, 512 and several positions each; Linear and
 // ExpertFfn also at EVERY position (each row of a random batch vs the same row alone). Linear
-// runs as constructed by default (its checked small-M fast path is on wherever its probe passes;
+// runs as constructed by default (the fixed-order kernel where the CPU has it) and with the
+// oneDNN tiles (their checked small-M fast path is on wherever its probe passes;
 // whether it does depends on the CPU and the oneDNN build, so it is reported, never asserted)
 // and with the fast path forced off through the probe-failure hook; the two must agree bitwise.
 
@@ -105,8 +106,14 @@ void expect_every_row_invariant(const std::string& what, int64_t in_width,
   }
 }
 
-LinearOptions forced_probe_failure() {
+LinearOptions onednn_tiles() {
   LinearOptions options;
+  options.kernel = LinearKernel::kOneDnnTiles;
+  return options;
+}
+
+LinearOptions forced_probe_failure() {
+  LinearOptions options = onednn_tiles();
   options.force_probe_mismatch = true;
   return options;
 }
@@ -147,8 +154,18 @@ TEST(BatchInvarianceTest, LinearF32) {
       };
       expect_batch_invariant(what, s.in, s.out * sizeof(float), op, rng.next());
       expect_every_row_invariant(what + " every row", s.in, s.out * sizeof(float), op, rng.next());
+      // The oneDNN tiles (the fallback GEMM where the fixed-order kernel is unavailable).
+      const Linear tiles(w.data(), s.out, s.in, with_bias ? bias.data() : nullptr,
+                         onednn_tiles());
+      report_linear_paths(linear_key("f32_tiles", s.out, s.in, with_bias), tiles);
+      const RowOp tiles_op = [&](const float* x, int64_t n, void* y) {
+        tiles.forward(x, n, static_cast<float*>(y));
+      };
+      expect_batch_invariant(what + " tiles", s.in, s.out * sizeof(float), tiles_op, rng.next());
+      expect_every_row_invariant(what + " tiles every row", s.in, s.out * sizeof(float),
+                                 tiles_op, rng.next());
       // Probe forced to fail: the fast path is off, padded tiles only, still invariant, and
-      // bitwise equal to `linear` (whose fast path, where its probe enabled it, claims to be
+      // bitwise equal to `tiles` (whose fast path, where its probe enabled it, claims to be
       // the same computation; where it is off this compares padded tiles with padded tiles).
       const Linear fallback(w.data(), s.out, s.in, with_bias ? bias.data() : nullptr,
                             forced_probe_failure());
@@ -158,7 +175,7 @@ TEST(BatchInvarianceTest, LinearF32) {
       };
       expect_every_row_invariant(what + " forced fallback", s.in, s.out * sizeof(float),
                                  fallback_op, rng.next());
-      expect_same_bits(what + " fast vs fallback", s.in, s.out, linear, fallback, rng.next());
+      expect_same_bits(what + " tiles vs fallback", s.in, s.out, tiles, fallback, rng.next());
     }
   }
 }
@@ -179,8 +196,18 @@ TEST(BatchInvarianceTest, LinearBF16) {
       };
       expect_batch_invariant(what, s.in, s.out * sizeof(float), op, rng.next());
       expect_every_row_invariant(what + " every row", s.in, s.out * sizeof(float), op, rng.next());
+      // The oneDNN tiles (the fallback GEMM where the fixed-order kernel is unavailable).
+      const Linear tiles(w.data(), s.out, s.in, with_bias ? bias.data() : nullptr,
+                         onednn_tiles());
+      report_linear_paths(linear_key("bf16_tiles", s.out, s.in, with_bias), tiles);
+      const RowOp tiles_op = [&](const float* x, int64_t n, void* y) {
+        tiles.forward(x, n, static_cast<float*>(y));
+      };
+      expect_batch_invariant(what + " tiles", s.in, s.out * sizeof(float), tiles_op, rng.next());
+      expect_every_row_invariant(what + " tiles every row", s.in, s.out * sizeof(float),
+                                 tiles_op, rng.next());
       // Probe forced to fail: the fast path is off, padded tiles only, still invariant, and
-      // bitwise equal to `linear` (whose fast path, where its probe enabled it, claims to be
+      // bitwise equal to `tiles` (whose fast path, where its probe enabled it, claims to be
       // the same computation; where it is off this compares padded tiles with padded tiles).
       const Linear fallback(w.data(), s.out, s.in, with_bias ? bias.data() : nullptr,
                             forced_probe_failure());
@@ -190,7 +217,7 @@ TEST(BatchInvarianceTest, LinearBF16) {
       };
       expect_every_row_invariant(what + " forced fallback", s.in, s.out * sizeof(float),
                                  fallback_op, rng.next());
-      expect_same_bits(what + " fast vs fallback", s.in, s.out, linear, fallback, rng.next());
+      expect_same_bits(what + " tiles vs fallback", s.in, s.out, tiles, fallback, rng.next());
     }
   }
 }

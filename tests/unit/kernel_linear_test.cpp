@@ -4,7 +4,9 @@
 // to the magnitude of the terms being summed, the natural error scale of an f32 dot product
 // (reference sums in double). bf16 uses the same bound because the reference mirrors the
 // bf16 contract (x rounded to bf16; bf16·bf16 products are exact in f32).
-// The small-M fast path (kernels/cpu/linear.hpp), wherever its probe enables it, must be bitwise
+// Every generic test runs for both kernels (LinearKernel::kAuto, which is the fixed-order
+// kernel where the CPU has it, and kOneDnnTiles).
+// The small-M fast path of the oneDNN tiles (kernels/cpu/linear.hpp), wherever its probe enables it, must be bitwise
 // equal to the padded tiles: checked against a Linear with the path off and one whose probe is
 // forced to fail. Whether the probe enables it (and whether bf16 weights compute in bf16) depends
 // on the CPU and the oneDNN build: tests report it ("[path] ..." lines and test properties),
@@ -19,6 +21,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "kernels/cpu/bf16.hpp"
@@ -98,10 +101,30 @@ void check_linear(int64_t num_rows, int64_t out, int64_t in, bool with_bias, boo
   }
 }
 
-class LinearTest : public testing::TestWithParam<bool> {};
+/// Parameters: bf16 weights, and the kernel asked for (kAuto: the fixed-order kernel where the
+/// CPU runs it; kOneDnnTiles: oneDNN's tiles with the checked small-M path).
+class LinearTest : public testing::TestWithParam<std::tuple<bool, LinearKernel>> {
+ protected:
+  static bool bf16_param() { return std::get<0>(GetParam()); }
+  static LinearOptions kernel_options() {
+    LinearOptions options;
+    options.kernel = std::get<1>(GetParam());
+    return options;
+  }
+};
+
+/// The oneDNN tiles' own mechanisms (small-M path, its probe): parameter = bf16 weights.
+class LinearTilesTest : public testing::TestWithParam<bool> {};
+
+LinearOptions onednn_tiles() {
+  LinearOptions options;
+  options.kernel = LinearKernel::kOneDnnTiles;
+  return options;
+}
 
 TEST_P(LinearTest, MatchesReferenceOnManyShapes) {
-  const bool bf16 = GetParam();
+  const bool bf16 = bf16_param();
+  const LinearOptions options = kernel_options();
   const uint64_t seed = reference::test_seed("LinearTest.MatchesReferenceOnManyShapes", 1001);
   // Row counts around the tile (kLinearMTile = 16): 0, 1, tile-1, tile, tile+1, several tiles.
   const int64_t rows_list[] = {0, 1, 2, kLinearMTile - 1, kLinearMTile, kLinearMTile + 1, 50};
@@ -112,13 +135,14 @@ TEST_P(LinearTest, MatchesReferenceOnManyShapes) {
   uint64_t case_seed = seed;
   for (const Shape& s : shapes) {
     for (int64_t rows : rows_list) {
-      for (bool bias : {false, true}) check_linear(rows, s.out, s.in, bias, bf16, case_seed++);
+      for (bool bias : {false, true}) check_linear(rows, s.out, s.in, bias, bf16, case_seed++, options);
     }
   }
 }
 
 TEST_P(LinearTest, ConcurrentCallsFromThreadsAreIdenticalToSerial) {
-  const bool bf16 = GetParam();
+  const bool bf16 = bf16_param();
+  const LinearOptions options = kernel_options();
   const uint64_t seed = reference::test_seed("LinearTest.Concurrent", 1002);
   SplitMix64 rng(seed);
   const int64_t in = 96, out = 80, rows = 37;
@@ -126,7 +150,8 @@ TEST_P(LinearTest, ConcurrentCallsFromThreadsAreIdenticalToSerial) {
   std::vector<uint16_t> w16(w.size());
   f32_to_bf16_n(w.data(), static_cast<int64_t>(w.size()), w16.data());
   const Linear linear =
-      bf16 ? Linear(w16.data(), out, in, nullptr) : Linear(w.data(), out, in, nullptr);
+      bf16 ? Linear(w16.data(), out, in, nullptr, options)
+           : Linear(w.data(), out, in, nullptr, options);
   constexpr int kThreads = 4;
   std::vector<std::vector<float>> xs, serial(kThreads), parallel(kThreads);
   for (int t = 0; t < kThreads; ++t) {
@@ -153,13 +178,15 @@ TEST_P(LinearTest, ConcurrentCallsFromThreadsAreIdenticalToSerial) {
 // A byte copy of the prepacked weights (an expert slot) computes the same bits as the
 // Linear's own weights, for every row count class (tiles, small-M remainder, padded tile).
 TEST_P(LinearTest, ForwardFromACopyOfThePackedWeightsIsBitwiseEqual) {
-  const bool bf16 = GetParam();
+  const bool bf16 = bf16_param();
+  const LinearOptions options = kernel_options();
   SplitMix64 rng(77);
   const int64_t out = 24, in = 40;
   const std::vector<float> w = random_floats(rng, out * in, -0.2f, 0.2f);
   const std::vector<uint16_t> wb = random_bf16(rng, out * in, -0.2f, 0.2f);
   const Linear linear =
-      bf16 ? Linear(wb.data(), out, in, nullptr) : Linear(w.data(), out, in, nullptr);
+      bf16 ? Linear(wb.data(), out, in, nullptr, options)
+           : Linear(w.data(), out, in, nullptr, options);
   const std::size_t bytes = linear.packed_bytes();
   ASSERT_GT(bytes, 0u);
   std::unique_ptr<unsigned char, void (*)(void*)> copy(
@@ -175,12 +202,12 @@ TEST_P(LinearTest, ForwardFromACopyOfThePackedWeightsIsBitwiseEqual) {
   }
 }
 
-TEST_P(LinearTest, ForcedProbeFailureFallsBackToPaddedTilesAndStaysCorrect) {
+TEST_P(LinearTilesTest, ForcedProbeFailureFallsBackToPaddedTilesAndStaysCorrect) {
   const bool bf16 = GetParam();
   const uint64_t seed = reference::test_seed("LinearTest.ForcedProbeFailure", 1003);
-  LinearOptions forced;
+  LinearOptions forced = onednn_tiles();
   forced.force_probe_mismatch = true;
-  LinearOptions off;
+  LinearOptions off = onednn_tiles();
   off.allow_small_m_path = false;
   uint64_t case_seed = seed;
   for (int64_t rows : {int64_t{1}, int64_t{3}, kLinearMTile + 2, int64_t{50}}) {
@@ -196,16 +223,16 @@ TEST_P(LinearTest, ForcedProbeFailureFallsBackToPaddedTilesAndStaysCorrect) {
 // bitwise the padded-tiles result. Where the probe disables it (e.g. bf16 on a CPU without
 // AVX512-BF16, where oneDNN's one-row kernel gives other bits), `fast` runs padded tiles too and
 // the comparison still checks that it does so reproducibly; which case ran is reported.
-TEST_P(LinearTest, SmallMPathWhenEnabledIsBitwiseEqualToPaddedTiles) {
+TEST_P(LinearTilesTest, SmallMPathWhenEnabledIsBitwiseEqualToPaddedTiles) {
   const bool bf16 = GetParam();
   const uint64_t seed = reference::test_seed("LinearTest.SmallMPath", 1004);
   SplitMix64 rng(seed);
   struct Shape {
     int64_t out, in;
   };
-  LinearOptions off;
+  LinearOptions off = onednn_tiles();
   off.allow_small_m_path = false;
-  LinearOptions forced;
+  LinearOptions forced = onednn_tiles();
   forced.force_probe_mismatch = true;
   int num_enabled = 0, num_linears = 0;
   for (const Shape s : {Shape{1, 1}, Shape{7, 13}, Shape{70, 100}, Shape{257, 129},
@@ -222,7 +249,7 @@ TEST_P(LinearTest, SmallMPathWhenEnabledIsBitwiseEqualToPaddedTiles) {
         return bf16 ? Linear(w16.data(), s.out, s.in, bias_ptr, options)
                     : Linear(w.data(), s.out, s.in, bias_ptr, options);
       };
-      const Linear fast = make(LinearOptions{});
+      const Linear fast = make(onednn_tiles());
       const Linear tiles_only = make(off);
       const Linear probe_failed = make(forced);
       report_linear_paths(std::string("linear_") + (bf16 ? "bf16_" : "f32_") +
@@ -256,7 +283,8 @@ TEST_P(LinearTest, ConcurrentSmallAndTileCallsAreBitwiseStable) {
   // Threads mix remainders taken by the small-M path where its probe enables it (1, 2 (bf16),
   // 17, 18 (bf16) rows) and by padded tiles (3, 4, 5, 20, 37) on one Linear; every result must
   // equal the serial one, and each row its row alone (whichever path runs; it is reported).
-  const bool bf16 = GetParam();
+  const bool bf16 = bf16_param();
+  const LinearOptions options = kernel_options();
   const uint64_t seed = reference::test_seed("LinearTest.ConcurrentSmallM", 1005);
   SplitMix64 rng(seed);
   const int64_t in = 200, out = 150;
@@ -265,7 +293,8 @@ TEST_P(LinearTest, ConcurrentSmallAndTileCallsAreBitwiseStable) {
   f32_to_bf16_n(w.data(), static_cast<int64_t>(w.size()), w16.data());
   const std::vector<float> bias = random_floats(rng, out, -0.5f, 0.5f);
   const Linear linear =
-      bf16 ? Linear(w16.data(), out, in, bias.data()) : Linear(w.data(), out, in, bias.data());
+      bf16 ? Linear(w16.data(), out, in, bias.data(), options)
+           : Linear(w.data(), out, in, bias.data(), options);
   report_linear_paths(bf16 ? "linear_bf16_150x200_bias" : "linear_f32_150x200_bias", linear);
   const int64_t rows_per_thread[] = {1, 2, 3, 4, 5, 17, 18, 37};
   constexpr int kThreads = 8;
@@ -300,7 +329,15 @@ TEST_P(LinearTest, ConcurrentSmallAndTileCallsAreBitwiseStable) {
   for (int t = 0; t < kThreads; ++t) EXPECT_EQ(mismatches[t], 0) << "thread " << t;
 }
 
-INSTANTIATE_TEST_SUITE_P(WeightTypes, LinearTest, testing::Values(false, true),
+INSTANTIATE_TEST_SUITE_P(
+    WeightTypesAndKernels, LinearTest,
+    testing::Combine(testing::Values(false, true),
+                     testing::Values(LinearKernel::kAuto, LinearKernel::kOneDnnTiles)),
+    [](const testing::TestParamInfo<std::tuple<bool, LinearKernel>>& info) {
+      return std::string(std::get<0>(info.param) ? "bf16" : "f32") +
+             (std::get<1>(info.param) == LinearKernel::kAuto ? "_auto" : "_onednn_tiles");
+    });
+INSTANTIATE_TEST_SUITE_P(WeightTypes, LinearTilesTest, testing::Values(false, true),
                          [](const testing::TestParamInfo<bool>& info) {
                            return info.param ? "bf16" : "f32";
                          });

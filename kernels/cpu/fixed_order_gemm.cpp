@@ -1,0 +1,335 @@
+#include "kernels/cpu/fixed_order_gemm.hpp"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/assert.hpp"
+
+// The kernels are compiled for AVX-512 per function (target attributes), never for the whole
+// file, so nothing else here can pick up an instruction an older CPU lacks; callers check
+// fixed_order_gemm_*_available() first.
+#define MUFLOW_TARGET_AVX512 __attribute__((target("avx512f")))
+#define MUFLOW_TARGET_AVX512_BF16 __attribute__((target("avx512f,avx512bf16")))
+
+namespace muflow::kernels::cpu {
+namespace {
+
+constexpr int kRows = 6;     // rows per register block (6 × 4 accumulators = 24 zmm)
+constexpr int kLanes = 16;   // f32 per zmm
+constexpr int kMaxVecs = static_cast<int>(kFixedOrderPanel / kLanes);  // 4
+/// bf16 reduction depth per pass: 256 k (128 pairs) × 64 columns × 2 B = 32 KiB.
+constexpr int64_t kKBlockBf16 = 256;
+/// Rows per outer block: the x slice of a pass (rows × k-block) stays in L2 while every panel
+/// of the block reads it. A multiple of kRows.
+constexpr int64_t kRowBlock = 240;
+
+int64_t num_panels(int64_t padded_n) { return (padded_n + kFixedOrderPanel - 1) / kFixedOrderPanel; }
+
+int64_t panel_width(int64_t padded_n, int64_t panel) {
+  return std::min(kFixedOrderPanel, padded_n - panel * kFixedOrderPanel);
+}
+
+/// Lanes of the panel's last register that hold real columns (n may not be a multiple of 16).
+__mmask16 last_vector_mask(int64_t n, int64_t last_vector_col) {
+  const int64_t valid = n - last_vector_col;
+  return valid >= kLanes ? static_cast<__mmask16>(0xFFFF)
+                         : static_cast<__mmask16>((1u << valid) - 1u);
+}
+
+/// Splits panels [0, panels) over `num_threads` OpenMP threads (contiguous static ranges) and
+/// runs `body(first, last)` on each; one thread runs everything inline.
+template <typename Body>
+void for_panel_ranges(int64_t panels, int num_threads, const Body& body) {
+  const int threads = static_cast<int>(std::min<int64_t>(std::max(num_threads, 1), panels));
+  if (threads <= 1) {
+    body(int64_t{0}, panels);
+    return;
+  }
+#pragma omp parallel num_threads(threads)
+  {
+    // Each thread owns whole panels, so each output element is computed by one thread, in
+    // the same order as single-threaded.
+#pragma omp for schedule(static)
+    for (int t = 0; t < threads; ++t) {
+      const int64_t first = panels * t / threads;
+      const int64_t last = panels * (t + 1) / threads;
+      body(first, last);
+    }
+  }
+}
+
+// --- f32 -----------------------------------------------------------------------------------
+
+/// One register block: rows [0, MR) × vectors [0, NV) of a panel, reduction steps [0, kc).
+/// `accumulate`: continue the partial sums in c (a previous k-block); `bias`: add it after
+/// the last step (nullptr before the last k-block or without bias).
+template <int MR, int NV>
+MUFLOW_TARGET_AVX512 void block_f32(const float* a, int64_t lda, const float* w, int64_t ldw,
+                                    int64_t kc, float* c, int64_t ldc, bool accumulate,
+                                    const float* bias, __mmask16 last_mask) {
+  __m512 acc[MR][NV];
+#pragma GCC unroll 8
+  for (int m = 0; m < MR; ++m) {
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      const __mmask16 mask = v == NV - 1 ? last_mask : static_cast<__mmask16>(0xFFFF);
+      acc[m][v] = accumulate ? _mm512_maskz_loadu_ps(mask, c + m * ldc + v * kLanes)
+                             : _mm512_setzero_ps();
+    }
+  }
+  for (int64_t kk = 0; kk < kc; ++kk) {
+    __m512 wv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) wv[v] = _mm512_load_ps(w + kk * ldw + v * kLanes);
+#pragma GCC unroll 8
+    for (int m = 0; m < MR; ++m) {
+      const __m512 av = _mm512_set1_ps(a[m * lda + kk]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[m][v] = _mm512_fmadd_ps(av, wv[v], acc[m][v]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int m = 0; m < MR; ++m) {
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      const __mmask16 mask = v == NV - 1 ? last_mask : static_cast<__mmask16>(0xFFFF);
+      __m512 out = acc[m][v];
+      if (bias != nullptr) out = _mm512_add_ps(out, _mm512_maskz_loadu_ps(mask, bias + v * kLanes));
+      _mm512_mask_storeu_ps(c + m * ldc + v * kLanes, mask, out);
+    }
+  }
+}
+
+using BlockF32 = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float*, int64_t,
+                          bool, const float*, __mmask16);
+
+#define MUFLOW_F32_ROW(MR) \
+  { block_f32<MR, 1>, block_f32<MR, 2>, block_f32<MR, 3>, block_f32<MR, 4> }
+constexpr BlockF32 kBlocksF32[kRows][kMaxVecs] = {MUFLOW_F32_ROW(1), MUFLOW_F32_ROW(2),
+                                                  MUFLOW_F32_ROW(3), MUFLOW_F32_ROW(4),
+                                                  MUFLOW_F32_ROW(5), MUFLOW_F32_ROW(6)};
+#undef MUFLOW_F32_ROW
+
+/// Panels [first, last) for all rows: row blocks, then k-blocks, then panels, then register
+/// blocks of kRows rows. Every output element's sum runs k ascending whatever the blocking.
+MUFLOW_TARGET_AVX512 void panels_f32(const float* packed, int64_t n, int64_t k, const float* x,
+                                     int64_t num_rows, const float* bias, float* y,
+                                     int64_t first, int64_t last) {
+  const int64_t padded_n = fixed_order_padded_n(n);
+  // Few rows: one pass over k keeps the sums in registers (no partial sums through y).
+  const int64_t k_block = num_rows <= kRows ? k : kFixedOrderKBlock;
+  for (int64_t row0 = 0; row0 < num_rows; row0 += kRowBlock) {
+    const int64_t row_end = std::min(num_rows, row0 + kRowBlock);
+    for (int64_t k0 = 0; k0 < k; k0 += k_block) {
+      const int64_t kc = std::min(k_block, k - k0);
+      const bool accumulate = k0 > 0;
+      const bool last_k = k0 + kc == k;
+      for (int64_t panel = first; panel < last; ++panel) {
+        const int64_t col0 = panel * kFixedOrderPanel;
+        const int64_t width = panel_width(padded_n, panel);
+        const int vecs = static_cast<int>(width / kLanes);
+        const __mmask16 mask = last_vector_mask(n, col0 + (vecs - 1) * kLanes);
+        const float* w = packed + col0 * k + k0 * width;
+        const float* b = (last_k && bias != nullptr) ? bias + col0 : nullptr;
+        for (int64_t row = row0; row < row_end; row += kRows) {
+          const int rows = static_cast<int>(std::min<int64_t>(kRows, row_end - row));
+          kBlocksF32[rows - 1][vecs - 1](x + row * k + k0, k, w, width, kc, y + row * n + col0,
+                                         n, accumulate, b, mask);
+        }
+      }
+    }
+  }
+}
+
+// --- bf16 ----------------------------------------------------------------------------------
+
+/// As block_f32 with `vdpbf16ps`: a [MR rows, kp pairs] of bf16 x (row stride lda elements)
+/// times a panel slice [kp pairs][NV·16 columns][2].
+template <int MR, int NV>
+MUFLOW_TARGET_AVX512_BF16 void block_bf16(const uint16_t* a, int64_t lda, const uint16_t* w,
+                                          int64_t ldw, int64_t pairs, float* c, int64_t ldc,
+                                          bool accumulate, const float* bias,
+                                          __mmask16 last_mask) {
+  __m512 acc[MR][NV];
+#pragma GCC unroll 8
+  for (int m = 0; m < MR; ++m) {
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      const __mmask16 mask = v == NV - 1 ? last_mask : static_cast<__mmask16>(0xFFFF);
+      acc[m][v] = accumulate ? _mm512_maskz_loadu_ps(mask, c + m * ldc + v * kLanes)
+                             : _mm512_setzero_ps();
+    }
+  }
+  for (int64_t j = 0; j < pairs; ++j) {
+    __m512bh wv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      wv[v] = reinterpret_cast<__m512bh>(_mm512_load_si512(w + j * ldw + v * 2 * kLanes));
+    }
+#pragma GCC unroll 8
+    for (int m = 0; m < MR; ++m) {
+      int32_t pair = 0;
+      std::memcpy(&pair, a + m * lda + 2 * j, sizeof(pair));
+      const __m512bh av = reinterpret_cast<__m512bh>(_mm512_set1_epi32(pair));
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[m][v] = _mm512_dpbf16_ps(acc[m][v], av, wv[v]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int m = 0; m < MR; ++m) {
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      const __mmask16 mask = v == NV - 1 ? last_mask : static_cast<__mmask16>(0xFFFF);
+      __m512 out = acc[m][v];
+      if (bias != nullptr) out = _mm512_add_ps(out, _mm512_maskz_loadu_ps(mask, bias + v * kLanes));
+      _mm512_mask_storeu_ps(c + m * ldc + v * kLanes, mask, out);
+    }
+  }
+}
+
+using BlockBf16 = void (*)(const uint16_t*, int64_t, const uint16_t*, int64_t, int64_t, float*,
+                           int64_t, bool, const float*, __mmask16);
+
+#define MUFLOW_BF16_ROW(MR) \
+  { block_bf16<MR, 1>, block_bf16<MR, 2>, block_bf16<MR, 3>, block_bf16<MR, 4> }
+constexpr BlockBf16 kBlocksBf16[kRows][kMaxVecs] = {MUFLOW_BF16_ROW(1), MUFLOW_BF16_ROW(2),
+                                                    MUFLOW_BF16_ROW(3), MUFLOW_BF16_ROW(4),
+                                                    MUFLOW_BF16_ROW(5), MUFLOW_BF16_ROW(6)};
+#undef MUFLOW_BF16_ROW
+
+MUFLOW_TARGET_AVX512_BF16 void panels_bf16(const uint16_t* packed, int64_t n, int64_t k,
+                                           const uint16_t* x, int64_t num_rows,
+                                           const float* bias, float* y, int64_t first,
+                                           int64_t last) {
+  const int64_t padded_n = fixed_order_padded_n(n);
+  const int64_t padded_k = fixed_order_padded_k_bf16(k);
+  const int64_t k_block = num_rows <= kRows ? padded_k : kKBlockBf16;
+  for (int64_t row0 = 0; row0 < num_rows; row0 += kRowBlock) {
+    const int64_t row_end = std::min(num_rows, row0 + kRowBlock);
+    for (int64_t k0 = 0; k0 < padded_k; k0 += k_block) {
+      const int64_t kc = std::min(k_block, padded_k - k0);
+      const bool accumulate = k0 > 0;
+      const bool last_k = k0 + kc == padded_k;
+      for (int64_t panel = first; panel < last; ++panel) {
+        const int64_t col0 = panel * kFixedOrderPanel;
+        const int64_t width = panel_width(padded_n, panel);
+        const int vecs = static_cast<int>(width / kLanes);
+        const __mmask16 mask = last_vector_mask(n, col0 + (vecs - 1) * kLanes);
+        const uint16_t* w = packed + col0 * padded_k + k0 * width;
+        const float* b = (last_k && bias != nullptr) ? bias + col0 : nullptr;
+        for (int64_t row = row0; row < row_end; row += kRows) {
+          const int rows = static_cast<int>(std::min<int64_t>(kRows, row_end - row));
+          kBlocksBf16[rows - 1][vecs - 1](x + row * padded_k + k0, padded_k, w, 2 * width,
+                                          kc / 2, y + row * n + col0, n, accumulate, b, mask);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool fixed_order_gemm_f32_available() {
+  static const bool available = __builtin_cpu_supports("avx512f") != 0;
+  return available;
+}
+
+bool fixed_order_gemm_bf16_available() {
+  static const bool available =
+      __builtin_cpu_supports("avx512f") != 0 && __builtin_cpu_supports("avx512bf16") != 0;
+  return available;
+}
+
+int64_t fixed_order_padded_n(int64_t n) { return (n + kLanes - 1) / kLanes * kLanes; }
+
+int64_t fixed_order_padded_k_bf16(int64_t k) { return (k + 1) / 2 * 2; }
+
+std::size_t fixed_order_packed_elems_f32(int64_t n, int64_t k) {
+  return static_cast<std::size_t>(fixed_order_padded_n(n)) * static_cast<std::size_t>(k);
+}
+
+std::size_t fixed_order_packed_elems_bf16(int64_t n, int64_t k) {
+  return static_cast<std::size_t>(fixed_order_padded_n(n)) *
+         static_cast<std::size_t>(fixed_order_padded_k_bf16(k));
+}
+
+void fixed_order_pack_f32(const float* w, int64_t n, int64_t k, float* packed) {
+  MUFLOW_ASSERT(w != nullptr && packed != nullptr && n > 0 && k > 0,
+                "fixed_order_pack_f32: bad arguments");
+  const int64_t padded_n = fixed_order_padded_n(n);
+  for (int64_t panel = 0; panel < num_panels(padded_n); ++panel) {
+    const int64_t col0 = panel * kFixedOrderPanel;
+    const int64_t width = panel_width(padded_n, panel);
+    float* out = packed + col0 * k;
+    for (int64_t kk = 0; kk < k; ++kk) {
+      for (int64_t j = 0; j < width; ++j) {
+        const int64_t col = col0 + j;
+        out[kk * width + j] = col < n ? w[col * k + kk] : 0.0f;
+      }
+    }
+  }
+}
+
+void fixed_order_pack_bf16(const uint16_t* w, int64_t n, int64_t k, uint16_t* packed) {
+  MUFLOW_ASSERT(w != nullptr && packed != nullptr && n > 0 && k > 0,
+                "fixed_order_pack_bf16: bad arguments");
+  const int64_t padded_n = fixed_order_padded_n(n);
+  const int64_t padded_k = fixed_order_padded_k_bf16(k);
+  for (int64_t panel = 0; panel < num_panels(padded_n); ++panel) {
+    const int64_t col0 = panel * kFixedOrderPanel;
+    const int64_t width = panel_width(padded_n, panel);
+    uint16_t* out = packed + col0 * padded_k;
+    for (int64_t kk = 0; kk < padded_k; ++kk) {
+      for (int64_t j = 0; j < width; ++j) {
+        const int64_t col = col0 + j;
+        out[(kk / 2) * 2 * width + 2 * j + kk % 2] =
+            (col < n && kk < k) ? w[col * k + kk] : uint16_t{0};
+      }
+    }
+  }
+}
+
+void fixed_order_gemm_f32(const float* packed, int64_t n, int64_t k, const float* x,
+                          int64_t num_rows, const float* bias, float* y, int num_threads) {
+  MUFLOW_ASSERT(num_rows >= 0 && n > 0 && k > 0, "fixed_order_gemm_f32: bad sizes");
+  if (num_rows == 0) return;
+  MUFLOW_ASSERT(fixed_order_gemm_f32_available(), "fixed_order_gemm_f32: CPU lacks AVX-512F");
+  MUFLOW_ASSERT(reinterpret_cast<std::uintptr_t>(packed) % 64 == 0,
+                "fixed_order_gemm_f32: packed weights must be 64-byte aligned");
+  for_panel_ranges(num_panels(fixed_order_padded_n(n)), num_threads,
+                   [&](int64_t first, int64_t last) {
+                     panels_f32(packed, n, k, x, num_rows, bias, y, first, last);
+                   });
+}
+
+void fixed_order_gemm_f32_scalar(const float* w, int64_t n, int64_t k, const float* x,
+                                 int64_t num_rows, const float* bias, float* y) {
+  for (int64_t m = 0; m < num_rows; ++m) {
+    for (int64_t col = 0; col < n; ++col) {
+      float acc = 0.0f;
+      for (int64_t kk = 0; kk < k; ++kk) acc = std::fma(x[m * k + kk], w[col * k + kk], acc);
+      y[m * n + col] = bias != nullptr ? acc + bias[col] : acc;
+    }
+  }
+}
+
+void fixed_order_gemm_bf16(const uint16_t* packed, int64_t n, int64_t k,
+                           const uint16_t* x_bf16, int64_t num_rows, const float* bias, float* y,
+                           int num_threads) {
+  MUFLOW_ASSERT(num_rows >= 0 && n > 0 && k > 0, "fixed_order_gemm_bf16: bad sizes");
+  if (num_rows == 0) return;
+  MUFLOW_ASSERT(fixed_order_gemm_bf16_available(),
+                "fixed_order_gemm_bf16: CPU lacks AVX512-BF16");
+  MUFLOW_ASSERT(reinterpret_cast<std::uintptr_t>(packed) % 64 == 0,
+                "fixed_order_gemm_bf16: packed weights must be 64-byte aligned");
+  for_panel_ranges(num_panels(fixed_order_padded_n(n)), num_threads,
+                   [&](int64_t first, int64_t last) {
+                     panels_bf16(packed, n, k, x_bf16, num_rows, bias, y, first, last);
+                   });
+}
+
+}  // namespace muflow::kernels::cpu

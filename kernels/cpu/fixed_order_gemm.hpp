@@ -1,0 +1,85 @@
+#pragma once
+/// \file
+/// A GEMM whose reduction order per output element is fixed and independent of M, the number
+/// of rows (issue #16, item 2): batch invariant by construction, for every M from 1 up, with
+/// no padding and no probe.
+///
+/// y[m, n] = (((0 + x[m,0]·W[n,0]) + x[m,1]·W[n,1]) + … + x[m,K-1]·W[n,K-1]) + bias[n]
+///
+/// f32: each step is one fused multiply-add (one rounding), k ascending, starting from +0,
+/// bias (if any) added last. That is exactly `std::fma` applied in that order, so
+/// `fixed_order_gemm_f32_scalar` gives the same bits and serves as the oracle: the AVX-512
+/// kernel vectorises over n (16 output columns per register) and over up to 6 rows, but never
+/// reorders a sum. A row's result therefore depends on that row and W alone, not on M, its
+/// position, the row/column blocking or the number of threads (each output element is
+/// computed by exactly one thread).
+///
+/// bf16 (AVX512-BF16 `vdpbf16ps`): x and W in bf16, f32 accumulation; each step adds the two
+/// products of a k pair (2j, 2j+1), j ascending, as the instruction defines it (its internal
+/// rounding and denormal flushing are the hardware's; the same for every row). K is padded to
+/// even with a zero.
+///
+/// Where the time goes: the weights are packed once into column panels of up to
+/// kFixedOrderPanel columns, k-major inside a panel, so the kernel streams each panel once
+/// per call and reuses it (from L1, in kFixedOrderKBlock-deep slices) for all rows, 6 rows ×
+/// 64 columns per register block. Measured against oneDNN in bench/README.md.
+///
+/// Thread safety: the functions are pure (read the inputs, write `y`); any thread.
+/// `num_threads` > 1 splits the panels over an OpenMP team of that size (static schedule):
+/// results are bitwise the same for any thread count.
+
+#include <cstddef>
+#include <cstdint>
+
+namespace muflow::kernels::cpu {
+
+/// Output columns per packed panel (4 AVX-512 registers of f32).
+inline constexpr int64_t kFixedOrderPanel = 64;
+/// Reduction depth of one pass over a panel slice (elements of k): 128 × 64 f32 = 32 KiB,
+/// which stays in a 48 KiB L1 while every row block reads it.
+inline constexpr int64_t kFixedOrderKBlock = 128;
+
+/// True when the CPU runs the AVX-512F f32 kernel (checked once per process; any thread).
+bool fixed_order_gemm_f32_available();
+/// True when the CPU runs the AVX512-BF16 kernel (also needs AVX-512F; checked once).
+bool fixed_order_gemm_bf16_available();
+
+/// N rounded up to a multiple of 16 (the packed layouts' column count).
+int64_t fixed_order_padded_n(int64_t n);
+/// K rounded up to even (the bf16 layouts' reduction length; x rows for the bf16 kernel have
+/// this many elements).
+int64_t fixed_order_padded_k_bf16(int64_t k);
+
+/// Elements (floats) of the packed f32 weights of an [n, k] matrix: padded_n · k.
+std::size_t fixed_order_packed_elems_f32(int64_t n, int64_t k);
+/// Elements (uint16 bf16 bits) of the packed bf16 weights: padded_n · padded_k_bf16.
+std::size_t fixed_order_packed_elems_bf16(int64_t n, int64_t k);
+
+/// Packs W `[n, k]` row-major f32 (HF's `[out, in]`) into `packed`
+/// (fixed_order_packed_elems_f32 floats, 64-byte aligned): panel p holds columns
+/// [64p, 64p + w_p) as `[k][w_p]`, w_p = min(64, padded_n − 64p); padding columns are 0.
+void fixed_order_pack_f32(const float* w, int64_t n, int64_t k, float* packed);
+/// Packs W `[n, k]` bf16 bits into `packed` (fixed_order_packed_elems_bf16 elements, 64-byte
+/// aligned): panel p as `[padded_k / 2][w_p][2]` (the k pair of one column adjacent).
+void fixed_order_pack_bf16(const uint16_t* w, int64_t n, int64_t k, uint16_t* packed);
+
+/// y[m, n] for m < num_rows: `x` [num_rows, k] f32 (row stride k), `packed` from
+/// fixed_order_pack_f32, `bias` [n] or nullptr, `y` [num_rows, n] (row stride n, written;
+/// also used for partial sums, so it must not overlap x). Needs
+/// fixed_order_gemm_f32_available(). num_rows may be 0.
+void fixed_order_gemm_f32(const float* packed, int64_t n, int64_t k, const float* x,
+                          int64_t num_rows, const float* bias, float* y, int num_threads = 1);
+
+/// The same bits as fixed_order_gemm_f32 from plain `std::fma` loops over unpacked W `[n, k]`:
+/// the oracle for the kernel's order (slow; tests only). Any CPU.
+void fixed_order_gemm_f32_scalar(const float* w, int64_t n, int64_t k, const float* x,
+                                 int64_t num_rows, const float* bias, float* y);
+
+/// bf16 kernel: `x_bf16` [num_rows, fixed_order_padded_k_bf16(k)] bf16 bits (a zero in the
+/// padding column), `packed` from fixed_order_pack_bf16; otherwise as fixed_order_gemm_f32.
+/// Needs fixed_order_gemm_bf16_available().
+void fixed_order_gemm_bf16(const uint16_t* packed, int64_t n, int64_t k,
+                           const uint16_t* x_bf16, int64_t num_rows, const float* bias, float* y,
+                           int num_threads = 1);
+
+}  // namespace muflow::kernels::cpu
