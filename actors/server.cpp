@@ -258,6 +258,8 @@ absl::Status Server::finish_run(const RunContext& ctx, const RunOutcome& outcome
       ctx.trace->set_other_data("weights_dtype", std::string(m->weights_dtype()));
       ctx.trace->set_other_data("compute_dtype", std::string(m->compute_dtype()));
       ctx.trace->set_other_data("cpu_native_bf16", kernels::cpu::cpu_has_native_bf16());
+      ctx.trace->set_other_data("gemm_kernel", std::string(m->gemm_kernel()));
+      ctx.trace->set_other_data("threads_per_device", backend_->gemm_threads_per_device());
     }
     ctx.trace->set_other_data("num_layers", config().num_layers);
     ctx.trace->set_other_data("num_experts", config().num_experts);

@@ -42,6 +42,8 @@ class Server {
   const engine::planning::Placement& placement() const { return placement_; }
   /// The prepared weights (cpu backend); nullptr on the sim backend.
   std::shared_ptr<const engine::exec::CpuModel> model() const { return backend_->cpu_model(); }
+  /// Threads each device's GEMMs use (cpu backend; `[cluster] threads_per_device` resolved).
+  int64_t gemm_threads_per_device() const { return backend_->gemm_threads_per_device(); }
   /// The model's tokenizer, or nullptr when the model has none (synthetic models).
   const engine::model::Tokenizer* tokenizer() const { return tokenizer_.get(); }
 

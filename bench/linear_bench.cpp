@@ -201,6 +201,9 @@ void BM_FixedOrder(benchmark::State& state) {
   const bool bf16 = state.range(1) != 0;
   const LinearShape shape = linear_shape(state.range(2));
   const int threads = static_cast<int>(state.range(3));
+  // cold = 1: rotate over kColdCopies copies of the packed weights (128 MiB f32 in all, more
+  // than the L3), so every call reads its weights from DRAM, as decode over many experts does.
+  const bool cold = state.range(4) != 0;
   if (bf16 ? !cpu::fixed_order_gemm_bf16_available() : !cpu::fixed_order_gemm_f32_available()) {
     state.SkipWithError("kernel not available on this CPU");
     return;
@@ -213,24 +216,30 @@ void BM_FixedOrder(benchmark::State& state) {
   const std::size_t elems = bf16 ? cpu::fixed_order_packed_elems_bf16(shape.out, shape.in)
                                  : cpu::fixed_order_packed_elems_f32(shape.out, shape.in);
   const std::size_t bytes = (elems * (bf16 ? 2 : 4) + 63) / 64 * 64;
-  std::unique_ptr<void, decltype(&std::free)> packed(std::aligned_alloc(64, bytes), &std::free);
-  std::vector<uint16_t> x16(static_cast<std::size_t>(m * padded_k), 0);
-  if (bf16) {
-    cpu::fixed_order_pack_bf16(static_cast<const uint16_t*>(weights), shape.out, shape.in,
-                               static_cast<uint16_t*>(packed.get()));
-  } else {
-    cpu::fixed_order_pack_f32(static_cast<const float*>(weights), shape.out, shape.in,
-                              static_cast<float*>(packed.get()));
+  constexpr int kColdCopies = 8;
+  std::vector<std::unique_ptr<void, decltype(&std::free)>> copies;
+  for (int c = 0; c < (cold ? kColdCopies : 1); ++c) {
+    copies.emplace_back(std::aligned_alloc(64, bytes), &std::free);
+    if (bf16) {
+      cpu::fixed_order_pack_bf16(static_cast<const uint16_t*>(weights), shape.out, shape.in,
+                                 static_cast<uint16_t*>(copies.back().get()));
+    } else {
+      cpu::fixed_order_pack_f32(static_cast<const float*>(weights), shape.out, shape.in,
+                                static_cast<float*>(copies.back().get()));
+    }
   }
+  std::vector<uint16_t> x16(static_cast<std::size_t>(m * padded_k), 0);
+  std::size_t call = 0;
   for (auto _ : state) {
+    const void* packed_now = copies[call++ % copies.size()].get();
     if (bf16) {
       for (int64_t r = 0; r < m; ++r) {
         cpu::f32_to_bf16_n(x.data() + r * shape.in, shape.in, x16.data() + r * padded_k);
       }
-      cpu::fixed_order_gemm_bf16(static_cast<const uint16_t*>(packed.get()), shape.out, shape.in,
+      cpu::fixed_order_gemm_bf16(static_cast<const uint16_t*>(packed_now), shape.out, shape.in,
                                  x16.data(), m, nullptr, y.data(), threads);
     } else {
-      cpu::fixed_order_gemm_f32(static_cast<const float*>(packed.get()), shape.out, shape.in,
+      cpu::fixed_order_gemm_f32(static_cast<const float*>(packed_now), shape.out, shape.in,
                                 x.data(), m, nullptr, y.data(), threads);
     }
     benchmark::DoNotOptimize(y.data());
@@ -359,11 +368,13 @@ void MTypeShapeFast(benchmark::internal::Benchmark* b) {
 }
 
 void MTypeShapeThreads(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"M", "bf16", "shape", "threads"});
-  for (int64_t threads : {1, 2}) {
-    for (int64_t shape : {0, 1}) {
-      for (int64_t bf16 : {0, 1}) {
-        for (int64_t m : kMs) b->Args({m, bf16, shape, threads});
+  b->ArgNames({"M", "bf16", "shape", "threads", "cold"});
+  for (int64_t cold : {0, 1}) {
+    for (int64_t threads : {1, 2}) {
+      for (int64_t shape : {0, 1}) {
+        for (int64_t bf16 : {0, 1}) {
+          for (int64_t m : kMs) b->Args({m, bf16, shape, threads, cold});
+        }
       }
     }
   }

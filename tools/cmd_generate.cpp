@@ -46,7 +46,7 @@ int fail(const std::string& what) {
 Command add_generate_command(CLI::App& app) {
   struct Options {
     std::string model, prompt, prompt_ids, logits_out;
-    int64_t max_new_tokens = 32, devices = 1;
+    int64_t max_new_tokens = 32, devices = 1, threads = 0;
     double temperature = 0.0, top_p = 1.0;
     uint64_t seed = 0;
     bool json = false, ignore_eos = false;
@@ -62,6 +62,10 @@ Command add_generate_command(CLI::App& app) {
                  "write float32 logits of every prompt position as .npy [num_prompt_tokens, vocab]");
   app.add_option("--devices", o->devices, "virtual CPU devices (sync wiring)")
       ->check(CLI::Range(1, 256));
+  app.add_option("--threads", o->threads,
+                 "threads per device for the GEMMs (0 = the machine's hardware threads divided by "
+                 "--devices; the output is bitwise the same for any count)")
+      ->check(CLI::Range(int64_t{0}, engine::topology::kMaxThreadsPerDevice));
   app.add_option("--temperature", o->temperature, "0 = greedy, in [0, 100]")
       ->check(finite_in("[0, 100]", [](double v) { return v >= 0.0 && v <= 100.0; }));
   app.add_option("--top-p", o->top_p, "nucleus sampling mass, in (0, 1]")
@@ -74,6 +78,7 @@ Command add_generate_command(CLI::App& app) {
     engine::topology::Topology t;
     t.source = "<muflow generate>";
     for (int64_t d = 0; d < o->devices; ++d) t.devices.push_back({"cpu" + std::to_string(d)});
+    t.threads_per_device = o->threads;
     t.model.path = o->model;
     t.sampling.temperature = o->temperature;
     t.sampling.top_p = o->top_p;

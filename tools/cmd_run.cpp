@@ -196,8 +196,11 @@ Command add_run_command(CLI::App& app) {
     if (const auto m = (*server)->model(); m && !o->quiet) {
       // Which GEMM path this CPU got (issue #16): bf16 weights compute in bf16 only where the
       // CPU has native bf16; `[model] compute` forces either.
-      std::fprintf(stderr, "muflow: %s weights, GEMMs in %s (CPU %s native bf16; [model] compute = \"%s\")\n",
-                   m->weights_dtype(), m->compute_dtype(),
+      std::fprintf(stderr,
+                   "muflow: %s weights, GEMMs in %s on the %s kernel, %lld thread(s) per device "
+                   "(CPU %s native bf16; [model] compute = \"%s\")\n",
+                   m->weights_dtype(), m->compute_dtype(), m->gemm_kernel(),
+                   static_cast<long long>((*server)->gemm_threads_per_device()),
                    kernels::cpu::cpu_has_native_bf16() ? "has" : "lacks",
                    topo.model.compute.c_str());
     }

@@ -51,6 +51,9 @@ class Backend {
   /// about once (prepacked), not twice. weights() returns null afterwards. Owner's thread.
   virtual void release_weights() {}
   virtual std::shared_ptr<const engine::exec::CpuModel> cpu_model() const { return nullptr; }
+  /// Real math: threads each device's GEMMs use (`[cluster] threads_per_device`, resolved);
+  /// 1 on backends without math.
+  virtual int64_t gemm_threads_per_device() const { return 1; }
   /// Simulation: the router, cost and link models (planners read them); else null.
   virtual const SimSetup* sim() const { return nullptr; }
   /// Precision the cost model charges ops at (`[model] dtype`).

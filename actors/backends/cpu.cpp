@@ -17,8 +17,12 @@ namespace {
 class CpuBackend final : public Backend {
  public:
   CpuBackend(std::shared_ptr<const engine::model::ModelWeights> weights,
-             std::shared_ptr<const engine::exec::CpuModel> model, int64_t num_devices)
-      : weights_(std::move(weights)), model_(std::move(model)), num_devices_(num_devices) {
+             std::shared_ptr<const engine::exec::CpuModel> model, int64_t num_devices,
+             int64_t gemm_threads)
+      : weights_(std::move(weights)),
+        model_(std::move(model)),
+        num_devices_(num_devices),
+        gemm_threads_(gemm_threads) {
     config_ = model_->config();
   }
   std::string_view name() const override { return "cpu"; }
@@ -31,12 +35,14 @@ class CpuBackend final : public Backend {
   std::shared_ptr<const engine::model::ModelWeights> weights() const override { return weights_; }
   void release_weights() override { weights_.reset(); }
   std::shared_ptr<const engine::exec::CpuModel> cpu_model() const override { return model_; }
+  int64_t gemm_threads_per_device() const override { return gemm_threads_; }
 
   std::vector<std::shared_ptr<engine::exec::Executor>> make_executors(
       const PreparedWiring& wiring) const override {
     std::vector<std::shared_ptr<engine::exec::Executor>> out;
     for (int64_t d = 0; d < num_devices_; ++d) {
-      out.push_back(std::make_shared<engine::exec::CpuExecutor>(model_, wiring.cpu_shards()));
+      out.push_back(std::make_shared<engine::exec::CpuExecutor>(
+          model_, wiring.cpu_shards(), static_cast<int>(gemm_threads_)));
     }
     return out;
   }
@@ -50,6 +56,7 @@ class CpuBackend final : public Backend {
   std::shared_ptr<const engine::model::ModelWeights> weights_;
   std::shared_ptr<const engine::exec::CpuModel> model_;
   int64_t num_devices_;
+  int64_t gemm_threads_;
 };
 
 }  // namespace
@@ -81,15 +88,21 @@ absl::StatusOr<std::unique_ptr<Backend>> make_cpu_backend(
   }
   absl::StatusOr<std::shared_ptr<const engine::exec::CpuModel>> model =
       engine::exec::CpuModel::prepare(
-          weights, kernels::cpu::parse_bf16_compute(topology.model.compute)
-                       .value_or(kernels::cpu::Bf16Compute::kAuto));
+          weights,
+          kernels::cpu::parse_bf16_compute(topology.model.compute)
+              .value_or(kernels::cpu::Bf16Compute::kAuto),
+          topology.model.gemm == "onednn-tiles" ? kernels::cpu::LinearKernel::kOneDnnTiles
+          : topology.model.gemm == "fixed-order" ? kernels::cpu::LinearKernel::kFixedOrder
+                                                 : kernels::cpu::LinearKernel::kAuto);
   if (!model.ok()) return model.status();
   if (absl::Status s = engine::topology::check_topology_against_model(topology, (*model)->config());
       !s.ok()) {
     return s;
   }
+  const int64_t gemm_threads = engine::topology::resolve_threads_per_device(
+      topology, static_cast<int64_t>(std::thread::hardware_concurrency()));
   return std::make_unique<CpuBackend>(std::move(weights), *model,
-                                      static_cast<int64_t>(topology.devices.size()));
+                                      static_cast<int64_t>(topology.devices.size()), gemm_threads);
 }
 
 }  // namespace muflow::actors

@@ -2,6 +2,7 @@
 
 #include "engine/serving/sampling.hpp"
 #include "kernels/assert.hpp"
+#include "kernels/cpu/gemm_threads.hpp"
 
 namespace muflow::engine::exec {
 
@@ -15,6 +16,7 @@ absl::Status CpuExecutor::attention(int64_t block, serving::KvCache& kv,
                                     const std::vector<dataflow::TokenMeta>& tokens, float* h,
                                     const AttentionResult& out, double* seconds) {
   *seconds = 0.0;
+  const kernels::cpu::GemmThreadsScope threads(gemm_threads_);
   const auto n = static_cast<int64_t>(tokens.size());
   std::vector<int64_t> rids(n), pos(n);
   for (int64_t i = 0; i < n; ++i) {
@@ -28,12 +30,14 @@ absl::Status CpuExecutor::attention(int64_t block, serving::KvCache& kv,
 void CpuExecutor::expert(int64_t block, int64_t expert, const float* x, int64_t n, float* y,
                          double* seconds) {
   *seconds = 0.0;
+  const kernels::cpu::GemmThreadsScope threads(gemm_threads_);
   model_->expert(block, expert, x, n, y);
 }
 
 void CpuExecutor::expert_shard(int64_t block, int64_t expert, int64_t shard, int64_t num_shards,
                                const float* x, int64_t n, float* y, double* seconds) {
   *seconds = 0.0;
+  const kernels::cpu::GemmThreadsScope threads(gemm_threads_);
   MUFLOW_ASSERT(shards_ && shards_->num_shards() == num_shards,
                 "CpuExecutor::expert_shard: shards not prepared for this count");
   shards_->forward(block, expert, shard, x, n, y);
@@ -43,6 +47,7 @@ void CpuExecutor::sample(const std::vector<dataflow::TokenMeta>& rows, const flo
                          const std::vector<topology::SamplingSpec>& sampling, std::vector<int32_t>* tokens,
                          std::vector<std::vector<float>>* logits, double* seconds) {
   *seconds = 0.0;
+  const kernels::cpu::GemmThreadsScope threads(gemm_threads_);
   const model::ModelConfig& c = model_->config();
   MUFLOW_ASSERT(sampling.size() == rows.size(), "CpuExecutor::sample: one SamplingSpec per row");
   const auto n = static_cast<int64_t>(rows.size());

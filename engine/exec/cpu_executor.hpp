@@ -10,15 +10,19 @@
 
 namespace muflow::engine::exec {
 
-/// Runs stages with CpuModel (oneDNN GEMMs). Durations are measured by the caller, so every
-/// `seconds` output is 0. All devices of a process share one CpuModel (read-only); see
-/// Executor for threading.
+/// Runs stages with CpuModel (its GEMMs: kernels/cpu/linear.hpp). Durations are measured by
+/// the caller, so every `seconds` output is 0. All devices of a process share one CpuModel
+/// (read-only); see Executor for threading.
 class CpuExecutor final : public Executor {
  public:
   /// `shards` (may be null) is needed only by the moeshard wiring's expert_shard calls.
+  /// `gemm_threads` (≥ 1, `[cluster] threads_per_device`): each stage's GEMMs split their
+  /// columns over that many OpenMP threads of the calling device thread
+  /// (kernels/cpu/gemm_threads.hpp; the same bits for any count).
   explicit CpuExecutor(std::shared_ptr<const CpuModel> model,
-                       std::shared_ptr<const CpuExpertShards> shards = nullptr)
-      : model_(std::move(model)), shards_(std::move(shards)) {}
+                       std::shared_ptr<const CpuExpertShards> shards = nullptr,
+                       int gemm_threads = 1)
+      : model_(std::move(model)), shards_(std::move(shards)), gemm_threads_(gemm_threads) {}
 
   int64_t activation_width() const override { return model_->config().hidden_size; }
   bool virtual_time() const override { return false; }
@@ -37,6 +41,7 @@ class CpuExecutor final : public Executor {
  private:
   std::shared_ptr<const CpuModel> model_;
   std::shared_ptr<const CpuExpertShards> shards_;
+  int gemm_threads_;
 };
 
 }  // namespace muflow::engine::exec

@@ -48,31 +48,35 @@ model::WeightTensor concat_rows(const std::vector<const model::WeightTensor*>& p
 }
 
 std::unique_ptr<Linear> make_linear(const model::WeightTensor& w, const float* bias,
-                                    kernels::cpu::Bf16Compute compute) {
+                                    kernels::cpu::Bf16Compute compute,
+                                    kernels::cpu::LinearKernel gemm) {
+  kernels::cpu::LinearOptions o;
+  o.bf16_compute = compute;
+  o.kernel = gemm;
   if (w.dtype == model::DType::kBF16) {
-    kernels::cpu::LinearOptions o;
-    o.bf16_compute = compute;
     return std::make_unique<Linear>(w.bf16.data(), w.rows(), w.cols(), bias, o);
   }
-  return std::make_unique<Linear>(w.f32.data(), w.rows(), w.cols(), bias);
+  return std::make_unique<Linear>(w.f32.data(), w.rows(), w.cols(), bias, o);
 }
 
 std::unique_ptr<ExpertFfn> make_ffn(const model::ExpertWeights& e, int64_t hidden, int64_t ffn,
-                                    kernels::cpu::Bf16Compute compute) {
+                                    kernels::cpu::Bf16Compute compute,
+                                    kernels::cpu::LinearKernel gemm) {
   const bool bf16 = e.gate.dtype == model::DType::kBF16 && e.up.dtype == model::DType::kBF16 &&
                     e.down.dtype == model::DType::kBF16;
   if (bf16) {
     return std::make_unique<ExpertFfn>(e.gate.bf16.data(), e.up.bf16.data(), e.down.bf16.data(),
-                                       hidden, ffn, compute);
+                                       hidden, ffn, compute, gemm);
   }
   std::vector<float> g = e.gate.to_f32(), u = e.up.to_f32(), d = e.down.to_f32();
-  return std::make_unique<ExpertFfn>(g.data(), u.data(), d.data(), hidden, ffn);
+  return std::make_unique<ExpertFfn>(g.data(), u.data(), d.data(), hidden, ffn, gemm);
 }
 
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<const CpuModel>> CpuModel::prepare(
-    std::shared_ptr<const model::ModelWeights> weights, kernels::cpu::Bf16Compute bf16_compute) {
+    std::shared_ptr<const model::ModelWeights> weights, kernels::cpu::Bf16Compute bf16_compute,
+    kernels::cpu::LinearKernel gemm) {
   if (!weights) return absl::InvalidArgumentError("CpuModel::prepare: null weights");
   const model::ModelConfig& c = weights->config;
   if (absl::Status s = c.validate(); !s.ok()) return s;
@@ -123,10 +127,12 @@ absl::StatusOr<std::shared_ptr<const CpuModel>> CpuModel::prepare(
             qd + 2 * kvd));
       }
     }
-    blk.qkv = make_linear(qkv, qkv_bias.empty() ? nullptr : qkv_bias.data(), bf16_compute);
-    blk.o = make_linear(bw.o, nullptr, bf16_compute);
+    blk.qkv = make_linear(qkv, qkv_bias.empty() ? nullptr : qkv_bias.data(), bf16_compute, gemm);
+    blk.o = make_linear(bw.o, nullptr, bf16_compute, gemm);
     std::vector<float> router = bw.router.to_f32();  // routing always in f32
-    blk.router = std::make_unique<Linear>(router.data(), c.num_experts, H, nullptr);
+    kernels::cpu::LinearOptions router_options;
+    router_options.kernel = gemm;
+    blk.router = std::make_unique<Linear>(router.data(), c.num_experts, H, nullptr, router_options);
     for (int64_t e = 0; e < c.num_experts; ++e) {
       const model::ExpertWeights& ew = bw.experts[e];
       for (auto [t, shape] :
@@ -137,9 +143,12 @@ absl::StatusOr<std::shared_ptr<const CpuModel>> CpuModel::prepare(
         if (absl::Status s = check_shape(*t, shape); !s.ok()) return s;
       }
       if (ew.gate.dtype == model::DType::kBF16) model->weights_dtype_ = "bf16";
-      blk.experts.push_back(make_ffn(ew, H, c.expert_ffn, bf16_compute));
+      blk.experts.push_back(make_ffn(ew, H, c.expert_ffn, bf16_compute, gemm));
       if (blk.experts.back()->compute_type() == kernels::cpu::LinearWeightType::kBF16) {
         model->compute_dtype_ = "bf16";
+      }
+      if (blk.experts.back()->kernel() == kernels::cpu::LinearKernel::kFixedOrder) {
+        model->gemm_kernel_ = "fixed-order";
       }
     }
     if (c.shared_expert_ffn > 0) {
@@ -152,11 +161,11 @@ absl::StatusOr<std::shared_ptr<const CpuModel>> CpuModel::prepare(
                {&bw.shared_expert_gate, {1, H}}}) {
         if (absl::Status s = check_shape(*t, shape); !s.ok()) return s;
       }
-      blk.shared_expert = make_ffn(se, H, c.shared_expert_ffn, bf16_compute);
+      blk.shared_expert = make_ffn(se, H, c.shared_expert_ffn, bf16_compute, gemm);
       blk.shared_gate = bw.shared_expert_gate.to_f32();
     }
   }
-  model->lm_head_ = make_linear(weights->lm_head, nullptr, bf16_compute);
+  model->lm_head_ = make_linear(weights->lm_head, nullptr, bf16_compute, gemm);
   model->embed_ = weights->embed.to_f32();
   model->final_norm_ = weights->final_norm.to_f32();
   return std::shared_ptr<const CpuModel>(model);

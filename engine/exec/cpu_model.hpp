@@ -33,12 +33,14 @@ class CpuModel {
   /// Prepacks the weights of every GEMM (attention q|k|v fused, o, router in f32, every
   /// expert's gate|up fused and down, shared expert, LM head). bf16 matrices are computed as
   /// `bf16_compute` says (kernels/cpu/bf16_compute.hpp; kAuto: bf16 where the CPU has native
-  /// bf16, else up-converted to f32 once here, at twice the memory).
+  /// bf16, else up-converted to f32 once here, at twice the memory). `gemm`: the GEMM of every
+  /// Linear (kernels/cpu/linear.hpp; kAuto: the fixed-order kernel where the CPU has it).
   /// Keeps no reference to `weights`: the model holds only its prepared copies.
   /// Errors: InvalidArgument when the weights disagree with the config (wrong shapes).
   static absl::StatusOr<std::shared_ptr<const CpuModel>> prepare(
       std::shared_ptr<const model::ModelWeights> weights,
-      kernels::cpu::Bf16Compute bf16_compute = kernels::cpu::Bf16Compute::kAuto);
+      kernels::cpu::Bf16Compute bf16_compute = kernels::cpu::Bf16Compute::kAuto,
+      kernels::cpu::LinearKernel gemm = kernels::cpu::LinearKernel::kAuto);
 
   const model::ModelConfig& config() const { return config_; }
   /// What the GEMMs on weights compute in: "f32" (f32 weights, or bf16 weights up-converted)
@@ -46,6 +48,8 @@ class CpuModel {
   const char* compute_dtype() const { return compute_dtype_; }
   /// The experts' weights as loaded: "f32" or "bf16".
   const char* weights_dtype() const { return weights_dtype_; }
+  /// The GEMM the experts run (kernels/cpu/linear.hpp): "fixed-order" or "onednn-tiles".
+  const char* gemm_kernel() const { return gemm_kernel_; }
 
   /// Embedding lookup: h[i] = embed[ids[i]]. ids must be in [0, vocab) (checked by the caller:
   /// workloads validate prompts). h: [n, hidden].
@@ -94,6 +98,7 @@ class CpuModel {
   model::ModelConfig config_;
   const char* compute_dtype_ = "f32";
   const char* weights_dtype_ = "f32";
+  const char* gemm_kernel_ = "onednn-tiles";
   std::vector<Block> blocks_;
   std::unique_ptr<kernels::cpu::Linear> lm_head_;
   std::vector<float> embed_;       ///< [vocab, hidden] f32 copy of the embedding table

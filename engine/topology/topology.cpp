@@ -5,6 +5,7 @@
 #include "engine/topology/topology.hpp"
 #include "engine/model/model_limits.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -31,15 +32,18 @@ constexpr std::string_view kRootKeys[] = {"wiring",    "backend",  "trace",   "c
                                           "model",     "placement", "scheduler", "workload",
                                           "sampling",  "router",   "network", "harmoeny"};
 constexpr std::string_view kHarmoenyKeys[] = {"q", "rebalance", "slots", "prefetch"};
-constexpr std::string_view kClusterKeys[] = {"num_devices", "kind", "devices"};
+constexpr std::string_view kClusterKeys[] = {"num_devices", "kind", "devices",
+                                             "threads_per_device"};
 constexpr std::string_view kDeviceKeys[] = {"name", "kind", "node"};
 constexpr std::string_view kModelKeys[] = {"path",    "type",  "vocab",   "hidden",
                                            "layers",  "heads", "kv_heads", "head_dim",
                                            "experts", "topk",  "ffn",     "shared_ffn",
-                                           "seed",    "dtype", "preset", "compute"};
+                                           "seed",    "dtype", "preset", "compute",
+                                           "gemm"};
 constexpr std::string_view kModelTypes[] = {"mixtral", "qwen2_moe"};
 constexpr std::string_view kDtypes[] = {"f32", "bf16"};
 constexpr std::string_view kComputes[] = {"auto", "bf16", "f32"};
+constexpr std::string_view kGemms[] = {"auto", "fixed-order", "onednn-tiles"};
 constexpr std::string_view kPlacementKeys[] = {"experts",      "attention_devices", "paths",
                                                "planner",      "time_limit_s",      "replicas",
                                                "replica_experts"};
@@ -60,8 +64,10 @@ constexpr std::string_view kSamplingKeys[] = {"temperature", "top_p", "seed", "s
   } while (0)
 
 absl::Status parse_cluster(const TomlTableReader& r, const std::string& backend,
-                           std::vector<DeviceSpec>* devices) {
+                           std::vector<DeviceSpec>* devices, int64_t* threads_per_device) {
   MUFLOW_TOPO_RETURN_IF_ERROR(r.check_keys(kClusterKeys));
+  MUFLOW_TOPO_RETURN_IF_ERROR(
+      r.read_int("threads_per_device", threads_per_device, 0, kMaxThreadsPerDevice));
   const bool has_shorthand = r.has("num_devices") || r.has("kind");
   if (r.has("devices") && has_shorthand) {
     return r.error("devices", "give either num_devices/kind or [[cluster.devices]], not both");
@@ -112,9 +118,11 @@ absl::Status parse_cluster(const TomlTableReader& r, const std::string& backend,
 absl::Status parse_model(const TomlTableReader& r, const fs::path& base_dir, ModelSpec* model) {
   MUFLOW_TOPO_RETURN_IF_ERROR(r.check_keys(kModelKeys));
   MUFLOW_TOPO_RETURN_IF_ERROR(r.read_choice("compute", &model->compute, kComputes));
+  MUFLOW_TOPO_RETURN_IF_ERROR(r.read_choice("gemm", &model->gemm, kGemms));
   if (r.has("preset")) {
     for (std::string_view key : kModelKeys) {
-      if (key != "preset" && key != "dtype" && key != "compute" && r.has(key)) {
+      if (key != "preset" && key != "dtype" && key != "compute" && key != "gemm" &&
+          r.has(key)) {
         return r.error(key, "a [model] table gives either preset = \"...\" (with an optional "
                             "dtype), path = \"...\" or synthetic dims, not several");
       }
@@ -131,7 +139,7 @@ absl::Status parse_model(const TomlTableReader& r, const fs::path& base_dir, Mod
   }
   if (r.has("path")) {
     for (std::string_view key : kModelKeys) {
-      if (key != "path" && key != "compute" && r.has(key)) {
+      if (key != "path" && key != "compute" && key != "gemm" && r.has(key)) {
         return r.error(key, "applies to synthetic models only; a [model] table gives either "
                             "path = \"...\" or synthetic dims, not both");
       }
@@ -342,7 +350,7 @@ absl::StatusOr<Topology> parse_document(const toml::table& doc, const std::strin
     topo.trace_file = resolve_path(base_dir, topo.trace_file);
   }
   MUFLOW_TOPO_RETURN_IF_ERROR(with_table(root, "cluster", [&](const TomlTableReader& r) {
-    return parse_cluster(r, topo.backend, &topo.devices);
+    return parse_cluster(r, topo.backend, &topo.devices, &topo.threads_per_device);
   }));
   MUFLOW_TOPO_RETURN_IF_ERROR(with_table(root, "model", [&](const TomlTableReader& r) {
     return parse_model(r, base_dir, &topo.model);
@@ -480,6 +488,13 @@ absl::Status check_topology_against_model(const Topology& topology,
     }
   }
   return absl::OkStatus();
+}
+
+int64_t resolve_threads_per_device(const Topology& topology, int64_t hardware_threads) {
+  if (topology.threads_per_device > 0) return topology.threads_per_device;
+  const int64_t devices = std::max<int64_t>(1, static_cast<int64_t>(topology.devices.size()));
+  return std::clamp<int64_t>(std::max<int64_t>(hardware_threads, 1) / devices, 1,
+                             kMaxThreadsPerDevice);
 }
 
 }  // namespace muflow::engine::topology

@@ -35,6 +35,10 @@ struct ModelSpec {
   /// cpu backend, bf16 weights: "auto" (bf16 GEMMs where the CPU has AVX512-BF16 or AMX, else
   /// weights up-converted to f32 at load) | "bf16" | "f32" (kernels/cpu/bf16_compute.hpp).
   std::string compute = "auto";
+  /// The CPU GEMM of every Linear (kernels/cpu/linear.hpp): "auto" (the fixed-order kernel
+  /// where the CPU has AVX-512, else oneDNN tiles) | "fixed-order" | "onednn-tiles" (for
+  /// comparisons; the moeshard wiring's expert shards always take "auto").
+  std::string gemm = "auto";
   std::string preset;                  ///< weightless model preset (sim only), e.g. "mixtral-8x7b" 
 };
 
@@ -138,6 +142,11 @@ struct Topology {
   std::string wiring = "sync";        ///< one of kKnownWirings
   std::string backend = "cpu";        ///< "cpu" (later: "sim", "cuda")
   std::vector<DeviceSpec> devices;
+  /// `[cluster] threads_per_device` (cpu backend): threads each device's GEMMs use
+  /// (kernels/cpu/gemm_threads.hpp; results are bitwise the same for any count). 0 = auto:
+  /// the machine's hardware threads divided by the number of devices, at least 1 (see
+  /// resolve_threads_per_device). At most kMaxThreadsPerDevice.
+  int64_t threads_per_device = 0;
   ModelSpec model;
   /// "round-robin" | "contiguous" | "explicit" | "affinity" | "capability" (Aurora Thm 5.1)
   std::string placement = "round-robin";
@@ -174,6 +183,14 @@ struct Topology {
 
 /// Most devices a cluster may declare (the project's target is 8 to 1,024 simulated GPUs).
 inline constexpr int64_t kMaxDevices = 4096;
+
+/// Most threads `[cluster] threads_per_device` may ask for.
+inline constexpr int64_t kMaxThreadsPerDevice = 256;
+
+/// `topology.threads_per_device`, with 0 (auto) resolved for `hardware_threads` (e.g.
+/// std::thread::hardware_concurrency(); 0 = unknown, taken as 1): max(1, hardware_threads /
+/// number of devices). Any thread.
+int64_t resolve_threads_per_device(const Topology& topology, int64_t hardware_threads);
 /// Most requests a workload may generate up front (Poisson `num_requests`, trace
 /// `max_requests`); longer services submit to a running engine instead.
 inline constexpr int64_t kMaxWorkloadRequests = 10'000'000;

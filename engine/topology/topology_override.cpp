@@ -161,6 +161,10 @@ const std::map<std::string, Setter>& setters() {
          }
          return absl::OkStatus();
        }},
+      {"cluster.threads_per_device",
+       [](Topology& t, const std::string& k, const std::string& v) {
+         return set_int(k, v, &t.threads_per_device, 0, kMaxThreadsPerDevice);
+       }},
       {"model.topk",
        [](Topology& t, const std::string& k, const std::string& v) {
          if (!t.model.synthetic) return bad(k, v, "a topology whose model gives dims or a preset");

@@ -29,28 +29,30 @@ std::vector<T> stack_gate_up(const T* gate, const T* up, int64_t hidden, int64_t
 
 }  // namespace
 
-ExpertFfn::ExpertFfn(const float* gate, const float* up, const float* down, int64_t hidden,
-                     int64_t ffn)
-    : hidden_(hidden),
-      ffn_(ffn),
-      gate_up_(stack_gate_up(gate, up, hidden, ffn).data(), 2 * ffn, hidden, nullptr),
-      down_(down, hidden, ffn, nullptr) {}
-
 namespace {
-LinearOptions with_compute(Bf16Compute compute) {
+LinearOptions with(Bf16Compute compute, LinearKernel kernel) {
   LinearOptions o;
   o.bf16_compute = compute;
+  o.kernel = kernel;
   return o;
 }
 }  // namespace
 
-ExpertFfn::ExpertFfn(const uint16_t* gate, const uint16_t* up, const uint16_t* down,
-                     int64_t hidden, int64_t ffn, Bf16Compute compute)
+ExpertFfn::ExpertFfn(const float* gate, const float* up, const float* down, int64_t hidden,
+                     int64_t ffn, LinearKernel kernel)
     : hidden_(hidden),
       ffn_(ffn),
       gate_up_(stack_gate_up(gate, up, hidden, ffn).data(), 2 * ffn, hidden, nullptr,
-               with_compute(compute)),
-      down_(down, hidden, ffn, nullptr, with_compute(compute)) {}
+               with(Bf16Compute::kAuto, kernel)),
+      down_(down, hidden, ffn, nullptr, with(Bf16Compute::kAuto, kernel)) {}
+
+ExpertFfn::ExpertFfn(const uint16_t* gate, const uint16_t* up, const uint16_t* down,
+                     int64_t hidden, int64_t ffn, Bf16Compute compute, LinearKernel kernel)
+    : hidden_(hidden),
+      ffn_(ffn),
+      gate_up_(stack_gate_up(gate, up, hidden, ffn).data(), 2 * ffn, hidden, nullptr,
+               with(compute, kernel)),
+      down_(down, hidden, ffn, nullptr, with(compute, kernel)) {}
 
 namespace {
 std::size_t round_up_64(std::size_t n) { return (n + 63) / 64 * 64; }

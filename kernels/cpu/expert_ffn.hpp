@@ -15,11 +15,14 @@ namespace muflow::kernels::cpu {
 /// `[hidden, ffn]`. Batch invariant (see Linear). Const methods are safe from any thread.
 class ExpertFfn {
  public:
-  /// f32 weights: gate, up `[ffn, hidden]`, down `[hidden, ffn]`.
-  ExpertFfn(const float* gate, const float* up, const float* down, int64_t hidden, int64_t ffn);
+  /// f32 weights: gate, up `[ffn, hidden]`, down `[hidden, ffn]`; `kernel`: the GEMM
+  /// (LinearOptions::kernel).
+  ExpertFfn(const float* gate, const float* up, const float* down, int64_t hidden, int64_t ffn,
+            LinearKernel kernel = LinearKernel::kAuto);
   /// bf16 weights (raw bits), same shapes; `compute`: bf16 or f32 GEMMs (bf16_compute.hpp).
   ExpertFfn(const uint16_t* gate, const uint16_t* up, const uint16_t* down, int64_t hidden,
-            int64_t ffn, Bf16Compute compute = Bf16Compute::kAuto);
+            int64_t ffn, Bf16Compute compute = Bf16Compute::kAuto,
+            LinearKernel kernel = LinearKernel::kAuto);
 
   /// The type both GEMMs compute in (Linear::weight_type).
   LinearWeightType compute_type() const { return gate_up_.weight_type(); }

@@ -26,6 +26,13 @@ constexpr int64_t kKBlockBf16 = 256;
 /// Rows per outer block: the x slice of a pass (rows × k-block) stays in L2 while every panel
 /// of the block reads it. A multiple of kRows.
 constexpr int64_t kRowBlock = 240;
+/// Work per extra GEMM thread (multiply-adds): about 10 µs of compute.
+constexpr int64_t kMinMacsPerThread = int64_t{1} << 20;
+/// Software prefetch distance in reduction steps (rows of a panel slice): 16 × 256 B = 4 KiB
+/// ahead for a 64-column f32 panel.
+constexpr int64_t kPrefetchSteps = 16;
+/// Up to this many rows a call finishes each panel before the next (see panels_f32).
+constexpr int64_t kPanelMajorRows = 48;
 
 int64_t num_panels(int64_t padded_n) { return (padded_n + kFixedOrderPanel - 1) / kFixedOrderPanel; }
 
@@ -43,8 +50,12 @@ __mmask16 last_vector_mask(int64_t n, int64_t last_vector_col) {
 /// Splits panels [0, panels) over `num_threads` OpenMP threads (contiguous static ranges) and
 /// runs `body(first, last)` on each; one thread runs everything inline.
 template <typename Body>
-void for_panel_ranges(int64_t panels, int num_threads, const Body& body) {
-  const int threads = static_cast<int>(std::min<int64_t>(std::max(num_threads, 1), panels));
+void for_panel_ranges(int64_t panels, int64_t macs, int num_threads, const Body& body) {
+  // At most one thread per panel and per kMinMacsPerThread multiply-adds: a fork/join costs a
+  // few microseconds, more than a small GEMM gains from a second thread.
+  const int64_t by_work = std::max<int64_t>(1, macs / kMinMacsPerThread);
+  const int threads = static_cast<int>(
+      std::min<int64_t>(std::min<int64_t>(std::max(num_threads, 1), panels), by_work));
   if (threads <= 1) {
     body(int64_t{0}, panels);
     return;
@@ -84,7 +95,13 @@ MUFLOW_TARGET_AVX512 void block_f32(const float* a, int64_t lda, const float* w,
   for (int64_t kk = 0; kk < kc; ++kk) {
     __m512 wv[NV];
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) wv[v] = _mm512_load_ps(w + kk * ldw + v * kLanes);
+    for (int v = 0; v < NV; ++v) {
+      // Weights streamed from DRAM (decode): fetch kPrefetchSteps rows ahead, which also runs
+      // into the next slice of the panel (contiguous); never faults past the end.
+      _mm_prefetch(reinterpret_cast<const char*>(w + (kk + kPrefetchSteps) * ldw + v * kLanes),
+                   _MM_HINT_T0);
+      wv[v] = _mm512_load_ps(w + kk * ldw + v * kLanes);
+    }
 #pragma GCC unroll 8
     for (int m = 0; m < MR; ++m) {
       const __m512 av = _mm512_set1_ps(a[m * lda + kk]);
@@ -122,24 +139,34 @@ MUFLOW_TARGET_AVX512 void panels_f32(const float* packed, int64_t n, int64_t k, 
   const int64_t padded_n = fixed_order_padded_n(n);
   // Few rows: one pass over k keeps the sums in registers (no partial sums through y).
   const int64_t k_block = num_rows <= kRows ? k : kFixedOrderKBlock;
+  // Up to kPanelMajorRows rows (decode), each panel is finished before the next starts, so
+  // the weights stream once, sequentially; more rows sweep every panel per k-block, so the
+  // x slice of the block stays in L2 across panels. Either way each sum runs k ascending.
+  const bool panel_major = num_rows <= kPanelMajorRows;
+  auto run = [&](int64_t row0, int64_t row_end, int64_t k0, int64_t panel) {
+    const int64_t kc = std::min(k_block, k - k0);
+    const bool accumulate = k0 > 0;
+    const int64_t col0 = panel * kFixedOrderPanel;
+    const int64_t width = panel_width(padded_n, panel);
+    const int vecs = static_cast<int>(width / kLanes);
+    const __mmask16 mask = last_vector_mask(n, col0 + (vecs - 1) * kLanes);
+    const float* w = packed + col0 * k + k0 * width;
+    const float* b = (k0 + kc == k && bias != nullptr) ? bias + col0 : nullptr;
+    for (int64_t row = row0; row < row_end; row += kRows) {
+      const int rows = static_cast<int>(std::min<int64_t>(kRows, row_end - row));
+      kBlocksF32[rows - 1][vecs - 1](x + row * k + k0, k, w, width, kc, y + row * n + col0, n,
+                                     accumulate, b, mask);
+    }
+  };
   for (int64_t row0 = 0; row0 < num_rows; row0 += kRowBlock) {
     const int64_t row_end = std::min(num_rows, row0 + kRowBlock);
-    for (int64_t k0 = 0; k0 < k; k0 += k_block) {
-      const int64_t kc = std::min(k_block, k - k0);
-      const bool accumulate = k0 > 0;
-      const bool last_k = k0 + kc == k;
+    if (panel_major) {
       for (int64_t panel = first; panel < last; ++panel) {
-        const int64_t col0 = panel * kFixedOrderPanel;
-        const int64_t width = panel_width(padded_n, panel);
-        const int vecs = static_cast<int>(width / kLanes);
-        const __mmask16 mask = last_vector_mask(n, col0 + (vecs - 1) * kLanes);
-        const float* w = packed + col0 * k + k0 * width;
-        const float* b = (last_k && bias != nullptr) ? bias + col0 : nullptr;
-        for (int64_t row = row0; row < row_end; row += kRows) {
-          const int rows = static_cast<int>(std::min<int64_t>(kRows, row_end - row));
-          kBlocksF32[rows - 1][vecs - 1](x + row * k + k0, k, w, width, kc, y + row * n + col0,
-                                         n, accumulate, b, mask);
-        }
+        for (int64_t k0 = 0; k0 < k; k0 += k_block) run(row0, row_end, k0, panel);
+      }
+    } else {
+      for (int64_t k0 = 0; k0 < k; k0 += k_block) {
+        for (int64_t panel = first; panel < last; ++panel) run(row0, row_end, k0, panel);
       }
     }
   }
@@ -168,6 +195,8 @@ MUFLOW_TARGET_AVX512_BF16 void block_bf16(const uint16_t* a, int64_t lda, const 
     __m512bh wv[NV];
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) {
+      _mm_prefetch(reinterpret_cast<const char*>(w + (j + kPrefetchSteps) * ldw + v * 2 * kLanes),
+                   _MM_HINT_T0);
       wv[v] = reinterpret_cast<__m512bh>(_mm512_load_si512(w + j * ldw + v * 2 * kLanes));
     }
 #pragma GCC unroll 8
@@ -208,24 +237,31 @@ MUFLOW_TARGET_AVX512_BF16 void panels_bf16(const uint16_t* packed, int64_t n, in
   const int64_t padded_n = fixed_order_padded_n(n);
   const int64_t padded_k = fixed_order_padded_k_bf16(k);
   const int64_t k_block = num_rows <= kRows ? padded_k : kKBlockBf16;
+  const bool panel_major = num_rows <= kPanelMajorRows;  // as in panels_f32
+  auto run = [&](int64_t row0, int64_t row_end, int64_t k0, int64_t panel) {
+    const int64_t kc = std::min(k_block, padded_k - k0);
+    const bool accumulate = k0 > 0;
+    const int64_t col0 = panel * kFixedOrderPanel;
+    const int64_t width = panel_width(padded_n, panel);
+    const int vecs = static_cast<int>(width / kLanes);
+    const __mmask16 mask = last_vector_mask(n, col0 + (vecs - 1) * kLanes);
+    const uint16_t* w = packed + col0 * padded_k + k0 * width;
+    const float* b = (k0 + kc == padded_k && bias != nullptr) ? bias + col0 : nullptr;
+    for (int64_t row = row0; row < row_end; row += kRows) {
+      const int rows = static_cast<int>(std::min<int64_t>(kRows, row_end - row));
+      kBlocksBf16[rows - 1][vecs - 1](x + row * padded_k + k0, padded_k, w, 2 * width, kc / 2,
+                                      y + row * n + col0, n, accumulate, b, mask);
+    }
+  };
   for (int64_t row0 = 0; row0 < num_rows; row0 += kRowBlock) {
     const int64_t row_end = std::min(num_rows, row0 + kRowBlock);
-    for (int64_t k0 = 0; k0 < padded_k; k0 += k_block) {
-      const int64_t kc = std::min(k_block, padded_k - k0);
-      const bool accumulate = k0 > 0;
-      const bool last_k = k0 + kc == padded_k;
+    if (panel_major) {
       for (int64_t panel = first; panel < last; ++panel) {
-        const int64_t col0 = panel * kFixedOrderPanel;
-        const int64_t width = panel_width(padded_n, panel);
-        const int vecs = static_cast<int>(width / kLanes);
-        const __mmask16 mask = last_vector_mask(n, col0 + (vecs - 1) * kLanes);
-        const uint16_t* w = packed + col0 * padded_k + k0 * width;
-        const float* b = (last_k && bias != nullptr) ? bias + col0 : nullptr;
-        for (int64_t row = row0; row < row_end; row += kRows) {
-          const int rows = static_cast<int>(std::min<int64_t>(kRows, row_end - row));
-          kBlocksBf16[rows - 1][vecs - 1](x + row * padded_k + k0, padded_k, w, 2 * width,
-                                          kc / 2, y + row * n + col0, n, accumulate, b, mask);
-        }
+        for (int64_t k0 = 0; k0 < padded_k; k0 += k_block) run(row0, row_end, k0, panel);
+      }
+    } else {
+      for (int64_t k0 = 0; k0 < padded_k; k0 += k_block) {
+        for (int64_t panel = first; panel < last; ++panel) run(row0, row_end, k0, panel);
       }
     }
   }
@@ -300,7 +336,7 @@ void fixed_order_gemm_f32(const float* packed, int64_t n, int64_t k, const float
   MUFLOW_ASSERT(fixed_order_gemm_f32_available(), "fixed_order_gemm_f32: CPU lacks AVX-512F");
   MUFLOW_ASSERT(reinterpret_cast<std::uintptr_t>(packed) % 64 == 0,
                 "fixed_order_gemm_f32: packed weights must be 64-byte aligned");
-  for_panel_ranges(num_panels(fixed_order_padded_n(n)), num_threads,
+  for_panel_ranges(num_panels(fixed_order_padded_n(n)), num_rows * n * k, num_threads,
                    [&](int64_t first, int64_t last) {
                      panels_f32(packed, n, k, x, num_rows, bias, y, first, last);
                    });
@@ -326,7 +362,7 @@ void fixed_order_gemm_bf16(const uint16_t* packed, int64_t n, int64_t k,
                 "fixed_order_gemm_bf16: CPU lacks AVX512-BF16");
   MUFLOW_ASSERT(reinterpret_cast<std::uintptr_t>(packed) % 64 == 0,
                 "fixed_order_gemm_bf16: packed weights must be 64-byte aligned");
-  for_panel_ranges(num_panels(fixed_order_padded_n(n)), num_threads,
+  for_panel_ranges(num_panels(fixed_order_padded_n(n)), num_rows * n * k, num_threads,
                    [&](int64_t first, int64_t last) {
                      panels_bf16(packed, n, k, x_bf16, num_rows, bias, y, first, last);
                    });
