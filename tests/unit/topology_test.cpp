@@ -473,6 +473,33 @@ TEST(Topology, ModelComputeKey) {
   EXPECT_EQ(folder->model.compute, "f32");
 }
 
+// #16: `[cluster] threads_per_device` (0 = auto) and `[model] gemm`.
+TEST(Topology, ThreadsPerDeviceAndGemmKeys) {
+  absl::StatusOr<topology::Topology> plain = parse("[cluster]\nnum_devices = 2\n");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->threads_per_device, 0);
+  EXPECT_EQ(plain->model.gemm, "auto");
+  EXPECT_EQ(topology::resolve_threads_per_device(*plain, 8), 4);
+  EXPECT_EQ(topology::resolve_threads_per_device(*plain, 3), 1);
+  EXPECT_EQ(topology::resolve_threads_per_device(*plain, 0), 1);  // unknown: 1
+  absl::StatusOr<topology::Topology> three =
+      parse("[cluster]\nnum_devices = 2\nthreads_per_device = 3\n[model]\ngemm = \"onednn-tiles\"\n");
+  ASSERT_TRUE(three.ok()) << three.status();
+  EXPECT_EQ(three->threads_per_device, 3);
+  EXPECT_EQ(topology::resolve_threads_per_device(*three, 64), 3);
+  EXPECT_EQ(three->model.gemm, "onednn-tiles");
+  for (const char* bad : {"-1", "257", "\"two\""}) {
+    absl::StatusOr<topology::Topology> t =
+        parse(std::string("[cluster]\nthreads_per_device = ") + bad + "\n");
+    ASSERT_FALSE(t.ok()) << bad;
+    EXPECT_THAT(msg(t.status()), HasSubstr("key 'cluster.threads_per_device'")) << bad;
+  }
+  absl::StatusOr<topology::Topology> gemm = parse("[model]\ngemm = \"mkl\"\n");
+  ASSERT_FALSE(gemm.ok());
+  EXPECT_THAT(msg(gemm.status()),
+              HasSubstr("expected one of: auto, fixed-order, onednn-tiles; got 'mkl'"));
+}
+
 TEST(Topology, ClusterDevicesList) {
   absl::StatusOr<topology::Topology> dup =
       parse("[[cluster.devices]]\nname = \"a\"\n[[cluster.devices]]\nname = \"a\"\n");
