@@ -7,9 +7,13 @@
 // for the exact M (prepacked weights too). This compares:
 //   BM_Linear_{Muflow,PerM}       one Linear, shape 0: K = 1024 → N = 4096 (hidden → ffn),
 //                                 shape 1: K = 4096 → N = 1024 (ffn → hidden); Muflow with
-//                                 fast = 1 (default, small-M path) or 0 (padded tiles only)
+//                                 fast = 2 (default: the fixed-order kernel), 1 (oneDNN tiles
+//                                 with the small-M path) or 0 (padded oneDNN tiles only)
+//   BM_FixedOrder                 the fixed-order kernel alone (kernels/cpu/fixed_order_gemm.hpp)
+//                                 on the same shapes, 1 or 2 threads, weights hot in L3 or cold
+//                                 (8 rotating copies, 128 MiB f32: read from DRAM every call)
 //   BM_ExpertFfn_{Muflow,PerM}    SwiGLU expert, hidden 1024, ffn 4096: gate|up GEMM, swiglu,
-//                                 down GEMM (Muflow with fast = 0 / 1)
+//                                 down GEMM (Muflow with fast = 0 / 1 / 2, as for Linear)
 //   BM_Linear_FixedTile           muflow's padded-tile algorithm with tile T ∈ {8, 16, 32}
 //                                 (to choose kLinearMTile; T = 16 is Linear's tile)
 //   BM_Linear_Construct           construction cost (fast = 0: no probe; 1: the probe forced
@@ -149,9 +153,13 @@ const void* linear_weights(int64_t shape, bool bf16) {
   return bf16 ? static_cast<const void*>(w.down16.data()) : w.down.data();
 }
 
-LinearOptions fast_options(bool fast) {
+/// fast = 0: oneDNN tiles only; 1: oneDNN tiles with the checked small-M path; 2: Linear's
+/// default (the fixed-order kernel where the CPU has it).
+LinearOptions fast_options(int64_t fast) {
   LinearOptions options;
-  options.allow_small_m_path = fast;
+  if (fast == 2) return options;
+  options.kernel = muflow::kernels::cpu::LinearKernel::kOneDnnTiles;
+  options.allow_small_m_path = fast != 0;
   return options;
 }
 
@@ -160,7 +168,7 @@ void BM_Linear_Muflow(benchmark::State& state) {
   const bool bf16 = state.range(1) != 0;
   const LinearShape shape = linear_shape(state.range(2));
   const void* weights = linear_weights(state.range(2), bf16);
-  const LinearOptions options = fast_options(state.range(3) != 0);
+  const LinearOptions options = fast_options(state.range(3));
   const Linear linear =
       bf16 ? Linear(static_cast<const uint16_t*>(weights), shape.out, shape.in, nullptr, options)
            : Linear(static_cast<const float*>(weights), shape.out, shape.in, nullptr, options);
@@ -252,7 +260,7 @@ void BM_Linear_Construct(benchmark::State& state) {
   const bool bf16 = state.range(0) != 0;
   const LinearShape shape = linear_shape(state.range(1));
   const void* weights = linear_weights(state.range(1), bf16);
-  LinearOptions options = fast_options(state.range(2) != 0);
+  LinearOptions options = fast_options(state.range(2));
   options.force_probe_mismatch = options.allow_small_m_path;  // bypasses the verdict cache
   for (auto _ : state) {
     const Linear linear =
@@ -293,25 +301,31 @@ void BM_Linear_FixedTile(benchmark::State& state) {
   set_counters(state, 2.0 * m * kHidden * kFfn);
 }
 
-/// fast = 1: the real ExpertFfn (small-M path on when its probes pass). fast = 0: ExpertFfn's
-/// loop rebuilt from two Linears with the small-M path off (ExpertFfn takes no options).
+/// fast = 2: the real ExpertFfn (the fixed-order kernel where the CPU has it); 1: ExpertFfn on
+/// oneDNN tiles (small-M path on when its probes pass); 0: ExpertFfn's loop rebuilt from two
+/// Linears on oneDNN tiles with the small-M path off.
 void BM_ExpertFfn_Muflow(benchmark::State& state) {
   const int64_t m = state.range(0);
   const bool bf16 = state.range(1) != 0;
-  const bool fast = state.range(2) != 0;
+  const int64_t fast = state.range(2);
   const Weights& w = Weights::get();
   SplitMix64 rng(kSeed + 1);
   const std::vector<float> x = random_floats(rng, m * kHidden, -1.0f, 1.0f);
   std::vector<float> y(m * kHidden);
-  if (fast) {
-    const ExpertFfn ffn = bf16 ? ExpertFfn(w.gate16.data(), w.up16.data(), w.down16.data(), kHidden, kFfn)
-                               : ExpertFfn(w.gate.data(), w.up.data(), w.down.data(), kHidden, kFfn);
+  if (fast != 0) {
+    using muflow::kernels::cpu::Bf16Compute;
+    using muflow::kernels::cpu::LinearKernel;
+    const LinearKernel kernel = fast == 2 ? LinearKernel::kAuto : LinearKernel::kOneDnnTiles;
+    const ExpertFfn ffn = bf16 ? ExpertFfn(w.gate16.data(), w.up16.data(), w.down16.data(), kHidden,
+                                           kFfn, Bf16Compute::kAuto, kernel)
+                               : ExpertFfn(w.gate.data(), w.up.data(), w.down.data(), kHidden, kFfn,
+                                           kernel);
     for (auto _ : state) {
       ffn.forward(x.data(), m, y.data());
       benchmark::DoNotOptimize(y.data());
     }
   } else {
-    const LinearOptions off = fast_options(false);
+    const LinearOptions off = fast_options(0);
     const Linear gate_up = bf16 ? Linear(w.gate_up16.data(), 2 * kFfn, kHidden, nullptr, off)
                                 : Linear(w.gate_up.data(), 2 * kFfn, kHidden, nullptr, off);
     const Linear down = bf16 ? Linear(w.down16.data(), kHidden, kFfn, nullptr, off)
@@ -359,7 +373,7 @@ void MTypeShapeFast(benchmark::internal::Benchmark* b) {
   b->ArgNames({"M", "bf16", "shape", "fast"});
   for (int64_t shape : {0, 1}) {
     for (int64_t bf16 : {0, 1}) {
-      for (int64_t fast : {0, 1}) {
+      for (int64_t fast : {0, 1, 2}) {
         for (int64_t m : kMs) b->Args({m, bf16, shape, fast});
       }
     }
@@ -395,7 +409,7 @@ void MTypeShape(benchmark::internal::Benchmark* b) {
 void MTypeFast(benchmark::internal::Benchmark* b) {
   b->ArgNames({"M", "bf16", "fast"});
   for (int64_t bf16 : {0, 1}) {
-    for (int64_t fast : {0, 1}) {
+    for (int64_t fast : {0, 1, 2}) {
       for (int64_t m : {1, 2, 4, 8, 16, 17, 32, 128, 512}) b->Args({m, bf16, fast});
     }
   }

@@ -31,6 +31,9 @@ constexpr int64_t kMinMacsPerThread = int64_t{1} << 20;
 /// Software prefetch distance in reduction steps (rows of a panel slice): 16 × 256 B = 4 KiB
 /// ahead for a 64-column f32 panel.
 constexpr int64_t kPrefetchSteps = 16;
+/// Panels per group when many rows sweep k-blocks (see panels_f32): 240 rows × 256 columns of
+/// partial sums = 240 KiB.
+constexpr int64_t kPanelGroup = 4;
 /// Up to this many rows a call finishes each panel before the next (see panels_f32).
 constexpr int64_t kPanelMajorRows = 48;
 
@@ -78,7 +81,7 @@ void for_panel_ranges(int64_t panels, int64_t macs, int num_threads, const Body&
 /// One register block: rows [0, MR) × vectors [0, NV) of a panel, reduction steps [0, kc).
 /// `accumulate`: continue the partial sums in c (a previous k-block); `bias`: add it after
 /// the last step (nullptr before the last k-block or without bias).
-template <int MR, int NV>
+template <int MR, int NV, bool PF>
 MUFLOW_TARGET_AVX512 void block_f32(const float* a, int64_t lda, const float* w, int64_t ldw,
                                     int64_t kc, float* c, int64_t ldc, bool accumulate,
                                     const float* bias, __mmask16 last_mask) {
@@ -96,10 +99,12 @@ MUFLOW_TARGET_AVX512 void block_f32(const float* a, int64_t lda, const float* w,
     __m512 wv[NV];
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) {
-      // Weights streamed from DRAM (decode): fetch kPrefetchSteps rows ahead, which also runs
-      // into the next slice of the panel (contiguous); never faults past the end.
-      _mm_prefetch(reinterpret_cast<const char*>(w + (kk + kPrefetchSteps) * ldw + v * kLanes),
-                   _MM_HINT_T0);
+      // PF (weights streamed once, from DRAM: decode): fetch kPrefetchSteps rows ahead, which
+      // also runs into the panel's next slice (contiguous); a prefetch never faults.
+      if constexpr (PF) {
+        _mm_prefetch(reinterpret_cast<const char*>(w + (kk + kPrefetchSteps) * ldw + v * kLanes),
+                     _MM_HINT_T0);
+      }
       wv[v] = _mm512_load_ps(w + kk * ldw + v * kLanes);
     }
 #pragma GCC unroll 8
@@ -124,11 +129,17 @@ MUFLOW_TARGET_AVX512 void block_f32(const float* a, int64_t lda, const float* w,
 using BlockF32 = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float*, int64_t,
                           bool, const float*, __mmask16);
 
-#define MUFLOW_F32_ROW(MR) \
-  { block_f32<MR, 1>, block_f32<MR, 2>, block_f32<MR, 3>, block_f32<MR, 4> }
-constexpr BlockF32 kBlocksF32[kRows][kMaxVecs] = {MUFLOW_F32_ROW(1), MUFLOW_F32_ROW(2),
-                                                  MUFLOW_F32_ROW(3), MUFLOW_F32_ROW(4),
-                                                  MUFLOW_F32_ROW(5), MUFLOW_F32_ROW(6)};
+#define MUFLOW_F32_ROW(MR, PF) \
+  { block_f32<MR, 1, PF>, block_f32<MR, 2, PF>, block_f32<MR, 3, PF>, block_f32<MR, 4, PF> }
+#define MUFLOW_F32_TABLE(PF)                                                              \
+  {                                                                                       \
+    MUFLOW_F32_ROW(1, PF), MUFLOW_F32_ROW(2, PF), MUFLOW_F32_ROW(3, PF),                  \
+        MUFLOW_F32_ROW(4, PF), MUFLOW_F32_ROW(5, PF), MUFLOW_F32_ROW(6, PF)               \
+  }
+/// [prefetch][rows - 1][vectors - 1]
+constexpr BlockF32 kBlocksF32[2][kRows][kMaxVecs] = {MUFLOW_F32_TABLE(false),
+                                                     MUFLOW_F32_TABLE(true)};
+#undef MUFLOW_F32_TABLE
 #undef MUFLOW_F32_ROW
 
 /// Panels [first, last) for all rows: row blocks, then k-blocks, then panels, then register
@@ -154,7 +165,7 @@ MUFLOW_TARGET_AVX512 void panels_f32(const float* packed, int64_t n, int64_t k, 
     const float* b = (k0 + kc == k && bias != nullptr) ? bias + col0 : nullptr;
     for (int64_t row = row0; row < row_end; row += kRows) {
       const int rows = static_cast<int>(std::min<int64_t>(kRows, row_end - row));
-      kBlocksF32[rows - 1][vecs - 1](x + row * k + k0, k, w, width, kc, y + row * n + col0, n,
+      kBlocksF32[panel_major ? 1 : 0][rows - 1][vecs - 1](x + row * k + k0, k, w, width, kc, y + row * n + col0, n,
                                      accumulate, b, mask);
     }
   };
@@ -165,8 +176,13 @@ MUFLOW_TARGET_AVX512 void panels_f32(const float* packed, int64_t n, int64_t k, 
         for (int64_t k0 = 0; k0 < k; k0 += k_block) run(row0, row_end, k0, panel);
       }
     } else {
-      for (int64_t k0 = 0; k0 < k; k0 += k_block) {
-        for (int64_t panel = first; panel < last; ++panel) run(row0, row_end, k0, panel);
+      // Panel groups bound the partial sums a k-block sweep touches (rows × group columns)
+      // to L2, next to the group's weight slices and the rows' x slice.
+      for (int64_t group = first; group < last; group += kPanelGroup) {
+        const int64_t group_end = std::min(last, group + kPanelGroup);
+        for (int64_t k0 = 0; k0 < k; k0 += k_block) {
+          for (int64_t panel = group; panel < group_end; ++panel) run(row0, row_end, k0, panel);
+        }
       }
     }
   }
@@ -176,7 +192,7 @@ MUFLOW_TARGET_AVX512 void panels_f32(const float* packed, int64_t n, int64_t k, 
 
 /// As block_f32 with `vdpbf16ps`: a [MR rows, kp pairs] of bf16 x (row stride lda elements)
 /// times a panel slice [kp pairs][NV·16 columns][2].
-template <int MR, int NV>
+template <int MR, int NV, bool PF>
 MUFLOW_TARGET_AVX512_BF16 void block_bf16(const uint16_t* a, int64_t lda, const uint16_t* w,
                                           int64_t ldw, int64_t pairs, float* c, int64_t ldc,
                                           bool accumulate, const float* bias,
@@ -195,8 +211,11 @@ MUFLOW_TARGET_AVX512_BF16 void block_bf16(const uint16_t* a, int64_t lda, const 
     __m512bh wv[NV];
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) {
-      _mm_prefetch(reinterpret_cast<const char*>(w + (j + kPrefetchSteps) * ldw + v * 2 * kLanes),
-                   _MM_HINT_T0);
+      if constexpr (PF) {
+        _mm_prefetch(
+            reinterpret_cast<const char*>(w + (j + kPrefetchSteps) * ldw + v * 2 * kLanes),
+            _MM_HINT_T0);
+      }
       wv[v] = reinterpret_cast<__m512bh>(_mm512_load_si512(w + j * ldw + v * 2 * kLanes));
     }
 #pragma GCC unroll 8
@@ -223,11 +242,17 @@ MUFLOW_TARGET_AVX512_BF16 void block_bf16(const uint16_t* a, int64_t lda, const 
 using BlockBf16 = void (*)(const uint16_t*, int64_t, const uint16_t*, int64_t, int64_t, float*,
                            int64_t, bool, const float*, __mmask16);
 
-#define MUFLOW_BF16_ROW(MR) \
-  { block_bf16<MR, 1>, block_bf16<MR, 2>, block_bf16<MR, 3>, block_bf16<MR, 4> }
-constexpr BlockBf16 kBlocksBf16[kRows][kMaxVecs] = {MUFLOW_BF16_ROW(1), MUFLOW_BF16_ROW(2),
-                                                    MUFLOW_BF16_ROW(3), MUFLOW_BF16_ROW(4),
-                                                    MUFLOW_BF16_ROW(5), MUFLOW_BF16_ROW(6)};
+#define MUFLOW_BF16_ROW(MR, PF) \
+  { block_bf16<MR, 1, PF>, block_bf16<MR, 2, PF>, block_bf16<MR, 3, PF>, block_bf16<MR, 4, PF> }
+#define MUFLOW_BF16_TABLE(PF)                                                             \
+  {                                                                                       \
+    MUFLOW_BF16_ROW(1, PF), MUFLOW_BF16_ROW(2, PF), MUFLOW_BF16_ROW(3, PF),               \
+        MUFLOW_BF16_ROW(4, PF), MUFLOW_BF16_ROW(5, PF), MUFLOW_BF16_ROW(6, PF)            \
+  }
+/// [prefetch][rows - 1][vectors - 1]
+constexpr BlockBf16 kBlocksBf16[2][kRows][kMaxVecs] = {MUFLOW_BF16_TABLE(false),
+                                                       MUFLOW_BF16_TABLE(true)};
+#undef MUFLOW_BF16_TABLE
 #undef MUFLOW_BF16_ROW
 
 MUFLOW_TARGET_AVX512_BF16 void panels_bf16(const uint16_t* packed, int64_t n, int64_t k,
@@ -249,7 +274,7 @@ MUFLOW_TARGET_AVX512_BF16 void panels_bf16(const uint16_t* packed, int64_t n, in
     const float* b = (k0 + kc == padded_k && bias != nullptr) ? bias + col0 : nullptr;
     for (int64_t row = row0; row < row_end; row += kRows) {
       const int rows = static_cast<int>(std::min<int64_t>(kRows, row_end - row));
-      kBlocksBf16[rows - 1][vecs - 1](x + row * padded_k + k0, padded_k, w, 2 * width, kc / 2,
+      kBlocksBf16[panel_major ? 1 : 0][rows - 1][vecs - 1](x + row * padded_k + k0, padded_k, w, 2 * width, kc / 2,
                                       y + row * n + col0, n, accumulate, b, mask);
     }
   };
@@ -260,8 +285,13 @@ MUFLOW_TARGET_AVX512_BF16 void panels_bf16(const uint16_t* packed, int64_t n, in
         for (int64_t k0 = 0; k0 < padded_k; k0 += k_block) run(row0, row_end, k0, panel);
       }
     } else {
-      for (int64_t k0 = 0; k0 < padded_k; k0 += k_block) {
-        for (int64_t panel = first; panel < last; ++panel) run(row0, row_end, k0, panel);
+      // Panel groups bound the partial sums a k-block sweep touches (rows × group columns)
+      // to L2, next to the group's weight slices and the rows' x slice.
+      for (int64_t group = first; group < last; group += kPanelGroup) {
+        const int64_t group_end = std::min(last, group + kPanelGroup);
+        for (int64_t k0 = 0; k0 < padded_k; k0 += k_block) {
+          for (int64_t panel = group; panel < group_end; ++panel) run(row0, row_end, k0, panel);
+        }
       }
     }
   }
