@@ -14,6 +14,8 @@
 #   LLAMA_KV         llama.cpp KV cache type: f32 (default, as muflow) or f16 (llama.cpp's default)
 #   STOCK            1 (default): also time llama.cpp's own tools (llama-bench, llama-batched-bench)
 #   MUFLOW_THREADS   auto (default) | key ([cluster] threads_per_device = T) | devices (num_devices = T)
+#   MUFLOW_GEMM      muflow's [model] gemm: auto (default) | fixed-order | onednn-tiles (with
+#                    MUFLOW_THREADS=devices: the engine before #16's kernel, for "before" rows)
 #   LLAMA_CPP_COMMIT the llama.cpp commit to print, where LLAMA_CPP_DIR is not a git checkout
 #   PYTHON           python for the converter (default: the first of python3, /usr/bin/python3
 #                    that imports numpy and torch)
@@ -226,6 +228,7 @@ kind = "cpu"
 $tpd
 [model]
 path = "$WORK/models/synth-$2"
+gemm = "${MUFLOW_GEMM:-auto}"
 [scheduler]
 max_batch_requests = $4
 max_prefill_tokens = $(( $4 * $5 > 1024 ? $4 * $5 : 1024 ))

@@ -1,16 +1,23 @@
 #include "engine/exec/cpu_model.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/gemm_threads.hpp"
 #include "kernels/cpu/rms_norm.hpp"
 #include "kernels/cpu/rope.hpp"
 #include "kernels/cpu/router.hpp"
 
 namespace muflow::engine::exec {
 namespace {
+
+/// Attention work (context rows × heads × head_dim multiply-adds, twice) per extra thread:
+/// about 50 µs; below that a fork/join costs more than it saves.
+constexpr int64_t kAttentionWorkPerThread = int64_t{1} << 20;
 
 using kernels::cpu::ExpertFfn;
 using kernels::cpu::Linear;
@@ -201,10 +208,23 @@ absl::Status CpuModel::attention(int64_t block, serving::KvCache& kv, const int6
           request_ids[i], positions[i], kv.length(request_ids[i])));
     }
   }
+  // Each row's attention is computed by one thread in a fixed order, so splitting the rows
+  // over the device's GEMM threads (kernels/cpu/gemm_threads.hpp) never changes a bit. The
+  // cache is only read here (appends happened above).
+  std::vector<const float*> keys(static_cast<std::size_t>(n)), values(keys.size());
+  int64_t context_rows = 0;
   for (int64_t i = 0; i < n; ++i) {
-    kernels::cpu::gqa_attention(qkv.data() + i * W, kv.keys(request_ids[i]),
-                                kv.values(request_ids[i]), positions[i] + 1, c.num_heads,
-                                c.num_kv_heads, hd, attn.data() + i * qd);
+    keys[i] = kv.keys(request_ids[i]);
+    values[i] = kv.values(request_ids[i]);
+    context_rows += positions[i] + 1;
+  }
+  const int threads = static_cast<int>(std::min<int64_t>(
+      {static_cast<int64_t>(kernels::cpu::gemm_threads()), n,
+       std::max<int64_t>(1, context_rows * c.num_heads * hd / kAttentionWorkPerThread)}));
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
+  for (int64_t i = 0; i < n; ++i) {
+    kernels::cpu::gqa_attention(qkv.data() + i * W, keys[i], values[i], positions[i] + 1,
+                                c.num_heads, c.num_kv_heads, hd, attn.data() + i * qd);
   }
   blk.o->forward(attn.data(), n, proj.data());
   for (int64_t j = 0; j < n * H; ++j) h[j] += proj[j];

@@ -7,6 +7,12 @@
 #include "kernels/assert.hpp"
 
 namespace muflow::kernels::cpu {
+namespace {
+
+/// Positions whose scores are computed together (independent dot products).
+constexpr int64_t kScorePositions = 8;
+
+}  // namespace
 
 void gqa_attention(const float* q, const float* k_cache, const float* v_cache, int64_t ctx_len,
                    int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float* out) {
@@ -27,9 +33,25 @@ void gqa_attention(const float* q, const float* k_cache, const float* v_cache, i
     const float* v_head = v_cache + kv_head * head_dim;
     float* out_head = out + h * head_dim;
 
-    // Scores q·k / sqrt(d), each dot product summed in dimension order.
+    // Scores q·k / sqrt(d), each dot product summed in dimension order. kScorePositions
+    // positions at a time: their sums are independent chains the CPU overlaps (one chain is
+    // bound by the add latency), each still in dimension order, so the bits are those of
+    // one position at a time.
     float max_score = -INFINITY;
-    for (int64_t t = 0; t < ctx_len; ++t) {
+    int64_t t = 0;
+    for (; t + kScorePositions <= ctx_len; t += kScorePositions) {
+      float dot[kScorePositions] = {};
+      const float* k_rows = k_head + t * kv_stride;
+      for (int64_t d = 0; d < head_dim; ++d) {
+        const float qd = q_head[d];
+        for (int64_t j = 0; j < kScorePositions; ++j) dot[j] += qd * k_rows[j * kv_stride + d];
+      }
+      for (int64_t j = 0; j < kScorePositions; ++j) {
+        scores[t + j] = dot[j] * scale;
+        max_score = std::max(max_score, scores[t + j]);
+      }
+    }
+    for (; t < ctx_len; ++t) {
       const float* k_row = k_head + t * kv_stride;
       float dot = 0.0f;
       for (int64_t d = 0; d < head_dim; ++d) dot += q_head[d] * k_row[d];
@@ -38,13 +60,13 @@ void gqa_attention(const float* q, const float* k_cache, const float* v_cache, i
     }
     // Softmax numerators and their sum, in position order.
     float denominator = 0.0f;
-    for (int64_t t = 0; t < ctx_len; ++t) {
+    for (t = 0; t < ctx_len; ++t) {
       scores[t] = std::exp(scores[t] - max_score);
       denominator += scores[t];
     }
     // out = Σ_t p_t v_t / Σ_t p_t, accumulated in position order for every dimension.
     std::fill(out_head, out_head + head_dim, 0.0f);
-    for (int64_t t = 0; t < ctx_len; ++t) {
+    for (t = 0; t < ctx_len; ++t) {
       const float p = scores[t];
       const float* v_row = v_head + t * kv_stride;
       for (int64_t d = 0; d < head_dim; ++d) out_head[d] += p * v_row[d];

@@ -26,8 +26,12 @@ constexpr int64_t kKBlockBf16 = 256;
 /// Rows per outer block: the x slice of a pass (rows × k-block) stays in L2 while every panel
 /// of the block reads it. A multiple of kRows.
 constexpr int64_t kRowBlock = 240;
-/// Work per extra GEMM thread (multiply-adds): about 10 µs of compute.
-constexpr int64_t kMinMacsPerThread = int64_t{1} << 20;
+/// A GEMM's work in multiply-add equivalents: (rows + kWeightCost) × n × k. Reading one
+/// weight from DRAM (≈ 30 GB/s per core) takes about as long as 16 multiply-adds (≈ 200 GFLOP/s),
+/// so decode-sized calls, bound by their weights, count their weights too.
+constexpr int64_t kWeightCost = 16;
+/// Work per extra GEMM thread: about 10 µs.
+constexpr int64_t kMinWorkPerThread = int64_t{1} << 20;
 /// Software prefetch distance in reduction steps (rows of a panel slice): 16 × 256 B = 4 KiB
 /// ahead for a 64-column f32 panel.
 constexpr int64_t kPrefetchSteps = 16;
@@ -53,10 +57,10 @@ __mmask16 last_vector_mask(int64_t n, int64_t last_vector_col) {
 /// Splits panels [0, panels) over `num_threads` OpenMP threads (contiguous static ranges) and
 /// runs `body(first, last)` on each; one thread runs everything inline.
 template <typename Body>
-void for_panel_ranges(int64_t panels, int64_t macs, int num_threads, const Body& body) {
-  // At most one thread per panel and per kMinMacsPerThread multiply-adds: a fork/join costs a
-  // few microseconds, more than a small GEMM gains from a second thread.
-  const int64_t by_work = std::max<int64_t>(1, macs / kMinMacsPerThread);
+void for_panel_ranges(int64_t panels, int64_t work, int num_threads, const Body& body) {
+  // At most one thread per panel and per kMinWorkPerThread of work: a fork/join costs a few
+  // microseconds, more than a small GEMM gains from a second thread.
+  const int64_t by_work = std::max<int64_t>(1, work / kMinWorkPerThread);
   const int threads = static_cast<int>(
       std::min<int64_t>(std::min<int64_t>(std::max(num_threads, 1), panels), by_work));
   if (threads <= 1) {
@@ -366,7 +370,8 @@ void fixed_order_gemm_f32(const float* packed, int64_t n, int64_t k, const float
   MUFLOW_ASSERT(fixed_order_gemm_f32_available(), "fixed_order_gemm_f32: CPU lacks AVX-512F");
   MUFLOW_ASSERT(reinterpret_cast<std::uintptr_t>(packed) % 64 == 0,
                 "fixed_order_gemm_f32: packed weights must be 64-byte aligned");
-  for_panel_ranges(num_panels(fixed_order_padded_n(n)), num_rows * n * k, num_threads,
+  for_panel_ranges(num_panels(fixed_order_padded_n(n)), (num_rows + kWeightCost) * n * k,
+                   num_threads,
                    [&](int64_t first, int64_t last) {
                      panels_f32(packed, n, k, x, num_rows, bias, y, first, last);
                    });
@@ -392,7 +397,8 @@ void fixed_order_gemm_bf16(const uint16_t* packed, int64_t n, int64_t k,
                 "fixed_order_gemm_bf16: CPU lacks AVX512-BF16");
   MUFLOW_ASSERT(reinterpret_cast<std::uintptr_t>(packed) % 64 == 0,
                 "fixed_order_gemm_bf16: packed weights must be 64-byte aligned");
-  for_panel_ranges(num_panels(fixed_order_padded_n(n)), num_rows * n * k, num_threads,
+  for_panel_ranges(num_panels(fixed_order_padded_n(n)), (num_rows + kWeightCost) * n * k,
+                   num_threads,
                    [&](int64_t first, int64_t last) {
                      panels_bf16(packed, n, k, x_bf16, num_rows, bias, y, first, last);
                    });

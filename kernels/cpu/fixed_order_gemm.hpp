@@ -26,8 +26,8 @@
 ///
 /// Thread safety: the functions are pure (read the inputs, write `y`); any thread.
 /// `num_threads` > 1 splits the panels over an OpenMP team of up to that size (contiguous
-/// static ranges; at most one thread per panel and per 2^20 multiply-adds, so small GEMMs stay
-/// on the calling thread): results are bitwise the same for any thread count. Like any
+/// static ranges; at most one thread per panel and per 2^20 multiply-adds, a weight counting
+/// as 16, so small GEMMs stay on the calling thread): results are bitwise the same for any thread count. Like any
 /// OpenMP code, more threads than idle cores (another busy process, several devices' teams)
 /// makes a call wait for descheduled team members: measured up to 50× slower on 2 busy cores.
 
