@@ -33,7 +33,8 @@ class CpuModel {
   /// Prepacks the weights of every GEMM (attention q|k|v fused, o, router in f32, every
   /// expert's gate|up fused and down, shared expert, LM head). bf16 matrices are computed as
   /// `bf16_compute` says (kernels/cpu/bf16_compute.hpp; kAuto: bf16 where the CPU has native
-  /// bf16, else up-converted to f32 once here, at twice the memory). `gemm`: the GEMM of every
+  /// bf16, else f32 math on their exact f32 values: widened in registers by the fixed-order
+  /// kernel, up-converted once here by the oneDNN tiles). `gemm`: the GEMM of every
   /// Linear (kernels/cpu/linear.hpp; kAuto: the fixed-order kernel where the CPU has it).
   /// Keeps no reference to `weights`: the model holds only its prepared copies.
   /// Errors: InvalidArgument when the weights disagree with the config (wrong shapes).

@@ -3,8 +3,10 @@
 /// How GEMMs on bf16 weights compute (issue #16, "compute dtype by ISA"). Where the CPU has
 /// native bf16 dot products (AVX512-BF16 or AMX-BF16) a bf16 matmul runs at about twice the
 /// f32 rate on half the bytes. Where it does not, oneDNN emulates bf16 (27 GFLOP/s measured
-/// against 121 for f32 on the same weights, on an Intel Xeon with AVX-512 only), so the weights
-/// are up-converted to f32 once, at construction, and computed in f32. Activations are rounded
+/// against 121 for f32 on the same weights, on an Intel Xeon with AVX-512 only), so the math is
+/// f32: the fixed-order GEMM keeps the weights bf16 in memory and widens them to f32 exactly in
+/// registers (half the bytes per token); the oneDNN fallback up-converts them once, at
+/// construction (twice the memory). Activations are rounded
 /// to bf16 on both paths, so every product is the same (bf16 x bf16 is exact in f32); only the
 /// f32 accumulation order can differ. Batch invariance holds on both (kernels/cpu/linear.hpp).
 
@@ -16,7 +18,7 @@ namespace muflow::kernels::cpu {
 enum class Bf16Compute {
   kAuto,  ///< kBF16 where cpu_has_native_bf16(), else kF32
   kBF16,  ///< bf16 matmul (oneDNN emulates it without native bf16: slow, half the memory)
-  kF32,   ///< weights up-converted to f32 at construction (twice the memory), f32 matmul
+  kF32,   ///< f32 math on the weights' exact f32 values (see above), f32 matmul
 };
 
 /// True when oneDNN's effective ISA (dnnl::get_effective_cpu_isa(), which the environment

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/assert.hpp"
 
@@ -85,8 +86,21 @@ void for_panel_ranges(int64_t panels, int64_t work, int num_threads, const Body&
 /// One register block: rows [0, MR) × vectors [0, NV) of a panel, reduction steps [0, kc).
 /// `accumulate`: continue the partial sums in c (a previous k-block); `bias`: add it after
 /// the last step (nullptr before the last k-block or without bias).
-template <int MR, int NV, bool PF>
-MUFLOW_TARGET_AVX512 void block_f32(const float* a, int64_t lda, const float* w, int64_t ldw,
+/// 16 weights as f32: loaded (float), or bf16 bits widened exactly (uint16_t: the f32 with
+/// the same upper 16 bits), so a bf16 matrix costs half the bytes and gives the bits of its
+/// f32 up-conversion.
+template <typename W>
+MUFLOW_TARGET_AVX512 inline __m512 load_weights(const W* p) {
+  if constexpr (std::is_same_v<W, float>) {
+    return _mm512_load_ps(p);
+  } else {
+    const __m512i wide = _mm512_cvtepu16_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+  }
+}
+
+template <int MR, int NV, bool PF, typename W>
+MUFLOW_TARGET_AVX512 void block_f32(const float* a, int64_t lda, const W* w, int64_t ldw,
                                     int64_t kc, float* c, int64_t ldc, bool accumulate,
                                     const float* bias, __mmask16 last_mask) {
   __m512 acc[MR][NV];
@@ -109,7 +123,7 @@ MUFLOW_TARGET_AVX512 void block_f32(const float* a, int64_t lda, const float* w,
         _mm_prefetch(reinterpret_cast<const char*>(w + (kk + kPrefetchSteps) * ldw + v * kLanes),
                      _MM_HINT_T0);
       }
-      wv[v] = _mm512_load_ps(w + kk * ldw + v * kLanes);
+      wv[v] = load_weights<W>(w + kk * ldw + v * kLanes);
     }
 #pragma GCC unroll 8
     for (int m = 0; m < MR; ++m) {
@@ -130,25 +144,31 @@ MUFLOW_TARGET_AVX512 void block_f32(const float* a, int64_t lda, const float* w,
   }
 }
 
-using BlockF32 = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float*, int64_t,
+template <typename W>
+using BlockF32 = void (*)(const float*, int64_t, const W*, int64_t, int64_t, float*, int64_t,
                           bool, const float*, __mmask16);
 
-#define MUFLOW_F32_ROW(MR, PF) \
-  { block_f32<MR, 1, PF>, block_f32<MR, 2, PF>, block_f32<MR, 3, PF>, block_f32<MR, 4, PF> }
+#define MUFLOW_F32_ROW(MR, PF)                                                      \
+  {                                                                                 \
+    block_f32<MR, 1, PF, W>, block_f32<MR, 2, PF, W>, block_f32<MR, 3, PF, W>,      \
+        block_f32<MR, 4, PF, W>                                                     \
+  }
 #define MUFLOW_F32_TABLE(PF)                                                              \
   {                                                                                       \
     MUFLOW_F32_ROW(1, PF), MUFLOW_F32_ROW(2, PF), MUFLOW_F32_ROW(3, PF),                  \
         MUFLOW_F32_ROW(4, PF), MUFLOW_F32_ROW(5, PF), MUFLOW_F32_ROW(6, PF)               \
   }
-/// [prefetch][rows - 1][vectors - 1]
-constexpr BlockF32 kBlocksF32[2][kRows][kMaxVecs] = {MUFLOW_F32_TABLE(false),
-                                                     MUFLOW_F32_TABLE(true)};
+/// [prefetch][rows - 1][vectors - 1], for f32 (float) or bf16 (uint16_t) weights.
+template <typename W>
+constexpr BlockF32<W> kBlocksF32[2][kRows][kMaxVecs] = {MUFLOW_F32_TABLE(false),
+                                                        MUFLOW_F32_TABLE(true)};
 #undef MUFLOW_F32_TABLE
 #undef MUFLOW_F32_ROW
 
 /// Panels [first, last) for all rows: row blocks, then k-blocks, then panels, then register
 /// blocks of kRows rows. Every output element's sum runs k ascending whatever the blocking.
-MUFLOW_TARGET_AVX512 void panels_f32(const float* packed, int64_t n, int64_t k, const float* x,
+template <typename W>
+MUFLOW_TARGET_AVX512 void panels_f32(const W* packed, int64_t n, int64_t k, const float* x,
                                      int64_t num_rows, const float* bias, float* y,
                                      int64_t first, int64_t last) {
   const int64_t padded_n = fixed_order_padded_n(n);
@@ -165,12 +185,12 @@ MUFLOW_TARGET_AVX512 void panels_f32(const float* packed, int64_t n, int64_t k, 
     const int64_t width = panel_width(padded_n, panel);
     const int vecs = static_cast<int>(width / kLanes);
     const __mmask16 mask = last_vector_mask(n, col0 + (vecs - 1) * kLanes);
-    const float* w = packed + col0 * k + k0 * width;
+    const W* w = packed + col0 * k + k0 * width;
     const float* b = (k0 + kc == k && bias != nullptr) ? bias + col0 : nullptr;
     for (int64_t row = row0; row < row_end; row += kRows) {
       const int rows = static_cast<int>(std::min<int64_t>(kRows, row_end - row));
-      kBlocksF32[panel_major ? 1 : 0][rows - 1][vecs - 1](x + row * k + k0, k, w, width, kc, y + row * n + col0, n,
-                                     accumulate, b, mask);
+      kBlocksF32<W>[panel_major ? 1 : 0][rows - 1][vecs - 1](
+          x + row * k + k0, k, w, width, kc, y + row * n + col0, n, accumulate, b, mask);
     }
   };
   for (int64_t row0 = 0; row0 < num_rows; row0 += kRowBlock) {
@@ -344,6 +364,23 @@ void fixed_order_pack_f32(const float* w, int64_t n, int64_t k, float* packed) {
   }
 }
 
+void fixed_order_pack_bf16_weights(const uint16_t* w, int64_t n, int64_t k, uint16_t* packed) {
+  MUFLOW_ASSERT(w != nullptr && packed != nullptr && n > 0 && k > 0,
+                "fixed_order_pack_bf16_weights: bad arguments");
+  const int64_t padded_n = fixed_order_padded_n(n);
+  for (int64_t panel = 0; panel < num_panels(padded_n); ++panel) {
+    const int64_t col0 = panel * kFixedOrderPanel;
+    const int64_t width = panel_width(padded_n, panel);
+    uint16_t* out = packed + col0 * k;
+    for (int64_t kk = 0; kk < k; ++kk) {
+      for (int64_t j = 0; j < width; ++j) {
+        const int64_t col = col0 + j;
+        out[kk * width + j] = col < n ? w[col * k + kk] : uint16_t{0};
+      }
+    }
+  }
+}
+
 void fixed_order_pack_bf16(const uint16_t* w, int64_t n, int64_t k, uint16_t* packed) {
   MUFLOW_ASSERT(w != nullptr && packed != nullptr && n > 0 && k > 0,
                 "fixed_order_pack_bf16: bad arguments");
@@ -373,6 +410,21 @@ void fixed_order_gemm_f32(const float* packed, int64_t n, int64_t k, const float
   for_panel_ranges(num_panels(fixed_order_padded_n(n)), (num_rows + kWeightCost) * n * k,
                    num_threads,
                    [&](int64_t first, int64_t last) {
+                     panels_f32(packed, n, k, x, num_rows, bias, y, first, last);
+                   });
+}
+
+void fixed_order_gemm_bf16_weights(const uint16_t* packed, int64_t n, int64_t k,
+                                   const float* x, int64_t num_rows, const float* bias, float* y,
+                                   int num_threads) {
+  MUFLOW_ASSERT(num_rows >= 0 && n > 0 && k > 0, "fixed_order_gemm_bf16_weights: bad sizes");
+  if (num_rows == 0) return;
+  MUFLOW_ASSERT(fixed_order_gemm_f32_available(),
+                "fixed_order_gemm_bf16_weights: CPU lacks AVX-512F");
+  MUFLOW_ASSERT(reinterpret_cast<std::uintptr_t>(packed) % 64 == 0,
+                "fixed_order_gemm_bf16_weights: packed weights must be 64-byte aligned");
+  for_panel_ranges(num_panels(fixed_order_padded_n(n)), (num_rows + kWeightCost / 2) * n * k,
+                   num_threads, [&](int64_t first, int64_t last) {
                      panels_f32(packed, n, k, x, num_rows, bias, y, first, last);
                    });
 }

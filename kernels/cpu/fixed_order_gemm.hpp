@@ -78,6 +78,16 @@ void fixed_order_gemm_f32(const float* packed, int64_t n, int64_t k, const float
 void fixed_order_gemm_f32_scalar(const float* w, int64_t n, int64_t k, const float* x,
                                  int64_t num_rows, const float* bias, float* y);
 
+/// bf16 weights computed in f32, for a CPU without AVX512-BF16 (needs AVX-512F only): W stays
+/// bf16 in memory (half the bytes of its f32 up-conversion, which decode streams every token)
+/// in the f32 panel layout, packed by fixed_order_pack_bf16_weights (fixed_order_packed_elems_f32
+/// uint16 elements, 64-byte aligned); each weight is widened to f32 exactly in registers, so
+/// the result is bitwise fixed_order_gemm_f32 on the up-converted weights. `x` f32 as there.
+void fixed_order_pack_bf16_weights(const uint16_t* w, int64_t n, int64_t k, uint16_t* packed);
+void fixed_order_gemm_bf16_weights(const uint16_t* packed, int64_t n, int64_t k, const float* x,
+                                   int64_t num_rows, const float* bias, float* y,
+                                   int num_threads = 1);
+
 /// bf16 kernel: `x_bf16` [num_rows, fixed_order_padded_k_bf16(k)] bf16 bits (a zero in the
 /// padding column), `packed` from fixed_order_pack_bf16; otherwise as fixed_order_gemm_f32.
 /// Needs fixed_order_gemm_bf16_available().

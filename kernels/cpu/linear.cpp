@@ -158,26 +158,39 @@ struct Linear::Impl {
   memory packed_weights;  // shared by both primitives (identical layout, checked)
   memory bias;
 
-  // The fixed-order kernel (kernel == kFixedOrder): its packed panels and the bias.
+  // The fixed-order kernel (kernel == kFixedOrder): which variant, its packed panels, the bias.
+  enum class Fixed { kF32, kBf16, kBf16Weights };  // f32; bf16 dot products; bf16 W, f32 math
   LinearKernel kernel = LinearKernel::kOneDnnTiles;
+  Fixed fixed = Fixed::kF32;
   std::unique_ptr<void, FreeDeleter> fixed_packed;
   std::size_t fixed_bytes = 0;
   std::vector<float> fixed_bias;
 
-  /// Packs `weight` ([out, in], f32 or bf16 bits by `bf16`) for the fixed-order kernel.
-  void build_fixed(const void* weight, bool bf16, const float* bias_values) {
+  /// Packs `weight` ([out, in]: f32 for kF32, bf16 bits otherwise) for the fixed-order kernel.
+  void build_fixed(const void* weight, Fixed variant, const float* bias_values) {
     kernel = LinearKernel::kFixedOrder;
-    const std::size_t elems = bf16 ? fixed_order_packed_elems_bf16(out_features, in_features)
-                                   : fixed_order_packed_elems_f32(out_features, in_features);
-    fixed_bytes = (elems * (bf16 ? sizeof(uint16_t) : sizeof(float)) + 63) / 64 * 64;
+    fixed = variant;
+    const int64_t n = out_features, k = in_features;
+    std::size_t bytes = 0;
+    switch (variant) {
+      case Fixed::kF32: bytes = fixed_order_packed_elems_f32(n, k) * sizeof(float); break;
+      case Fixed::kBf16: bytes = fixed_order_packed_elems_bf16(n, k) * sizeof(uint16_t); break;
+      case Fixed::kBf16Weights:
+        bytes = fixed_order_packed_elems_f32(n, k) * sizeof(uint16_t);
+        break;
+    }
+    fixed_bytes = (bytes + 63) / 64 * 64;
     fixed_packed.reset(std::aligned_alloc(64, fixed_bytes));
     MUFLOW_ASSERT(fixed_packed != nullptr, "Linear: out of memory packing weights");
-    if (bf16) {
-      fixed_order_pack_bf16(static_cast<const uint16_t*>(weight), out_features, in_features,
-                            static_cast<uint16_t*>(fixed_packed.get()));
-    } else {
-      fixed_order_pack_f32(static_cast<const float*>(weight), out_features, in_features,
-                           static_cast<float*>(fixed_packed.get()));
+    auto* bits = static_cast<const uint16_t*>(weight);
+    auto* packed16 = static_cast<uint16_t*>(fixed_packed.get());
+    switch (variant) {
+      case Fixed::kF32:
+        fixed_order_pack_f32(static_cast<const float*>(weight), n, k,
+                             static_cast<float*>(fixed_packed.get()));
+        break;
+      case Fixed::kBf16: fixed_order_pack_bf16(bits, n, k, packed16); break;
+      case Fixed::kBf16Weights: fixed_order_pack_bf16_weights(bits, n, k, packed16); break;
     }
     if (has_bias) fixed_bias.assign(bias_values, bias_values + out_features);
   }
@@ -188,7 +201,7 @@ struct Linear::Impl {
     const float* bias_values = has_bias ? fixed_bias.data() : nullptr;
     const int64_t in = in_features;
     ThreadScratch& scratch = thread_scratch();
-    if (weight_type == LinearWeightType::kBF16) {
+    if (fixed == Fixed::kBf16) {
       const int64_t padded_k = fixed_order_padded_k_bf16(in);
       auto* x16 = static_cast<uint16_t*>(
           scratch.src_tile.get(static_cast<std::size_t>(rows * padded_k) * sizeof(uint16_t)));
@@ -206,6 +219,11 @@ struct Linear::Impl {
           scratch.src_tile.get(static_cast<std::size_t>(rows * in) * sizeof(float)));
       for (int64_t i = 0; i < rows * in; ++i) rounded[i] = bf16_to_f32(f32_to_bf16(x[i]));
       src = rounded;
+    }
+    if (fixed == Fixed::kBf16Weights) {
+      fixed_order_gemm_bf16_weights(static_cast<const uint16_t*>(weights), out_features, in, src,
+                                    rows, bias_values, y, threads);
+      return;
     }
     fixed_order_gemm_f32(static_cast<const float*>(weights), out_features, in, src, rows,
                          bias_values, y, threads);
@@ -422,7 +440,7 @@ Linear::Linear(const float* weight, int64_t out_features, int64_t in_features,
   impl_->has_bias = bias != nullptr;
   impl_->weight_type = LinearWeightType::kF32;
   if (wants_fixed_order(options) && fixed_order_gemm_f32_available()) {
-    impl_->build_fixed(weight, /*bf16=*/false, bias);
+    impl_->build_fixed(weight, Impl::Fixed::kF32, bias);
     return;
   }
   try {
@@ -450,15 +468,14 @@ Linear::Linear(const uint16_t* weight_bf16, int64_t out_features, int64_t in_fea
     if (compute == Bf16Compute::kBF16 && fixed_order_gemm_bf16_available() &&
         cpu_has_native_bf16()) {
       impl_->weight_type = LinearWeightType::kBF16;
-      impl_->build_fixed(weight_bf16, /*bf16=*/true, bias);
+      impl_->build_fixed(weight_bf16, Impl::Fixed::kBf16, bias);
       return;
     }
     if (compute == Bf16Compute::kF32 && fixed_order_gemm_f32_available()) {
-      const std::size_t num_weights = static_cast<std::size_t>(out_features) * in_features;
-      std::vector<float> upcast(num_weights);
-      for (std::size_t i = 0; i < num_weights; ++i) upcast[i] = bf16_to_f32(weight_bf16[i]);
+      // f32 math on the weights' exact f32 values, widened in registers: the weights stay
+      // bf16 in memory (half the bytes to stream per token).
       impl_->weight_type = LinearWeightType::kF32;
-      impl_->build_fixed(upcast.data(), /*bf16=*/false, bias);
+      impl_->build_fixed(weight_bf16, Impl::Fixed::kBf16Weights, bias);
       return;
     }
   }

@@ -54,8 +54,8 @@ struct LinearOptions {
   /// Try the small-M fast path (it is still enabled only if the construction probe passes).
   /// false: every call runs padded tiles (benchmarks use it as the baseline).
   bool allow_small_m_path = true;
-  /// bf16 weights only: compute in bf16, or up-convert the weights to f32 once here and
-  /// compute in f32 (kernels/cpu/bf16_compute.hpp). kAuto picks by the CPU's ISA.
+  /// bf16 weights only: compute in bf16, or in f32 on the weights' exact f32 values
+  /// (kernels/cpu/bf16_compute.hpp). kAuto picks by the CPU's ISA.
   Bf16Compute bf16_compute = Bf16Compute::kAuto;
   /// Test hook: flips one bit of the small primitive's probe output, so the probe fails and
   /// the fast path stays disabled: exercises the fallback on a machine where it would pass.
@@ -151,8 +151,9 @@ class Linear {
   int64_t out_features() const;
   /// The type the primitive computes in: kBF16 for bf16 weights when options.bf16_compute
   /// resolved to kBF16 and oneDNN has a bf16 matmul for this CPU; kF32 for f32 weights, and
-  /// for bf16 weights computed in f32 (weights upcast to f32 exactly at construction,
-  /// activations still rounded to bf16).
+  /// for bf16 weights computed in f32 (the fixed-order kernel widens them exactly in
+  /// registers; the oneDNN tiles upcast them at construction; activations still rounded to
+  /// bf16).
   LinearWeightType weight_type() const;
   /// True when the construction probe showed the small-M primitive bitwise equal to the tile
   /// primitive, so calls use it for small remainders (see the class comment). Always false

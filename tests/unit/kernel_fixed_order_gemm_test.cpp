@@ -9,7 +9,9 @@
 // row counts on both sides of the 6-row register block and the 240-row outer block.
 // bf16 (AVX512-BF16): `vdpbf16ps` rounds as the hardware does, so it is checked against the
 // reference within the Linear tolerance (1e-5 · Σ|x·w|), and exactly for batch invariance and
-// thread counts. Each test skips, saying so, on a CPU without the instructions it needs.
+// thread counts. bf16 weights computed in f32 (widened in registers, for CPUs without
+// AVX512-BF16) must be bitwise the f32 kernel on the up-converted weights. Each test skips,
+// saying so, on a CPU without the instructions it needs.
 
 #include <gtest/gtest.h>
 
@@ -109,6 +111,31 @@ TEST(FixedOrderGemm, F32IsBitwiseTheScalarFmaChainForEveryShapeRowCountAndThread
           got.resize(want.size());
           ASSERT_TRUE(same_bits(want, got)) << threads << " threads";
         }
+      }
+    }
+  }
+}
+
+TEST(FixedOrderGemm, Bf16WeightsWidenedInRegistersAreBitwiseTheF32KernelOnUpconvertedWeights) {
+  if (!fixed_order_gemm_f32_available()) GTEST_SKIP() << "this CPU has no AVX-512F";
+  SplitMix64 rng(reference::test_seed("FixedOrderGemm.Bf16Weights", 3105));
+  for (const Shape s : kShapes) {
+    const std::vector<uint16_t> w16 = random_bf16(rng, s.n * s.k, -0.5f, 0.5f);
+    std::vector<float> w32(w16.size());
+    for (std::size_t i = 0; i < w16.size(); ++i) w32[i] = bf16_to_f32(w16[i]);
+    const std::vector<float> bias = spread_floats(rng, s.n);
+    Packed packed(fixed_order_packed_elems_f32(s.n, s.k) * sizeof(uint16_t));
+    fixed_order_pack_bf16_weights(w16.data(), s.n, s.k, static_cast<uint16_t*>(packed.data.get()));
+    for (const int64_t rows : kRowCounts) {
+      SCOPED_TRACE(testing::Message() << "n=" << s.n << " k=" << s.k << " rows=" << rows);
+      const std::vector<float> x = spread_floats(rng, rows * s.k);
+      std::vector<float> want(static_cast<std::size_t>(rows * s.n));
+      fixed_order_gemm_f32_scalar(w32.data(), s.n, s.k, x.data(), rows, bias.data(), want.data());
+      for (const int threads : {1, 3}) {
+        std::vector<float> got(want.size());
+        fixed_order_gemm_bf16_weights(static_cast<const uint16_t*>(packed.data.get()), s.n, s.k,
+                                      x.data(), rows, bias.data(), got.data(), threads);
+        ASSERT_TRUE(same_bits(want, got)) << threads << " threads";
       }
     }
   }
