@@ -36,10 +36,10 @@ constexpr int64_t kMinWorkPerThread = int64_t{1} << 20;
 /// Software prefetch distance in reduction steps (rows of a panel slice): 16 × 256 B = 4 KiB
 /// ahead for a 64-column f32 panel.
 constexpr int64_t kPrefetchSteps = 16;
-/// Panels per group when many rows sweep k-blocks (see panels_f32): 240 rows × 256 columns of
+/// Panels per group when many rows sweep k-blocks (see sweep_panels): 240 rows × 256 columns of
 /// partial sums = 240 KiB.
 constexpr int64_t kPanelGroup = 4;
-/// Up to this many rows a call finishes each panel before the next (see panels_f32).
+/// Up to this many rows a call finishes each panel before the next (see sweep_panels).
 constexpr int64_t kPanelMajorRows = 48;
 
 int64_t num_panels(int64_t padded_n) { return (padded_n + kFixedOrderPanel - 1) / kFixedOrderPanel; }
@@ -81,6 +81,40 @@ void for_panel_ranges(int64_t panels, int64_t work, int num_threads, const Body&
   }
 }
 
+// --- register blocks ---------------------------------------------------------------------
+
+/// The MR × NV accumulators of a register block: the partial sums in c (`accumulate`: a
+/// previous k-block ran) or zeros. Lanes past n (last_mask) are zero and never stored.
+template <int MR, int NV>
+MUFLOW_TARGET_AVX512 inline void load_acc(__m512 (&acc)[MR][NV], const float* c, int64_t ldc,
+                                          bool accumulate, __mmask16 last_mask) {
+#pragma GCC unroll 8
+  for (int m = 0; m < MR; ++m) {
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      const __mmask16 mask = v == NV - 1 ? last_mask : static_cast<__mmask16>(0xFFFF);
+      acc[m][v] = accumulate ? _mm512_maskz_loadu_ps(mask, c + m * ldc + v * kLanes)
+                             : _mm512_setzero_ps();
+    }
+  }
+}
+
+/// Stores the accumulators to c, adding `bias` first when given (after the last k-block).
+template <int MR, int NV>
+MUFLOW_TARGET_AVX512 inline void store_acc(const __m512 (&acc)[MR][NV], float* c, int64_t ldc,
+                                           const float* bias, __mmask16 last_mask) {
+#pragma GCC unroll 8
+  for (int m = 0; m < MR; ++m) {
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      const __mmask16 mask = v == NV - 1 ? last_mask : static_cast<__mmask16>(0xFFFF);
+      __m512 out = acc[m][v];
+      if (bias != nullptr) out = _mm512_add_ps(out, _mm512_maskz_loadu_ps(mask, bias + v * kLanes));
+      _mm512_mask_storeu_ps(c + m * ldc + v * kLanes, mask, out);
+    }
+  }
+}
+
 // --- f32 -----------------------------------------------------------------------------------
 
 /// One register block: rows [0, MR) × vectors [0, NV) of a panel, reduction steps [0, kc).
@@ -104,15 +138,7 @@ MUFLOW_TARGET_AVX512 void block_f32(const float* a, int64_t lda, const W* w, int
                                     int64_t kc, float* c, int64_t ldc, bool accumulate,
                                     const float* bias, __mmask16 last_mask) {
   __m512 acc[MR][NV];
-#pragma GCC unroll 8
-  for (int m = 0; m < MR; ++m) {
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) {
-      const __mmask16 mask = v == NV - 1 ? last_mask : static_cast<__mmask16>(0xFFFF);
-      acc[m][v] = accumulate ? _mm512_maskz_loadu_ps(mask, c + m * ldc + v * kLanes)
-                             : _mm512_setzero_ps();
-    }
-  }
+  load_acc<MR, NV>(acc, c, ldc, accumulate, last_mask);
   for (int64_t kk = 0; kk < kc; ++kk) {
     __m512 wv[NV];
 #pragma GCC unroll 4
@@ -132,16 +158,7 @@ MUFLOW_TARGET_AVX512 void block_f32(const float* a, int64_t lda, const W* w, int
       for (int v = 0; v < NV; ++v) acc[m][v] = _mm512_fmadd_ps(av, wv[v], acc[m][v]);
     }
   }
-#pragma GCC unroll 8
-  for (int m = 0; m < MR; ++m) {
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) {
-      const __mmask16 mask = v == NV - 1 ? last_mask : static_cast<__mmask16>(0xFFFF);
-      __m512 out = acc[m][v];
-      if (bias != nullptr) out = _mm512_add_ps(out, _mm512_maskz_loadu_ps(mask, bias + v * kLanes));
-      _mm512_mask_storeu_ps(c + m * ldc + v * kLanes, mask, out);
-    }
-  }
+  store_acc<MR, NV>(acc, c, ldc, bias, last_mask);
 }
 
 template <typename W>
@@ -165,46 +182,51 @@ constexpr BlockF32<W> kBlocksF32[2][kRows][kMaxVecs] = {MUFLOW_F32_TABLE(false),
 #undef MUFLOW_F32_TABLE
 #undef MUFLOW_F32_ROW
 
-/// Panels [first, last) for all rows: row blocks, then k-blocks, then panels, then register
-/// blocks of kRows rows. Every output element's sum runs k ascending whatever the blocking.
-template <typename W>
-MUFLOW_TARGET_AVX512 void panels_f32(const W* packed, int64_t n, int64_t k, const float* x,
-                                     int64_t num_rows, const float* bias, float* y,
-                                     int64_t first, int64_t last) {
+/// Panels [first, last) of y for all rows, with `table`'s register blocks: row blocks, then
+/// (decode) each panel's k-blocks or (many rows) each group's k-blocks across its panels, then
+/// register blocks of kRows rows. Every output element's sum runs k ascending whatever the
+/// blocking. `reduction`: k (f32 layouts) or padded k (bf16 pairs); `pair`: reduction elements
+/// per weight step (1, or 2 for `vdpbf16ps`); `many_rows_k_block`: the k-block with more than
+/// kRows rows. Plain code: the AVX-512 work happens in the register blocks.
+template <typename X, typename W, typename Block>
+void sweep_panels(const W* packed, int64_t n, int64_t reduction, int64_t pair,
+                  int64_t many_rows_k_block, const Block (&table)[2][kRows][kMaxVecs],
+                  const X* x, int64_t num_rows, const float* bias, float* y, int64_t first,
+                  int64_t last) {
   const int64_t padded_n = fixed_order_padded_n(n);
   // Few rows: one pass over k keeps the sums in registers (no partial sums through y).
-  const int64_t k_block = num_rows <= kRows ? k : kFixedOrderKBlock;
+  const int64_t k_block = num_rows <= kRows ? reduction : many_rows_k_block;
   // Up to kPanelMajorRows rows (decode), each panel is finished before the next starts, so
-  // the weights stream once, sequentially; more rows sweep every panel per k-block, so the
-  // x slice of the block stays in L2 across panels. Either way each sum runs k ascending.
+  // the weights stream once, sequentially (and are prefetched); more rows sweep a group of
+  // panels per k-block, so the x slice of the block stays in L2 across panels.
   const bool panel_major = num_rows <= kPanelMajorRows;
   auto run = [&](int64_t row0, int64_t row_end, int64_t k0, int64_t panel) {
-    const int64_t kc = std::min(k_block, k - k0);
-    const bool accumulate = k0 > 0;
+    const int64_t kc = std::min(k_block, reduction - k0);
     const int64_t col0 = panel * kFixedOrderPanel;
     const int64_t width = panel_width(padded_n, panel);
     const int vecs = static_cast<int>(width / kLanes);
     const __mmask16 mask = last_vector_mask(n, col0 + (vecs - 1) * kLanes);
-    const W* w = packed + col0 * k + k0 * width;
-    const float* b = (k0 + kc == k && bias != nullptr) ? bias + col0 : nullptr;
+    const W* w = packed + col0 * reduction + k0 * width;
+    const float* b = (k0 + kc == reduction && bias != nullptr) ? bias + col0 : nullptr;
     for (int64_t row = row0; row < row_end; row += kRows) {
       const int rows = static_cast<int>(std::min<int64_t>(kRows, row_end - row));
-      kBlocksF32<W>[panel_major ? 1 : 0][rows - 1][vecs - 1](
-          x + row * k + k0, k, w, width, kc, y + row * n + col0, n, accumulate, b, mask);
+      table[panel_major ? 1 : 0][rows - 1][vecs - 1](x + row * reduction + k0, reduction, w,
+                                                      pair * width, kc / pair,
+                                                      y + row * n + col0, n, k0 > 0, b, mask);
     }
   };
   for (int64_t row0 = 0; row0 < num_rows; row0 += kRowBlock) {
     const int64_t row_end = std::min(num_rows, row0 + kRowBlock);
     if (panel_major) {
       for (int64_t panel = first; panel < last; ++panel) {
-        for (int64_t k0 = 0; k0 < k; k0 += k_block) run(row0, row_end, k0, panel);
+        for (int64_t k0 = 0; k0 < reduction; k0 += k_block) run(row0, row_end, k0, panel);
       }
     } else {
       // Panel groups bound the partial sums a k-block sweep touches (rows × group columns)
       // to L2, next to the group's weight slices and the rows' x slice.
       for (int64_t group = first; group < last; group += kPanelGroup) {
         const int64_t group_end = std::min(last, group + kPanelGroup);
-        for (int64_t k0 = 0; k0 < k; k0 += k_block) {
+        for (int64_t k0 = 0; k0 < reduction; k0 += k_block) {
           for (int64_t panel = group; panel < group_end; ++panel) run(row0, row_end, k0, panel);
         }
       }
@@ -222,15 +244,7 @@ MUFLOW_TARGET_AVX512_BF16 void block_bf16(const uint16_t* a, int64_t lda, const 
                                           bool accumulate, const float* bias,
                                           __mmask16 last_mask) {
   __m512 acc[MR][NV];
-#pragma GCC unroll 8
-  for (int m = 0; m < MR; ++m) {
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) {
-      const __mmask16 mask = v == NV - 1 ? last_mask : static_cast<__mmask16>(0xFFFF);
-      acc[m][v] = accumulate ? _mm512_maskz_loadu_ps(mask, c + m * ldc + v * kLanes)
-                             : _mm512_setzero_ps();
-    }
-  }
+  load_acc<MR, NV>(acc, c, ldc, accumulate, last_mask);
   for (int64_t j = 0; j < pairs; ++j) {
     __m512bh wv[NV];
 #pragma GCC unroll 4
@@ -251,16 +265,7 @@ MUFLOW_TARGET_AVX512_BF16 void block_bf16(const uint16_t* a, int64_t lda, const 
       for (int v = 0; v < NV; ++v) acc[m][v] = _mm512_dpbf16_ps(acc[m][v], av, wv[v]);
     }
   }
-#pragma GCC unroll 8
-  for (int m = 0; m < MR; ++m) {
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) {
-      const __mmask16 mask = v == NV - 1 ? last_mask : static_cast<__mmask16>(0xFFFF);
-      __m512 out = acc[m][v];
-      if (bias != nullptr) out = _mm512_add_ps(out, _mm512_maskz_loadu_ps(mask, bias + v * kLanes));
-      _mm512_mask_storeu_ps(c + m * ldc + v * kLanes, mask, out);
-    }
-  }
+  store_acc<MR, NV>(acc, c, ldc, bias, last_mask);
 }
 
 using BlockBf16 = void (*)(const uint16_t*, int64_t, const uint16_t*, int64_t, int64_t, float*,
@@ -279,43 +284,19 @@ constexpr BlockBf16 kBlocksBf16[2][kRows][kMaxVecs] = {MUFLOW_BF16_TABLE(false),
 #undef MUFLOW_BF16_TABLE
 #undef MUFLOW_BF16_ROW
 
-MUFLOW_TARGET_AVX512_BF16 void panels_bf16(const uint16_t* packed, int64_t n, int64_t k,
-                                           const uint16_t* x, int64_t num_rows,
-                                           const float* bias, float* y, int64_t first,
-                                           int64_t last) {
+/// W [n, k] (f32 or bf16 bits) → the f32 panel layout: panel p as [k][w_p], zero padding
+/// columns.
+template <typename T>
+void pack_panels(const T* w, int64_t n, int64_t k, T* packed) {
   const int64_t padded_n = fixed_order_padded_n(n);
-  const int64_t padded_k = fixed_order_padded_k_bf16(k);
-  const int64_t k_block = num_rows <= kRows ? padded_k : kKBlockBf16;
-  const bool panel_major = num_rows <= kPanelMajorRows;  // as in panels_f32
-  auto run = [&](int64_t row0, int64_t row_end, int64_t k0, int64_t panel) {
-    const int64_t kc = std::min(k_block, padded_k - k0);
-    const bool accumulate = k0 > 0;
+  for (int64_t panel = 0; panel < num_panels(padded_n); ++panel) {
     const int64_t col0 = panel * kFixedOrderPanel;
     const int64_t width = panel_width(padded_n, panel);
-    const int vecs = static_cast<int>(width / kLanes);
-    const __mmask16 mask = last_vector_mask(n, col0 + (vecs - 1) * kLanes);
-    const uint16_t* w = packed + col0 * padded_k + k0 * width;
-    const float* b = (k0 + kc == padded_k && bias != nullptr) ? bias + col0 : nullptr;
-    for (int64_t row = row0; row < row_end; row += kRows) {
-      const int rows = static_cast<int>(std::min<int64_t>(kRows, row_end - row));
-      kBlocksBf16[panel_major ? 1 : 0][rows - 1][vecs - 1](x + row * padded_k + k0, padded_k, w, 2 * width, kc / 2,
-                                      y + row * n + col0, n, accumulate, b, mask);
-    }
-  };
-  for (int64_t row0 = 0; row0 < num_rows; row0 += kRowBlock) {
-    const int64_t row_end = std::min(num_rows, row0 + kRowBlock);
-    if (panel_major) {
-      for (int64_t panel = first; panel < last; ++panel) {
-        for (int64_t k0 = 0; k0 < padded_k; k0 += k_block) run(row0, row_end, k0, panel);
-      }
-    } else {
-      // Panel groups bound the partial sums a k-block sweep touches (rows × group columns)
-      // to L2, next to the group's weight slices and the rows' x slice.
-      for (int64_t group = first; group < last; group += kPanelGroup) {
-        const int64_t group_end = std::min(last, group + kPanelGroup);
-        for (int64_t k0 = 0; k0 < padded_k; k0 += k_block) {
-          for (int64_t panel = group; panel < group_end; ++panel) run(row0, row_end, k0, panel);
-        }
+    T* out = packed + col0 * k;
+    for (int64_t kk = 0; kk < k; ++kk) {
+      for (int64_t j = 0; j < width; ++j) {
+        const int64_t col = col0 + j;
+        out[kk * width + j] = col < n ? w[col * k + kk] : T{0};
       }
     }
   }
@@ -350,35 +331,13 @@ std::size_t fixed_order_packed_elems_bf16(int64_t n, int64_t k) {
 void fixed_order_pack_f32(const float* w, int64_t n, int64_t k, float* packed) {
   MUFLOW_ASSERT(w != nullptr && packed != nullptr && n > 0 && k > 0,
                 "fixed_order_pack_f32: bad arguments");
-  const int64_t padded_n = fixed_order_padded_n(n);
-  for (int64_t panel = 0; panel < num_panels(padded_n); ++panel) {
-    const int64_t col0 = panel * kFixedOrderPanel;
-    const int64_t width = panel_width(padded_n, panel);
-    float* out = packed + col0 * k;
-    for (int64_t kk = 0; kk < k; ++kk) {
-      for (int64_t j = 0; j < width; ++j) {
-        const int64_t col = col0 + j;
-        out[kk * width + j] = col < n ? w[col * k + kk] : 0.0f;
-      }
-    }
-  }
+  pack_panels(w, n, k, packed);
 }
 
 void fixed_order_pack_bf16_weights(const uint16_t* w, int64_t n, int64_t k, uint16_t* packed) {
   MUFLOW_ASSERT(w != nullptr && packed != nullptr && n > 0 && k > 0,
                 "fixed_order_pack_bf16_weights: bad arguments");
-  const int64_t padded_n = fixed_order_padded_n(n);
-  for (int64_t panel = 0; panel < num_panels(padded_n); ++panel) {
-    const int64_t col0 = panel * kFixedOrderPanel;
-    const int64_t width = panel_width(padded_n, panel);
-    uint16_t* out = packed + col0 * k;
-    for (int64_t kk = 0; kk < k; ++kk) {
-      for (int64_t j = 0; j < width; ++j) {
-        const int64_t col = col0 + j;
-        out[kk * width + j] = col < n ? w[col * k + kk] : uint16_t{0};
-      }
-    }
-  }
+  pack_panels(w, n, k, packed);
 }
 
 void fixed_order_pack_bf16(const uint16_t* w, int64_t n, int64_t k, uint16_t* packed) {
@@ -410,7 +369,8 @@ void fixed_order_gemm_f32(const float* packed, int64_t n, int64_t k, const float
   for_panel_ranges(num_panels(fixed_order_padded_n(n)), (num_rows + kWeightCost) * n * k,
                    num_threads,
                    [&](int64_t first, int64_t last) {
-                     panels_f32(packed, n, k, x, num_rows, bias, y, first, last);
+                     sweep_panels(packed, n, k, 1, kFixedOrderKBlock, kBlocksF32<float>, x,
+                                  num_rows, bias, y, first, last);
                    });
 }
 
@@ -425,7 +385,8 @@ void fixed_order_gemm_bf16_weights(const uint16_t* packed, int64_t n, int64_t k,
                 "fixed_order_gemm_bf16_weights: packed weights must be 64-byte aligned");
   for_panel_ranges(num_panels(fixed_order_padded_n(n)), (num_rows + kWeightCost / 2) * n * k,
                    num_threads, [&](int64_t first, int64_t last) {
-                     panels_f32(packed, n, k, x, num_rows, bias, y, first, last);
+                     sweep_panels(packed, n, k, 1, kFixedOrderKBlock, kBlocksF32<uint16_t>, x,
+                                  num_rows, bias, y, first, last);
                    });
 }
 
@@ -452,7 +413,8 @@ void fixed_order_gemm_bf16(const uint16_t* packed, int64_t n, int64_t k,
   for_panel_ranges(num_panels(fixed_order_padded_n(n)), (num_rows + kWeightCost) * n * k,
                    num_threads,
                    [&](int64_t first, int64_t last) {
-                     panels_bf16(packed, n, k, x_bf16, num_rows, bias, y, first, last);
+                     sweep_panels(packed, n, fixed_order_padded_k_bf16(k), 2, kKBlockBf16,
+                                  kBlocksBf16, x_bf16, num_rows, bias, y, first, last);
                    });
 }
 
