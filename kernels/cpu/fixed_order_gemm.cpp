@@ -19,8 +19,8 @@
 namespace muflow::kernels::cpu {
 namespace {
 
-constexpr int kRows = 6;     // rows per register block (6 × 4 accumulators = 24 zmm)
-constexpr int kLanes = 16;   // f32 per zmm
+constexpr int kRows = 6;    // rows per register block (6 × 4 accumulators = 24 zmm)
+constexpr int kLanes = 16;  // f32 per zmm
 constexpr int kMaxVecs = static_cast<int>(kFixedOrderPanel / kLanes);  // 4
 /// bf16 reduction depth per pass: 256 k (128 pairs) × 64 columns × 2 B = 32 KiB.
 constexpr int64_t kKBlockBf16 = 256;
@@ -42,7 +42,9 @@ constexpr int64_t kPanelGroup = 4;
 /// Up to this many rows a call finishes each panel before the next (see sweep_panels).
 constexpr int64_t kPanelMajorRows = 48;
 
-int64_t num_panels(int64_t padded_n) { return (padded_n + kFixedOrderPanel - 1) / kFixedOrderPanel; }
+int64_t num_panels(int64_t padded_n) {
+  return (padded_n + kFixedOrderPanel - 1) / kFixedOrderPanel;
+}
 
 int64_t panel_width(int64_t padded_n, int64_t panel) {
   return std::min(kFixedOrderPanel, padded_n - panel * kFixedOrderPanel);
@@ -93,8 +95,8 @@ MUFLOW_TARGET_AVX512 inline void load_acc(__m512 (&acc)[MR][NV], const float* c,
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) {
       const __mmask16 mask = v == NV - 1 ? last_mask : static_cast<__mmask16>(0xFFFF);
-      acc[m][v] = accumulate ? _mm512_maskz_loadu_ps(mask, c + m * ldc + v * kLanes)
-                             : _mm512_setzero_ps();
+      acc[m][v] =
+          accumulate ? _mm512_maskz_loadu_ps(mask, c + m * ldc + v * kLanes) : _mm512_setzero_ps();
     }
   }
 }
@@ -128,7 +130,8 @@ MUFLOW_TARGET_AVX512 inline __m512 load_weights(const W* p) {
   if constexpr (std::is_same_v<W, float>) {
     return _mm512_load_ps(p);
   } else {
-    const __m512i wide = _mm512_cvtepu16_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
+    const __m512i wide =
+        _mm512_cvtepu16_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
     return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
   }
 }
@@ -162,18 +165,18 @@ MUFLOW_TARGET_AVX512 void block_f32(const float* a, int64_t lda, const W* w, int
 }
 
 template <typename W>
-using BlockF32 = void (*)(const float*, int64_t, const W*, int64_t, int64_t, float*, int64_t,
-                          bool, const float*, __mmask16);
+using BlockF32 = void (*)(const float*, int64_t, const W*, int64_t, int64_t, float*, int64_t, bool,
+                          const float*, __mmask16);
 
-#define MUFLOW_F32_ROW(MR, PF)                                                      \
-  {                                                                                 \
-    block_f32<MR, 1, PF, W>, block_f32<MR, 2, PF, W>, block_f32<MR, 3, PF, W>,      \
-        block_f32<MR, 4, PF, W>                                                     \
+#define MUFLOW_F32_ROW(MR, PF)                                                 \
+  {                                                                            \
+    block_f32<MR, 1, PF, W>, block_f32<MR, 2, PF, W>, block_f32<MR, 3, PF, W>, \
+        block_f32<MR, 4, PF, W>                                                \
   }
-#define MUFLOW_F32_TABLE(PF)                                                              \
-  {                                                                                       \
-    MUFLOW_F32_ROW(1, PF), MUFLOW_F32_ROW(2, PF), MUFLOW_F32_ROW(3, PF),                  \
-        MUFLOW_F32_ROW(4, PF), MUFLOW_F32_ROW(5, PF), MUFLOW_F32_ROW(6, PF)               \
+#define MUFLOW_F32_TABLE(PF)                                                                    \
+  {                                                                                             \
+    MUFLOW_F32_ROW(1, PF), MUFLOW_F32_ROW(2, PF), MUFLOW_F32_ROW(3, PF), MUFLOW_F32_ROW(4, PF), \
+        MUFLOW_F32_ROW(5, PF), MUFLOW_F32_ROW(6, PF)                                            \
   }
 /// [prefetch][rows - 1][vectors - 1], for f32 (float) or bf16 (uint16_t) weights.
 template <typename W>
@@ -190,9 +193,8 @@ constexpr BlockF32<W> kBlocksF32[2][kRows][kMaxVecs] = {MUFLOW_F32_TABLE(false),
 /// kRows rows. Plain code: the AVX-512 work happens in the register blocks.
 template <typename X, typename W, typename Block>
 void sweep_panels(const W* packed, int64_t n, int64_t reduction, int64_t pair,
-                  int64_t many_rows_k_block, const Block (&table)[2][kRows][kMaxVecs],
-                  const X* x, int64_t num_rows, const float* bias, float* y, int64_t first,
-                  int64_t last) {
+                  int64_t many_rows_k_block, const Block (&table)[2][kRows][kMaxVecs], const X* x,
+                  int64_t num_rows, const float* bias, float* y, int64_t first, int64_t last) {
   const int64_t padded_n = fixed_order_padded_n(n);
   // Few rows: one pass over k keeps the sums in registers (no partial sums through y).
   const int64_t k_block = num_rows <= kRows ? reduction : many_rows_k_block;
@@ -211,8 +213,8 @@ void sweep_panels(const W* packed, int64_t n, int64_t reduction, int64_t pair,
     for (int64_t row = row0; row < row_end; row += kRows) {
       const int rows = static_cast<int>(std::min<int64_t>(kRows, row_end - row));
       table[panel_major ? 1 : 0][rows - 1][vecs - 1](x + row * reduction + k0, reduction, w,
-                                                      pair * width, kc / pair,
-                                                      y + row * n + col0, n, k0 > 0, b, mask);
+                                                     pair * width, kc / pair, y + row * n + col0, n,
+                                                     k0 > 0, b, mask);
     }
   };
   for (int64_t row0 = 0; row0 < num_rows; row0 += kRowBlock) {
@@ -241,8 +243,7 @@ void sweep_panels(const W* packed, int64_t n, int64_t reduction, int64_t pair,
 template <int MR, int NV, bool PF>
 MUFLOW_TARGET_AVX512_BF16 void block_bf16(const uint16_t* a, int64_t lda, const uint16_t* w,
                                           int64_t ldw, int64_t pairs, float* c, int64_t ldc,
-                                          bool accumulate, const float* bias,
-                                          __mmask16 last_mask) {
+                                          bool accumulate, const float* bias, __mmask16 last_mask) {
   __m512 acc[MR][NV];
   load_acc<MR, NV>(acc, c, ldc, accumulate, last_mask);
   for (int64_t j = 0; j < pairs; ++j) {
@@ -250,9 +251,8 @@ MUFLOW_TARGET_AVX512_BF16 void block_bf16(const uint16_t* a, int64_t lda, const 
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) {
       if constexpr (PF) {
-        _mm_prefetch(
-            reinterpret_cast<const char*>(w + (j + kPrefetchSteps) * ldw + v * 2 * kLanes),
-            _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(w + (j + kPrefetchSteps) * ldw + v * 2 * kLanes),
+                     _MM_HINT_T0);
       }
       wv[v] = reinterpret_cast<__m512bh>(_mm512_load_si512(w + j * ldw + v * 2 * kLanes));
     }
@@ -273,10 +273,10 @@ using BlockBf16 = void (*)(const uint16_t*, int64_t, const uint16_t*, int64_t, i
 
 #define MUFLOW_BF16_ROW(MR, PF) \
   { block_bf16<MR, 1, PF>, block_bf16<MR, 2, PF>, block_bf16<MR, 3, PF>, block_bf16<MR, 4, PF> }
-#define MUFLOW_BF16_TABLE(PF)                                                             \
-  {                                                                                       \
-    MUFLOW_BF16_ROW(1, PF), MUFLOW_BF16_ROW(2, PF), MUFLOW_BF16_ROW(3, PF),               \
-        MUFLOW_BF16_ROW(4, PF), MUFLOW_BF16_ROW(5, PF), MUFLOW_BF16_ROW(6, PF)            \
+#define MUFLOW_BF16_TABLE(PF)                                                  \
+  {                                                                            \
+    MUFLOW_BF16_ROW(1, PF), MUFLOW_BF16_ROW(2, PF), MUFLOW_BF16_ROW(3, PF),    \
+        MUFLOW_BF16_ROW(4, PF), MUFLOW_BF16_ROW(5, PF), MUFLOW_BF16_ROW(6, PF) \
   }
 /// [prefetch][rows - 1][vectors - 1]
 constexpr BlockBf16 kBlocksBf16[2][kRows][kMaxVecs] = {MUFLOW_BF16_TABLE(false),
@@ -367,16 +367,14 @@ void fixed_order_gemm_f32(const float* packed, int64_t n, int64_t k, const float
   MUFLOW_ASSERT(reinterpret_cast<std::uintptr_t>(packed) % 64 == 0,
                 "fixed_order_gemm_f32: packed weights must be 64-byte aligned");
   for_panel_ranges(num_panels(fixed_order_padded_n(n)), (num_rows + kWeightCost) * n * k,
-                   num_threads,
-                   [&](int64_t first, int64_t last) {
+                   num_threads, [&](int64_t first, int64_t last) {
                      sweep_panels(packed, n, k, 1, kFixedOrderKBlock, kBlocksF32<float>, x,
                                   num_rows, bias, y, first, last);
                    });
 }
 
-void fixed_order_gemm_bf16_weights(const uint16_t* packed, int64_t n, int64_t k,
-                                   const float* x, int64_t num_rows, const float* bias, float* y,
-                                   int num_threads) {
+void fixed_order_gemm_bf16_weights(const uint16_t* packed, int64_t n, int64_t k, const float* x,
+                                   int64_t num_rows, const float* bias, float* y, int num_threads) {
   MUFLOW_ASSERT(num_rows >= 0 && n > 0 && k > 0, "fixed_order_gemm_bf16_weights: bad sizes");
   if (num_rows == 0) return;
   MUFLOW_ASSERT(fixed_order_gemm_f32_available(),
@@ -401,18 +399,15 @@ void fixed_order_gemm_f32_scalar(const float* w, int64_t n, int64_t k, const flo
   }
 }
 
-void fixed_order_gemm_bf16(const uint16_t* packed, int64_t n, int64_t k,
-                           const uint16_t* x_bf16, int64_t num_rows, const float* bias, float* y,
-                           int num_threads) {
+void fixed_order_gemm_bf16(const uint16_t* packed, int64_t n, int64_t k, const uint16_t* x_bf16,
+                           int64_t num_rows, const float* bias, float* y, int num_threads) {
   MUFLOW_ASSERT(num_rows >= 0 && n > 0 && k > 0, "fixed_order_gemm_bf16: bad sizes");
   if (num_rows == 0) return;
-  MUFLOW_ASSERT(fixed_order_gemm_bf16_available(),
-                "fixed_order_gemm_bf16: CPU lacks AVX512-BF16");
+  MUFLOW_ASSERT(fixed_order_gemm_bf16_available(), "fixed_order_gemm_bf16: CPU lacks AVX512-BF16");
   MUFLOW_ASSERT(reinterpret_cast<std::uintptr_t>(packed) % 64 == 0,
                 "fixed_order_gemm_bf16: packed weights must be 64-byte aligned");
   for_panel_ranges(num_panels(fixed_order_padded_n(n)), (num_rows + kWeightCost) * n * k,
-                   num_threads,
-                   [&](int64_t first, int64_t last) {
+                   num_threads, [&](int64_t first, int64_t last) {
                      sweep_panels(packed, n, fixed_order_padded_k_bf16(k), 2, kKBlockBf16,
                                   kBlocksBf16, x_bf16, num_rows, bias, y, first, last);
                    });

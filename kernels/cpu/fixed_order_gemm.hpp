@@ -27,9 +27,10 @@
 /// Thread safety: the functions are pure (read the inputs, write `y`); any thread.
 /// `num_threads` > 1 splits the panels over an OpenMP team of up to that size (contiguous
 /// static ranges; at most one thread per panel and per 2^20 multiply-adds, a weight counting
-/// as 16, so small GEMMs stay on the calling thread): results are bitwise the same for any thread count. Like any
-/// OpenMP code, more threads than idle cores (another busy process, several devices' teams)
-/// makes a call wait for descheduled team members: measured up to 50× slower on 2 busy cores.
+/// as 16, so small GEMMs stay on the calling thread): results are bitwise the same for any thread
+/// count. Like any OpenMP code, more threads than idle cores (another busy process, several
+/// devices' teams) makes a call wait for descheduled team members: measured up to 50× slower on 2
+/// busy cores.
 
 #include <cstddef>
 #include <cstdint>
@@ -91,8 +92,7 @@ void fixed_order_gemm_bf16_weights(const uint16_t* packed, int64_t n, int64_t k,
 /// bf16 kernel: `x_bf16` [num_rows, fixed_order_padded_k_bf16(k)] bf16 bits (a zero in the
 /// padding column), `packed` from fixed_order_pack_bf16; otherwise as fixed_order_gemm_f32.
 /// Needs fixed_order_gemm_bf16_available().
-void fixed_order_gemm_bf16(const uint16_t* packed, int64_t n, int64_t k,
-                           const uint16_t* x_bf16, int64_t num_rows, const float* bias, float* y,
-                           int num_threads = 1);
+void fixed_order_gemm_bf16(const uint16_t* packed, int64_t n, int64_t k, const uint16_t* x_bf16,
+                           int64_t num_rows, const float* bias, float* y, int num_threads = 1);
 
 }  // namespace muflow::kernels::cpu

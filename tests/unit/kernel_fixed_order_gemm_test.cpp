@@ -95,8 +95,8 @@ TEST(FixedOrderGemm, F32IsBitwiseTheScalarFmaChainForEveryShapeRowCountAndThread
     for (const int64_t rows : kRowCounts) {
       const std::vector<float> x = spread_floats(rng, rows * s.k);
       for (const bool with_bias : {false, true}) {
-        SCOPED_TRACE(testing::Message() << "n=" << s.n << " k=" << s.k << " rows=" << rows
-                                        << " bias=" << with_bias);
+        SCOPED_TRACE(testing::Message()
+                     << "n=" << s.n << " k=" << s.k << " rows=" << rows << " bias=" << with_bias);
         const float* b = with_bias ? bias.data() : nullptr;
         std::vector<float> want(static_cast<std::size_t>(rows * s.n));
         fixed_order_gemm_f32_scalar(w.data(), s.n, s.k, x.data(), rows, b, want.data());
@@ -199,8 +199,8 @@ TEST(FixedOrderGemm, Bf16MatchesTheReferenceAndIsBatchAndThreadInvariant) {
       const int64_t padded_k = fixed_order_padded_k_bf16(s.k);
       std::vector<float> alone(static_cast<std::size_t>(s.n));
       for (int64_t r = 0; r < rows; ++r) {
-        fixed_order_gemm_bf16(pw, s.n, s.k, x16.data() + r * padded_k, 1, bias.data(),
-                              alone.data(), 1);
+        fixed_order_gemm_bf16(pw, s.n, s.k, x16.data() + r * padded_k, 1, bias.data(), alone.data(),
+                              1);
         ASSERT_EQ(std::memcmp(alone.data(), got.data() + r * s.n, s.n * sizeof(float)), 0)
             << "row " << r;
       }
