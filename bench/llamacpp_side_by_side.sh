@@ -215,9 +215,17 @@ fi
 
 # --- 4. muflow topologies ----------------------------------------------------------------------
 threads_mode="$MUFLOW_THREADS"
+MUFLOW_HAS_TPD=0  # whether this muflow knows [cluster] threads_per_device (its own strings)
+grep -aq 'threads_per_device' "$MUFLOW" && MUFLOW_HAS_TPD=1
 topo() {  # topo FILE DTYPE THREADS NUM_REQUESTS INPUT OUTPUT
   local devices=1 tpd="threads_per_device = $3"
-  if [ "$threads_mode" = devices ]; then devices=$3; tpd="# threads: num_devices = $3 (older muflow)"; fi
+  if [ "$threads_mode" = devices ]; then
+    devices=$3
+    # One thread per device, as muflow before threads_per_device; a muflow with the key would
+    # otherwise give each device hardware threads / devices.
+    tpd="# threads: num_devices = $3 (one thread each)"
+    [ "${MUFLOW_HAS_TPD:-0}" = 1 ] && tpd="threads_per_device = 1"
+  fi
   cat > "$1" << EOF
 # written by bench/llamacpp_side_by_side.sh
 wiring = "sync"
