@@ -364,6 +364,8 @@ void fixed_order_gemm_f32(const float* packed, int64_t n, int64_t k, const float
                           int64_t num_rows, const float* bias, float* y, int num_threads) {
   MUFLOW_ASSERT(num_rows >= 0 && n > 0 && k > 0, "fixed_order_gemm_f32: bad sizes");
   if (num_rows == 0) return;
+  MUFLOW_ASSERT(packed != nullptr && x != nullptr && y != nullptr,
+                "fixed_order_gemm_f32: null packed, x or y");
   MUFLOW_ASSERT(fixed_order_gemm_f32_available(), "fixed_order_gemm_f32: CPU lacks AVX-512F");
   MUFLOW_ASSERT(reinterpret_cast<std::uintptr_t>(packed) % 64 == 0,
                 "fixed_order_gemm_f32: packed weights must be 64-byte aligned");
@@ -378,6 +380,8 @@ void fixed_order_gemm_bf16_weights(const uint16_t* packed, int64_t n, int64_t k,
                                    int64_t num_rows, const float* bias, float* y, int num_threads) {
   MUFLOW_ASSERT(num_rows >= 0 && n > 0 && k > 0, "fixed_order_gemm_bf16_weights: bad sizes");
   if (num_rows == 0) return;
+  MUFLOW_ASSERT(packed != nullptr && x != nullptr && y != nullptr,
+                "fixed_order_gemm_bf16_weights: null packed, x or y");
   MUFLOW_ASSERT(fixed_order_gemm_f32_available(),
                 "fixed_order_gemm_bf16_weights: CPU lacks AVX-512F");
   MUFLOW_ASSERT(reinterpret_cast<std::uintptr_t>(packed) % 64 == 0,
@@ -404,6 +408,8 @@ void fixed_order_gemm_bf16(const uint16_t* packed, int64_t n, int64_t k, const u
                            int64_t num_rows, const float* bias, float* y, int num_threads) {
   MUFLOW_ASSERT(num_rows >= 0 && n > 0 && k > 0, "fixed_order_gemm_bf16: bad sizes");
   if (num_rows == 0) return;
+  MUFLOW_ASSERT(packed != nullptr && x_bf16 != nullptr && y != nullptr,
+                "fixed_order_gemm_bf16: null packed, x or y");
   MUFLOW_ASSERT(fixed_order_gemm_bf16_available(), "fixed_order_gemm_bf16: CPU lacks AVX512-BF16");
   MUFLOW_ASSERT(reinterpret_cast<std::uintptr_t>(packed) % 64 == 0,
                 "fixed_order_gemm_bf16: packed weights must be 64-byte aligned");

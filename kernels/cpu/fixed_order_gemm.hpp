@@ -21,8 +21,16 @@
 ///
 /// Where the time goes: the weights are packed once into column panels of up to
 /// kFixedOrderPanel columns, k-major inside a panel, so the kernel streams each panel once
-/// per call and reuses it (from L1, in kFixedOrderKBlock-deep slices) for all rows, 6 rows ×
-/// 64 columns per register block. Measured against oneDNN in bench/README.md.
+/// per call (prefetched, for ≤ 48 rows) or reuses each kFixedOrderKBlock-deep slice from L2
+/// for every 6-row × 64-column register block (more rows). This is the register/cache
+/// blocking of Goto & van de Geijn, "Anatomy of high-performance matrix multiplication"
+/// (ACM TOMS 34(3), 2008), with the A-packing left out and the k order kept fixed. Measured
+/// against oneDNN in bench/README.md ("Fixed-order GEMM").
+///
+/// Units and errors: sizes are elements; `x`, `y`, `bias` are f32 (bf16 bits where named so).
+/// Sizes ≤ 0 (num_rows < 0), a null pointer, packed weights not 64-byte aligned, or calling a
+/// kernel the CPU lacks (check fixed_order_gemm_*_available first) abort through
+/// MUFLOW_ASSERT: callers pass trusted sizes (Linear validates them).
 ///
 /// Thread safety: the functions are pure (read the inputs, write `y`); any thread.
 /// `num_threads` > 1 splits the panels over an OpenMP team of up to that size (contiguous

@@ -138,6 +138,46 @@ void expect_same_bits(const std::string& what, int64_t in, int64_t out, const Li
 }
 const LinearShape kLinearShapes[] = {{64, 64}, {70, 100}, {1024, 1024}, {384, 4096}};
 
+/// Every Linear GEMM for weights `w` (f32, or bf16 bits) of shape `s`: the default kernel,
+/// the oneDNN tiles, and the tiles with the small-M probe forced to fail; each must be batch
+/// invariant at every row, and the two tiles variants bitwise equal.
+template <typename T>
+void check_linear_paths(const char* type, const std::vector<T>& w, const LinearShape& s,
+                        const std::vector<float>& bias, bool with_bias, SplitMix64& rng) {
+  const Linear linear(w.data(), s.out, s.in, with_bias ? bias.data() : nullptr);
+  const std::string what = std::string("Linear ") + type + " " + std::to_string(s.out) + "x" +
+                           std::to_string(s.in) + (with_bias ? " bias" : "");
+  report_linear_paths(linear_key(type, s.out, s.in, with_bias), linear);
+  const RowOp op = [&](const float* x, int64_t n, void* y) {
+    linear.forward(x, n, static_cast<float*>(y));
+  };
+  expect_batch_invariant(what, s.in, s.out * sizeof(float), op, rng.next());
+  expect_every_row_invariant(what + " every row", s.in, s.out * sizeof(float), op, rng.next());
+  // The oneDNN tiles (the fallback GEMM where the fixed-order kernel is unavailable).
+  const Linear tiles(w.data(), s.out, s.in, with_bias ? bias.data() : nullptr,
+                     onednn_tiles());
+  const std::string tiles_type = std::string(type) + "_tiles";
+  report_linear_paths(linear_key(tiles_type.c_str(), s.out, s.in, with_bias), tiles);
+  const RowOp tiles_op = [&](const float* x, int64_t n, void* y) {
+    tiles.forward(x, n, static_cast<float*>(y));
+  };
+  expect_batch_invariant(what + " tiles", s.in, s.out * sizeof(float), tiles_op, rng.next());
+  expect_every_row_invariant(what + " tiles every row", s.in, s.out * sizeof(float),
+                             tiles_op, rng.next());
+  // Probe forced to fail: the fast path is off, padded tiles only, still invariant, and
+  // bitwise equal to `tiles` (whose fast path, where its probe enabled it, claims to be
+  // the same computation; where it is off this compares padded tiles with padded tiles).
+  const Linear fallback(w.data(), s.out, s.in, with_bias ? bias.data() : nullptr,
+                        forced_probe_failure());
+  EXPECT_FALSE(fallback.small_m_path_enabled()) << what;
+  const RowOp fallback_op = [&](const float* x, int64_t n, void* y) {
+    fallback.forward(x, n, static_cast<float*>(y));
+  };
+  expect_every_row_invariant(what + " forced fallback", s.in, s.out * sizeof(float),
+                             fallback_op, rng.next());
+  expect_same_bits(what + " tiles vs fallback", s.in, s.out, tiles, fallback, rng.next());
+}
+
 TEST(BatchInvarianceTest, LinearF32) {
   const uint64_t seed = reference::test_seed("BatchInvarianceTest.LinearF32", 2001);
   SplitMix64 rng(seed);
@@ -145,37 +185,7 @@ TEST(BatchInvarianceTest, LinearF32) {
     for (bool with_bias : {false, true}) {
       const std::vector<float> w = random_floats(rng, s.out * s.in, -0.1f, 0.1f);
       const std::vector<float> bias = random_floats(rng, s.out, -1.0f, 1.0f);
-      const Linear linear(w.data(), s.out, s.in, with_bias ? bias.data() : nullptr);
-      const std::string what = "Linear f32 " + std::to_string(s.out) + "x" + std::to_string(s.in) +
-                               (with_bias ? " bias" : "");
-      report_linear_paths(linear_key("f32", s.out, s.in, with_bias), linear);
-      const RowOp op = [&](const float* x, int64_t n, void* y) {
-        linear.forward(x, n, static_cast<float*>(y));
-      };
-      expect_batch_invariant(what, s.in, s.out * sizeof(float), op, rng.next());
-      expect_every_row_invariant(what + " every row", s.in, s.out * sizeof(float), op, rng.next());
-      // The oneDNN tiles (the fallback GEMM where the fixed-order kernel is unavailable).
-      const Linear tiles(w.data(), s.out, s.in, with_bias ? bias.data() : nullptr,
-                         onednn_tiles());
-      report_linear_paths(linear_key("f32_tiles", s.out, s.in, with_bias), tiles);
-      const RowOp tiles_op = [&](const float* x, int64_t n, void* y) {
-        tiles.forward(x, n, static_cast<float*>(y));
-      };
-      expect_batch_invariant(what + " tiles", s.in, s.out * sizeof(float), tiles_op, rng.next());
-      expect_every_row_invariant(what + " tiles every row", s.in, s.out * sizeof(float),
-                                 tiles_op, rng.next());
-      // Probe forced to fail: the fast path is off, padded tiles only, still invariant, and
-      // bitwise equal to `tiles` (whose fast path, where its probe enabled it, claims to be
-      // the same computation; where it is off this compares padded tiles with padded tiles).
-      const Linear fallback(w.data(), s.out, s.in, with_bias ? bias.data() : nullptr,
-                            forced_probe_failure());
-      EXPECT_FALSE(fallback.small_m_path_enabled()) << what;
-      const RowOp fallback_op = [&](const float* x, int64_t n, void* y) {
-        fallback.forward(x, n, static_cast<float*>(y));
-      };
-      expect_every_row_invariant(what + " forced fallback", s.in, s.out * sizeof(float),
-                                 fallback_op, rng.next());
-      expect_same_bits(what + " tiles vs fallback", s.in, s.out, tiles, fallback, rng.next());
+      check_linear_paths("f32", w, s, bias, with_bias, rng);
     }
   }
 }
@@ -187,37 +197,7 @@ TEST(BatchInvarianceTest, LinearBF16) {
     for (bool with_bias : {false, true}) {
       const std::vector<uint16_t> w = random_bf16(rng, s.out * s.in, -0.1f, 0.1f);
       const std::vector<float> bias = random_floats(rng, s.out, -1.0f, 1.0f);
-      const Linear linear(w.data(), s.out, s.in, with_bias ? bias.data() : nullptr);
-      const std::string what = "Linear bf16 " + std::to_string(s.out) + "x" + std::to_string(s.in) +
-                               (with_bias ? " bias" : "");
-      report_linear_paths(linear_key("bf16", s.out, s.in, with_bias), linear);
-      const RowOp op = [&](const float* x, int64_t n, void* y) {
-        linear.forward(x, n, static_cast<float*>(y));
-      };
-      expect_batch_invariant(what, s.in, s.out * sizeof(float), op, rng.next());
-      expect_every_row_invariant(what + " every row", s.in, s.out * sizeof(float), op, rng.next());
-      // The oneDNN tiles (the fallback GEMM where the fixed-order kernel is unavailable).
-      const Linear tiles(w.data(), s.out, s.in, with_bias ? bias.data() : nullptr,
-                         onednn_tiles());
-      report_linear_paths(linear_key("bf16_tiles", s.out, s.in, with_bias), tiles);
-      const RowOp tiles_op = [&](const float* x, int64_t n, void* y) {
-        tiles.forward(x, n, static_cast<float*>(y));
-      };
-      expect_batch_invariant(what + " tiles", s.in, s.out * sizeof(float), tiles_op, rng.next());
-      expect_every_row_invariant(what + " tiles every row", s.in, s.out * sizeof(float),
-                                 tiles_op, rng.next());
-      // Probe forced to fail: the fast path is off, padded tiles only, still invariant, and
-      // bitwise equal to `tiles` (whose fast path, where its probe enabled it, claims to be
-      // the same computation; where it is off this compares padded tiles with padded tiles).
-      const Linear fallback(w.data(), s.out, s.in, with_bias ? bias.data() : nullptr,
-                            forced_probe_failure());
-      EXPECT_FALSE(fallback.small_m_path_enabled()) << what;
-      const RowOp fallback_op = [&](const float* x, int64_t n, void* y) {
-        fallback.forward(x, n, static_cast<float*>(y));
-      };
-      expect_every_row_invariant(what + " forced fallback", s.in, s.out * sizeof(float),
-                                 fallback_op, rng.next());
-      expect_same_bits(what + " tiles vs fallback", s.in, s.out, tiles, fallback, rng.next());
+      check_linear_paths("bf16", w, s, bias, with_bias, rng);
     }
   }
 }
