@@ -44,12 +44,29 @@ struct StageState {
 void flush(caf::stateful_actor<StageState>* self, std::vector<Send>& sends) {
   const RunContext& ctx = *self->state.ctx;
   const int64_t from = self->state.device_index;
-  for (Send& s : sends) {
+  // The timed sends of one flush leave together: one call, so a fair-share network shares
+  // the ports between them.
+  std::vector<size_t> timed;
+  std::vector<std::pair<int32_t, int64_t>> legs;
+  for (size_t i = 0; i < sends.size(); ++i) {
+    const Send& s = sends[i];
     if (ctx.channel->timed() && s.to_device >= 0 && s.to_device != from && s.bytes > 0) {
-      const double now_s = ctx.seconds_since_start(self->home_system().clock().now());
-      const double arrive_s = ctx.channel->transfer(
-          static_cast<int32_t>(from), static_cast<int32_t>(s.to_device), s.bytes, now_s);
-      self->delayed_send(s.dest, std::chrono::nanoseconds(std::llround((arrive_s - now_s) * 1e9)),
+      timed.push_back(i);
+      legs.emplace_back(static_cast<int32_t>(s.to_device), s.bytes);
+    }
+  }
+  std::vector<double> arrive_s;
+  double now_s = 0.0;
+  if (!timed.empty()) {
+    now_s = ctx.seconds_since_start(self->home_system().clock().now());
+    arrive_s = ctx.channel->transfers(static_cast<int32_t>(from), legs, now_s);
+  }
+  size_t next_timed = 0;
+  for (size_t i = 0; i < sends.size(); ++i) {
+    Send& s = sends[i];
+    if (next_timed < timed.size() && timed[next_timed] == i) {
+      const double arrive = arrive_s[next_timed++];
+      self->delayed_send(s.dest, std::chrono::nanoseconds(std::llround((arrive - now_s) * 1e9)),
                          std::move(s.msg));
       continue;
     }

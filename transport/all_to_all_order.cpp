@@ -1,6 +1,8 @@
 #include "transport/all_to_all_order.hpp"
 
 #include <algorithm>
+#include <array>
+#include <limits>
 #include <tuple>
 
 #include "engine/splitmix64.hpp"
@@ -48,11 +50,54 @@ double all_to_all_lower_bound(const TrafficMatrix& bytes, const std::vector<doub
   return all_to_all_lower_bound(bytes, bw, bw);
 }
 
+namespace {
+
+/// port_load_lower_bound under NetworkModel::kFairShare: every resource (a device's egress
+/// or ingress for intra- or inter-node traffic) moves at most its bandwidth, and the last
+/// flow through it still pays its latency after its last byte, so no schedule beats
+/// max over resources of (bytes through it / its bandwidth + the least latency of its
+/// flows). Aurora's b_max (Theorem 5.2) with latencies, per link class.
+double fair_share_lower_bound(const BigSwitchNetwork& network, const TrafficMatrix& bytes) {
+  const size_t n = bytes.size();
+  // [device][0 egress intra, 1 egress inter, 2 ingress intra, 3 ingress inter]
+  std::vector<std::array<double, 4>> load(n, {0.0, 0.0, 0.0, 0.0});
+  std::vector<std::array<double, 4>> latency(
+      n, {std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity(),
+          std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity()});
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t j = 0; j < n; ++j) {
+      if (i == j || bytes[i][j] == 0) continue;
+      const auto src = static_cast<int32_t>(i);
+      const auto dst = static_cast<int32_t>(j);
+      const size_t kind = network.same_node(src, dst) ? 0 : 1;
+      const double lat = network.path(src, dst).latency_s;
+      const double b = static_cast<double>(bytes[i][j]);
+      load[i][kind] += b;
+      load[j][2 + kind] += b;
+      latency[i][kind] = std::min(latency[i][kind], lat);
+      latency[j][2 + kind] = std::min(latency[j][2 + kind], lat);
+    }
+  }
+  double bound = 0.0;
+  for (size_t d = 0; d < n; ++d) {
+    const DeviceLinks& links = network.device(static_cast<int32_t>(d));
+    for (size_t r = 0; r < 4; ++r) {
+      if (load[d][r] == 0.0) continue;
+      const LinkClass& link = r % 2 == 0 ? links.intra_node : links.inter_node;
+      bound = std::max(bound, load[d][r] / link.bandwidth_bytes_per_s + latency[d][r]);
+    }
+  }
+  return bound;
+}
+
+}  // namespace
+
 double port_load_lower_bound(const BigSwitchNetwork& network, const TrafficMatrix& bytes) {
   check_matrix(bytes);
   const size_t n = bytes.size();
   MUFLOW_ASSERT(n == static_cast<size_t>(network.num_devices()),
                 "traffic matrix size differs from the network");
+  if (network.model() == NetworkModel::kFairShare) return fair_share_lower_bound(network, bytes);
   std::vector<double> egress(n, 0.0);
   std::vector<double> ingress(n, 0.0);
   for (size_t i = 0; i < n; ++i) {

@@ -28,11 +28,15 @@ double all_to_all_lower_bound(const TrafficMatrix& bytes, const std::vector<doub
 /// As above with the same bandwidth for each device's egress and ingress ([num_devices]).
 double all_to_all_lower_bound(const TrafficMatrix& bytes, const std::vector<double>& bw);
 
-/// The bound this network model itself obeys: the busiest port's total holding time,
+/// The bound the network's own model obeys. kSerial: the busiest port's total holding time,
 /// max over ports of sum of `network.transfer_seconds` of its off-diagonal non-zero
-/// entries (latency and min-of-two-ports bandwidth included). With all ports idle and every
-/// transfer ready at t, no order finishes before t + this; it is >= the Aurora bound with
-/// the devices' own bandwidths. `bytes` must be [network.num_devices()]^2.
+/// entries (latency and min-of-two-ports bandwidth included); >= the Aurora bound with the
+/// devices' own bandwidths, and with mixed bandwidths unreachable by Aurora's b_max.
+/// kFairShare: max over resources (a device's egress or ingress per link class) of bytes
+/// through it / its bandwidth + the least latency of its flows: Aurora's b_max (Theorem
+/// 5.2) per link class plus latency. Either way, with all ports idle and every transfer
+/// ready at t, no order finishes before t + this. `bytes` must be
+/// [network.num_devices()]^2.
 double port_load_lower_bound(const BigSwitchNetwork& network, const TrafficMatrix& bytes);
 
 /// Source-major order: i = 0.., and within a source j = 0.. (what a naive loop over

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -33,16 +34,42 @@ double serve_host(const LinkClass& link, int64_t bytes, double ready_s, double& 
   return finish;
 }
 
+/// kFairShare resource capacities: per device egress intra/inter, ingress intra/inter.
+std::vector<double> fair_share_capacities(const std::vector<DeviceLinks>& devices) {
+  std::vector<double> cap;
+  cap.reserve(devices.size() * 4);
+  for (const DeviceLinks& d : devices) {
+    cap.insert(cap.end(), {d.intra_node.bandwidth_bytes_per_s, d.inter_node.bandwidth_bytes_per_s,
+                           d.intra_node.bandwidth_bytes_per_s, d.inter_node.bandwidth_bytes_per_s});
+  }
+  return cap;
+}
+
 }  // namespace
 
-BigSwitchNetwork::BigSwitchNetwork(std::vector<DeviceLinks> devices)
-    : devices_(std::move(devices)),
+absl::StatusOr<NetworkModel> parse_network_model(std::string_view name) {
+  if (name == "serial") return NetworkModel::kSerial;
+  if (name == "fair-share") return NetworkModel::kFairShare;
+  return absl::InvalidArgumentError(absl::StrCat("network model '", std::string(name),
+                                                 "' is not one of: serial, fair-share"));
+}
+
+std::string_view network_model_name(NetworkModel model) {
+  return model == NetworkModel::kFairShare ? "fair-share" : "serial";
+}
+
+BigSwitchNetwork::BigSwitchNetwork(std::vector<DeviceLinks> devices, NetworkModel model)
+    : model_(model),
+      devices_(std::move(devices)),
       egress_free_(devices_.size(), 0.0),
       ingress_free_(devices_.size(), 0.0),
       h2d_free_(devices_.size(), 0.0),
-      d2h_free_(devices_.size(), 0.0) {}
+      d2h_free_(devices_.size(), 0.0),
+      fair_(model == NetworkModel::kFairShare ? FairShareLinks(fair_share_capacities(devices_))
+                                              : FairShareLinks()) {}
 
-absl::StatusOr<BigSwitchNetwork> BigSwitchNetwork::create(std::vector<DeviceLinks> devices) {
+absl::StatusOr<BigSwitchNetwork> BigSwitchNetwork::create(std::vector<DeviceLinks> devices,
+                                                          NetworkModel model) {
   if (devices.empty()) {
     return absl::InvalidArgumentError("network: no devices");
   }
@@ -61,13 +88,14 @@ absl::StatusOr<BigSwitchNetwork> BigSwitchNetwork::create(std::vector<DeviceLink
       }
     }
   }
-  return BigSwitchNetwork(std::move(devices));
+  return BigSwitchNetwork(std::move(devices), model);
 }
 
 absl::StatusOr<BigSwitchNetwork> BigSwitchNetwork::uniform(int32_t num_devices,
                                                            int32_t devices_per_node,
                                                            LinkClass intra_node,
-                                                           LinkClass inter_node, LinkClass host) {
+                                                           LinkClass inter_node, LinkClass host,
+                                                           NetworkModel model) {
   if (num_devices < 1 || devices_per_node < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("network: need num_devices >= 1 and devices_per_node >= 1, got ", num_devices,
@@ -77,7 +105,7 @@ absl::StatusOr<BigSwitchNetwork> BigSwitchNetwork::uniform(int32_t num_devices,
   for (int32_t d = 0; d < num_devices; ++d) {
     devices[static_cast<size_t>(d)] = {d / devices_per_node, intra_node, inter_node, host};
   }
-  return create(std::move(devices));
+  return create(std::move(devices), model);
 }
 
 void BigSwitchNetwork::check_device(int32_t d) const {
@@ -111,9 +139,44 @@ double BigSwitchNetwork::transfer_seconds(int32_t src, int32_t dst, int64_t byte
   return transport::transfer_seconds(path(src, dst), bytes);
 }
 
+FairShareFlow BigSwitchNetwork::fair_share_flow(const Transfer& t, double floor_s) const {
+  const bool intra = same_node(t.src, t.dst);
+  const int32_t kind = intra ? 0 : 1;
+  return FairShareFlow{4 * t.src + kind, 4 * t.dst + 2 + kind, static_cast<double>(t.bytes),
+                       std::max(floor_s, t.ready_s), path(t.src, t.dst).latency_s};
+}
+
+std::vector<double> BigSwitchNetwork::fair_share_finish(const std::vector<Transfer>& ordered,
+                                                        double floor_s,
+                                                        FairShareLinks* commit_to) const {
+  std::vector<double> finish(ordered.size(), 0.0);
+  std::vector<FairShareFlow> flows;
+  std::vector<size_t> index;  // flow -> position in `ordered`
+  for (size_t i = 0; i < ordered.size(); ++i) {
+    const Transfer& t = ordered[i];
+    check_device(t.src);
+    check_device(t.dst);
+    MUFLOW_ASSERT(t.bytes >= 0, "transfer of a negative number of bytes");
+    MUFLOW_ASSERT(!std::isnan(t.ready_s), "transfer ready time is NaN");
+    if (t.src == t.dst || t.bytes == 0) {
+      finish[i] = std::max(floor_s, t.ready_s);
+      continue;
+    }
+    flows.push_back(fair_share_flow(t, floor_s));
+    index.push_back(i);
+  }
+  const std::vector<double> done =
+      commit_to != nullptr ? commit_to->schedule(flows) : fair_.finish_times(flows);
+  for (size_t f = 0; f < flows.size(); ++f) finish[index[f]] = done[f];
+  return finish;
+}
+
 std::vector<double> BigSwitchNetwork::finish_times(const std::vector<Transfer>& ordered,
                                                    double now_s) const {
   MUFLOW_ASSERT(!std::isnan(now_s), "now is NaN");
+  if (model_ == NetworkModel::kFairShare) {
+    return fair_share_finish(ordered, now_s, nullptr);
+  }
   std::vector<double> egress = egress_free_;
   std::vector<double> ingress = ingress_free_;
   std::vector<double> finish;
@@ -132,6 +195,9 @@ std::vector<double> BigSwitchNetwork::finish_times(const std::vector<Transfer>& 
 }
 
 double BigSwitchNetwork::schedule(const Transfer& t) {
+  if (model_ == NetworkModel::kFairShare) {
+    return fair_share_finish({t}, -std::numeric_limits<double>::infinity(), &fair_).front();
+  }
   const double seconds = transfer_seconds(t.src, t.dst, t.bytes);
   MUFLOW_ASSERT(!std::isnan(t.ready_s), "transfer ready time is NaN");
   if (t.src == t.dst || t.bytes == 0) {
@@ -142,6 +208,9 @@ double BigSwitchNetwork::schedule(const Transfer& t) {
 }
 
 std::vector<double> BigSwitchNetwork::schedule_all(const std::vector<Transfer>& ordered) {
+  if (model_ == NetworkModel::kFairShare) {
+    return fair_share_finish(ordered, -std::numeric_limits<double>::infinity(), &fair_);
+  }
   std::vector<double> finish;
   finish.reserve(ordered.size());
   for (const Transfer& t : ordered) {
@@ -182,6 +251,7 @@ void BigSwitchNetwork::reset() {
   std::fill(ingress_free_.begin(), ingress_free_.end(), 0.0);
   std::fill(h2d_free_.begin(), h2d_free_.end(), 0.0);
   std::fill(d2h_free_.begin(), d2h_free_.end(), 0.0);
+  fair_.reset();
 }
 
 }  // namespace muflow::transport

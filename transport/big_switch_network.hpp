@@ -1,19 +1,44 @@
 #pragma once
 /// \file
 /// The sim backend's big-switch network (ARCHITECTURE.md §4; Aurora §2.4 and Fig. 4(a)):
-/// a non-blocking fabric where each device has one egress and one ingress port, and
-/// transfers contend only at those ports. Ports serve one transfer at a time, in the order
-/// given, so transmission order matters (Aurora §4.2). A separate PCIe port per device and
-/// direction carries host<->device copies (HarMoEny §4.3 expert fetches). Plain C++, no CAF,
-/// deterministic: the same calls give bit-identical times.
+/// a non-blocking fabric where transfers contend only at the devices' ports, under one of
+/// two models (`NetworkModel`): ports that serve one transfer at a time, in the order given,
+/// so transmission order matters (Aurora §4.2); or max-min fair sharing between concurrent
+/// flows (fair_share.hpp). A separate PCIe port per device and direction carries
+/// host<->device copies (HarMoEny §4.3 expert fetches), one copy at a time in both models.
+/// Plain C++, no CAF, deterministic: the same calls give bit-identical times.
 
 #include <cstdint>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "transport/fair_share.hpp"
 #include "transport/link_model.hpp"
 
 namespace muflow::transport {
+
+/// How concurrent transfers share a device's fabric ports (`[network] model`).
+enum class NetworkModel {
+  /// One transfer per port at a time, list-scheduled in the order handed in (Aurora §2.4's
+  /// contention model): a transfer holds its source's egress and its destination's ingress
+  /// for latency + bytes / min(bw(src), bw(dst)). Intra- and inter-node traffic of a device
+  /// share its one egress and one ingress port.
+  kSerial,
+  /// Max-min fair sharing (fair_share.hpp): transfers run concurrently from their ready
+  /// time; a device's egress and ingress are separate resources per link class (NVLink
+  /// inside the node, the NIC across nodes), each with the class's bandwidth; a transfer
+  /// finishes its path latency after its last byte. The order of the transfers of one call
+  /// does not change their times (only ties); transfers of later calls get the capacity
+  /// earlier ones left (arrival times are promised at send).
+  kFairShare,
+};
+
+/// "serial" or "fair-share". Errors: InvalidArgument naming the accepted values.
+absl::StatusOr<NetworkModel> parse_network_model(std::string_view name);
+/// The name `parse_network_model` accepts for `model`.
+std::string_view network_model_name(NetworkModel model);
 
 /// Where one device sits and the links it has.
 struct DeviceLinks {
@@ -32,8 +57,8 @@ struct Transfer {
   double ready_s = 0.0;
 };
 
-/// The big switch with port occupancy. Timing model, for a transfer t served after every
-/// transfer handed in before it:
+/// The big switch with port occupancy. Timing model under `NetworkModel::kSerial`, for a
+/// transfer t served after every transfer handed in before it:
 ///   - src == dst, or bytes == 0: moves nothing over the fabric (in-device handoff, or a part
 ///     a collective does not send); finishes at its ready time and occupies no port;
 ///   - otherwise it holds egress(src) and ingress(dst) exclusively from
@@ -44,24 +69,28 @@ struct Transfer {
 /// Ports are not backfilled: a later transfer never uses an idle gap before an earlier
 /// transfer's start (list scheduling in the given order). Intra- and inter-node traffic of
 /// a device share its one egress and one ingress port (Aurora's big switch); the PCIe host
-/// ports are separate and never block the fabric ports.
+/// ports are separate and never block the fabric ports. Under `NetworkModel::kFairShare`
+/// see that enumerator; the zero-byte and same-device rule is the same.
 ///
 /// Value type; not thread-safe: owned by one actor (the sim backend's network owner) or
 /// test. Device indices and byte counts come from the engine and are checked with
 /// MUFLOW_ASSERT; link classes come from users and are checked by `create`.
 class BigSwitchNetwork {
  public:
-  /// Network over `devices` (index = device id), all ports idle from time 0.
+  /// Network over `devices` (index = device id) under `model`, all ports idle from time 0.
   /// Errors: InvalidArgument when `devices` is empty, a node index is negative, or a link
   /// class is invalid (see `validate_link_class`), naming the device and the class.
-  static absl::StatusOr<BigSwitchNetwork> create(std::vector<DeviceLinks> devices);
+  static absl::StatusOr<BigSwitchNetwork> create(std::vector<DeviceLinks> devices,
+                                                 NetworkModel model = NetworkModel::kSerial);
 
   /// `num_devices` identical devices, `devices_per_node` per node (device d on node
   /// d / devices_per_node). Errors: InvalidArgument when a count is < 1 or a class invalid.
   static absl::StatusOr<BigSwitchNetwork> uniform(int32_t num_devices, int32_t devices_per_node,
                                                   LinkClass intra_node, LinkClass inter_node,
-                                                  LinkClass host);
+                                                  LinkClass host,
+                                                  NetworkModel model = NetworkModel::kSerial);
 
+  NetworkModel model() const { return model_; }
   int32_t num_devices() const { return static_cast<int32_t>(devices_.size()); }
   const DeviceLinks& device(int32_t d) const;
   bool same_node(int32_t a, int32_t b) const;
@@ -74,16 +103,18 @@ class BigSwitchNetwork {
   /// src == dst or bytes == 0, else path latency + bytes / path bandwidth.
   double transfer_seconds(int32_t src, int32_t dst, int64_t bytes) const;
 
-  /// Finish times (seconds) of `ordered`, served in that order after the transfers already
-  /// scheduled on this network, none starting before `now_s`. Pure: port occupancy is read,
-  /// not changed. Result [ordered.size()], element i for ordered[i].
+  /// Finish times (seconds) of `ordered`, served in that order (kSerial; kFairShare: sharing
+  /// the ports) after the transfers already scheduled on this network, none starting before
+  /// `now_s`. Pure: port occupancy is read, not changed. Result [ordered.size()], element i
+  /// for ordered[i].
   std::vector<double> finish_times(const std::vector<Transfer>& ordered, double now_s) const;
 
   /// Serves `transfer` after everything scheduled so far and returns its finish time
   /// (seconds); the ports it uses stay busy until then.
   double schedule(const Transfer& transfer);
 
-  /// `schedule` for each transfer in order; finish times [ordered.size()].
+  /// Schedules `ordered` as one call; finish times [ordered.size()]. kSerial: `schedule` for
+  /// each in order. kFairShare: they share the ports max-min fairly among themselves.
   std::vector<double> schedule_all(const std::vector<Transfer>& ordered);
 
   /// Copies `bytes` from host memory to `device` over its host link, serialized with the
@@ -94,7 +125,8 @@ class BigSwitchNetwork {
   /// As `host_to_device`, the other direction (PCIe is full duplex: a separate port).
   double device_to_host(int32_t device, int64_t bytes, double ready_s);
 
-  /// Time (seconds) from which each port is idle for good, given what was scheduled.
+  /// Time (seconds) from which each port is idle for good, given what was scheduled
+  /// (kSerial; kFairShare tracks per-flow rates instead and reports 0).
   double egress_free_s(int32_t device) const;
   double ingress_free_s(int32_t device) const;
   double host_to_device_free_s(int32_t device) const;
@@ -104,15 +136,25 @@ class BigSwitchNetwork {
   void reset();
 
  private:
-  explicit BigSwitchNetwork(std::vector<DeviceLinks> devices);
+  BigSwitchNetwork(std::vector<DeviceLinks> devices, NetworkModel model);
 
   void check_device(int32_t d) const;
+  /// kFairShare: the flow of `t` (bytes > 0, src != dst) with ready time >= `floor_s`.
+  FairShareFlow fair_share_flow(const Transfer& t, double floor_s) const;
+  /// kFairShare: finish times of `ordered` on `fair_`, committed to `commit_to` (this
+  /// network's `fair_`) when not null, else pure.
+  std::vector<double> fair_share_finish(const std::vector<Transfer>& ordered, double floor_s,
+                                        FairShareLinks* commit_to) const;
 
+  NetworkModel model_ = NetworkModel::kSerial;
   std::vector<DeviceLinks> devices_;
   std::vector<double> egress_free_;  ///< [num_devices] seconds
   std::vector<double> ingress_free_;
   std::vector<double> h2d_free_;
   std::vector<double> d2h_free_;
+  /// kFairShare: resources 4·device + {0 egress intra-node, 1 egress inter-node, 2 ingress
+  /// intra-node, 3 ingress inter-node}, capacities from the device's link classes.
+  FairShareLinks fair_;
 };
 
 }  // namespace muflow::transport

@@ -7,6 +7,7 @@
 /// (sim_network_channel.hpp); UCX (between processes) and NCCL (between GPUs) come next.
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "transport/all_to_all_order.hpp"
@@ -33,6 +34,17 @@ class Channel {
   /// Arrival time (seconds since the run's start) of `bytes` sent from device `from` to
   /// device `to` (different devices) at `now_s`.
   virtual double transfer(int32_t from, int32_t to, int64_t bytes, double now_s) = 0;
+  /// Arrival times [sends.size()] of several sends from device `from` at `now_s`, handed in
+  /// together (`sends[i]` = {to, bytes}, to != from): under a fair-share network they share
+  /// the ports as one call. Default: `transfer` for each, in order.
+  virtual std::vector<double> transfers(int32_t from,
+                                        const std::vector<std::pair<int32_t, int64_t>>& sends,
+                                        double now_s) {
+    std::vector<double> out;
+    out.reserve(sends.size());
+    for (const auto& [to, bytes] : sends) out.push_back(transfer(from, to, bytes, now_s));
+    return out;
+  }
   /// One barrier all-to-all of `bytes[from][to]` ([num_devices]^2 bytes) ready at `start_s`;
   /// `order_key` distinguishes all-to-alls for orders that draw at random.
   virtual AllToAllTiming all_to_all(const TrafficMatrix& bytes, double start_s,

@@ -10,6 +10,14 @@ double SimNetworkChannel::transfer(int32_t from, int32_t to, int64_t bytes, doub
   return network_->schedule(Transfer{from, to, bytes, now_s});
 }
 
+std::vector<double> SimNetworkChannel::transfers(
+    int32_t from, const std::vector<std::pair<int32_t, int64_t>>& sends, double now_s) {
+  std::vector<Transfer> batch;
+  batch.reserve(sends.size());
+  for (const auto& [to, bytes] : sends) batch.push_back(Transfer{from, to, bytes, now_s});
+  return network_->schedule_all(batch);
+}
+
 AllToAllTiming SimNetworkChannel::all_to_all(const TrafficMatrix& bytes, double start_s,
                                              uint64_t order_key) {
   const uint64_t seed = engine::splitmix64_mix(seed_ ^ order_key);

@@ -66,6 +66,9 @@ absl::StatusOr<SimSetup> make_sim_setup(const engine::topology::Topology& t,
     setup.kinds.push_back(*kind);
     setup.links.push_back(transport::DeviceLinks{node, *intra, *inter, *host});
   }
+  absl::StatusOr<transport::NetworkModel> model = transport::parse_network_model(t.network.model);
+  if (!model.ok()) return model.status();
+  setup.network_model = *model;
   return setup;
 }
 
@@ -82,7 +85,7 @@ std::vector<std::shared_ptr<engine::exec::Executor>> make_sim_executors(
 absl::StatusOr<std::shared_ptr<transport::BigSwitchNetwork>> make_sim_network(
     const SimSetup& setup) {
   absl::StatusOr<transport::BigSwitchNetwork> net =
-      transport::BigSwitchNetwork::create(setup.links);
+      transport::BigSwitchNetwork::create(setup.links, setup.network_model);
   if (!net.ok()) return net.status();
   return std::make_shared<transport::BigSwitchNetwork>(std::move(*net));
 }

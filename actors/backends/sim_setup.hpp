@@ -22,6 +22,7 @@ struct SimSetup {
   std::shared_ptr<const kernels::sim::CostModel> cost;
   std::vector<kernels::sim::DeviceKind> kinds;  ///< per device
   std::vector<transport::DeviceLinks> links;    ///< per device
+  transport::NetworkModel network_model = transport::NetworkModel::kSerial;  ///< [network] model
 };
 
 /// Builds the sim setup of `topology` for a model with `config`. Default links per device

@@ -130,6 +130,10 @@ struct NetworkSpec {
   /// one latency per chunk), "aurora_unsplit" (Aurora Algorithm 1, one transfer per pair) or
   /// "aurora" (whichever of the two the network model predicts faster).
   std::string a2a_order = "row_major";
+  /// How concurrent transfers share a device's ports (one of kKnownNetworkModels;
+  /// transport/big_switch_network.hpp NetworkModel): "serial" (one transfer per port at a
+  /// time, in `a2a_order`) or "fair-share" (max-min fair sharing between concurrent flows).
+  std::string model = "serial";
   /// "file:line" of each link key given, so a later check (transport/, which engine/ cannot
   /// include) can still point at the line: keys "intra_node", "inter_node", "host_link".
   std::map<std::string, std::string> where;
@@ -201,6 +205,8 @@ inline constexpr int64_t kMaxExpertReplicas = 4096;
 inline constexpr std::array<std::string_view, 6> kKnownA2aOrders = {
     "row_major", "random", "sjf", "aurora", "aurora_chunked", "aurora_unsplit"};
 inline constexpr std::array<std::string_view, 2> kKnownRebalances = {"paper", "code"};
+/// Network models accepted as `[network] model = "..."`.
+inline constexpr std::array<std::string_view, 2> kKnownNetworkModels = {"serial", "fair-share"};
 /// Backends this build implements (`backend = "..."`).
 inline constexpr std::array<std::string_view, 2> kKnownBackends = {"cpu", "sim"};
 /// Expert placement names accepted as `[placement] experts = "..."`.

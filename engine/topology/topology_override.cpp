@@ -226,6 +226,15 @@ const std::map<std::string, Setter>& setters() {
          t.network.a2a_order = v;
          return absl::OkStatus();
        }},
+      {"network.model",
+       [](Topology& t, const std::string& k, const std::string& v) {
+         if (std::find(kKnownNetworkModels.begin(), kKnownNetworkModels.end(), v) ==
+             kKnownNetworkModels.end()) {
+           return bad(k, v, "serial or fair-share");
+         }
+         t.network.model = v;
+         return absl::OkStatus();
+       }},
       {"model.dtype",
        [](Topology& t, const std::string& k, const std::string& v) {
          if (v != "f32" && v != "bf16") return bad(k, v, "f32 or bf16");

@@ -15,7 +15,7 @@ constexpr std::string_view kRouterKeys[] = {"kind",     "seed", "skew", "skew_mo
                                             "tokens_per_request"};
 constexpr std::string_view kSkewModes[] = {"code", "share"};
 constexpr std::string_view kNetworkKeys[] = {"intra_node", "inter_node", "host_link",
-                                             "activation_bytes", "a2a_order"};
+                                             "activation_bytes", "a2a_order", "model"};
 
 }  // namespace
 
@@ -87,7 +87,10 @@ absl::Status parse_network_table(const TomlTableReader& r, NetworkSpec* out) {
   if (absl::Status s = r.read_int("activation_bytes", &out->activation_bytes, 1); !s.ok()) {
     return s;
   }
-  return r.read_choice("a2a_order", &out->a2a_order, kKnownA2aOrders);
+  if (absl::Status s = r.read_choice("a2a_order", &out->a2a_order, kKnownA2aOrders); !s.ok()) {
+    return s;
+  }
+  return r.read_choice("model", &out->model, kKnownNetworkModels);
 }
 
 }  // namespace muflow::engine::topology::topology_detail

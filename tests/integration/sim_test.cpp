@@ -322,6 +322,46 @@ TEST(Sim, AllToAllOrderChangesTimeNotTokens) {
               runs.at("sjf").metrics.all_to_all_s, runs.at("random").metrics.all_to_all_s, aurora);
 }
 
+// `[network] model = "fair-share"` changes when transfers finish, never the answer: the same
+// tokens as the serial ports on a barrier wiring (all-to-alls) and on async (point-to-point
+// sends); no all-to-all beats the model's own bound; and the simulation stays deterministic
+// (two runs give bit-identical times).
+TEST(Sim, FairShareNetworkChangesTimeNotTokens) {
+  for (const std::string wiring : {"sync", "async"}) {
+    SCOPED_TRACE(wiring);
+    std::map<std::string, actors::RunOutcome> runs;
+    for (const std::string model : {"serial", "fair-share", "fair-share-again"}) {
+      Topology t = sim_topology(8, "A100-80GB", "switch-base-8");
+      t.wiring = wiring;
+      t.network.intra_node = "eth-100g";
+      t.network.model = model == "serial" ? "serial" : "fair-share";
+      t.router.kind = "exponential";
+      t.router.exp_rate = 0.6;
+      t.router.seed = 3;
+      auto server = actors::Server::create(t);
+      ASSERT_TRUE(server.ok()) << server.status();
+      auto out = (*server)->run(closed_batch(32, 96, 3));
+      ASSERT_TRUE(out.ok()) << out.status();
+      runs[model] = std::move(*out);
+    }
+    const actors::RunOutcome& serial = runs.at("serial");
+    const actors::RunOutcome& fair = runs.at("fair-share");
+    ASSERT_EQ(fair.outputs.size(), serial.outputs.size());
+    for (size_t i = 0; i < fair.outputs.size(); ++i) {
+      EXPECT_EQ(fair.outputs[i].output, serial.outputs[i].output);
+    }
+    EXPECT_GE(fair.metrics.all_to_all_s, fair.metrics.all_to_all_bound_s * (1 - 1e-9));
+    EXPECT_EQ(runs.at("fair-share-again").metrics.duration_s, fair.metrics.duration_s);
+    EXPECT_EQ(runs.at("fair-share-again").metrics.all_to_all_s, fair.metrics.all_to_all_s);
+    EXPECT_NE(fair.metrics.duration_s, serial.metrics.duration_s);
+    std::printf("%s: duration serial %.6f fair-share %.6f; a2a serial %.6f (bound %.6f) "
+                "fair-share %.6f (bound %.6f)\n",
+                wiring.c_str(), serial.metrics.duration_s, fair.metrics.duration_s,
+                serial.metrics.all_to_all_s, serial.metrics.all_to_all_bound_s,
+                fair.metrics.all_to_all_s, fair.metrics.all_to_all_bound_s);
+  }
+}
+
 // Aurora Theorem 5.1 on mixed GPU kinds: `experts = "capability"` puts the most loaded experts
 // on the fastest devices, which shortens the MoE layers under a skewed router; the tokens stay
 // the same.

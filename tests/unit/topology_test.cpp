@@ -314,6 +314,26 @@ TEST(Topology, AllToAllOrderKey) {
   EXPECT_FALSE(engine::topology::apply_topology_override(t, "network.a2a_order", "fifo").ok());
 }
 
+TEST(Topology, NetworkModelKey) {
+  const std::string sim =
+      "backend = \"sim\"\n[cluster]\nnum_devices = 2\nkind = \"A100-80GB\"\n"
+      "[model]\npreset = \"switch-base-8\"\n[network]\n";
+  absl::StatusOr<topology::Topology> defaults = parse(sim);
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_EQ(defaults->network.model, "serial");
+  absl::StatusOr<topology::Topology> fair = parse(sim + "model = \"fair-share\"\n");
+  ASSERT_TRUE(fair.ok()) << fair.status();
+  EXPECT_EQ(fair->network.model, "fair-share");
+  absl::StatusOr<topology::Topology> bad = parse(sim + "model = \"fluid\"\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(msg(bad.status()), HasSubstr("topo.toml:8: key 'network.model': expected one of: "
+                                           "serial, fair-share; got 'fluid'"));
+  topology::Topology t = *defaults;
+  ASSERT_TRUE(engine::topology::apply_topology_override(t, "network.model", "fair-share").ok());
+  EXPECT_EQ(t.network.model, "fair-share");
+  EXPECT_FALSE(engine::topology::apply_topology_override(t, "network.model", "fifo").ok());
+}
+
 TEST(Topology, AffinityPlacementKeys) {
   const fs::path dir = muflow::testing::scratch_path("topology_affinity");
   fs::create_directories(dir);
