@@ -92,6 +92,9 @@ struct RunContext {
       routing;                                   ///< may be null (not recording routing)
   caf::actor_clock::time_point t0;               ///< run start; times are seconds since t0
   bool virtual_time = false;  ///< sim backend: stages complete after their modeled duration
+  /// Sim: per device, host seconds added to each stage run's modeled duration (`[cost]`
+  /// stage + scheduler overheads of its kind); empty = none.
+  std::vector<double> step_overhead_s;
   /// A ServingEngine's run (serves until shutdown): the coordinator compacts its metrics
   /// recorder as requests finish, so memory does not grow with the requests served.
   bool long_lived = false;

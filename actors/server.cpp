@@ -217,6 +217,7 @@ absl::StatusOr<std::shared_ptr<RunContext>> Server::make_context(
   ctx->model = backend_->cpu_model();
   ctx->config = config();
   ctx->virtual_time = backend_->virtual_time();
+  if (const SimSetup* sim = backend_->sim()) ctx->step_overhead_s = sim->step_overhead_s;
   ctx->executors = backend_->make_executors(*wiring_);
   absl::StatusOr<std::shared_ptr<transport::Channel>> channel =
       backend_->make_channel(share_links_with);

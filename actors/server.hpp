@@ -44,6 +44,9 @@ class Server {
   std::shared_ptr<const engine::exec::CpuModel> model() const { return backend_->cpu_model(); }
   /// Threads each device's GEMMs use (cpu backend; `[cluster] threads_per_device` resolved).
   int64_t gemm_threads_per_device() const { return backend_->gemm_threads_per_device(); }
+  /// The sim backend's models (cost model, links, step overheads, calibration fit); null on
+  /// other backends.
+  const SimSetup* sim_setup() const { return backend_->sim(); }
   /// The model's tokenizer, or nullptr when the model has none (synthetic models).
   const engine::model::Tokenizer* tokenizer() const { return tokenizer_.get(); }
 

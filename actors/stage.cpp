@@ -163,10 +163,14 @@ caf::behavior stage_behavior(caf::stateful_actor<StageState>* self, RunContextPt
           const double end_s = st.ctx->seconds_since_start(self->home_system().clock().now());
           return complete_run(self, begin_s, end_s, info, s, out);
         }
-        // Virtual time: the stage is busy for the modeled duration; its outputs leave when the
-        // clock reaches the end (ARCHITECTURE.md §4).
-        st.pending.emplace(PendingRun{begin_s, begin_s + info.seconds, info, s, std::move(out)});
-        self->delayed_send(self, std::chrono::nanoseconds(std::llround(info.seconds * 1e9)),
+        // Virtual time: the stage is busy for the modeled duration plus the device kind's host
+        // overheads ([cost]); its outputs leave when the clock reaches the end
+        // (ARCHITECTURE.md §4).
+        const auto dev = static_cast<size_t>(st.device_index);
+        const double seconds =
+            info.seconds + (dev < st.ctx->step_overhead_s.size() ? st.ctx->step_overhead_s[dev] : 0.0);
+        st.pending.emplace(PendingRun{begin_s, begin_s + seconds, info, s, std::move(out)});
+        self->delayed_send(self, std::chrono::nanoseconds(std::llround(seconds * 1e9)),
                            finish_atom::value);
       },
       [=](finish_atom) {

@@ -204,6 +204,25 @@ Command add_run_command(CLI::App& app) {
                    kernels::cpu::cpu_has_native_bf16() ? "has" : "lacks",
                    topo.model.compute.c_str());
     }
+    if (const actors::SimSetup* sim = (*server)->sim_setup(); sim && !o->quiet) {
+      // What the simulated times include (issue #19): the network model, host overheads and
+      // whether the expert kernels were calibrated.
+      const engine::topology::StepOverheads& base = topo.cost.overheads;
+      std::fprintf(stderr,
+                   "muflow: sim network %s; step overheads %.1f us per stage run + %.1f us per "
+                   "scheduler grant%s\n",
+                   topo.network.model.c_str(), base.stage_us, base.scheduler_us,
+                   topo.cost.kinds.empty() ? "" : " (per-kind overrides in [cost.kinds])");
+      if (sim->calibration) {
+        std::fprintf(stderr,
+                     "muflow: expert FFN times of %s calibrated from %s: %lld rows, mean relative "
+                     "error %.1f%%, max %.1f%%\n",
+                     topo.cost.expert_ffn->kind.c_str(), topo.cost.expert_ffn->file.c_str(),
+                     static_cast<long long>(sim->calibration->num_samples),
+                     100.0 * sim->calibration->mean_rel_error,
+                     100.0 * sim->calibration->max_rel_error);
+      }
+    }
     // The workload as a source: each request is made when it arrives, so a long Poisson load
     // costs memory for the requests in flight only.
     absl::StatusOr<engine::serving::RequestSourcePtr> source = (*server)->make_workload_source();

@@ -48,7 +48,22 @@ absl::StatusOr<SimSetup> make_sim_setup(const engine::topology::Topology& t,
         absl::StrFormat("%s: [router]: %s", t.source, router.status().message()));
   }
   setup.router = std::shared_ptr<const engine::routing::RouterModel>(std::move(*router));
-  setup.cost = std::make_shared<const kernels::sim::CostModel>();
+  auto cost = std::make_shared<kernels::sim::CostModel>();
+  if (const std::optional<engine::topology::ExpertFfnCalibration>& cal = t.cost.expert_ffn) {
+    absl::StatusOr<kernels::sim::DeviceKind> kind = kernels::sim::find_device_kind(cal->kind);
+    if (!kind.ok()) return kind.status();  // checked by the parser
+    absl::StatusOr<kernels::sim::CalibrationFit> fit = cost->calibrate_expert_ffn(
+        cal->file, cal->hidden, cal->ffn,
+        cal->ffn_kind == "swiglu" ? kernels::sim::FfnKind::kSwiGlu
+                                  : kernels::sim::FfnKind::kTwoLayer,
+        *kind, cal->dtype == "bf16" ? kernels::sim::Precision::kBF16 : kernels::sim::Precision::kF32);
+    if (!fit.ok()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: key 'cost.expert_ffn.file': %s", cal->where, fit.status().message()));
+    }
+    setup.calibration = *fit;
+  }
+  setup.cost = std::move(cost);
   std::map<std::string, int32_t> nodes;
   for (const engine::topology::DeviceSpec& d : t.devices) {
     absl::StatusOr<kernels::sim::DeviceKind> kind = kernels::sim::find_device_kind(d.kind);
@@ -64,6 +79,8 @@ absl::StatusOr<SimSetup> make_sim_setup(const engine::topology::Topology& t,
     if (!host.ok()) return host.status();
     const auto node = nodes.emplace(d.node, static_cast<int32_t>(nodes.size())).first->second;
     setup.kinds.push_back(*kind);
+    const engine::topology::StepOverheads& o = t.cost.of(d.kind);
+    setup.step_overhead_s.push_back((o.stage_us + o.scheduler_us) * 1e-6);
     setup.links.push_back(transport::DeviceLinks{node, *intra, *inter, *host});
   }
   absl::StatusOr<transport::NetworkModel> model = transport::parse_network_model(t.network.model);

@@ -4,6 +4,7 @@
 /// model and the topology's router model) and the big-switch network of the cluster.
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -23,6 +24,11 @@ struct SimSetup {
   std::vector<kernels::sim::DeviceKind> kinds;  ///< per device
   std::vector<transport::DeviceLinks> links;    ///< per device
   transport::NetworkModel network_model = transport::NetworkModel::kSerial;  ///< [network] model
+  /// Per device: host seconds added to each stage run ([cost] stage + scheduler overheads
+  /// of its kind).
+  std::vector<double> step_overhead_s;
+  /// The fit of `[cost.expert_ffn]`, when given (already applied to `cost`).
+  std::optional<kernels::sim::CalibrationFit> calibration;
 };
 
 /// Builds the sim setup of `topology` for a model with `config`. Default links per device

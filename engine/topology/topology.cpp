@@ -30,7 +30,7 @@ using topology_detail::resolve_path;
 
 constexpr std::string_view kRootKeys[] = {"wiring",    "backend",  "trace",   "cluster",
                                           "model",     "placement", "scheduler", "workload",
-                                          "sampling",  "router",   "network", "harmoeny"};
+                                          "sampling",  "router",   "network", "harmoeny", "cost"};
 constexpr std::string_view kHarmoenyKeys[] = {"q", "rebalance", "slots", "prefetch"};
 constexpr std::string_view kClusterKeys[] = {"num_devices", "kind", "devices",
                                              "threads_per_device"};
@@ -380,7 +380,7 @@ absl::StatusOr<Topology> parse_document(const toml::table& doc, const std::strin
   MUFLOW_TOPO_RETURN_IF_ERROR(with_table(root, "harmoeny", [&](const TomlTableReader& r) {
     return parse_harmoeny(r, &topo.harmoeny);
   }));
-  for (std::string_view sim_only : {"router", "network"}) {
+  for (std::string_view sim_only : {"router", "network", "cost"}) {
     if (topo.backend != "sim" && root.has(sim_only)) {
       return root.error(sim_only, "applies to backend = \"sim\" only (the cpu backend routes "
                                   "with the model's gate and hands batches over in memory)");
@@ -391,6 +391,9 @@ absl::StatusOr<Topology> parse_document(const toml::table& doc, const std::strin
   }));
   MUFLOW_TOPO_RETURN_IF_ERROR(with_table(root, "network", [&](const TomlTableReader& r) {
     return topology_detail::parse_network_table(r, &topo.network);
+  }));
+  MUFLOW_TOPO_RETURN_IF_ERROR(with_table(root, "cost", [&](const TomlTableReader& r) {
+    return topology_detail::parse_cost_table(r, base_dir, &topo.cost);
   }));
   if (topo.backend == "cpu" && !topo.model.preset.empty()) {
     return absl::InvalidArgumentError(sv_cat(

@@ -139,6 +139,40 @@ struct NetworkSpec {
   std::map<std::string, std::string> where;
 };
 
+/// Host-side step overheads of one device kind (sim), in microseconds of virtual time.
+struct StepOverheads {
+  /// Host work of one stage run around its kernels (batch assembly, pre/post-processing,
+  /// launch preparation), added to every stage run's modeled duration. >= 0.
+  double stage_us = 0;
+  /// One decision of the device's scheduler (one grant: picking the next stage), added to the
+  /// run it grants. >= 0.
+  double scheduler_us = 0;
+};
+
+/// Measured expert-FFN times to calibrate the sim's cost model with
+/// (kernels::sim::CostModel::calibrate_expert_ffn): the file and what was measured.
+struct ExpertFfnCalibration {
+  std::string file;                 ///< CSV `,num_toks,time` (ms); resolved against the topology
+  std::string kind = "V100-32GB";   ///< device kind the times were measured on
+  int64_t hidden = 768;             ///< the measured expert's dims
+  int64_t ffn = 3072;
+  std::string ffn_kind = "two-layer";  ///< "two-layer" (Switch) or "swiglu"
+  std::string dtype = "f32";           ///< "f32" or "bf16"
+  std::string where;                   ///< "file:line" of `file`, for later errors
+};
+
+/// `[cost]` (sim): step overheads and kernel calibration. Defaults add nothing.
+struct CostSpec {
+  StepOverheads overheads;                       ///< every device kind
+  std::map<std::string, StepOverheads> kinds;    ///< per device kind name, replaces `overheads`
+  std::optional<ExpertFfnCalibration> expert_ffn;
+  /// The overheads of device kind `kind`.
+  const StepOverheads& of(const std::string& kind) const {
+    auto it = kinds.find(kind);
+    return it != kinds.end() ? it->second : overheads;
+  }
+};
+
 /// A whole topology file (format and annotated example: topologies/README.md). Plain value;
 /// produced by the parser, then read-only (safe to share between threads).
 struct Topology {
@@ -179,6 +213,7 @@ struct Topology {
   HarmoenySpec harmoeny;              ///< `harmoeny` wiring only
   routing::RouterSpec router;         ///< sim: how tokens pick experts (cpu uses the real gate)
   NetworkSpec network;                ///< sim: links between devices
+  CostSpec cost;                      ///< sim: step overheads, kernel calibration
   std::string trace_file;             ///< Chrome trace output; empty = none
   /// Per-token expert choices output (engine/routing/routing_record.hpp CSV); empty = none. Set by
   /// `muflow run --record-routing FILE`.

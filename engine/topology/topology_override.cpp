@@ -235,6 +235,14 @@ const std::map<std::string, Setter>& setters() {
          t.network.model = v;
          return absl::OkStatus();
        }},
+      {"cost.stage_overhead_us",
+       [](Topology& t, const std::string& k, const std::string& v) {
+         return set_double(k, v, &t.cost.overheads.stage_us, 0, 1e6);
+       }},
+      {"cost.scheduler_overhead_us",
+       [](Topology& t, const std::string& k, const std::string& v) {
+         return set_double(k, v, &t.cost.overheads.scheduler_us, 0, 1e6);
+       }},
       {"model.dtype",
        [](Topology& t, const std::string& k, const std::string& v) {
          if (v != "f32" && v != "bf16") return bad(k, v, "f32 or bf16");

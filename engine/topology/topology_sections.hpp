@@ -34,6 +34,10 @@ absl::Status parse_router_table(const TomlTableReader& reader,
 
 /// [network] (sim backend): intra_node, inter_node, host_link, activation_bytes.
 absl::Status parse_network_table(const TomlTableReader& reader, NetworkSpec* out);
+/// `[cost]` (sim): step overheads (every kind, and per kind under `[cost.kinds."KIND"]`)
+/// and `[cost.expert_ffn]` calibration; the CSV must exist.
+absl::Status parse_cost_table(const TomlTableReader& reader, const std::filesystem::path& base_dir,
+                              CostSpec* out);
 
 /// Checks a device kind for `backend`: "cpu" for the cpu backend, a simulated device kind
 /// (kernels/sim/device_kind.hpp) for sim.

@@ -17,7 +17,76 @@ constexpr std::string_view kSkewModes[] = {"code", "share"};
 constexpr std::string_view kNetworkKeys[] = {"intra_node", "inter_node", "host_link",
                                              "activation_bytes", "a2a_order", "model"};
 
+constexpr std::string_view kCostKeys[] = {"stage_overhead_us", "scheduler_overhead_us", "kinds",
+                                          "expert_ffn"};
+constexpr std::string_view kOverheadKeys[] = {"stage_overhead_us", "scheduler_overhead_us"};
+constexpr std::string_view kCalibrationKeys[] = {"file", "kind",     "hidden",
+                                                 "ffn",  "ffn_kind", "dtype"};
+constexpr std::string_view kFfnKinds[] = {"two-layer", "swiglu"};
+constexpr std::string_view kCalibrationDtypes[] = {"f32", "bf16"};
+/// Bound on an overhead (1 s): larger is a unit mistake (the keys are microseconds).
+constexpr double kMaxOverheadUs = 1e6;
+
+absl::Status read_overheads(const TomlTableReader& r, StepOverheads* out) {
+  const auto in_range = [](double v) { return std::isfinite(v) && v >= 0 && v <= kMaxOverheadUs; };
+  if (absl::Status s = r.read_double("stage_overhead_us", &out->stage_us,
+                                     "microseconds in [0, 1e6]", in_range);
+      !s.ok()) {
+    return s;
+  }
+  return r.read_double("scheduler_overhead_us", &out->scheduler_us, "microseconds in [0, 1e6]",
+                       in_range);
+}
+
 }  // namespace
+
+absl::Status parse_cost_table(const TomlTableReader& r, const std::filesystem::path& base_dir,
+                              CostSpec* out) {
+  if (absl::Status s = r.check_keys(kCostKeys); !s.ok()) return s;
+  if (absl::Status s = read_overheads(r, &out->overheads); !s.ok()) return s;
+  const toml::table* kinds = nullptr;
+  if (absl::Status s = r.read_table("kinds", &kinds); !s.ok()) return s;
+  if (kinds != nullptr) {
+    const TomlTableReader kr(*kinds, r.source(), r.dotted("kinds"));
+    for (const auto& [key, node] : *kinds) {
+      const std::string name(key.str());
+      if (absl::StatusOr<kernels::sim::DeviceKind> k = kernels::sim::find_device_kind(name);
+          !k.ok()) {
+        return kr.error(name, std::string(k.status().message()));
+      }
+      const toml::table* kt = nullptr;
+      if (absl::Status s = kr.read_table(name, &kt); !s.ok()) return s;
+      const TomlTableReader one(*kt, r.source(), kr.dotted(name));
+      if (absl::Status s = one.check_keys(kOverheadKeys); !s.ok()) return s;
+      StepOverheads o = out->overheads;  // keys left out keep the [cost] values
+      if (absl::Status s = read_overheads(one, &o); !s.ok()) return s;
+      out->kinds[name] = o;
+    }
+  }
+  const toml::table* cal = nullptr;
+  if (absl::Status s = r.read_table("expert_ffn", &cal); !s.ok()) return s;
+  if (cal != nullptr) {
+    const TomlTableReader c(*cal, r.source(), r.dotted("expert_ffn"));
+    if (absl::Status s = c.check_keys(kCalibrationKeys); !s.ok()) return s;
+    if (!c.has("file")) return c.table_error("[cost.expert_ffn] needs file = \"...\" (a CSV)");
+    ExpertFfnCalibration e;
+    if (absl::Status s = c.read_string("file", &e.file); !s.ok()) return s;
+    e.file = resolve_path(base_dir, e.file);
+    e.where = sv_cat(c.source(), ":", c.line_of("file"));
+    if (absl::Status s = require_existing(c, "file", e.file, false); !s.ok()) return s;
+    if (absl::Status s = c.read_string("kind", &e.kind); !s.ok()) return s;
+    if (absl::StatusOr<kernels::sim::DeviceKind> k = kernels::sim::find_device_kind(e.kind);
+        !k.ok()) {
+      return c.error("kind", std::string(k.status().message()));
+    }
+    if (absl::Status s = c.read_int("hidden", &e.hidden, 1, 1 << 20); !s.ok()) return s;
+    if (absl::Status s = c.read_int("ffn", &e.ffn, 1, 1 << 22); !s.ok()) return s;
+    if (absl::Status s = c.read_choice("ffn_kind", &e.ffn_kind, kFfnKinds); !s.ok()) return s;
+    if (absl::Status s = c.read_choice("dtype", &e.dtype, kCalibrationDtypes); !s.ok()) return s;
+    out->expert_ffn = std::move(e);
+  }
+  return absl::OkStatus();
+}
 
 absl::Status check_device_kind(const TomlTableReader& reader, std::string_view key,
                                const std::string& backend, const std::string& kind) {

@@ -362,6 +362,82 @@ TEST(Sim, FairShareNetworkChangesTimeNotTokens) {
   }
 }
 
+// `[cost]` step overheads: a stage run costs its kernels plus the host overheads of its
+// device kind. One request of a top-1 model on sync: each decode step runs, one after the
+// other, an attention and an expert stage per block and the sampler, so the inter-token
+// latency grows by exactly (2 · blocks + 1) · (stage + scheduler overhead). Overheads of a
+// kind no device has change nothing; the tokens never change.
+TEST(Sim, StepOverheadsAddToEveryStageRun) {
+  auto run = [](double stage_us, double scheduler_us, const std::string& other_kind_us) {
+    Topology t = sim_topology(2, "A100-80GB", "switch-base-8");
+    t.cost.overheads = {stage_us, scheduler_us};
+    if (!other_kind_us.empty()) t.cost.kinds["H100-SXM"] = {std::stod(other_kind_us), 0.0};
+    auto server = actors::Server::create(t);
+    EXPECT_TRUE(server.ok()) << server.status();
+    auto out = (*server)->run(closed_batch(1, 16, 9));
+    EXPECT_TRUE(out.ok()) << out.status();
+    return std::move(*out);
+  };
+  const actors::RunOutcome base = run(0, 0, "");
+  const actors::RunOutcome slow = run(30, 10, "");
+  const actors::RunOutcome other = run(0, 0, "500");
+  const int64_t blocks = engine::model::model_preset("switch-base-8")->num_layers;
+  EXPECT_NEAR(slow.metrics.itl.mean_ms - base.metrics.itl.mean_ms,
+              static_cast<double>(2 * blocks + 1) * 40e-3, 1e-6);
+  EXPECT_GT(slow.metrics.ttft.mean_ms, base.metrics.ttft.mean_ms);
+  EXPECT_EQ(other.metrics.duration_s, base.metrics.duration_s);
+  ASSERT_EQ(slow.outputs.size(), base.outputs.size());
+  EXPECT_EQ(slow.outputs[0].output, base.outputs[0].output);
+}
+
+// `[cost.expert_ffn]`: the V100 Switch-expert CSV calibrates the V100 kind's expert kernel
+// times (kernels::sim::CostModel::calibrate_expert_ffn): the fit is kept and reported, runs
+// on V100s change their time and keep their tokens, and a CSV that does not fit is an error
+// naming the key.
+TEST(Sim, ExpertFfnCalibrationKeyCalibratesTheKind) {
+  const std::string csv =
+      std::string(MUFLOW_DATA_DIR) + "/kernels/v100-switch-expert-time-vs-tokens.csv";
+  std::map<bool, actors::RunOutcome> runs;
+  for (bool calibrated : {false, true}) {
+    Topology t = sim_topology(2, "V100-32GB", "switch-base-8");
+    t.model.dtype = "f32";
+    if (calibrated) {
+      engine::topology::ExpertFfnCalibration cal;
+      cal.file = csv;
+      t.cost.expert_ffn = cal;
+    }
+    auto server = actors::Server::create(t);
+    ASSERT_TRUE(server.ok()) << server.status();
+    ASSERT_NE((*server)->sim_setup(), nullptr);
+    EXPECT_EQ((*server)->sim_setup()->calibration.has_value(), calibrated);
+    if (calibrated) {
+      const kernels::sim::CalibrationFit& fit = *(*server)->sim_setup()->calibration;
+      EXPECT_GT(fit.num_samples, 100);
+      EXPECT_LT(fit.mean_rel_error, 0.2);
+    }
+    auto out = (*server)->run(closed_batch(8, 64, 4));
+    ASSERT_TRUE(out.ok()) << out.status();
+    runs[calibrated] = std::move(*out);
+  }
+  EXPECT_NE(runs[true].metrics.duration_s, runs[false].metrics.duration_s);
+  for (size_t i = 0; i < runs[true].outputs.size(); ++i) {
+    EXPECT_EQ(runs[true].outputs[i].output, runs[false].outputs[i].output);
+  }
+  // Wrong dims for this file: the fit would beat the V100's peak.
+  Topology bad = sim_topology(2, "V100-32GB", "switch-base-8");
+  engine::topology::ExpertFfnCalibration cal;
+  cal.file = csv;
+  cal.hidden = 8192;
+  cal.ffn = 32768;
+  cal.where = "topo.toml:12";
+  bad.cost.expert_ffn = cal;
+  auto server = actors::Server::create(bad);
+  ASSERT_FALSE(server.ok());
+  EXPECT_NE(server.status().message().find("topo.toml:12: key 'cost.expert_ffn.file'"),
+            std::string::npos)
+      << server.status();
+}
+
 // Aurora Theorem 5.1 on mixed GPU kinds: `experts = "capability"` puts the most loaded experts
 // on the fastest devices, which shortens the MoE layers under a skewed router; the tokens stay
 // the same.

@@ -334,6 +334,62 @@ TEST(Topology, NetworkModelKey) {
   EXPECT_FALSE(engine::topology::apply_topology_override(t, "network.model", "fifo").ok());
 }
 
+TEST(Topology, CostKeys) {
+  const std::string sim =
+      "backend = \"sim\"\n[cluster]\nnum_devices = 2\nkind = \"A100-80GB\"\n"
+      "[model]\npreset = \"switch-base-8\"\n";
+  absl::StatusOr<topology::Topology> defaults = parse(sim);
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_EQ(defaults->cost.of("A100-80GB").stage_us, 0.0);
+  EXPECT_EQ(defaults->cost.of("A100-80GB").scheduler_us, 0.0);
+  EXPECT_FALSE(defaults->cost.expert_ffn.has_value());
+
+  const std::string csv = std::string(MUFLOW_DATA_DIR) + "/kernels/v100-switch-expert-time-vs-tokens.csv";
+  absl::StatusOr<topology::Topology> t = parse(
+      sim + "[cost]\nstage_overhead_us = 25\nscheduler_overhead_us = 4.5\n"
+            "[cost.kinds.\"V100-32GB\"]\nstage_overhead_us = 60\n"
+            "[cost.expert_ffn]\nfile = \"" + csv + "\"\nhidden = 768\nffn = 3072\n");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->cost.of("A100-80GB").stage_us, 25.0);
+  EXPECT_EQ(t->cost.of("A100-80GB").scheduler_us, 4.5);
+  EXPECT_EQ(t->cost.of("V100-32GB").stage_us, 60.0);
+  EXPECT_EQ(t->cost.of("V100-32GB").scheduler_us, 4.5);  // not given: the [cost] value
+  ASSERT_TRUE(t->cost.expert_ffn.has_value());
+  EXPECT_EQ(t->cost.expert_ffn->kind, "V100-32GB");
+  EXPECT_EQ(t->cost.expert_ffn->ffn_kind, "two-layer");
+
+  struct Bad {
+    std::string text, expected;
+  };
+  for (const Bad& b : std::vector<Bad>{
+           {"[cost]\nstage_overhead_us = -1\n",
+            "topo.toml:8: key 'cost.stage_overhead_us': expected microseconds in [0, 1e6], got -1"},
+           {"[cost]\nlaunch_us = 1\n", "unknown key 'cost.launch_us'"},
+           {"[cost.kinds.\"B200\"]\nstage_overhead_us = 1\n", "key 'cost.kinds.B200'"},
+           {"[cost.kinds.\"H200\"]\nhost_us = 1\n", "unknown key 'cost.kinds.H200.host_us'"},
+           {"[cost.expert_ffn]\nhidden = 768\n", "[cost.expert_ffn] needs file"},
+           {"[cost.expert_ffn]\nfile = \"/nonexistent/k.csv\"\n", "cost.expert_ffn.file"},
+           {"[cost.expert_ffn]\nfile = \"" + csv + "\"\nffn_kind = \"glu\"\n",
+            "key 'cost.expert_ffn.ffn_kind': expected one of: two-layer, swiglu"},
+       }) {
+    absl::StatusOr<topology::Topology> bad = parse(sim + b.text);
+    ASSERT_FALSE(bad.ok()) << b.text;
+    EXPECT_THAT(msg(bad.status()), HasSubstr(b.expected));
+  }
+  // The cpu backend measures its time: [cost] is refused there.
+  absl::StatusOr<topology::Topology> cpu =
+      parse("backend = \"cpu\"\n[cost]\nstage_overhead_us = 1\n");
+  ASSERT_FALSE(cpu.ok());
+  EXPECT_THAT(msg(cpu.status()), HasSubstr("applies to backend = \"sim\" only"));
+
+  topology::Topology o = *defaults;
+  ASSERT_TRUE(engine::topology::apply_topology_override(o, "cost.stage_overhead_us", "12").ok());
+  ASSERT_TRUE(engine::topology::apply_topology_override(o, "cost.scheduler_overhead_us", "3").ok());
+  EXPECT_EQ(o.cost.of("A100-80GB").stage_us, 12.0);
+  EXPECT_EQ(o.cost.of("A100-80GB").scheduler_us, 3.0);
+  EXPECT_FALSE(engine::topology::apply_topology_override(o, "cost.stage_overhead_us", "-2").ok());
+}
+
 TEST(Topology, AffinityPlacementKeys) {
   const fs::path dir = muflow::testing::scratch_path("topology_affinity");
   fs::create_directories(dir);
