@@ -213,6 +213,13 @@ Command add_run_command(CLI::App& app) {
                    "scheduler grant%s\n",
                    topo.network.model.c_str(), base.stage_us, base.scheduler_us,
                    topo.cost.kinds.empty() ? "" : " (per-kind overrides in [cost.kinds])");
+      if (sim->measured) {
+        std::fprintf(stderr,
+                     "muflow: stage times of device kind %s from measured kernels %s (+%.1f us "
+                     "host time per stage run)\n",
+                     sim->measured->kind().c_str(), topo.cost.kernels.c_str(),
+                     sim->measured->stage_overhead_s() * 1e6);
+      }
       if (sim->calibration) {
         std::fprintf(stderr,
                      "muflow: expert FFN times of %s calibrated from %s: %lld rows, mean relative "

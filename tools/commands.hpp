@@ -22,6 +22,8 @@ Command add_generate_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);
 /// `muflow plan TOPOLOGY [--traffic CSV] [--routing CSV] [--colocate TOPOLOGY] ...`
 Command add_plan_command(CLI::App& app);
+/// `muflow calibrate [TOPOLOGY] --backend cpu -o FILE.csv` (measured kernels for the sim)
+Command add_calibrate_command(CLI::App& app);
 /// `muflow make-model --out DIR --type mixtral|qwen2_moe ...`
 Command add_make_model_command(CLI::App& app);
 /// `muflow trace summary TRACE.json [--top N] [--json]`

@@ -26,6 +26,9 @@ int main(int argc, char** argv) {
       muflow::tools::add_bench_command);
   add("plan", "placement and all-to-all planners: Aurora order/colocation, ExFlow affinity",
       muflow::tools::add_plan_command);
+  add("calibrate",
+      "measure this machine's stage kernels on the cpu backend for the sim ([cost] kernels)",
+      muflow::tools::add_calibrate_command);
   add("make-model", "write a synthetic MoE model folder (HF format, random weights)",
       muflow::tools::add_make_model_command);
   CLI::App* trace = app.add_subcommand("trace", "inspect a Chrome trace written by `muflow run`");

@@ -11,7 +11,7 @@
 namespace muflow::transport {
 namespace {
 
-constexpr std::array<std::pair<std::string_view, LinkClass>, 11> kPresets{{
+constexpr std::array<std::pair<std::string_view, LinkClass>, 12> kPresets{{
     {"nvlink4-h100", links::kNvlink4H100},
     {"nvlink4-h200", links::kNvlink4H200},
     {"nvlink3-a100", links::kNvlink3A100},
@@ -23,6 +23,7 @@ constexpr std::array<std::pair<std::string_view, LinkClass>, 11> kPresets{{
     {"ib-200g", links::kIb200G},
     {"ib-400g", links::kIb400G},
     {"eth-100g", links::kEth100G},
+    {"in-process", links::kInProcess},
 }};
 
 }  // namespace

@@ -5,6 +5,7 @@
 /// ran on. Plain C++, no CAF; values only, no state.
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,6 +58,10 @@ inline constexpr LinkClass kIb400G{50e9, 5e-6};
 /// 100 Gb/s Ethernet (RoCE, or one AWS EFA adapter as in AsyncMoE Table 2): 12.5 GB/s
 /// line rate; higher latency than InfiniBand.
 inline constexpr LinkClass kEth100G{12.5e9, 15e-6};
+/// Devices in one process (the cpu backend): a batch is handed over by pointer, no bytes
+/// move and no time passes (infinite bandwidth, zero latency). For simulating the cpu
+/// backend's own runs (`muflow calibrate`).
+inline constexpr LinkClass kInProcess{std::numeric_limits<double>::infinity(), 0.0};
 }  // namespace links
 
 /// The preset called `name` (lower case, e.g. "nvlink4-h100", "pcie4-x16", "ib-200g"; the

@@ -35,6 +35,30 @@ absl::StatusOr<transport::LinkClass> link(const engine::topology::Topology& t, c
       found.status().message()));
 }
 
+/// The measured file must describe this model: its `# key=value` dims and dtype.
+absl::Status check_measured_dims(const kernels::sim::MeasuredKernels& m,
+                                 const engine::model::ModelConfig& c, const std::string& dtype) {
+  const std::pair<const char*, int64_t> want[] = {
+      {"hidden", c.hidden_size},   {"ffn", c.expert_ffn},        {"heads", c.num_heads},
+      {"kv_heads", c.num_kv_heads}, {"head_dim", c.head_dim},    {"experts", c.num_experts},
+      {"topk", c.num_topk},         {"vocab", c.vocab_size}};
+  for (const auto& [key, value] : want) {
+    auto it = m.meta().find(key);
+    if (it == m.meta().end() || it->second != std::to_string(value)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "measured for %s=%s, the model has %s=%d (run `muflow calibrate` on this model)", key,
+          it == m.meta().end() ? "?" : it->second, key, value));
+    }
+  }
+  auto it = m.meta().find("dtype");
+  if (it == m.meta().end() || it->second != dtype) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "measured in dtype %s, the topology's [model] dtype is %s",
+        it == m.meta().end() ? "?" : it->second, dtype));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<SimSetup> make_sim_setup(const engine::topology::Topology& t,
@@ -64,6 +88,19 @@ absl::StatusOr<SimSetup> make_sim_setup(const engine::topology::Topology& t,
     setup.calibration = *fit;
   }
   setup.cost = std::move(cost);
+  if (!t.cost.kernels.empty()) {
+    absl::StatusOr<kernels::sim::MeasuredKernels> m =
+        kernels::sim::MeasuredKernels::read_csv(t.cost.kernels);
+    if (!m.ok()) {
+      return absl::InvalidArgumentError(absl::StrFormat("%s: key 'cost.kernels': %s",
+                                                        t.cost.kernels_where, m.status().message()));
+    }
+    if (absl::Status s = check_measured_dims(*m, config, t.model.dtype); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: key 'cost.kernels': %s: %s", t.cost.kernels_where, t.cost.kernels, s.message()));
+    }
+    setup.measured = std::make_shared<const kernels::sim::MeasuredKernels>(std::move(*m));
+  }
   std::map<std::string, int32_t> nodes;
   for (const engine::topology::DeviceSpec& d : t.devices) {
     absl::StatusOr<kernels::sim::DeviceKind> kind = kernels::sim::find_device_kind(d.kind);
@@ -80,7 +117,9 @@ absl::StatusOr<SimSetup> make_sim_setup(const engine::topology::Topology& t,
     const auto node = nodes.emplace(d.node, static_cast<int32_t>(nodes.size())).first->second;
     setup.kinds.push_back(*kind);
     const engine::topology::StepOverheads& o = t.cost.of(d.kind);
-    setup.step_overhead_s.push_back((o.stage_us + o.scheduler_us) * 1e-6);
+    const double measured_overhead_s =
+        setup.measured && setup.measured->kind() == d.kind ? setup.measured->stage_overhead_s() : 0.0;
+    setup.step_overhead_s.push_back((o.stage_us + o.scheduler_us) * 1e-6 + measured_overhead_s);
     setup.links.push_back(transport::DeviceLinks{node, *intra, *inter, *host});
   }
   absl::StatusOr<transport::NetworkModel> model = transport::parse_network_model(t.network.model);
@@ -93,8 +132,9 @@ std::vector<std::shared_ptr<engine::exec::Executor>> make_sim_executors(
     const SimSetup& setup, const engine::model::ModelConfig& c, kernels::sim::Precision precision) {
   std::vector<std::shared_ptr<engine::exec::Executor>> out;
   for (const kernels::sim::DeviceKind& kind : setup.kinds) {
-    out.push_back(
-        std::make_shared<engine::exec::SimExecutor>(c, kind, setup.cost, setup.router, precision));
+    out.push_back(std::make_shared<engine::exec::SimExecutor>(
+        c, kind, setup.cost, setup.router, precision,
+        setup.measured && setup.measured->kind() == kind.name ? setup.measured : nullptr));
   }
   return out;
 }

@@ -13,6 +13,7 @@
 #include "engine/routing/router_model.hpp"
 #include "engine/topology/topology.hpp"
 #include "kernels/sim/cost_model.hpp"
+#include "kernels/sim/measured_kernels.hpp"
 #include "transport/big_switch_network.hpp"
 
 namespace muflow::actors {
@@ -27,6 +28,8 @@ struct SimSetup {
   /// Per device: host seconds added to each stage run ([cost] stage + scheduler overheads
   /// of its kind).
   std::vector<double> step_overhead_s;
+  /// `[cost] kernels`: measured kernel times for the device kind that ran them (null: none).
+  std::shared_ptr<const kernels::sim::MeasuredKernels> measured;
   /// The fit of `[cost.expert_ffn]`, when given (already applied to `cost`).
   std::optional<kernels::sim::CalibrationFit> calibration;
 };

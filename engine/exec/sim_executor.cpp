@@ -14,12 +14,14 @@ namespace muflow::engine::exec {
 SimExecutor::SimExecutor(const model::ModelConfig& config, kernels::sim::DeviceKind kind,
                          std::shared_ptr<const kernels::sim::CostModel> cost,
                          std::shared_ptr<const routing::RouterModel> router,
-                         kernels::sim::Precision precision)
+                         kernels::sim::Precision precision,
+                         std::shared_ptr<const kernels::sim::MeasuredKernels> measured)
     : config_(config),
       kind_(std::move(kind)),
       cost_(std::move(cost)),
       router_(std::move(router)),
-      precision_(precision) {}
+      precision_(precision),
+      measured_(std::move(measured)) {}
 
 double SimExecutor::seconds_for(const kernels::sim::OpCost& cost, int64_t num_tokens) const {
   return cost_->seconds(kind_, precision_, cost, num_tokens);
@@ -53,7 +55,7 @@ absl::Status SimExecutor::attention(int64_t block, serving::KvCache& kv,
     cost += kernels::sim::shared_expert_cost(n, config_.hidden_size, config_.shared_expert_ffn,
                                              precision_, /*gated=*/true);
   }
-  *seconds = seconds_for(cost, n);
+  *seconds = measured_ ? measured_->attention_seconds(list) : seconds_for(cost, n);
   for (int64_t i = 0; i < n; ++i) {
     router_->route(static_cast<int32_t>(block), tokens[i].request_id, tokens[i].position,
                    out.topk_ids + i * K, out.topk_weights + i * K);
@@ -63,6 +65,10 @@ absl::Status SimExecutor::attention(int64_t block, serving::KvCache& kv,
 
 void SimExecutor::expert(int64_t block, int64_t expert, const float* x, int64_t n, float* y,
                          double* seconds) {
+  if (measured_) {
+    *seconds = measured_->expert_seconds(n, config_.expert_ffn);
+    return;
+  }
   *seconds = seconds_for(
       kernels::sim::expert_ffn_cost(n, config_.hidden_size, config_.expert_ffn, precision_,
                                     config_.gated_experts ? kernels::sim::FfnKind::kSwiGlu
@@ -78,6 +84,10 @@ void SimExecutor::expert_shard(int64_t block, int64_t expert, int64_t shard, int
   MUFLOW_ASSERT(plan.ok() && shard >= 0 && shard < num_shards,
                 "SimExecutor::expert_shard: bad shard index or count");
   const int64_t ffn = plan->ranges[shard].size();
+  if (measured_) {
+    *seconds = ffn == 0 ? 0.0 : measured_->expert_seconds(n, ffn);
+    return;
+  }
   *seconds = ffn == 0 ? 0.0
                       : seconds_for(kernels::sim::expert_ffn_cost(
                                         n, config_.hidden_size, ffn, precision_,
@@ -91,8 +101,10 @@ void SimExecutor::sample(const std::vector<dataflow::TokenMeta>& rows, const flo
                          std::vector<std::vector<float>>* logits, double* seconds) {
   MUFLOW_ASSERT(sampling.size() == rows.size(), "SimExecutor::sample: one SamplingSpec per row");
   const auto n = static_cast<int64_t>(rows.size());
-  *seconds = seconds_for(
-      kernels::sim::lm_head_cost(n, config_.hidden_size, config_.vocab_size, precision_), n);
+  *seconds = measured_ ? measured_->lm_head_seconds(n)
+                       : seconds_for(kernels::sim::lm_head_cost(n, config_.hidden_size,
+                                                                config_.vocab_size, precision_),
+                                     n);
   tokens->assign(n, -1);
   logits->assign(n, {});
   // A stand-in token id in [3, vocab): never BOS (1) or EOS (2), reproducible per position.

@@ -2,7 +2,9 @@
 /// \file
 /// The sim backend's executor: no math. Attention stages route tokens with a RouterModel;
 /// every stage's duration comes from the roofline cost model of its device kind
-/// (kernels/sim). Token batches carry metadata only (activation width 0).
+/// (kernels/sim), or from kernel times measured on that hardware (`[cost] kernels`,
+/// kernels/sim/measured_kernels.hpp) when given. Token batches carry metadata only
+/// (activation width 0).
 
 #include <memory>
 
@@ -11,6 +13,7 @@
 #include "engine/routing/router_model.hpp"
 #include "kernels/sim/cost_model.hpp"
 #include "kernels/sim/device_kind.hpp"
+#include "kernels/sim/measured_kernels.hpp"
 
 namespace muflow::engine::exec {
 
@@ -23,7 +26,8 @@ class SimExecutor final : public Executor {
   SimExecutor(const model::ModelConfig& config, kernels::sim::DeviceKind kind,
               std::shared_ptr<const kernels::sim::CostModel> cost,
               std::shared_ptr<const routing::RouterModel> router,
-              kernels::sim::Precision precision);
+              kernels::sim::Precision precision,
+              std::shared_ptr<const kernels::sim::MeasuredKernels> measured = nullptr);
 
   int64_t activation_width() const override { return 0; }
   bool virtual_time() const override { return true; }
@@ -49,6 +53,7 @@ class SimExecutor final : public Executor {
   std::shared_ptr<const kernels::sim::CostModel> cost_;
   std::shared_ptr<const routing::RouterModel> router_;
   kernels::sim::Precision precision_;
+  std::shared_ptr<const kernels::sim::MeasuredKernels> measured_;  ///< null: the roofline
 };
 
 }  // namespace muflow::engine::exec

@@ -166,6 +166,11 @@ struct CostSpec {
   StepOverheads overheads;                       ///< every device kind
   std::map<std::string, StepOverheads> kinds;    ///< per device kind name, replaces `overheads`
   std::optional<ExpertFfnCalibration> expert_ffn;
+  /// Stage kernel times measured on real hardware (`muflow calibrate`; CSV of
+  /// kernels/sim/measured_kernels.hpp), used instead of the roofline for the device kind
+  /// that ran them; empty = none. `kernels_where`: "file:line" of the key.
+  std::string kernels;
+  std::string kernels_where;
   /// The overheads of device kind `kind`.
   const StepOverheads& of(const std::string& kind) const {
     auto it = kinds.find(kind);

@@ -18,7 +18,7 @@ constexpr std::string_view kNetworkKeys[] = {"intra_node", "inter_node", "host_l
                                              "activation_bytes", "a2a_order", "model"};
 
 constexpr std::string_view kCostKeys[] = {"stage_overhead_us", "scheduler_overhead_us", "kinds",
-                                          "expert_ffn"};
+                                          "expert_ffn", "kernels"};
 constexpr std::string_view kOverheadKeys[] = {"stage_overhead_us", "scheduler_overhead_us"};
 constexpr std::string_view kCalibrationKeys[] = {"file", "kind",     "hidden",
                                                  "ffn",  "ffn_kind", "dtype"};
@@ -62,6 +62,12 @@ absl::Status parse_cost_table(const TomlTableReader& r, const std::filesystem::p
       if (absl::Status s = read_overheads(one, &o); !s.ok()) return s;
       out->kinds[name] = o;
     }
+  }
+  if (r.has("kernels")) {
+    if (absl::Status s = r.read_string("kernels", &out->kernels); !s.ok()) return s;
+    out->kernels = resolve_path(base_dir, out->kernels);
+    out->kernels_where = sv_cat(r.source(), ":", r.line_of("kernels"));
+    if (absl::Status s = require_existing(r, "kernels", out->kernels, false); !s.ok()) return s;
   }
   const toml::table* cal = nullptr;
   if (absl::Status s = r.read_table("expert_ffn", &cal); !s.ok()) return s;

@@ -1,0 +1,383 @@
+#include "actors/cpu_calibration.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <barrier>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "actors/server.hpp"
+#include "engine/exec/cpu_executor.hpp"
+#include "engine/serving/kv_cache.hpp"
+
+namespace muflow::actors {
+namespace {
+
+namespace fs = std::filesystem;
+using engine::model::ModelConfig;
+using engine::topology::Topology;
+
+/// Batch sizes measured: dense at small n (decode), geometric above.
+std::vector<int64_t> token_grid(int64_t max_tokens) {
+  std::vector<int64_t> out;
+  for (int64_t n : {1,  2,  3,   4,   6,   8,   12,  16,  24,   32,   48,
+                    64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048}) {
+    if (n <= max_tokens) out.push_back(n);
+  }
+  return out;
+}
+
+/// The `# kind=... ` metadata line of a model (kernels/sim/measured_kernels.hpp).
+std::string meta_line(const ModelConfig& c, const std::string& dtype, int64_t threads,
+                      int concurrent) {
+  return absl::StrFormat(
+      "# kind=cpu hidden=%d ffn=%d heads=%d kv_heads=%d head_dim=%d experts=%d topk=%d vocab=%d "
+      "gated=%d dtype=%s threads=%d concurrent=%d\n",
+      c.hidden_size, c.expert_ffn, c.num_heads, c.num_kv_heads, c.head_dim, c.num_experts,
+      c.num_topk, c.vocab_size, c.gated_experts ? 1 : 0, dtype, threads, concurrent);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+/// One measuring thread's state: its own executor, KV caches and buffers.
+struct Worker {
+  std::unique_ptr<engine::exec::CpuExecutor> exec;
+  std::vector<engine::serving::KvCache> kv;  ///< [num_layers]
+  std::vector<float> x, y, h, expert_x, shared;
+  std::vector<int32_t> topk_ids;
+  std::vector<float> topk_weights;
+  std::vector<float> flush;  ///< 64 MiB read between LM-head calls (cold weights)
+  double sink = 0;
+  int index = 0;  ///< which concurrent worker: offsets the blocks and experts it reads, so
+                  ///< workers stream different weights, as different devices do in a run
+};
+
+/// What one measurement point runs: `call(worker, repeat)` times itself and returns seconds;
+/// `prepare(worker, repeat)` runs before it, untimed.
+struct Point {
+  std::string op;
+  int64_t tokens = 0, context = 0, width = 0;
+  std::function<void(Worker&, int)> prepare;
+  std::function<void(Worker&, int)> call;
+};
+
+class Measurer {
+ public:
+  Measurer(std::shared_ptr<const engine::exec::CpuModel> model, int threads, int concurrent,
+           int repeats)
+      : model_(std::move(model)),
+        config_(model_->config()),
+        repeats_(repeats),
+        concurrent_(concurrent) {
+    const ModelConfig& c = config_;
+    workers_.resize(static_cast<size_t>(concurrent));
+    for (size_t i = 0; i < workers_.size(); ++i) {
+      Worker& w = workers_[i];
+      w.index = static_cast<int>(i);
+      w.exec = std::make_unique<engine::exec::CpuExecutor>(model_, nullptr, threads);
+      w.kv.assign(static_cast<size_t>(c.num_layers),
+                  engine::serving::KvCache(c.num_kv_heads * c.head_dim));
+      w.flush.assign(size_t{16} << 20, 1.0f);
+    }
+  }
+
+  /// Times `p` on every worker at once; returns worker 0's median seconds.
+  double measure(const Point& p) {
+    const int total = repeats_ + 1;  // the first call warms up and is not kept
+    std::vector<double> times;
+    std::barrier sync(static_cast<std::ptrdiff_t>(workers_.size()));
+    auto body = [&](size_t wi) {
+      Worker& w = workers_[wi];
+      for (int r = 0; r < total; ++r) {
+        if (p.prepare) p.prepare(w, r);
+        sync.arrive_and_wait();
+        const auto t0 = std::chrono::steady_clock::now();
+        p.call(w, r);
+        const double s =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (wi == 0 && r > 0) times.push_back(s);
+        sync.arrive_and_wait();
+      }
+    };
+    std::vector<std::thread> others;
+    for (size_t i = 1; i < workers_.size(); ++i) others.emplace_back(body, i);
+    body(0);
+    for (std::thread& t : others) t.join();
+    return median(times);
+  }
+
+  std::vector<Point> points(int64_t max_tokens, int64_t max_context) const {
+    const ModelConfig& c = config_;
+    const int num_workers = concurrent_;
+    const int64_t width = c.hidden_size;
+    const int64_t K = c.num_topk;
+    std::vector<Point> out;
+    // Attention: n sequences of one new token at context ctx; (block, request ids) rotate.
+    auto attention = [=](int64_t n, int64_t ctx, bool prefill) {
+      Point p;
+      p.op = prefill ? "prefill" : "attention";
+      p.tokens = n;
+      p.context = ctx;
+      const int64_t seqs = prefill ? 1 : n;
+      const int64_t past = prefill ? 0 : ctx - 1;  // cached positions before the new ones
+      p.prepare = [=](Worker& w, int r) {
+        const auto block = static_cast<size_t>((r + w.index) % c.num_layers);
+        engine::serving::KvCache& kv = w.kv[block];
+        for (int64_t s = 0; s < seqs; ++s) kv.release(s);
+        std::vector<float> zero(static_cast<size_t>(c.num_kv_heads * c.head_dim), 0.01f);
+        for (int64_t s = 0; s < seqs; ++s) {
+          for (int64_t pos = 0; pos < past; ++pos) kv.append(s, pos, zero.data(), zero.data());
+        }
+        w.h.assign(static_cast<size_t>(n * width), 0.02f);
+        w.expert_x.assign(static_cast<size_t>(n * width), 0.f);
+        w.topk_ids.assign(static_cast<size_t>(n * K), 0);
+        w.topk_weights.assign(static_cast<size_t>(n * K), 0.f);
+        w.shared.assign(c.shared_expert_ffn > 0 ? static_cast<size_t>(n * width) : 0, 0.f);
+      };
+      p.call = [=](Worker& w, int r) {
+        const auto block = (r + w.index) % c.num_layers;
+        std::vector<engine::dataflow::TokenMeta> tokens(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) {
+          tokens[static_cast<size_t>(i)].request_id = prefill ? 0 : i;
+          tokens[static_cast<size_t>(i)].position = prefill ? i : past;
+        }
+        engine::exec::AttentionResult res{w.expert_x.data(), w.topk_ids.data(),
+                                          w.topk_weights.data(),
+                                          w.shared.empty() ? nullptr : w.shared.data()};
+        double unused = 0;
+        (void)w.exec->attention(block, w.kv[static_cast<size_t>(block)], tokens, w.h.data(), res,
+                                &unused);
+      };
+      return p;
+    };
+    const std::vector<int64_t> grid = token_grid(max_tokens);
+    for (int64_t ctx :
+         {int64_t{1}, int64_t{32}, int64_t{128}, int64_t{512}, int64_t{1024}, int64_t{2048}}) {
+      if (ctx > max_context) continue;
+      for (int64_t n : grid) {
+        if (n > 128 || n * ctx > 65536) continue;  // decode batches; bounded KV fill
+        out.push_back(attention(n, ctx, false));
+      }
+    }
+    for (int64_t n : grid) {
+      if (n >= 8) out.push_back(attention(n, n, true));
+    }
+    // Experts: (block, expert) rotate so the weights are cold, as in a run.
+    for (int64_t n : grid) {
+      Point p;
+      p.op = "expert";
+      p.tokens = n;
+      p.width = c.expert_ffn;
+      p.prepare = [=](Worker& w, int) {
+        w.x.assign(static_cast<size_t>(n * width), 0.03f);
+        w.y.assign(static_cast<size_t>(n * width), 0.f);
+      };
+      p.call = [=](Worker& w, int r) {
+        // Worker i starts i / concurrent of the way round: workers read different experts.
+        const int64_t slots = c.num_layers * c.num_experts;
+        const int64_t slot = (r + w.index * slots / num_workers) % slots;
+        double unused = 0;
+        w.exec->expert(slot / c.num_experts, slot % c.num_experts, w.x.data(), n, w.y.data(),
+                       &unused);
+      };
+      out.push_back(std::move(p));
+    }
+    // LM head + sampling; a 64 MiB read before each call evicts its weights.
+    for (int64_t n : grid) {
+      Point p;
+      p.op = "lm_head";
+      p.tokens = n;
+      p.prepare = [=](Worker& w, int) {
+        double sum = 0;
+        for (size_t i = 0; i < w.flush.size(); i += 16) sum += w.flush[i];
+        w.sink += sum;
+        w.h.assign(static_cast<size_t>(n * width), 0.02f);
+      };
+      p.call = [=](Worker& w, int) {
+        std::vector<engine::dataflow::TokenMeta> rows(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) {
+          rows[static_cast<size_t>(i)].request_id = i;
+          rows[static_cast<size_t>(i)].flags = engine::dataflow::kSample;
+        }
+        std::vector<engine::topology::SamplingSpec> sampling(static_cast<size_t>(n));
+        std::vector<int32_t> tokens;
+        std::vector<std::vector<float>> logits;
+        double unused = 0;
+        w.exec->sample(rows, w.h.data(), sampling, &tokens, &logits, &unused);
+      };
+      out.push_back(std::move(p));
+    }
+    return out;
+  }
+
+ private:
+  std::shared_ptr<const engine::exec::CpuModel> model_;
+  ModelConfig config_;
+  int repeats_;
+  int concurrent_;
+  std::vector<Worker> workers_;
+};
+
+/// A tiny model with `c`'s structure (layers, experts, top-k, FFN kind): its kernels take
+/// microseconds, so a run of it is the actors' host time.
+ModelConfig tiny_model(const ModelConfig& c) {
+  ModelConfig t = c;
+  t.hidden_size = 16;
+  t.num_heads = 2;
+  t.num_kv_heads = 1;
+  t.head_dim = 8;
+  t.expert_ffn = 16;
+  t.shared_expert_ffn = c.shared_expert_ffn > 0 ? 16 : 0;
+  t.vocab_size = 64;
+  return t;
+}
+
+std::vector<engine::serving::Request> overhead_requests(int64_t vocab) {
+  std::vector<engine::serving::Request> out;
+  for (int i = 0; i < 4; ++i) {
+    engine::serving::Request r;
+    r.id = i;
+    r.max_new_tokens = 48;
+    for (int p = 0; p < 8; ++p)
+      r.prompt.push_back(static_cast<int32_t>(3 + (i * 7 + p) % (vocab - 3)));
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+/// Host seconds per stage run (see calibrate_cpu).
+absl::StatusOr<double> measure_stage_overhead(const Topology& topology, const fs::path& scratch) {
+  Topology cpu = topology;
+  cpu.backend = "cpu";
+  for (auto& d : cpu.devices) d.kind = "cpu";
+  const ModelConfig tiny = tiny_model(*cpu.model.synthetic);
+  cpu.model.synthetic = tiny;
+  cpu.model.path.clear();
+  cpu.model.preset.clear();
+  cpu.model.gemm = "auto";
+  cpu.trace_file.clear();
+  cpu.sampling.stop_at_eos = false;
+  cpu.routing_record_file = (scratch / "routing.csv").string();
+  absl::StatusOr<std::unique_ptr<Server>> cpu_server = Server::create(cpu);
+  if (!cpu_server.ok()) return cpu_server.status();
+  const std::vector<engine::serving::Request> requests = overhead_requests(tiny.vocab_size);
+  std::vector<double> itl_ms;
+  for (int round = 0; round < 3; ++round) {  // the median of three runs
+    absl::StatusOr<RunOutcome> out = (*cpu_server)->run(requests);
+    if (!out.ok()) return out.status();
+    if (!out->status.ok()) return out->status;
+    itl_ms.push_back(out->metrics.itl.mean_ms);
+  }
+  const double cpu_itl_ms = median(itl_ms);
+  // The same topology in the sim: zero kernel time, the run's own routing, 1 µs per stage run.
+  const fs::path zero = scratch / "zero-kernels.csv";
+  {
+    std::ofstream z(zero);
+    z << meta_line(tiny, cpu.model.dtype, 1, 1) << "op,tokens,context,width,seconds\n";
+    for (int n : {1, 2}) {
+      z << "attention," << n << ",1,0,0\nexpert," << n << ",0," << tiny.expert_ffn << ",0\nlm_head,"
+        << n << ",0,0,0\n";
+    }
+  }
+  Topology sim = cpu;
+  sim.backend = "sim";
+  sim.routing_record_file.clear();
+  sim.model.preset.clear();
+  sim.network.intra_node = "in-process";
+  sim.network.inter_node = "in-process";
+  sim.network.where.clear();
+  sim.router.kind = "recorded";
+  sim.router.trace_file = (scratch / "routing.csv").string();
+  sim.cost = {};
+  sim.cost.overheads.stage_us = 1.0;
+  sim.cost.kernels = zero.string();
+  sim.cost.kernels_where = "<calibrate>";
+  absl::StatusOr<std::unique_ptr<Server>> sim_server = Server::create(sim);
+  if (!sim_server.ok()) return sim_server.status();
+  absl::StatusOr<RunOutcome> s = (*sim_server)->run(requests);
+  if (!s.ok()) return s.status();
+  if (!s->status.ok()) return s->status;
+  const double runs_per_step = s->metrics.itl.mean_ms * 1e3;  // µs at 1 µs per stage run
+  if (!(runs_per_step > 0)) return absl::InternalError("the sim run reported no inter-token time");
+  return cpu_itl_ms * 1e-3 / runs_per_step;
+}
+
+}  // namespace
+
+absl::Status calibrate_cpu(const Topology& topology, const CpuCalibrationOptions& options,
+                           std::ostream& out) {
+  if (options.max_tokens < 8 || options.max_tokens > 2048 || options.max_context < 1 ||
+      options.max_context > 2048 || options.repeats < 1 || options.repeats > 100 ||
+      options.concurrent < 0 || options.concurrent > 64) {
+    return absl::InvalidArgumentError(
+        "calibrate: max tokens in [8, 2048], max context in [1, 2048], repeats in [1, 100], "
+        "concurrent in [0, 64]");
+  }
+  Topology cpu = topology;
+  cpu.backend = "cpu";
+  for (auto& d : cpu.devices) d.kind = "cpu";
+  cpu.trace_file.clear();
+  cpu.routing_record_file.clear();
+  if (!cpu.model.preset.empty()) {
+    return absl::InvalidArgumentError(
+        "calibrate: preset models have no weights; give synthetic dims or a model folder");
+  }
+  absl::StatusOr<std::unique_ptr<Server>> server = Server::create(cpu);
+  if (!server.ok()) return server.status();
+  const std::shared_ptr<const engine::exec::CpuModel> model = (*server)->model();
+  const ModelConfig config = (*server)->config();
+  const int threads = static_cast<int>((*server)->gemm_threads_per_device());
+  const int concurrent =
+      options.concurrent > 0 ? options.concurrent : static_cast<int>(cpu.devices.size());
+  auto progress = [&](const std::string& line) {
+    if (options.progress) options.progress(line);
+  };
+
+  out << "# muflow calibrate: cpu backend, " << concurrent
+      << " device thread(s) measuring at once, median of " << options.repeats << " calls\n"
+      << meta_line(config, cpu.model.dtype, threads, concurrent)
+      << "op,tokens,context,width,seconds\n";
+  out.flush();
+  Measurer m(model, threads, concurrent, options.repeats);
+  const std::vector<Point> points = m.points(options.max_tokens, options.max_context);
+  std::string last_op;
+  for (size_t i = 0; i < points.size(); ++i) {
+    const Point& p = points[i];
+    const double s = m.measure(p);
+    out << p.op << ',' << p.tokens << ',' << p.context << ',' << p.width << ','
+        << absl::StrFormat("%.9g", s) << '\n';
+    out.flush();
+    if (i + 1 == points.size() || points[i + 1].op != p.op) {
+      progress(absl::StrFormat("measured %s (%d/%d points)", p.op, i + 1, points.size()));
+    }
+  }
+  // Host overhead per stage run, on a tiny model with the same structure and wiring.
+  cpu.model.synthetic = config;
+  const fs::path scratch =
+      fs::temp_directory_path() / absl::StrCat("muflow_calibrate_", ::getpid());
+  fs::create_directories(scratch);
+  absl::StatusOr<double> overhead = measure_stage_overhead(cpu, scratch);
+  std::error_code ec;
+  fs::remove_all(scratch, ec);
+  if (!overhead.ok()) {
+    return absl::InternalError(
+        absl::StrCat("calibrate: stage overhead run: ", overhead.status().message()));
+  }
+  out << "stage_overhead,0,0,0," << absl::StrFormat("%.9g", *overhead) << '\n';
+  out.flush();
+  progress(absl::StrFormat("measured stage_overhead: %.1f us per stage run", *overhead * 1e6));
+  return absl::OkStatus();
+}
+
+}  // namespace muflow::actors

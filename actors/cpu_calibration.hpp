@@ -1,0 +1,46 @@
+#pragma once
+/// \file
+/// `muflow calibrate --backend cpu`: measures this machine's stage kernels for a topology's
+/// model on the cpu backend, and the per-stage host overhead of its actors, and writes them
+/// as the CSV the sim reads with `[cost] kernels` (kernels/sim/measured_kernels.hpp), so that
+/// the sim predicts this machine's cpu-backend runs (issue #19 item 3).
+
+#include <cstdint>
+#include <functional>
+#include <ostream>
+#include <string>
+
+#include "absl/status/status.h"
+#include "engine/topology/topology.hpp"
+
+namespace muflow::actors {
+
+struct CpuCalibrationOptions {
+  int64_t max_tokens = 512;    ///< largest batch (expert rows, prefill tokens, LM-head rows)
+  int64_t max_context = 1024;  ///< largest decode context measured
+  int repeats = 5;             ///< timed calls per point (median kept), after one warm-up
+  /// Threads that run the same measurements at once (each its own device's executor), so the
+  /// times carry the contention of a run with that many devices (memory bandwidth, caches).
+  /// 0 = the topology's device count.
+  int concurrent = 0;
+  /// Called with one line per finished group of measurements (progress on stderr).
+  std::function<void(const std::string&)> progress;
+};
+
+/// Measures `topology`'s model (its [model], dtype and `[cluster] threads_per_device`; run on
+/// the cpu backend whatever its `backend` says) and writes the CSV to `out`, one row per
+/// point as it is measured (flushed, so an interrupted run keeps what it finished):
+///  - attention decode (n sequences × context), prefill (one sequence of P tokens), expert
+///    FFN (n rows; widths ffn and the MoEShard shard widths of 2 and of the device count),
+///    LM head + sampling (n rows), each the median of `repeats` calls on cold weights (calls
+///    rotate over blocks and experts; the LM head reads a 64 MiB buffer between calls);
+///  - stage_overhead: a tiny model (hidden 16) with the topology's wiring and devices is run
+///    on the cpu backend, and the same topology in the sim with zero kernel times and 1 µs
+///    per stage run; the ratio of their inter-token latencies is the host time per stage
+///    run (actor messages, batch assembly, the device scheduler).
+/// Blocks the calling thread (seconds to a minute). Errors: the topology's (model folder,
+/// dims), InvalidArgument for options out of range, Internal when a run fails.
+absl::Status calibrate_cpu(const engine::topology::Topology& topology,
+                           const CpuCalibrationOptions& options, std::ostream& out);
+
+}  // namespace muflow::actors

@@ -1,0 +1,236 @@
+#include "kernels/sim/measured_kernels.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <set>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "kernels/assert.hpp"
+
+namespace muflow::kernels::sim {
+namespace {
+
+constexpr char kHeader[] = "op,tokens,context,width,seconds";
+
+struct Row {
+  std::string op;
+  int64_t tokens = 0;
+  int64_t context = 0;
+  int64_t width = 0;
+  double seconds = 0;
+};
+
+absl::Status row_error(const std::string& path, int line, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat(path, ":", line, ": ", what));
+}
+
+/// Least-squares slope through the origin of y over x (0 when no x > 0), clamped at 0.
+double slope_through_origin(const std::vector<std::pair<double, double>>& xy) {
+  double sxx = 0, sxy = 0;
+  for (const auto& [x, y] : xy) {
+    sxx += x * x;
+    sxy += x * y;
+  }
+  return sxx > 0 ? std::max(0.0, sxy / sxx) : 0.0;
+}
+
+}  // namespace
+
+InterpolatedTimes::InterpolatedTimes(std::vector<std::pair<double, double>> points) {
+  MUFLOW_ASSERT(!points.empty(), "InterpolatedTimes needs at least one point");
+  std::sort(points.begin(), points.end());
+  for (size_t i = 0; i < points.size();) {
+    size_t j = i;
+    double sum = 0;
+    while (j < points.size() && points[j].first == points[i].first) sum += points[j++].second;
+    points_.emplace_back(points[i].first, sum / static_cast<double>(j - i));
+    i = j;
+  }
+}
+
+double InterpolatedTimes::at(double x) const {
+  if (points_.empty()) return 0.0;
+  if (points_.size() == 1 || x <= points_.front().first) return points_.front().second;
+  auto hi = std::lower_bound(points_.begin(), points_.end(), std::pair{x, -1e300});
+  if (hi == points_.end()) hi = points_.end() - 1;  // extrapolate from the last two points
+  const auto lo = hi - 1;
+  const double f = (x - lo->first) / (hi->first - lo->first);
+  return std::max(0.0, lo->second + f * (hi->second - lo->second));
+}
+
+MeasuredKernels::MeasuredKernels(std::map<std::string, std::string> meta,
+                                 InterpolatedTimes attention_t0, double k_decode, double k_prefill,
+                                 std::map<int64_t, InterpolatedTimes> expert,
+                                 InterpolatedTimes lm_head, double stage_overhead_s)
+    : meta_(std::move(meta)),
+      attention_t0_(std::move(attention_t0)),
+      k_decode_(k_decode),
+      k_prefill_(k_prefill),
+      expert_(std::move(expert)),
+      full_ffn_(expert_.empty() ? 0 : expert_.rbegin()->first),
+      lm_head_(std::move(lm_head)),
+      stage_overhead_s_(stage_overhead_s) {}
+
+std::string MeasuredKernels::kind() const {
+  auto it = meta_.find("kind");
+  return it == meta_.end() ? "" : it->second;
+}
+
+double MeasuredKernels::attention_seconds(std::span<const AttentionSequence> sequences) const {
+  int64_t n = 0;
+  double decode_pairs = 0, prefill_pairs = 0;
+  for (const AttentionSequence& s : sequences) {
+    MUFLOW_ASSERT(s.num_tokens >= 0 && s.num_tokens <= s.context_len, "bad attention sequence");
+    if (s.num_tokens == 0) continue;
+    n += s.num_tokens;
+    // Pairs beyond the token's own position: Σ over new tokens of (context it sees − 1).
+    const double p = static_cast<double>(s.num_tokens);
+    const double pairs =
+        p * static_cast<double>(s.context_len) - p * (p - 1) / 2 - p;  // causal, minus self
+    (s.num_tokens == 1 ? decode_pairs : prefill_pairs) += pairs;
+  }
+  if (n == 0) return 0.0;
+  return attention_t0_.at(static_cast<double>(n)) + k_decode_ * decode_pairs +
+         k_prefill_ * prefill_pairs;
+}
+
+double MeasuredKernels::expert_seconds(int64_t num_tokens, int64_t ffn) const {
+  if (num_tokens <= 0 || expert_.empty()) return 0.0;
+  if (auto it = expert_.find(ffn); it != expert_.end()) {
+    return it->second.at(static_cast<double>(num_tokens));
+  }
+  return expert_.at(full_ffn_).at(static_cast<double>(num_tokens)) * static_cast<double>(ffn) /
+         static_cast<double>(full_ffn_);
+}
+
+double MeasuredKernels::lm_head_seconds(int64_t num_rows) const {
+  return num_rows <= 0 ? 0.0 : lm_head_.at(static_cast<double>(num_rows));
+}
+
+absl::StatusOr<MeasuredKernels> MeasuredKernels::read_csv(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  std::map<std::string, std::string> meta;
+  std::vector<Row> rows;
+  bool header = false;
+  std::string raw;
+  int line = 0;
+  while (std::getline(in, raw)) {
+    ++line;
+    absl::string_view text = absl::StripTrailingAsciiWhitespace(raw);
+    if (text.empty()) continue;
+    if (text.front() == '#') {
+      for (absl::string_view word : absl::StrSplit(text.substr(1), ' ', absl::SkipEmpty())) {
+        const size_t eq = word.find('=');
+        if (eq != absl::string_view::npos && eq > 0) {
+          meta[std::string(word.substr(0, eq))] = std::string(word.substr(eq + 1));
+        }
+      }
+      continue;
+    }
+    if (!header) {
+      if (text != kHeader) {
+        return row_error(path, line, absl::StrCat("expected the header '", kHeader, "'"));
+      }
+      header = true;
+      continue;
+    }
+    if (static_cast<int64_t>(rows.size()) >= kMaxRows) {
+      return row_error(path, line, absl::StrCat("more than ", kMaxRows, " rows"));
+    }
+    std::vector<absl::string_view> f = absl::StrSplit(text, ',');
+    if (f.size() != 5) return row_error(path, line, "expected 5 fields");
+    Row r;
+    r.op = std::string(f[0]);
+    if (!absl::SimpleAtoi(f[1], &r.tokens) || !absl::SimpleAtoi(f[2], &r.context) ||
+        !absl::SimpleAtoi(f[3], &r.width) || r.tokens < 0 || r.context < 0 || r.width < 0) {
+      return row_error(path, line, "tokens, context and width must be non-negative integers");
+    }
+    if (!absl::SimpleAtod(f[4], &r.seconds) || !std::isfinite(r.seconds) || r.seconds < 0) {
+      return row_error(path, line, "seconds must be a finite non-negative number");
+    }
+    const bool sized =
+        r.op == "attention" || r.op == "prefill" || r.op == "expert" || r.op == "lm_head";
+    if (!sized && r.op != "stage_overhead") {
+      return row_error(path, line,
+                       absl::StrCat("unknown op '", r.op,
+                                    "'; expected attention, prefill, expert, lm_head or "
+                                    "stage_overhead"));
+    }
+    if (sized && r.tokens < 1) return row_error(path, line, "tokens must be >= 1");
+    if ((r.op == "attention" || r.op == "prefill") &&
+        r.context < (r.op == "prefill" ? r.tokens : 1)) {
+      return row_error(path, line, "context must be >= 1 (attention) or >= tokens (prefill)");
+    }
+    if (r.op == "expert" && r.width < 1) return row_error(path, line, "expert width must be >= 1");
+    rows.push_back(std::move(r));
+  }
+  if (!header) return row_error(path, line, absl::StrCat("no header '", kHeader, "'"));
+  if (meta.find("kind") == meta.end()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": no '# kind=...' metadata line"));
+  }
+  int64_t ffn = 0;
+  if (auto it = meta.find("ffn");
+      it == meta.end() || !absl::SimpleAtoi(it->second, &ffn) || ffn < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": no '# ... ffn=N' metadata"));
+  }
+
+  std::vector<std::pair<double, double>> t0, lm;
+  std::map<int64_t, std::vector<std::pair<double, double>>> expert;
+  double overhead = 0;
+  int64_t overhead_rows = 0;
+  for (const Row& r : rows) {
+    if (r.op == "attention" && r.context == 1) t0.emplace_back(r.tokens, r.seconds);
+    if (r.op == "expert") expert[r.width].emplace_back(r.tokens, r.seconds);
+    if (r.op == "lm_head") lm.emplace_back(r.tokens, r.seconds);
+    if (r.op == "stage_overhead") {
+      overhead += r.seconds;
+      ++overhead_rows;
+    }
+  }
+  auto distinct = [](const std::vector<std::pair<double, double>>& v) {
+    std::set<double> xs;
+    for (const auto& p : v) xs.insert(p.first);
+    return xs.size();
+  };
+  if (distinct(t0) < 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": need attention rows at context 1 for at least 2 token counts"));
+  }
+  if (distinct(expert[ffn]) < 2) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": need expert rows at the model's width ",
+                                                   ffn, " for at least 2 token counts"));
+  }
+  if (distinct(lm) < 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": need lm_head rows for at least 2 token counts"));
+  }
+  InterpolatedTimes attention_t0(t0);
+  std::vector<std::pair<double, double>> decode_xy, prefill_xy;
+  for (const Row& r : rows) {
+    if (r.op == "attention" && r.context > 1) {
+      const double n = static_cast<double>(r.tokens);
+      decode_xy.emplace_back(n * static_cast<double>(r.context - 1),
+                             r.seconds - attention_t0.at(n));
+    }
+    if (r.op == "prefill") {
+      const double p = static_cast<double>(r.tokens);
+      prefill_xy.emplace_back(p * static_cast<double>(r.context) - p * (p - 1) / 2 - p,
+                              r.seconds - attention_t0.at(p));
+    }
+  }
+  std::map<int64_t, InterpolatedTimes> expert_tables;
+  for (auto& [width, pts] : expert) {
+    if (!pts.empty()) expert_tables.emplace(width, InterpolatedTimes(pts));
+  }
+  return MeasuredKernels(std::move(meta), std::move(attention_t0), slope_through_origin(decode_xy),
+                         slope_through_origin(prefill_xy), std::move(expert_tables),
+                         InterpolatedTimes(lm),
+                         overhead_rows > 0 ? overhead / static_cast<double>(overhead_rows) : 0.0);
+}
+
+}  // namespace muflow::kernels::sim

@@ -1,0 +1,111 @@
+#pragma once
+/// \file
+/// Stage kernel times measured on a real backend (`muflow calibrate --backend cpu`), which the
+/// sim uses instead of its roofline for the device kind that ran them, so the sim predicts
+/// that hardware rather than an idealisation of it (issue #19 item 3).
+///
+/// File (CSV, written by `muflow calibrate`, one row per measurement as it finishes):
+///
+///     # muflow calibrate: <free text>
+///     # kind=cpu hidden=1024 ffn=2048 heads=16 kv_heads=4 head_dim=64 experts=8 topk=2
+///     #   vocab=4096 gated=1 dtype=f32 threads=1 concurrent=2      (one line, key=value)
+///     op,tokens,context,width,seconds
+///     attention,8,256,0,0.00123
+///     ...
+///
+/// Rows (seconds: median wall time of one call; every size >= 1 unless said otherwise):
+///  - `attention,n,c,0,s`: the attention stage (norm, qkv, rope, attention, o, router) for n
+///    sequences of one new token each at context c (the new token included; c = 1: first
+///    position).
+///  - `prefill,P,P,0,s`: the same stage for one sequence of P new tokens from position 0.
+///  - `expert,n,0,f,s`: one expert FFN of width f on n rows.
+///  - `lm_head,n,0,0,s`: final norm, LM head and sampling of n rows.
+///  - `stage_overhead,0,0,0,s`: host time of one stage run outside its kernels (actor
+///    messages, batch assembly), measured end to end on a tiny model.
+///
+/// Model (fitted at load; stated so that a reader can check it against the file):
+///  - attention: t = T0(n) + k_decode · (S_decode − n_decode) + k_prefill · (S_prefill −
+///    n_prefill), where T0(n) interpolates the c = 1 rows (projections and router: no
+///    context), S is the number of (query, key) pairs the batch's new tokens attend to
+///    (causal), split by sequences with one new token (decode) and more (prefill); k_decode
+///    and k_prefill are least-squares slopes through the origin of t − T0 over S − n on the
+///    `attention` rows with c > 1 and on the `prefill` rows.
+///  - expert, lm_head: piecewise-linear interpolation in n of the rows (at the same width
+///    for experts; another width scales the full width's time by width ratio), linear
+///    extrapolation beyond the last two points, the first point's time below it.
+///
+/// Value type; const methods may be called from any thread.
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kernels/sim/op_cost.hpp"
+
+namespace muflow::kernels::sim {
+
+/// Monotone lookup table: (x, seconds) points, x ascending and distinct.
+class InterpolatedTimes {
+ public:
+  InterpolatedTimes() = default;
+  /// `points` (x, seconds); sorted here; duplicate x keep their mean. Precondition: >= 1 point.
+  explicit InterpolatedTimes(std::vector<std::pair<double, double>> points);
+  /// Seconds at `x` (see the file comment); 0 when the table is empty.
+  double at(double x) const;
+  size_t size() const { return points_.size(); }
+
+ private:
+  std::vector<std::pair<double, double>> points_;
+};
+
+class MeasuredKernels {
+ public:
+  /// Most data rows a file may hold (bounded before anything is stored).
+  static constexpr int64_t kMaxRows = 100'000;
+
+  /// Reads and fits `path`. Errors (messages start with "path:line:" where a line is at
+  /// fault): NotFound when it cannot be opened; InvalidArgument for a missing `# kind=...`
+  /// line, a header other than `op,tokens,context,width,seconds`, an unknown op, a size or
+  /// time that is not a finite non-negative number (sizes: integers >= 1, context >= tokens
+  /// for prefill), more than kMaxRows rows, or too few rows to fit: attention at c = 1 for
+  /// 2 distinct n, expert at the file's `ffn` for 2 distinct n, lm_head for 2 distinct n.
+  static absl::StatusOr<MeasuredKernels> read_csv(const std::string& path);
+
+  /// A table built in memory (tests, and the stage-overhead measurement).
+  MeasuredKernels(std::map<std::string, std::string> meta, InterpolatedTimes attention_t0,
+                  double k_decode, double k_prefill, std::map<int64_t, InterpolatedTimes> expert,
+                  InterpolatedTimes lm_head, double stage_overhead_s);
+  MeasuredKernels() = default;
+
+  /// The `# key=value` metadata (kind, model dims, dtype, threads, ...).
+  const std::map<std::string, std::string>& meta() const { return meta_; }
+  /// meta()["kind"]: the device kind that ran the kernels ("cpu").
+  std::string kind() const;
+
+  /// Seconds of the attention stage for `sequences` (see the file comment).
+  double attention_seconds(std::span<const AttentionSequence> sequences) const;
+  /// Seconds of one expert FFN of width `ffn` on `num_tokens` rows (0 for none).
+  double expert_seconds(int64_t num_tokens, int64_t ffn) const;
+  /// Seconds of the LM head and sampling on `num_rows` rows (0 for none).
+  double lm_head_seconds(int64_t num_rows) const;
+  /// Host seconds of one stage run outside its kernels (0 when not measured).
+  double stage_overhead_s() const { return stage_overhead_s_; }
+  double k_decode() const { return k_decode_; }
+  double k_prefill() const { return k_prefill_; }
+
+ private:
+  std::map<std::string, std::string> meta_;
+  InterpolatedTimes attention_t0_;
+  double k_decode_ = 0;
+  double k_prefill_ = 0;
+  std::map<int64_t, InterpolatedTimes> expert_;  ///< by width
+  int64_t full_ffn_ = 0;                         ///< the widest measured width
+  InterpolatedTimes lm_head_;
+  double stage_overhead_s_ = 0;
+};
+
+}  // namespace muflow::kernels::sim

@@ -1,0 +1,85 @@
+// #19 item 3, CI-sized: `muflow calibrate`'s measurement (actors::calibrate_cpu) of a small
+// synthetic Mixtral on this machine feeds the sim (`[cost] kernels`, the cpu run's recorded
+// routing, in-process links), which must then predict the cpu backend's mean inter-token
+// latency and throughput on the same workload. The bound is loose (a factor of 2: CI
+// machines are shared and the model is tiny); the full-size table with the measured ratios
+// is in bench/README.md (bench/sim_prediction.sh).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "actors/cpu_calibration.hpp"
+#include "invariance_fixtures.hpp"
+#include "kernels/sim/measured_kernels.hpp"
+#include "scratch_path.hpp"
+
+namespace muflow::testing_fixtures {
+namespace {
+
+TEST(SimPrediction, CalibratedSimPredictsTheCpuBackend) {
+  const std::filesystem::path kernels = muflow::testing::scratch_path("cpu-kernels.csv");
+  const std::filesystem::path routing = muflow::testing::scratch_path("routing.csv");
+  Topology cpu = topology_for(2);
+  ModelConfig c = small_mixtral(2);
+  c.hidden_size = 128;
+  c.expert_ffn = 256;
+  cpu.model.synthetic = c;
+  cpu.model.seed = 3;
+  cpu.threads_per_device = 1;
+  cpu.scheduler.max_batch_requests = 8;
+  cpu.scheduler.max_prefill_tokens = 128;
+  cpu.sampling.stop_at_eos = false;
+
+  actors::CpuCalibrationOptions options;
+  options.max_tokens = 64;
+  options.max_context = 128;
+  options.repeats = 3;
+  {
+    std::ofstream out(kernels);
+    ASSERT_TRUE(actors::calibrate_cpu(cpu, options, out).ok());
+  }
+  absl::StatusOr<kernels::sim::MeasuredKernels> table =
+      kernels::sim::MeasuredKernels::read_csv(kernels.string());
+  ASSERT_TRUE(table.ok()) << table.status();
+  EXPECT_GT(table->stage_overhead_s(), 0.0);
+  EXPECT_GT(table->expert_seconds(8, c.expert_ffn), 0.0);
+
+  std::vector<Request> requests = make_requests(c.vocab_size, 1, 8, 11);
+  for (Request& r : requests) {
+    r.max_new_tokens = 24;
+    r.return_prompt_logits = false;  // the sim has no math
+  }
+  Topology recorded = cpu;
+  recorded.routing_record_file = routing.string();
+  const actors::RunOutcome measured = run_topology(recorded, requests);
+  ASSERT_TRUE(measured.status.ok()) << measured.status;
+
+  Topology sim = cpu;
+  sim.backend = "sim";
+  sim.router.kind = "recorded";
+  sim.router.trace_file = routing.string();
+  sim.network.intra_node = "in-process";
+  sim.network.inter_node = "in-process";
+  sim.network.activation_bytes = 4;
+  sim.cost.kernels = kernels.string();
+  sim.cost.kernels_where = "<test>";
+  const actors::RunOutcome predicted = run_topology(sim, requests);
+  ASSERT_TRUE(predicted.status.ok()) << predicted.status;
+  ASSERT_EQ(predicted.metrics.num_output_tokens, measured.metrics.num_output_tokens);
+
+  const double itl = predicted.metrics.itl.mean_ms / measured.metrics.itl.mean_ms;
+  const double tput = predicted.metrics.output_tokens_per_s / measured.metrics.output_tokens_per_s;
+  std::printf("predicted / measured: ITL %.3f / %.3f ms = %.2f, throughput %.1f / %.1f = %.2f\n",
+              predicted.metrics.itl.mean_ms, measured.metrics.itl.mean_ms, itl,
+              predicted.metrics.output_tokens_per_s, measured.metrics.output_tokens_per_s, tput);
+  EXPECT_GT(itl, 0.5);
+  EXPECT_LT(itl, 2.0);
+  EXPECT_GT(tput, 0.5);
+  EXPECT_LT(tput, 2.0);
+  std::filesystem::remove(kernels);
+  std::filesystem::remove(routing);
+}
+
+}  // namespace
+}  // namespace muflow::testing_fixtures
