@@ -247,11 +247,18 @@ absl::StatusOr<RebalanceResult> harmoeny_rebalance_code(const RebalanceSchedule&
     std::stable_sort(senders.begin(), senders.end(), [&](int64_t a, int64_t b) {
       return S.at(a, e_hot, g_max) > S.at(b, e_hot, g_max);
     });
+    // HarMoEny's public code (sacs-epfl/HarMoEny 563b5a6, src/harmonymoe/scheduler.py,
+    // schedule_harmony): move while g_max is still above the average AND g_min has room; a
+    // move is min(sender's tokens, room), so the last one may take g_max below avg.
+    int64_t overloaded = load[static_cast<size_t>(g_max)] - avg;
     for (int64_t src : senders) {
       const int64_t capacity = avg - load[static_cast<size_t>(g_min)];
       const int64_t have = S.at(src, e_hot, g_max);
-      if (capacity <= 0 || have <= 0) break;  // g_min full, or e has no tokens left on g_max
-      transfer(r, src, e_hot, g_max, g_min, std::min(have, capacity));
+      if (overloaded <= 0 || capacity <= 0) break;  // g_max at avg, or g_min full
+      if (have <= 0) break;                         // e has no tokens left on g_max
+      const int64_t send = std::min(have, capacity);
+      transfer(r, src, e_hot, g_max, g_min, send);
+      overloaded -= send;
     }
   }
 }

@@ -8,8 +8,15 @@
 /// Sources:
 ///  - `harmoeny_rebalance_paper`: HarMoEny (Doucet et al.), §4.2, Algorithm 2 "HarMoEny Token
 ///    Rebalancing" (`../shared/seeds/000_94a58d025960256d.txt`).
-///  - `harmoeny_rebalance_code`: the variant HarMoEny's public code actually runs, as described
-///    in `../shared/seeds/NOTES.md` (the paper's Algorithm 2 is disabled there).
+///  - `harmoeny_rebalance_code`: the variant HarMoEny's public code actually runs
+///    (`../shared/seeds/NOTES.md`; the paper's Algorithm 2 is disabled there), checked
+///    against sacs-epfl/HarMoEny commit 563b5a6d, `src/harmonymoe/scheduler.py`,
+///    `schedule_harmony`: avg = ⌊T / G⌋; while some GPU is above avg: g_max = first argmax,
+///    g_min = first argmin of the loads; stop if g_min == g_max or load[g_min] + q > avg; e =
+///    first argmax over experts of Σ_src S[src, e, g_max]; stop if that sum < q; then, with
+///    `overloaded = load[g_max] − avg`, while overloaded > 0 and g_min has room, the sender
+///    with the most tokens of e on g_max (first argmax) moves min(its tokens, avg −
+///    load[g_min]) to g_min and `overloaded` drops by that.
 ///  - `harmoeny_default_q`: §4.4, Eq. 4.
 ///
 /// Guarantees shared by both variants (tested in tests/unit/harmoeny_rebalance_test.cpp):

@@ -150,6 +150,56 @@ TEST(HarmoenyRebalanceTest, Figure6Code) {
   check_invariants(*init, *r, 1, false);
 }
 
+// The code variant stops moving an expert's tokens off g_max once g_max is no longer above
+// the average, as HarMoEny's public scheduler does (sacs-epfl/HarMoEny 563b5a6d,
+// src/harmonymoe/scheduler.py, schedule_harmony: `while amount_overloaded > 0 and avg -
+// gpu_amt[least_idx] > 0`). Worked case, traced through that code by hand: counts (src x
+// expert, expert e homed on GPU e) give loads [11, 2, 11], avg 8, q 1.
+//  1. g_max 0 (first max), g_min 1, e 0, overloaded 3, room 6: sender 2 (5 tokens) moves 5;
+//     overloaded -2: stop (moving on would also take sender 1's tokens). Loads [6, 7, 11].
+//  2. g_max 2, g_min 0, e 2, overloaded 3, room 2: sender 1 (4, first of the two 4s) moves 2.
+//     Loads [8, 7, 9].
+//  3. g_max 2, g_min 1, e 2, overloaded 1, room 1: sender 2 (4) moves 1. Loads [8, 8, 8].
+TEST(HarmoenyRebalanceTest, CodeStopsOnceTheOverloadedGpuReachesTheAverage) {
+  const Counts counts = {{2, 1, 3}, {4, 1, 4}, {5, 0, 4}};
+  absl::StatusOr<planning::RebalanceSchedule> init =
+      planning::harmoeny_initial_schedule(counts, {0, 1, 2});
+  ASSERT_TRUE(init.ok());
+  absl::StatusOr<planning::RebalanceResult> r = planning::harmoeny_rebalance_code(*init, 1);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->loads, (std::vector<int64_t>{8, 8, 8}));
+  EXPECT_EQ(r->stop, planning::RebalanceStop::kBalanced);
+  EXPECT_EQ(r->num_moves, 3);
+  EXPECT_EQ(r->tokens_moved, 8);
+  planning::RebalanceSchedule want = *init;
+  want.at(2, 0, 0) -= 5;
+  want.at(2, 0, 1) += 5;
+  want.at(1, 2, 2) -= 2;
+  want.at(1, 2, 0) += 2;
+  want.at(2, 2, 2) -= 1;
+  want.at(2, 2, 1) += 1;
+  EXPECT_EQ(r->schedule, want);
+  // Without the stop, round 1 would also have moved one of sender 1's expert-0 tokens.
+  EXPECT_EQ(r->schedule.at(1, 0, 1), 0);
+  check_invariants(*init, *r, 1, false);
+}
+
+// A single sender whose tokens exceed the overload: one move of min(tokens, room), which may
+// take g_max below the average (the public code does not clip a move to the overload).
+TEST(HarmoenyRebalanceTest, CodeMoveIsNotClippedToTheOverload) {
+  // Loads [10, 2, 6] (avg 6): g_max 0 is 4 over, g_min 1 has room 4; expert 0's only sender
+  // with tokens on GPU 0 is rank 0 (10): it moves min(10, 4) = 4. Loads [6, 6, 6].
+  const Counts counts = {{10, 0, 6}, {0, 2, 0}, {0, 0, 0}};
+  absl::StatusOr<planning::RebalanceSchedule> init =
+      planning::harmoeny_initial_schedule(counts, {0, 1, 2});
+  ASSERT_TRUE(init.ok());
+  absl::StatusOr<planning::RebalanceResult> r = planning::harmoeny_rebalance_code(*init, 2);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->loads, (std::vector<int64_t>{6, 6, 6}));
+  EXPECT_EQ(r->schedule.at(0, 0, 1), 4);
+  EXPECT_EQ(r->num_moves, 1);
+}
+
 TEST(HarmoenyRebalanceTest, Figure6ThresholdBlocksSmallMoves) {
   // q = 4: GPU 0 can take 5 − 2 = 3 < 4 tokens, so line 19 stops before any move.
   for (RebalanceFn fn : {RebalanceFn{&planning::harmoeny_rebalance_paper},
