@@ -85,7 +85,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::create(engine::topology::Topolog
         topology.scheduler.max_prefill_tokens));
   }
   if (absl::StatusOr<std::unique_ptr<engine::serving::SchedulingPolicy>> pol =
-          engine::serving::make_scheduling_policy(topology.scheduler.policy);
+          engine::serving::make_scheduling_policy(topology.scheduler.policy,
+                                               topology.scheduler.defrag_lookahead,
+                                               topology.scheduler.defrag_decay);
       !pol.ok()) {
     return absl::InvalidArgumentError(
         absl::StrFormat("%s: key 'scheduler.policy': %s", topology.source, pol.status().message()));
@@ -297,7 +299,9 @@ absl::StatusOr<std::vector<RunOutcome>> Server::run_together(
     ctxs.push_back(*ctx);
   }
   absl::StatusOr<std::unique_ptr<engine::serving::SchedulingPolicy>> policy =
-      engine::serving::make_scheduling_policy(first.topology_.scheduler.policy);
+      engine::serving::make_scheduling_policy(first.topology_.scheduler.policy,
+                                              first.topology_.scheduler.defrag_lookahead,
+                                              first.topology_.scheduler.defrag_decay);
   if (!policy.ok()) return policy.status();
   std::vector<std::vector<DeviceStage>> local;
   for (const auto& ctx : ctxs) build_stages(sys, ctx, local);

@@ -17,7 +17,9 @@ absl::StatusOr<std::unique_ptr<ServingEngine>> ServingEngine::start(const Server
         server.topology().source));
   }
   absl::StatusOr<std::unique_ptr<engine::serving::SchedulingPolicy>> policy =
-      engine::serving::make_scheduling_policy(server.topology().scheduler.policy);
+      engine::serving::make_scheduling_policy(server.topology().scheduler.policy,
+                                              server.topology().scheduler.defrag_lookahead,
+                                              server.topology().scheduler.defrag_decay);
   if (!policy.ok()) return policy.status();
   absl::StatusOr<std::shared_ptr<RunContext>> ctx = server.make_context();
   if (!ctx.ok()) return ctx.status();

@@ -43,3 +43,9 @@ echo "== §5.3 policies, medium workload, top-2 at ${RATE_TOP2:-80,100} req/s"
 "$muflow" bench "$topo" --wirings async --sweep scheduler.policy=most-tokens,flfs,defrag \
   --sweep model.topk=2 --sweep workload.rate="${RATE_TOP2:-80,100}" \
   --sweep workload.num_requests="$policy_requests" --csv "$out/5_3_top2.csv"
+# The defragging scheduler's lookahead K (DisagMoE main: 3, its later branches: 7) and δ.
+echo "== §5.3 defrag lookahead K, medium workload, top-1 at ${RATE_TOP1:-110} req/s"
+"$muflow" bench "$topo" --wirings async --sweep scheduler.policy=defrag \
+  --sweep scheduler.defrag_lookahead=0,1,3,7 --sweep model.topk=1 \
+  --sweep workload.rate="${RATE_TOP1:-110}" --sweep workload.num_requests="$policy_requests" \
+  --csv "$out/5_3_defrag_k.csv"

@@ -99,11 +99,19 @@ std::vector<std::string> scheduling_policy_names() {
   return {"fifo", "most-tokens", "flfs", "defrag"};
 }
 
-absl::StatusOr<std::unique_ptr<SchedulingPolicy>> make_scheduling_policy(const std::string& name) {
+absl::StatusOr<std::unique_ptr<SchedulingPolicy>> make_scheduling_policy(
+    const std::string& name, int64_t defrag_lookahead, double defrag_decay) {
   if (name == "fifo") return std::make_unique<FifoPolicy>();
   if (name == "most-tokens") return std::make_unique<MostTokensPolicy>();
   if (name == "flfs") return std::make_unique<FirstLayerFirstPolicy>();
-  if (name == "defrag") return std::make_unique<DefragPolicy>();
+  if (name == "defrag") {
+    if (defrag_lookahead < 0 || !(defrag_decay >= 0 && defrag_decay <= 1)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "defrag scheduler: lookahead %d must be >= 0 and decay %g in [0, 1]", defrag_lookahead,
+          defrag_decay));
+    }
+    return std::make_unique<DefragPolicy>(defrag_lookahead, defrag_decay);
+  }
   return absl::InvalidArgumentError(absl::StrFormat(
       "unknown scheduling policy '%s'; expected one of: %s", name,
       absl::StrJoin(scheduling_policy_names(), ", ")));

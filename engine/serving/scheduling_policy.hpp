@@ -70,11 +70,17 @@ class FirstLayerFirstPolicy final : public SchedulingPolicy {
 ///   score(b, g) = Q[b][g] + Σ_{k=1..K} δ^k · mean_g' Q[(b + k) mod N_B][g']   if Q[b][g] > 0,
 /// where N_B = 1 + the largest block among the device's stages (the sampler counts as block
 /// num_layers) and the mean is over the device's stages of that block (0 when it has none).
-/// Picks the highest score; ties → earliest ready, then lower index. Defaults K = 4, δ = 0.8
-/// (the paper's and its public code's).
+/// Picks the highest score; ties → earliest ready, then lower index. K and δ are
+/// `[scheduler] defrag_lookahead` / `defrag_decay`. The paper gives no values; its public code
+/// (USC-NSL/DisagMoE, csrc/engine/scheduler.cpp, AdvancedLayerScheduler::schedule) scores the
+/// layer itself at weight 1 plus the next 3 layers at δ^1..δ^3 on main (83f2888: K = 3) and
+/// the next 7 on refine_plots and the other April 2025 branches (94fd782:
+/// `lookahead_steps = 8`, K = 7), δ = 0.8 on all. Defaults K = 3, δ = 0.8 (main). The public
+/// code sums the layer's tokens; here a block's lookahead term is the mean over the device's
+/// stages of that block (one per expert on an expert device).
 class DefragPolicy final : public SchedulingPolicy {
  public:
-  explicit DefragPolicy(int64_t lookahead = 4, double decay = 0.8)
+  explicit DefragPolicy(int64_t lookahead = 3, double decay = 0.8)
       : lookahead_(lookahead), decay_(decay) {}
   int64_t pick(const std::vector<StageStatus>& stages) const override;
   const char* name() const override { return "defrag"; }
@@ -89,7 +95,10 @@ class DefragPolicy final : public SchedulingPolicy {
 /// Names accepted by make_scheduling_policy.
 std::vector<std::string> scheduling_policy_names();
 
-/// Builds a policy by name. Errors: InvalidArgument listing the known names.
-absl::StatusOr<std::unique_ptr<SchedulingPolicy>> make_scheduling_policy(const std::string& name);
+/// Builds a policy by name; `defrag_lookahead` (>= 0) and `defrag_decay` (in [0, 1]) are
+/// DefragPolicy's K and δ (ignored by the others). Errors: InvalidArgument listing the known
+/// names, or naming a K or δ out of range.
+absl::StatusOr<std::unique_ptr<SchedulingPolicy>> make_scheduling_policy(
+    const std::string& name, int64_t defrag_lookahead = 3, double defrag_decay = 0.8);
 
 }  // namespace muflow::engine::serving

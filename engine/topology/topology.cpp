@@ -51,7 +51,8 @@ constexpr std::string_view kAffinityPlanners[] = {"heuristic", "milp"};
 constexpr std::string_view kSchedulerKeys[] = {"policy", "max_batch_requests",
                                                "max_prefill_tokens", "max_batch_tokens",
                                                "hold_min_tokens", "hold_max_ms", "merge",
-                                               "max_queued_requests"};
+                                               "max_queued_requests", "defrag_lookahead",
+                                               "defrag_decay"};
 constexpr std::string_view kSamplingKeys[] = {"temperature", "top_p", "seed", "stop_at_eos"};
 
 // Runs `expr` (an absl::Status expression) and returns it from the enclosing function if
@@ -305,6 +306,10 @@ absl::Status parse_scheduler(const TomlTableReader& r, SchedulerSpec* s) {
   MUFLOW_TOPO_RETURN_IF_ERROR(r.read_double("hold_max_ms", &s->hold_max_ms,
                                             "a number of milliseconds in [0, 10000]",
                                             [](double v) { return v >= 0 && v <= 1e4; }));
+  MUFLOW_TOPO_RETURN_IF_ERROR(r.read_int("defrag_lookahead", &s->defrag_lookahead, 0, 1024));
+  MUFLOW_TOPO_RETURN_IF_ERROR(r.read_double("defrag_decay", &s->defrag_decay,
+                                            "a number in [0, 1]",
+                                            [](double v) { return v >= 0 && v <= 1; }));
   return absl::OkStatus();
 }
 

@@ -97,6 +97,13 @@ struct SchedulerSpec {
   /// limits full); a request arriving beyond it is rejected at once (finish reason
   /// "rejected: queue full") instead of queueing without bound. 0 = unlimited.
   int64_t max_queued_requests = 0;
+  /// `policy = "defrag"` (engine/serving/scheduling_policy.hpp DefragPolicy): K, the blocks
+  /// after a stage's own whose queued tokens add to its score, and δ, their weight decay.
+  /// AsyncMoE's paper gives no values; its public code (USC-NSL/DisagMoE) scores the layer
+  /// itself and 3 more (main, 83f2888) or 7 more (refine_plots and the other April 2025
+  /// branches, 94fd782) with δ = 0.8.
+  int64_t defrag_lookahead = 3;
+  double defrag_decay = 0.8;
 };
 
 /// `harmoeny` wiring options (HarMoEny §4; ../shared/seeds/NOTES.md for its public code).

@@ -105,6 +105,14 @@ const std::map<std::string, Setter>& setters() {
          t.scheduler.policy = v;
          return absl::OkStatus();
        }},
+      {"scheduler.defrag_lookahead",
+       [](Topology& t, const std::string& k, const std::string& v) {
+         return set_int(k, v, &t.scheduler.defrag_lookahead, 0, 1024);
+       }},
+      {"scheduler.defrag_decay",
+       [](Topology& t, const std::string& k, const std::string& v) {
+         return set_double(k, v, &t.scheduler.defrag_decay, 0, 1);
+       }},
       {"scheduler.max_batch_requests",
        [](Topology& t, const std::string& k, const std::string& v) {
          return set_int(k, v, &t.scheduler.max_batch_requests, 1);

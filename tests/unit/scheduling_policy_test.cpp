@@ -117,7 +117,7 @@ TEST(FirstLayerFirst, PicksTheLowestReadyBlock) {
 
 TEST(Defrag, ScoresFollowAlgorithm1ByHand) {
   // Blocks 0..2 (N_B = 3), K = 4, δ = 0.8; mean queue per block: b0 2, b1 (10+0)/2 = 5, b2 6.
-  serving::DefragPolicy defrag;
+  serving::DefragPolicy defrag(4, 0.8);
   std::vector<serving::StageStatus> s = {at_block(0, 0, 2, 0), at_block(1, 0, 10, 1),
                                          at_block(1, 1, 0, 2), at_block(2, 0, 6, 3)};
   const std::vector<double> score = defrag.scores(s);
@@ -144,6 +144,34 @@ TEST(Defrag, DoesNotLetANewRequestPreemptTheMainWave) {
   EXPECT_EQ(serving::FirstLayerFirstPolicy().pick(s), 0);
   EXPECT_EQ(serving::DefragPolicy().pick(s), 2);
   EXPECT_EQ(serving::DefragPolicy().pick({}), -1);
+}
+
+// K and δ are `[scheduler] defrag_lookahead` / `defrag_decay`: K counts the blocks after the
+// stage's own (DisagMoE main: 3, its later branches: 7); K = 0 or δ = 0 is most-tokens.
+TEST(Defrag, LookaheadAndDecayAreParameters) {
+  // 8 blocks; queues: b0 3, b2 4, b5 9.
+  std::vector<serving::StageStatus> s = {at_block(0, 0, 3, 0), at_block(2, 0, 4, 1),
+                                         at_block(5, 0, 9, 2), at_block(7, 0, 0, 3)};
+  const std::vector<double> k3 = serving::DefragPolicy(3, 0.8).scores(s);
+  EXPECT_NEAR(k3[0], 3 + 0.64 * 4, 1e-12);        // sees b1..b3
+  EXPECT_NEAR(k3[1], 4 + 0.512 * 9, 1e-12);       // sees b3..b5
+  EXPECT_NEAR(k3[2], 9 + 0.512 * 3, 1e-12);       // sees b6, b7, b0
+  const std::vector<double> k7 = serving::DefragPolicy(7, 0.8).scores(s);
+  EXPECT_NEAR(k7[0], 3 + 0.64 * 4 + 0.32768 * 9, 1e-12);  // b1..b7: b5 at δ^5
+  EXPECT_NEAR(k7[1], 4 + 0.512 * 9 + std::pow(0.8, 6) * 3, 1e-12);  // b3..b9 mod 8: b0 at δ^6
+  const std::vector<double> half = serving::DefragPolicy(3, 0.5).scores(s);
+  EXPECT_NEAR(half[0], 3 + 0.25 * 4, 1e-12);
+  for (const serving::DefragPolicy& greedy :
+       {serving::DefragPolicy(0, 0.8), serving::DefragPolicy(5, 0.0)}) {
+    EXPECT_EQ(greedy.scores(s)[2], 9.0);
+    EXPECT_EQ(greedy.pick(s), serving::MostTokensPolicy().pick(s));
+  }
+  auto factory = serving::make_scheduling_policy("defrag", 7, 0.5);
+  ASSERT_TRUE(factory.ok());
+  EXPECT_NEAR(dynamic_cast<const serving::DefragPolicy&>(**factory).scores(s)[0],
+              3 + 0.25 * 4 + std::pow(0.5, 5) * 9, 1e-12);
+  EXPECT_FALSE(serving::make_scheduling_policy("defrag", -1, 0.8).ok());
+  EXPECT_FALSE(serving::make_scheduling_policy("defrag", 3, 1.5).ok());
 }
 
 TEST(Defrag, FactoryKnowsTheNewPolicies) {

@@ -334,6 +334,30 @@ TEST(Topology, NetworkModelKey) {
   EXPECT_FALSE(engine::topology::apply_topology_override(t, "network.model", "fifo").ok());
 }
 
+TEST(Topology, DefragKeys) {
+  absl::StatusOr<topology::Topology> d = parse("wiring = \"async\"\n[scheduler]\npolicy = \"defrag\"\n");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->scheduler.defrag_decay, 0.8);
+  absl::StatusOr<topology::Topology> t = parse(
+      "wiring = \"async\"\n[scheduler]\npolicy = \"defrag\"\ndefrag_lookahead = 7\n"
+      "defrag_decay = 0.5\n");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->scheduler.defrag_lookahead, 7);
+  EXPECT_EQ(t->scheduler.defrag_decay, 0.5);
+  absl::StatusOr<topology::Topology> bad =
+      parse("wiring = \"async\"\n[scheduler]\ndefrag_decay = 1.5\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(msg(bad.status()),
+              HasSubstr("topo.toml:3: key 'scheduler.defrag_decay': expected a number in [0, 1]"));
+  EXPECT_FALSE(parse("[scheduler]\ndefrag_lookahead = -1\n").ok());
+  topology::Topology o = *d;
+  ASSERT_TRUE(engine::topology::apply_topology_override(o, "scheduler.defrag_lookahead", "7").ok());
+  EXPECT_EQ(o.scheduler.defrag_lookahead, 7);
+  ASSERT_TRUE(engine::topology::apply_topology_override(o, "scheduler.defrag_decay", "0.6").ok());
+  EXPECT_EQ(o.scheduler.defrag_decay, 0.6);
+  EXPECT_FALSE(engine::topology::apply_topology_override(o, "scheduler.defrag_decay", "2").ok());
+}
+
 TEST(Topology, CostKeys) {
   const std::string sim =
       "backend = \"sim\"\n[cluster]\nnum_devices = 2\nkind = \"A100-80GB\"\n"
