@@ -15,6 +15,7 @@
 #include "engine/splitmix64.hpp"
 #include "kernels/assert.hpp"
 #include "transport/all_to_all_order.hpp"
+#include "transport/aurora_order.hpp"
 #include "transport/big_switch_network.hpp"
 
 namespace muflow::transport {
@@ -209,6 +210,47 @@ TEST(FairShareTest, RandomAllToAllsRespectBoundOrderAndCapacity) {
   EXPECT_NEAR(makespan(net.finish_times(order_row_major(uniform, 0.0), 0.0), 0.0),
               port_load_lower_bound(net, uniform), 1e-9);
   EXPECT_DOUBLE_EQ(port_load_lower_bound(net, uniform), (n - 1) * 10.0);
+}
+
+// Aurora's heterogeneous case (§5, Theorem 5.2: four GPU types at 100/80/50/40 Gb/s in equal
+// numbers), on skewed seeded traffic, no latency. Under the serial model Aurora's chunked
+// order reaches b_max and SJF / row-major do not; under fair share every order takes the same
+// time, never below b_max. The printed ratios are the ones in the #19 note.
+TEST(FairShareTest, AurorasHeterogeneousCaseBothModels) {
+  const std::vector<double> gbps = {100, 100, 80, 80, 50, 50, 40, 40};
+  std::vector<double> bw;
+  for (double g : gbps) bw.push_back(g * 1e9 / 8);
+  engine::SplitMix64 rng(52);
+  const size_t n = gbps.size();
+  for (int round = 0; round < 3; ++round) {
+    TrafficMatrix bytes(n, std::vector<int64_t>(n, 0));
+    for (size_t i = 0; i < n; ++i) {
+      for (size_t j = 0; j < n; ++j) {
+        // Skewed: destination j gets weight 1 / (1 + j), times a random factor.
+        if (i != j) bytes[i][j] = static_cast<int64_t>((1 + rng.next() % 100) * 1e5 / (1 + j));
+      }
+    }
+    const double b_max = all_to_all_lower_bound(bytes, bw);
+    BigSwitchNetwork serial = node_of(bw, 0.0, NetworkModel::kSerial);
+    BigSwitchNetwork fair = node_of(bw, 0.0, NetworkModel::kFairShare);
+    const double s_row = makespan(serial.finish_times(order_row_major(bytes, 0.0), 0.0), 0.0);
+    const double s_sjf = makespan(serial.finish_times(order_sjf(bytes, 0.0), 0.0), 0.0);
+    const double s_aurora =
+        makespan(serial.finish_times(order_aurora(serial, bytes, 0.0).transfers, 0.0), 0.0);
+    const double f_row = makespan(fair.finish_times(order_row_major(bytes, 0.0), 0.0), 0.0);
+    const double f_sjf = makespan(fair.finish_times(order_sjf(bytes, 0.0), 0.0), 0.0);
+    std::printf(
+        "heterogeneous round %d: b_max %.3f ms; serial row-major %.3fx sjf %.3fx aurora "
+        "%.3fx (serial bound %.3fx); fair-share %.3fx (any order)\n",
+        round, b_max * 1e3, s_row / b_max, s_sjf / b_max, s_aurora / b_max,
+        port_load_lower_bound(serial, bytes) / b_max, f_row / b_max);
+    EXPECT_LE(s_aurora, s_sjf * (1 + 1e-12));
+    EXPECT_LE(s_aurora, s_row * (1 + 1e-12));
+    EXPECT_GE(s_aurora, port_load_lower_bound(serial, bytes) * (1 - 1e-9));
+    EXPECT_NEAR(f_row, f_sjf, 1e-9 * f_row);
+    EXPECT_GE(f_row, b_max * (1 - 1e-9));
+    EXPECT_DOUBLE_EQ(port_load_lower_bound(fair, bytes), b_max);
+  }
 }
 
 }  // namespace
