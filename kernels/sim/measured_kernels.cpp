@@ -82,7 +82,7 @@ std::string MeasuredKernels::kind() const {
 
 double MeasuredKernels::attention_seconds(std::span<const AttentionSequence> sequences) const {
   int64_t n = 0;
-  double decode_pairs = 0, prefill_pairs = 0;
+  double decode_pairs = 0, prefill_time = 0;
   for (const AttentionSequence& s : sequences) {
     MUFLOW_ASSERT(s.num_tokens >= 0 && s.num_tokens <= s.context_len, "bad attention sequence");
     if (s.num_tokens == 0) continue;
@@ -91,11 +91,16 @@ double MeasuredKernels::attention_seconds(std::span<const AttentionSequence> seq
     const double p = static_cast<double>(s.num_tokens);
     const double pairs =
         p * static_cast<double>(s.context_len) - p * (p - 1) / 2 - p;  // causal, minus self
-    (s.num_tokens == 1 ? decode_pairs : prefill_pairs) += pairs;
+    if (s.num_tokens == 1) {
+      decode_pairs += pairs;
+    } else {
+      // Per prefill sequence: the measured core time at that many pairs (one sequence per
+      // `prefill` row), else the fitted slope.
+      prefill_time += prefill_core_.size() >= 2 ? prefill_core_.at(pairs) : k_prefill_ * pairs;
+    }
   }
   if (n == 0) return 0.0;
-  return attention_t0_.at(static_cast<double>(n)) + k_decode_ * decode_pairs +
-         k_prefill_ * prefill_pairs;
+  return attention_t0_.at(static_cast<double>(n)) + k_decode_ * decode_pairs + prefill_time;
 }
 
 double MeasuredKernels::expert_seconds(int64_t num_tokens, int64_t ffn) const {

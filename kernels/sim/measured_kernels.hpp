@@ -24,12 +24,13 @@
 ///    messages, batch assembly), measured end to end on a tiny model.
 ///
 /// Model (fitted at load; stated so that a reader can check it against the file):
-///  - attention: t = T0(n) + k_decode · (S_decode − n_decode) + k_prefill · (S_prefill −
-///    n_prefill), where T0(n) interpolates the c = 1 rows (projections and router: no
-///    context), S is the number of (query, key) pairs the batch's new tokens attend to
-///    (causal), split by sequences with one new token (decode) and more (prefill); k_decode
-///    and k_prefill are least-squares slopes through the origin of t − T0 over S − n on the
-///    `attention` rows with c > 1 and on the `prefill` rows.
+///  - attention: t = T0(n) + k_decode · (S_decode − n_decode) + Σ_prefill seqs core(S − P),
+///    where T0(n) interpolates the c = 1 rows (projections and router: no context), S is the
+///    number of (query, key) pairs a sequence's new tokens attend to (causal), sequences with
+///    one new token are decode, more are prefill; k_decode is the least-squares slope
+///    through the origin of t − T0 over S − n on the `attention` rows with c > 1; core(x)
+///    interpolates t − T0(P) of the `prefill` rows over their x = S − P (with core(0) = 0),
+///    or is k_prefill · x (the same kind of slope) when there is one prefill row.
 ///  - expert, lm_head: piecewise-linear interpolation in n of the rows (at the same width
 ///    for experts; another width scales the full width's time by width ratio), linear
 ///    extrapolation beyond the last two points, the first point's time below it.
@@ -102,6 +103,9 @@ class MeasuredKernels {
   InterpolatedTimes attention_t0_;
   double k_decode_ = 0;
   double k_prefill_ = 0;
+  /// Prefill core time (t − T0(P)) vs (query, key) pairs of the `prefill` rows, with (0, 0);
+  /// used instead of k_prefill when the file has 2 or more prefill rows.
+  InterpolatedTimes prefill_core_;
   std::map<int64_t, InterpolatedTimes> expert_;  ///< by width
   int64_t full_ffn_ = 0;                         ///< the widest measured width
   InterpolatedTimes lm_head_;
