@@ -23,12 +23,8 @@ FairShareLinks::FairShareLinks(std::vector<double> capacity_bytes_per_s)
 }
 
 double FairShareLinks::residual(int32_t resource, double t_s) const {
-  double used = 0.0;
-  for (const Segment& s : committed_[static_cast<size_t>(resource)]) {
-    if (s.start_s <= t_s && t_s < s.end_s) used += s.rate;
-  }
   const double cap = capacity_[static_cast<size_t>(resource)];
-  return std::isinf(cap) ? cap : std::max(0.0, cap - used);
+  return std::isinf(cap) ? cap : std::max(0.0, cap - committed_rate(resource, t_s));
 }
 
 double FairShareLinks::committed_rate(int32_t resource, double t_s) const {
