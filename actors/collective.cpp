@@ -70,11 +70,13 @@ void trace_barrier(const RunContext& ctx, CollectiveKind kind, int32_t block, in
   }
 }
 
-// Concatenation in source order.
+// Concatenation in source order. Sources outermost, so a source that sent nothing (no
+// parts) costs nothing beyond its row of zeros in `rows_from`.
 Delivery concat_parts(const RunContext& ctx, CollectiveKind kind, int32_t block,
                       const std::vector<ContributionPtr>& slot, size_t num_dests,
                       int64_t iteration, int64_t width) {
   Delivery d;
+  d.out.reserve(num_dests);
   for (size_t dst = 0; dst < num_dests; ++dst) {
     // Every destination gets a batch each iteration (possibly empty): its barrier needs it.
     auto out = std::make_shared<engine::dataflow::TokenBatch>();
@@ -83,19 +85,22 @@ Delivery concat_parts(const RunContext& ctx, CollectiveKind kind, int32_t block,
                                                      : engine::dataflow::Payload::kExpertOutputs;
     out->iteration = iteration;
     out->act = std::make_shared<engine::dataflow::Activations>(0, width);
-    std::vector<int64_t> from(slot.size(), 0);
-    for (size_t src = 0; src < slot.size(); ++src) {  // source order: deterministic
-      if (dst >= slot[src]->parts.size() || !slot[src]->parts[dst]) continue;
-      const engine::dataflow::TokenBatch& part = *slot[src]->parts[dst];
-      out->tokens.insert(out->tokens.end(), part.tokens.begin(), part.tokens.end());
-      if (part.act) {
-        out->act->data.insert(out->act->data.end(), part.act->data.begin(), part.act->data.end());
-        out->act->num_rows += part.act->num_rows;
-      }
-      from[src] = part.num_tokens();
-    }
     d.out.push_back(std::move(out));
-    d.rows_from.push_back(std::move(from));
+  }
+  d.rows_from.assign(num_dests, std::vector<int64_t>(slot.size(), 0));
+  for (size_t src = 0; src < slot.size(); ++src) {  // source order: deterministic
+    const std::vector<engine::dataflow::TokenBatchPtr>& parts = slot[src]->parts;
+    for (size_t dst = 0; dst < std::min(num_dests, parts.size()); ++dst) {
+      if (!parts[dst]) continue;
+      const engine::dataflow::TokenBatch& part = *parts[dst];
+      engine::dataflow::TokenBatch& out = *d.out[dst];
+      out.tokens.insert(out.tokens.end(), part.tokens.begin(), part.tokens.end());
+      if (part.act) {
+        out.act->data.insert(out.act->data.end(), part.act->data.begin(), part.act->data.end());
+        out.act->num_rows += part.act->num_rows;
+      }
+      d.rows_from[dst][src] = part.num_tokens();
+    }
   }
   return d;
 }
@@ -125,38 +130,40 @@ NetworkDelivery network_delivery(const RunContext& ctx, CollectiveKind kind, int
                                      int64_t iteration,
                                      const std::vector<std::vector<int64_t>>& rows_from,
                                      double done_s) {
-  const auto num_devices = static_cast<size_t>(ctx.placement.num_devices);
-  transport::TrafficMatrix bytes(num_devices, std::vector<int64_t>(num_devices, 0));
+  const auto num_devices = static_cast<int32_t>(ctx.placement.num_devices);
+  transport::TrafficBuilder traffic(num_devices);
   const int64_t row_bytes = ctx.config.hidden_size * ctx.activation_bytes;
   for (size_t d = 0; d < rows_from.size(); ++d) {
-    const int64_t to = dest_site(ctx, kind, block, d).device;
+    const auto to = static_cast<int32_t>(dest_site(ctx, kind, block, d).device);
     for (size_t src = 0; src < rows_from[d].size(); ++src) {
-      const int64_t from = source_site(ctx, kind, block, src).device;
-      bytes[from][to] += rows_from[d][src] * row_bytes;
+      if (rows_from[d][src] == 0) continue;
+      const auto from = static_cast<int32_t>(source_site(ctx, kind, block, src).device);
+      traffic.add(from, to, rows_from[d][src] * row_bytes);
     }
   }
   if (kind == CollectiveKind::kDispatch) {
-    ctx.graph().dispatch_rule->add_side_traffic(ctx, kind, block, rows_from, bytes);
+    ctx.graph().dispatch_rule->add_side_traffic(ctx, kind, block, rows_from, traffic);
   } else {
-    ctx.graph().combine_rule->add_side_traffic(ctx, kind, block, rows_from, bytes);
+    ctx.graph().combine_rule->add_side_traffic(ctx, kind, block, rows_from, traffic);
   }
+  const transport::SparseTraffic bytes = traffic.build();
   const uint64_t order_key = engine::splitmix64_mix((static_cast<uint64_t>(iteration) << 20) ^
                                                      (static_cast<uint64_t>(block) << 1) ^
                                                      (kind == CollectiveKind::kDispatch ? 0u : 1u));
   const transport::AllToAllTiming timing = ctx.channel->all_to_all(bytes, done_s, order_key);
-  const std::vector<std::vector<double>>& pair_done = timing.pair_done_s;
   NetworkDelivery out;
   out.bound_s = timing.bound_s;
   out.end_s = timing.end_s;
-  std::vector<double>& deliver = out.deliver_s;
-  deliver.assign(rows_from.size(), done_s);
   // A destination's batch is complete when every transfer into its device is (one fused
   // all-to-all: under exflow that includes the K/V rows, so the run never beats the bound).
+  std::vector<double> device_done(static_cast<size_t>(num_devices), done_s);
+  for (size_t i = 0; i < bytes.entries.size(); ++i) {
+    double& done = device_done[static_cast<size_t>(bytes.entries[i].dst)];
+    done = std::max(done, timing.entry_done_s[i]);
+  }
+  out.deliver_s.resize(rows_from.size());
   for (size_t d = 0; d < rows_from.size(); ++d) {
-    const int64_t to = dest_site(ctx, kind, block, d).device;
-    for (size_t from = 0; from < num_devices; ++from) {
-      if (bytes[from][to] > 0) deliver[d] = std::max(deliver[d], pair_done[from][to]);
-    }
+    out.deliver_s[d] = device_done[static_cast<size_t>(dest_site(ctx, kind, block, d).device)];
   }
   return out;
 }

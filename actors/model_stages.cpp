@@ -238,7 +238,9 @@ class AttentionStage final : public StageImpl {
     auto contrib = std::make_shared<Contribution>();
     contrib->iteration = iteration;
     contrib->source = rank_;
-    contrib->parts.resize(E);  // parts for experts that get no token stay null (empty)
+    // Parts for experts that get no token stay null (empty); a run of no token sends none
+    // (an empty vector: the collective rules read it as all null).
+    if (n > 0) contrib->parts.resize(E);
     for (int64_t i = 0; i < n; ++i) {
       for (int64_t j = 0; j < K; ++j) {
         TokenMeta m = meta[i];
@@ -257,7 +259,7 @@ class AttentionStage final : public StageImpl {
     if (graph.dispatch == EdgeKind::kPointToPoint) {
       // No barrier: each expert's rows go straight to its μ-queue on its device (slot e runs
       // expert e).
-      for (int32_t e = 0; e < E; ++e) {
+      for (int32_t e = 0; e < static_cast<int32_t>(contrib->parts.size()); ++e) {
         if (!contrib->parts[e]) continue;
         const std::vector<int32_t>* replicas =
             graph.replica_slots.empty() ? nullptr : &graph.replica_slots[block_][e];
@@ -431,7 +433,8 @@ class ExpertStage final : public StageImpl {
     auto contrib = std::make_shared<Contribution>();
     contrib->iteration = in.iteration;
     contrib->source = slot_;
-    contrib->parts.resize(ctx_->num_ranks);  // ranks that get no row stay null (empty)
+    // Ranks that get no row stay null (empty); a run of no row sends none (an empty vector).
+    if (n > 0) contrib->parts.resize(ctx_->num_ranks);
     for (int64_t i = 0; i < n; ++i) {
       const int32_t r = in.tokens[i].origin_rank;
       if (!contrib->parts[r]) {
@@ -442,7 +445,7 @@ class ExpertStage final : public StageImpl {
     }
     if (ctx_->graph().combine == EdgeKind::kPointToPoint) {
       // No barrier: each origin rank's outputs go straight to its merge point.
-      for (int32_t r = 0; r < static_cast<int32_t>(ctx_->num_ranks); ++r) {
+      for (int32_t r = 0; r < static_cast<int32_t>(contrib->parts.size()); ++r) {
         if (!contrib->parts[r]) continue;
         out.push_back(p2p(*ctx_, merge_actor(*ctx_, block_, r), ctx_->placement.rank_device[r],
                           std::move(contrib->parts[r])));

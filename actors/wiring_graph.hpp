@@ -18,6 +18,7 @@
 #include "actors/send.hpp"
 #include "engine/exec/executor.hpp"
 #include "engine/dataflow/token_batch.hpp"
+#include "transport/sparse_traffic.hpp"
 
 namespace muflow::actors {
 
@@ -83,11 +84,11 @@ class CollectiveRule {
                                            int32_t block, const std::vector<ContributionPtr>& parts,
                                            size_t num_dests, int64_t iteration,
                                            int64_t width) const = 0;
-  /// sim: bytes this wiring moves with the all-to-all besides the rows
-  /// (`bytes[from_device][to_device]`, added to). Default: none.
+  /// sim: bytes this wiring moves with the all-to-all besides the rows (added to `traffic`,
+  /// from device to device). Default: none.
   virtual void add_side_traffic(const RunContext& ctx, CollectiveKind kind, int32_t block,
                                 const std::vector<std::vector<int64_t>>& rows_from,
-                                std::vector<std::vector<int64_t>>& bytes) const {}
+                                transport::TrafficBuilder& traffic) const {}
 };
 
 /// The default collective: concatenates the parts addressed to each destination in source

@@ -57,26 +57,23 @@ namespace {
 /// flow through it still pays its latency after its last byte, so no schedule beats
 /// max over resources of (bytes through it / its bandwidth + the least latency of its
 /// flows). Aurora's b_max (Theorem 5.2) with latencies, per link class.
-double fair_share_lower_bound(const BigSwitchNetwork& network, const TrafficMatrix& bytes) {
-  const size_t n = bytes.size();
+double fair_share_lower_bound(const BigSwitchNetwork& network, const SparseTraffic& traffic) {
+  const auto n = static_cast<size_t>(traffic.num_devices);
   // [device][0 egress intra, 1 egress inter, 2 ingress intra, 3 ingress inter]
   std::vector<std::array<double, 4>> load(n, {0.0, 0.0, 0.0, 0.0});
   std::vector<std::array<double, 4>> latency(
       n, {std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity(),
           std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity()});
-  for (size_t i = 0; i < n; ++i) {
-    for (size_t j = 0; j < n; ++j) {
-      if (i == j || bytes[i][j] == 0) continue;
-      const auto src = static_cast<int32_t>(i);
-      const auto dst = static_cast<int32_t>(j);
-      const size_t kind = network.same_node(src, dst) ? 0 : 1;
-      const double lat = network.path(src, dst).latency_s;
-      const double b = static_cast<double>(bytes[i][j]);
-      load[i][kind] += b;
-      load[j][2 + kind] += b;
-      latency[i][kind] = std::min(latency[i][kind], lat);
-      latency[j][2 + kind] = std::min(latency[j][2 + kind], lat);
-    }
+  for (const TrafficEntry& e : traffic.entries) {
+    const auto i = static_cast<size_t>(e.src);
+    const auto j = static_cast<size_t>(e.dst);
+    const size_t kind = network.same_node(e.src, e.dst) ? 0 : 1;
+    const double lat = network.path(e.src, e.dst).latency_s;
+    const double b = static_cast<double>(e.bytes);
+    load[i][kind] += b;
+    load[j][2 + kind] += b;
+    latency[i][kind] = std::min(latency[i][kind], lat);
+    latency[j][2 + kind] = std::min(latency[j][2 + kind], lat);
   }
   double bound = 0.0;
   for (size_t d = 0; d < n; ++d) {
@@ -92,21 +89,18 @@ double fair_share_lower_bound(const BigSwitchNetwork& network, const TrafficMatr
 
 }  // namespace
 
-double port_load_lower_bound(const BigSwitchNetwork& network, const TrafficMatrix& bytes) {
-  check_matrix(bytes);
-  const size_t n = bytes.size();
+double port_load_lower_bound(const BigSwitchNetwork& network, const SparseTraffic& traffic) {
+  const auto n = static_cast<size_t>(traffic.num_devices);
   MUFLOW_ASSERT(n == static_cast<size_t>(network.num_devices()),
                 "traffic matrix size differs from the network");
-  if (network.model() == NetworkModel::kFairShare) return fair_share_lower_bound(network, bytes);
+  if (network.model() == NetworkModel::kFairShare) return fair_share_lower_bound(network, traffic);
+  // Row-major entries: each port's sum runs in the dense loops' order (zeros added nothing).
   std::vector<double> egress(n, 0.0);
   std::vector<double> ingress(n, 0.0);
-  for (size_t i = 0; i < n; ++i) {
-    for (size_t j = 0; j < n; ++j) {
-      const double s =
-          network.transfer_seconds(static_cast<int32_t>(i), static_cast<int32_t>(j), bytes[i][j]);
-      egress[i] += s;
-      ingress[j] += s;
-    }
+  for (const TrafficEntry& e : traffic.entries) {
+    const double s = network.transfer_seconds(e.src, e.dst, e.bytes);
+    egress[static_cast<size_t>(e.src)] += s;
+    ingress[static_cast<size_t>(e.dst)] += s;
   }
   double bound = 0.0;
   for (size_t i = 0; i < n; ++i) {
@@ -115,22 +109,23 @@ double port_load_lower_bound(const BigSwitchNetwork& network, const TrafficMatri
   return bound;
 }
 
-std::vector<Transfer> order_row_major(const TrafficMatrix& bytes, double ready_s) {
-  check_matrix(bytes);
+double port_load_lower_bound(const BigSwitchNetwork& network, const TrafficMatrix& bytes) {
+  return port_load_lower_bound(network, sparse_traffic(bytes));
+}
+
+std::vector<Transfer> order_row_major(const SparseTraffic& traffic, double ready_s) {
   std::vector<Transfer> order;
-  for (size_t i = 0; i < bytes.size(); ++i) {
-    for (size_t j = 0; j < bytes.size(); ++j) {
-      if (i == j || bytes[i][j] == 0) {
-        continue;
-      }
-      order.push_back({static_cast<int32_t>(i), static_cast<int32_t>(j), bytes[i][j], ready_s});
-    }
-  }
+  order.reserve(traffic.entries.size());
+  for (const TrafficEntry& e : traffic.entries) order.push_back({e.src, e.dst, e.bytes, ready_s});
   return order;
 }
 
-std::vector<Transfer> order_random(const TrafficMatrix& bytes, uint64_t seed, double ready_s) {
-  std::vector<Transfer> order = order_row_major(bytes, ready_s);
+std::vector<Transfer> order_row_major(const TrafficMatrix& bytes, double ready_s) {
+  return order_row_major(sparse_traffic(bytes), ready_s);
+}
+
+std::vector<Transfer> order_random(const SparseTraffic& traffic, uint64_t seed, double ready_s) {
+  std::vector<Transfer> order = order_row_major(traffic, ready_s);
   engine::SplitMix64 rng(seed);
   for (size_t k = order.size(); k > 1; --k) {
     const auto pick = static_cast<size_t>(rng.uniform_int(0, static_cast<int64_t>(k) - 1));
@@ -139,12 +134,20 @@ std::vector<Transfer> order_random(const TrafficMatrix& bytes, uint64_t seed, do
   return order;
 }
 
-std::vector<Transfer> order_sjf(const TrafficMatrix& bytes, double ready_s) {
-  std::vector<Transfer> order = order_row_major(bytes, ready_s);
+std::vector<Transfer> order_random(const TrafficMatrix& bytes, uint64_t seed, double ready_s) {
+  return order_random(sparse_traffic(bytes), seed, ready_s);
+}
+
+std::vector<Transfer> order_sjf(const SparseTraffic& traffic, double ready_s) {
+  std::vector<Transfer> order = order_row_major(traffic, ready_s);
   std::sort(order.begin(), order.end(), [](const Transfer& a, const Transfer& b) {
     return std::tie(a.bytes, a.src, a.dst) < std::tie(b.bytes, b.src, b.dst);
   });
   return order;
+}
+
+std::vector<Transfer> order_sjf(const TrafficMatrix& bytes, double ready_s) {
+  return order_sjf(sparse_traffic(bytes), ready_s);
 }
 
 double makespan(const std::vector<double>& finish_s, double now_s) {

@@ -10,13 +10,9 @@
 #include <vector>
 
 #include "transport/big_switch_network.hpp"
+#include "transport/sparse_traffic.hpp"
 
 namespace muflow::transport {
-
-/// bytes[i][j] = bytes device i sends to device j; [num_devices][num_devices], entries >= 0
-/// (shape and sign are caller invariants, checked by MUFLOW_ASSERT). The diagonal is
-/// in-device traffic: the bounds and orders below leave it out (Aurora §4.2, footnote 1).
-using TrafficMatrix = std::vector<std::vector<int64_t>>;
 
 /// Aurora's minimum all-to-all time (seconds) with per-device bandwidths (Theorem 5.2;
 /// Theorem 4.2 when all are equal): b_max = max( max_i sum_{j!=i} bytes[i][j] / egress_bw[i],
@@ -36,18 +32,23 @@ double all_to_all_lower_bound(const TrafficMatrix& bytes, const std::vector<doub
 /// through it / its bandwidth + the least latency of its flows: Aurora's b_max (Theorem
 /// 5.2) per link class plus latency. Either way, with all ports idle and every transfer
 /// ready at t, no order finishes before t + this. `bytes` must be
-/// [network.num_devices()]^2.
+/// [network.num_devices()]^2. O(num_devices + entries) on the sparse form, the same value
+/// (bit for bit) from either form.
+double port_load_lower_bound(const BigSwitchNetwork& network, const SparseTraffic& traffic);
 double port_load_lower_bound(const BigSwitchNetwork& network, const TrafficMatrix& bytes);
 
 /// Source-major order: i = 0.., and within a source j = 0.. (what a naive loop over
 /// destinations sends). Leaves out the diagonal and zero entries. All ready at `ready_s`.
+std::vector<Transfer> order_row_major(const SparseTraffic& traffic, double ready_s);
 std::vector<Transfer> order_row_major(const TrafficMatrix& bytes, double ready_s);
 
 /// The row-major transfers shuffled by Fisher-Yates with SplitMix64(`seed`): the same seed
-/// gives the same order on every platform.
+/// gives the same order on every platform (and from either form).
+std::vector<Transfer> order_random(const SparseTraffic& traffic, uint64_t seed, double ready_s);
 std::vector<Transfer> order_random(const TrafficMatrix& bytes, uint64_t seed, double ready_s);
 
 /// Shortest first by bytes, ties by (src, dst) ascending.
+std::vector<Transfer> order_sjf(const SparseTraffic& traffic, double ready_s);
 std::vector<Transfer> order_sjf(const TrafficMatrix& bytes, double ready_s);
 
 /// Latest finish minus `now_s` (seconds) of finish times from `finish_times`; 0 when empty.

@@ -534,17 +534,36 @@ std::vector<Transfer> order_all_to_all(A2aOrder order, const BigSwitchNetwork& n
   check_shape(network, bytes);
   switch (order) {
     case A2aOrder::kRowMajor:
-      return order_row_major(bytes, ready_s);
     case A2aOrder::kRandom:
-      return order_random(bytes, seed, ready_s);
     case A2aOrder::kSjf:
-      return order_sjf(bytes, ready_s);
+      return order_all_to_all(order, network, sparse_traffic(bytes), ready_s, seed);
     case A2aOrder::kAurora:
       return order_aurora(network, bytes, ready_s).transfers;
     case A2aOrder::kAuroraChunked:
       return order_aurora_preemptive(network, bytes, ready_s).transfers;
     case A2aOrder::kAuroraUnsplit:
       return order_aurora_unsplit(network, bytes, ready_s).transfers;
+  }
+  MUFLOW_ASSERT(false, "unknown A2aOrder value");
+  return {};
+}
+
+std::vector<Transfer> order_all_to_all(A2aOrder order, const BigSwitchNetwork& network,
+                                       const SparseTraffic& traffic, double ready_s,
+                                       uint64_t seed) {
+  MUFLOW_ASSERT(traffic.num_devices == network.num_devices(),
+                "traffic matrix size differs from the network");
+  switch (order) {
+    case A2aOrder::kRowMajor:
+      return order_row_major(traffic, ready_s);
+    case A2aOrder::kRandom:
+      return order_random(traffic, seed, ready_s);
+    case A2aOrder::kSjf:
+      return order_sjf(traffic, ready_s);
+    case A2aOrder::kAurora:
+    case A2aOrder::kAuroraChunked:
+    case A2aOrder::kAuroraUnsplit:
+      return order_all_to_all(order, network, dense_traffic(traffic), ready_s, seed);
   }
   MUFLOW_ASSERT(false, "unknown A2aOrder value");
   return {};

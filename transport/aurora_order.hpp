@@ -109,5 +109,10 @@ std::string_view a2a_order_name(A2aOrder order);
 std::vector<Transfer> order_all_to_all(A2aOrder order, const BigSwitchNetwork& network,
                                        const TrafficMatrix& bytes, double ready_s,
                                        uint64_t seed);
+/// The same from the sparse form (what the sim's collectives build): the row-major, random
+/// and SJF orders read only its entries; Aurora's orders expand it to the dense matrix.
+std::vector<Transfer> order_all_to_all(A2aOrder order, const BigSwitchNetwork& network,
+                                       const SparseTraffic& traffic, double ready_s,
+                                       uint64_t seed);
 
 }  // namespace muflow::transport

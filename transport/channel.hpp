@@ -16,9 +16,9 @@ namespace muflow::transport {
 
 /// When the transfers of one barrier all-to-all finish.
 struct AllToAllTiming {
-  /// [num_devices][num_devices] when the last transfer from -> to finished (seconds since the
-  /// run's start; `start_s` for pairs that sent nothing).
-  std::vector<std::vector<double>> pair_done_s;
+  /// [traffic.entries.size()] when the last transfer of each entry's device pair finished
+  /// (seconds since the run's start, >= start_s), in the traffic's entry order.
+  std::vector<double> entry_done_s;
   double bound_s = 0.0;  ///< its port-load lower bound (Aurora's b_max), seconds
   double end_s = 0.0;    ///< when the last transfer finished (>= start_s)
 };
@@ -45,9 +45,9 @@ class Channel {
     for (const auto& [to, bytes] : sends) out.push_back(transfer(from, to, bytes, now_s));
     return out;
   }
-  /// One barrier all-to-all of `bytes[from][to]` ([num_devices]^2 bytes) ready at `start_s`;
+  /// One barrier all-to-all of `traffic` (bytes per device pair) ready at `start_s`;
   /// `order_key` distinguishes all-to-alls for orders that draw at random.
-  virtual AllToAllTiming all_to_all(const TrafficMatrix& bytes, double start_s,
+  virtual AllToAllTiming all_to_all(const SparseTraffic& traffic, double start_s,
                                     uint64_t order_key) = 0;
 };
 
@@ -57,9 +57,9 @@ class InProcessChannel final : public Channel {
  public:
   bool timed() const override { return false; }
   double transfer(int32_t, int32_t, int64_t, double now_s) override { return now_s; }
-  AllToAllTiming all_to_all(const TrafficMatrix& bytes, double start_s, uint64_t) override {
+  AllToAllTiming all_to_all(const SparseTraffic& traffic, double start_s, uint64_t) override {
     AllToAllTiming t;
-    t.pair_done_s.assign(bytes.size(), std::vector<double>(bytes.size(), start_s));
+    t.entry_done_s.assign(traffic.entries.size(), start_s);
     t.end_s = start_s;
     return t;
   }

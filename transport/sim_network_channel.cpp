@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine/splitmix64.hpp"
+#include "kernels/assert.hpp"
 
 namespace muflow::transport {
 
@@ -18,18 +19,26 @@ std::vector<double> SimNetworkChannel::transfers(
   return network_->schedule_all(batch);
 }
 
-AllToAllTiming SimNetworkChannel::all_to_all(const TrafficMatrix& bytes, double start_s,
+AllToAllTiming SimNetworkChannel::all_to_all(const SparseTraffic& traffic, double start_s,
                                              uint64_t order_key) {
   const uint64_t seed = engine::splitmix64_mix(seed_ ^ order_key);
-  const std::vector<Transfer> order = order_all_to_all(order_, *network_, bytes, start_s, seed);
+  const std::vector<Transfer> order = order_all_to_all(order_, *network_, traffic, start_s, seed);
   const std::vector<double> finish = network_->schedule_all(order);
   AllToAllTiming t;
-  t.pair_done_s.assign(bytes.size(), std::vector<double>(bytes.size(), start_s));
+  t.entry_done_s.assign(traffic.entries.size(), start_s);
+  const auto& entries = traffic.entries;
   for (size_t i = 0; i < order.size(); ++i) {
-    double& done = t.pair_done_s[order[i].src][order[i].dst];
+    // The entries are sorted by (src, dst); an order may split a pair into several transfers.
+    const auto it = std::lower_bound(entries.begin(), entries.end(), order[i],
+                                     [](const TrafficEntry& e, const Transfer& x) {
+                                       return e.src != x.src ? e.src < x.src : e.dst < x.dst;
+                                     });
+    MUFLOW_ASSERT(it != entries.end() && it->src == order[i].src && it->dst == order[i].dst,
+                  "all-to-all order moved a pair the traffic does not have");
+    double& done = t.entry_done_s[static_cast<size_t>(it - entries.begin())];
     done = std::max(done, finish[i]);
   }
-  t.bound_s = port_load_lower_bound(*network_, bytes);
+  t.bound_s = port_load_lower_bound(*network_, traffic);
   t.end_s = start_s;
   for (double f : finish) t.end_s = std::max(t.end_s, f);
   return t;

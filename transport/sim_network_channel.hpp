@@ -27,7 +27,7 @@ class SimNetworkChannel final : public Channel {
   std::vector<double> transfers(int32_t from,
                                 const std::vector<std::pair<int32_t, int64_t>>& sends,
                                 double now_s) override;
-  AllToAllTiming all_to_all(const TrafficMatrix& bytes, double start_s,
+  AllToAllTiming all_to_all(const SparseTraffic& traffic, double start_s,
                             uint64_t order_key) override;
   /// The network's ports (to share them with a colocated run).
   const std::shared_ptr<BigSwitchNetwork>& network() const { return network_; }

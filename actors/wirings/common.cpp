@@ -64,4 +64,15 @@ std::shared_ptr<const PreparedWiring> graph_wiring(
   return std::make_shared<const GraphWiring>(std::move(build));
 }
 
+engine::dataflow::DispatchParts dispatch_parts(const std::vector<ContributionPtr>& slot,
+                                               int64_t num_experts) {
+  engine::dataflow::DispatchParts parts;
+  parts.reserve(slot.size());
+  for (const ContributionPtr& c : slot) {
+    parts.push_back(c->parts);
+    if (parts.back().empty()) parts.back().resize(static_cast<size_t>(num_experts));
+  }
+  return parts;
+}
+
 }  // namespace muflow::actors

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "actors/wirings/wiring.hpp"
+#include "engine/dataflow/expert_dispatch.hpp"
 
 namespace muflow::actors {
 
@@ -23,6 +24,12 @@ std::vector<std::vector<int64_t>> per_expert_slots(const RunContext& ctx);
 /// One expert stage per device: [num_layers][num_devices] device indices, slot d of every block
 /// on device d.
 std::vector<std::vector<int64_t>> per_device_slots(const RunContext& ctx);
+
+/// The dispatch parts of one barrier as engine::dataflow::DispatchParts ([sources][num_experts],
+/// null where a rank sent an expert nothing): a contribution from a rank that ran no token
+/// carries no parts at all (model_stages.cpp) and is widened here to `num_experts` nulls.
+engine::dataflow::DispatchParts dispatch_parts(const std::vector<ContributionPtr>& slot,
+                                               int64_t num_experts);
 
 /// A prepared wiring without private state whose every run is the graph `build(ctx)`
 /// (immutable; `build` is called once per run, from the thread that creates the run).

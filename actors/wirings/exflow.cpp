@@ -44,18 +44,17 @@ class CoherentDispatch final : public CollectiveRule {
   }
   void add_side_traffic(const RunContext& ctx, CollectiveKind kind, int32_t block,
                         const std::vector<std::vector<int64_t>>& rows_from,
-                        std::vector<std::vector<int64_t>>& bytes) const override {
+                        transport::TrafficBuilder& traffic) const override {
     const int64_t k = ctx.config.num_topk;
     const int64_t kv_row_bytes =
         2 * ctx.config.num_kv_heads * ctx.config.head_dim * ctx.activation_bytes;
-    const auto num_devices = static_cast<size_t>(ctx.placement.num_devices);
+    const auto num_devices = static_cast<int32_t>(ctx.placement.num_devices);
     for (size_t src = 0; src < (rows_from.empty() ? 0 : rows_from[0].size()); ++src) {
       int64_t rows = 0;
       for (const auto& per_source : rows_from) rows += per_source[src];
-      const int64_t from = ctx.sites.attention[block][src].device;
-      for (size_t to = 0; to < num_devices; ++to) {
-        if (static_cast<int64_t>(to) != from) bytes[from][to] += rows / k * kv_row_bytes;
-      }
+      if (rows == 0) continue;
+      const auto from = static_cast<int32_t>(ctx.sites.attention[block][src].device);
+      for (int32_t to = 0; to < num_devices; ++to) traffic.add(from, to, rows / k * kv_row_bytes);
     }
   }
 };

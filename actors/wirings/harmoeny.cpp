@@ -24,8 +24,7 @@ class RebalancedDispatch final : public CollectiveRule {
   absl::StatusOr<Delivery> deliver(const RunContext& ctx, CollectiveKind kind, int32_t block,
                                    const std::vector<ContributionPtr>& slot, size_t num_dests,
                                    int64_t iteration, int64_t width) const override {
-    engine::dataflow::DispatchParts parts;
-    for (const ContributionPtr& c : slot) parts.push_back(c->parts);
+    const engine::dataflow::DispatchParts parts = dispatch_parts(slot, ctx.config.num_experts);
     auto counts = engine::dataflow::dispatch_counts(parts);
     if (!counts.ok()) return counts.status();
     auto rebalanced =

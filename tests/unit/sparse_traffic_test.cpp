@@ -1,0 +1,140 @@
+// The sparse all-to-all traffic the sim's collectives build (transport/sparse_traffic.hpp):
+// merging, row-major order, and that the network's bound and orders give bit for bit what the
+// dense matrix gives, on random matrices under both network models and mixed link speeds.
+
+#include "transport/sparse_traffic.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "engine/splitmix64.hpp"
+#include "kernels/assert.hpp"
+#include "transport/all_to_all_order.hpp"
+#include "transport/aurora_order.hpp"
+#include "transport/big_switch_network.hpp"
+
+namespace muflow::transport {
+namespace {
+
+TEST(SparseTrafficTest, BuilderMergesPairsDropsDiagonalAndZerosInRowMajorOrder) {
+  TrafficBuilder b(4);
+  b.add(2, 1, 5);
+  b.add(0, 3, 7);
+  b.add(2, 1, 6);  // same pair: summed
+  b.add(1, 1, 9);  // in-device: dropped
+  b.add(3, 0, 0);  // nothing: dropped
+  b.add(0, 1, 1);
+  const SparseTraffic t = b.build();
+  EXPECT_EQ(t.num_devices, 4);
+  ASSERT_EQ(t.entries.size(), 3u);
+  EXPECT_EQ(t.entries[0].src, 0);
+  EXPECT_EQ(t.entries[0].dst, 1);
+  EXPECT_EQ(t.entries[0].bytes, 1);
+  EXPECT_EQ(t.entries[1].src, 0);
+  EXPECT_EQ(t.entries[1].dst, 3);
+  EXPECT_EQ(t.entries[1].bytes, 7);
+  EXPECT_EQ(t.entries[2].src, 2);
+  EXPECT_EQ(t.entries[2].dst, 1);
+  EXPECT_EQ(t.entries[2].bytes, 11);
+}
+
+TEST(SparseTrafficTest, DenseRoundTrip) {
+  const TrafficMatrix m = {{3, 0, 4}, {0, 0, 0}, {5, 6, 9}};
+  const SparseTraffic s = sparse_traffic(m);
+  EXPECT_EQ(s.entries.size(), 3u);  // diagonal left out
+  TrafficMatrix off = m;
+  for (size_t i = 0; i < off.size(); ++i) off[i][i] = 0;
+  EXPECT_EQ(dense_traffic(s), off);
+}
+
+// Random traffic over 2 nodes with mixed link speeds: many zeros, a few large entries.
+TrafficMatrix random_traffic(int n, uint64_t seed) {
+  engine::SplitMix64 rng(seed);
+  TrafficMatrix m(n, std::vector<int64_t>(n, 0));
+  for (auto& row : m) {
+    for (int64_t& b : row) {
+      if (rng.uniform_int(0, 3) == 0) b = rng.uniform_int(1, 1 << 20);
+    }
+  }
+  return m;
+}
+
+BigSwitchNetwork mixed_network(int n, NetworkModel model) {
+  std::vector<DeviceLinks> devices;
+  for (int d = 0; d < n; ++d) {
+    const double bw = (d % 3 == 0 ? 50e9 : 12.5e9);
+    devices.push_back({d < n / 2 ? 0 : 1, {bw, 2e-6}, {bw / 4, 5e-6}, {12e9, 10e-6}});
+  }
+  absl::StatusOr<BigSwitchNetwork> net = BigSwitchNetwork::create(std::move(devices), model);
+  MUFLOW_ASSERT(net.ok(), "test network");
+  return *std::move(net);
+}
+
+// The serial model's bound as the dense loops computed it before the sparse form (every
+// pair, zeros included, i then j): the reference the sparse sums must equal bit for bit.
+double dense_serial_bound(const BigSwitchNetwork& net, const TrafficMatrix& m) {
+  const size_t n = m.size();
+  std::vector<double> egress(n, 0.0), ingress(n, 0.0);
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t j = 0; j < n; ++j) {
+      const double s =
+          net.transfer_seconds(static_cast<int32_t>(i), static_cast<int32_t>(j), m[i][j]);
+      egress[i] += s;
+      ingress[j] += s;
+    }
+  }
+  double bound = 0.0;
+  for (size_t i = 0; i < n; ++i) bound = std::max({bound, egress[i], ingress[i]});
+  return bound;
+}
+
+TEST(SparseTrafficTest, BoundAndOrdersEqualTheDenseOnesBitForBit) {
+  for (NetworkModel model : {NetworkModel::kSerial, NetworkModel::kFairShare}) {
+    for (uint64_t seed = 1; seed <= 5; ++seed) {
+      const int n = 12;
+      const BigSwitchNetwork net = mixed_network(n, model);
+      const TrafficMatrix dense = random_traffic(n, seed);
+      TrafficBuilder b(n);
+      // Added column-major and in two halves: the builder's order must not matter.
+      for (int j = 0; j < n; ++j) {
+        for (int i = 0; i < n; ++i) {
+          b.add(i, j, dense[i][j] / 2);
+          b.add(i, j, dense[i][j] - dense[i][j] / 2);
+        }
+      }
+      const SparseTraffic sparse = b.build();
+      EXPECT_EQ(dense_traffic(sparse), dense_traffic(sparse_traffic(dense)));
+      if (model == NetworkModel::kSerial) {
+        EXPECT_EQ(port_load_lower_bound(net, sparse), dense_serial_bound(net, dense));
+      }
+      EXPECT_EQ(port_load_lower_bound(net, sparse), port_load_lower_bound(net, dense));
+      // Row-major: what a loop over the dense matrix meets, in that order.
+      std::vector<Transfer> loop;
+      for (int i = 0; i < n; ++i) {
+        for (int j = 0; j < n; ++j) {
+          if (i != j && dense[i][j] > 0) loop.push_back({i, j, dense[i][j], 0.5});
+        }
+      }
+      for (A2aOrder order : {A2aOrder::kRowMajor, A2aOrder::kRandom, A2aOrder::kSjf,
+                             A2aOrder::kAurora, A2aOrder::kAuroraChunked}) {
+        const std::vector<Transfer> a = order == A2aOrder::kRowMajor
+                                            ? loop
+                                            : order_all_to_all(order, net, dense, 0.5, seed);
+        const std::vector<Transfer> c = order_all_to_all(order, net, sparse, 0.5, seed);
+        ASSERT_EQ(a.size(), c.size()) << a2a_order_name(order);
+        for (size_t i = 0; i < a.size(); ++i) {
+          EXPECT_EQ(a[i].src, c[i].src);
+          EXPECT_EQ(a[i].dst, c[i].dst);
+          EXPECT_EQ(a[i].bytes, c[i].bytes);
+          EXPECT_EQ(a[i].ready_s, c[i].ready_s);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace muflow::transport

@@ -1,0 +1,66 @@
+#include "transport/sparse_traffic.hpp"
+
+#include <algorithm>
+#include <tuple>
+
+#include "kernels/assert.hpp"
+
+namespace muflow::transport {
+
+TrafficBuilder::TrafficBuilder(int32_t num_devices) : num_devices_(num_devices) {
+  MUFLOW_ASSERT(num_devices >= 1, "traffic over no devices");
+}
+
+void TrafficBuilder::add(int32_t src, int32_t dst, int64_t bytes) {
+  MUFLOW_ASSERT(src >= 0 && src < num_devices_ && dst >= 0 && dst < num_devices_,
+                "traffic between devices outside the network");
+  MUFLOW_ASSERT(bytes >= 0, "traffic entry is negative");
+  if (src == dst || bytes == 0) return;
+  added_.push_back({src, dst, bytes});
+}
+
+SparseTraffic TrafficBuilder::build() const {
+  SparseTraffic out;
+  out.num_devices = num_devices_;
+  out.entries = added_;
+  std::sort(out.entries.begin(), out.entries.end(),
+            [](const TrafficEntry& a, const TrafficEntry& b) {
+              return std::tie(a.src, a.dst) < std::tie(b.src, b.dst);
+            });
+  size_t kept = 0;
+  for (size_t i = 0; i < out.entries.size(); ++i) {
+    if (kept > 0 && out.entries[kept - 1].src == out.entries[i].src &&
+        out.entries[kept - 1].dst == out.entries[i].dst) {
+      out.entries[kept - 1].bytes += out.entries[i].bytes;
+    } else {
+      out.entries[kept++] = out.entries[i];
+    }
+  }
+  out.entries.resize(kept);
+  return out;
+}
+
+SparseTraffic sparse_traffic(const TrafficMatrix& bytes) {
+  SparseTraffic out;
+  out.num_devices = static_cast<int32_t>(bytes.size());
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    MUFLOW_ASSERT(bytes[i].size() == bytes.size(), "traffic matrix is not square");
+    for (size_t j = 0; j < bytes.size(); ++j) {
+      MUFLOW_ASSERT(bytes[i][j] >= 0, "traffic matrix entry is negative");
+      if (i == j || bytes[i][j] == 0) continue;
+      out.entries.push_back({static_cast<int32_t>(i), static_cast<int32_t>(j), bytes[i][j]});
+    }
+  }
+  return out;
+}
+
+TrafficMatrix dense_traffic(const SparseTraffic& traffic) {
+  const auto n = static_cast<size_t>(traffic.num_devices);
+  TrafficMatrix out(n, std::vector<int64_t>(n, 0));
+  for (const TrafficEntry& e : traffic.entries) {
+    out[static_cast<size_t>(e.src)][static_cast<size_t>(e.dst)] += e.bytes;
+  }
+  return out;
+}
+
+}  // namespace muflow::transport
