@@ -100,11 +100,40 @@ ModelConfig deepseek_v2_lite() {
   return c;
 }
 
+// deepseek-ai/DeepSeek-V3 config.json (hidden 7168, 61 layers, 128 heads, 256 routed experts
+// top-8 of moe_intermediate_size 2048, one shared expert of 2048, vocab 129280). As for
+// V2-Lite, MLA is approximated by GQA (2 kv heads × 128: a KV cache of 512 values per
+// token-layer vs MLA's kv_lora_rank + qk_rope_head_dim = 576) and the first_k_dense_replace = 3
+// dense layers are modelled as MoE layers; the node-limited routing (n_group 8, topk_group 4)
+// is left to the topology's router.
+ModelConfig deepseek_v3() {
+  ModelConfig c;
+  c.model_type = ModelType::kQwen2Moe;
+  c.vocab_size = 129280;
+  c.hidden_size = 7168;
+  c.num_layers = 61;
+  c.num_heads = 128;
+  c.num_kv_heads = 2;
+  c.head_dim = 128;
+  c.num_experts = 256;
+  c.num_topk = 8;
+  c.expert_ffn = 2048;
+  c.shared_expert_ffn = 2048;  // n_shared_experts (1) × moe_intermediate_size
+  c.norm_topk_prob = true;
+  c.rms_norm_eps = 1e-6f;
+  c.rope_theta = 10000.0f;
+  c.max_position_embeddings = 163840;
+  c.bos_token_id = 0;
+  c.eos_token_id = 1;
+  return c;
+}
+
 }  // namespace
 
 std::vector<std::string> model_preset_names() {
   return {"mixtral-8x7b",   "qwen1.5-moe-a2.7b", "switch-base-8",   "switch-base-16",
-          "switch-base-32", "switch-base-64",    "switch-base-128", "deepseek-v2-lite"};
+          "switch-base-32", "switch-base-64",    "switch-base-128", "deepseek-v2-lite",
+          "deepseek-v3"};
 }
 
 absl::StatusOr<ModelConfig> synthetic_model_preset(const SyntheticPreset& dims) {
@@ -142,6 +171,8 @@ absl::StatusOr<ModelConfig> model_preset(std::string_view name) {
     c = switch_base(experts);
   } else if (name == "deepseek-v2-lite") {
     c = deepseek_v2_lite();
+  } else if (name == "deepseek-v3") {
+    c = deepseek_v3();
   } else if (absl::string_view rest(name.data(), name.size());
              absl::ConsumePrefix(&rest, "synthetic-")) {
     // synthetic-E<experts>-k<topk>

@@ -13,6 +13,8 @@
 /// `switch-base-128`   | google/switch-base-128           | mixtral   | T5 encoder-decoder reduced
 /// to its 6 encoder MoE layers; ReLU FFN counted as SwiGLU | | `deepseek-v2-lite`  |
 /// deepseek-ai/DeepSeek-V2-Lite     | qwen2_moe | MLA as GQA; first dense layer as MoE |
+/// `deepseek-v3` | deepseek-ai/DeepSeek-V3 | qwen2_moe | MLA as GQA; first 3 dense layers as MoE;
+/// node-limited routing left to the router |
 ///
 /// ModelType: kMixtral for routed-only models, kQwen2Moe for models with a shared expert
 /// (the engine's two architectures; the sim only uses the dims).
@@ -55,6 +57,14 @@ std::vector<std::string> model_preset_names();
 ///   heads, which keeps the KV cache per token and layer close (2·2·128 = 512 values vs MLA's
 ///   512 + 64 = 576) and the attention weights within ~1.5×; its first layer is dense
 ///   (first_k_dense_replace 1, ffn 10944) but is modelled as an MoE layer like the other 26.
+/// - `deepseek-v3`: hidden 7168, 61 layers, 128 heads, 256 routed experts top-8, moe ffn
+///   2048, one shared expert (shared_expert_ffn 2048), norm_topk_prob true, vocab 129280,
+///   eps 1e-6, rope θ 10000, 163840 positions, bos 0 / eos 1. Approximations as for
+///   V2-Lite: MLA (kv_lora_rank 512, q_lora_rank 1536, qk_rope 64) as GQA 128 heads × 128
+///   with 2 kv heads (KV cache 512 vs 576 values per token and layer; the attention weights
+///   are ~1.3× MLA's); the first 3 layers (first_k_dense_replace 3, ffn 18432) are modelled
+///   as MoE layers; the node-limited routing (n_group 8, topk_group 4) and the routed scaling
+///   factor are the router's business, not the dims'.
 /// - `synthetic-E<experts>-k<topk>` (e.g. `synthetic-E256-k8`): synthetic_model_preset with
 ///   those two counts and the other SyntheticPreset defaults.
 /// Errors: NotFound for an unknown name (the message lists the names); InvalidArgument from

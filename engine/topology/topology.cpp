@@ -32,8 +32,8 @@ constexpr std::string_view kRootKeys[] = {"wiring",    "backend",  "trace",   "c
                                           "model",     "placement", "scheduler", "workload",
                                           "sampling",  "router",   "network", "harmoeny", "cost"};
 constexpr std::string_view kHarmoenyKeys[] = {"q", "rebalance", "slots", "prefetch"};
-constexpr std::string_view kClusterKeys[] = {"num_devices", "kind", "devices",
-                                             "threads_per_device"};
+constexpr std::string_view kClusterKeys[] = {"num_devices", "kind", "devices_per_node",
+                                             "devices", "threads_per_device"};
 constexpr std::string_view kDeviceKeys[] = {"name", "kind", "node"};
 constexpr std::string_view kModelKeys[] = {"path",    "type",  "vocab",   "hidden",
                                            "layers",  "heads", "kv_heads", "head_dim",
@@ -69,19 +69,25 @@ absl::Status parse_cluster(const TomlTableReader& r, const std::string& backend,
   MUFLOW_TOPO_RETURN_IF_ERROR(r.check_keys(kClusterKeys));
   MUFLOW_TOPO_RETURN_IF_ERROR(
       r.read_int("threads_per_device", threads_per_device, 0, kMaxThreadsPerDevice));
-  const bool has_shorthand = r.has("num_devices") || r.has("kind");
+  const bool has_shorthand =
+      r.has("num_devices") || r.has("kind") || r.has("devices_per_node");
   if (r.has("devices") && has_shorthand) {
-    return r.error("devices", "give either num_devices/kind or [[cluster.devices]], not both");
+    return r.error("devices", "give either num_devices/kind/devices_per_node or "
+                              "[[cluster.devices]], not both");
   }
   if (!r.has("devices")) {
     int64_t num_devices = static_cast<int64_t>(devices->size());
     std::string kind = "cpu";
     MUFLOW_TOPO_RETURN_IF_ERROR(r.read_int("num_devices", &num_devices, 1, kMaxDevices));
+    // 0: every device on node0 (one node).
+    int64_t per_node = 0;
+    MUFLOW_TOPO_RETURN_IF_ERROR(r.read_int("devices_per_node", &per_node, 0, kMaxDevices));
     MUFLOW_TOPO_RETURN_IF_ERROR(r.read_string("kind", &kind));
     MUFLOW_TOPO_RETURN_IF_ERROR(topology_detail::check_device_kind(r, "kind", backend, kind));
     devices->clear();
     for (int64_t i = 0; i < num_devices; ++i) {
-      devices->push_back(DeviceSpec{sv_cat(kind, i), kind, "node0"});
+      devices->push_back(
+          DeviceSpec{sv_cat(kind, i), kind, sv_cat("node", per_node > 0 ? i / per_node : 0)});
     }
     return absl::OkStatus();
   }

@@ -20,7 +20,7 @@ model::ModelConfig get(std::string_view name) {
 }
 
 TEST(ModelPresets, EveryNamedPresetValidates) {
-  ASSERT_EQ(model::model_preset_names().size(), 8u);
+  ASSERT_EQ(model::model_preset_names().size(), 9u);
   for (const std::string& name : model::model_preset_names()) {
     absl::StatusOr<model::ModelConfig> c = model::model_preset(name);
     ASSERT_TRUE(c.ok()) << name << ": " << c.status();
@@ -96,6 +96,20 @@ TEST(ModelPresets, DeepseekV2Lite) {
   // MLA as GQA: KV cache values per token and layer 2·kv·head_dim close to MLA's 512 + 64.
   EXPECT_EQ(2 * c.num_kv_heads * c.head_dim, 512);
   EXPECT_EQ(c.vocab_size, 102400);
+}
+
+TEST(ModelPresets, DeepseekV3) {
+  const model::ModelConfig c = get("deepseek-v3");
+  EXPECT_EQ(c.model_type, model::ModelType::kQwen2Moe);
+  EXPECT_EQ(c.hidden_size, 7168);
+  EXPECT_EQ(c.num_layers, 61);
+  EXPECT_EQ(c.num_experts, 256);
+  EXPECT_EQ(c.num_topk, 8);
+  EXPECT_EQ(c.expert_ffn, 2048);
+  EXPECT_EQ(c.shared_expert_ffn, 2048);
+  EXPECT_EQ(c.num_heads, 128);
+  EXPECT_EQ(2 * c.num_kv_heads * c.head_dim, 512);
+  EXPECT_EQ(c.vocab_size, 129280);
 }
 
 TEST(ModelPresets, Synthetic) {
