@@ -237,6 +237,30 @@ TEST(Topology, WrongTypeNamesKeyAndTypes) {
                         "got -2"));
 }
 
+TEST(Topology, ShorthandDevicesPerNodeGroupsConsecutiveDevices) {
+  absl::StatusOr<topology::Topology> topo = parse(
+      "backend = \"sim\"\n[cluster]\nnum_devices = 10\ndevices_per_node = 4\n"
+      "kind = \"H100-SXM\"\n[model]\npreset = \"mixtral-8x7b\"\n");
+  ASSERT_TRUE(topo.ok()) << topo.status();
+  ASSERT_EQ(topo->devices.size(), 10u);
+  EXPECT_EQ(topo->devices[0].node, "node0");
+  EXPECT_EQ(topo->devices[3].node, "node0");
+  EXPECT_EQ(topo->devices[4].node, "node1");
+  EXPECT_EQ(topo->devices[9].node, "node2");
+  absl::StatusOr<topology::Topology> flat =
+      parse("[cluster]\nnum_devices = 3\n");  // default: one node
+  ASSERT_TRUE(flat.ok()) << flat.status();
+  EXPECT_EQ(flat->devices[2].node, "node0");
+  absl::StatusOr<topology::Topology> both = parse(
+      "[cluster]\ndevices_per_node = 2\n[[cluster.devices]]\nname = \"a\"\n");
+  ASSERT_FALSE(both.ok());
+  EXPECT_THAT(msg(both.status()), HasSubstr("not both"));
+  absl::StatusOr<topology::Topology> negative =
+      parse("[cluster]\nnum_devices = 2\ndevices_per_node = -1\n");
+  ASSERT_FALSE(negative.ok());
+  EXPECT_THAT(msg(negative.status()), HasSubstr("cluster.devices_per_node"));
+}
+
 TEST(Topology, UnknownWiringListsTheKnownOnes) {
   absl::StatusOr<topology::Topology> topo = parse("backend = \"cpu\"\nwiring = \"warp\"\n");
   ASSERT_FALSE(topo.ok());
