@@ -9,7 +9,10 @@
 #     cross-device hops of round robin vs the heuristic vs the GLPK MILP; then the same
 #     model in the sim (4 × A100-80GB in 2 nodes, the recorded paths replayed) under sync and
 #     exflow, round-robin and affinity placement: throughput, time in all-to-alls and rows
-#     off-device (exflow also sends every new K/V row to the other devices).
+#     off-device (exflow also sends every new K/V row to the other devices). Inter-node links
+#     are ib-100g: ExFlow §V-A's dual-rail HDR200 per 4-GPU node = 100 Gb/s per GPU (#19
+#     item 4). Neither ExFlow nor Aurora publishes host or step overheads, so none are set;
+#     Aurora §8.1 assumes none (100 Gb/s big switch, no link latency, no host cost).
 #  3. Aurora §6: two Switch-8 models (60% of each one's tokens to its experts 0 and 1) served
 #     together on 8 A100s: expert i with expert i vs the bottleneck-matched pairing from
 #     `muflow plan --colocate`.
@@ -110,6 +113,7 @@ file = "genesis-routing.csv"
 [network]
 a2a_order = "aurora"
 activation_bytes = 4
+inter_node = "ib-100g"
 [scheduler]
 max_batch_requests = 64
 max_prefill_tokens = 4096
