@@ -38,7 +38,7 @@ StageSite dest_site(const RunContext& ctx, CollectiveKind kind, int32_t block, s
 // Trace of one completed barrier: each source's wait (from its contribution to completion) on
 // its device's wait lane, and one flow arrow per pair of distinct devices that exchanged rows.
 void trace_barrier(const RunContext& ctx, CollectiveKind kind, int32_t block, int64_t iteration,
-                   size_t num_sources, const std::vector<std::vector<int64_t>>& rows_from,
+                   size_t num_sources, const std::vector<RowFlow>& flows,
                    const std::vector<double>& arrived_us, double done_us) {
   engine::trace::TraceRecorder& trace = *ctx.trace;
   const char* what = kind == CollectiveKind::kDispatch ? "dispatch" : "combine";
@@ -48,15 +48,15 @@ void trace_barrier(const RunContext& ctx, CollectiveKind kind, int32_t block, in
   const int64_t kind_index = kind == CollectiveKind::kDispatch ? 0 : 1;
   const int64_t num_layers = ctx.config.num_layers;
   std::vector<char> pair_used(num_devices * num_devices, 0);
+  size_t f = 0;  // flows are sorted by (source, dest)
   for (size_t src = 0; src < num_sources; ++src) {
     const StageSite s = source_site(ctx, kind, block, src);
     trace.complete_in("wait", wait_name, s.device, kWaitLaneTid, arrived_us[src],
                       done_us - arrived_us[src],
                       nlohmann::json{{"block", block}, {"iteration", iteration},
                                      {"collective", what}});
-    for (size_t d = 0; d < rows_from.size(); ++d) {
-      if (rows_from[d][src] == 0) continue;
-      const StageSite t = dest_site(ctx, kind, block, d);
+    for (; f < flows.size() && flows[f].source == static_cast<int32_t>(src); ++f) {
+      const StageSite t = dest_site(ctx, kind, block, static_cast<size_t>(flows[f].dest));
       if (t.device == s.device) continue;
       const int64_t pair = s.device * num_devices + t.device;
       if (pair_used[pair]) continue;
@@ -70,8 +70,7 @@ void trace_barrier(const RunContext& ctx, CollectiveKind kind, int32_t block, in
   }
 }
 
-// Concatenation in source order. Sources outermost, so a source that sent nothing (no
-// parts) costs nothing beyond its row of zeros in `rows_from`.
+// Concatenation in source order. Sources outermost, so a source costs only the parts it sent.
 Delivery concat_parts(const RunContext& ctx, CollectiveKind kind, int32_t block,
                       const std::vector<ContributionPtr>& slot, size_t num_dests,
                       int64_t iteration, int64_t width) {
@@ -87,19 +86,21 @@ Delivery concat_parts(const RunContext& ctx, CollectiveKind kind, int32_t block,
     out->act = std::make_shared<engine::dataflow::Activations>(0, width);
     d.out.push_back(std::move(out));
   }
-  d.rows_from.assign(num_dests, std::vector<int64_t>(slot.size(), 0));
   for (size_t src = 0; src < slot.size(); ++src) {  // source order: deterministic
-    const std::vector<engine::dataflow::TokenBatchPtr>& parts = slot[src]->parts;
-    for (size_t dst = 0; dst < std::min(num_dests, parts.size()); ++dst) {
-      if (!parts[dst]) continue;
-      const engine::dataflow::TokenBatch& part = *parts[dst];
+    const Contribution& c = *slot[src];
+    for (size_t p = 0; p < c.parts.size(); ++p) {
+      const auto dst = static_cast<size_t>(c.dests[p]);
+      if (dst >= num_dests) continue;
+      const engine::dataflow::TokenBatch& part = *c.parts[p];
       engine::dataflow::TokenBatch& out = *d.out[dst];
       out.tokens.insert(out.tokens.end(), part.tokens.begin(), part.tokens.end());
       if (part.act) {
         out.act->data.insert(out.act->data.end(), part.act->data.begin(), part.act->data.end());
         out.act->num_rows += part.act->num_rows;
       }
-      d.rows_from[dst][src] = part.num_tokens();
+      if (part.num_tokens() > 0) {
+        d.flows.push_back({static_cast<int32_t>(dst), static_cast<int32_t>(src), part.num_tokens()});
+      }
     }
   }
   return d;
@@ -127,24 +128,20 @@ struct NetworkDelivery {
 };
 
 NetworkDelivery network_delivery(const RunContext& ctx, CollectiveKind kind, int32_t block,
-                                     int64_t iteration,
-                                     const std::vector<std::vector<int64_t>>& rows_from,
-                                     double done_s) {
+                                 int64_t iteration, const std::vector<RowFlow>& flows,
+                                 size_t num_dests, double done_s) {
   const auto num_devices = static_cast<int32_t>(ctx.placement.num_devices);
   transport::TrafficBuilder traffic(num_devices);
   const int64_t row_bytes = ctx.config.hidden_size * ctx.activation_bytes;
-  for (size_t d = 0; d < rows_from.size(); ++d) {
-    const auto to = static_cast<int32_t>(dest_site(ctx, kind, block, d).device);
-    for (size_t src = 0; src < rows_from[d].size(); ++src) {
-      if (rows_from[d][src] == 0) continue;
-      const auto from = static_cast<int32_t>(source_site(ctx, kind, block, src).device);
-      traffic.add(from, to, rows_from[d][src] * row_bytes);
-    }
+  for (const RowFlow& f : flows) {
+    const auto to = static_cast<int32_t>(dest_site(ctx, kind, block, f.dest).device);
+    const auto from = static_cast<int32_t>(source_site(ctx, kind, block, f.source).device);
+    traffic.add(from, to, f.rows * row_bytes);
   }
   if (kind == CollectiveKind::kDispatch) {
-    ctx.graph().dispatch_rule->add_side_traffic(ctx, kind, block, rows_from, traffic);
+    ctx.graph().dispatch_rule->add_side_traffic(ctx, kind, block, flows, traffic);
   } else {
-    ctx.graph().combine_rule->add_side_traffic(ctx, kind, block, rows_from, traffic);
+    ctx.graph().combine_rule->add_side_traffic(ctx, kind, block, flows, traffic);
   }
   const transport::SparseTraffic bytes = traffic.build();
   const uint64_t order_key = engine::splitmix64_mix((static_cast<uint64_t>(iteration) << 20) ^
@@ -161,8 +158,8 @@ NetworkDelivery network_delivery(const RunContext& ctx, CollectiveKind kind, int
     double& done = device_done[static_cast<size_t>(bytes.entries[i].dst)];
     done = std::max(done, timing.entry_done_s[i]);
   }
-  out.deliver_s.resize(rows_from.size());
-  for (size_t d = 0; d < rows_from.size(); ++d) {
+  out.deliver_s.resize(num_dests);
+  for (size_t d = 0; d < num_dests; ++d) {
     out.deliver_s[d] = device_done[static_cast<size_t>(dest_site(ctx, kind, block, d).device)];
   }
   return out;
@@ -206,7 +203,7 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
     std::vector<int64_t> tokens_per_device(ctx->placement.num_devices, 0);
     NetworkDelivery net{std::vector<double>(num_dests, done_s), 0.0, done_s};
     if (ctx->channel->timed()) {
-      net = network_delivery(*ctx, kind, block, c->iteration, delivery->rows_from, done_s);
+      net = network_delivery(*ctx, kind, block, c->iteration, delivery->flows, num_dests, done_s);
     }
     double a2a_end_s = done_s;
     // The coordinator hears this barrier's metrics before any destination gets its batch, so
@@ -242,12 +239,11 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
     }
     {
       int64_t rows = 0, remote = 0;
-      for (size_t d = 0; d < num_dests; ++d) {
-        const int64_t to = dest_site(*ctx, kind, block, d).device;
-        for (size_t src = 0; src < slot.size(); ++src) {
-          const int64_t n = delivery->rows_from[d][src];
-          rows += n;
-          if (source_site(*ctx, kind, block, src).device != to) remote += n;
+      for (const RowFlow& f : delivery->flows) {
+        rows += f.rows;
+        if (source_site(*ctx, kind, block, f.source).device !=
+            dest_site(*ctx, kind, block, f.dest).device) {
+          remote += f.rows;
         }
       }
       self->send(ctx->actors.coordinator, rows_atom::value, kind == CollectiveKind::kDispatch,
@@ -286,7 +282,7 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
           kind == CollectiveKind::kDispatch ? "dispatch all-to-all" : "combine all-to-all", 0, 0,
           done_us, engine::trace::InstantScope::kGlobal,
           nlohmann::json{{"block", block}, {"iteration", c->iteration}});
-      trace_barrier(*ctx, kind, block, c->iteration, slot.size(), delivery->rows_from,
+      trace_barrier(*ctx, kind, block, c->iteration, slot.size(), delivery->flows,
                     arrived_us, done_us);
     }
     self->state.arrived_us.erase(c->iteration);

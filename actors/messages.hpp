@@ -11,6 +11,7 @@
 #include <caf/all.hpp>
 
 #include "engine/serving/request.hpp"
+#include "actors/contribution.hpp"
 #include "engine/dataflow/token_batch.hpp"
 
 namespace muflow::actors {
@@ -63,15 +64,6 @@ struct SampledBatch {
   std::vector<int64_t> requests;
 };
 using SampledBatchPtr = std::shared_ptr<SampledBatch>;
-
-/// A collective contribution: one part per destination (index = destination slot); a null
-/// part means no rows for that destination.
-struct Contribution {
-  int64_t iteration = 0;
-  int32_t source = 0;  ///< contributor index (DP rank for dispatch, expert for combine)
-  std::vector<engine::dataflow::TokenBatchPtr> parts;
-};
-using ContributionPtr = std::shared_ptr<Contribution>;
 
 /// K/V rows one attention stage appended to its KV cache in one run, for the replicas of the
 /// same block on other ranks (WiringGraph::kv_replicated; ExFlow's all-gather).

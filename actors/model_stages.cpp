@@ -235,12 +235,8 @@ class AttentionStage final : public StageImpl {
       }
     }
     const std::vector<int32_t> next = continuation_ranks(meta, ids);
-    auto contrib = std::make_shared<Contribution>();
-    contrib->iteration = iteration;
-    contrib->source = rank_;
-    // Parts for experts that get no token stay null (empty); a run of no token sends none
-    // (an empty vector: the collective rules read it as all null).
-    if (n > 0) contrib->parts.resize(E);
+    // Parts only for the experts that get a token (a run of no token sends none).
+    ContributionBuilder build(iteration, rank_, n > 0 ? static_cast<size_t>(E) : 0);
     for (int64_t i = 0; i < n; ++i) {
       for (int64_t j = 0; j < K; ++j) {
         TokenMeta m = meta[i];
@@ -248,28 +244,28 @@ class AttentionStage final : public StageImpl {
         m.topk_rank = static_cast<int16_t>(j);
         m.topk_weight = w[i * K + j];
         const int32_t e = ids[i * K + j];
-        if (!contrib->parts[e]) {
-          contrib->parts[e] =
-              new_batch({StageKind::kExpert, block_, e}, Payload::kExpertInputs, iteration, H);
-        }
-        push_row(*contrib->parts[e], m, x.data() + i * H, H);
+        TokenBatch& part = build.at(e, [&] {
+          return new_batch({StageKind::kExpert, block_, e}, Payload::kExpertInputs, iteration, H);
+        });
+        push_row(part, m, x.data() + i * H, H);
       }
     }
+    const ContributionPtr contrib = build.finish();
     const WiringGraph& graph = ctx_->graph();
     if (graph.dispatch == EdgeKind::kPointToPoint) {
       // No barrier: each expert's rows go straight to its μ-queue on its device (slot e runs
       // expert e).
-      for (int32_t e = 0; e < static_cast<int32_t>(contrib->parts.size()); ++e) {
-        if (!contrib->parts[e]) continue;
+      for (size_t p = 0; p < contrib->parts.size(); ++p) {
+        const int32_t e = contrib->dests[p];
         const std::vector<int32_t>* replicas =
             graph.replica_slots.empty() ? nullptr : &graph.replica_slots[block_][e];
         if (replicas == nullptr || replicas->empty()) {
           out.push_back(p2p(*ctx_, ctx_->actors.experts[block_][e], graph.slot_device[block_][e],
-                            std::move(contrib->parts[e])));
+                            std::move(contrib->parts[p])));
           continue;
         }
         // A replicated expert: contiguous chunks of its rows, slot e first.
-        const TokenBatch& all = *contrib->parts[e];
+        const TokenBatch& all = *contrib->parts[p];
         const int64_t rows = all.num_tokens();
         const auto k = static_cast<int64_t>(replicas->size()) + 1;
         for (int64_t c = 0; c < k; ++c) {
@@ -430,25 +426,22 @@ class ExpertStage final : public StageImpl {
       const double modeled = kernel_->compute(in, y.data(), out);
       if (seconds) *seconds = modeled;
     }
-    auto contrib = std::make_shared<Contribution>();
-    contrib->iteration = in.iteration;
-    contrib->source = slot_;
-    // Ranks that get no row stay null (empty); a run of no row sends none (an empty vector).
-    if (n > 0) contrib->parts.resize(ctx_->num_ranks);
+    // Parts only for the ranks that get a row (a run of no row sends none).
+    ContributionBuilder build(in.iteration, slot_, n > 0 ? static_cast<size_t>(ctx_->num_ranks) : 0);
     for (int64_t i = 0; i < n; ++i) {
       const int32_t r = in.tokens[i].origin_rank;
-      if (!contrib->parts[r]) {
-        contrib->parts[r] =
-            new_batch(merge_target(*ctx_, block_, r), Payload::kExpertOutputs, in.iteration, H);
-      }
-      push_row(*contrib->parts[r], in.tokens[i], y.data() + i * H, H);
+      TokenBatch& part = build.at(r, [&] {
+        return new_batch(merge_target(*ctx_, block_, r), Payload::kExpertOutputs, in.iteration, H);
+      });
+      push_row(part, in.tokens[i], y.data() + i * H, H);
     }
+    const ContributionPtr contrib = build.finish();
     if (ctx_->graph().combine == EdgeKind::kPointToPoint) {
       // No barrier: each origin rank's outputs go straight to its merge point.
-      for (int32_t r = 0; r < static_cast<int32_t>(contrib->parts.size()); ++r) {
-        if (!contrib->parts[r]) continue;
+      for (size_t p = 0; p < contrib->parts.size(); ++p) {
+        const int32_t r = contrib->dests[p];
         out.push_back(p2p(*ctx_, merge_actor(*ctx_, block_, r), ctx_->placement.rank_device[r],
-                          std::move(contrib->parts[r])));
+                          std::move(contrib->parts[p])));
       }
       return;
     }

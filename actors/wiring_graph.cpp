@@ -51,4 +51,16 @@ std::unique_ptr<ExpertKernel> WiringRun::expert_kernel(const RunContextPtr& ctx,
   return single_expert_kernel(exec, block, slot);
 }
 
+std::vector<RowFlow> row_flows(const std::vector<std::vector<int64_t>>& rows_from) {
+  std::vector<RowFlow> flows;
+  const size_t num_sources = rows_from.empty() ? 0 : rows_from.front().size();
+  for (size_t src = 0; src < num_sources; ++src) {
+    for (size_t d = 0; d < rows_from.size(); ++d) {
+      if (rows_from[d][src] == 0) continue;
+      flows.push_back({static_cast<int32_t>(d), static_cast<int32_t>(src), rows_from[d][src]});
+    }
+  }
+  return flows;
+}
+
 }  // namespace muflow::actors

@@ -64,12 +64,25 @@ enum class Pacing {
 /// Which all-to-all of a block a collective implements.
 enum class CollectiveKind { kDispatch, kCombine };
 
+/// Rows one source sent one destination through a barrier.
+struct RowFlow {
+  int32_t dest = 0;
+  int32_t source = 0;
+  int64_t rows = 0;  ///< > 0
+};
+
+/// The flows of a dense count matrix `rows_from[dest][source]`, zeros left out, sorted by
+/// (source, dest).
+std::vector<RowFlow> row_flows(const std::vector<std::vector<int64_t>>& rows_from);
+
 /// The per-destination batches of one completed barrier and how many rows each source sent
 /// each destination (the network model charges them).
 struct Delivery {
   std::vector<engine::dataflow::TokenBatchPtr> out;  ///< [num destinations], never null
-  std::vector<std::vector<int64_t>> rows_from;  ///< [num destinations][num sources]
-  int64_t tokens_rebalanced = 0;                ///< tokens moved off their expert's home device
+  /// Every (source, destination) pair that moved rows, sorted by (source, dest): sparse, so a
+  /// barrier of 1,024 ranks and 256 experts costs its flows, not 262,144 counts.
+  std::vector<RowFlow> flows;
+  int64_t tokens_rebalanced = 0;  ///< tokens moved off their expert's home device
 };
 
 /// What a barrier collective does with one iteration's contributions. Called from the
@@ -87,7 +100,7 @@ class CollectiveRule {
   /// sim: bytes this wiring moves with the all-to-all besides the rows (added to `traffic`,
   /// from device to device). Default: none.
   virtual void add_side_traffic(const RunContext& ctx, CollectiveKind kind, int32_t block,
-                                const std::vector<std::vector<int64_t>>& rows_from,
+                                const std::vector<RowFlow>& flows,
                                 transport::TrafficBuilder& traffic) const {}
 };
 

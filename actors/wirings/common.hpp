@@ -26,8 +26,8 @@ std::vector<std::vector<int64_t>> per_expert_slots(const RunContext& ctx);
 std::vector<std::vector<int64_t>> per_device_slots(const RunContext& ctx);
 
 /// The dispatch parts of one barrier as engine::dataflow::DispatchParts ([sources][num_experts],
-/// null where a rank sent an expert nothing): a contribution from a rank that ran no token
-/// carries no parts at all (model_stages.cpp) and is widened here to `num_experts` nulls.
+/// null where a rank sent an expert nothing), expanded from the sparse contributions for the
+/// rules that plan over every (rank, expert) count (HarMoEny's rebalance, MoEShard's all-gather).
 engine::dataflow::DispatchParts dispatch_parts(const std::vector<ContributionPtr>& slot,
                                                int64_t num_experts);
 

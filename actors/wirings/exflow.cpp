@@ -43,16 +43,17 @@ class CoherentDispatch final : public CollectiveRule {
     return concat_rule()->deliver(ctx, kind, block, parts, num_dests, iteration, width);
   }
   void add_side_traffic(const RunContext& ctx, CollectiveKind kind, int32_t block,
-                        const std::vector<std::vector<int64_t>>& rows_from,
+                        const std::vector<RowFlow>& flows,
                         transport::TrafficBuilder& traffic) const override {
     const int64_t k = ctx.config.num_topk;
     const int64_t kv_row_bytes =
         2 * ctx.config.num_kv_heads * ctx.config.head_dim * ctx.activation_bytes;
     const auto num_devices = static_cast<int32_t>(ctx.placement.num_devices);
-    for (size_t src = 0; src < (rows_from.empty() ? 0 : rows_from[0].size()); ++src) {
+    // Flows are sorted by source: one K/V all-gather per source rank that sent rows.
+    for (size_t f = 0; f < flows.size();) {
+      const int32_t src = flows[f].source;
       int64_t rows = 0;
-      for (const auto& per_source : rows_from) rows += per_source[src];
-      if (rows == 0) continue;
+      for (; f < flows.size() && flows[f].source == src; ++f) rows += flows[f].rows;
       const auto from = static_cast<int32_t>(ctx.sites.attention[block][src].device);
       for (int32_t to = 0; to < num_devices; ++to) traffic.add(from, to, rows / k * kv_row_bytes);
     }

@@ -33,8 +33,10 @@ class RebalancedDispatch final : public CollectiveRule {
             : engine::planning::harmoeny_rebalance_code(*counts, ctx.placement.expert_device, p_.q);
     if (!rebalanced.ok()) return rebalanced.status();
     Delivery d;
+    std::vector<std::vector<int64_t>> rows_from;
     auto out = engine::dataflow::dispatch_by_schedule(parts, rebalanced->schedule, block, iteration,
-                                                      width, &d.rows_from);
+                                                      width, &rows_from);
+    d.flows = row_flows(rows_from);
     if (!out.ok()) return out.status();
     d.out = std::move(*out);
     d.tokens_rebalanced = rebalanced->tokens_moved;

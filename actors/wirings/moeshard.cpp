@@ -16,8 +16,10 @@ class AllGatherDispatch final : public CollectiveRule {
                                    int64_t iteration, int64_t width) const override {
     const engine::dataflow::DispatchParts parts = dispatch_parts(slot, ctx.config.num_experts);
     Delivery d;
+    std::vector<std::vector<int64_t>> rows_from;
     auto out = engine::dataflow::dispatch_all_gather(parts, static_cast<int64_t>(num_dests), block,
-                                                     iteration, width, &d.rows_from);
+                                                     iteration, width, &rows_from);
+    d.flows = row_flows(rows_from);
     if (!out.ok()) return out.status();
     d.out = std::move(*out);
     return d;
@@ -31,11 +33,12 @@ class ReduceScatterCombine final : public CollectiveRule {
                                    const std::vector<ContributionPtr>& slot, size_t num_dests,
                                    int64_t iteration, int64_t width) const override {
     Delivery d;
+    std::vector<std::vector<int64_t>> rows_from;  // [dst][src]
     for (size_t dst = 0; dst < num_dests; ++dst) {
       std::vector<engine::dataflow::TokenBatchPtr> partials;
       std::vector<int64_t> from(slot.size(), 0);
       for (size_t src = 0; src < slot.size(); ++src) {
-        partials.push_back(dst < slot[src]->parts.size() ? slot[src]->parts[dst] : nullptr);
+        partials.push_back(slot[src]->part(static_cast<int32_t>(dst)));
         if (partials.back()) from[src] = partials.back()->num_tokens();
       }
       auto sum = engine::dataflow::reduce_partials(partials);
@@ -52,8 +55,9 @@ class ReduceScatterCombine final : public CollectiveRule {
       out->payload = engine::dataflow::Payload::kExpertOutputs;
       out->iteration = iteration;
       d.out.push_back(std::move(out));
-      d.rows_from.push_back(std::move(from));
+      rows_from.push_back(std::move(from));
     }
+    d.flows = row_flows(rows_from);
     return d;
   }
 };

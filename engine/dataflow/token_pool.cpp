@@ -119,13 +119,13 @@ absl::Status TokenPool::add_residual(const TokenBatch& batch) {
     Bucket& b = buckets_[batch.iteration];
     b.residual_arrived = ++b.residual_messages == expected_residual_messages_;
   }
-  std::set<int64_t> touched;
+  std::vector<int64_t> touched;  // bucket keys, ascending and unique before use
   for (int64_t i = 0; i < n; ++i) {
     const TokenMeta& m = batch.tokens[i];
     const int64_t key = bucket_key(batch, m);
     Bucket& b = buckets_[key];
     if (readiness_ == Readiness::kPerRequest) b.residual_arrived = true;
-    touched.insert(key);
+    if (touched.empty() || touched.back() != key) touched.push_back(key);
     Entry& e = entry(b, m.request_id, m.position);
     e.has_residual = true;
     e.meta = m;
@@ -134,6 +134,8 @@ absl::Status TokenPool::add_residual(const TokenBatch& batch) {
     if (width == 2 * hidden_) e.shared.assign(row + hidden_, row + 2 * hidden_);
     if (e.num_outputs == num_topk_) ++b.complete_entries;
   }
+  std::sort(touched.begin(), touched.end());
+  touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
   for (int64_t key : touched) note_if_ready(key);
   return absl::OkStatus();
 }
@@ -181,12 +183,12 @@ absl::Status TokenPool::add_expert_outputs(const TokenBatch& batch) {
     }
   }
   if (readiness_ == Readiness::kPerIteration) ++buckets_[batch.iteration].expert_messages;
-  std::set<int64_t> touched;
+  std::vector<int64_t> touched;  // bucket keys, ascending and unique before use
   for (int64_t i = 0; i < n; ++i) {
     const TokenMeta& m = batch.tokens[i];
     const int64_t key = bucket_key(batch, m);
     Bucket& b = buckets_[key];
-    touched.insert(key);
+    if (touched.empty() || touched.back() != key) touched.push_back(key);
     Entry& e = entry(b, m.request_id, m.position);
     const float* row = batch.act->row(i);
     std::copy(row, row + hidden_, e.outputs.begin() + m.topk_rank * hidden_);
@@ -195,6 +197,8 @@ absl::Status TokenPool::add_expert_outputs(const TokenBatch& batch) {
     ++e.num_outputs;
     if (e.num_outputs == num_topk_ && e.has_residual) ++b.complete_entries;
   }
+  std::sort(touched.begin(), touched.end());
+  touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
   for (int64_t key : touched) note_if_ready(key);
   return absl::OkStatus();
 }
@@ -215,6 +219,7 @@ int64_t TokenPool::num_tokens(int64_t iteration) const {
 
 absl::Status TokenPool::merge_into(std::map<int64_t, Bucket>::iterator found, MergedTokens& out) {
   out.h.reserve(out.h.size() + found->second.entries.size() * hidden_);
+  std::vector<const float*> rows(num_topk_);
   for (auto& [key, e] : found->second.entries) {
     if (!e.has_residual || e.num_outputs != num_topk_) {
       return absl::FailedPreconditionError(absl::StrFormat(
@@ -222,7 +227,6 @@ absl::Status TokenPool::merge_into(std::map<int64_t, Bucket>::iterator found, Me
           key.first, key.second, e.num_outputs, num_topk_,
           e.has_residual ? "" : " and no residual"));
     }
-    std::vector<const float*> rows(num_topk_);
     for (int64_t j = 0; j < num_topk_; ++j) rows[j] = e.outputs.data() + j * hidden_;
     exec::CpuModel::combine_row(e.residual.data(), rows.data(), e.weights.data(), num_topk_,
                                 e.shared.empty() ? nullptr : e.shared.data(), hidden_);

@@ -16,6 +16,8 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+
+#include "absl/container/btree_map.h"
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -106,7 +108,9 @@ class TokenPool {
     int64_t expert_messages = 0;
     int64_t complete_entries = 0;  ///< entries with residual and all k outputs
     bool in_ready_order = false;   ///< per request: listed in ready_order_
-    std::map<std::pair<int64_t, int64_t>, Entry> entries;  ///< (request, position) → entry
+    /// (request, position) → entry, in that order (the merge order). A B-tree: one node holds
+    /// many entries, ~2x faster than std::map on the sim's per-row inserts (#19 item 6).
+    absl::btree_map<std::pair<int64_t, int64_t>, Entry> entries;
   };
   TokenPool(Readiness readiness, int64_t hidden, int64_t num_topk,
             int64_t expected_expert_messages, int64_t expected_residual_messages);

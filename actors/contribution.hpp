@@ -1,0 +1,89 @@
+#pragma once
+/// \file
+/// What one source hands a barrier collective per iteration (the parts of its rows for each
+/// destination), and how a stage builds it. No CAF here: the collective rules and the stages
+/// share it.
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "engine/dataflow/token_batch.hpp"
+
+namespace muflow::actors {
+
+/// A collective contribution: the parts for the destinations this source sends rows to, in
+/// ascending destination order (`dests[i]` gets `parts[i]`, never null); a destination not
+/// listed gets no rows from it. Sparse, so that a rank among 1,024 that sends to a few of
+/// 256 experts costs a few entries, not 256 (#19 item 6). Built by one stage actor, then
+/// read-only (shared with the collective).
+struct Contribution {
+  int64_t iteration = 0;
+  int32_t source = 0;  ///< contributor index (DP rank for dispatch, expert for combine)
+  std::vector<int32_t> dests;                           ///< ascending destination slots
+  std::vector<engine::dataflow::TokenBatchPtr> parts;   ///< [dests.size()], non-null
+  /// The part for destination `dst`, or null when this source sends it nothing.
+  engine::dataflow::TokenBatchPtr part(int32_t dst) const {
+    const auto it = std::lower_bound(dests.begin(), dests.end(), dst);
+    return it != dests.end() && *it == dst ? parts[static_cast<size_t>(it - dests.begin())]
+                                           : nullptr;
+  }
+  /// The parts as one vector indexed by destination ([num_dests], null where nothing).
+  std::vector<engine::dataflow::TokenBatchPtr> dense_parts(size_t num_dests) const {
+    std::vector<engine::dataflow::TokenBatchPtr> out(num_dests);
+    for (size_t i = 0; i < dests.size(); ++i) {
+      if (static_cast<size_t>(dests[i]) < num_dests) out[static_cast<size_t>(dests[i])] = parts[i];
+    }
+    return out;
+  }
+};
+using ContributionPtr = std::shared_ptr<Contribution>;
+
+/// Builds a Contribution from rows addressed to destinations in any order: `at(dst)` gives
+/// the part for `dst` (created by `make` on first use); `finish()` sorts the parts by
+/// destination. Memory O(num_dests) ints for the index plus the parts used. One owner.
+class ContributionBuilder {
+ public:
+  ContributionBuilder(int64_t iteration, int32_t source, size_t num_dests)
+      : index_(num_dests, -1) {
+    c_ = std::make_shared<Contribution>();
+    c_->iteration = iteration;
+    c_->source = source;
+  }
+  template <typename Make>
+  engine::dataflow::TokenBatch& at(int32_t dst, Make&& make) {
+    int32_t& i = index_[static_cast<size_t>(dst)];
+    if (i < 0) {
+      i = static_cast<int32_t>(c_->parts.size());
+      c_->dests.push_back(dst);
+      c_->parts.push_back(make());
+    }
+    return *c_->parts[static_cast<size_t>(i)];
+  }
+  ContributionPtr finish() {
+    std::vector<size_t> order(c_->dests.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(),
+              [&](size_t a, size_t b) { return c_->dests[a] < c_->dests[b]; });
+    std::vector<int32_t> dests;
+    std::vector<engine::dataflow::TokenBatchPtr> parts;
+    dests.reserve(order.size());
+    parts.reserve(order.size());
+    for (size_t i : order) {
+      dests.push_back(c_->dests[i]);
+      parts.push_back(std::move(c_->parts[i]));
+    }
+    c_->dests = std::move(dests);
+    c_->parts = std::move(parts);
+    return std::move(c_);
+  }
+
+ private:
+  ContributionPtr c_;
+  std::vector<int32_t> index_;
+};
+
+}  // namespace muflow::actors
