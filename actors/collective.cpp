@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "actors/messages.hpp"
 #include "engine/splitmix64.hpp"
+#include "kernels/assert.hpp"
 #include "transport/aurora_order.hpp"
 
 namespace muflow::actors {
@@ -99,7 +100,7 @@ Delivery concat_parts(const RunContext& ctx, CollectiveKind kind, int32_t block,
         out.act->num_rows += part.act->num_rows;
       }
       if (part.num_tokens() > 0) {
-        d.flows.push_back({static_cast<int32_t>(dst), static_cast<int32_t>(src), part.num_tokens()});
+        d.flows.push_back({static_cast<int32_t>(src), static_cast<int32_t>(dst), part.num_tokens()});
       }
     }
   }
@@ -200,6 +201,13 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
                  std::string(delivery.status().message()));
       return;
     }
+    // The trace and ExFlow's side traffic walk the flows source by source.
+    MUFLOW_ASSERT(std::is_sorted(delivery->flows.begin(), delivery->flows.end(),
+                                 [](const RowFlow& a, const RowFlow& b) {
+                                   return a.source != b.source ? a.source < b.source
+                                                               : a.dest < b.dest;
+                                 }),
+                  "a collective rule returned row flows out of (source, dest) order");
     std::vector<int64_t> tokens_per_device(ctx->placement.num_devices, 0);
     NetworkDelivery net{std::vector<double>(num_dests, done_s), 0.0, done_s};
     if (ctx->channel->timed()) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/dataflow/token_batch.hpp"
+#include "kernels/assert.hpp"
 
 namespace muflow::actors {
 
@@ -24,7 +25,9 @@ struct Contribution {
   int64_t iteration = 0;
   int32_t source = 0;  ///< contributor index (DP rank for dispatch, expert for combine)
   std::vector<int32_t> dests;                           ///< ascending destination slots
-  std::vector<engine::dataflow::TokenBatchPtr> parts;   ///< [dests.size()], non-null
+  /// [dests.size()], non-null until a point-to-point sender moves them out (a contribution
+  /// handed to a collective is shared and never moved from).
+  std::vector<engine::dataflow::TokenBatchPtr> parts;
   /// The part for destination `dst`, or null when this source sends it nothing.
   engine::dataflow::TokenBatchPtr part(int32_t dst) const {
     const auto it = std::lower_bound(dests.begin(), dests.end(), dst);
@@ -47,14 +50,20 @@ using ContributionPtr = std::shared_ptr<Contribution>;
 /// destination. Memory O(num_dests) ints for the index plus the parts used. One owner.
 class ContributionBuilder {
  public:
+  /// A contribution of `source` for `iteration` to destinations [0, num_dests) (0: nothing
+  /// may be added: a run of no rows).
   ContributionBuilder(int64_t iteration, int32_t source, size_t num_dests)
       : index_(num_dests, -1) {
     c_ = std::make_shared<Contribution>();
     c_->iteration = iteration;
     c_->source = source;
   }
+  /// The part for `dst` in [0, num_dests) (aborts otherwise: callers pass expert ids and
+  /// ranks of a validated run), created by `make()` (a non-null TokenBatchPtr) on first use.
   template <typename Make>
   engine::dataflow::TokenBatch& at(int32_t dst, Make&& make) {
+    MUFLOW_ASSERT(dst >= 0 && static_cast<size_t>(dst) < index_.size(),
+                  "contribution part for a destination outside the collective");
     int32_t& i = index_[static_cast<size_t>(dst)];
     if (i < 0) {
       i = static_cast<int32_t>(c_->parts.size());
@@ -63,6 +72,7 @@ class ContributionBuilder {
     }
     return *c_->parts[static_cast<size_t>(i)];
   }
+  /// The contribution, parts sorted by destination. Call once; the builder is spent after.
   ContributionPtr finish() {
     std::vector<size_t> order(c_->dests.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;

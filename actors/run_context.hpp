@@ -8,6 +8,7 @@
 /// mutated by collectives of a single-threaded virtual-time run only.
 
 #include <cstdint>
+#include <array>
 #include <memory>
 #include <vector>
 
@@ -92,9 +93,9 @@ struct RunContext {
       routing;                                   ///< may be null (not recording routing)
   caf::actor_clock::time_point t0;               ///< run start; times are seconds since t0
   bool virtual_time = false;  ///< sim backend: stages complete after their modeled duration
-  /// Sim: per device, host seconds added to each stage run's modeled duration (`[cost]`
-  /// stage + scheduler overheads of its kind); empty = none.
-  std::vector<double> step_overhead_s;
+  /// Sim: [device][StageKind] host seconds added to each stage run's modeled duration
+  /// (`[cost]` overheads of the device's kind for that stage type); empty = none.
+  std::vector<std::array<double, 3>> step_overhead_s;
   /// A ServingEngine's run (serves until shutdown): the coordinator compacts its metrics
   /// recorder as requests finish, so memory does not grow with the requests served.
   bool long_lived = false;

@@ -168,7 +168,10 @@ caf::behavior stage_behavior(caf::stateful_actor<StageState>* self, RunContextPt
         // (ARCHITECTURE.md §4).
         const auto dev = static_cast<size_t>(st.device_index);
         const double seconds =
-            info.seconds + (dev < st.ctx->step_overhead_s.size() ? st.ctx->step_overhead_s[dev] : 0.0);
+            info.seconds +
+            (dev < st.ctx->step_overhead_s.size()
+                 ? st.ctx->step_overhead_s[dev][static_cast<size_t>(st.impl->layer().kind)]
+                 : 0.0);
         st.pending.emplace(PendingRun{begin_s, begin_s + seconds, info, s, std::move(out)});
         self->delayed_send(self, std::chrono::nanoseconds(std::llround(seconds * 1e9)),
                            finish_atom::value);

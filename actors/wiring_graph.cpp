@@ -57,7 +57,7 @@ std::vector<RowFlow> row_flows(const std::vector<std::vector<int64_t>>& rows_fro
   for (size_t src = 0; src < num_sources; ++src) {
     for (size_t d = 0; d < rows_from.size(); ++d) {
       if (rows_from[d][src] == 0) continue;
-      flows.push_back({static_cast<int32_t>(d), static_cast<int32_t>(src), rows_from[d][src]});
+      flows.push_back({static_cast<int32_t>(src), static_cast<int32_t>(d), rows_from[d][src]});
     }
   }
   return flows;

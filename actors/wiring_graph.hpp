@@ -66,8 +66,8 @@ enum class CollectiveKind { kDispatch, kCombine };
 
 /// Rows one source sent one destination through a barrier.
 struct RowFlow {
-  int32_t dest = 0;
   int32_t source = 0;
+  int32_t dest = 0;
   int64_t rows = 0;  ///< > 0
 };
 

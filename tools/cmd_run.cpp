@@ -210,8 +210,9 @@ Command add_run_command(CLI::App& app) {
       const engine::topology::StepOverheads& base = topo.cost.overheads;
       std::fprintf(stderr,
                    "muflow: sim network %s; step overheads %.1f us per stage run + %.1f us per "
-                   "scheduler grant%s\n",
+                   "scheduler grant (+%.1f us per attention run, +%.1f us per expert run)%s\n",
                    topo.network.model.c_str(), base.stage_us, base.scheduler_us,
+                   base.attention_us, base.expert_us,
                    topo.cost.kinds.empty() ? "" : " (per-kind overrides in [cost.kinds])");
       if (sim->measured) {
         std::fprintf(stderr,

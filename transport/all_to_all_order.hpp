@@ -32,8 +32,8 @@ double all_to_all_lower_bound(const TrafficMatrix& bytes, const std::vector<doub
 /// through it / its bandwidth + the least latency of its flows: Aurora's b_max (Theorem
 /// 5.2) per link class plus latency. Either way, with all ports idle and every transfer
 /// ready at t, no order finishes before t + this. `bytes` must be
-/// [network.num_devices()]^2. O(num_devices + entries) on the sparse form, the same value
-/// (bit for bit) from either form.
+/// [network.num_devices()]^2, `traffic.num_devices` == network.num_devices() (asserted).
+/// O(num_devices + entries) on the sparse form, the same value (bit for bit) from either form.
 double port_load_lower_bound(const BigSwitchNetwork& network, const SparseTraffic& traffic);
 double port_load_lower_bound(const BigSwitchNetwork& network, const TrafficMatrix& bytes);
 

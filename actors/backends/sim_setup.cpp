@@ -119,7 +119,9 @@ absl::StatusOr<SimSetup> make_sim_setup(const engine::topology::Topology& t,
     const engine::topology::StepOverheads& o = t.cost.of(d.kind);
     const double measured_overhead_s =
         setup.measured && setup.measured->kind() == d.kind ? setup.measured->stage_overhead_s() : 0.0;
-    setup.step_overhead_s.push_back((o.stage_us + o.scheduler_us) * 1e-6 + measured_overhead_s);
+    const double base_s = (o.stage_us + o.scheduler_us) * 1e-6 + measured_overhead_s;
+    setup.step_overhead_s.push_back({base_s + o.attention_us * 1e-6, base_s + o.expert_us * 1e-6,
+                                     base_s + o.attention_us * 1e-6});
     setup.links.push_back(transport::DeviceLinks{node, *intra, *inter, *host});
   }
   absl::StatusOr<transport::NetworkModel> model = transport::parse_network_model(t.network.model);

@@ -3,6 +3,7 @@
 /// The sim backend's models for a Server: one SimExecutor per device (its device kind's cost
 /// model and the topology's router model) and the big-switch network of the cluster.
 
+#include <array>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -25,9 +26,10 @@ struct SimSetup {
   std::vector<kernels::sim::DeviceKind> kinds;  ///< per device
   std::vector<transport::DeviceLinks> links;    ///< per device
   transport::NetworkModel network_model = transport::NetworkModel::kSerial;  ///< [network] model
-  /// Per device: host seconds added to each stage run ([cost] stage + scheduler overheads
-  /// of its kind).
-  std::vector<double> step_overhead_s;
+  /// [device][StageKind: attention, expert, sampler] host seconds added to each stage run of
+  /// that type ([cost] stage + scheduler overheads of the device's kind, plus its attention /
+  /// expert overhead; samplers take the attention one).
+  std::vector<std::array<double, 3>> step_overhead_s;
   /// `[cost] kernels`: measured kernel times for the device kind that ran them (null: none).
   std::shared_ptr<const kernels::sim::MeasuredKernels> measured;
   /// The fit of `[cost.expert_ffn]`, when given (already applied to `cost`).

@@ -1,7 +1,6 @@
 #include "engine/dataflow/token_pool.hpp"
 
 #include <algorithm>
-#include <set>
 #include <tuple>
 
 #include "absl/strings/str_format.h"

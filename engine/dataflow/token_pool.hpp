@@ -16,10 +16,9 @@
 #include <cstdint>
 #include <deque>
 #include <map>
-
-#include "absl/container/btree_map.h"
 #include <vector>
 
+#include "absl/container/btree_map.h"
 #include "absl/status/statusor.h"
 #include "engine/dataflow/token_batch.hpp"
 

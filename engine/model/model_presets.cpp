@@ -105,7 +105,7 @@ ModelConfig deepseek_v2_lite() {
 // V2-Lite, MLA is approximated by GQA (2 kv heads × 128: a KV cache of 512 values per
 // token-layer vs MLA's kv_lora_rank + qk_rope_head_dim = 576) and the first_k_dense_replace = 3
 // dense layers are modelled as MoE layers; the node-limited routing (n_group 8, topk_group 4)
-// is left to the topology's router.
+// is not modelled (the topology's router picks the experts).
 ModelConfig deepseek_v3() {
   ModelConfig c;
   c.model_type = ModelType::kQwen2Moe;

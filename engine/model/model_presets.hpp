@@ -64,7 +64,7 @@ std::vector<std::string> model_preset_names();
 ///   with 2 kv heads (KV cache 512 vs 576 values per token and layer; the attention weights
 ///   are ~1.3× MLA's); the first 3 layers (first_k_dense_replace 3, ffn 18432) are modelled
 ///   as MoE layers; the node-limited routing (n_group 8, topk_group 4) and the routed scaling
-///   factor are the router's business, not the dims'.
+///   factor are not modelled (the topology's router picks the experts).
 /// - `synthetic-E<experts>-k<topk>` (e.g. `synthetic-E256-k8`): synthetic_model_preset with
 ///   those two counts and the other SyntheticPreset defaults.
 /// Errors: NotFound for an unknown name (the message lists the names); InvalidArgument from

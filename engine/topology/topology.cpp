@@ -65,7 +65,8 @@ constexpr std::string_view kSamplingKeys[] = {"temperature", "top_p", "seed", "s
   } while (0)
 
 absl::Status parse_cluster(const TomlTableReader& r, const std::string& backend,
-                           std::vector<DeviceSpec>* devices, int64_t* threads_per_device) {
+                           std::vector<DeviceSpec>* devices, int64_t* threads_per_device,
+                           int64_t* devices_per_node) {
   MUFLOW_TOPO_RETURN_IF_ERROR(r.check_keys(kClusterKeys));
   MUFLOW_TOPO_RETURN_IF_ERROR(
       r.read_int("threads_per_device", threads_per_device, 0, kMaxThreadsPerDevice));
@@ -80,8 +81,8 @@ absl::Status parse_cluster(const TomlTableReader& r, const std::string& backend,
     std::string kind = "cpu";
     MUFLOW_TOPO_RETURN_IF_ERROR(r.read_int("num_devices", &num_devices, 1, kMaxDevices));
     // 0: every device on node0 (one node).
-    int64_t per_node = 0;
-    MUFLOW_TOPO_RETURN_IF_ERROR(r.read_int("devices_per_node", &per_node, 0, kMaxDevices));
+    MUFLOW_TOPO_RETURN_IF_ERROR(r.read_int("devices_per_node", devices_per_node, 0, kMaxDevices));
+    const int64_t per_node = *devices_per_node;
     MUFLOW_TOPO_RETURN_IF_ERROR(r.read_string("kind", &kind));
     MUFLOW_TOPO_RETURN_IF_ERROR(topology_detail::check_device_kind(r, "kind", backend, kind));
     devices->clear();
@@ -361,7 +362,8 @@ absl::StatusOr<Topology> parse_document(const toml::table& doc, const std::strin
     topo.trace_file = resolve_path(base_dir, topo.trace_file);
   }
   MUFLOW_TOPO_RETURN_IF_ERROR(with_table(root, "cluster", [&](const TomlTableReader& r) {
-    return parse_cluster(r, topo.backend, &topo.devices, &topo.threads_per_device);
+    return parse_cluster(r, topo.backend, &topo.devices, &topo.threads_per_device,
+                         &topo.devices_per_node);
   }));
   MUFLOW_TOPO_RETURN_IF_ERROR(with_table(root, "model", [&](const TomlTableReader& r) {
     return parse_model(r, base_dir, &topo.model);

@@ -154,6 +154,12 @@ struct StepOverheads {
   /// One decision of the device's scheduler (one grant: picking the next stage), added to the
   /// run it grants. >= 0.
   double scheduler_us = 0;
+  /// Further host work of each attention stage run (and sampler run) / expert stage run, on
+  /// top of `stage_us`: where a system's steps differ by stage type, e.g. AsyncMoE §5.4's
+  /// attention step (2.7 ms, mostly page-table traversal and GPU→CPU post-processing) vs its
+  /// expert step (0.8 ms). >= 0.
+  double attention_us = 0;
+  double expert_us = 0;
 };
 
 /// Measured expert-FFN times to calibrate the sim's cost model with
@@ -197,6 +203,9 @@ struct Topology {
   /// the machine's hardware threads divided by the number of devices, at least 1 (see
   /// resolve_threads_per_device). At most kMaxThreadsPerDevice.
   int64_t threads_per_device = 0;
+  /// `[cluster] devices_per_node` of the shorthand (0: every device on node0); kept so that a
+  /// `cluster.num_devices` override lays out its devices the same way.
+  int64_t devices_per_node = 0;
   ModelSpec model;
   /// "round-robin" | "contiguous" | "explicit" | "affinity" | "capability" (Aurora Thm 5.1)
   std::string placement = "round-robin";

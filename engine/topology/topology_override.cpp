@@ -165,7 +165,10 @@ const std::map<std::string, Setter>& setters() {
          const DeviceSpec first = t.devices.empty() ? DeviceSpec{} : t.devices.front();
          t.devices.clear();
          for (int64_t d = 0; d < n; ++d) {
-           t.devices.push_back({absl::StrFormat("%s%d", first.kind, d), first.kind, first.node});
+           t.devices.push_back({absl::StrFormat("%s%d", first.kind, d), first.kind,
+                                t.devices_per_node > 0
+                                    ? absl::StrFormat("node%d", d / t.devices_per_node)
+                                    : first.node});
          }
          return absl::OkStatus();
        }},
@@ -250,6 +253,14 @@ const std::map<std::string, Setter>& setters() {
       {"cost.scheduler_overhead_us",
        [](Topology& t, const std::string& k, const std::string& v) {
          return set_double(k, v, &t.cost.overheads.scheduler_us, 0, 1e6);
+       }},
+      {"cost.attention_overhead_us",
+       [](Topology& t, const std::string& k, const std::string& v) {
+         return set_double(k, v, &t.cost.overheads.attention_us, 0, 1e6);
+       }},
+      {"cost.expert_overhead_us",
+       [](Topology& t, const std::string& k, const std::string& v) {
+         return set_double(k, v, &t.cost.overheads.expert_us, 0, 1e6);
        }},
       {"model.dtype",
        [](Topology& t, const std::string& k, const std::string& v) {

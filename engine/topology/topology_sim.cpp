@@ -17,9 +17,11 @@ constexpr std::string_view kSkewModes[] = {"code", "share"};
 constexpr std::string_view kNetworkKeys[] = {"intra_node", "inter_node", "host_link",
                                              "activation_bytes", "a2a_order", "model"};
 
-constexpr std::string_view kCostKeys[] = {"stage_overhead_us", "scheduler_overhead_us", "kinds",
-                                          "expert_ffn", "kernels"};
-constexpr std::string_view kOverheadKeys[] = {"stage_overhead_us", "scheduler_overhead_us"};
+constexpr std::string_view kCostKeys[] = {"stage_overhead_us", "scheduler_overhead_us",
+                                          "attention_overhead_us", "expert_overhead_us",
+                                          "kinds", "expert_ffn", "kernels"};
+constexpr std::string_view kOverheadKeys[] = {"stage_overhead_us", "scheduler_overhead_us",
+                                              "attention_overhead_us", "expert_overhead_us"};
 constexpr std::string_view kCalibrationKeys[] = {"file", "kind",     "hidden",
                                                  "ffn",  "ffn_kind", "dtype"};
 constexpr std::string_view kFfnKinds[] = {"two-layer", "swiglu"};
@@ -34,7 +36,17 @@ absl::Status read_overheads(const TomlTableReader& r, StepOverheads* out) {
       !s.ok()) {
     return s;
   }
-  return r.read_double("scheduler_overhead_us", &out->scheduler_us, "microseconds in [0, 1e6]",
+  if (absl::Status s = r.read_double("scheduler_overhead_us", &out->scheduler_us,
+                                     "microseconds in [0, 1e6]", in_range);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = r.read_double("attention_overhead_us", &out->attention_us,
+                                     "microseconds in [0, 1e6]", in_range);
+      !s.ok()) {
+    return s;
+  }
+  return r.read_double("expert_overhead_us", &out->expert_us, "microseconds in [0, 1e6]",
                        in_range);
 }
 

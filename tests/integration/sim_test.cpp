@@ -512,5 +512,28 @@ TEST(Sim, ExflowMovesFewerCombineRowsAndNeverBeatsTheBound) {
   EXPECT_GE(sync.all_to_all_s, sync.all_to_all_bound_s * (1 - 1e-9));
 }
 
+// [cost] attention_overhead_us / expert_overhead_us land on their stage type only. One
+// request, one output token, sync EP, one expert per device: the first token waits for every
+// block's attention (barriers take the slowest rank, and every rank runs each block) and the
+// sampler, and for every block's expert stages (in parallel on their devices), so X µs more
+// per attention run add (layers + 1)·X to the TTFT and per expert run layers·X, exactly.
+TEST(Sim, AttentionAndExpertOverheadsChargeTheirStageTypeOnly) {
+  auto ttft_s = [](double attention_us, double expert_us) {
+    Topology t = sim_topology(8, "H100-SXM", "mixtral-8x7b");  // one expert per device
+    t.cost.overheads.attention_us = attention_us;
+    t.cost.overheads.expert_us = expert_us;
+    auto server = actors::Server::create(t);
+    EXPECT_TRUE(server.ok()) << server.status();
+    auto out = (*server)->run(closed_batch(1, 16, 1));
+    EXPECT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(out->metrics.ttft.num_samples, 1);
+    return out->metrics.ttft.mean_ms * 1e-3;
+  };
+  const double layers = 32;  // mixtral-8x7b
+  const double base = ttft_s(0, 0);
+  EXPECT_NEAR(ttft_s(1000, 0) - base, (layers + 1) * 1e-3, 1e-9);
+  EXPECT_NEAR(ttft_s(0, 1000) - base, layers * 1e-3, 1e-9);
+}
+
 }  // namespace
 }  // namespace muflow

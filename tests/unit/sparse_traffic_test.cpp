@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "engine/splitmix64.hpp"
@@ -15,6 +16,7 @@
 #include "transport/all_to_all_order.hpp"
 #include "transport/aurora_order.hpp"
 #include "transport/big_switch_network.hpp"
+#include "transport/sim_network_channel.hpp"
 
 namespace muflow::transport {
 namespace {
@@ -119,7 +121,8 @@ TEST(SparseTrafficTest, BoundAndOrdersEqualTheDenseOnesBitForBit) {
         }
       }
       for (A2aOrder order : {A2aOrder::kRowMajor, A2aOrder::kRandom, A2aOrder::kSjf,
-                             A2aOrder::kAurora, A2aOrder::kAuroraChunked}) {
+                             A2aOrder::kAurora, A2aOrder::kAuroraChunked,
+                             A2aOrder::kAuroraUnsplit}) {
         const std::vector<Transfer> a = order == A2aOrder::kRowMajor
                                             ? loop
                                             : order_all_to_all(order, net, dense, 0.5, seed);
@@ -133,6 +136,42 @@ TEST(SparseTrafficTest, BoundAndOrdersEqualTheDenseOnesBitForBit) {
         }
       }
     }
+  }
+}
+
+// The channel's per-entry finish time is the last of its pair's transfers, also when an
+// order splits a pair into chunks (Aurora's preemptive order), and replaying the same order
+// on a fresh network gives the same times.
+TEST(SparseTrafficTest, ChannelEntryDoneIsTheLastTransferOfItsPair) {
+  for (A2aOrder order : {A2aOrder::kRowMajor, A2aOrder::kAuroraChunked}) {
+    const int n = 6;
+    const TrafficMatrix dense = random_traffic(n, 11);
+    const SparseTraffic sparse = sparse_traffic(dense);
+    auto net = std::make_shared<BigSwitchNetwork>(mixed_network(n, NetworkModel::kSerial));
+    SimNetworkChannel channel(net, order, 3);
+    const AllToAllTiming t = channel.all_to_all(sparse, 0.25, 9);
+    ASSERT_EQ(t.entry_done_s.size(), sparse.entries.size());
+    // The same transfers on a fresh network: each entry's last finish.
+    BigSwitchNetwork fresh = mixed_network(n, NetworkModel::kSerial);
+    const std::vector<Transfer> transfers = order_all_to_all(
+        order, fresh, sparse, 0.25, engine::splitmix64_mix(3 ^ 9));
+    const std::vector<double> finish = fresh.schedule_all(transfers);
+    std::vector<std::vector<double>> last(n, std::vector<double>(n, 0.25));
+    size_t chunks = 0;
+    for (size_t i = 0; i < transfers.size(); ++i) {
+      double& l = last[transfers[i].src][transfers[i].dst];
+      l = std::max(l, finish[i]);
+      ++chunks;
+    }
+    if (order == A2aOrder::kAuroraChunked) EXPECT_GE(chunks, sparse.entries.size());
+    double end = 0.25;
+    for (size_t e = 0; e < sparse.entries.size(); ++e) {
+      EXPECT_EQ(t.entry_done_s[e], last[sparse.entries[e].src][sparse.entries[e].dst]);
+      EXPECT_GT(t.entry_done_s[e], 0.25);
+      end = std::max(end, t.entry_done_s[e]);
+    }
+    EXPECT_EQ(t.end_s, end);
+    EXPECT_EQ(t.bound_s, port_load_lower_bound(fresh, sparse));
   }
 }
 

@@ -259,6 +259,12 @@ TEST(Topology, ShorthandDevicesPerNodeGroupsConsecutiveDevices) {
       parse("[cluster]\nnum_devices = 2\ndevices_per_node = -1\n");
   ASSERT_FALSE(negative.ok());
   EXPECT_THAT(msg(negative.status()), HasSubstr("cluster.devices_per_node"));
+  // A cluster.num_devices sweep keeps the grouping.
+  topology::Topology grown = *topo;
+  ASSERT_TRUE(engine::topology::apply_topology_override(grown, "cluster.num_devices", "9").ok());
+  ASSERT_EQ(grown.devices.size(), 9u);
+  EXPECT_EQ(grown.devices[7].node, "node1");
+  EXPECT_EQ(grown.devices[8].node, "node2");
 }
 
 TEST(Topology, UnknownWiringListsTheKnownOnes) {
@@ -395,6 +401,7 @@ TEST(Topology, CostKeys) {
   const std::string csv = std::string(MUFLOW_DATA_DIR) + "/kernels/v100-switch-expert-time-vs-tokens.csv";
   absl::StatusOr<topology::Topology> t = parse(
       sim + "[cost]\nstage_overhead_us = 25\nscheduler_overhead_us = 4.5\n"
+            "attention_overhead_us = 2500\nexpert_overhead_us = 0.5\n"
             "[cost.kinds.\"V100-32GB\"]\nstage_overhead_us = 60\n"
             "[cost.expert_ffn]\nfile = \"" + csv + "\"\nhidden = 768\nffn = 3072\n");
   ASSERT_TRUE(t.ok()) << t.status();
@@ -402,6 +409,9 @@ TEST(Topology, CostKeys) {
   EXPECT_EQ(t->cost.of("A100-80GB").scheduler_us, 4.5);
   EXPECT_EQ(t->cost.of("V100-32GB").stage_us, 60.0);
   EXPECT_EQ(t->cost.of("V100-32GB").scheduler_us, 4.5);  // not given: the [cost] value
+  EXPECT_EQ(t->cost.of("A100-80GB").attention_us, 2500.0);
+  EXPECT_EQ(t->cost.of("A100-80GB").expert_us, 0.5);
+  EXPECT_EQ(t->cost.of("V100-32GB").attention_us, 2500.0);
   ASSERT_TRUE(t->cost.expert_ffn.has_value());
   EXPECT_EQ(t->cost.expert_ffn->kind, "V100-32GB");
   EXPECT_EQ(t->cost.expert_ffn->ffn_kind, "two-layer");
@@ -413,6 +423,8 @@ TEST(Topology, CostKeys) {
            {"[cost]\nstage_overhead_us = -1\n",
             "topo.toml:8: key 'cost.stage_overhead_us': expected microseconds in [0, 1e6], got -1"},
            {"[cost]\nlaunch_us = 1\n", "unknown key 'cost.launch_us'"},
+           {"[cost]\nattention_overhead_us = 2e6\n",
+            "key 'cost.attention_overhead_us': expected microseconds in [0, 1e6]"},
            {"[cost.kinds.\"B200\"]\nstage_overhead_us = 1\n", "key 'cost.kinds.B200'"},
            {"[cost.kinds.\"H200\"]\nhost_us = 1\n", "unknown key 'cost.kinds.H200.host_us'"},
            {"[cost.expert_ffn]\nhidden = 768\n", "[cost.expert_ffn] needs file"},
@@ -436,6 +448,10 @@ TEST(Topology, CostKeys) {
   EXPECT_EQ(o.cost.of("A100-80GB").stage_us, 12.0);
   EXPECT_EQ(o.cost.of("A100-80GB").scheduler_us, 3.0);
   EXPECT_FALSE(engine::topology::apply_topology_override(o, "cost.stage_overhead_us", "-2").ok());
+  ASSERT_TRUE(engine::topology::apply_topology_override(o, "cost.attention_overhead_us", "7").ok());
+  ASSERT_TRUE(engine::topology::apply_topology_override(o, "cost.expert_overhead_us", "8").ok());
+  EXPECT_EQ(o.cost.of("A100-80GB").attention_us, 7.0);
+  EXPECT_EQ(o.cost.of("A100-80GB").expert_us, 8.0);
 }
 
 TEST(Topology, AffinityPlacementKeys) {

@@ -1,0 +1,76 @@
+// The sparse barrier contributions (actors/contribution.hpp) and a delivery's row flows
+// (actors/wiring_graph.hpp): parts in ascending destination order whatever order rows
+// arrive in, lookups, the dense view the planning rules use, and flows from a count matrix.
+#include "actors/contribution.hpp"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "actors/wiring_graph.hpp"
+
+namespace muflow::actors {
+namespace {
+
+using engine::dataflow::TokenBatch;
+using engine::dataflow::TokenBatchPtr;
+using engine::dataflow::TokenMeta;
+
+TEST(Contribution, BuilderSortsPartsByDestinationAndKeepsRowOrderWithinOne) {
+  ContributionBuilder build(/*iteration=*/7, /*source=*/3, /*num_dests=*/6);
+  int made = 0;
+  auto make = [&] {
+    ++made;
+    return std::make_shared<TokenBatch>();
+  };
+  for (int32_t dst : {4, 1, 4, 0, 1, 4}) {
+    TokenMeta m;
+    m.request_id = dst * 100 + static_cast<int64_t>(build.at(dst, make).tokens.size());
+    build.at(dst, make).tokens.push_back(m);
+  }
+  EXPECT_EQ(made, 3);  // one part per destination used
+  const ContributionPtr c = build.finish();
+  EXPECT_EQ(c->iteration, 7);
+  EXPECT_EQ(c->source, 3);
+  EXPECT_EQ(c->dests, (std::vector<int32_t>{0, 1, 4}));
+  ASSERT_EQ(c->parts.size(), 3u);
+  EXPECT_EQ(c->parts[2]->tokens.size(), 3u);
+  EXPECT_EQ(c->parts[2]->tokens[0].request_id, 400);  // rows keep their order in a part
+  EXPECT_EQ(c->parts[2]->tokens[2].request_id, 402);
+  EXPECT_EQ(c->part(4), c->parts[2]);
+  EXPECT_EQ(c->part(2), nullptr);
+  EXPECT_EQ(c->part(9), nullptr);
+  const std::vector<TokenBatchPtr> dense = c->dense_parts(6);
+  ASSERT_EQ(dense.size(), 6u);
+  EXPECT_EQ(dense[0], c->parts[0]);
+  EXPECT_EQ(dense[1], c->parts[1]);
+  EXPECT_EQ(dense[3], nullptr);
+  EXPECT_EQ(dense[4], c->parts[2]);
+}
+
+TEST(Contribution, ARunOfNoRowsSendsNoParts) {
+  ContributionBuilder build(1, 0, 0);
+  const ContributionPtr c = build.finish();
+  EXPECT_TRUE(c->dests.empty());
+  EXPECT_TRUE(c->parts.empty());
+  EXPECT_EQ(c->dense_parts(4), std::vector<TokenBatchPtr>(4));
+}
+
+TEST(RowFlows, FromACountMatrixSourceMajorWithoutZeros) {
+  // rows_from[dest][source]
+  const std::vector<RowFlow> flows = row_flows({{0, 2, 0}, {5, 0, 1}});
+  ASSERT_EQ(flows.size(), 3u);
+  EXPECT_EQ(flows[0].source, 0);
+  EXPECT_EQ(flows[0].dest, 1);
+  EXPECT_EQ(flows[0].rows, 5);
+  EXPECT_EQ(flows[1].source, 1);
+  EXPECT_EQ(flows[1].dest, 0);
+  EXPECT_EQ(flows[1].rows, 2);
+  EXPECT_EQ(flows[2].source, 2);
+  EXPECT_EQ(flows[2].dest, 1);
+  EXPECT_EQ(flows[2].rows, 1);
+  EXPECT_TRUE(row_flows({}).empty());
+}
+
+}  // namespace
+}  // namespace muflow::actors
