@@ -30,12 +30,12 @@ Topology topology(int num_devices, const std::string& preset) {
   return t;
 }
 
-// A closed batch: `num_requests` requests of `prompt` prompt tokens and `output` new tokens.
-void BM_SimTokenLayerEvents(benchmark::State& state) {
+// A closed batch on `preset`: range(0) devices, range(1) requests of `prompt` prompt tokens and
+// `output` new tokens.
+void run_closed_batch(benchmark::State& state, const std::string& preset, int prompt, int output) {
   const int num_devices = static_cast<int>(state.range(0));
   const int num_requests = static_cast<int>(state.range(1));
-  const int prompt = 64, output = 32;
-  Topology t = topology(num_devices, "mixtral-8x7b");
+  Topology t = topology(num_devices, preset);
   auto server = muflow::actors::Server::create(t);
   if (!server.ok()) {
     state.SkipWithError(std::string(server.status().message()).c_str());
@@ -63,11 +63,22 @@ void BM_SimTokenLayerEvents(benchmark::State& state) {
   state.counters["token_layer_events_per_s"] =
       benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
 }
+void BM_SimTokenLayerEvents(benchmark::State& state) {
+  run_closed_batch(state, "mixtral-8x7b", 64, 32);
+}
 BENCHMARK(BM_SimTokenLayerEvents)
     ->Args({8, 64})
     ->Args({8, 256})
     ->Args({64, 256})
     ->Args({256, 512})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// DeepSeek-V3's shape (256 experts top-8, 61 layers): every token-layer event is 8 routed rows.
+void BM_SimDeepSeekV3(benchmark::State& state) { run_closed_batch(state, "deepseek-v3", 64, 16); }
+BENCHMARK(BM_SimDeepSeekV3)
+    ->Args({256, 256})
+    ->Args({1024, 1024})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
