@@ -52,10 +52,9 @@ void trace_barrier(const RunContext& ctx, CollectiveKind kind, int32_t block, in
   size_t f = 0;  // flows are sorted by (source, dest)
   for (size_t src = 0; src < num_sources; ++src) {
     const StageSite s = source_site(ctx, kind, block, src);
-    trace.complete_in("wait", wait_name, s.device, kWaitLaneTid, arrived_us[src],
-                      done_us - arrived_us[src],
-                      nlohmann::json{{"block", block}, {"iteration", iteration},
-                                     {"collective", what}});
+    trace.complete_in(
+        "wait", wait_name, s.device, kWaitLaneTid, arrived_us[src], done_us - arrived_us[src],
+        nlohmann::json{{"block", block}, {"iteration", iteration}, {"collective", what}});
     for (; f < flows.size() && flows[f].source == static_cast<int32_t>(src); ++f) {
       const StageSite t = dest_site(ctx, kind, block, static_cast<size_t>(flows[f].dest));
       if (t.device == s.device) continue;
@@ -64,7 +63,8 @@ void trace_barrier(const RunContext& ctx, CollectiveKind kind, int32_t block, in
       pair_used[pair] = 1;
       const auto id = static_cast<uint64_t>(
           (((iteration * num_layers + block) * 2 + kind_index) * num_devices + s.device) *
-              num_devices + t.device + 1);
+              num_devices +
+          t.device + 1);
       trace.flow('s', "batch", flow_name, id, s.device, s.tid, arrived_us[src]);
       trace.flow('f', "batch", flow_name, id, t.device, t.tid, done_us);
     }
@@ -73,8 +73,8 @@ void trace_barrier(const RunContext& ctx, CollectiveKind kind, int32_t block, in
 
 // Concatenation in source order. Sources outermost, so a source costs only the parts it sent.
 Delivery concat_parts(const RunContext& ctx, CollectiveKind kind, int32_t block,
-                      const std::vector<ContributionPtr>& slot, size_t num_dests,
-                      int64_t iteration, int64_t width) {
+                      const std::vector<ContributionPtr>& slot, size_t num_dests, int64_t iteration,
+                      int64_t width) {
   Delivery d;
   d.out.reserve(num_dests);
   for (size_t dst = 0; dst < num_dests; ++dst) {
@@ -100,7 +100,8 @@ Delivery concat_parts(const RunContext& ctx, CollectiveKind kind, int32_t block,
         out.act->num_rows += part.act->num_rows;
       }
       if (part.num_tokens() > 0) {
-        d.flows.push_back({static_cast<int32_t>(src), static_cast<int32_t>(dst), part.num_tokens()});
+        d.flows.push_back(
+            {static_cast<int32_t>(src), static_cast<int32_t>(dst), part.num_tokens()});
       }
     }
   }
@@ -146,8 +147,8 @@ NetworkDelivery network_delivery(const RunContext& ctx, CollectiveKind kind, int
   }
   const transport::SparseTraffic bytes = traffic.build();
   const uint64_t order_key = engine::splitmix64_mix((static_cast<uint64_t>(iteration) << 20) ^
-                                                     (static_cast<uint64_t>(block) << 1) ^
-                                                     (kind == CollectiveKind::kDispatch ? 0u : 1u));
+                                                    (static_cast<uint64_t>(block) << 1) ^
+                                                    (kind == CollectiveKind::kDispatch ? 0u : 1u));
   const transport::AllToAllTiming timing = ctx.channel->all_to_all(bytes, done_s, order_key);
   NetworkDelivery out;
   out.bound_s = timing.bound_s;
@@ -231,14 +232,12 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
       a2a_end_s = std::max(a2a_end_s, deliver_s);
       if (deliver_s > done_s) {
         if (ctx->trace && out->num_tokens() > 0) {
-          ctx->trace->complete_in("wait",
-                                  absl::StrFormat("wait %s transfer b%d",
-                                                  kind == CollectiveKind::kDispatch ? "dispatch"
-                                                                                    : "combine",
-                                                  block),
-                                  to.device, kWaitLaneTid, done_s * 1e6,
-                                  (deliver_s - done_s) * 1e6,
-                                  nlohmann::json{{"block", block}, {"iteration", c->iteration}});
+          ctx->trace->complete_in(
+              "wait",
+              absl::StrFormat("wait %s transfer b%d",
+                              kind == CollectiveKind::kDispatch ? "dispatch" : "combine", block),
+              to.device, kWaitLaneTid, done_s * 1e6, (deliver_s - done_s) * 1e6,
+              nlohmann::json{{"block", block}, {"iteration", c->iteration}});
         }
         deliveries.push_back({d, deliver_s - done_s});
       } else {
@@ -290,8 +289,8 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
           kind == CollectiveKind::kDispatch ? "dispatch all-to-all" : "combine all-to-all", 0, 0,
           done_us, engine::trace::InstantScope::kGlobal,
           nlohmann::json{{"block", block}, {"iteration", c->iteration}});
-      trace_barrier(*ctx, kind, block, c->iteration, slot.size(), delivery->flows,
-                    arrived_us, done_us);
+      trace_barrier(*ctx, kind, block, c->iteration, slot.size(), delivery->flows, arrived_us,
+                    done_us);
     }
     self->state.arrived_us.erase(c->iteration);
     self->state.pending.erase(c->iteration);

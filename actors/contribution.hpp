@@ -23,8 +23,8 @@ namespace muflow::actors {
 /// read-only (shared with the collective).
 struct Contribution {
   int64_t iteration = 0;
-  int32_t source = 0;  ///< contributor index (DP rank for dispatch, expert for combine)
-  std::vector<int32_t> dests;                           ///< ascending destination slots
+  int32_t source = 0;          ///< contributor index (DP rank for dispatch, expert for combine)
+  std::vector<int32_t> dests;  ///< ascending destination slots
   /// [dests.size()], non-null until a point-to-point sender moves them out (a contribution
   /// handed to a collective is shared and never moved from).
   std::vector<engine::dataflow::TokenBatchPtr> parts;
@@ -52,8 +52,7 @@ class ContributionBuilder {
  public:
   /// A contribution of `source` for `iteration` to destinations [0, num_dests) (0: nothing
   /// may be added: a run of no rows).
-  ContributionBuilder(int64_t iteration, int32_t source, size_t num_dests)
-      : index_(num_dests, -1) {
+  ContributionBuilder(int64_t iteration, int32_t source, size_t num_dests) : index_(num_dests, -1) {
     c_ = std::make_shared<Contribution>();
     c_->iteration = iteration;
     c_->source = source;

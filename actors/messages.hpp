@@ -4,28 +4,27 @@
 /// Tensors travel by handle inside TokenBatch (ARCHITECTURE.md §8, invariant 4): every type
 /// here is process-local and marked as such.
 
+#include <caf/all.hpp>
 #include <cstdint>
 #include <memory>
 #include <vector>
 
-#include <caf/all.hpp>
-
-#include "engine/serving/request.hpp"
 #include "actors/contribution.hpp"
 #include "engine/dataflow/token_batch.hpp"
+#include "engine/serving/request.hpp"
 
 namespace muflow::actors {
 
 // Device ↔ stage.
-using ready_atom = caf::atom_constant<caf::atom("ready")>;    ///< stage → device: queued tokens
-using grant_atom = caf::atom_constant<caf::atom("grant")>;    ///< device → stage: run now
-using done_atom = caf::atom_constant<caf::atom("done")>;      ///< stage → device: finished
+using ready_atom = caf::atom_constant<caf::atom("ready")>;  ///< stage → device: queued tokens
+using grant_atom = caf::atom_constant<caf::atom("grant")>;  ///< device → stage: run now
+using done_atom = caf::atom_constant<caf::atom("done")>;    ///< stage → device: finished
 // Dataflow.
-using batch_atom = caf::atom_constant<caf::atom("batch")>;    ///< a TokenBatch for a μ-queue
+using batch_atom = caf::atom_constant<caf::atom("batch")>;      ///< a TokenBatch for a μ-queue
 using contrib_atom = caf::atom_constant<caf::atom("contrib")>;  ///< rank → collective part
 using release_atom = caf::atom_constant<caf::atom("release")>;  ///< free a request's KV cache
 using kv_atom = caf::atom_constant<caf::atom("kv")>;  ///< host → stage: KV bytes held (reply)
-using depth_atom = caf::atom_constant<caf::atom("depth")>;  ///< host → stage: μ-queue tokens
+using depth_atom = caf::atom_constant<caf::atom("depth")>;    ///< host → stage: μ-queue tokens
 using kvrows_atom = caf::atom_constant<caf::atom("kvrows")>;  ///< attention → replica: K/V rows
 // Coordinator.
 using sampled_atom = caf::atom_constant<caf::atom("sampled")>;  ///< sampler → coordinator
@@ -44,13 +43,13 @@ using cancel_all_atom = caf::atom_constant<caf::atom("cancelall")>;
 using drain_atom = caf::atom_constant<caf::atom("drain")>;    ///< host → coordinator: outcome
 using stats_atom = caf::atom_constant<caf::atom("stats")>;    ///< host → coordinator: EngineStats
 using finish_atom = caf::atom_constant<caf::atom("finish")>;  ///< virtual time: run ends
-using failed_atom = caf::atom_constant<caf::atom("failed")>;    ///< any actor → coordinator
+using failed_atom = caf::atom_constant<caf::atom("failed")>;  ///< any actor → coordinator
 
 /// One sampled (or logits-only) row reported by a sampler stage.
 struct SampledToken {
   int64_t request_id = 0;
-  int64_t position = 0;   ///< position of the input row that produced it
-  int32_t token = -1;     ///< sampled next token, -1 for rows that only return logits
+  int64_t position = 0;       ///< position of the input row that produced it
+  int32_t token = -1;         ///< sampled next token, -1 for rows that only return logits
   std::vector<float> logits;  ///< [vocab] when the row asked for logits, else empty
 };
 

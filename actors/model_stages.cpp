@@ -427,7 +427,8 @@ class ExpertStage final : public StageImpl {
       if (seconds) *seconds = modeled;
     }
     // Parts only for the ranks that get a row (a run of no row sends none).
-    ContributionBuilder build(in.iteration, slot_, n > 0 ? static_cast<size_t>(ctx_->num_ranks) : 0);
+    ContributionBuilder build(in.iteration, slot_,
+                              n > 0 ? static_cast<size_t>(ctx_->num_ranks) : 0);
     for (int64_t i = 0; i < n; ++i) {
       const int32_t r = in.tokens[i].origin_rank;
       TokenBatch& part = build.at(r, [&] {

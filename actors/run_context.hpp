@@ -7,20 +7,19 @@
 /// thread-safe; each executor is used by its own device's stages only; the sim network is
 /// mutated by collectives of a single-threaded virtual-time run only.
 
-#include <cstdint>
 #include <array>
+#include <caf/all.hpp>
+#include <cstdint>
 #include <memory>
 #include <vector>
-
-#include <caf/all.hpp>
 
 #include "actors/request_sampling.hpp"
 #include "actors/wiring_graph.hpp"
 #include "engine/exec/cpu_model.hpp"
 #include "engine/exec/executor.hpp"
 #include "engine/planning/placement.hpp"
-#include "engine/topology/topology.hpp"
 #include "engine/routing/routing_record.hpp"
+#include "engine/topology/topology.hpp"
 #include "engine/trace/trace.hpp"
 #include "transport/channel.hpp"
 
@@ -28,9 +27,9 @@ namespace muflow::actors {
 
 /// Actor handles of one run, indexed like the model: [block][rank], [block][expert], ...
 struct ActorTable {
-  std::vector<caf::actor> devices;                  ///< [num_devices]
-  std::vector<std::vector<caf::actor>> attention;   ///< [num_layers][num_ranks]
-  std::vector<caf::actor> samplers;                 ///< [num_ranks]
+  std::vector<caf::actor> devices;                 ///< [num_devices]
+  std::vector<std::vector<caf::actor>> attention;  ///< [num_layers][num_ranks]
+  std::vector<caf::actor> samplers;                ///< [num_ranks]
   /// [num_layers][num expert slots]: the slots of WiringGraph::slot_device (per expert, or
   /// per device, as the wiring cut them).
   std::vector<std::vector<caf::actor>> experts;
@@ -45,8 +44,10 @@ struct ActorTable {
     auto visit = [&](const caf::actor& a) {
       if (a) fn(a);
     };
-    for (const auto& v : attention) for (const auto& a : v) visit(a);
-    for (const auto& v : experts) for (const auto& a : v) visit(a);
+    for (const auto& v : attention)
+      for (const auto& a : v) visit(a);
+    for (const auto& v : experts)
+      for (const auto& a : v) visit(a);
     for (const auto& a : samplers) visit(a);
     for (const auto& a : dispatch) visit(a);
     for (const auto& a : combine) visit(a);
@@ -78,7 +79,7 @@ struct RunContext {
   std::vector<std::shared_ptr<engine::exec::Executor>> executors;
   engine::topology::Topology topology;
   engine::planning::Placement placement;
-  int64_t num_ranks = 0;       ///< attention DP ranks (rank r on placement.rank_device[r])
+  int64_t num_ranks = 0;  ///< attention DP ranks (rank r on placement.rank_device[r])
   /// The run's wiring: its graph (edges, merge rules, expert slots) and what it plugs into
   /// the generic stages (actors/wiring_graph.hpp). Set before any actor is spawned.
   std::shared_ptr<const WiringRun> wiring;
@@ -90,9 +91,9 @@ struct RunContext {
   SiteTable sites;
   std::shared_ptr<engine::trace::TraceRecorder> trace;  ///< may be null (tracing off)
   std::shared_ptr<engine::routing::RoutingRecorder>
-      routing;                                   ///< may be null (not recording routing)
-  caf::actor_clock::time_point t0;               ///< run start; times are seconds since t0
-  bool virtual_time = false;  ///< sim backend: stages complete after their modeled duration
+      routing;                      ///< may be null (not recording routing)
+  caf::actor_clock::time_point t0;  ///< run start; times are seconds since t0
+  bool virtual_time = false;        ///< sim backend: stages complete after their modeled duration
   /// Sim: [device][StageKind] host seconds added to each stage run's modeled duration
   /// (`[cost]` overheads of the device's kind for that stage type); empty = none.
   std::vector<std::array<double, 3>> step_overhead_s;

@@ -33,7 +33,7 @@ struct StageState {
   int64_t device_index = 0;
   int32_t local_index = 0;
   int64_t trace_tid = 0;
-  bool failed = false;  ///< after a failure the stage reports nothing ready and drops input
+  bool failed = false;        ///< after a failure the stage reports nothing ready and drops input
   int64_t traced_depth = -1;  ///< last μ-queue depth written to the trace
   std::optional<PendingRun> pending;  ///< virtual time: the run in progress
   static inline const char* name = "muflow.stage";

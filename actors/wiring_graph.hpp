@@ -16,8 +16,8 @@
 #include "actors/locked_kv_cache.hpp"
 #include "actors/messages.hpp"
 #include "actors/send.hpp"
-#include "engine/exec/executor.hpp"
 #include "engine/dataflow/token_batch.hpp"
+#include "engine/exec/executor.hpp"
 #include "transport/sparse_traffic.hpp"
 
 namespace muflow::actors {
@@ -44,7 +44,8 @@ enum class InputRule {
 };
 
 /// When a merge point (attention of block b+1, the sampler) releases tokens: after their
-/// residual and all top-k expert outputs arrived, grouped as follows (engine/dataflow/token_pool.hpp).
+/// residual and all top-k expert outputs arrived, grouped as follows
+/// (engine/dataflow/token_pool.hpp).
 enum class MergeRule {
   kIteration,  ///< a whole iteration at a time, once every residual source delivered it
   kRequest,    ///< a request's tokens as soon as they are complete

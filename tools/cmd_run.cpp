@@ -83,7 +83,8 @@ class StopSignals {
   StopSignals& operator=(const StopSignals&) = delete;
 
  private:
-  struct sigaction old_int_ {}, old_term_ {};
+  struct sigaction old_int_ {
+  }, old_term_{};
 };
 
 // "cannot create folder 'D' for FLAG file 'P': REASON", or nothing when `path`'s folder
@@ -133,8 +134,9 @@ Command add_run_command(CLI::App& app) {
       ->excludes(file);
   app.add_option("--outputs", o->outputs,
                  "write one JSON line per request to this file, as each request finishes");
-  app.add_option("--trace", o->trace,
-                 "Chrome trace output (default: the topology's 'trace', else out/muflow-trace.json)");
+  app.add_option(
+      "--trace", o->trace,
+      "Chrome trace output (default: the topology's 'trace', else out/muflow-trace.json)");
   app.add_option("--trace-max-events", o->trace_max_events,
                  "most events the trace keeps (default 1000000; later ones are dropped, with a "
                  "warning; each costs a few hundred bytes of memory)")
@@ -211,8 +213,8 @@ Command add_run_command(CLI::App& app) {
       std::fprintf(stderr,
                    "muflow: sim network %s; step overheads %.1f us per stage run + %.1f us per "
                    "scheduler grant (+%.1f us per attention run, +%.1f us per expert run)%s\n",
-                   topo.network.model.c_str(), base.stage_us, base.scheduler_us,
-                   base.attention_us, base.expert_us,
+                   topo.network.model.c_str(), base.stage_us, base.scheduler_us, base.attention_us,
+                   base.expert_us,
                    topo.cost.kinds.empty() ? "" : " (per-kind overrides in [cost.kinds])");
       if (sim->measured) {
         std::fprintf(stderr,
@@ -276,8 +278,7 @@ Command add_run_command(CLI::App& app) {
 
     absl::StatusOr<actors::RunOutcome> out = absl::InternalError("not run");
     if (other_topo) {
-      absl::StatusOr<std::unique_ptr<actors::Server>> other =
-          actors::Server::create(*other_topo);
+      absl::StatusOr<std::unique_ptr<actors::Server>> other = actors::Server::create(*other_topo);
       if (!other.ok()) return fail(std::string(other.status().message()));
       absl::StatusOr<std::vector<engine::serving::Request>> theirs = (*other)->make_workload();
       if (!theirs.ok()) return fail(std::string(theirs.status().message()));
@@ -310,8 +311,7 @@ Command add_run_command(CLI::App& app) {
     std::printf("%s", engine::serving::format_metrics_table(out->metrics, names).c_str());
     if (!topo.trace_file.empty()) std::printf("trace: %s\n", topo.trace_file.c_str());
     if (!out->trace_warning.empty()) {
-      std::fprintf(stderr, "muflow run: warning: %s (or --no-trace)\n",
-                   out->trace_warning.c_str());
+      std::fprintf(stderr, "muflow run: warning: %s (or --no-trace)\n", out->trace_warning.c_str());
     }
     if (outputs) std::printf("outputs: %s\n", outputs->path().c_str());
     std::fflush(stdout);

@@ -91,8 +91,7 @@ bool augment(size_t i, const std::vector<std::vector<int64_t>>& padded,
 
 /// Birkhoff-von Neumann plan of `units` ([n][n], >= 0, zero diagonal): real pieces in
 /// planned-start order, consecutive pieces of one pair merged. Exact integer arithmetic.
-std::vector<Piece> decompose(const std::vector<std::vector<int64_t>>& units,
-                             int64_t& num_rounds) {
+std::vector<Piece> decompose(const std::vector<std::vector<int64_t>>& units, int64_t& num_rounds) {
   const size_t n = units.size();
   num_rounds = 0;
   std::vector<int64_t> row_sum(n, 0);
@@ -160,9 +159,9 @@ std::vector<Piece> decompose(const std::vector<std::vector<int64_t>>& units,
       const int64_t take = std::min(w, real_left[i][j]);
       if (take > 0) {
         int64_t& last = last_piece[i * n + j];
-        if (last >= 0 && pieces[static_cast<size_t>(last)].start +
-                                 pieces[static_cast<size_t>(last)].units ==
-                             start) {
+        if (last >= 0 &&
+            pieces[static_cast<size_t>(last)].start + pieces[static_cast<size_t>(last)].units ==
+                start) {
           pieces[static_cast<size_t>(last)].units += take;  // the pair runs on: one chunk
         } else {
           last = static_cast<int64_t>(pieces.size());
@@ -498,8 +497,8 @@ OrderPlan order_aurora(const BigSwitchNetwork& network, const TrafficMatrix& byt
 }
 
 absl::StatusOr<A2aOrder> parse_a2a_order(std::string_view name) {
-  for (A2aOrder order : {A2aOrder::kRowMajor, A2aOrder::kRandom, A2aOrder::kSjf,
-                         A2aOrder::kAurora, A2aOrder::kAuroraChunked, A2aOrder::kAuroraUnsplit}) {
+  for (A2aOrder order : {A2aOrder::kRowMajor, A2aOrder::kRandom, A2aOrder::kSjf, A2aOrder::kAurora,
+                         A2aOrder::kAuroraChunked, A2aOrder::kAuroraUnsplit}) {
     if (name == a2a_order_name(order)) {
       return order;
     }
@@ -529,8 +528,7 @@ std::string_view a2a_order_name(A2aOrder order) {
 }
 
 std::vector<Transfer> order_all_to_all(A2aOrder order, const BigSwitchNetwork& network,
-                                       const TrafficMatrix& bytes, double ready_s,
-                                       uint64_t seed) {
+                                       const TrafficMatrix& bytes, double ready_s, uint64_t seed) {
   check_shape(network, bytes);
   switch (order) {
     case A2aOrder::kRowMajor:

@@ -66,10 +66,10 @@ OrderPlan order_aurora_preemptive(const BigSwitchNetwork& network, const Traffic
 /// bottleneck device's transfers first, back to back; then, device by device in descending
 /// order of remaining load (max of its egress and ingress holding time, latency included),
 /// each of its unplaced transfers (busiest partner port first) at the earliest time both its
-/// ports are free for its whole holding time. As a guard it also builds the dense priority list schedule (same priority;
-/// any transfer whose two ports are free starts) and keeps the one with the shorter plan
-/// (ties: Algorithm 1), so from idle ports makespan <= max over pairs of (load(src egress) +
-/// load(dst ingress)) <= 2 * bound. Unsplit cannot reach the bound in general: deciding
+/// ports are free for its whole holding time. As a guard it also builds the dense priority list
+/// schedule (same priority; any transfer whose two ports are free starts) and keeps the one with
+/// the shorter plan (ties: Algorithm 1), so from idle ports makespan <= max over pairs of (load(src
+/// egress) + load(dst ingress)) <= 2 * bound. Unsplit cannot reach the bound in general: deciding
 /// whether a non-preemptive open shop meets it is NP-complete for three or more machines
 /// (Gonzalez and Sahni, JACM 1976), while the bound takes O(D^2).
 ///
@@ -84,8 +84,7 @@ OrderPlan order_aurora_unsplit(const BigSwitchNetwork& network, const TrafficMat
 /// with latency it avoids paying one latency per chunk when that costs more than the chunks
 /// save. The chunked plan is not built when the unsplit one already meets the port-load
 /// bound. Same arguments as the two; cost up to theirs combined.
-OrderPlan order_aurora(const BigSwitchNetwork& network, const TrafficMatrix& bytes,
-                       double ready_s);
+OrderPlan order_aurora(const BigSwitchNetwork& network, const TrafficMatrix& bytes, double ready_s);
 
 /// The all-to-all orders the engine can use.
 enum class A2aOrder {
@@ -98,7 +97,8 @@ enum class A2aOrder {
 };
 
 /// The order called `name` (exact, lower case: "row_major", "random", "sjf", "aurora",
-/// "aurora_chunked", "aurora_unsplit"). Errors: InvalidArgument naming `name` and the accepted names.
+/// "aurora_chunked", "aurora_unsplit"). Errors: InvalidArgument naming `name` and the accepted
+/// names.
 absl::StatusOr<A2aOrder> parse_a2a_order(std::string_view name);
 
 /// The name `parse_a2a_order` accepts for `order` (static storage).
@@ -107,12 +107,10 @@ std::string_view a2a_order_name(A2aOrder order);
 /// The transfers of `order` for `bytes` ([network.num_devices()]^2, entries >= 0), all
 /// ready at `ready_s`; `seed` is used by kRandom only. Deterministic.
 std::vector<Transfer> order_all_to_all(A2aOrder order, const BigSwitchNetwork& network,
-                                       const TrafficMatrix& bytes, double ready_s,
-                                       uint64_t seed);
+                                       const TrafficMatrix& bytes, double ready_s, uint64_t seed);
 /// The same from the sparse form (what the sim's collectives build): the row-major, random
 /// and SJF orders read only its entries; Aurora's orders expand it to the dense matrix.
 std::vector<Transfer> order_all_to_all(A2aOrder order, const BigSwitchNetwork& network,
-                                       const SparseTraffic& traffic, double ready_s,
-                                       uint64_t seed);
+                                       const SparseTraffic& traffic, double ready_s, uint64_t seed);
 
 }  // namespace muflow::transport

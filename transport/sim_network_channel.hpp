@@ -24,8 +24,7 @@ class SimNetworkChannel final : public Channel {
 
   bool timed() const override { return true; }
   double transfer(int32_t from, int32_t to, int64_t bytes, double now_s) override;
-  std::vector<double> transfers(int32_t from,
-                                const std::vector<std::pair<int32_t, int64_t>>& sends,
+  std::vector<double> transfers(int32_t from, const std::vector<std::pair<int32_t, int64_t>>& sends,
                                 double now_s) override;
   AllToAllTiming all_to_all(const SparseTraffic& traffic, double start_s,
                             uint64_t order_key) override;

@@ -39,8 +39,8 @@ absl::StatusOr<transport::LinkClass> link(const engine::topology::Topology& t, c
 absl::Status check_measured_dims(const kernels::sim::MeasuredKernels& m,
                                  const engine::model::ModelConfig& c, const std::string& dtype) {
   const std::pair<const char*, int64_t> want[] = {
-      {"hidden", c.hidden_size},   {"ffn", c.expert_ffn},        {"heads", c.num_heads},
-      {"kv_heads", c.num_kv_heads}, {"head_dim", c.head_dim},    {"experts", c.num_experts},
+      {"hidden", c.hidden_size},    {"ffn", c.expert_ffn},    {"heads", c.num_heads},
+      {"kv_heads", c.num_kv_heads}, {"head_dim", c.head_dim}, {"experts", c.num_experts},
       {"topk", c.num_topk},         {"vocab", c.vocab_size}};
   for (const auto& [key, value] : want) {
     auto it = m.meta().find(key);
@@ -52,9 +52,9 @@ absl::Status check_measured_dims(const kernels::sim::MeasuredKernels& m,
   }
   auto it = m.meta().find("dtype");
   if (it == m.meta().end() || it->second != dtype) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "measured in dtype %s, the topology's [model] dtype is %s",
-        it == m.meta().end() ? "?" : it->second, dtype));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("measured in dtype %s, the topology's [model] dtype is %s",
+                        it == m.meta().end() ? "?" : it->second, dtype));
   }
   return absl::OkStatus();
 }
@@ -80,10 +80,11 @@ absl::StatusOr<SimSetup> make_sim_setup(const engine::topology::Topology& t,
         cal->file, cal->hidden, cal->ffn,
         cal->ffn_kind == "swiglu" ? kernels::sim::FfnKind::kSwiGlu
                                   : kernels::sim::FfnKind::kTwoLayer,
-        *kind, cal->dtype == "bf16" ? kernels::sim::Precision::kBF16 : kernels::sim::Precision::kF32);
+        *kind,
+        cal->dtype == "bf16" ? kernels::sim::Precision::kBF16 : kernels::sim::Precision::kF32);
     if (!fit.ok()) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s: key 'cost.expert_ffn.file': %s", cal->where, fit.status().message()));
+      return absl::InvalidArgumentError(absl::StrFormat("%s: key 'cost.expert_ffn.file': %s",
+                                                        cal->where, fit.status().message()));
     }
     setup.calibration = *fit;
   }
@@ -92,8 +93,8 @@ absl::StatusOr<SimSetup> make_sim_setup(const engine::topology::Topology& t,
     absl::StatusOr<kernels::sim::MeasuredKernels> m =
         kernels::sim::MeasuredKernels::read_csv(t.cost.kernels);
     if (!m.ok()) {
-      return absl::InvalidArgumentError(absl::StrFormat("%s: key 'cost.kernels': %s",
-                                                        t.cost.kernels_where, m.status().message()));
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: key 'cost.kernels': %s", t.cost.kernels_where, m.status().message()));
     }
     if (absl::Status s = check_measured_dims(*m, config, t.model.dtype); !s.ok()) {
       return absl::InvalidArgumentError(absl::StrFormat(
@@ -117,8 +118,9 @@ absl::StatusOr<SimSetup> make_sim_setup(const engine::topology::Topology& t,
     const auto node = nodes.emplace(d.node, static_cast<int32_t>(nodes.size())).first->second;
     setup.kinds.push_back(*kind);
     const engine::topology::StepOverheads& o = t.cost.of(d.kind);
-    const double measured_overhead_s =
-        setup.measured && setup.measured->kind() == d.kind ? setup.measured->stage_overhead_s() : 0.0;
+    const double measured_overhead_s = setup.measured && setup.measured->kind() == d.kind
+                                           ? setup.measured->stage_overhead_s()
+                                           : 0.0;
     const double base_s = (o.stage_us + o.scheduler_us) * 1e-6 + measured_overhead_s;
     setup.step_overhead_s.push_back({base_s + o.attention_us * 1e-6, base_s + o.expert_us * 1e-6,
                                      base_s + o.attention_us * 1e-6});

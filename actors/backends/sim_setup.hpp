@@ -23,8 +23,8 @@ namespace muflow::actors {
 struct SimSetup {
   std::shared_ptr<const engine::routing::RouterModel> router;
   std::shared_ptr<const kernels::sim::CostModel> cost;
-  std::vector<kernels::sim::DeviceKind> kinds;  ///< per device
-  std::vector<transport::DeviceLinks> links;    ///< per device
+  std::vector<kernels::sim::DeviceKind> kinds;                               ///< per device
+  std::vector<transport::DeviceLinks> links;                                 ///< per device
   transport::NetworkModel network_model = transport::NetworkModel::kSerial;  ///< [network] model
   /// [device][StageKind: attention, expert, sampler] host seconds added to each stage run of
   /// that type ([cost] stage + scheduler overheads of the device's kind, plus its attention /

@@ -68,7 +68,8 @@ engine::dataflow::DispatchParts dispatch_parts(const std::vector<ContributionPtr
                                                int64_t num_experts) {
   engine::dataflow::DispatchParts parts;
   parts.reserve(slot.size());
-  for (const ContributionPtr& c : slot) parts.push_back(c->dense_parts(static_cast<size_t>(num_experts)));
+  for (const ContributionPtr& c : slot)
+    parts.push_back(c->dense_parts(static_cast<size_t>(num_experts)));
   return parts;
 }
 

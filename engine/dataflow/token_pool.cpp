@@ -70,8 +70,7 @@ absl::Status TokenPool::add_residual(const TokenBatch& batch) {
   const int64_t width = batch.act ? batch.act->width : hidden_;
   if (n > 0 && (!batch.act || (width != hidden_ && width != 2 * hidden_))) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "token pool: residual rows have width %d, expected %d or %d", width, hidden_,
-        2 * hidden_));
+        "token pool: residual rows have width %d, expected %d or %d", width, hidden_, 2 * hidden_));
   }
   if (n > 0 && batch.act->num_rows != n) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -82,8 +81,7 @@ absl::Status TokenPool::add_residual(const TokenBatch& batch) {
     if (found != buckets_.end() && found->second.residual_arrived) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "token pool: %s residual batch for iteration %d",
-          expected_residual_messages_ == 1 ? "second" : "one more than expected",
-          batch.iteration));
+          expected_residual_messages_ == 1 ? "second" : "one more than expected", batch.iteration));
     }
     if (found != buckets_.end()) {
       for (const TokenMeta& m : batch.tokens) {
@@ -144,9 +142,9 @@ absl::Status TokenPool::add_expert_outputs(const TokenBatch& batch) {
   // does not count toward completion.
   const int64_t n = batch.num_tokens();
   if (n > 0 && (!batch.act || batch.act->width != hidden_)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "token pool: expert output rows have width %d, expected %d",
-        batch.act ? batch.act->width : 0, hidden_));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("token pool: expert output rows have width %d, expected %d",
+                        batch.act ? batch.act->width : 0, hidden_));
   }
   if (n > 0 && batch.act->num_rows != n) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -154,15 +152,15 @@ absl::Status TokenPool::add_expert_outputs(const TokenBatch& batch) {
   }
   auto duplicate = [](const TokenMeta& m) {
     return absl::InvalidArgumentError(
-        absl::StrFormat("token pool: request %d position %d got top-k rank %d twice",
-                        m.request_id, m.position, m.topk_rank));
+        absl::StrFormat("token pool: request %d position %d got top-k rank %d twice", m.request_id,
+                        m.position, m.topk_rank));
   };
   std::vector<std::tuple<int64_t, int64_t, int16_t>> keys;
   keys.reserve(batch.tokens.size());
   for (const TokenMeta& m : batch.tokens) {
     if (m.topk_rank < 0 || m.topk_rank >= num_topk_) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "token pool: top-k rank %d outside [0, %d)", m.topk_rank, num_topk_));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("token pool: top-k rank %d outside [0, %d)", m.topk_rank, num_topk_));
     }
     auto found = buckets_.find(bucket_key(batch, m));
     if (found != buckets_.end()) {

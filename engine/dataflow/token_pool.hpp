@@ -26,7 +26,7 @@ namespace muflow::engine::dataflow {
 
 /// Merged tokens: `tokens[i]` ↔ row i of `h` [n, hidden].
 struct MergedTokens {
-  int64_t iteration = 0;  ///< per-iteration pools: the iteration; per-request pools: -1
+  int64_t iteration = 0;          ///< per-iteration pools: the iteration; per-request pools: -1
   std::vector<TokenMeta> tokens;  ///< meta of the residual; sorted by (request_id, position)
                                   ///< within an iteration or a group
   std::vector<float> h;           ///< residual + Σ_j w_j y_j (+ shared), [n, hidden]
@@ -111,8 +111,8 @@ class TokenPool {
     /// many entries, ~2x faster than std::map on the sim's per-row inserts (#19 item 6).
     absl::btree_map<std::pair<int64_t, int64_t>, Entry> entries;
   };
-  TokenPool(Readiness readiness, int64_t hidden, int64_t num_topk,
-            int64_t expected_expert_messages, int64_t expected_residual_messages);
+  TokenPool(Readiness readiness, int64_t hidden, int64_t num_topk, int64_t expected_expert_messages,
+            int64_t expected_residual_messages);
   int64_t bucket_key(const TokenBatch& batch, const TokenMeta& m) const;
   Entry& entry(Bucket& b, int64_t request_id, int64_t position);
   bool is_complete(const Bucket& b) const;

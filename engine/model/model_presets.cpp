@@ -131,9 +131,9 @@ ModelConfig deepseek_v3() {
 }  // namespace
 
 std::vector<std::string> model_preset_names() {
-  return {"mixtral-8x7b",   "qwen1.5-moe-a2.7b", "switch-base-8",   "switch-base-16",
-          "switch-base-32", "switch-base-64",    "switch-base-128", "deepseek-v2-lite",
-          "deepseek-v3"};
+  return {"mixtral-8x7b",    "qwen1.5-moe-a2.7b", "switch-base-8",
+          "switch-base-16",  "switch-base-32",    "switch-base-64",
+          "switch-base-128", "deepseek-v2-lite",  "deepseek-v3"};
 }
 
 absl::StatusOr<ModelConfig> synthetic_model_preset(const SyntheticPreset& dims) {

@@ -3,7 +3,8 @@
 // Format reference: topologies/README.md.
 
 #include "engine/topology/topology.hpp"
-#include "engine/model/model_limits.hpp"
+
+#include <toml++/toml.h>
 
 #include <algorithm>
 #include <cmath>
@@ -13,9 +14,8 @@
 #include <sstream>
 #include <utility>
 
-#include <toml++/toml.h>
-
 #include "absl/status/status.h"
+#include "engine/model/model_limits.hpp"
 #include "engine/model/model_presets.hpp"
 #include "engine/sv_cat.hpp"
 #include "engine/topology/toml_reader.hpp"
@@ -28,40 +28,43 @@ namespace fs = std::filesystem;
 using topology_detail::require_existing;
 using topology_detail::resolve_path;
 
-constexpr std::string_view kRootKeys[] = {"wiring",    "backend",  "trace",   "cluster",
-                                          "model",     "placement", "scheduler", "workload",
-                                          "sampling",  "router",   "network", "harmoeny", "cost"};
+constexpr std::string_view kRootKeys[] = {
+    "wiring",   "backend",  "trace",  "cluster", "model",    "placement", "scheduler",
+    "workload", "sampling", "router", "network", "harmoeny", "cost"};
 constexpr std::string_view kHarmoenyKeys[] = {"q", "rebalance", "slots", "prefetch"};
-constexpr std::string_view kClusterKeys[] = {"num_devices", "kind", "devices_per_node",
-                                             "devices", "threads_per_device"};
+constexpr std::string_view kClusterKeys[] = {"num_devices", "kind", "devices_per_node", "devices",
+                                             "threads_per_device"};
 constexpr std::string_view kDeviceKeys[] = {"name", "kind", "node"};
-constexpr std::string_view kModelKeys[] = {"path",    "type",  "vocab",   "hidden",
-                                           "layers",  "heads", "kv_heads", "head_dim",
-                                           "experts", "topk",  "ffn",     "shared_ffn",
-                                           "seed",    "dtype", "preset", "compute",
-                                           "gemm"};
+constexpr std::string_view kModelKeys[] = {
+    "path", "type", "vocab",      "hidden", "layers", "heads",  "kv_heads", "head_dim", "experts",
+    "topk", "ffn",  "shared_ffn", "seed",   "dtype",  "preset", "compute",  "gemm"};
 constexpr std::string_view kModelTypes[] = {"mixtral", "qwen2_moe"};
 constexpr std::string_view kDtypes[] = {"f32", "bf16"};
 constexpr std::string_view kComputes[] = {"auto", "bf16", "f32"};
 constexpr std::string_view kGemms[] = {"auto", "fixed-order", "onednn-tiles"};
-constexpr std::string_view kPlacementKeys[] = {"experts",      "attention_devices", "paths",
-                                               "planner",      "time_limit_s",      "replicas",
+constexpr std::string_view kPlacementKeys[] = {"experts",        "attention_devices", "paths",
+                                               "planner",        "time_limit_s",      "replicas",
                                                "replica_experts"};
 constexpr std::string_view kAffinityPlanners[] = {"heuristic", "milp"};
-constexpr std::string_view kSchedulerKeys[] = {"policy", "max_batch_requests",
-                                               "max_prefill_tokens", "max_batch_tokens",
-                                               "hold_min_tokens", "hold_max_ms", "merge",
-                                               "max_queued_requests", "defrag_lookahead",
+constexpr std::string_view kSchedulerKeys[] = {"policy",
+                                               "max_batch_requests",
+                                               "max_prefill_tokens",
+                                               "max_batch_tokens",
+                                               "hold_min_tokens",
+                                               "hold_max_ms",
+                                               "merge",
+                                               "max_queued_requests",
+                                               "defrag_lookahead",
                                                "defrag_decay"};
 constexpr std::string_view kSamplingKeys[] = {"temperature", "top_p", "seed", "stop_at_eos"};
 
 // Runs `expr` (an absl::Status expression) and returns it from the enclosing function if
 // it is an error.
-#define MUFLOW_TOPO_RETURN_IF_ERROR(expr)        \
-  do {                                           \
-    if (absl::Status s_ = (expr); !s_.ok()) {    \
-      return s_;                                 \
-    }                                            \
+#define MUFLOW_TOPO_RETURN_IF_ERROR(expr)     \
+  do {                                        \
+    if (absl::Status s_ = (expr); !s_.ok()) { \
+      return s_;                              \
+    }                                         \
   } while (0)
 
 absl::Status parse_cluster(const TomlTableReader& r, const std::string& backend,
@@ -70,11 +73,11 @@ absl::Status parse_cluster(const TomlTableReader& r, const std::string& backend,
   MUFLOW_TOPO_RETURN_IF_ERROR(r.check_keys(kClusterKeys));
   MUFLOW_TOPO_RETURN_IF_ERROR(
       r.read_int("threads_per_device", threads_per_device, 0, kMaxThreadsPerDevice));
-  const bool has_shorthand =
-      r.has("num_devices") || r.has("kind") || r.has("devices_per_node");
+  const bool has_shorthand = r.has("num_devices") || r.has("kind") || r.has("devices_per_node");
   if (r.has("devices") && has_shorthand) {
-    return r.error("devices", "give either num_devices/kind/devices_per_node or "
-                              "[[cluster.devices]], not both");
+    return r.error("devices",
+                   "give either num_devices/kind/devices_per_node or "
+                   "[[cluster.devices]], not both");
   }
   if (!r.has("devices")) {
     int64_t num_devices = static_cast<int64_t>(devices->size());
@@ -95,12 +98,12 @@ absl::Status parse_cluster(const TomlTableReader& r, const std::string& backend,
   const toml::array* arr = r.node("devices")->as_array();
   if (arr == nullptr || arr->empty() || !arr->is_array_of_tables()) {
     return r.error("devices", sv_cat("expected a non-empty array of tables "
-                                           "([[cluster.devices]]), got ",
-                                           toml_type_name(*r.node("devices"))));
+                                     "([[cluster.devices]]), got ",
+                                     toml_type_name(*r.node("devices"))));
   }
   if (static_cast<int64_t>(arr->size()) > kMaxDevices) {
-    return r.error("devices", sv_cat("expected at most ", kMaxDevices, " devices, got ",
-                                     arr->size()));
+    return r.error("devices",
+                   sv_cat("expected at most ", kMaxDevices, " devices, got ", arr->size()));
   }
   devices->clear();
   std::set<std::string> names;
@@ -113,8 +116,7 @@ absl::Status parse_cluster(const TomlTableReader& r, const std::string& backend,
     spec.name = sv_cat(spec.kind, i);
     MUFLOW_TOPO_RETURN_IF_ERROR(d.read_string("name", &spec.name));
     MUFLOW_TOPO_RETURN_IF_ERROR(d.read_string("node", &spec.node));
-    MUFLOW_TOPO_RETURN_IF_ERROR(
-        topology_detail::check_device_kind(d, "kind", backend, spec.kind));
+    MUFLOW_TOPO_RETURN_IF_ERROR(topology_detail::check_device_kind(d, "kind", backend, spec.kind));
     if (!names.insert(spec.name).second) {
       return d.error("name", sv_cat("duplicate device name '", spec.name, "'"));
     }
@@ -129,10 +131,10 @@ absl::Status parse_model(const TomlTableReader& r, const fs::path& base_dir, Mod
   MUFLOW_TOPO_RETURN_IF_ERROR(r.read_choice("gemm", &model->gemm, kGemms));
   if (r.has("preset")) {
     for (std::string_view key : kModelKeys) {
-      if (key != "preset" && key != "dtype" && key != "compute" && key != "gemm" &&
-          r.has(key)) {
-        return r.error(key, "a [model] table gives either preset = \"...\" (with an optional "
-                            "dtype), path = \"...\" or synthetic dims, not several");
+      if (key != "preset" && key != "dtype" && key != "compute" && key != "gemm" && r.has(key)) {
+        return r.error(key,
+                       "a [model] table gives either preset = \"...\" (with an optional "
+                       "dtype), path = \"...\" or synthetic dims, not several");
       }
     }
     std::string name;
@@ -148,8 +150,9 @@ absl::Status parse_model(const TomlTableReader& r, const fs::path& base_dir, Mod
   if (r.has("path")) {
     for (std::string_view key : kModelKeys) {
       if (key != "path" && key != "compute" && key != "gemm" && r.has(key)) {
-        return r.error(key, "applies to synthetic models only; a [model] table gives either "
-                            "path = \"...\" or synthetic dims, not both");
+        return r.error(key,
+                       "applies to synthetic models only; a [model] table gives either "
+                       "path = \"...\" or synthetic dims, not both");
       }
     }
     std::string path;
@@ -180,22 +183,23 @@ absl::Status parse_model(const TomlTableReader& r, const fs::path& base_dir, Mod
   } else if (r.has("hidden") || r.has("heads")) {
     if (c.hidden_size % c.num_heads != 0) {
       return r.error(r.has("heads") ? "heads" : "hidden",
-                     sv_cat("hidden ", c.hidden_size, " is not divisible by heads ",
-                                  c.num_heads, "; give head_dim explicitly"));
+                     sv_cat("hidden ", c.hidden_size, " is not divisible by heads ", c.num_heads,
+                            "; give head_dim explicitly"));
     }
     c.head_dim = c.hidden_size / c.num_heads;
   }
   if (c.model_type == model::ModelType::kMixtral && c.shared_expert_ffn > 0) {
-    return r.error("shared_ffn", "mixtral has no shared expert; expected 0 or "
-                                 "type = \"qwen2_moe\"");
+    return r.error("shared_ffn",
+                   "mixtral has no shared expert; expected 0 or "
+                   "type = \"qwen2_moe\"");
   }
   if (c.num_kv_heads > c.num_heads || c.num_heads % c.num_kv_heads != 0) {
-    return r.error("kv_heads", sv_cat("expected a divisor of heads ", c.num_heads,
-                                            ", got ", c.num_kv_heads));
+    return r.error("kv_heads",
+                   sv_cat("expected a divisor of heads ", c.num_heads, ", got ", c.num_kv_heads));
   }
   if (c.num_topk > c.num_experts) {
-    return r.error("topk", sv_cat("expected at most experts = ", c.num_experts, ", got ",
-                                        c.num_topk));
+    return r.error("topk",
+                   sv_cat("expected at most experts = ", c.num_experts, ", got ", c.num_topk));
   }
   if (absl::Status s = c.validate(); !s.ok()) {
     return r.table_error(sv_cat("[model]: ", s.message()));
@@ -216,8 +220,7 @@ absl::Status parse_placement(const TomlTableReader& r, const fs::path& base_dir,
     if (topo->attention_devices >= num_devices) {
       return r.error("attention_devices",
                      sv_cat("expected fewer attention devices than the cluster's ", num_devices,
-                            " devices (the rest host the experts), got ",
-                            topo->attention_devices));
+                            " devices (the rest host the experts), got ", topo->attention_devices));
     }
   }
   if (r.has("replicas")) {
@@ -263,11 +266,14 @@ absl::Status parse_placement(const TomlTableReader& r, const fs::path& base_dir,
   }
   const bool affinity = topo->placement == "affinity";
   if (affinity && topo->affinity_paths.empty()) {
-    return r.error("experts", "experts = \"affinity\" needs paths = \"...\" (a CSV from "
-                              "`muflow run --record-routing`)");
+    return r.error("experts",
+                   "experts = \"affinity\" needs paths = \"...\" (a CSV from "
+                   "`muflow run --record-routing`)");
   }
   if (!affinity && (r.has("paths") || r.has("planner") || r.has("time_limit_s"))) {
-    return r.error(r.has("paths") ? "paths" : r.has("planner") ? "planner" : "time_limit_s",
+    return r.error(r.has("paths")     ? "paths"
+                   : r.has("planner") ? "planner"
+                                      : "time_limit_s",
                    "applies to experts = \"affinity\" only");
   }
   if (n == nullptr || n->is_string()) return absl::OkStatus();
@@ -276,24 +282,22 @@ absl::Status parse_placement(const TomlTableReader& r, const fs::path& base_dir,
   const toml::array* arr = n->as_array();
   if (arr == nullptr || arr->empty()) {
     return r.error("experts", sv_cat("expected ", expected, ", got ",
-                                           arr ? "an empty array" : toml_type_name(*n)));
+                                     arr ? "an empty array" : toml_type_name(*n)));
   }
   std::vector<int64_t> expert_device;
   for (size_t e = 0; e < arr->size(); ++e) {
     const auto* v = (*arr)[e].as_integer();
     if (v == nullptr || v->get() < 0 || v->get() >= num_devices) {
-      const std::string got =
-          v ? sv_cat(v->get()) : toml_type_name((*arr)[e]);
-      return r.error("experts", sv_cat("expected ", expected, ", got ", got,
-                                             " for expert ", e));
+      const std::string got = v ? sv_cat(v->get()) : toml_type_name((*arr)[e]);
+      return r.error("experts", sv_cat("expected ", expected, ", got ", got, " for expert ", e));
     }
     expert_device.push_back(v->get());
   }
   if (synthetic.has_value() &&
       static_cast<int64_t>(expert_device.size()) != synthetic->num_experts) {
-    return r.error("experts", sv_cat("expected one device index per expert (",
-                                           synthetic->num_experts, " entries), got ",
-                                           expert_device.size()));
+    return r.error("experts",
+                   sv_cat("expected one device index per expert (", synthetic->num_experts,
+                          " entries), got ", expert_device.size()));
   }
   topo->placement = "explicit";
   topo->expert_device = std::move(expert_device);
@@ -314,8 +318,7 @@ absl::Status parse_scheduler(const TomlTableReader& r, SchedulerSpec* s) {
                                             "a number of milliseconds in [0, 10000]",
                                             [](double v) { return v >= 0 && v <= 1e4; }));
   MUFLOW_TOPO_RETURN_IF_ERROR(r.read_int("defrag_lookahead", &s->defrag_lookahead, 0, 1024));
-  MUFLOW_TOPO_RETURN_IF_ERROR(r.read_double("defrag_decay", &s->defrag_decay,
-                                            "a number in [0, 1]",
+  MUFLOW_TOPO_RETURN_IF_ERROR(r.read_double("defrag_decay", &s->defrag_decay, "a number in [0, 1]",
                                             [](double v) { return v >= 0 && v <= 1; }));
   return absl::OkStatus();
 }
@@ -370,8 +373,7 @@ absl::StatusOr<Topology> parse_document(const toml::table& doc, const std::strin
   }));
   MUFLOW_TOPO_RETURN_IF_ERROR(with_table(root, "placement", [&](const TomlTableReader& r) {
     return parse_placement(r, base_dir, static_cast<int64_t>(topo.devices.size()),
-                           topo.model.synthetic,
-                           &topo);
+                           topo.model.synthetic, &topo);
   }));
   MUFLOW_TOPO_RETURN_IF_ERROR(with_table(root, "scheduler", [&](const TomlTableReader& r) {
     return parse_scheduler(r, &topo.scheduler);
@@ -395,8 +397,9 @@ absl::StatusOr<Topology> parse_document(const toml::table& doc, const std::strin
   }));
   for (std::string_view sim_only : {"router", "network", "cost"}) {
     if (topo.backend != "sim" && root.has(sim_only)) {
-      return root.error(sim_only, "applies to backend = \"sim\" only (the cpu backend routes "
-                                  "with the model's gate and hands batches over in memory)");
+      return root.error(sim_only,
+                        "applies to backend = \"sim\" only (the cpu backend routes "
+                        "with the model's gate and hands batches over in memory)");
     }
   }
   MUFLOW_TOPO_RETURN_IF_ERROR(with_table(root, "router", [&](const TomlTableReader& r) {
@@ -409,9 +412,10 @@ absl::StatusOr<Topology> parse_document(const toml::table& doc, const std::strin
     return topology_detail::parse_cost_table(r, base_dir, &topo.cost);
   }));
   if (topo.backend == "cpu" && !topo.model.preset.empty()) {
-    return absl::InvalidArgumentError(sv_cat(
-        source, ": key 'model.preset': preset models have no weights; they run on "
-                "backend = \"sim\" (give synthetic dims or a model folder for cpu)"));
+    return absl::InvalidArgumentError(
+        sv_cat(source,
+               ": key 'model.preset': preset models have no weights; they run on "
+               "backend = \"sim\" (give synthetic dims or a model folder for cpu)"));
   }
   if (topo.model.synthetic) {
     MUFLOW_TOPO_RETURN_IF_ERROR(check_topology_against_model(topo, *topo.model.synthetic));
@@ -435,8 +439,8 @@ absl::Status require_existing(const TomlTableReader& reader, std::string_view ke
   const bool ok = want_folder ? fs::is_directory(path, ec) : fs::is_regular_file(path, ec);
   if (ok) return absl::OkStatus();
   return absl::NotFoundError(sv_cat(reader.source(), ":", reader.line_of(key), ": key '",
-                                          reader.dotted(key), "': no such ",
-                                          want_folder ? "folder" : "file", " '", path, "'"));
+                                    reader.dotted(key), "': no such ",
+                                    want_folder ? "folder" : "file", " '", path, "'"));
 }
 
 }  // namespace topology_detail
@@ -452,9 +456,8 @@ absl::StatusOr<Topology> parse_topology_string(const std::string& text,
     doc = toml::parse(text, source_name);
   } catch (const toml::parse_error& e) {
     const auto& where = e.source().begin;
-    return absl::InvalidArgumentError(sv_cat(source_name, ":", where.line, ":",
-                                                   where.column, ": TOML syntax error: ",
-                                                   e.description()));
+    return absl::InvalidArgumentError(sv_cat(source_name, ":", where.line, ":", where.column,
+                                             ": TOML syntax error: ", e.description()));
   }
   return parse_document(doc, source_name, base.lexically_normal());
 }
@@ -482,24 +485,23 @@ absl::Status check_topology_against_model(const Topology& topology,
                                           const model::ModelConfig& config) {
   if (topology.placement == "explicit" &&
       static_cast<int64_t>(topology.expert_device.size()) != config.num_experts) {
-    return absl::InvalidArgumentError(sv_cat(
-        topology.source, ": [placement] experts lists ", topology.expert_device.size(),
-        " devices; the model has ", config.num_experts, " experts (one entry per expert)"));
+    return absl::InvalidArgumentError(
+        sv_cat(topology.source, ": [placement] experts lists ", topology.expert_device.size(),
+               " devices; the model has ", config.num_experts, " experts (one entry per expert)"));
   }
   for (int64_t d : topology.expert_device) {
     if (d < 0 || d >= static_cast<int64_t>(topology.devices.size())) {
-      return absl::InvalidArgumentError(sv_cat(topology.source, ": [placement] device ",
-                                                     d, " is not in [0, ",
-                                                     topology.devices.size(), ")"));
+      return absl::InvalidArgumentError(sv_cat(topology.source, ": [placement] device ", d,
+                                               " is not in [0, ", topology.devices.size(), ")"));
     }
   }
   const auto& ids = topology.workload.prompt_ids;
   for (size_t i = 0; i < ids.size(); ++i) {
     for (size_t j = 0; j < ids[i].size(); ++j) {
       if (ids[i][j] < 0 || ids[i][j] >= config.vocab_size) {
-        return absl::InvalidArgumentError(sv_cat(
-            topology.source, ": [workload] prompt ", i, " position ", j, ": token id ",
-            ids[i][j], " is outside the model's vocabulary [0, ", config.vocab_size, ")"));
+        return absl::InvalidArgumentError(
+            sv_cat(topology.source, ": [workload] prompt ", i, " position ", j, ": token id ",
+                   ids[i][j], " is outside the model's vocabulary [0, ", config.vocab_size, ")"));
       }
     }
   }

@@ -21,17 +21,17 @@ namespace muflow::engine::topology {
 /// One device of the cluster. On the cpu backend every device is a virtual CPU device (an
 /// executor in this process).
 struct DeviceSpec {
-  std::string name;           ///< unique, e.g. "cpu0"
-  std::string kind = "cpu";   ///< "cpu" (later: "H100-SXM", "A100-80GB", ...)
+  std::string name;          ///< unique, e.g. "cpu0"
+  std::string kind = "cpu";  ///< "cpu" (later: "H100-SXM", "A100-80GB", ...)
   std::string node = "node0";
 };
 
 /// Model source: an HF folder, or synthetic dims with a seed (random weights in memory).
 struct ModelSpec {
-  std::string path;                    ///< HF folder (absolute after parsing); empty = synthetic
+  std::string path;  ///< HF folder (absolute after parsing); empty = synthetic
   std::optional<model::ModelConfig> synthetic;  ///< set when the [model] table gives dims
-  uint64_t seed = 0;                   ///< weight seed for synthetic models
-  std::string dtype = "f32";           ///< "f32" | "bf16" for synthetic weights
+  uint64_t seed = 0;                            ///< weight seed for synthetic models
+  std::string dtype = "f32";                    ///< "f32" | "bf16" for synthetic weights
   /// cpu backend, bf16 weights: "auto" (bf16 GEMMs where the CPU has AVX512-BF16 or AMX, else
   /// weights up-converted to f32 at load) | "bf16" | "f32" (kernels/cpu/bf16_compute.hpp).
   std::string compute = "auto";
@@ -39,29 +39,29 @@ struct ModelSpec {
   /// where the CPU has AVX-512, else oneDNN tiles) | "fixed-order" | "onednn-tiles" (for
   /// comparisons; the moeshard wiring's expert shards always take "auto").
   std::string gemm = "auto";
-  std::string preset;                  ///< weightless model preset (sim only), e.g. "mixtral-8x7b" 
+  std::string preset;  ///< weightless model preset (sim only), e.g. "mixtral-8x7b"
 };
 
 /// Where the requests come from.
 struct WorkloadSpec {
-  std::string kind = "prompts";  ///< "prompts" | "ids" | "poisson" | "trace"
-  std::string prompts_file;      ///< kind=prompts: one prompt per line (absolute path)
-  std::vector<std::string> prompts;            ///< kind=prompts given inline
-  std::vector<std::vector<int32_t>> prompt_ids; ///< kind=ids
+  std::string kind = "prompts";      ///< "prompts" | "ids" | "poisson" | "trace"
+  std::string prompts_file;          ///< kind=prompts: one prompt per line (absolute path)
+  std::vector<std::string> prompts;  ///< kind=prompts given inline
+  std::vector<std::vector<int32_t>> prompt_ids;  ///< kind=ids
   /// kind=prompts/ids: tokens generated per request (>= 1). kind=poisson/trace: upper clamp
   /// on the generated lengths, 0 = no clamp (the parser's default for those kinds).
   int64_t max_new_tokens = 16;
   // kind = poisson
   int64_t num_requests = 8;
-  double rate_per_s = 4.0;       ///< mean arrivals per second
+  double rate_per_s = 4.0;                  ///< mean arrivals per second
   int64_t input_min = 8, input_max = 32;    ///< uniform prompt length range (tokens)
   int64_t output_min = 8, output_max = 32;  ///< uniform output length range (tokens)
   // kind = trace
-  std::string trace_file;        ///< CSV TIMESTAMP,ContextTokens,GeneratedTokens (absolute)
-  double time_scale = 1.0;       ///< arrival times are multiplied by this (>= 0)
-  int64_t max_requests = 0;      ///< 0 = all rows
-  int64_t max_prompt_tokens = 0; ///< 0 = no clamp; else prompt lengths clamped to this
-  uint64_t seed = 0;             ///< for synthetic prompt ids and arrivals
+  std::string trace_file;         ///< CSV TIMESTAMP,ContextTokens,GeneratedTokens (absolute)
+  double time_scale = 1.0;        ///< arrival times are multiplied by this (>= 0)
+  int64_t max_requests = 0;       ///< 0 = all rows
+  int64_t max_prompt_tokens = 0;  ///< 0 = no clamp; else prompt lengths clamped to this
+  uint64_t seed = 0;              ///< for synthetic prompt ids and arrivals
 };
 
 /// Sampling: temperature 0 = greedy (argmax, ties → lowest id).
@@ -79,8 +79,8 @@ struct SamplingSpec {
 /// Engine-side limits of continuous batching and the device scheduler.
 struct SchedulerSpec {
   std::string policy = "fifo";  ///< device scheduling: "fifo" | "most-tokens" | "flfs" | "defrag"
-  int64_t max_batch_requests = 64;    ///< per attention DP rank
-  int64_t max_prefill_tokens = 512;   ///< prompt tokens per rank per iteration (chunked prefill)
+  int64_t max_batch_requests = 64;   ///< per attention DP rank
+  int64_t max_prefill_tokens = 512;  ///< prompt tokens per rank per iteration (chunked prefill)
   /// Barrier-free wirings (`async`): most tokens one stage run takes from its μ-queue (the
   /// batch is re-formed just in time from what is queued; AsyncMoE's public code uses 512).
   /// Barrier wirings run whatever the barrier delivered.
@@ -165,9 +165,9 @@ struct StepOverheads {
 /// Measured expert-FFN times to calibrate the sim's cost model with
 /// (kernels::sim::CostModel::calibrate_expert_ffn): the file and what was measured.
 struct ExpertFfnCalibration {
-  std::string file;                 ///< CSV `,num_toks,time` (ms); resolved against the topology
-  std::string kind = "V100-32GB";   ///< device kind the times were measured on
-  int64_t hidden = 768;             ///< the measured expert's dims
+  std::string file;                ///< CSV `,num_toks,time` (ms); resolved against the topology
+  std::string kind = "V100-32GB";  ///< device kind the times were measured on
+  int64_t hidden = 768;            ///< the measured expert's dims
   int64_t ffn = 3072;
   std::string ffn_kind = "two-layer";  ///< "two-layer" (Switch) or "swiglu"
   std::string dtype = "f32";           ///< "f32" or "bf16"
@@ -176,8 +176,8 @@ struct ExpertFfnCalibration {
 
 /// `[cost]` (sim): step overheads and kernel calibration. Defaults add nothing.
 struct CostSpec {
-  StepOverheads overheads;                       ///< every device kind
-  std::map<std::string, StepOverheads> kinds;    ///< per device kind name, replaces `overheads`
+  StepOverheads overheads;                     ///< every device kind
+  std::map<std::string, StepOverheads> kinds;  ///< per device kind name, replaces `overheads`
   std::optional<ExpertFfnCalibration> expert_ffn;
   /// Stage kernel times measured on real hardware (`muflow calibrate`; CSV of
   /// kernels/sim/measured_kernels.hpp), used instead of the roofline for the device kind
@@ -194,9 +194,9 @@ struct CostSpec {
 /// A whole topology file (format and annotated example: topologies/README.md). Plain value;
 /// produced by the parser, then read-only (safe to share between threads).
 struct Topology {
-  std::string source;                 ///< file path (or "<embedded default>")
-  std::string wiring = "sync";        ///< one of kKnownWirings
-  std::string backend = "cpu";        ///< "cpu" (later: "sim", "cuda")
+  std::string source;           ///< file path (or "<embedded default>")
+  std::string wiring = "sync";  ///< one of kKnownWirings
+  std::string backend = "cpu";  ///< "cpu" (later: "sim", "cuda")
   std::vector<DeviceSpec> devices;
   /// `[cluster] threads_per_device` (cpu backend): threads each device's GEMMs use
   /// (kernels/cpu/gemm_threads.hpp; results are bitwise the same for any count). 0 = auto:
@@ -231,11 +231,11 @@ struct Topology {
   WorkloadSpec workload;
   SamplingSpec sampling;
   SchedulerSpec scheduler;
-  HarmoenySpec harmoeny;              ///< `harmoeny` wiring only
-  routing::RouterSpec router;         ///< sim: how tokens pick experts (cpu uses the real gate)
-  NetworkSpec network;                ///< sim: links between devices
-  CostSpec cost;                      ///< sim: step overheads, kernel calibration
-  std::string trace_file;             ///< Chrome trace output; empty = none
+  HarmoenySpec harmoeny;       ///< `harmoeny` wiring only
+  routing::RouterSpec router;  ///< sim: how tokens pick experts (cpu uses the real gate)
+  NetworkSpec network;         ///< sim: links between devices
+  CostSpec cost;               ///< sim: step overheads, kernel calibration
+  std::string trace_file;      ///< Chrome trace output; empty = none
   /// Per-token expert choices output (engine/routing/routing_record.hpp CSV); empty = none. Set by
   /// `muflow run --record-routing FILE`.
   std::string routing_record_file;
@@ -266,16 +266,16 @@ inline constexpr std::array<std::string_view, 2> kKnownNetworkModels = {"serial"
 /// Backends this build implements (`backend = "..."`).
 inline constexpr std::array<std::string_view, 2> kKnownBackends = {"cpu", "sim"};
 /// Expert placement names accepted as `[placement] experts = "..."`.
-inline constexpr std::array<std::string_view, 4> kKnownPlacements = {
-    "round-robin", "contiguous", "affinity", "capability"};
+inline constexpr std::array<std::string_view, 4> kKnownPlacements = {"round-robin", "contiguous",
+                                                                     "affinity", "capability"};
 /// Device scheduling policies accepted as `[scheduler] policy = "..."`.
-inline constexpr std::array<std::string_view, 4> kKnownSchedulerPolicies = {
-    "fifo", "most-tokens", "flfs", "defrag"};
+inline constexpr std::array<std::string_view, 4> kKnownSchedulerPolicies = {"fifo", "most-tokens",
+                                                                            "flfs", "defrag"};
 /// Merge granularities accepted as `[scheduler] merge = "..."`.
 inline constexpr std::array<std::string_view, 2> kKnownMerges = {"request", "wave"};
 /// Workload kinds accepted as `[workload] kind = "..."`.
-inline constexpr std::array<std::string_view, 4> kKnownWorkloadKinds = {"prompts", "ids",
-                                                                        "poisson", "trace"};
+inline constexpr std::array<std::string_view, 4> kKnownWorkloadKinds = {"prompts", "ids", "poisson",
+                                                                        "trace"};
 
 /// Parses a topology file (format: topologies/README.md). Relative paths inside are
 /// resolved against the file's folder and stored absolute.
@@ -311,8 +311,8 @@ absl::StatusOr<Topology> default_topology();
 
 /// Built-in text prompts of default_topology() (KJV verse beginnings).
 inline constexpr std::array<std::string_view, 4> kDefaultPrompts = {
-    "And God said, Let there be", "In the beginning God created",
-    "The LORD is my shepherd;", "And the earth was without form, and"};
+    "And God said, Let there be", "In the beginning God created", "The LORD is my shepherd;",
+    "And the earth was without form, and"};
 /// Tokens generated per request by default_topology().
 inline constexpr int64_t kDefaultMaxNewTokens = 32;
 

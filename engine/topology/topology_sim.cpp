@@ -10,16 +10,20 @@
 namespace muflow::engine::topology::topology_detail {
 namespace {
 
-constexpr std::string_view kRouterKeys[] = {"kind",     "seed", "skew", "skew_mode",
-                                            "hot_experts", "alpha", "exp_rate", "file",
-                                            "tokens_per_request"};
+constexpr std::string_view kRouterKeys[] = {"kind",      "seed",        "skew",
+                                            "skew_mode", "hot_experts", "alpha",
+                                            "exp_rate",  "file",        "tokens_per_request"};
 constexpr std::string_view kSkewModes[] = {"code", "share"};
-constexpr std::string_view kNetworkKeys[] = {"intra_node", "inter_node", "host_link",
-                                             "activation_bytes", "a2a_order", "model"};
+constexpr std::string_view kNetworkKeys[] = {"intra_node",       "inter_node", "host_link",
+                                             "activation_bytes", "a2a_order",  "model"};
 
-constexpr std::string_view kCostKeys[] = {"stage_overhead_us", "scheduler_overhead_us",
-                                          "attention_overhead_us", "expert_overhead_us",
-                                          "kinds", "expert_ffn", "kernels"};
+constexpr std::string_view kCostKeys[] = {"stage_overhead_us",
+                                          "scheduler_overhead_us",
+                                          "attention_overhead_us",
+                                          "expert_overhead_us",
+                                          "kinds",
+                                          "expert_ffn",
+                                          "kernels"};
 constexpr std::string_view kOverheadKeys[] = {"stage_overhead_us", "scheduler_overhead_us",
                                               "attention_overhead_us", "expert_overhead_us"};
 constexpr std::string_view kCalibrationKeys[] = {"file", "kind",     "hidden",
@@ -31,8 +35,8 @@ constexpr double kMaxOverheadUs = 1e6;
 
 absl::Status read_overheads(const TomlTableReader& r, StepOverheads* out) {
   const auto in_range = [](double v) { return std::isfinite(v) && v >= 0 && v <= kMaxOverheadUs; };
-  if (absl::Status s = r.read_double("stage_overhead_us", &out->stage_us,
-                                     "microseconds in [0, 1e6]", in_range);
+  if (absl::Status s =
+          r.read_double("stage_overhead_us", &out->stage_us, "microseconds in [0, 1e6]", in_range);
       !s.ok()) {
     return s;
   }
@@ -46,8 +50,7 @@ absl::Status read_overheads(const TomlTableReader& r, StepOverheads* out) {
       !s.ok()) {
     return s;
   }
-  return r.read_double("expert_overhead_us", &out->expert_us, "microseconds in [0, 1e6]",
-                       in_range);
+  return r.read_double("expert_overhead_us", &out->expert_us, "microseconds in [0, 1e6]", in_range);
 }
 
 }  // namespace
@@ -110,8 +113,8 @@ absl::Status check_device_kind(const TomlTableReader& reader, std::string_view k
                                const std::string& backend, const std::string& kind) {
   if (backend == "cpu") {
     if (kind == "cpu") return absl::OkStatus();
-    return reader.error(key, sv_cat("backend 'cpu' runs devices of kind 'cpu' only; got '",
-                                    kind, "' (simulated GPUs need backend = \"sim\")"));
+    return reader.error(key, sv_cat("backend 'cpu' runs devices of kind 'cpu' only; got '", kind,
+                                    "' (simulated GPUs need backend = \"sim\")"));
   }
   absl::StatusOr<kernels::sim::DeviceKind> found = kernels::sim::find_device_kind(kind);
   if (!found.ok()) return reader.error(key, std::string(found.status().message()));

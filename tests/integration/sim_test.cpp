@@ -1,17 +1,16 @@
 // The sim backend: the same actors in virtual time with the cost model and the big-switch
 // network. Determinism, scale, HarMoEny's §3 skew experiment and replay of a real routing
 // trace.
+#include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <filesystem>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "actors/server.hpp"
 #include "engine/model/model_presets.hpp"
@@ -55,8 +54,8 @@ std::vector<engine::serving::Request> closed_batch(int num_requests, int prompt_
 
 // A fresh folder per process and test (concurrent test runs never share files).
 fs::path scratch_dir(const std::string& name) {
-  fs::path p = fs::path(::testing::TempDir()) /
-               (std::to_string(::getpid()) + "_muflow_sim_" + name);
+  fs::path p =
+      fs::path(::testing::TempDir()) / (std::to_string(::getpid()) + "_muflow_sim_" + name);
   fs::remove_all(p);
   return p;
 }
@@ -91,8 +90,8 @@ TEST(Sim, DeterministicMetricsAndTrace) {
     trace[run] = read_file(t.trace_file);
   }
   EXPECT_EQ(metrics[0], metrics[1]);
-  EXPECT_TRUE(trace[0] == trace[1]) << "the two traces differ (" << trace[0].size() << " vs "
-                                    << trace[1].size() << " bytes)";
+  EXPECT_TRUE(trace[0] == trace[1])
+      << "the two traces differ (" << trace[0].size() << " vs " << trace[1].size() << " bytes)";
   EXPECT_GT(trace[0].size(), 1000u);
 }
 
@@ -151,8 +150,8 @@ TEST(Sim, HarmoenySkewLeavesColdDevicesIdle) {
     (skewed ? idle_skewed : idle_uniform) = idle;
     if (skewed) EXPECT_EQ(busy[0], max_busy) << "GPU 0 hosts the hot experts";
   }
-  std::printf("idle fraction of GPUs 1-7 in MoE layers: skewed %.3f, uniform %.3f\n",
-              idle_skewed, idle_uniform);
+  std::printf("idle fraction of GPUs 1-7 in MoE layers: skewed %.3f, uniform %.3f\n", idle_skewed,
+              idle_uniform);
   EXPECT_GT(idle_skewed, 0.82);
   EXPECT_LT(idle_uniform, 0.2);
 }
@@ -161,8 +160,7 @@ TEST(Sim, HarmoenySkewLeavesColdDevicesIdle) {
 // reports equals the trace's per-layer counts (every trace row visited exactly once), and so
 // does the per-device balance derived from it.
 TEST(Sim, ReplayedTraceLoadMatchesTheFile) {
-  const std::string npy =
-      std::string(MUFLOW_DATA_DIR) + "/routing/switch-base-128-bookcorpus.npy";
+  const std::string npy = std::string(MUFLOW_DATA_DIR) + "/routing/switch-base-128-bookcorpus.npy";
   if (!fs::exists(npy)) GTEST_SKIP() << "routing trace not found at " << npy;
   absl::StatusOr<engine::model::NpyInt64Array> file = engine::model::read_npy_i64(npy);
   ASSERT_TRUE(file.ok()) << file.status();
@@ -354,11 +352,12 @@ TEST(Sim, FairShareNetworkChangesTimeNotTokens) {
     EXPECT_EQ(runs.at("fair-share-again").metrics.duration_s, fair.metrics.duration_s);
     EXPECT_EQ(runs.at("fair-share-again").metrics.all_to_all_s, fair.metrics.all_to_all_s);
     EXPECT_NE(fair.metrics.duration_s, serial.metrics.duration_s);
-    std::printf("%s: duration serial %.6f fair-share %.6f; a2a serial %.6f (bound %.6f) "
-                "fair-share %.6f (bound %.6f)\n",
-                wiring.c_str(), serial.metrics.duration_s, fair.metrics.duration_s,
-                serial.metrics.all_to_all_s, serial.metrics.all_to_all_bound_s,
-                fair.metrics.all_to_all_s, fair.metrics.all_to_all_bound_s);
+    std::printf(
+        "%s: duration serial %.6f fair-share %.6f; a2a serial %.6f (bound %.6f) "
+        "fair-share %.6f (bound %.6f)\n",
+        wiring.c_str(), serial.metrics.duration_s, fair.metrics.duration_s,
+        serial.metrics.all_to_all_s, serial.metrics.all_to_all_bound_s, fair.metrics.all_to_all_s,
+        fair.metrics.all_to_all_bound_s);
   }
 }
 

@@ -120,12 +120,11 @@ TEST(SparseTrafficTest, BoundAndOrdersEqualTheDenseOnesBitForBit) {
           if (i != j && dense[i][j] > 0) loop.push_back({i, j, dense[i][j], 0.5});
         }
       }
-      for (A2aOrder order : {A2aOrder::kRowMajor, A2aOrder::kRandom, A2aOrder::kSjf,
-                             A2aOrder::kAurora, A2aOrder::kAuroraChunked,
-                             A2aOrder::kAuroraUnsplit}) {
-        const std::vector<Transfer> a = order == A2aOrder::kRowMajor
-                                            ? loop
-                                            : order_all_to_all(order, net, dense, 0.5, seed);
+      for (A2aOrder order :
+           {A2aOrder::kRowMajor, A2aOrder::kRandom, A2aOrder::kSjf, A2aOrder::kAurora,
+            A2aOrder::kAuroraChunked, A2aOrder::kAuroraUnsplit}) {
+        const std::vector<Transfer> a =
+            order == A2aOrder::kRowMajor ? loop : order_all_to_all(order, net, dense, 0.5, seed);
         const std::vector<Transfer> c = order_all_to_all(order, net, sparse, 0.5, seed);
         ASSERT_EQ(a.size(), c.size()) << a2a_order_name(order);
         for (size_t i = 0; i < a.size(); ++i) {
@@ -153,8 +152,8 @@ TEST(SparseTrafficTest, ChannelEntryDoneIsTheLastTransferOfItsPair) {
     ASSERT_EQ(t.entry_done_s.size(), sparse.entries.size());
     // The same transfers on a fresh network: each entry's last finish.
     BigSwitchNetwork fresh = mixed_network(n, NetworkModel::kSerial);
-    const std::vector<Transfer> transfers = order_all_to_all(
-        order, fresh, sparse, 0.25, engine::splitmix64_mix(3 ^ 9));
+    const std::vector<Transfer> transfers =
+        order_all_to_all(order, fresh, sparse, 0.25, engine::splitmix64_mix(3 ^ 9));
     const std::vector<double> finish = fresh.schedule_all(transfers);
     std::vector<std::vector<double>> last(n, std::vector<double>(n, 0.25));
     size_t chunks = 0;

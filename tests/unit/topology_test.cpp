@@ -2,16 +2,17 @@
 // and the error messages for bad files (file, line, key and what was expected).
 
 #include "engine/topology/topology.hpp"
-#include "engine/topology/topology_override.hpp"
-#include "scratch_path.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
+#include "engine/topology/topology_override.hpp"
+#include "scratch_path.hpp"
 
 namespace muflow::engine {
 namespace {
@@ -22,8 +23,7 @@ using ::testing::HasSubstr;
 // A scratch folder for files the tests write, unique per test.
 fs::path scratch_dir() {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  fs::path dir = fs::temp_directory_path() /
-                 (std::string("muflow_topology_test_") + info->name());
+  fs::path dir = fs::temp_directory_path() / (std::string("muflow_topology_test_") + info->name());
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
@@ -141,9 +141,9 @@ TEST(Topology, DefaultTopologyServesTheShippedKjvModel) {
   EXPECT_EQ(t->devices[0].name, "cpu0");
   EXPECT_EQ(t->devices[1].name, "cpu1");
   EXPECT_FALSE(t->model.synthetic.has_value());
-  EXPECT_EQ(t->model.path,
-            (fs::path(MUFLOW_SOURCE_DIR) / "models" / "kjv-mixtral-tiny-bf16").lexically_normal()
-                .string());
+  EXPECT_EQ(t->model.path, (fs::path(MUFLOW_SOURCE_DIR) / "models" / "kjv-mixtral-tiny-bf16")
+                               .lexically_normal()
+                               .string());
   EXPECT_TRUE(fs::is_regular_file(fs::path(t->model.path) / "model.safetensors"));
   EXPECT_TRUE(fs::is_regular_file(fs::path(t->model.path) / "tokenizer.model"));
   EXPECT_EQ(t->placement, "round-robin");
@@ -251,8 +251,8 @@ TEST(Topology, ShorthandDevicesPerNodeGroupsConsecutiveDevices) {
       parse("[cluster]\nnum_devices = 3\n");  // default: one node
   ASSERT_TRUE(flat.ok()) << flat.status();
   EXPECT_EQ(flat->devices[2].node, "node0");
-  absl::StatusOr<topology::Topology> both = parse(
-      "[cluster]\ndevices_per_node = 2\n[[cluster.devices]]\nname = \"a\"\n");
+  absl::StatusOr<topology::Topology> both =
+      parse("[cluster]\ndevices_per_node = 2\n[[cluster.devices]]\nname = \"a\"\n");
   ASSERT_FALSE(both.ok());
   EXPECT_THAT(msg(both.status()), HasSubstr("not both"));
   absl::StatusOr<topology::Topology> negative =
@@ -271,7 +271,8 @@ TEST(Topology, UnknownWiringListsTheKnownOnes) {
   absl::StatusOr<topology::Topology> topo = parse("backend = \"cpu\"\nwiring = \"warp\"\n");
   ASSERT_FALSE(topo.ok());
   EXPECT_EQ(msg(topo.status()),
-            "topo.toml:2: key 'wiring': expected one of: sync, async, harmoeny, moeshard, exflow, async-replicated; got 'warp'");
+            "topo.toml:2: key 'wiring': expected one of: sync, async, harmoeny, moeshard, exflow, "
+            "async-replicated; got 'warp'");
   absl::StatusOr<topology::Topology> backend = parse("backend = \"tpu\"\n");
   ASSERT_FALSE(backend.ok());
   EXPECT_THAT(msg(backend.status()), HasSubstr("expected one of: cpu, sim; got 'tpu'"));
@@ -365,7 +366,8 @@ TEST(Topology, NetworkModelKey) {
 }
 
 TEST(Topology, DefragKeys) {
-  absl::StatusOr<topology::Topology> d = parse("wiring = \"async\"\n[scheduler]\npolicy = \"defrag\"\n");
+  absl::StatusOr<topology::Topology> d =
+      parse("wiring = \"async\"\n[scheduler]\npolicy = \"defrag\"\n");
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(d->scheduler.defrag_decay, 0.8);
   absl::StatusOr<topology::Topology> t = parse(
@@ -398,12 +400,15 @@ TEST(Topology, CostKeys) {
   EXPECT_EQ(defaults->cost.of("A100-80GB").scheduler_us, 0.0);
   EXPECT_FALSE(defaults->cost.expert_ffn.has_value());
 
-  const std::string csv = std::string(MUFLOW_DATA_DIR) + "/kernels/v100-switch-expert-time-vs-tokens.csv";
-  absl::StatusOr<topology::Topology> t = parse(
-      sim + "[cost]\nstage_overhead_us = 25\nscheduler_overhead_us = 4.5\n"
+  const std::string csv =
+      std::string(MUFLOW_DATA_DIR) + "/kernels/v100-switch-expert-time-vs-tokens.csv";
+  absl::StatusOr<topology::Topology> t =
+      parse(sim +
+            "[cost]\nstage_overhead_us = 25\nscheduler_overhead_us = 4.5\n"
             "attention_overhead_us = 2500\nexpert_overhead_us = 0.5\n"
             "[cost.kinds.\"V100-32GB\"]\nstage_overhead_us = 60\n"
-            "[cost.expert_ffn]\nfile = \"" + csv + "\"\nhidden = 768\nffn = 3072\n");
+            "[cost.expert_ffn]\nfile = \"" +
+            csv + "\"\nhidden = 768\nffn = 3072\n");
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->cost.of("A100-80GB").stage_us, 25.0);
   EXPECT_EQ(t->cost.of("A100-80GB").scheduler_us, 4.5);
@@ -622,8 +627,8 @@ TEST(Topology, ThreadsPerDeviceAndGemmKeys) {
   EXPECT_EQ(topology::resolve_threads_per_device(*plain, 8), 4);
   EXPECT_EQ(topology::resolve_threads_per_device(*plain, 3), 1);
   EXPECT_EQ(topology::resolve_threads_per_device(*plain, 0), 1);  // unknown: 1
-  absl::StatusOr<topology::Topology> three =
-      parse("[cluster]\nnum_devices = 2\nthreads_per_device = 3\n[model]\ngemm = \"onednn-tiles\"\n");
+  absl::StatusOr<topology::Topology> three = parse(
+      "[cluster]\nnum_devices = 2\nthreads_per_device = 3\n[model]\ngemm = \"onednn-tiles\"\n");
   ASSERT_TRUE(three.ok()) << three.status();
   EXPECT_EQ(three->threads_per_device, 3);
   EXPECT_EQ(topology::resolve_threads_per_device(*three, 64), 3);
