@@ -93,6 +93,7 @@ double port_load_lower_bound(const BigSwitchNetwork& network, const SparseTraffi
   const auto n = static_cast<size_t>(traffic.num_devices);
   MUFLOW_ASSERT(n == static_cast<size_t>(network.num_devices()),
                 "traffic matrix size differs from the network");
+  MUFLOW_ASSERT(well_formed(traffic), "sparse traffic is not well formed");
   if (network.model() == NetworkModel::kFairShare) return fair_share_lower_bound(network, traffic);
   // Row-major entries: each port's sum runs in the dense loops' order (zeros added nothing).
   std::vector<double> egress(n, 0.0);
@@ -114,6 +115,7 @@ double port_load_lower_bound(const BigSwitchNetwork& network, const TrafficMatri
 }
 
 std::vector<Transfer> order_row_major(const SparseTraffic& traffic, double ready_s) {
+  MUFLOW_ASSERT(well_formed(traffic), "sparse traffic is not well formed");
   std::vector<Transfer> order;
   order.reserve(traffic.entries.size());
   for (const TrafficEntry& e : traffic.entries) order.push_back({e.src, e.dst, e.bytes, ready_s});

@@ -551,6 +551,7 @@ std::vector<Transfer> order_all_to_all(A2aOrder order, const BigSwitchNetwork& n
                                        uint64_t seed) {
   MUFLOW_ASSERT(traffic.num_devices == network.num_devices(),
                 "traffic matrix size differs from the network");
+  MUFLOW_ASSERT(well_formed(traffic), "sparse traffic is not well formed");
   switch (order) {
     case A2aOrder::kRowMajor:
       return order_row_major(traffic, ready_s);

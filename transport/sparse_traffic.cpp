@@ -40,6 +40,22 @@ SparseTraffic TrafficBuilder::build() const {
   return out;
 }
 
+bool well_formed(const SparseTraffic& traffic) {
+  if (traffic.num_devices < 0) return false;
+  for (size_t i = 0; i < traffic.entries.size(); ++i) {
+    const TrafficEntry& e = traffic.entries[i];
+    if (e.src < 0 || e.src >= traffic.num_devices || e.dst < 0 || e.dst >= traffic.num_devices ||
+        e.src == e.dst || e.bytes <= 0) {
+      return false;
+    }
+    if (i > 0) {
+      const TrafficEntry& p = traffic.entries[i - 1];
+      if (std::tie(p.src, p.dst) >= std::tie(e.src, e.dst)) return false;
+    }
+  }
+  return true;
+}
+
 SparseTraffic sparse_traffic(const TrafficMatrix& bytes) {
   SparseTraffic out;
   out.num_devices = static_cast<int32_t>(bytes.size());

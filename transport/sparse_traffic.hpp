@@ -53,6 +53,12 @@ class TrafficBuilder {
   std::vector<TrafficEntry> added_;
 };
 
+/// True when `traffic` keeps SparseTraffic's invariants: num_devices >= 0, every entry's
+/// devices in [0, num_devices), src != dst, bytes > 0, entries strictly ascending by
+/// (src, dst). The sparse bound, orders and channel assert it (O(entries)): a struct filled
+/// by hand that breaks it would otherwise index out of range or mis-attribute finish times.
+bool well_formed(const SparseTraffic& traffic);
+
 /// The non-zero off-diagonal entries of `bytes` (square, entries >= 0; asserted).
 SparseTraffic sparse_traffic(const TrafficMatrix& bytes);
 
