@@ -1,0 +1,256 @@
+// The UCX data plane (transport/cluster/data_plane.hpp): bytes, order and sender tags of
+// messages between two planes in one process and between two processes (this binary re-runs
+// itself as the peer: `data_plane_test --data-plane-peer IN_FD OUT_FD`), and oversized
+// messages drained and rejected without reaching the handler or stalling the plane.
+
+#include "transport/cluster/data_plane.hpp"
+
+#include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+extern char** environ;
+
+namespace muflow::transport::cluster {
+namespace {
+
+// Messages a handler received, for a test thread to wait on.
+class Inbox {
+ public:
+  DataPlane::Handler handler() {
+    return [this](Received&& r) {
+      std::lock_guard<std::mutex> lock(mu_);
+      q_.push_back(std::move(r));
+      cv_.notify_all();
+    };
+  }
+  // The next message, or nullopt after `timeout`.
+  std::optional<Received> pop(std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, timeout, [&] { return !q_.empty(); })) return std::nullopt;
+    Received r = std::move(q_.front());
+    q_.pop_front();
+    return r;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Received> q_;
+};
+
+std::vector<char> pattern(size_t n, uint64_t seed) {
+  std::vector<char> v(n);
+  std::mt19937_64 rng(seed);
+  for (auto& c : v) c = static_cast<char>(rng());
+  return v;
+}
+
+std::unique_ptr<DataPlane> make_plane(uint32_t process, Inbox& inbox, int64_t max_bytes = 1 << 28) {
+  DataPlane::Options o;
+  o.process = process;
+  o.max_message_bytes = max_bytes;
+  o.name = "plane-" + std::to_string(process);
+  auto p = DataPlane::create(o, inbox.handler());
+  EXPECT_TRUE(p.ok()) << p.status();
+  return p.ok() ? std::move(*p) : nullptr;
+}
+
+TEST(DataPlane, MessagesArriveWholeInOrderWithTheSendersTag) {
+  Inbox in0, in1;
+  auto a = make_plane(0, in0);
+  auto b = make_plane(1, in1);
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(a->connect(1, b->address()).ok());
+  ASSERT_TRUE(b->connect(0, a->address()).ok());
+
+  // Sizes across UCX's eager and rendezvous protocols, in several parts, including empty ones.
+  const std::vector<size_t> sizes = {0, 1, 100, 8192, 65536, 1 << 20, 4 << 20, 3};
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    std::vector<char> whole = pattern(sizes[i], i);
+    std::vector<std::vector<char>> parts;
+    const size_t cut = whole.size() / 3;
+    parts.emplace_back(whole.begin(), whole.begin() + cut);
+    parts.emplace_back();
+    parts.emplace_back(whole.begin() + cut, whole.end());
+    a->send(0 + 1, std::move(parts));
+  }
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    auto r = in1.pop();
+    ASSERT_TRUE(r.has_value()) << "message " << i << " did not arrive";
+    EXPECT_EQ(r->tag, 0u);
+    ASSERT_EQ(r->size, sizes[i]) << "message " << i << " out of order or truncated";
+    const std::vector<char> want = pattern(sizes[i], i);
+    EXPECT_EQ(0, std::memcmp(r->bytes.get(), want.data(), want.size())) << i;
+  }
+  // And back the other way, with completion reported.
+  EXPECT_TRUE(b->send_and_wait(0, {pattern(777, 9)}).ok());
+  auto back = in0.pop();
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->tag, 1u);
+  EXPECT_EQ(back->size, 777u);
+  EXPECT_EQ(a->stats().sent_messages, sizes.size());
+  EXPECT_EQ(b->stats().received_messages, sizes.size());
+}
+
+TEST(DataPlane, SendToAnUnknownPeerFailsCleanly) {
+  Inbox in0;
+  auto a = make_plane(0, in0);
+  ASSERT_TRUE(a);
+  auto s = a->send_and_wait(5, {pattern(10, 1)});
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("process 5"), std::string::npos) << s;
+  EXPECT_EQ(a->connect(5, {}).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(DataPlane, OversizedMessagesAreDrainedAndRejectedNotDelivered) {
+  Inbox in0, in1;
+  auto a = make_plane(0, in0);
+  auto b = make_plane(1, in1, /*max_bytes=*/1024);
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(a->connect(1, b->address()).ok());
+  // Eager-sized and rendezvous-sized messages above the receiver's limit, then a good one.
+  a->send(1, {pattern(4096, 1)});
+  a->send(1, {pattern(2 << 20, 2)});
+  a->send(1, {pattern(1024, 3)});
+  auto r = in1.pop();
+  ASSERT_TRUE(r.has_value()) << "the plane stalled after rejecting oversized messages";
+  EXPECT_EQ(r->size, 1024u);
+  EXPECT_EQ(0, std::memcmp(r->bytes.get(), pattern(1024, 3).data(), 1024));
+  EXPECT_FALSE(in1.pop(std::chrono::milliseconds(200)).has_value());
+  EXPECT_EQ(b->stats().rejected_messages, 2u);
+  EXPECT_EQ(b->stats().received_messages, 1u);
+}
+
+// --- Two processes -------------------------------------------------------------------------
+
+bool write_all(int fd, const void* p, size_t n) {
+  const char* c = static_cast<const char*>(p);
+  while (n > 0) {
+    ssize_t k = ::write(fd, c, n);
+    if (k <= 0) return false;
+    c += k;
+    n -= static_cast<size_t>(k);
+  }
+  return true;
+}
+
+bool read_all(int fd, void* p, size_t n) {
+  char* c = static_cast<char*>(p);
+  while (n > 0) {
+    ssize_t k = ::read(fd, c, n);
+    if (k <= 0) return false;
+    c += k;
+    n -= static_cast<size_t>(k);
+  }
+  return true;
+}
+
+bool send_blob(int fd, const std::vector<char>& b) {
+  const uint32_t n = static_cast<uint32_t>(b.size());
+  return write_all(fd, &n, sizeof n) && write_all(fd, b.data(), b.size());
+}
+
+std::optional<std::vector<char>> recv_blob(int fd) {
+  uint32_t n = 0;
+  if (!read_all(fd, &n, sizeof n) || n > (1u << 20)) return std::nullopt;
+  std::vector<char> b(n);
+  if (!read_all(fd, b.data(), n)) return std::nullopt;
+  return b;
+}
+
+const std::string kQuit = "quit";
+
+// The peer process: echo every message back to process 0 until "quit".
+int run_peer(int in_fd, int out_fd) {
+  Inbox inbox;
+  DataPlane::Options o;
+  o.process = 1;
+  o.name = "peer";
+  auto plane = DataPlane::create(o, inbox.handler());
+  if (!plane.ok()) return 2;
+  if (!send_blob(out_fd, (*plane)->address())) return 3;
+  auto parent = recv_blob(in_fd);
+  if (!parent || !(*plane)->connect(0, *parent).ok()) return 4;
+  for (;;) {
+    auto r = inbox.pop(std::chrono::seconds(60));
+    if (!r) return 5;
+    if (r->tag != 0) return 6;
+    if (std::string(r->bytes.get(), r->size) == kQuit) return 0;
+    std::vector<char> copy(r->bytes.get(), r->bytes.get() + r->size);
+    if (!(*plane)->send_and_wait(0, {std::move(copy)}).ok()) return 7;
+  }
+}
+
+std::string g_self;  // this executable, for re-running as the peer
+
+TEST(DataPlane, TwoProcessesEchoEveryMessageByteForByte) {
+  int to_peer[2], from_peer[2];
+  ASSERT_EQ(::pipe(to_peer), 0);
+  ASSERT_EQ(::pipe(from_peer), 0);
+  const std::string in_fd = std::to_string(to_peer[0]);
+  const std::string out_fd = std::to_string(from_peer[1]);
+  std::vector<char*> argv = {g_self.data(), const_cast<char*>("--data-plane-peer"),
+                             const_cast<char*>(in_fd.c_str()), const_cast<char*>(out_fd.c_str()),
+                             nullptr};
+  pid_t pid = 0;
+  ASSERT_EQ(::posix_spawn(&pid, g_self.c_str(), nullptr, nullptr, argv.data(), environ), 0);
+  ::close(to_peer[0]);
+  ::close(from_peer[1]);
+
+  Inbox inbox;
+  auto plane = make_plane(0, inbox);
+  ASSERT_TRUE(plane);
+  auto peer_address = recv_blob(from_peer[0]);
+  ASSERT_TRUE(peer_address.has_value()) << "the peer process sent no address";
+  ASSERT_TRUE(send_blob(to_peer[1], plane->address()));
+  ASSERT_TRUE(plane->connect(1, *peer_address).ok());
+
+  std::mt19937_64 rng(42);
+  for (int i = 0; i < 40; ++i) {
+    const size_t n = (i % 4 == 0) ? (rng() % (3 << 20)) : (rng() % 20000);
+    plane->send(1, {pattern(n, 1000 + i)});
+  }
+  rng.seed(42);
+  for (int i = 0; i < 40; ++i) {
+    const size_t n = (i % 4 == 0) ? (rng() % (3 << 20)) : (rng() % 20000);
+    auto r = inbox.pop();
+    ASSERT_TRUE(r.has_value()) << "echo " << i << " did not come back";
+    EXPECT_EQ(r->tag, 1u);
+    ASSERT_EQ(r->size, n) << i;
+    EXPECT_EQ(0, std::memcmp(r->bytes.get(), pattern(n, 1000 + i).data(), n)) << i;
+  }
+  ASSERT_TRUE(plane->send_and_wait(1, {std::vector<char>(kQuit.begin(), kQuit.end())}).ok());
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "peer failed (see run_peer's exit codes)";
+  ::close(to_peer[1]);
+  ::close(from_peer[0]);
+}
+
+}  // namespace
+}  // namespace muflow::transport::cluster
+
+int main(int argc, char** argv) {
+  if (argc == 4 && std::string(argv[1]) == "--data-plane-peer") {
+    return muflow::transport::cluster::run_peer(std::atoi(argv[2]), std::atoi(argv[3]));
+  }
+  char self[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n > 0) muflow::transport::cluster::g_self.assign(self, static_cast<size_t>(n));
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

@@ -1,0 +1,425 @@
+#include "transport/cluster/data_plane.hpp"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <ucp/api/ucp.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <future>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_format.h"
+#include "spdlog/spdlog.h"
+
+namespace muflow::transport::cluster {
+namespace {
+
+absl::Status ucx_error(const char* call, ucs_status_t status) {
+  return absl::UnavailableError(
+      absl::StrFormat("UCX %s failed: %s", call, ucs_status_string(status)));
+}
+
+}  // namespace
+
+struct DataPlane::Impl {
+  Options options;
+  Handler handler;
+  ucp_context_h context = nullptr;
+  ucp_worker_h worker = nullptr;
+  int ucx_fd = -1;  // the worker's event fd (owned by UCX)
+  int cmd_fd = -1;  // eventfd: commands queued
+
+  std::mutex mu;
+  std::deque<std::function<void()>> commands;  // guarded by mu
+  bool stopping = false;                       // guarded by mu
+  std::thread thread;
+
+  // Progress thread only.
+  absl::flat_hash_map<uint32_t, ucp_ep_h> eps;
+  int64_t inflight_sends = 0;
+  int64_t inflight_recvs = 0;
+
+  std::atomic<uint64_t> sent_messages{0}, sent_bytes{0}, received_messages{0},
+      received_bytes{0}, rejected_messages{0}, failed_sends{0};
+
+  struct SendOp {
+    Impl* impl = nullptr;
+    std::vector<std::vector<char>> parts;
+    std::vector<ucp_dt_iov_t> iov;
+    uint64_t bytes = 0;
+    SendDone done;
+  };
+  struct RecvOp {
+    Impl* impl = nullptr;
+    std::unique_ptr<char[]> buf;
+    size_t length = 0;  // announced by the probe
+    uint64_t tag = 0;
+    bool reject = false;
+    bool complete = false;
+    ucs_status_t status = UCS_OK;
+  };
+  // Receives in the order UCX matched them (= per sender, the send order). A rendezvous
+  // receive completes after eager ones matched behind it; delivering from the head only keeps
+  // the send order.
+  std::deque<std::unique_ptr<RecvOp>> recv_order;
+
+  ~Impl() {
+    if (worker) ucp_worker_destroy(worker);
+    if (context) ucp_cleanup(context);
+    if (cmd_fd >= 0) ::close(cmd_fd);
+  }
+
+  // Queues `fn` for the progress thread; false once stopping.
+  bool post(std::function<void()> fn) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (stopping) return false;
+      commands.push_back(std::move(fn));
+    }
+    const uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = ::write(cmd_fd, &one, sizeof one);
+    return true;
+  }
+
+  static void send_cb(void* request, ucs_status_t status, void* user_data) {
+    auto* op = static_cast<SendOp*>(user_data);
+    op->impl->finish_send(op, status);
+    ucp_request_free(request);
+  }
+
+  void finish_send(SendOp* op, ucs_status_t status) {
+    std::unique_ptr<SendOp> owned(op);
+    --inflight_sends;
+    if (status == UCS_OK) {
+      sent_messages.fetch_add(1, std::memory_order_relaxed);
+      sent_bytes.fetch_add(op->bytes, std::memory_order_relaxed);
+      if (op->done) op->done(absl::OkStatus());
+    } else {
+      failed_sends.fetch_add(1, std::memory_order_relaxed);
+      spdlog::error("{}: send failed: {}", options.name, ucs_status_string(status));
+      if (op->done) op->done(ucx_error("ucp_tag_send_nbx", status));
+    }
+  }
+
+  void start_send(uint32_t peer, std::vector<std::vector<char>> parts, SendDone done) {
+    auto it = eps.find(peer);
+    if (it == eps.end()) {
+      failed_sends.fetch_add(1, std::memory_order_relaxed);
+      if (done) {
+        done(absl::FailedPreconditionError(
+            absl::StrFormat("%s: no endpoint to process %d (connect first)", options.name, peer)));
+      }
+      return;
+    }
+    auto op = std::make_unique<SendOp>();
+    op->impl = this;
+    op->parts = std::move(parts);
+    op->done = std::move(done);
+    for (auto& part : op->parts) {
+      if (part.empty()) continue;
+      op->iov.push_back({part.data(), part.size()});
+      op->bytes += part.size();
+    }
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                         UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    param.cb.send = &Impl::send_cb;
+    param.user_data = op.get();
+    void* buffer = nullptr;
+    size_t count = 0;
+    if (op->iov.size() == 1) {  // contiguous: UCX's zero-copy rendezvous path
+      param.datatype = ucp_dt_make_contig(1);
+      buffer = op->iov[0].buffer;
+      count = op->iov[0].length;
+    } else if (!op->iov.empty()) {
+      param.datatype = ucp_dt_make_iov();
+      buffer = op->iov.data();
+      count = op->iov.size();
+    } else {
+      param.datatype = ucp_dt_make_contig(1);
+    }
+    ++inflight_sends;
+    ucs_status_ptr_t st =
+        ucp_tag_send_nbx(it->second, buffer, count, options.process, &param);
+    if (st == nullptr) {
+      finish_send(op.release(), UCS_OK);
+    } else if (UCS_PTR_IS_ERR(st)) {
+      finish_send(op.release(), UCS_PTR_STATUS(st));
+    } else {
+      op.release();  // send_cb owns it now
+    }
+  }
+
+  static void recv_cb(void* request, ucs_status_t status, const ucp_tag_recv_info_t*,
+                      void* user_data) {
+    auto* op = static_cast<RecvOp*>(user_data);
+    op->impl->finish_recv(op, status);
+    ucp_request_free(request);
+  }
+
+  void finish_recv(RecvOp* op, ucs_status_t status) {
+    op->complete = true;
+    op->status = status;
+    while (!recv_order.empty() && recv_order.front()->complete) {
+      std::unique_ptr<RecvOp> head = std::move(recv_order.front());
+      recv_order.pop_front();
+      deliver(*head);
+    }
+  }
+
+  void deliver(RecvOp& op_ref) {
+    RecvOp* op = &op_ref;
+    const ucs_status_t status = op->status;
+    --inflight_recvs;
+    if (op->reject) {
+      rejected_messages.fetch_add(1, std::memory_order_relaxed);
+      spdlog::error("{}: rejected a {}-byte message from process {}: larger than the {}-byte "
+                    "limit (drained, not delivered)",
+                    options.name, op->length, op->tag, options.max_message_bytes);
+      return;
+    }
+    if (status != UCS_OK) {
+      rejected_messages.fetch_add(1, std::memory_order_relaxed);
+      spdlog::error("{}: receive of a {}-byte message from process {} failed: {}",
+                    options.name, op->length, op->tag, ucs_status_string(status));
+      return;
+    }
+    received_messages.fetch_add(1, std::memory_order_relaxed);
+    received_bytes.fetch_add(op->length, std::memory_order_relaxed);
+    Received r;
+    r.tag = op->tag;
+    r.bytes = std::move(op->buf);
+    r.size = op->length;
+    if (handler) handler(std::move(r));
+  }
+
+  void poll_incoming() {
+    for (;;) {
+      ucp_tag_recv_info_t info{};
+      ucp_tag_message_h msg = ucp_tag_probe_nb(worker, 0, 0, 1, &info);
+      if (msg == nullptr) return;
+      auto op = std::make_unique<RecvOp>();
+      op->impl = this;
+      op->length = info.length;
+      op->tag = info.sender_tag;
+      size_t count = info.length;
+      if (info.length > static_cast<uint64_t>(options.max_message_bytes)) {
+        op->reject = true;  // bound before allocating: drain into nothing
+        count = 0;
+      } else {
+        op->buf = std::make_unique_for_overwrite<char[]>(info.length == 0 ? 1 : info.length);
+      }
+      ucp_request_param_t param{};
+      param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                           UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+      param.cb.recv = &Impl::recv_cb;
+      param.user_data = op.get();
+      param.datatype = ucp_dt_make_contig(1);
+      ++inflight_recvs;
+      RecvOp* raw = op.get();
+      recv_order.push_back(std::move(op));
+      ucs_status_ptr_t st = ucp_tag_msg_recv_nbx(worker, raw->buf.get(), count, msg, &param);
+      if (st == nullptr) {
+        finish_recv(raw, UCS_OK);
+      } else if (UCS_PTR_IS_ERR(st)) {
+        finish_recv(raw, UCS_PTR_STATUS(st));
+      }
+    }
+  }
+
+  // Runs queued commands; true when stopping was requested.
+  bool run_commands() {
+    uint64_t drained = 0;
+    [[maybe_unused]] ssize_t n = ::read(cmd_fd, &drained, sizeof drained);
+    std::deque<std::function<void()>> batch;
+    bool stop = false;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      batch.swap(commands);
+      stop = stopping;
+    }
+    for (auto& fn : batch) fn();
+    return stop;
+  }
+
+  void progress_all() {
+    while (ucp_worker_progress(worker) != 0) {
+    }
+    poll_incoming();
+  }
+
+  void loop() {
+    for (;;) {
+      const bool stop = run_commands();
+      progress_all();
+      if (stop) break;
+      const ucs_status_t armed = ucp_worker_arm(worker);
+      if (armed == UCS_ERR_BUSY) continue;  // events pending: progress again
+      pollfd fds[2] = {{ucx_fd, POLLIN, 0}, {cmd_fd, POLLIN, 0}};
+      const int rc = ::poll(fds, 2, armed == UCS_OK ? -1 : 10);
+      if (rc < 0 && errno != EINTR) {
+        spdlog::error("{}: poll failed: {}", options.name, std::strerror(errno));
+      }
+    }
+    shutdown_on_thread();
+  }
+
+  // Progress thread, at stop: lets in-flight sends finish (bounded), closes endpoints.
+  void shutdown_on_thread() {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while ((inflight_sends > 0) && std::chrono::steady_clock::now() < deadline) {
+      progress_all();
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    if (inflight_sends > 0) {
+      spdlog::warn("{}: stopping with {} sends still in flight", options.name, inflight_sends);
+    }
+    for (auto& [peer, ep] : eps) {
+      ucp_request_param_t param{};
+      param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+      param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+      ucs_status_ptr_t st = ucp_ep_close_nbx(ep, &param);
+      if (st != nullptr && !UCS_PTR_IS_ERR(st)) {
+        while (ucp_request_check_status(st) == UCS_INPROGRESS) ucp_worker_progress(worker);
+        ucp_request_free(st);
+      }
+    }
+    eps.clear();
+    // Outstanding receives are cancelled by the worker's destruction; nothing is delivered.
+    // (recv_order keeps their buffers alive until ~Impl destroyed the worker.)
+    handler = nullptr;
+  }
+};
+
+absl::StatusOr<std::unique_ptr<DataPlane>> DataPlane::create(Options options, Handler handler) {
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  impl->handler = std::move(handler);
+
+  ucp_config_t* config = nullptr;
+  ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
+  if (st != UCS_OK) return ucx_error("ucp_config_read", st);
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES;
+  params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+  st = ucp_init(&params, config, &impl->context);
+  ucp_config_release(config);
+  if (st != UCS_OK) return ucx_error("ucp_init", st);
+
+  ucp_worker_params_t wparams{};
+  wparams.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE | UCP_WORKER_PARAM_FIELD_EVENTS;
+  wparams.thread_mode = UCS_THREAD_MODE_SINGLE;
+  wparams.events = UCP_WAKEUP_TAG_SEND | UCP_WAKEUP_TAG_RECV | UCP_WAKEUP_RX | UCP_WAKEUP_TX;
+  st = ucp_worker_create(impl->context, &wparams, &impl->worker);
+  if (st != UCS_OK) return ucx_error("ucp_worker_create", st);
+  st = ucp_worker_get_efd(impl->worker, &impl->ucx_fd);
+  if (st != UCS_OK) return ucx_error("ucp_worker_get_efd", st);
+
+  ucp_address_t* addr = nullptr;
+  size_t addr_len = 0;
+  st = ucp_worker_get_address(impl->worker, &addr, &addr_len);
+  if (st != UCS_OK) return ucx_error("ucp_worker_get_address", st);
+  std::vector<char> address(reinterpret_cast<const char*>(addr),
+                            reinterpret_cast<const char*>(addr) + addr_len);
+  ucp_worker_release_address(impl->worker, addr);
+
+  impl->cmd_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (impl->cmd_fd < 0) {
+    return absl::UnavailableError(absl::StrFormat("eventfd failed: %s", std::strerror(errno)));
+  }
+  Impl* raw = impl.get();
+  impl->thread = std::thread([raw] { raw->loop(); });
+  return std::unique_ptr<DataPlane>(
+      new DataPlane(std::move(options), std::move(address), std::move(impl)));
+}
+
+DataPlane::DataPlane(Options options, std::vector<char> address, std::unique_ptr<Impl> impl)
+    : options_(std::move(options)), address_(std::move(address)), impl_(std::move(impl)) {}
+
+DataPlane::~DataPlane() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->stopping = true;
+  }
+  const uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = ::write(impl_->cmd_fd, &one, sizeof one);
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+absl::Status DataPlane::connect(uint32_t peer, std::span<const char> address) {
+  if (address.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: empty UCX address for process %d", options_.name, peer));
+  }
+  auto copy = std::make_shared<std::vector<char>>(address.begin(), address.end());
+  std::promise<absl::Status> result;
+  auto fut = result.get_future();
+  Impl* impl = impl_.get();
+  const bool posted = impl->post([impl, peer, copy, &result] {
+    ucp_ep_params_t ep_params{};
+    ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+    ep_params.address = reinterpret_cast<const ucp_address_t*>(copy->data());
+    ucp_ep_h ep = nullptr;
+    ucs_status_t st = ucp_ep_create(impl->worker, &ep_params, &ep);
+    if (st != UCS_OK) {
+      result.set_value(ucx_error("ucp_ep_create", st));
+      return;
+    }
+    auto [it, inserted] = impl->eps.try_emplace(peer, ep);
+    if (!inserted) {
+      ucp_request_param_t param{};
+      param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+      param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+      ucs_status_ptr_t cst = ucp_ep_close_nbx(it->second, &param);
+      if (cst != nullptr && !UCS_PTR_IS_ERR(cst)) ucp_request_free(cst);
+      it->second = ep;
+    }
+    result.set_value(absl::OkStatus());
+  });
+  if (!posted) {
+    return absl::FailedPreconditionError(absl::StrFormat("%s: stopped", options_.name));
+  }
+  return fut.get();
+}
+
+void DataPlane::send(uint32_t peer, std::vector<std::vector<char>> parts, SendDone done) {
+  Impl* impl = impl_.get();
+  auto holder = std::make_shared<std::pair<std::vector<std::vector<char>>, SendDone>>(
+      std::move(parts), std::move(done));
+  const bool posted = impl->post([impl, peer, holder] {
+    impl->start_send(peer, std::move(holder->first), std::move(holder->second));
+  });
+  if (!posted) {
+    impl->failed_sends.fetch_add(1, std::memory_order_relaxed);
+    if (holder->second) {
+      holder->second(absl::FailedPreconditionError(absl::StrFormat("%s: stopped", options_.name)));
+    }
+  }
+}
+
+absl::Status DataPlane::send_and_wait(uint32_t peer, std::vector<std::vector<char>> parts) {
+  auto result = std::make_shared<std::promise<absl::Status>>();
+  auto fut = result->get_future();
+  send(peer, std::move(parts), [result](absl::Status s) { result->set_value(std::move(s)); });
+  return fut.get();
+}
+
+DataPlaneStats DataPlane::stats() const {
+  DataPlaneStats s;
+  s.sent_messages = impl_->sent_messages.load();
+  s.sent_bytes = impl_->sent_bytes.load();
+  s.received_messages = impl_->received_messages.load();
+  s.received_bytes = impl_->received_bytes.load();
+  s.rejected_messages = impl_->rejected_messages.load();
+  s.failed_sends = impl_->failed_sends.load();
+  return s;
+}
+
+}  // namespace muflow::transport::cluster

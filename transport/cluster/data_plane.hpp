@@ -1,0 +1,113 @@
+#pragma once
+/// \file
+/// The UCX data plane of one muflow process (#18): tagged messages of raw bytes to and from
+/// the other processes of a cluster. What a message means is the caller's (frame.hpp gives
+/// the framing); this class moves bytes and bounds what it accepts.
+///
+/// - **Connection.** Each process creates one `DataPlane`, gives its `address()` (UCX worker
+///   address bytes) to its peers over the authenticated control plane, and `connect`s to
+///   theirs. No listening socket is opened here: a peer can reach this worker only with an
+///   address handed out by the control plane. On one host UCX picks shared memory (posix,
+///   sysv, cma), across hosts TCP (or InfiniBand where UCX has it).
+/// - **Threads.** One progress thread owns the UCX worker (UCS_THREAD_MODE_SINGLE). It
+///   sleeps in `poll(2)` on the worker's event fd (UCX wakeup mode) and on an eventfd for
+///   commands: it never busy-polls, which on a 2-core machine would starve the actors
+///   (TOOLCHAIN.md). `send` and `connect` may be called from any thread; they queue a command.
+/// - **Receive.** Every message is probed first (`ucp_tag_probe_nb`), its length checked
+///   against `max_message_bytes` before a buffer is allocated; an oversized message is drained
+///   into a zero-byte buffer (UCX reports it truncated), counted as rejected and logged, and
+///   never delivered. Accepted messages go to the `Handler` on the progress thread, in the
+///   order UCX completes them (per sender, the order they were sent: UCX tag matching is
+///   ordered per endpoint).
+/// - **Tag.** A message's UCX tag is its sender's process index (`Options::process`); the
+///   handler gets it, so a receiver can check it against the frame it parses.
+/// - **Errors** are `absl::Status`: UCX failures name the UCX call and its status string.
+///
+/// Source: UCX 1.13 API (ucp.h): tag send/recv with probe, `ucp_worker_arm` /
+/// `ucp_worker_get_efd` event-driven progress; measured figures in bench/README.md.
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace muflow::transport::cluster {
+
+/// Counters of one data plane since it was created (monotonic; read from any thread).
+struct DataPlaneStats {
+  uint64_t sent_messages = 0;
+  uint64_t sent_bytes = 0;
+  uint64_t received_messages = 0;
+  uint64_t received_bytes = 0;
+  uint64_t rejected_messages = 0;  ///< oversized (never delivered) or failed receives
+  uint64_t failed_sends = 0;
+};
+
+/// One received message: its sender's tag and its bytes (owned; move them anywhere).
+struct Received {
+  uint64_t tag = 0;  ///< the sender's process index (unverified: check it against the frame)
+  std::unique_ptr<char[]> bytes;
+  size_t size = 0;
+  std::span<const char> view() const { return {bytes.get(), size}; }
+};
+
+class DataPlane {
+ public:
+  struct Options {
+    uint32_t process = 0;  ///< this process's index in the cluster; the tag of its messages
+    /// Largest message accepted (bytes); larger ones are drained and rejected.
+    int64_t max_message_bytes = int64_t{1} << 31;
+    std::string name = "data-plane";  ///< for log lines
+  };
+  /// Called on the progress thread for every accepted message; must not block for long
+  /// (post the message to an actor and return).
+  using Handler = std::function<void(Received&&)>;
+  /// Called on the progress thread when a send completed (ok) or failed.
+  using SendDone = std::function<void(absl::Status)>;
+
+  /// Creates the UCX context and worker (tag matching, wakeup) and starts the progress
+  /// thread. Errors: UCX initialisation failures (absl::Unavailable, naming the call).
+  static absl::StatusOr<std::unique_ptr<DataPlane>> create(Options options, Handler handler);
+
+  /// Stops the progress thread after in-flight sends finished (at most ~2 s), closes the
+  /// endpoints and releases UCX. Handlers are not called after it returns.
+  ~DataPlane();
+  DataPlane(const DataPlane&) = delete;
+  DataPlane& operator=(const DataPlane&) = delete;
+
+  /// This worker's UCX address, to hand to peers (opaque bytes, a few hundred). Any thread.
+  const std::vector<char>& address() const { return address_; }
+
+  /// Opens an endpoint to process `peer` at `address` (its `address()`), replacing any
+  /// earlier one. Blocks until the endpoint exists (not until the peer answers). Errors:
+  /// empty address, UCX endpoint creation failure, data plane stopped. Any thread.
+  absl::Status connect(uint32_t peer, std::span<const char> address);
+
+  /// Sends the concatenation of `parts` to `peer` as one message (zero-copy iov send: the
+  /// parts are kept alive until UCX is done with them). Returns at once; `done` (optional)
+  /// reports completion. Errors, through `done`: unknown peer, UCX send failure, data plane
+  /// stopped. Any thread; messages to one peer arrive in the order `send` was called.
+  void send(uint32_t peer, std::vector<std::vector<char>> parts, SendDone done = {});
+
+  /// Sends and waits for completion (tests, setup). Any thread except the progress thread.
+  absl::Status send_and_wait(uint32_t peer, std::vector<std::vector<char>> parts);
+
+  DataPlaneStats stats() const;
+  const Options& options() const { return options_; }
+
+  struct Impl;  // UCX handles and the progress thread (data_plane.cpp)
+
+ private:
+  DataPlane(Options options, std::vector<char> address, std::unique_ptr<Impl> impl);
+  Options options_;
+  std::vector<char> address_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace muflow::transport::cluster
