@@ -39,6 +39,7 @@ struct DataPlane::Impl {
   std::mutex mu;
   std::deque<std::function<void()>> commands;  // guarded by mu
   bool stopping = false;                       // guarded by mu
+  std::atomic<bool> has_commands{false};       // set with every queued command
   std::thread thread;
 
   // Progress thread only.
@@ -82,6 +83,7 @@ struct DataPlane::Impl {
       std::lock_guard<std::mutex> lock(mu);
       if (stopping) return false;
       commands.push_back(std::move(fn));
+      has_commands.store(true, std::memory_order_release);
     }
     const uint64_t one = 1;
     [[maybe_unused]] ssize_t n = ::write(cmd_fd, &one, sizeof one);
@@ -200,11 +202,14 @@ struct DataPlane::Impl {
     if (handler) handler(std::move(r));
   }
 
-  void poll_incoming() {
+  // Receives every message UCX has matched; true when there was one.
+  bool poll_incoming() {
+    bool any = false;
     for (;;) {
       ucp_tag_recv_info_t info{};
       ucp_tag_message_h msg = ucp_tag_probe_nb(worker, 0, 0, 1, &info);
-      if (msg == nullptr) return;
+      if (msg == nullptr) return any;
+      any = true;
       auto op = std::make_unique<RecvOp>();
       op->impl = this;
       op->length = info.length;
@@ -236,6 +241,10 @@ struct DataPlane::Impl {
 
   // Runs queued commands; true when stopping was requested.
   bool run_commands() {
+    if (!has_commands.exchange(false, std::memory_order_acq_rel)) {
+      std::lock_guard<std::mutex> lock(mu);
+      return stopping;
+    }
     uint64_t drained = 0;
     [[maybe_unused]] ssize_t n = ::read(cmd_fd, &drained, sizeof drained);
     std::deque<std::function<void()>> batch;
@@ -249,17 +258,27 @@ struct DataPlane::Impl {
     return stop;
   }
 
-  void progress_all() {
-    while (ucp_worker_progress(worker) != 0) {
-    }
-    poll_incoming();
+  // Progresses UCX and takes new messages; true when anything happened.
+  bool progress_all() {
+    bool any = false;
+    while (ucp_worker_progress(worker) != 0) any = true;
+    return poll_incoming() || any;
   }
 
+  // Progress loop: after activity it keeps progressing for `spin_us` (a message stream's next
+  // message is usually that close), then arms the worker and sleeps in poll(2) until UCX or a
+  // command wakes it.
   void loop() {
+    const auto spin = std::chrono::microseconds(options.spin_us);
+    auto last_activity = std::chrono::steady_clock::now();
     for (;;) {
+      const bool had_commands = has_commands.load(std::memory_order_acquire);
       const bool stop = run_commands();
-      progress_all();
+      const bool active = progress_all() || had_commands;
       if (stop) break;
+      const auto now = std::chrono::steady_clock::now();
+      if (active) last_activity = now;
+      if (now - last_activity < spin) continue;
       const ucs_status_t armed = ucp_worker_arm(worker);
       if (armed == UCS_ERR_BUSY) continue;  // events pending: progress again
       pollfd fds[2] = {{ucx_fd, POLLIN, 0}, {cmd_fd, POLLIN, 0}};
@@ -267,6 +286,7 @@ struct DataPlane::Impl {
       if (rc < 0 && errno != EINTR) {
         spdlog::error("{}: poll failed: {}", options.name, std::strerror(errno));
       }
+      last_activity = std::chrono::steady_clock::now();  // woken: spin for what follows
     }
     shutdown_on_thread();
   }
@@ -275,7 +295,7 @@ struct DataPlane::Impl {
   void shutdown_on_thread() {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
     while ((inflight_sends > 0) && std::chrono::steady_clock::now() < deadline) {
-      progress_all();
+      (void)progress_all();
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
     if (inflight_sends > 0) {

@@ -11,8 +11,9 @@
 ///   sysv, cma), across hosts TCP (or InfiniBand where UCX has it).
 /// - **Threads.** One progress thread owns the UCX worker (UCS_THREAD_MODE_SINGLE). It
 ///   sleeps in `poll(2)` on the worker's event fd (UCX wakeup mode) and on an eventfd for
-///   commands: it never busy-polls, which on a 2-core machine would starve the actors
-///   (TOOLCHAIN.md). `send` and `connect` may be called from any thread; they queue a command.
+///   commands; after activity it polls on for at most `Options::spin_us` before sleeping, so
+///   an idle plane takes no CPU (unbounded busy polling starves a 2-core machine's actors:
+///   TOOLCHAIN.md). `send` and `connect` may be called from any thread; they queue a command.
 /// - **Receive.** Every message is probed first (`ucp_tag_probe_nb`), its length checked
 ///   against `max_message_bytes` before a buffer is allocated; an oversized message is drained
 ///   into a zero-byte buffer (UCX reports it truncated), counted as rejected and logged, and
@@ -64,6 +65,10 @@ class DataPlane {
     /// Largest message accepted (bytes); larger ones are drained and rejected.
     int64_t max_message_bytes = int64_t{1} << 31;
     std::string name = "data-plane";  ///< for log lines
+    /// After activity the progress thread keeps polling this long (µs) before it sleeps:
+    /// the next message of a stream is usually that close, and a wakeup costs tens of µs.
+    /// 0 = sleep at once. Bounded, so an idle plane takes no CPU.
+    int64_t spin_us = 50;
   };
   /// Called on the progress thread for every accepted message; must not block for long
   /// (post the message to an actor and return).
