@@ -26,6 +26,8 @@ Command add_plan_command(CLI::App& app);
 Command add_calibrate_command(CLI::App& app);
 /// `muflow make-model --out DIR --type mixtral|qwen2_moe ...`
 Command add_make_model_command(CLI::App& app);
+/// `muflow worker --listen HOST:PORT [--token-file FILE] [--allow-remote]` (cluster process)
+Command add_worker_command(CLI::App& app);
 /// `muflow trace summary TRACE.json [--top N] [--json]`
 Command add_trace_summary_command(CLI::App& app);
 /// `muflow trace view TRACE.json -o REPORT.html [--compare OTHER.json] [--title T]`

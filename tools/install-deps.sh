@@ -6,7 +6,9 @@ SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 PKGS=(
   build-essential cmake ninja-build pkg-config git
-  libcaf-dev                       # actors (CAF 0.17)
+  libcaf-dev                       # actors (CAF 0.17; caf_io: the cluster control plane)
+  libucx-dev ucx-utils             # data plane between processes (transport/cluster)
+  libssl-dev                       # cluster secret: HMAC-SHA256 challenge-response, nonces
   libdnnl-dev ocl-icd-opencl-dev   # oneDNN CPU GEMM (its CMake config needs OpenCL)
   libabsl-dev                      # Status / StatusOr, strings, containers
   libtomlplusplus-dev              # topology files

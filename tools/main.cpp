@@ -31,6 +31,9 @@ int main(int argc, char** argv) {
       muflow::tools::add_calibrate_command);
   add("make-model", "write a synthetic MoE model folder (HF format, random weights)",
       muflow::tools::add_make_model_command);
+  add("worker",
+      "join a muflow cluster: serve the control plane on --listen, the data plane over UCX",
+      muflow::tools::add_worker_command);
   CLI::App* trace = app.add_subcommand("trace", "inspect a Chrome trace written by `muflow run`");
   trace->require_subcommand(1);
   auto add_trace = [&](const char* name, const char* help, auto adder) {

@@ -1,0 +1,26 @@
+#pragma once
+/// \file
+/// Atoms of the cluster control plane (CAF middleman, #18 item 2): the handshake between a
+/// driver and a worker's gate actor. Payloads are CAF built-in types only (std::string holds
+/// raw bytes: nonces, proofs, UCX addresses), so no node registers message types for them.
+///
+/// Handshake (worker = acceptor, driver = connector; cluster_secret.hpp has the proof):
+/// 1. driver → gate `(cl_hello)` → nonce n_w (32 bytes)
+/// 2. driver → gate `(cl_auth, prove(n_w, "connector"), n_d)` → `prove(n_d, "acceptor")`,
+///    or an error after which the gate answers nothing else from that node
+/// 3. driver → gate `(cl_join, process index, driver's UCX address)` → worker's UCX address
+///    (only from an authenticated node)
+
+#include <caf/atom.hpp>
+
+namespace muflow::actors::cluster {
+
+using hello_atom = caf::atom_constant<caf::atom("clhello")>;
+using auth_atom = caf::atom_constant<caf::atom("clauth")>;
+using join_atom = caf::atom_constant<caf::atom("cljoin")>;
+
+/// Role strings of the two proofs (never equal: a proof cannot be reflected).
+inline constexpr const char* kConnectorRole = "connector";
+inline constexpr const char* kAcceptorRole = "acceptor";
+
+}  // namespace muflow::actors::cluster

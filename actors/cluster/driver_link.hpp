@@ -1,0 +1,36 @@
+#pragma once
+/// \file
+/// The driver's side of joining a worker (#18): reach its gate over CAF's middleman, pass the
+/// cluster secret's challenge–response both ways (control_messages.hpp), and join it to the
+/// driver's UCX data plane under a process index.
+
+#include <caf/fwd.hpp>
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "actors/cluster/listen_address.hpp"
+#include "transport/cluster/cluster_secret.hpp"
+#include "transport/cluster/data_plane.hpp"
+
+namespace muflow::actors::cluster {
+
+/// A worker the driver joined.
+struct WorkerLink {
+  uint32_t process = 0;           ///< its process index on the data plane
+  std::vector<char> ucx_address;  ///< its data plane's address (the driver connected to it)
+};
+
+/// Joins the worker at `address` as data-plane process `process` (>= 1; 0 is the driver).
+/// `sys` must have loaded `caf::io::middleman`; `plane` is the driver's data plane (process 0).
+/// Blocks for at most `timeout` per step. Errors: Unavailable (no worker there, or it did not
+/// answer), PermissionDenied (the worker refused this secret, or failed to prove its own: the
+/// two processes do not share MUFLOW_CLUSTER_TOKEN / --token-file), Internal (UCX). Each
+/// message names the address. Any thread but an actor's.
+absl::StatusOr<WorkerLink> join_worker(caf::actor_system& sys, const ListenAddress& address,
+                                       const transport::cluster::ClusterSecret& secret,
+                                       uint32_t process, transport::cluster::DataPlane& plane,
+                                       std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
+}  // namespace muflow::actors::cluster

@@ -1,0 +1,271 @@
+// `muflow worker` and the driver's join (actors/cluster/): a driver with the cluster secret
+// joins a worker process over CAF's middleman and pings it over the UCX data plane; a wrong
+// secret is refused with a log line (and the worker still takes the right one afterwards);
+// malformed data-plane messages are rejected without crashing the worker; a non-loopback
+// --listen needs --allow-remote; no secret, no worker.
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "actors/cluster/driver_link.hpp"
+#include "actors/cluster/frame_kinds.hpp"
+#include "scratch_path.hpp"
+#include "transport/cluster/frame.hpp"
+
+extern char** environ;
+
+namespace muflow::actors::cluster {
+namespace {
+
+using transport::cluster::ClusterSecret;
+using transport::cluster::DataPlane;
+using transport::cluster::FramePrefix;
+using transport::cluster::Received;
+
+const char* kToken = "the-right-cluster-token-0123456789";
+
+// A `muflow worker` child process: stdout (its "listening on" line) through a pipe, stderr
+// into a scratch file the test reads.
+class WorkerProcess {
+ public:
+  WorkerProcess(std::vector<std::string> args, std::optional<std::string> token)
+      : log_(muflow::testing::scratch_path("worker-" + std::to_string(counter_++) + ".log")) {
+    int out[2];
+    EXPECT_EQ(::pipe(out), 0);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, out[1], STDOUT_FILENO);
+    posix_spawn_file_actions_addclose(&fa, out[0]);
+    posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                     0600);
+    std::vector<std::string> env;
+    for (char** e = environ; *e; ++e) {
+      if (std::strncmp(*e, "MUFLOW_CLUSTER_TOKEN=", 21) != 0) env.emplace_back(*e);
+    }
+    if (token) env.push_back("MUFLOW_CLUSTER_TOKEN=" + *token);
+    args.insert(args.begin(), {MUFLOW_BINARY, "worker"});
+    std::vector<char*> argv, envp;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    for (auto& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    EXPECT_EQ(::posix_spawn(&pid_, MUFLOW_BINARY, &fa, nullptr, argv.data(), envp.data()), 0);
+    posix_spawn_file_actions_destroy(&fa);
+    ::close(out[1]);
+    out_ = ::fdopen(out[0], "r");
+  }
+  ~WorkerProcess() {
+    if (pid_ > 0 && !exited_) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    if (out_) std::fclose(out_);
+    std::filesystem::remove(log_);
+  }
+  // The port from "muflow worker: listening on HOST:PORT", or 0 if the worker exited first.
+  uint16_t port() {
+    char line[512];
+    if (!std::fgets(line, sizeof line, out_)) return 0;
+    const std::string s(line);
+    const auto at = s.find("listening on ");
+    if (at == std::string::npos) return 0;
+    const auto colon = s.find(':', at + 13);
+    return static_cast<uint16_t>(std::stoi(s.substr(colon + 1)));
+  }
+  // Exit code after SIGTERM (or after it exited on its own when `signal` is false).
+  int stop(bool signal = true) {
+    if (signal) ::kill(pid_, SIGTERM);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    exited_ = true;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  std::string log() const {
+    std::ifstream in(log_);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+
+ private:
+  static inline int counter_ = 0;
+  std::filesystem::path log_;
+  pid_t pid_ = 0;
+  bool exited_ = false;
+  FILE* out_ = nullptr;
+};
+
+class Inbox {
+ public:
+  DataPlane::Handler handler() {
+    return [this](Received&& r) {
+      std::lock_guard<std::mutex> lock(mu_);
+      q_.push_back(std::move(r));
+      cv_.notify_all();
+    };
+  }
+  std::optional<Received> pop(std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, timeout, [&] { return !q_.empty(); })) return std::nullopt;
+    Received r = std::move(q_.front());
+    q_.pop_front();
+    return r;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Received> q_;
+};
+
+// The driver's side: an actor system with the middleman and a data plane as process 0.
+struct Driver {
+  Driver() : sys(make_config()) {
+    DataPlane::Options o;
+    o.process = 0;
+    o.name = "driver data plane";
+    auto p = DataPlane::create(o, inbox.handler());
+    EXPECT_TRUE(p.ok()) << p.status();
+    plane = std::move(*p);
+  }
+  static caf::actor_system_config& make_config() {
+    static thread_local caf::actor_system_config* cfg = nullptr;
+    cfg = new caf::actor_system_config;  // lives as long as the test process
+    cfg->load<caf::io::middleman>();
+    cfg->set("scheduler.max-threads", 2);
+    return *cfg;
+  }
+  caf::actor_system sys;
+  Inbox inbox;
+  std::unique_ptr<DataPlane> plane;
+};
+
+std::vector<char> frame(FrameKind kind, uint32_t source, const std::string& header,
+                        const std::string& payload) {
+  FramePrefix p;
+  p.kind = static_cast<uint16_t>(kind);
+  p.source = source;
+  p.header_bytes = static_cast<uint32_t>(header.size());
+  p.payload_bytes = payload.size();
+  std::vector<char> m = transport::cluster::encode_frame_prefix(p);
+  m.insert(m.end(), header.begin(), header.end());
+  m.insert(m.end(), payload.begin(), payload.end());
+  return m;
+}
+
+// Pings worker `process` and checks the pong carries the same header and payload.
+void expect_pong(Driver& d, uint32_t process, const std::string& header,
+                 const std::string& payload) {
+  d.plane->send(process, {frame(FrameKind::kPing, 0, header, payload)});
+  auto r = d.inbox.pop();
+  ASSERT_TRUE(r.has_value()) << "no pong from worker " << process;
+  EXPECT_EQ(r->tag, process);
+  auto f = transport::cluster::parse_frame(r->view());
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->prefix.kind, static_cast<uint16_t>(FrameKind::kPong));
+  EXPECT_EQ(f->prefix.source, process);
+  EXPECT_EQ(std::string(f->header.begin(), f->header.end()), header);
+  EXPECT_EQ(std::string(f->payload.begin(), f->payload.end()), payload);
+}
+
+TEST(WorkerJoin, TheRightTokenJoinsAndTheDataPlaneCarriesPings) {
+  WorkerProcess w({"--listen", "127.0.0.1:0"}, kToken);
+  const uint16_t port = w.port();
+  ASSERT_NE(port, 0) << w.log();
+  Driver d;
+  auto secret = ClusterSecret::from_string(kToken);
+  ASSERT_TRUE(secret.ok());
+  auto link = join_worker(d.sys, {"127.0.0.1", port}, *secret, 1, *d.plane);
+  ASSERT_TRUE(link.ok()) << link.status() << "\nworker log:\n" << w.log();
+  EXPECT_FALSE(link->ucx_address.empty());
+  expect_pong(d, 1, "hdr", std::string(1 << 20, 'p'));  // 1 MiB: UCX rendezvous
+  expect_pong(d, 1, "", "");
+  EXPECT_EQ(w.stop(), 0) << w.log();
+  EXPECT_NE(w.log().find("authenticated"), std::string::npos) << w.log();
+}
+
+TEST(WorkerJoin, AWrongTokenIsRefusedWithALogLineAndTheRightOneStillJoins) {
+  WorkerProcess w({"--listen", "127.0.0.1:0"}, kToken);
+  const uint16_t port = w.port();
+  ASSERT_NE(port, 0) << w.log();
+  Driver d;
+  auto wrong = ClusterSecret::from_string("a-different-token-of-enough-length");
+  ASSERT_TRUE(wrong.ok());
+  auto refused = join_worker(d.sys, {"127.0.0.1", port}, *wrong, 1, *d.plane);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied) << refused.status();
+  EXPECT_NE(refused.status().message().find("MUFLOW_CLUSTER_TOKEN"), std::string::npos);
+  // Nothing was exchanged: the driver's data plane has no endpoint to the worker.
+  EXPECT_EQ(d.plane->send_and_wait(1, {frame(FrameKind::kPing, 0, "", "")}).code(),
+            absl::StatusCode::kFailedPrecondition);
+  auto right = ClusterSecret::from_string(kToken);
+  auto link = join_worker(d.sys, {"127.0.0.1", port}, *right, 1, *d.plane);
+  ASSERT_TRUE(link.ok()) << link.status() << "\n" << w.log();
+  expect_pong(d, 1, "after refusal", "x");
+  EXPECT_EQ(w.stop(), 0);
+  const std::string log = w.log();
+  EXPECT_NE(log.find("refused a connection"), std::string::npos) << log;
+  EXPECT_NE(log.find("wrong cluster token"), std::string::npos) << log;
+}
+
+TEST(WorkerJoin, MalformedDataPlaneMessagesAreRejectedAndTheWorkerLivesOn) {
+  WorkerProcess w({"--listen", "127.0.0.1:0", "--max-message-mib", "1"}, kToken);
+  const uint16_t port = w.port();
+  ASSERT_NE(port, 0) << w.log();
+  Driver d;
+  auto secret = ClusterSecret::from_string(kToken);
+  auto link = join_worker(d.sys, {"127.0.0.1", port}, *secret, 1, *d.plane);
+  ASSERT_TRUE(link.ok()) << link.status();
+  std::vector<char> truncated = frame(FrameKind::kPing, 0, "header", "payload");
+  truncated.resize(truncated.size() - 3);
+  d.plane->send(1, {std::vector<char>{'n', 'o', 't', ' ', 'a', ' ', 'f', 'r', 'a', 'm', 'e'}});
+  d.plane->send(1, {truncated});
+  d.plane->send(1, {frame(FrameKind::kPing, 7, "", "")});   // claims another sender
+  d.plane->send(1, {frame(static_cast<FrameKind>(999), 0, "", "")});  // unknown kind
+  d.plane->send(1, {std::vector<char>(2 << 20, 'x')});      // above --max-message-mib
+  expect_pong(d, 1, "still alive", "y");
+  EXPECT_FALSE(d.inbox.pop(std::chrono::milliseconds(100)).has_value())
+      << "a malformed message was answered";
+  EXPECT_EQ(w.stop(), 0) << "the worker crashed:\n" << w.log();
+  const std::string log = w.log();
+  for (const char* why : {"shorter than the 32-byte prefix", "announces", "claims process 7",
+                          "unknown frame kind 999", "larger than the"}) {
+    EXPECT_NE(log.find(why), std::string::npos) << why << "\n" << log;
+  }
+}
+
+TEST(WorkerJoin, ANonLoopbackAddressNeedsAllowRemoteAndAWorkerNeedsASecret) {
+  WorkerProcess remote({"--listen", "0.0.0.0:0"}, kToken);
+  EXPECT_EQ(remote.port(), 0);
+  EXPECT_EQ(remote.stop(false), 2);
+  EXPECT_NE(remote.log().find("--allow-remote"), std::string::npos) << remote.log();
+
+  WorkerProcess no_secret({"--listen", "127.0.0.1:0"}, std::nullopt);
+  EXPECT_EQ(no_secret.port(), 0);
+  EXPECT_EQ(no_secret.stop(false), 2);
+  EXPECT_NE(no_secret.log().find("MUFLOW_CLUSTER_TOKEN"), std::string::npos) << no_secret.log();
+
+  WorkerProcess bad_listen({"--listen", "127.0.0.1"}, kToken);
+  EXPECT_EQ(bad_listen.stop(false), 2);
+  EXPECT_NE(bad_listen.log().find("HOST:PORT"), std::string::npos) << bad_listen.log();
+}
+
+}  // namespace
+}  // namespace muflow::actors::cluster
