@@ -137,7 +137,7 @@ class Inbox {
 
 // The driver's side: an actor system with the middleman and a data plane as process 0.
 struct Driver {
-  Driver() : sys(make_config()) {
+  Driver() : sys(with_middleman(cfg)) {
     DataPlane::Options o;
     o.process = 0;
     o.name = "driver data plane";
@@ -145,13 +145,12 @@ struct Driver {
     EXPECT_TRUE(p.ok()) << p.status();
     plane = std::move(*p);
   }
-  static caf::actor_system_config& make_config() {
-    static thread_local caf::actor_system_config* cfg = nullptr;
-    cfg = new caf::actor_system_config;  // lives as long as the test process
-    cfg->load<caf::io::middleman>();
-    cfg->set("scheduler.max-threads", 2);
-    return *cfg;
+  static caf::actor_system_config& with_middleman(caf::actor_system_config& c) {
+    c.load<caf::io::middleman>();
+    c.set("scheduler.max-threads", 2);
+    return c;
   }
+  caf::actor_system_config cfg;  // before sys: the system keeps a reference to it
   caf::actor_system sys;
   Inbox inbox;
   std::unique_ptr<DataPlane> plane;
