@@ -24,7 +24,9 @@
 #include <string>
 #include <vector>
 
+#include "transport/cluster/address_pipe.hpp"
 #include "transport/cluster/data_plane.hpp"
+#include "transport/cluster/received_queue.hpp"
 
 extern char** environ;
 
@@ -34,59 +36,19 @@ using muflow::transport::cluster::DataPlane;
 using muflow::transport::cluster::Received;
 using Clock = std::chrono::steady_clock;
 
-class Inbox {
+// Waits without a deadline (a benchmark either finishes or is interrupted).
+class Inbox : public muflow::transport::cluster::ReceivedQueue {
  public:
-  DataPlane::Handler handler() {
-    return [this](Received&& r) {
-      std::lock_guard<std::mutex> lock(mu_);
-      q_.push_back(std::move(r));
-      cv_.notify_all();
-    };
-  }
   Received pop() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return !q_.empty(); });
-    Received r = std::move(q_.front());
-    q_.pop_front();
-    return r;
+    for (;;) {
+      if (auto r = ReceivedQueue::pop(std::chrono::hours(1))) return std::move(*r);
+    }
   }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Received> q_;
 };
 
-bool write_all(int fd, const void* p, size_t n) {
-  const char* c = static_cast<const char*>(p);
-  while (n > 0) {
-    ssize_t k = ::write(fd, c, n);
-    if (k <= 0) return false;
-    c += k;
-    n -= static_cast<size_t>(k);
-  }
-  return true;
-}
-bool read_all(int fd, void* p, size_t n) {
-  char* c = static_cast<char*>(p);
-  while (n > 0) {
-    ssize_t k = ::read(fd, c, n);
-    if (k <= 0) return false;
-    c += k;
-    n -= static_cast<size_t>(k);
-  }
-  return true;
-}
-bool send_blob(int fd, const std::vector<char>& b) {
-  const uint32_t n = static_cast<uint32_t>(b.size());
-  return write_all(fd, &n, sizeof n) && write_all(fd, b.data(), b.size());
-}
 std::vector<char> recv_blob(int fd) {
-  uint32_t n = 0;
-  if (!read_all(fd, &n, sizeof n) || n > (1u << 20)) return {};
-  std::vector<char> b(n);
-  if (!read_all(fd, b.data(), n)) return {};
-  return b;
+  auto b = muflow::transport::cluster::read_blob(fd);
+  return b ? std::move(*b) : std::vector<char>{};
 }
 
 long g_spin_us = 50;
@@ -110,7 +72,7 @@ std::unique_ptr<DataPlane> plane_or_die(uint32_t process, Inbox& inbox) {
 int run_peer(int in_fd, int out_fd) {
   Inbox inbox;
   auto plane = plane_or_die(1, inbox);
-  if (!send_blob(out_fd, plane->address())) return 3;
+  if (!muflow::transport::cluster::write_blob(out_fd, plane->address())) return 3;
   if (!plane->connect(0, recv_blob(in_fd)).ok()) return 4;
   for (;;) {
     Received r = inbox.pop();
@@ -162,7 +124,7 @@ int main(int argc, char** argv) {
   Inbox inbox;
   auto plane = plane_or_die(0, inbox);
   const std::vector<char> peer_address = recv_blob(from_peer[0]);
-  if (!send_blob(to_peer[1], plane->address()) || !plane->connect(1, peer_address).ok()) return 1;
+  if (!muflow::transport::cluster::write_blob(to_peer[1], plane->address()) || !plane->connect(1, peer_address).ok()) return 1;
   const char* tls = std::getenv("UCX_TLS");
   std::printf("# UCX data plane, 2 processes on this host, UCX_TLS=%s, window %ld, spin %ld us\n",
               tls ? tls : "(default)", window, g_spin_us);

@@ -4,6 +4,8 @@
 // messages drained and rejected without reaching the handler or stalling the plane.
 
 #include "transport/cluster/data_plane.hpp"
+#include "transport/cluster/address_pipe.hpp"
+#include "transport/cluster/received_queue.hpp"
 
 #include <gtest/gtest.h>
 #include <spawn.h>
@@ -26,29 +28,12 @@ extern char** environ;
 namespace muflow::transport::cluster {
 namespace {
 
-// Messages a handler received, for a test thread to wait on.
-class Inbox {
+// pop() with the tests' default wait.
+class Inbox : public ReceivedQueue {
  public:
-  DataPlane::Handler handler() {
-    return [this](Received&& r) {
-      std::lock_guard<std::mutex> lock(mu_);
-      q_.push_back(std::move(r));
-      cv_.notify_all();
-    };
-  }
-  // The next message, or nullopt after `timeout`.
   std::optional<Received> pop(std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (!cv_.wait_for(lock, timeout, [&] { return !q_.empty(); })) return std::nullopt;
-    Received r = std::move(q_.front());
-    q_.pop_front();
-    return r;
+    return ReceivedQueue::pop(timeout);
   }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Received> q_;
 };
 
 std::vector<char> pattern(size_t n, uint64_t seed) {
@@ -136,41 +121,6 @@ TEST(DataPlane, OversizedMessagesAreDrainedAndRejectedNotDelivered) {
 
 // --- Two processes -------------------------------------------------------------------------
 
-bool write_all(int fd, const void* p, size_t n) {
-  const char* c = static_cast<const char*>(p);
-  while (n > 0) {
-    ssize_t k = ::write(fd, c, n);
-    if (k <= 0) return false;
-    c += k;
-    n -= static_cast<size_t>(k);
-  }
-  return true;
-}
-
-bool read_all(int fd, void* p, size_t n) {
-  char* c = static_cast<char*>(p);
-  while (n > 0) {
-    ssize_t k = ::read(fd, c, n);
-    if (k <= 0) return false;
-    c += k;
-    n -= static_cast<size_t>(k);
-  }
-  return true;
-}
-
-bool send_blob(int fd, const std::vector<char>& b) {
-  const uint32_t n = static_cast<uint32_t>(b.size());
-  return write_all(fd, &n, sizeof n) && write_all(fd, b.data(), b.size());
-}
-
-std::optional<std::vector<char>> recv_blob(int fd) {
-  uint32_t n = 0;
-  if (!read_all(fd, &n, sizeof n) || n > (1u << 20)) return std::nullopt;
-  std::vector<char> b(n);
-  if (!read_all(fd, b.data(), n)) return std::nullopt;
-  return b;
-}
-
 const std::string kQuit = "quit";
 
 // The peer process: echo every message back to process 0 until "quit".
@@ -181,8 +131,8 @@ int run_peer(int in_fd, int out_fd) {
   o.name = "peer";
   auto plane = DataPlane::create(o, inbox.handler());
   if (!plane.ok()) return 2;
-  if (!send_blob(out_fd, (*plane)->address())) return 3;
-  auto parent = recv_blob(in_fd);
+  if (!write_blob(out_fd, (*plane)->address())) return 3;
+  auto parent = read_blob(in_fd);
   if (!parent || !(*plane)->connect(0, *parent).ok()) return 4;
   for (;;) {
     auto r = inbox.pop(std::chrono::seconds(60));
@@ -213,9 +163,9 @@ TEST(DataPlane, TwoProcessesEchoEveryMessageByteForByte) {
   Inbox inbox;
   auto plane = make_plane(0, inbox);
   ASSERT_TRUE(plane);
-  auto peer_address = recv_blob(from_peer[0]);
+  auto peer_address = read_blob(from_peer[0]);
   ASSERT_TRUE(peer_address.has_value()) << "the peer process sent no address";
-  ASSERT_TRUE(send_blob(to_peer[1], plane->address()));
+  ASSERT_TRUE(write_blob(to_peer[1], plane->address()));
   ASSERT_TRUE(plane->connect(1, *peer_address).ok());
 
   std::mt19937_64 rng(42);

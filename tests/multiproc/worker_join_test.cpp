@@ -28,6 +28,7 @@
 #include "actors/cluster/frame_kinds.hpp"
 #include "scratch_path.hpp"
 #include "transport/cluster/frame.hpp"
+#include "transport/cluster/received_queue.hpp"
 
 extern char** environ;
 
@@ -112,27 +113,11 @@ class WorkerProcess {
   FILE* out_ = nullptr;
 };
 
-class Inbox {
+class Inbox : public transport::cluster::ReceivedQueue {
  public:
-  DataPlane::Handler handler() {
-    return [this](Received&& r) {
-      std::lock_guard<std::mutex> lock(mu_);
-      q_.push_back(std::move(r));
-      cv_.notify_all();
-    };
-  }
   std::optional<Received> pop(std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (!cv_.wait_for(lock, timeout, [&] { return !q_.empty(); })) return std::nullopt;
-    Received r = std::move(q_.front());
-    q_.pop_front();
-    return r;
+    return ReceivedQueue::pop(timeout);
   }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Received> q_;
 };
 
 // The driver's side: an actor system with the middleman and a data plane as process 0.
