@@ -98,9 +98,12 @@ int main(int argc, char** argv) {
   long mib_per_size = 256, window = 8;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
-    if (k == "--mib-per-size") mib_per_size = std::atol(argv[i + 1]);
-    else if (k == "--window") window = std::atol(argv[i + 1]);
-    else if (k == "--spin-us") g_spin_us = std::atol(argv[i + 1]);
+    if (k == "--mib-per-size")
+      mib_per_size = std::atol(argv[i + 1]);
+    else if (k == "--window")
+      window = std::atol(argv[i + 1]);
+    else if (k == "--spin-us")
+      g_spin_us = std::atol(argv[i + 1]);
     else {
       std::fprintf(stderr, "usage: %s [--mib-per-size N] [--window N] [--spin-us N]\n", argv[0]);
       return 2;
@@ -114,7 +117,7 @@ int main(int argc, char** argv) {
   if (::pipe(to_peer) != 0 || ::pipe(from_peer) != 0) return 1;
   std::string in_fd = std::to_string(to_peer[0]), out_fd = std::to_string(from_peer[1]);
   std::string spin = std::to_string(g_spin_us);
-  char* pargv[] = {self, const_cast<char*>("--peer"), in_fd.data(), out_fd.data(), spin.data(),
+  char* pargv[] = {self,   const_cast<char*>("--peer"), in_fd.data(), out_fd.data(), spin.data(),
                    nullptr};
   pid_t pid = 0;
   if (::posix_spawn(&pid, self, nullptr, nullptr, pargv, environ) != 0) return 1;
@@ -124,7 +127,9 @@ int main(int argc, char** argv) {
   Inbox inbox;
   auto plane = plane_or_die(0, inbox);
   const std::vector<char> peer_address = recv_blob(from_peer[0]);
-  if (!muflow::transport::cluster::write_blob(to_peer[1], plane->address()) || !plane->connect(1, peer_address).ok()) return 1;
+  if (!muflow::transport::cluster::write_blob(to_peer[1], plane->address()) ||
+      !plane->connect(1, peer_address).ok())
+    return 1;
   const char* tls = std::getenv("UCX_TLS");
   std::printf("# UCX data plane, 2 processes on this host, UCX_TLS=%s, window %ld, spin %ld us\n",
               tls ? tls : "(default)", window, g_spin_us);
@@ -140,8 +145,10 @@ int main(int argc, char** argv) {
     plane->send(1, {std::vector<char>{'p'}});
     (void)inbox.pop();
   }
-  const double rtt_us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / pings;
-  std::printf("latency: 1-byte message, half round trip %.1f us (%d ping-pongs)\n", rtt_us / 2, pings);
+  const double rtt_us =
+      std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / pings;
+  std::printf("latency: 1-byte message, half round trip %.1f us (%d ping-pongs)\n", rtt_us / 2,
+              pings);
   std::printf("%10s %10s %10s %10s\n", "bytes", "messages", "seconds", "GB/s");
   std::fflush(stdout);
 

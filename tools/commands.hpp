@@ -3,9 +3,8 @@
 /// Subcommands of the `muflow` CLI. Each registers its options on a CLI11 app and returns the
 /// function that runs it (exit code). All of them use the public Server API.
 
-#include <functional>
-
 #include <CLI/CLI.hpp>
+#include <functional>
 
 namespace muflow::tools {
 

@@ -1,8 +1,7 @@
 // The `muflow` command-line tool.
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <map>
-
-#include <CLI/CLI.hpp>
 
 #include "tools/commands.hpp"
 

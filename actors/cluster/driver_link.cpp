@@ -29,12 +29,13 @@ absl::StatusOr<WorkerLink> join_worker(caf::actor_system& sys, const ListenAddre
   auto on_error = [&](const char* step, bool refusal) {
     return [&, step, refusal](caf::error& err) {
       const std::string text = sys.render(err);
-      failure = refusal && text.find("refused") != std::string::npos
-                    ? absl::PermissionDeniedError(absl::StrFormat(
-                          "%s refused the %s: %s (do both processes use the same "
-                          "MUFLOW_CLUSTER_TOKEN or --token-file?)",
-                          where, step, text))
-                    : absl::UnavailableError(absl::StrFormat("%s: %s failed: %s", where, step, text));
+      failure =
+          refusal && text.find("refused") != std::string::npos
+              ? absl::PermissionDeniedError(
+                    absl::StrFormat("%s refused the %s: %s (do both processes use the same "
+                                    "MUFLOW_CLUSTER_TOKEN or --token-file?)",
+                                    where, step, text))
+              : absl::UnavailableError(absl::StrFormat("%s: %s failed: %s", where, step, text));
     };
   };
 
@@ -58,8 +59,9 @@ absl::StatusOr<WorkerLink> join_worker(caf::actor_system& sys, const ListenAddre
   if (!secret.verify(*own, kAcceptorRole,
                      {reinterpret_cast<const uint8_t*>(answer.data()), answer.size()})) {
     return absl::PermissionDeniedError(
-        where + ": failed to prove the cluster secret (a different token, or not a muflow "
-                "worker): not joined");
+        where +
+        ": failed to prove the cluster secret (a different token, or not a muflow "
+        "worker): not joined");
   }
   std::string worker_address;
   const auto& mine = plane.address();

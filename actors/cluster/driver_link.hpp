@@ -28,9 +28,10 @@ struct WorkerLink {
 /// answer), PermissionDenied (the worker refused this secret, or failed to prove its own: the
 /// two processes do not share MUFLOW_CLUSTER_TOKEN / --token-file), Internal (UCX). Each
 /// message names the address. Any thread but an actor's.
-absl::StatusOr<WorkerLink> join_worker(caf::actor_system& sys, const ListenAddress& address,
-                                       const transport::cluster::ClusterSecret& secret,
-                                       uint32_t process, transport::cluster::DataPlane& plane,
-                                       std::chrono::milliseconds timeout = std::chrono::seconds(10));
+absl::StatusOr<WorkerLink> join_worker(
+    caf::actor_system& sys, const ListenAddress& address,
+    const transport::cluster::ClusterSecret& secret, uint32_t process,
+    transport::cluster::DataPlane& plane,
+    std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
 }  // namespace muflow::actors::cluster

@@ -12,7 +12,9 @@ absl::StatusOr<ListenAddress> parse_listen_address(std::string_view text) {
         absl::StrFormat("address \"%s\": expected HOST:PORT, e.g. 127.0.0.1:7101", text));
   }
   uint32_t port = 0;
-  if (!absl::SimpleAtoi(absl::string_view(text.data() + colon + 1, text.size() - colon - 1), &port) || port > 65535) {
+  if (!absl::SimpleAtoi(absl::string_view(text.data() + colon + 1, text.size() - colon - 1),
+                        &port) ||
+      port > 65535) {
     return absl::InvalidArgumentError(
         absl::StrFormat("address \"%s\": port must be 0..65535", text));
   }

@@ -46,8 +46,8 @@ struct WorkerNode {
 void on_message(WorkerNode& node, Received&& r) {
   auto reject = [&](const std::string& why) {
     node.rejected_frames.fetch_add(1, std::memory_order_relaxed);
-    spdlog::error("muflow worker: rejected a {}-byte data-plane message (UCX tag {}): {}",
-                  r.size, r.tag, why);
+    spdlog::error("muflow worker: rejected a {}-byte data-plane message (UCX tag {}): {}", r.size,
+                  r.tag, why);
   };
   auto frame = transport::cluster::parse_frame(r.view());
   if (!frame.ok()) return reject(std::string(frame.status().message()));
@@ -126,8 +126,8 @@ caf::behavior gate_actor(caf::stateful_actor<GateState>* self, std::shared_ptr<W
         WorkerNode& node = *self->state.node;
         std::lock_guard<std::mutex> lock(node.mu);
         if (node.plane && node.plane->options().process != process) {
-          return refuse(from, absl::StrFormat("already joined as process %d",
-                                              node.plane->options().process));
+          return refuse(
+              from, absl::StrFormat("already joined as process %d", node.plane->options().process));
         }
         if (process == 0) return refuse(from, "process index 0 is the driver's");
         if (!node.plane) {
@@ -135,9 +135,8 @@ caf::behavior gate_actor(caf::stateful_actor<GateState>* self, std::shared_ptr<W
           o.process = process;
           o.max_message_bytes = node.max_message_bytes;
           o.name = absl::StrFormat("worker %d data plane", process);
-          auto plane = DataPlane::create(o, [n = self->state.node](Received&& r) {
-            on_message(*n, std::move(r));
-          });
+          auto plane = DataPlane::create(
+              o, [n = self->state.node](Received&& r) { on_message(*n, std::move(r)); });
           if (!plane.ok()) return refuse(from, std::string(plane.status().message()));
           node.plane = std::move(*plane);
           node.plane_ptr.store(node.plane.get(), std::memory_order_release);
@@ -187,9 +186,8 @@ int run_worker(const WorkerOptions& options) {
   auto port = sys.middleman().publish(gate, options.listen.port, options.listen.host.c_str(),
                                       /*reuse_addr=*/true);
   if (!port) {
-    std::fprintf(stderr, "muflow worker: cannot listen on %s:%d: %s\n",
-                 options.listen.host.c_str(), options.listen.port,
-                 sys.render(port.error()).c_str());
+    std::fprintf(stderr, "muflow worker: cannot listen on %s:%d: %s\n", options.listen.host.c_str(),
+                 options.listen.port, sys.render(port.error()).c_str());
     caf::anon_send_exit(gate, caf::exit_reason::user_shutdown);
     return 1;
   }

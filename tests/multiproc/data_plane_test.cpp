@@ -4,8 +4,6 @@
 // messages drained and rejected without reaching the handler or stalling the plane.
 
 #include "transport/cluster/data_plane.hpp"
-#include "transport/cluster/address_pipe.hpp"
-#include "transport/cluster/received_queue.hpp"
 
 #include <gtest/gtest.h>
 #include <spawn.h>
@@ -22,6 +20,9 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include "transport/cluster/address_pipe.hpp"
+#include "transport/cluster/received_queue.hpp"
 
 extern char** environ;
 

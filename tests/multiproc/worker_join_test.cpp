@@ -221,9 +221,9 @@ TEST(WorkerJoin, MalformedDataPlaneMessagesAreRejectedAndTheWorkerLivesOn) {
   truncated.resize(truncated.size() - 3);
   d.plane->send(1, {std::vector<char>{'n', 'o', 't', ' ', 'a', ' ', 'f', 'r', 'a', 'm', 'e'}});
   d.plane->send(1, {truncated});
-  d.plane->send(1, {frame(FrameKind::kPing, 7, "", "")});   // claims another sender
+  d.plane->send(1, {frame(FrameKind::kPing, 7, "", "")});             // claims another sender
   d.plane->send(1, {frame(static_cast<FrameKind>(999), 0, "", "")});  // unknown kind
-  d.plane->send(1, {std::vector<char>(2 << 20, 'x')});      // above --max-message-mib
+  d.plane->send(1, {std::vector<char>(2 << 20, 'x')});                // above --max-message-mib
   expect_pong(d, 1, "still alive", "y");
   EXPECT_FALSE(d.inbox.pop(std::chrono::milliseconds(100)).has_value())
       << "a malformed message was answered";

@@ -1,13 +1,13 @@
 // The data-plane frame (transport/cluster/frame.hpp): round trip, and every malformed prefix
 // rejected with an error naming the field, never a read outside the message.
 
-#include "transport/cluster/frame.hpp"
-
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <string>
 #include <vector>
+
+#include "transport/cluster/frame.hpp"
 
 namespace muflow::transport::cluster {
 namespace {

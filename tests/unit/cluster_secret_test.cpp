@@ -30,9 +30,9 @@ TEST(ClusterSecret, ProofVerifiesOnlyForTheSameSecretNonceAndRole) {
   EXPECT_NE(*n1, *n2);  // 256 random bits twice
   const Proof p = a->prove(*n1, "connector");
   EXPECT_TRUE(a->verify(*n1, "connector", p));
-  EXPECT_FALSE(b->verify(*n1, "connector", p));   // wrong secret
-  EXPECT_FALSE(a->verify(*n2, "connector", p));   // replayed on another nonce
-  EXPECT_FALSE(a->verify(*n1, "acceptor", p));    // reflected in the other role
+  EXPECT_FALSE(b->verify(*n1, "connector", p));  // wrong secret
+  EXPECT_FALSE(a->verify(*n2, "connector", p));  // replayed on another nonce
+  EXPECT_FALSE(a->verify(*n1, "acceptor", p));   // reflected in the other role
   EXPECT_FALSE(a->verify(*n1, "connector", std::span<const uint8_t>(p.data(), 31)));
   Proof flipped = p;
   flipped[31] ^= 0x80;

@@ -37,8 +37,8 @@ absl::StatusOr<ClusterSecret> ClusterSecret::from_string(std::string_view secret
   }
   if (s.size() < kMinSecretBytes) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "cluster secret of %d bytes: expected at least %d (e.g. `openssl rand -hex 32`)",
-        s.size(), kMinSecretBytes));
+        "cluster secret of %d bytes: expected at least %d (e.g. `openssl rand -hex 32`)", s.size(),
+        kMinSecretBytes));
   }
   return ClusterSecret(std::string(s));
 }
@@ -54,9 +54,9 @@ absl::StatusOr<ClusterSecret> ClusterSecret::load(const std::string& token_file)
           absl::StrFormat("--token-file %s: not a regular file", token_file));
     }
     if (static_cast<size_t>(st.st_size) > kMaxTokenFileBytes) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "--token-file %s: %d bytes, expected at most %d", token_file, st.st_size,
-          kMaxTokenFileBytes));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("--token-file %s: %d bytes, expected at most %d", token_file, st.st_size,
+                          kMaxTokenFileBytes));
     }
     if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
       spdlog::warn("--token-file {}: readable by group or others (chmod 600 it)", token_file);

@@ -47,8 +47,8 @@ struct DataPlane::Impl {
   int64_t inflight_sends = 0;
   int64_t inflight_recvs = 0;
 
-  std::atomic<uint64_t> sent_messages{0}, sent_bytes{0}, received_messages{0},
-      received_bytes{0}, rejected_messages{0}, failed_sends{0};
+  std::atomic<uint64_t> sent_messages{0}, sent_bytes{0}, received_messages{0}, received_bytes{0},
+      rejected_messages{0}, failed_sends{0};
 
   struct SendOp {
     Impl* impl = nullptr;
@@ -148,8 +148,7 @@ struct DataPlane::Impl {
       param.datatype = ucp_dt_make_contig(1);
     }
     ++inflight_sends;
-    ucs_status_ptr_t st =
-        ucp_tag_send_nbx(it->second, buffer, count, options.process, &param);
+    ucs_status_ptr_t st = ucp_tag_send_nbx(it->second, buffer, count, options.process, &param);
     if (st == nullptr) {
       finish_send(op.release(), UCS_OK);
     } else if (UCS_PTR_IS_ERR(st)) {
@@ -182,15 +181,16 @@ struct DataPlane::Impl {
     --inflight_recvs;
     if (op->reject) {
       rejected_messages.fetch_add(1, std::memory_order_relaxed);
-      spdlog::error("{}: rejected a {}-byte message from process {}: larger than the {}-byte "
-                    "limit (drained, not delivered)",
-                    options.name, op->length, op->tag, options.max_message_bytes);
+      spdlog::error(
+          "{}: rejected a {}-byte message from process {}: larger than the {}-byte "
+          "limit (drained, not delivered)",
+          options.name, op->length, op->tag, options.max_message_bytes);
       return;
     }
     if (status != UCS_OK) {
       rejected_messages.fetch_add(1, std::memory_order_relaxed);
-      spdlog::error("{}: receive of a {}-byte message from process {} failed: {}",
-                    options.name, op->length, op->tag, ucs_status_string(status));
+      spdlog::error("{}: receive of a {}-byte message from process {} failed: {}", options.name,
+                    op->length, op->tag, ucs_status_string(status));
       return;
     }
     received_messages.fetch_add(1, std::memory_order_relaxed);

@@ -15,7 +15,8 @@ void put_le(char* out, T v) {
 template <class T>
 T get_le(const char* in) {
   T v = 0;
-  for (size_t i = 0; i < sizeof(T); ++i) v |= static_cast<T>(static_cast<unsigned char>(in[i])) << (8 * i);
+  for (size_t i = 0; i < sizeof(T); ++i)
+    v |= static_cast<T>(static_cast<unsigned char>(in[i])) << (8 * i);
   return v;
 }
 
@@ -36,12 +37,12 @@ std::vector<char> encode_frame_prefix(const FramePrefix& prefix) {
 absl::StatusOr<int64_t> frame_message_bytes(int64_t header_bytes, int64_t payload_bytes,
                                             const FrameLimits& limits) {
   if (header_bytes < 0 || header_bytes > limits.max_header_bytes) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "frame: header of %d bytes, expected 0..%d", header_bytes, limits.max_header_bytes));
+    return absl::InvalidArgumentError(absl::StrFormat("frame: header of %d bytes, expected 0..%d",
+                                                      header_bytes, limits.max_header_bytes));
   }
   if (payload_bytes < 0 || payload_bytes > limits.max_payload_bytes) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "frame: payload of %d bytes, expected 0..%d", payload_bytes, limits.max_payload_bytes));
+    return absl::InvalidArgumentError(absl::StrFormat("frame: payload of %d bytes, expected 0..%d",
+                                                      payload_bytes, limits.max_payload_bytes));
   }
   return kFramePrefixBytes + header_bytes + payload_bytes;
 }

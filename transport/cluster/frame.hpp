@@ -44,7 +44,7 @@ struct FramePrefix {
 /// Bounds a receiver enforces on a frame (bytes). The defaults fit a token batch of the
 /// largest model muflow loads; a runtime tightens them from its model.
 struct FrameLimits {
-  int64_t max_header_bytes = int64_t{64} << 20;   ///< 64 MiB
+  int64_t max_header_bytes = int64_t{64} << 20;  ///< 64 MiB
   int64_t max_payload_bytes = int64_t{2} << 30;  ///< 2 GiB
 };
 
