@@ -55,6 +55,7 @@ void on_message(WorkerNode& node, Received&& r) {
     return reject(absl::StrFormat("its frame claims process %d", frame->prefix.source));
   }
   DataPlane* plane = node.plane_ptr.load(std::memory_order_acquire);
+  if (plane == nullptr) return;  // stopping: run_worker cleared it, nothing is answered
   switch (static_cast<FrameKind>(frame->prefix.kind)) {
     case FrameKind::kPing: {
       transport::cluster::FramePrefix p = frame->prefix;
