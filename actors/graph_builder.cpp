@@ -9,7 +9,7 @@
 namespace muflow::actors {
 
 void build_stages(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx,
-                  std::vector<std::vector<DeviceStage>>& local) {
+                  std::vector<std::vector<DeviceStage>>& local, ProcessLayout* layout) {
   const engine::model::ModelConfig& c = ctx->config;
   const auto num_devices = static_cast<int32_t>(ctx->placement.num_devices);
   const auto num_ranks = static_cast<int32_t>(ctx->placement.rank_device.size());
@@ -28,6 +28,9 @@ void build_stages(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx
   auto trace_thread = [&](int32_t device, int32_t local_index, const std::string& name) {
     if (ctx->trace) ctx->trace->set_thread_name(device, local_index, name);
   };
+  // A stage on a device of another process: a handle that carries messages there. Its local
+  // index still counts, so every process numbers a device's stages alike.
+  auto hosted = [&](int32_t device) { return layout == nullptr || layout->hosts_device(device); };
 
   SiteTable& sites = ctx->sites;
   sites.attention.assign(L, std::vector<StageSite>(num_ranks));
@@ -39,6 +42,13 @@ void build_stages(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx
   for (int32_t b = 0; b < L; ++b) {
     for (int32_t r = 0; r < num_ranks; ++r) {
       const auto d = static_cast<int32_t>(ctx->placement.rank_device[r]);
+      if (!hosted(d)) {
+        const auto li = static_cast<int32_t>(local[d].size());
+        local[d].push_back({ctx, {engine::dataflow::StageKind::kAttention, b, r}});
+        t.attention[b][r] = layout->remote({ActorRole::kAttention, b, r}, d);
+        sites.attention[b][r] = {d, li};
+        continue;
+      }
       auto impl = make_attention_stage(ctx, ctx->executors[d].get(), b, r);
       const int32_t li = add_local(d, impl->layer());
       trace_thread(d, li, impl->name());
@@ -47,6 +57,13 @@ void build_stages(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx
     }
     for (int32_t e = 0; e < S; ++e) {
       const auto d = static_cast<int32_t>(graph.slot_device[b][e]);
+      if (!hosted(d)) {
+        const auto li = static_cast<int32_t>(local[d].size());
+        local[d].push_back({ctx, {engine::dataflow::StageKind::kExpert, b, e}});
+        t.experts[b][e] = layout->remote({ActorRole::kExpert, b, e}, d);
+        sites.experts[b][e] = {d, li};
+        continue;
+      }
       auto impl = make_expert_stage(ctx, ctx->executors[d].get(), b, e);
       const int32_t li = add_local(d, impl->layer());
       trace_thread(d, li, impl->name());
@@ -56,6 +73,13 @@ void build_stages(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx
   }
   for (int32_t r = 0; r < num_ranks; ++r) {
     const auto d = static_cast<int32_t>(ctx->placement.rank_device[r]);
+    if (!hosted(d)) {
+      const auto li = static_cast<int32_t>(local[d].size());
+      local[d].push_back({ctx, {engine::dataflow::StageKind::kSampler, 0, r}});
+      t.samplers[r] = layout->remote({ActorRole::kSampler, 0, r}, d);
+      sites.samplers[r] = {d, li};
+      continue;
+    }
     auto impl = make_sampler_stage(ctx, ctx->executors[d].get(), r);
     const int32_t li = add_local(d, impl->layer());
     trace_thread(d, li, impl->name());
@@ -65,7 +89,13 @@ void build_stages(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx
   const bool barriers =
       graph.dispatch == EdgeKind::kBarrier || graph.combine == EdgeKind::kBarrier;
   if (barriers) {
+    // The collectives live with the coordinator (the driver, when the run spans processes).
     for (int32_t b = 0; b < L; ++b) {
+      if (layout != nullptr && !layout->hosts_driver()) {
+        t.dispatch.push_back(layout->remote({ActorRole::kDispatch, b, 0}, -1));
+        t.combine.push_back(layout->remote({ActorRole::kCombine, b, 0}, -1));
+        continue;
+      }
       t.dispatch.push_back(spawn_collective(sys, ctx, CollectiveKind::kDispatch, b));
       t.combine.push_back(spawn_collective(sys, ctx, CollectiveKind::kCombine, b));
     }
@@ -82,9 +112,15 @@ void build_stages(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx
 
 void spawn_devices(caf::actor_system& sys, const std::vector<std::shared_ptr<RunContext>>& ctxs,
                    std::vector<std::vector<DeviceStage>> local,
-                   std::shared_ptr<const engine::serving::SchedulingPolicy> policy) {
+                   std::shared_ptr<const engine::serving::SchedulingPolicy> policy,
+                   ProcessLayout* layout) {
   std::vector<caf::actor> devices;
   for (size_t d = 0; d < local.size(); ++d) {
+    if (layout != nullptr && !layout->hosts_device(static_cast<int64_t>(d))) {
+      devices.push_back(layout->remote({ActorRole::kDevice, 0, static_cast<int32_t>(d)},
+                                       static_cast<int64_t>(d)));
+      continue;
+    }
     devices.push_back(spawn_device(sys, ctxs.front(), static_cast<int64_t>(d),
                                    std::move(local[d]), policy));
   }
@@ -92,10 +128,11 @@ void spawn_devices(caf::actor_system& sys, const std::vector<std::shared_ptr<Run
 }
 
 void build_wiring(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx,
-                  std::shared_ptr<const engine::serving::SchedulingPolicy> policy) {
+                  std::shared_ptr<const engine::serving::SchedulingPolicy> policy,
+                  ProcessLayout* layout) {
   std::vector<std::vector<DeviceStage>> local;
-  build_stages(sys, ctx, local);
-  spawn_devices(sys, {ctx}, std::move(local), std::move(policy));
+  build_stages(sys, ctx, local, layout);
+  spawn_devices(sys, {ctx}, std::move(local), std::move(policy), layout);
 }
 
 }  // namespace muflow::actors

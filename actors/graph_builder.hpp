@@ -12,6 +12,7 @@
 #include <caf/all.hpp>
 
 #include "actors/device.hpp"
+#include "actors/process_layout.hpp"
 #include "actors/run_context.hpp"
 #include "engine/serving/scheduling_policy.hpp"
 
@@ -19,19 +20,25 @@ namespace muflow::actors {
 
 /// Spawns every device, stage and collective actor into `ctx->actors` (all but the
 /// coordinator). Call before the coordinator starts; `ctx` must already hold the model,
-/// executors, topology, placement, num_ranks and the wiring (ctx->wiring).
+/// executors, topology, placement, num_ranks and the wiring (ctx->wiring). With a `layout`
+/// (a run spanning processes, #18) only the devices it hosts get actors (their device actor
+/// and stages), the collectives only on the driver; every other entry of the table is
+/// `layout->remote(...)`. Null: everything in this process.
 void build_wiring(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx,
-                  std::shared_ptr<const engine::serving::SchedulingPolicy> policy);
+                  std::shared_ptr<const engine::serving::SchedulingPolicy> policy,
+                  ProcessLayout* layout = nullptr);
 
 /// The two halves of build_wiring, for several runs sharing the devices (colocated models,
 /// Aurora §6): build_stages spawns one run's stage and collective actors and appends its
 /// stages to `local[device]` (local indices continue after the runs built before it);
 /// spawn_devices then spawns one device actor per device over all of them (scheduler options
 /// from the first run) and gives every run the same device actors.
+/// `layout` as in build_wiring.
 void build_stages(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx,
-                  std::vector<std::vector<DeviceStage>>& local);
+                  std::vector<std::vector<DeviceStage>>& local, ProcessLayout* layout = nullptr);
 void spawn_devices(caf::actor_system& sys, const std::vector<std::shared_ptr<RunContext>>& ctxs,
                    std::vector<std::vector<DeviceStage>> local,
-                   std::shared_ptr<const engine::serving::SchedulingPolicy> policy);
+                   std::shared_ptr<const engine::serving::SchedulingPolicy> policy,
+                   ProcessLayout* layout = nullptr);
 
 }  // namespace muflow::actors

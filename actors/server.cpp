@@ -284,8 +284,24 @@ absl::StatusOr<std::vector<RunOutcome>> Server::run_together(
                 "run_together: one request source and callback set per server");
   const Server& first = *servers.front();
   const bool sim = first.backend_->virtual_time();
+  for (const Server* s : servers) {
+    if (s->topology_.workers.empty()) continue;
+    if (n > 1) {
+      return absl::UnimplementedError(absl::StrFormat(
+          "%s: [[cluster.workers]]: colocated models run in one process", s->topology_.source));
+    }
+    if (!s->group_) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "%s lists [[cluster.workers]] but this Server has no process group to reach them "
+          "(the muflow CLI sets one; an embedding host calls "
+          "Server::set_process_group(cluster::make_cluster_driver(...)))",
+          s->topology_.source));
+    }
+  }
   caf::actor_system_config cfg;
   first.backend_->configure_clock(cfg);  // sim: the loop below drives the virtual clock
+  ProcessGroup* group = first.topology_.workers.empty() ? nullptr : first.group_.get();
+  if (group != nullptr) group->configure(cfg);
   caf::actor_system sys{cfg};
 
   // Everything that can fail comes before the first actor is spawned (an actor system with
@@ -303,13 +319,38 @@ absl::StatusOr<std::vector<RunOutcome>> Server::run_together(
                                               first.topology_.scheduler.defrag_lookahead,
                                               first.topology_.scheduler.defrag_decay);
   if (!policy.ok()) return policy.status();
+  // A run across processes (#18): the workers build their share before this process spawns
+  // anything; `close` runs on every way out from here.
+  ProcessLayout* layout = nullptr;
+  struct CloseGroup {
+    ProcessGroup* group = nullptr;
+    ~CloseGroup() {
+      if (group != nullptr) group->close();
+    }
+  } close_group;
+  if (group != nullptr) {
+    close_group.group = group;
+    absl::StatusOr<ProcessLayout*> opened = group->open(sys, ctxs.front());
+    if (!opened.ok()) return opened.status();
+    layout = *opened;
+  }
   std::vector<std::vector<DeviceStage>> local;
-  for (const auto& ctx : ctxs) build_stages(sys, ctx, local);
+  for (const auto& ctx : ctxs) build_stages(sys, ctx, local, layout);
   spawn_devices(sys, ctxs, std::move(local),
-                std::shared_ptr<const engine::serving::SchedulingPolicy>(std::move(*policy)));
+                std::shared_ptr<const engine::serving::SchedulingPolicy>(std::move(*policy)),
+                layout);
   std::vector<std::function<bool()>> stop_requested;  // polled here; the coordinators ignore it
   for (const RunCallbacks& cb : callbacks) {
     if (cb.stop_requested) stop_requested.push_back(cb.stop_requested);
+  }
+  if (group != nullptr) {
+    if (absl::Status s = group->start(); !s.ok()) {
+      for (const auto& ctx : ctxs) {
+        ctx->actors.for_each_wiring_actor(
+            [](const caf::actor& a) { caf::anon_send_exit(a, caf::exit_reason::user_shutdown); });
+      }
+      return s;
+    }
   }
   const auto t0 = sys.clock().now();
   for (size_t i = 0; i < n; ++i) {
@@ -396,6 +437,28 @@ absl::StatusOr<std::vector<RunOutcome>> Server::run_together(
     if (absl::Status s = servers[i]->finish_run(*ctxs[i], outcomes[i]); !s.ok()) return s;
   }
   return outcomes;
+}
+
+absl::StatusOr<std::shared_ptr<RunContext>> Server::host_share(caf::actor_system& sys,
+                                                               ProcessLayout& layout) const {
+  if (backend_->virtual_time()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s: backend 'sim' runs in one process (virtual time)", topology_.source));
+  }
+  absl::StatusOr<std::unique_ptr<engine::serving::SchedulingPolicy>> policy =
+      engine::serving::make_scheduling_policy(topology_.scheduler.policy,
+                                              topology_.scheduler.defrag_lookahead,
+                                              topology_.scheduler.defrag_decay);
+  if (!policy.ok()) return policy.status();
+  absl::StatusOr<std::shared_ptr<RunContext>> ctx = make_context();
+  if (!ctx.ok()) return ctx.status();
+  (*ctx)->trace = nullptr;
+  (*ctx)->routing = nullptr;
+  build_wiring(sys, *ctx,
+               std::shared_ptr<const engine::serving::SchedulingPolicy>(std::move(*policy)),
+               &layout);
+  (*ctx)->actors.coordinator = layout.remote({ActorRole::kCoordinator, 0, 0}, -1);
+  return ctx;
 }
 
 absl::StatusOr<SourceSubmissionPtr> Server::checked_source(

@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "actors/coordinator.hpp"
+#include "actors/process_layout.hpp"
 #include "actors/run_context.hpp"
 #include "actors/backends/backend.hpp"
 #include "actors/wirings/registry.hpp"
@@ -103,6 +104,23 @@ class Server {
       std::vector<engine::serving::Request> theirs, RunCallbacks mine_callbacks = {},
       RunCallbacks theirs_callbacks = {});
 
+  /// The worker processes of later runs on a topology with `[[cluster.workers]]` (#18):
+  /// `actors/cluster`'s driver (cluster::make_cluster_driver) joins them and has each build
+  /// its share. Without one such a topology's run fails with FailedPrecondition. Call before
+  /// `run`, from the host thread.
+  void set_process_group(std::shared_ptr<ProcessGroup> group) { group_ = std::move(group); }
+
+  /// A worker's share of a run that spans processes (#18), in the worker's actor system
+  /// `sys`: builds the run's context (as the driver's: same topology, same placement) and
+  /// spawns the devices `layout` hosts (device actors and stages); the coordinator, the
+  /// collectives and the other processes' actors are `layout->remote(...)`. No trace and no
+  /// routing record (the driver keeps those). The caller sets the context's `t0` when the run
+  /// starts and stops its actors (ActorTable::for_each_wiring_actor) when it ends. Errors:
+  /// FailedPrecondition on the sim backend; the context's and scheduling policy's errors.
+  /// Any host thread.
+  absl::StatusOr<std::shared_ptr<RunContext>> host_share(caf::actor_system& sys,
+                                                         ProcessLayout& layout) const;
+
  private:
   Server() = default;
   friend class ServingEngine;
@@ -130,6 +148,7 @@ class Server {
   engine::planning::Placement placement_;         // planned once, at create
   std::unique_ptr<engine::model::Tokenizer> tokenizer_;
   int64_t trace_max_events_ = 1'000'000;  // the trace recorder's cap for later runs
+  std::shared_ptr<ProcessGroup> group_;   // the workers of a topology's [[cluster.workers]]
 };
 
 }  // namespace muflow::actors

@@ -16,6 +16,12 @@ absl::StatusOr<std::unique_ptr<ServingEngine>> ServingEngine::start(const Server
         "Server::run",
         server.topology().source));
   }
+  if (!server.topology().workers.empty()) {
+    return absl::UnimplementedError(absl::StrFormat(
+        "%s: [[cluster.workers]]: a long-lived engine runs in one process so far; batch runs "
+        "(Server::run, `muflow run`) span workers",
+        server.topology().source));
+  }
   absl::StatusOr<std::unique_ptr<engine::serving::SchedulingPolicy>> policy =
       engine::serving::make_scheduling_policy(server.topology().scheduler.policy,
                                               server.topology().scheduler.defrag_lookahead,

@@ -14,12 +14,17 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
 
+#include "absl/strings/str_join.h"
+#include "actors/cluster/cluster_driver.hpp"
+#include "actors/cluster/listen_address.hpp"
+#include "actors/cluster/worker_launcher.hpp"
 #include "actors/server.hpp"
 #include "tools/commands.hpp"
 #include "tools/outputs_writer.hpp"
@@ -115,12 +120,55 @@ std::optional<std::string> probe_writable(const std::string& path, const std::st
   return std::nullopt;
 }
 
+// Starts `topo`'s workers as loopback processes of this binary and points `topo` at the
+// ports they bound. Without a cluster token a random one is made and put in this process's
+// environment (the driver reads it there) and theirs.
+absl::StatusOr<std::unique_ptr<actors::cluster::LaunchedWorkers>> spawn_workers(
+    engine::topology::Topology& topo, bool quiet) {
+  std::vector<std::string> listen;
+  for (const engine::topology::WorkerSpec& w : topo.workers) {
+    absl::StatusOr<actors::cluster::ListenAddress> a = actors::cluster::parse_listen_address(w.address);
+    if (!a.ok()) return a.status();
+    if (!actors::cluster::is_loopback_host(a->host)) {
+      return absl::InvalidArgumentError(
+          "--spawn-workers starts loopback workers only; " + w.address +
+          " is another host's (start `muflow worker` there)");
+    }
+    listen.push_back(w.address);
+  }
+  std::string token;
+  const char* env = std::getenv("MUFLOW_CLUSTER_TOKEN");
+  if (topo.cluster_token_file.empty() && (env == nullptr || *env == '\0')) {
+    absl::StatusOr<std::string> made = actors::cluster::make_cluster_token();
+    if (!made.ok()) return made.status();
+    token = *made;
+    ::setenv("MUFLOW_CLUSTER_TOKEN", token.c_str(), 1);
+  }
+  std::vector<std::string> args;
+  if (!topo.cluster_token_file.empty()) args = {"--token-file", topo.cluster_token_file};
+  std::error_code ec;
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  if (ec) return absl::InternalError("cannot find this program (/proc/self/exe): " + ec.message());
+  absl::StatusOr<std::unique_ptr<actors::cluster::LaunchedWorkers>> w =
+      actors::cluster::LaunchedWorkers::launch(self, listen, token, args);
+  if (!w.ok()) return w.status();
+  for (size_t i = 0; i < topo.workers.size(); ++i) {
+    topo.workers[i].address = (*w)->addresses()[i];
+    if (!quiet) {
+      std::fprintf(stderr, "muflow: worker %zu (devices %s) started on %s\n", i + 1,
+                   absl::StrJoin(topo.workers[i].devices, ", ").c_str(),
+                   topo.workers[i].address.c_str());
+    }
+  }
+  return w;
+}
+
 }  // namespace
 
 Command add_run_command(CLI::App& app) {
   struct Options {
     std::string topology, outputs, trace, record_routing, colocate;
-    bool quiet = false, no_trace = false, synthetic = false;
+    bool quiet = false, no_trace = false, synthetic = false, spawn_workers = false;
     int64_t trace_max_events = 1'000'000;
   };
   auto o = std::make_shared<Options>();
@@ -146,6 +194,11 @@ Command add_run_command(CLI::App& app) {
                  "serve this second topology's model and workload on the same devices at the "
                  "same time (Aurora §6; its placement decides which experts share a device)");
   app.add_flag("--no-trace", o->no_trace, "record no trace (benchmarks)");
+  app.add_flag("--spawn-workers", o->spawn_workers,
+               "start the topology's [[cluster.workers]] here as loopback `muflow worker` "
+               "processes (port 0: any free port), and stop them after the run; without a "
+               "cluster token ($MUFLOW_CLUSTER_TOKEN, [cluster] token_file) a random one is "
+               "made for them");
   app.add_option("--record-routing", o->record_routing,
                  "write every token's expert choices per block as CSV (replay in sim with "
                  "[router] kind = \"recorded\")");
@@ -192,8 +245,25 @@ Command add_run_command(CLI::App& app) {
                    topo.source.c_str(), topo.wiring.c_str(), topo.backend.c_str(),
                    topo.devices.size());
     }
+    // Worker processes (#18): started here with --spawn-workers, joined by the driver.
+    std::unique_ptr<actors::cluster::LaunchedWorkers> workers;
+    if (o->spawn_workers) {
+      if (topo.workers.empty()) {
+        return fail("--spawn-workers: " + topo.source + " lists no [[cluster.workers]]");
+      }
+      absl::StatusOr<std::unique_ptr<actors::cluster::LaunchedWorkers>> launched =
+          spawn_workers(topo, o->quiet);
+      if (!launched.ok()) return fail(std::string(launched.status().message()));
+      workers = std::move(*launched);
+    }
     absl::StatusOr<std::unique_ptr<actors::Server>> server = actors::Server::create(topo);
     if (!server.ok()) return fail(std::string(server.status().message()));
+    if (!topo.workers.empty()) {
+      absl::StatusOr<std::shared_ptr<actors::ProcessGroup>> group =
+          actors::cluster::make_cluster_driver(topo);
+      if (!group.ok()) return fail(std::string(group.status().message()));
+      (*server)->set_process_group(std::move(*group));
+    }
     (*server)->set_trace_max_events(o->trace_max_events);
     if (const auto m = (*server)->model(); m && !o->quiet) {
       // Which GEMM path this CPU got (issue #16): bf16 weights compute in bf16 only where the

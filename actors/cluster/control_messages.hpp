@@ -10,6 +10,13 @@
 ///    or an error after which the gate answers nothing else from that node
 /// 3. driver → gate `(cl_join, process index, driver's UCX address)` → worker's UCX address
 ///    (only from an authenticated node)
+///
+/// A run (only from an authenticated, joined node; each answers "" or an error):
+/// 4. `(cl_setup, topology TOML text, its base folder, every process's UCX address)`: the
+///    worker parses the same topology, loads the model, connects to the other workers and
+///    spawns the devices `[[cluster.workers]]` gives its process index
+/// 5. `(cl_start)`: the run's clock starts; actor messages for it are delivered from now on
+/// 6. `(cl_stop)`: the worker stops the run's actors (waits for them) and forgets the run
 
 #include <caf/atom.hpp>
 
@@ -18,6 +25,9 @@ namespace muflow::actors::cluster {
 using hello_atom = caf::atom_constant<caf::atom("clhello")>;
 using auth_atom = caf::atom_constant<caf::atom("clauth")>;
 using join_atom = caf::atom_constant<caf::atom("cljoin")>;
+using setup_atom = caf::atom_constant<caf::atom("clsetup")>;
+using run_start_atom = caf::atom_constant<caf::atom("clstart")>;
+using run_stop_atom = caf::atom_constant<caf::atom("clstop")>;
 
 /// Role strings of the two proofs (never equal: a proof cannot be reflected).
 inline constexpr const char* kConnectorRole = "connector";

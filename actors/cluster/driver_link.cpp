@@ -70,6 +70,7 @@ absl::StatusOr<WorkerLink> join_worker(caf::actor_system& sys, const ListenAddre
   if (!failure.ok()) return failure;
   WorkerLink link;
   link.process = process;
+  link.gate = *gate;
   link.ucx_address.assign(worker_address.begin(), worker_address.end());
   if (auto st = plane.connect(process, link.ucx_address); !st.ok()) {
     return absl::InternalError(absl::StrFormat("%s: %s", where, st.message()));

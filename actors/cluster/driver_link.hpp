@@ -4,6 +4,7 @@
 /// cluster secret's challenge–response both ways (control_messages.hpp), and join it to the
 /// driver's UCX data plane under a process index.
 
+#include <caf/actor.hpp>
 #include <caf/fwd.hpp>
 #include <chrono>
 #include <cstdint>
@@ -20,6 +21,7 @@ namespace muflow::actors::cluster {
 struct WorkerLink {
   uint32_t process = 0;           ///< its process index on the data plane
   std::vector<char> ucx_address;  ///< its data plane's address (the driver connected to it)
+  caf::actor gate;                ///< its gate actor (CAF middleman proxy): the run's messages
 };
 
 /// Joins the worker at `address` as data-plane process `process` (>= 1; 0 is the driver).

@@ -10,6 +10,8 @@ namespace muflow::actors::cluster {
 enum class FrameKind : uint16_t {
   kPing = 1,  ///< liveness probe: the receiver answers kPong with the same header and payload
   kPong = 2,  ///< answer to kPing
+  /// a message for an actor of the run in the receiving process (actor_codec.hpp)
+  kActorMessage = 3,
 };
 
 }  // namespace muflow::actors::cluster

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
@@ -12,10 +13,19 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
+#include <unordered_set>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "actors/cluster/cluster_layout.hpp"
 #include "actors/cluster/control_messages.hpp"
 #include "actors/cluster/frame_kinds.hpp"
+#include "actors/cluster/remote_actor.hpp"
+#include "actors/server.hpp"
+#include "engine/topology/topology.hpp"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 #include "transport/cluster/cluster_secret.hpp"
@@ -30,6 +40,16 @@ using transport::cluster::DataPlane;
 using transport::cluster::Nonce;
 using transport::cluster::Received;
 
+// This worker's share of a driver's run (cl_setup .. cl_stop).
+struct HostedRun {
+  std::unique_ptr<Server> server;  // the topology's model, placement and wiring
+  std::shared_ptr<Outbox> outbox;
+  std::unique_ptr<ClusterLayout> layout;
+  std::shared_ptr<RunContext> ctx;
+  ActorMessageLimits limits;
+  bool started = false;  // frames are delivered from cl_start on
+};
+
 // What the gate actor and the data plane's progress thread share.
 struct WorkerNode {
   explicit WorkerNode(ClusterSecret s, int64_t max_bytes)
@@ -40,7 +60,35 @@ struct WorkerNode {
   std::unique_ptr<DataPlane> plane;  // created by the first join
   std::atomic<DataPlane*> plane_ptr{nullptr};
   std::atomic<uint64_t> rejected_frames{0};
+  std::mutex run_mu;                // guards run (the gate writes it, the progress thread reads)
+  std::shared_ptr<HostedRun> run;   // the run this worker hosts, if any
 };
+
+// Stops `run`'s actors and waits (at most a few seconds) until the local ones are gone; its
+// outbox is closed first, so nothing more leaves for the other processes.
+void stop_run(caf::actor_system& sys, HostedRun& run) {
+  run.outbox->close();
+  caf::scoped_actor self{sys};
+  std::unordered_set<caf::actor_id> remote;
+  for (const auto& [process, a] : run.layout->remotes()) remote.insert(a.id());
+  size_t local = 0;
+  run.ctx->actors.for_each_wiring_actor([&](const caf::actor& a) {
+    if (remote.count(a.id()) == 0) {
+      self->monitor(a);
+      ++local;
+    }
+    caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  });
+  size_t down = 0;
+  bool timed_out = false;
+  self->receive_while([&] { return down < local && !timed_out; })(
+      [&](caf::down_msg&) { ++down; },
+      caf::after(std::chrono::seconds(10)) >> [&] { timed_out = true; });
+  if (timed_out) {
+    spdlog::warn("muflow worker: {} of the run's {} actors did not stop within 10 s",
+                 local - down, local);
+  }
+}
 
 // Data plane handler (progress thread): check the frame, answer pings, reject the rest.
 void on_message(WorkerNode& node, Received&& r) {
@@ -67,9 +115,70 @@ void on_message(WorkerNode& node, Received&& r) {
                    std::vector<char>(frame->payload.begin(), frame->payload.end())});
       return;
     }
+    case FrameKind::kActorMessage: {
+      std::shared_ptr<HostedRun> run;
+      {
+        std::lock_guard<std::mutex> lock(node.run_mu);
+        run = node.run;
+      }
+      if (!run || !run->started) return reject("no run is in progress");
+      if (absl::Status s = deliver_actor_frame(*run->ctx, *run->layout, *frame, run->limits);
+          !s.ok()) {
+        reject(std::string(s.message()));
+        fail_run(*run->ctx, *run->layout, run->outbox.get(),
+                 absl::StrFormat("worker process %d rejected a message from process %d: %s",
+                                 run->layout->self(), r.tag, s.message()));
+      }
+      return;
+    }
     default:
       return reject(absl::StrFormat("unknown frame kind %d", frame->prefix.kind));
   }
+}
+
+// Takes the hosted run away (the progress thread delivers nothing to it afterwards).
+std::shared_ptr<HostedRun> take_run(WorkerNode& node) {
+  std::lock_guard<std::mutex> lock(node.run_mu);
+  return std::exchange(node.run, nullptr);
+}
+
+// Builds this worker's share of a run: the driver's topology parsed here, the model loaded,
+// the other workers' data planes connected, the hosted devices spawned.
+absl::StatusOr<std::shared_ptr<HostedRun>> setup_run(caf::actor_system& sys, WorkerNode& node,
+                                                     const std::string& text,
+                                                     const std::string& base_dir,
+                                                     const std::vector<std::string>& addresses) {
+  const uint32_t self = node.plane->options().process;
+  absl::StatusOr<engine::topology::Topology> topo = engine::topology::parse_topology_string(
+      text, absl::StrFormat("the driver's topology (folder %s)", base_dir), base_dir);
+  if (!topo.ok()) return topo.status();
+  if (self == 0 || self > topo->workers.size() || addresses.size() != topo->workers.size() + 1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "this worker joined as process %d; the topology lists %d workers and the driver sent "
+        "%d addresses",
+        self, topo->workers.size(), addresses.size()));
+  }
+  for (size_t p = 1; p < addresses.size(); ++p) {
+    if (p == self) continue;
+    if (absl::Status s = node.plane->connect(static_cast<uint32_t>(p),
+                                             {addresses[p].data(), addresses[p].size()});
+        !s.ok()) {
+      return s;
+    }
+  }
+  auto run = std::make_shared<HostedRun>();
+  absl::StatusOr<std::unique_ptr<Server>> server = Server::create(*topo);
+  if (!server.ok()) return server.status();
+  run->server = std::move(*server);
+  run->outbox = std::make_shared<Outbox>(node.plane.get(), self);
+  run->layout = std::make_unique<ClusterLayout>(sys, self, device_processes(*topo), run->outbox);
+  absl::StatusOr<std::shared_ptr<RunContext>> ctx = run->server->host_share(sys, *run->layout);
+  if (!ctx.ok()) return ctx.status();
+  run->ctx = std::move(*ctx);
+  run->limits = limits_for(run->ctx->config, *topo);
+  spdlog::info("muflow worker: process {} hosts devices [{}] of a {} run ({} wiring)", self,
+               absl::StrJoin(topo->workers[self - 1].devices, ", "), topo->backend, topo->wiring);
+  return run;
 }
 
 struct GateState {
@@ -148,6 +257,48 @@ caf::behavior gate_actor(caf::stateful_actor<GateState>* self, std::shared_ptr<W
         const auto& a = node.plane->address();
         return std::string(a.begin(), a.end());
       },
+      [=](setup_atom, const std::string& text, const std::string& base_dir,
+          const std::vector<std::string>& addresses) -> caf::result<std::string> {
+        const caf::node_id from = sender_node();
+        WorkerNode& node = *self->state.node;
+        if (self->state.authenticated.count(from) == 0 || !node.plane) {
+          return refuse(from, "run setup before auth and join");
+        }
+        if (std::shared_ptr<HostedRun> old = take_run(node)) {
+          spdlog::warn("muflow worker: a new run replaces one that was not stopped");
+          stop_run(self->home_system(), *old);
+        }
+        absl::StatusOr<std::shared_ptr<HostedRun>> run =
+            setup_run(self->home_system(), node, text, base_dir, addresses);
+        if (!run.ok()) {
+          spdlog::error("muflow worker: run setup failed: {}", std::string(run.status().message()));
+          return std::string(run.status().message());
+        }
+        std::lock_guard<std::mutex> lock(node.run_mu);
+        node.run = std::move(*run);
+        return std::string();
+      },
+      [=](run_start_atom) -> caf::result<std::string> {
+        WorkerNode& node = *self->state.node;
+        if (self->state.authenticated.count(sender_node()) == 0) {
+          return refuse(sender_node(), "run start before auth");
+        }
+        std::lock_guard<std::mutex> lock(node.run_mu);
+        if (!node.run) return std::string("no run was set up");
+        node.run->ctx->t0 = self->home_system().clock().now();
+        node.run->started = true;
+        return std::string();
+      },
+      [=](run_stop_atom) -> caf::result<std::string> {
+        if (self->state.authenticated.count(sender_node()) == 0) {
+          return refuse(sender_node(), "run stop before auth");
+        }
+        if (std::shared_ptr<HostedRun> run = take_run(*self->state.node)) {
+          stop_run(self->home_system(), *run);
+          spdlog::info("muflow worker: run stopped");
+        }
+        return std::string();
+      },
   };
 }
 
@@ -181,8 +332,12 @@ int run_worker(const WorkerOptions& options) {
   auto node = std::make_shared<WorkerNode>(std::move(*secret), options.max_message_bytes);
   caf::actor_system_config cfg;
   cfg.load<caf::io::middleman>();
-  cfg.set("scheduler.max-threads", 2);
+  // The hosted devices' stages run on CAF's scheduler threads (cpu backend).
+  cfg.set("scheduler.max-threads",
+          static_cast<size_t>(std::max(4u, std::thread::hardware_concurrency())));
   caf::actor_system sys{cfg};
+  // The gate blocks one scheduler thread while a run is set up (model load) or stopped (it
+  // waits for the run's actors, which run on the other threads: hence at least 4).
   auto gate = sys.spawn(gate_actor, node);
   auto port = sys.middleman().publish(gate, options.listen.port, options.listen.host.c_str(),
                                       /*reuse_addr=*/true);
@@ -199,6 +354,7 @@ int run_worker(const WorkerOptions& options) {
   sigwait(&stop, &sig);
   spdlog::info("muflow worker: signal {}: stopping ({} data-plane messages rejected)", sig,
                node->rejected_frames.load());
+  if (std::shared_ptr<HostedRun> run = take_run(*node)) stop_run(sys, *run);
   caf::anon_send_exit(gate, caf::exit_reason::user_shutdown);
   {
     std::lock_guard<std::mutex> lock(node->mu);

@@ -32,8 +32,8 @@ constexpr std::string_view kRootKeys[] = {
     "wiring",   "backend",  "trace",  "cluster", "model",    "placement", "scheduler",
     "workload", "sampling", "router", "network", "harmoeny", "cost"};
 constexpr std::string_view kHarmoenyKeys[] = {"q", "rebalance", "slots", "prefetch"};
-constexpr std::string_view kClusterKeys[] = {"num_devices", "kind", "devices_per_node", "devices",
-                                             "threads_per_device"};
+constexpr std::string_view kClusterKeys[] = {"num_devices", "kind",    "devices_per_node", "devices",
+                                             "threads_per_device", "workers", "token_file"};
 constexpr std::string_view kDeviceKeys[] = {"name", "kind", "node"};
 constexpr std::string_view kModelKeys[] = {
     "path", "type", "vocab",      "hidden", "layers", "heads",  "kv_heads", "head_dim", "experts",
@@ -57,15 +57,6 @@ constexpr std::string_view kSchedulerKeys[] = {"policy",
                                                "defrag_lookahead",
                                                "defrag_decay"};
 constexpr std::string_view kSamplingKeys[] = {"temperature", "top_p", "seed", "stop_at_eos"};
-
-// Runs `expr` (an absl::Status expression) and returns it from the enclosing function if
-// it is an error.
-#define MUFLOW_TOPO_RETURN_IF_ERROR(expr)     \
-  do {                                        \
-    if (absl::Status s_ = (expr); !s_.ok()) { \
-      return s_;                              \
-    }                                         \
-  } while (0)
 
 absl::Status parse_cluster(const TomlTableReader& r, const std::string& backend,
                            std::vector<DeviceSpec>* devices, int64_t* threads_per_device,
@@ -365,8 +356,9 @@ absl::StatusOr<Topology> parse_document(const toml::table& doc, const std::strin
     topo.trace_file = resolve_path(base_dir, topo.trace_file);
   }
   MUFLOW_TOPO_RETURN_IF_ERROR(with_table(root, "cluster", [&](const TomlTableReader& r) {
-    return parse_cluster(r, topo.backend, &topo.devices, &topo.threads_per_device,
-                         &topo.devices_per_node);
+    MUFLOW_TOPO_RETURN_IF_ERROR(parse_cluster(r, topo.backend, &topo.devices,
+                                              &topo.threads_per_device, &topo.devices_per_node));
+    return topology_detail::parse_cluster_workers(r, base_dir, &topo);
   }));
   MUFLOW_TOPO_RETURN_IF_ERROR(with_table(root, "model", [&](const TomlTableReader& r) {
     return parse_model(r, base_dir, &topo.model);
@@ -459,7 +451,12 @@ absl::StatusOr<Topology> parse_topology_string(const std::string& text,
     return absl::InvalidArgumentError(sv_cat(source_name, ":", where.line, ":", where.column,
                                              ": TOML syntax error: ", e.description()));
   }
-  return parse_document(doc, source_name, base.lexically_normal());
+  absl::StatusOr<Topology> topo = parse_document(doc, source_name, base.lexically_normal());
+  if (topo.ok()) {
+    topo->source_text = text;
+    topo->base_dir = base.lexically_normal().string();
+  }
+  return topo;
 }
 
 absl::StatusOr<Topology> parse_topology_file(const std::string& path) {

@@ -191,6 +191,13 @@ struct CostSpec {
   }
 };
 
+/// One `[[cluster.workers]]` entry (#18): a `muflow worker` process that hosts some of the
+/// cluster's devices (their device actors and every stage placed on them).
+struct WorkerSpec {
+  std::string address;           ///< "HOST:PORT" its `muflow worker --listen` is reachable at
+  std::vector<int64_t> devices;  ///< device indices it hosts: ascending, no two workers share one
+};
+
 /// A whole topology file (format and annotated example: topologies/README.md). Plain value;
 /// produced by the parser, then read-only (safe to share between threads).
 struct Topology {
@@ -239,7 +246,21 @@ struct Topology {
   /// Per-token expert choices output (engine/routing/routing_record.hpp CSV); empty = none. Set by
   /// `muflow run --record-routing FILE`.
   std::string routing_record_file;
+  /// `[[cluster.workers]]` (#18, cpu backend): the worker processes and their devices; the
+  /// devices no worker lists stay in this (the driver's) process. Empty: one process.
+  std::vector<WorkerSpec> workers;
+  /// `[cluster] token_file` (absolute after parsing): the cluster secret's file; empty = the
+  /// `MUFLOW_CLUSTER_TOKEN` environment variable (transport/cluster/cluster_secret.hpp).
+  std::string cluster_token_file;
+  /// The TOML text this topology was parsed from and the folder its relative paths resolve
+  /// against (parse_topology_string's arguments): a driver hands both to its workers, which
+  /// parse the same file. Empty for topologies built in code.
+  std::string source_text;
+  std::string base_dir;
 };
+
+/// Most `[[cluster.workers]]` a topology may list.
+inline constexpr int64_t kMaxWorkers = 1024;
 
 /// Most devices a cluster may declare (the project's target is 8 to 1,024 simulated GPUs).
 inline constexpr int64_t kMaxDevices = 4096;

@@ -12,6 +12,15 @@
 #include "engine/topology/toml_reader.hpp"
 #include "engine/topology/topology.hpp"
 
+// Runs `expr` (an absl::Status expression) and returns it from the enclosing function if
+// it is an error.
+#define MUFLOW_TOPO_RETURN_IF_ERROR(expr)     \
+  do {                                        \
+    if (absl::Status s_ = (expr); !s_.ok()) { \
+      return s_;                              \
+    }                                         \
+  } while (0)
+
 namespace muflow::engine::topology::topology_detail {
 
 /// `path` made absolute against `base_dir` (itself absolute) and lexically normalised.
@@ -43,5 +52,11 @@ absl::Status parse_cost_table(const TomlTableReader& reader, const std::filesyst
 /// (kernels/sim/device_kind.hpp) for sim.
 absl::Status check_device_kind(const TomlTableReader& reader, std::string_view key,
                                const std::string& backend, const std::string& kind);
+
+/// `[cluster] workers` (an array of tables: address, devices) and `[cluster] token_file`, after
+/// the devices were read into `topo->devices` (topology_workers.cpp). Workers need
+/// backend = "cpu"; every device index is in range and listed by at most one worker.
+absl::Status parse_cluster_workers(const TomlTableReader& reader,
+                                   const std::filesystem::path& base_dir, Topology* topo);
 
 }  // namespace muflow::engine::topology::topology_detail

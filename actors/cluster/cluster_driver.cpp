@@ -1,0 +1,217 @@
+#include "actors/cluster/cluster_driver.hpp"
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "actors/cluster/cluster_layout.hpp"
+#include "actors/cluster/control_messages.hpp"
+#include "actors/cluster/driver_link.hpp"
+#include "actors/cluster/frame_kinds.hpp"
+#include "actors/cluster/listen_address.hpp"
+#include "actors/cluster/remote_actor.hpp"
+#include "spdlog/spdlog.h"
+#include "transport/cluster/cluster_secret.hpp"
+#include "transport/cluster/data_plane.hpp"
+#include "transport/cluster/frame.hpp"
+
+namespace muflow::actors::cluster {
+namespace {
+
+using transport::cluster::ClusterSecret;
+using transport::cluster::DataPlane;
+using transport::cluster::Received;
+
+// What the data plane's progress thread reads to deliver a frame: set by start, cleared by
+// close (under the mutex), so a frame is delivered only while the run's actors exist.
+struct Inbox {
+  std::mutex mu;
+  std::shared_ptr<const RunContext> ctx;
+  const ClusterLayout* layout = nullptr;
+  ActorMessageLimits limits;
+};
+
+void on_frame(Inbox& inbox, Received&& r) {
+  auto reject = [&](const std::string& why) {
+    spdlog::error("muflow driver: rejected a {}-byte data-plane message from process {}: {}",
+                  r.size, r.tag, why);
+  };
+  auto frame = transport::cluster::parse_frame(r.view());
+  if (!frame.ok()) return reject(std::string(frame.status().message()));
+  if (frame->prefix.source != r.tag) {
+    return reject(absl::StrFormat("its frame claims process %d", frame->prefix.source));
+  }
+  if (frame->prefix.kind != static_cast<uint16_t>(FrameKind::kActorMessage)) {
+    return reject(absl::StrFormat("unexpected frame kind %d", frame->prefix.kind));
+  }
+  std::lock_guard<std::mutex> lock(inbox.mu);
+  if (!inbox.ctx) return reject("no run is in progress");
+  if (absl::Status s = deliver_actor_frame(*inbox.ctx, *inbox.layout, *frame, inbox.limits);
+      !s.ok()) {
+    reject(std::string(s.message()));
+    fail_run(*inbox.ctx, *inbox.layout, nullptr,
+             absl::StrFormat("the driver rejected a message from process %d: %s", r.tag,
+                             s.message()));
+  }
+}
+
+class ClusterDriver final : public ProcessGroup {
+ public:
+  ClusterDriver(std::vector<ListenAddress> workers, ClusterSecret secret,
+                ClusterDriverOptions options)
+      : workers_(std::move(workers)), secret_(std::move(secret)), options_(options) {}
+  ~ClusterDriver() override { close(); }
+
+  void configure(caf::actor_system_config& cfg) override { cfg.load<caf::io::middleman>(); }
+
+  absl::StatusOr<ProcessLayout*> open(caf::actor_system& sys,
+                                      const std::shared_ptr<RunContext>& ctx) override {
+    close();
+    const engine::topology::Topology& topo = ctx->topology;
+    if (topo.source_text.empty()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: a run across workers needs the topology's TOML text (parse it from a file or "
+          "string)",
+          topo.source));
+    }
+    sys_ = &sys;
+    inbox_ = std::make_shared<Inbox>();
+    DataPlane::Options o;
+    o.process = 0;
+    o.name = "driver data plane";
+    auto plane = DataPlane::create(
+        o, [inbox = inbox_](Received&& r) { on_frame(*inbox, std::move(r)); });
+    if (!plane.ok()) return plane.status();
+    plane_ = std::move(*plane);
+    std::vector<std::string> addresses(workers_.size() + 1);
+    addresses[0].assign(plane_->address().begin(), plane_->address().end());
+    for (size_t i = 0; i < workers_.size(); ++i) {
+      absl::StatusOr<WorkerLink> link =
+          join_worker(sys, workers_[i], secret_, static_cast<uint32_t>(i + 1), *plane_,
+                      options_.join_timeout);
+      if (!link.ok()) return link.status();
+      addresses[i + 1].assign(link->ucx_address.begin(), link->ucx_address.end());
+      gates_.push_back(link->gate);
+    }
+    for (size_t i = 0; i < gates_.size(); ++i) {
+      if (absl::Status s = ask(i, options_.setup_timeout, "set up the run", setup_atom::value,
+                               topo.source_text, topo.base_dir, addresses);
+          !s.ok()) {
+        return s;
+      }
+    }
+    outbox_ = std::make_shared<Outbox>(plane_.get(), 0);
+    layout_ = std::make_unique<ClusterLayout>(sys, 0, device_processes(topo), outbox_);
+    ctx_ = ctx;
+    limits_ = limits_for(ctx->config, topo);
+    return layout_.get();
+  }
+
+  absl::Status start() override {
+    {
+      std::lock_guard<std::mutex> lock(inbox_->mu);
+      inbox_->ctx = ctx_;
+      inbox_->layout = layout_.get();
+      inbox_->limits = limits_;
+    }
+    for (size_t i = 0; i < gates_.size(); ++i) {
+      if (absl::Status s = ask(i, options_.join_timeout, "start the run", run_start_atom::value);
+          !s.ok()) {
+        return s;
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  void close() override {
+    if (inbox_) {
+      std::lock_guard<std::mutex> lock(inbox_->mu);
+      inbox_->ctx = nullptr;
+      inbox_->layout = nullptr;
+    }
+    for (size_t i = 0; i < gates_.size(); ++i) {
+      if (absl::Status s = ask(i, options_.stop_timeout, "stop the run", run_stop_atom::value);
+          !s.ok()) {
+        spdlog::warn("muflow driver: {}", std::string(s.message()));
+      }
+    }
+    gates_.clear();
+    if (outbox_) outbox_->close();
+    plane_.reset();  // after the outbox closed: no remote handle sends through it any more
+    outbox_.reset();
+    layout_.reset();
+    ctx_.reset();
+    inbox_.reset();
+  }
+
+ private:
+  // Sends `xs` to worker i's gate and waits for its answer ("" = done, else what failed).
+  template <class... Ts>
+  absl::Status ask(size_t i, std::chrono::milliseconds timeout, const char* what, Ts&&... xs) {
+    const std::string where = absl::StrFormat("worker %s:%d (process %d)", workers_[i].host,
+                                              workers_[i].port, i + 1);
+    caf::scoped_actor self{*sys_};
+    absl::Status result = absl::OkStatus();
+    self->request(gates_[i], timeout, std::forward<Ts>(xs)...)
+        .receive(
+            [&](const std::string& failure) {
+              if (!failure.empty()) {
+                result = absl::FailedPreconditionError(
+                    absl::StrFormat("%s could not %s: %s", where, what, failure));
+              }
+            },
+            [&](caf::error& err) {
+              result = absl::UnavailableError(absl::StrFormat(
+                  "%s did not %s: %s", where, what, sys_->render(err)));
+            });
+    return result;
+  }
+
+  const std::vector<ListenAddress> workers_;
+  const ClusterSecret secret_;
+  const ClusterDriverOptions options_;
+  caf::actor_system* sys_ = nullptr;
+  std::shared_ptr<Inbox> inbox_;
+  std::unique_ptr<DataPlane> plane_;
+  std::shared_ptr<Outbox> outbox_;
+  std::unique_ptr<ClusterLayout> layout_;
+  std::shared_ptr<const RunContext> ctx_;
+  ActorMessageLimits limits_;
+  std::vector<caf::actor> gates_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<ProcessGroup>> make_cluster_driver(
+    const engine::topology::Topology& topology, ClusterDriverOptions options) {
+  if (topology.workers.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s lists no [[cluster.workers]]", topology.source));
+  }
+  std::vector<ListenAddress> workers;
+  for (size_t i = 0; i < topology.workers.size(); ++i) {
+    absl::StatusOr<ListenAddress> a = parse_listen_address(topology.workers[i].address);
+    if (!a.ok()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: [[cluster.workers]] %d: %s", topology.source, i, a.status().message()));
+    }
+    if (a->port == 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: [[cluster.workers]] %d: address %s has port 0 (a worker started by `muflow run "
+          "--spawn-workers` gets its port from that worker; otherwise give the port it "
+          "listens on)",
+          topology.source, i, topology.workers[i].address));
+    }
+    workers.push_back(*a);
+  }
+  absl::StatusOr<ClusterSecret> secret = ClusterSecret::load(topology.cluster_token_file);
+  if (!secret.ok()) return secret.status();
+  return std::shared_ptr<ProcessGroup>(
+      std::make_shared<ClusterDriver>(std::move(workers), std::move(*secret), options));
+}
+
+}  // namespace muflow::actors::cluster

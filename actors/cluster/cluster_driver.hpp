@@ -1,0 +1,37 @@
+#pragma once
+/// \file
+/// The driver's side of a run that spans processes (#18): the `ProcessGroup` a Server uses
+/// for a topology with `[[cluster.workers]]`. For each run it creates the driver's UCX data
+/// plane (process 0), joins every worker (driver_link.hpp: the cluster secret's
+/// challenge–response both ways), hands each the topology's text so that it builds the same
+/// wiring and spawns the devices it hosts, and stops them when the run ends.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "actors/process_layout.hpp"
+#include "engine/topology/topology.hpp"
+
+namespace muflow::actors::cluster {
+
+struct ClusterDriverOptions {
+  /// Per handshake step (hello, auth, join) with each worker.
+  std::chrono::milliseconds join_timeout{10'000};
+  /// For a worker to parse the topology, load the model and spawn its devices.
+  std::chrono::milliseconds setup_timeout{300'000};
+  /// For a worker to stop the run's actors.
+  std::chrono::milliseconds stop_timeout{10'000};
+};
+
+/// A process group for `topology`'s workers (their addresses as listed; the topology must
+/// carry its TOML text: parsed from a file or string). The cluster secret comes from
+/// `[cluster] token_file` or else `$MUFLOW_CLUSTER_TOKEN` and is read here. Errors:
+/// InvalidArgument for a topology without workers or without its text, a worker address
+/// that is not HOST:PORT with a port above 0; the secret's errors (ClusterSecret::load).
+/// The group serves one run at a time, from the thread that runs it.
+absl::StatusOr<std::shared_ptr<ProcessGroup>> make_cluster_driver(
+    const engine::topology::Topology& topology, ClusterDriverOptions options = {});
+
+}  // namespace muflow::actors::cluster

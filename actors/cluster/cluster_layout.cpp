@@ -1,0 +1,127 @@
+#include "actors/cluster/cluster_layout.hpp"
+
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+#include "actors/messages.hpp"
+
+namespace muflow::actors::cluster {
+
+std::vector<uint32_t> device_processes(const engine::topology::Topology& topology) {
+  std::vector<uint32_t> out(topology.devices.size(), 0);
+  for (size_t w = 0; w < topology.workers.size(); ++w) {
+    for (int64_t d : topology.workers[w].devices) {
+      if (d >= 0 && static_cast<size_t>(d) < out.size()) {
+        out[static_cast<size_t>(d)] = static_cast<uint32_t>(w + 1);
+      }
+    }
+  }
+  return out;
+}
+
+ActorMessageLimits limits_for(const engine::model::ModelConfig& config,
+                              const engine::topology::Topology& topology) {
+  ActorMessageLimits l;
+  // A batch never holds more rows than one iteration admits on every rank (prefill chunk,
+  // decode tokens, batch tokens) times top-k (an all-gather hands a device every row), with
+  // margin: generous, but bounded by the topology, never by the wire.
+  const auto& sc = topology.scheduler;
+  const int64_t per_rank = std::max<int64_t>(1, sc.max_prefill_tokens) +
+                           std::max<int64_t>(1, sc.max_batch_requests) +
+                           std::max<int64_t>(1, sc.max_batch_tokens);
+  const int64_t ranks = std::max<int64_t>(1, static_cast<int64_t>(topology.devices.size()));
+  const int64_t rows = std::min<int64_t>(
+      int64_t{1} << 24, 2 * per_rank * ranks * std::max<int64_t>(1, config.num_topk) + 4096);
+  l.batch.max_tokens = rows;
+  // Rows are the hidden state, or (shared-expert models) the residual and the shared expert's
+  // output side by side (engine/dataflow/token_pool.cpp).
+  l.batch.max_width = 2 * std::max<int64_t>(1, config.hidden_size);
+  l.batch.max_segments = std::max<int64_t>(1, config.num_experts);
+  l.batch.max_payload_bytes = rows * l.batch.max_width * 4;
+  l.max_parts = std::max<int64_t>(1, config.num_experts + static_cast<int64_t>(topology.devices.size()));
+  l.max_rows = rows;
+  l.max_logits = std::max<int64_t>(1, config.vocab_size);
+  l.max_kv_width = std::max<int64_t>(1, config.num_kv_heads * config.head_dim);
+  return l;
+}
+
+caf::actor ClusterLayout::remote(const ActorAddress& address, int64_t device) {
+  const uint32_t process = process_of(device);
+  caf::actor a = make_remote_actor(sys_, outbox_, process, address);
+  remotes_.emplace_back(process, a);
+  return a;
+}
+
+namespace {
+
+// The device an address's actor runs on (-1: the driver's coordinator and collectives), or
+// -2 when the address is outside the run.
+int64_t device_of(const RunContext& ctx, const ActorAddress& a) {
+  auto in = [](int32_t i, size_t n) { return i >= 0 && static_cast<size_t>(i) < n; };
+  const SiteTable& s = ctx.sites;
+  switch (a.role) {
+    case ActorRole::kCoordinator:
+    case ActorRole::kDispatch:
+    case ActorRole::kCombine: return -1;
+    case ActorRole::kAttention:
+      return in(a.block, s.attention.size()) && in(a.index, s.attention[a.block].size())
+                 ? s.attention[a.block][a.index].device
+                 : -2;
+    case ActorRole::kExpert:
+      return in(a.block, s.experts.size()) && in(a.index, s.experts[a.block].size())
+                 ? s.experts[a.block][a.index].device
+                 : -2;
+    case ActorRole::kSampler: return in(a.index, s.samplers.size()) ? s.samplers[a.index].device : -2;
+    case ActorRole::kDevice: return in(a.index, ctx.actors.devices.size()) ? a.index : -2;
+  }
+  return -2;
+}
+
+}  // namespace
+
+absl::Status deliver_actor_frame(const RunContext& ctx, const ClusterLayout& layout,
+                                 const transport::cluster::FrameView& frame,
+                                 const ActorMessageLimits& limits) {
+  absl::StatusOr<DecodedMessage> m = decode_actor_message(frame.header, frame.payload, limits);
+  if (!m.ok()) return m.status();
+  const int64_t device = device_of(ctx, m->to);
+  const bool here = device == -1 ? layout.hosts_driver()
+                                 : device >= 0 && layout.hosts_device(device);
+  if (!here) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "a message for %s, which process %d does not host", to_string(m->to), layout.self()));
+  }
+  if (m->message.match_elements<batch_atom, engine::dataflow::TokenBatchPtr>()) {
+    const auto& batch = m->message.get_as<engine::dataflow::TokenBatchPtr>(1);
+    const int64_t h = ctx.config.hidden_size;
+    if (batch->act && batch->act->width != h && batch->act->width != 2 * h) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "a token batch for %s with rows of %d values; the model's rows have %d (or %d with "
+          "a shared expert's output)",
+          to_string(m->to), batch->act->width, h, 2 * h));
+    }
+  }
+  caf::actor dest = resolve(ctx.actors, m->to);
+  if (!dest) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("a message for %s, which this run does not have", to_string(m->to)));
+  }
+  caf::anon_send(dest, std::move(m->message));
+  return absl::OkStatus();
+}
+
+}  // namespace muflow::actors::cluster
+
+namespace muflow::actors::cluster {
+
+void fail_run(const RunContext& ctx, const ClusterLayout& layout, Outbox* outbox,
+              const std::string& what) {
+  caf::message m = caf::make_message(failed_atom::value, what);
+  if (layout.hosts_driver()) {
+    if (ctx.actors.coordinator) caf::anon_send(ctx.actors.coordinator, std::move(m));
+    return;
+  }
+  if (outbox != nullptr) (void)outbox->send(0, {ActorRole::kCoordinator, 0, 0}, m.content());
+}
+
+}  // namespace muflow::actors::cluster

@@ -1,0 +1,85 @@
+#pragma once
+/// \file
+/// Where the actors of a run spanning processes live (#18), and how a process delivers the
+/// actor messages it receives. Process 0 is the driver (coordinator, barrier collectives,
+/// and the devices no worker lists); worker i of `[[cluster.workers]]` is process i + 1 and
+/// hosts the devices it lists.
+
+#include <caf/all.hpp>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "actors/cluster/actor_codec.hpp"
+#include "actors/cluster/remote_actor.hpp"
+#include "actors/process_layout.hpp"
+#include "actors/run_context.hpp"
+#include "engine/topology/topology.hpp"
+#include "transport/cluster/frame.hpp"
+
+namespace muflow::actors::cluster {
+
+/// [num_devices] the process index that hosts each device of `topology`. Pure; any thread.
+std::vector<uint32_t> device_processes(const engine::topology::Topology& topology);
+
+/// Decoder bounds for a run of `config` (activation width = hidden size, logits = vocab,
+/// K/V width = kv heads × head dim, token counts from the scheduler's batch limits).
+ActorMessageLimits limits_for(const engine::model::ModelConfig& config,
+                              const engine::topology::Topology& topology);
+
+/// The layout of process `self`: hosts the devices `device_process` gives it (and the
+/// coordinator and collectives when it is process 0); remote handles send through `outbox`.
+/// Used by one thread while the run is built; then read-only (any thread).
+class ClusterLayout final : public ProcessLayout {
+ public:
+  ClusterLayout(caf::actor_system& sys, uint32_t self, std::vector<uint32_t> device_process,
+                std::shared_ptr<Outbox> outbox)
+      : sys_(sys),
+        self_(self),
+        device_process_(std::move(device_process)),
+        outbox_(std::move(outbox)) {}
+
+  bool hosts_device(int64_t device) const override { return process_of(device) == self_; }
+  bool hosts_driver() const override { return self_ == 0; }
+  caf::actor remote(const ActorAddress& address, int64_t device) override;
+
+  uint32_t self() const { return self_; }
+  /// The process of `device` (0 for -1: the driver's actors); process 0 for an index out of
+  /// range.
+  uint32_t process_of(int64_t device) const {
+    return device >= 0 && static_cast<size_t>(device) < device_process_.size()
+               ? device_process_[static_cast<size_t>(device)]
+               : 0;
+  }
+  /// Every remote handle made so far, with its process (to stop them, or to report the ones
+  /// of a process that died).
+  const std::vector<std::pair<uint32_t, caf::actor>>& remotes() const { return remotes_; }
+
+ private:
+  caf::actor_system& sys_;
+  const uint32_t self_;
+  const std::vector<uint32_t> device_process_;
+  std::shared_ptr<Outbox> outbox_;
+  std::vector<std::pair<uint32_t, caf::actor>> remotes_;
+};
+
+/// Delivers one kActorMessage frame received from process `from` to its actor in this
+/// process of the run `ctx` (built with `layout`): decodes it within `limits`, checks that its
+/// destination is an actor this process hosts and, for a token batch, that its rows are as
+/// wide as the model's rows (hidden size, or twice that with a shared expert's output); then
+/// sends it (anonymously) to that actor. Errors:
+/// InvalidArgument naming what was wrong (the frame is dropped). Any thread (the data plane's
+/// progress thread) while `ctx` lives.
+absl::Status deliver_actor_frame(const RunContext& ctx, const ClusterLayout& layout,
+                                 const transport::cluster::FrameView& frame,
+                                 const ActorMessageLimits& limits);
+
+/// Fails the run `ctx` with `what` (e.g. a rejected frame: the run cannot finish without the
+/// message, so it ends with an error instead of waiting forever): the coordinator gets
+/// `failed` — directly on the driver, through `outbox` (may be null: nothing sent) from a
+/// worker. Any thread while `ctx` lives.
+void fail_run(const RunContext& ctx, const ClusterLayout& layout, Outbox* outbox,
+              const std::string& what);
+
+}  // namespace muflow::actors::cluster

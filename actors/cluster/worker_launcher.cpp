@@ -1,0 +1,143 @@
+#include "actors/cluster/worker_launcher.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include "absl/strings/str_format.h"
+#include "transport/cluster/cluster_secret.hpp"
+
+extern char** environ;
+
+namespace muflow::actors::cluster {
+namespace {
+
+// Reads one line from `fd` (at most 1 KiB) before `deadline`; false on timeout, EOF or error.
+bool read_line(int fd, std::chrono::steady_clock::time_point deadline, std::string& line) {
+  line.clear();
+  while (line.size() < 1024) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    pollfd p{fd, POLLIN, 0};
+    const int n = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    char c = 0;
+    const ssize_t got = ::read(fd, &c, 1);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return false;
+    if (c == '\n') return true;
+    line.push_back(c);
+  }
+  return false;
+}
+
+void stop_and_reap(std::vector<pid_t>& pids) {
+  for (pid_t pid : pids) {
+    if (pid > 0) ::kill(pid, SIGTERM);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (pid_t& pid : pids) {
+    if (pid <= 0) continue;
+    for (;;) {
+      const pid_t r = ::waitpid(pid, nullptr, WNOHANG);
+      if (r == pid || (r < 0 && errno != EINTR)) break;
+      if (std::chrono::steady_clock::now() > deadline) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, nullptr, 0);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    pid = 0;
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<LaunchedWorkers>> LaunchedWorkers::launch(
+    const std::string& binary, const std::vector<std::string>& listen, const std::string& token,
+    const std::vector<std::string>& extra_args, std::chrono::milliseconds timeout) {
+  std::unique_ptr<LaunchedWorkers> w(new LaunchedWorkers());
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (!token.empty() && std::strncmp(*e, "MUFLOW_CLUSTER_TOKEN=", 21) == 0) continue;
+    env.emplace_back(*e);
+  }
+  if (!token.empty()) env.push_back("MUFLOW_CLUSTER_TOKEN=" + token);
+  std::vector<char*> envp;
+  for (std::string& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  for (const std::string& address : listen) {
+    std::vector<std::string> args = {binary, "worker", "--listen", address};
+    args.insert(args.end(), extra_args.begin(), extra_args.end());
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    int out[2];
+    if (::pipe2(out, O_CLOEXEC) != 0) {
+      return absl::InternalError(absl::StrFormat("pipe: %s", std::strerror(errno)));
+    }
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, out[1], STDOUT_FILENO);
+    pid_t pid = 0;
+    const int rc = ::posix_spawn(&pid, binary.c_str(), &fa, nullptr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&fa);
+    ::close(out[1]);
+    if (rc != 0) {
+      ::close(out[0]);
+      return absl::InternalError(
+          absl::StrFormat("cannot start %s worker: %s", binary, std::strerror(rc)));
+    }
+    w->pids_.push_back(pid);
+    std::string line;
+    const bool got = read_line(out[0], std::chrono::steady_clock::now() + timeout, line);
+    w->stdout_fds_.push_back(out[0]);  // kept open: a later write must not raise SIGPIPE
+    const auto at = line.find("listening on ");
+    const auto end = line.find(' ', at == std::string::npos ? 0 : at + 13);
+    if (!got || at == std::string::npos) {
+      return absl::UnavailableError(absl::StrFormat(
+          "the worker for %s (pid %d) did not start listening within %d ms (its errors are "
+          "above)",
+          address, pid, timeout.count()));
+    }
+    w->addresses_.push_back(line.substr(at + 13, end == std::string::npos ? std::string::npos
+                                                                          : end - at - 13));
+  }
+  return w;
+}
+
+LaunchedWorkers::~LaunchedWorkers() {
+  stop_and_reap(pids_);
+  for (int fd : stdout_fds_) ::close(fd);
+}
+
+int LaunchedWorkers::reap(size_t i) {
+  int status = 0;
+  pid_t& pid = pids_.at(i);
+  if (pid > 0) {
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    pid = 0;
+  }
+  return status;
+}
+
+absl::StatusOr<std::string> make_cluster_token() {
+  auto nonce = transport::cluster::make_nonce();
+  if (!nonce.ok()) return nonce.status();
+  std::string hex;
+  for (uint8_t b : *nonce) hex += absl::StrFormat("%02x", b);
+  return hex;
+}
+
+}  // namespace muflow::actors::cluster

@@ -1,0 +1,56 @@
+#pragma once
+/// \file
+/// Starts loopback `muflow worker` processes for a topology's `[[cluster.workers]]` and stops
+/// them again (`muflow run --spawn-workers`, tests, a laptop). Workers on other machines are
+/// started there by hand or by a cluster manager.
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace muflow::actors::cluster {
+
+/// Worker processes this process started; the destructor stops them (SIGTERM, then SIGKILL
+/// after a grace period) and reaps them. One owner thread.
+class LaunchedWorkers {
+ public:
+  /// Starts `binary worker --listen A` for each A of `listen` ("HOST:PORT", port 0 = any free
+  /// one) and waits (at most `timeout` each) for its "listening on HOST:PORT" line. `token`
+  /// non-empty: the children get it as MUFLOW_CLUSTER_TOKEN (else they inherit the
+  /// environment); `extra_args` are added to each command line. Their stderr is this
+  /// process's. Errors: Internal when a process cannot be started, Unavailable when one exits
+  /// or stays silent before it listens (the started ones are stopped again).
+  static absl::StatusOr<std::unique_ptr<LaunchedWorkers>> launch(
+      const std::string& binary, const std::vector<std::string>& listen,
+      const std::string& token = {}, const std::vector<std::string>& extra_args = {},
+      std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
+  ~LaunchedWorkers();
+  LaunchedWorkers(const LaunchedWorkers&) = delete;
+  LaunchedWorkers& operator=(const LaunchedWorkers&) = delete;
+
+  /// "HOST:PORT" each worker listens on (the port it bound), in `listen`'s order.
+  const std::vector<std::string>& addresses() const { return addresses_; }
+  /// Process id of worker `i` (e.g. to kill it in a fault test).
+  pid_t pid(size_t i) const { return pids_.at(i); }
+  /// Waits for worker `i` to exit after someone else killed it; its exit is then not waited
+  /// for again. Returns its wait status.
+  int reap(size_t i);
+
+ private:
+  LaunchedWorkers() = default;
+  std::vector<pid_t> pids_;
+  std::vector<int> stdout_fds_;  // read ends of the workers' stdout pipes
+  std::vector<std::string> addresses_;
+};
+
+/// A fresh cluster secret for workers this process starts: 32 random bytes (OpenSSL), hex.
+/// Errors: OpenSSL's RNG failing.
+absl::StatusOr<std::string> make_cluster_token();
+
+}  // namespace muflow::actors::cluster

@@ -1,0 +1,89 @@
+#pragma once
+/// \file
+/// Runs that span processes (#18): how an actor of the wiring is named across processes
+/// (`ActorAddress`), which of them this process spawns (`ProcessLayout`), and the hooks a
+/// driver's run calls to have its workers build and tear down their share (`ProcessGroup`).
+/// Implemented by actors/cluster (UCX data plane, CAF middleman); nothing here knows about
+/// either, so the single-process engine does not depend on them.
+
+#include <caf/all.hpp>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace muflow::actors {
+
+struct ActorTable;
+struct RunContext;
+
+/// Which entry of an `ActorTable` an address names. The numbers are part of the data-plane
+/// wire format (actors/cluster/actor_codec.hpp): never reuse one.
+enum class ActorRole : uint8_t {
+  kCoordinator = 1,
+  kAttention = 2,  ///< attention[block][index]: index = DP rank
+  kExpert = 3,     ///< experts[block][index]: index = expert slot
+  kSampler = 4,    ///< samplers[index]: index = DP rank
+  kDispatch = 5,   ///< dispatch[block]
+  kCombine = 6,    ///< combine[block]
+  kDevice = 7,     ///< devices[index]: index = device
+};
+
+/// An actor of one run, named the same way in every process of it (the processes build the
+/// same wiring from the same topology).
+struct ActorAddress {
+  ActorRole role = ActorRole::kCoordinator;
+  int32_t block = 0;  ///< attention, expert, dispatch, combine; 0 otherwise
+  int32_t index = 0;  ///< rank, slot or device; 0 for the coordinator and collectives
+  friend bool operator==(const ActorAddress&, const ActorAddress&) = default;
+};
+
+/// "attention(b=1, r=0)", "coordinator", ... for log lines. Any thread.
+std::string to_string(const ActorAddress& address);
+
+/// The handle at `address` in `table`, or an empty handle when the address is outside the
+/// table (a role this wiring does not have, a block, rank, slot or device out of range).
+/// Reads `table` only; any thread once the table is built.
+caf::actor resolve(const ActorTable& table, const ActorAddress& address);
+
+/// Which actors of a run this process spawns; the others are handles that carry messages to
+/// the process that has them (`remote`). Read by the graph builder before the coordinator
+/// starts; implementations are used from that thread only until then.
+class ProcessLayout {
+ public:
+  virtual ~ProcessLayout() = default;
+  /// True when this process runs device `device`: its device actor and every stage placed on
+  /// it.
+  virtual bool hosts_device(int64_t device) const = 0;
+  /// True when this process runs the coordinator and the barrier collectives (the driver).
+  virtual bool hosts_driver() const = 0;
+  /// A handle for the actor at `address` in another process: what is sent to it is encoded
+  /// and carried to that process, which delivers it to its actor there. `device`: the device
+  /// the actor runs on; -1 for the coordinator and the collectives (the driver's).
+  virtual caf::actor remote(const ActorAddress& address, int64_t device) = 0;
+};
+
+/// The worker processes of a driver's run (Server::run on a topology with
+/// `[[cluster.workers]]`). Server calls, from its run thread, in this order: `configure`
+/// (before the actor system exists), `open` (once the run's context exists, before any actor
+/// is spawned), `start` (once this process spawned its share, before the coordinator gets
+/// work) and `close` (after the run, also after a failed one; must not fail).
+class ProcessGroup {
+ public:
+  virtual ~ProcessGroup() = default;
+  /// Adds what the group needs to the driver's actor system config (CAF's middleman).
+  virtual void configure(caf::actor_system_config& cfg) = 0;
+  /// Reaches every worker (handshake with the cluster secret), has each build its share of
+  /// the run from the same topology, and returns the layout this process builds with (owned
+  /// by the group, valid until `close`). Errors name the worker.
+  virtual absl::StatusOr<ProcessLayout*> open(caf::actor_system& sys,
+                                              const std::shared_ptr<RunContext>& ctx) = 0;
+  /// Tells every worker the run starts (each sets its clock's origin).
+  virtual absl::Status start() = 0;
+  /// Stops the workers' actors of this run and forgets it; the workers keep serving.
+  virtual void close() = 0;
+};
+
+}  // namespace muflow::actors

@@ -1,0 +1,225 @@
+// Runs that span processes (#18 item 1 and its "must show"): every wiring, with its devices in
+// 2 and 3 `muflow worker` processes on loopback (and one device left with the driver), gives
+// the same tokens and bitwise the same prompt logits as the same topology in one process, on
+// the KJV tiny Mixtral and on a synthetic Qwen2-MoE. Also: a topology's worker entries are
+// checked when it is parsed, and a run whose worker has the wrong token fails with a clear
+// error instead of hanging.
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "actors/cluster/cluster_driver.hpp"
+#include "actors/cluster/worker_launcher.hpp"
+#include "actors/server.hpp"
+#include "engine/serving/sampling.hpp"
+#include "engine/topology/topology.hpp"
+
+namespace muflow::actors::cluster {
+namespace {
+
+using engine::serving::Request;
+
+const char* kToken = "cluster-run-test-token-0123456789abcdef";
+
+// Three loopback workers for the whole suite (each run joins the ones its topology lists;
+// worker i is always process i + 1).
+class ClusterRunTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ::setenv("MUFLOW_CLUSTER_TOKEN", kToken, 1);
+    auto w = LaunchedWorkers::launch(MUFLOW_BINARY, {"127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"},
+                                     kToken);
+    ASSERT_TRUE(w.ok()) << w.status();
+    workers_ = std::move(*w);
+  }
+  static void TearDownTestSuite() { workers_.reset(); }
+  static inline std::unique_ptr<LaunchedWorkers> workers_;
+};
+
+// The model half of a topology: the shipped KJV model, or a synthetic Qwen2-MoE.
+std::string model_table(bool qwen) {
+  if (!qwen) {
+    return absl::StrCat("[model]\npath = \"", MUFLOW_SOURCE_DIR,
+                        "/models/kjv-mixtral-tiny-bf16\"\n");
+  }
+  return "[model]\ntype = \"qwen2_moe\"\nvocab = 512\nhidden = 64\nlayers = 2\nheads = 4\n"
+         "kv_heads = 2\nexperts = 6\ntopk = 2\nffn = 48\nshared_ffn = 80\nseed = 5\n";
+}
+
+// A topology of `wiring` on `num_devices` cpu devices; `workers[i]` lists the devices of
+// worker i (none: one process).
+std::string topology_text(const std::string& wiring, int num_devices, bool qwen,
+                          const std::vector<std::vector<int>>& workers,
+                          const std::vector<std::string>& addresses) {
+  std::string t = absl::StrCat("wiring = \"", wiring, "\"\nbackend = \"cpu\"\n\n[cluster]\n",
+                               "num_devices = ", num_devices, "\nthreads_per_device = 1\n");
+  for (size_t i = 0; i < workers.size(); ++i) {
+    absl::StrAppend(&t, "\n[[cluster.workers]]\naddress = \"", addresses[i], "\"\ndevices = [",
+                    absl::StrJoin(workers[i], ", "), "]\n");
+  }
+  absl::StrAppend(&t, "\n", model_table(qwen), "\n[placement]\n");
+  if (wiring == "async" || wiring == "async-replicated") {
+    absl::StrAppend(&t, "attention_devices = 1\n");
+  }
+  if (wiring == "async-replicated") absl::StrAppend(&t, "replica_experts = [0, 3]\n");
+  absl::StrAppend(&t,
+                  "\n[scheduler]\nmax_batch_requests = 3\nmax_prefill_tokens = 7\n"
+                  "max_batch_tokens = 16\n\n[sampling]\ntemperature = 0.0\nstop_at_eos = false\n");
+  return t;
+}
+
+// Concurrent requests of mixed lengths (chunked prefill, decode and prefill mixed), with
+// prompt logits, so that the comparison is bitwise and not only of tokens.
+std::vector<Request> requests(int64_t vocab) {
+  std::vector<Request> out;
+  for (int i = 0; i < 6; ++i) {
+    Request r;
+    r.id = i;
+    r.max_new_tokens = 4 + i % 4;
+    r.return_prompt_logits = true;
+    const int len = 3 + (i * 5) % 11;
+    r.prompt.push_back(1);
+    for (int j = 1; j < len; ++j) {
+      r.prompt.push_back(
+          static_cast<int32_t>(3 + engine::serving::counter_uniform(7, i, j) * (vocab - 3)));
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+absl::StatusOr<RunOutcome> run_text(const std::string& text, const std::vector<Request>* reqs) {
+  auto topo = engine::topology::parse_topology_string(text, "<cluster test>", MUFLOW_SOURCE_DIR);
+  if (!topo.ok()) return topo.status();
+  auto server = Server::create(*topo);
+  if (!server.ok()) return server.status();
+  if (!topo->workers.empty()) {
+    auto group = make_cluster_driver(*topo);
+    if (!group.ok()) return group.status();
+    (*server)->set_process_group(std::move(*group));
+  }
+  return (*server)->run(reqs ? *reqs : requests((*server)->config().vocab_size));
+}
+
+void expect_same(const RunOutcome& want, const RunOutcome& got, const std::string& what) {
+  ASSERT_EQ(want.outputs.size(), got.outputs.size()) << what;
+  for (size_t i = 0; i < want.outputs.size(); ++i) {
+    EXPECT_EQ(want.outputs[i].output, got.outputs[i].output) << what << ", request " << i;
+    const auto& a = want.outputs[i].prompt_logits;
+    const auto& b = got.outputs[i].prompt_logits;
+    ASSERT_EQ(a.size(), b.size()) << what << ", request " << i;
+    ASSERT_FALSE(a.empty()) << what;
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
+        << what << ", request " << i << ": prompt logits not bitwise equal";
+  }
+}
+
+struct Case {
+  std::string wiring;
+  bool qwen;
+};
+
+class EveryWiring : public ClusterRunTest, public ::testing::WithParamInterface<Case> {};
+
+TEST_P(EveryWiring, TwoAndThreeWorkersMatchOneProcess) {
+  const Case& c = GetParam();
+  ASSERT_TRUE(workers_);
+  const auto& a = workers_->addresses();
+  auto one = run_text(topology_text(c.wiring, 4, c.qwen, {}, {}), nullptr);
+  ASSERT_TRUE(one.ok()) << one.status();
+  // 2 workers host every device; 3 workers host three, the driver keeps device 3.
+  const std::vector<std::vector<std::vector<int>>> layouts = {{{0, 2}, {1, 3}}, {{0}, {1}, {2}}};
+  for (const auto& layout : layouts) {
+    const std::string what =
+        absl::StrCat(c.wiring, c.qwen ? " (qwen2-moe)" : " (kjv)", " on ", layout.size(),
+                     " workers");
+    auto many = run_text(topology_text(c.wiring, 4, c.qwen, layout, a), nullptr);
+    ASSERT_TRUE(many.ok()) << what << ": " << many.status();
+    expect_same(*one, *many, what);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cluster, EveryWiring,
+    ::testing::Values(Case{"sync", false}, Case{"async", false}, Case{"harmoeny", false},
+                      Case{"moeshard", false}, Case{"exflow", false},
+                      Case{"async-replicated", false}, Case{"sync", true}, Case{"async", true},
+                      Case{"harmoeny", true}, Case{"moeshard", true}, Case{"exflow", true},
+                      Case{"async-replicated", true}),
+    [](const ::testing::TestParamInfo<Case>& info) {
+      std::string name = info.param.wiring + (info.param.qwen ? "_qwen2moe" : "_kjv");
+      for (char& ch : name) {
+        if (ch == '-') ch = '_';
+      }
+      return name;
+    });
+
+TEST_F(ClusterRunTest, WorkerEntriesAreCheckedWhenParsed) {
+  auto parse = [](const std::string& workers) {
+    return engine::topology::parse_topology_string(
+        "backend = \"cpu\"\n[cluster]\nnum_devices = 2\n" + workers + model_table(true), "t.toml",
+        MUFLOW_SOURCE_DIR);
+  };
+  auto ok = parse("[[cluster.workers]]\naddress = \"127.0.0.1:7101\"\ndevices = [1]\n");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  ASSERT_EQ(ok->workers.size(), 1u);
+  EXPECT_EQ(ok->workers[0].devices, std::vector<int64_t>{1});
+  auto out_of_range = parse("[[cluster.workers]]\naddress = \"127.0.0.1:7101\"\ndevices = [2]\n");
+  ASSERT_FALSE(out_of_range.ok());
+  EXPECT_NE(out_of_range.status().message().find("t.toml:6: key 'cluster.workers[0].devices'"),
+            std::string::npos)
+      << out_of_range.status();
+  auto twice = parse(
+      "[[cluster.workers]]\naddress = \"127.0.0.1:7101\"\ndevices = [0]\n"
+      "[[cluster.workers]]\naddress = \"127.0.0.1:7102\"\ndevices = [0]\n");
+  ASSERT_FALSE(twice.ok());
+  EXPECT_NE(twice.status().message().find("device 0 is listed by two workers"), std::string::npos)
+      << twice.status();
+  auto no_port = parse("[[cluster.workers]]\naddress = \"localhost\"\ndevices = [0]\n");
+  ASSERT_FALSE(no_port.ok());
+  EXPECT_NE(no_port.status().message().find("expected \"HOST:PORT\""), std::string::npos)
+      << no_port.status();
+}
+
+TEST_F(ClusterRunTest, WrongTokenFailsTheRunWithAClearError) {
+  ASSERT_TRUE(workers_);
+  const std::string text = topology_text("sync", 2, true, {{0}}, {workers_->addresses()[0]});
+  auto topo = engine::topology::parse_topology_string(text, "<cluster test>", MUFLOW_SOURCE_DIR);
+  ASSERT_TRUE(topo.ok()) << topo.status();
+  ::setenv("MUFLOW_CLUSTER_TOKEN", "a-different-token-of-enough-bytes", 1);
+  auto group = make_cluster_driver(*topo);
+  ::setenv("MUFLOW_CLUSTER_TOKEN", kToken, 1);
+  ASSERT_TRUE(group.ok()) << group.status();
+  auto server = Server::create(*topo);
+  ASSERT_TRUE(server.ok()) << server.status();
+  (*server)->set_process_group(std::move(*group));
+  auto out = (*server)->run(requests((*server)->config().vocab_size));
+  ASSERT_FALSE(out.ok());
+  EXPECT_TRUE(absl::IsPermissionDenied(out.status())) << out.status();
+  // The worker still serves a driver with the right token afterwards.
+  auto right = run_text(text, nullptr);
+  EXPECT_TRUE(right.ok()) << right.status();
+}
+
+TEST_F(ClusterRunTest, ATopologyWithWorkersNeedsAProcessGroup) {
+  ASSERT_TRUE(workers_);
+  const std::string text = topology_text("sync", 2, true, {{0}}, {workers_->addresses()[0]});
+  auto topo = engine::topology::parse_topology_string(text, "<cluster test>", MUFLOW_SOURCE_DIR);
+  ASSERT_TRUE(topo.ok()) << topo.status();
+  auto server = Server::create(*topo);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto out = (*server)->run(requests((*server)->config().vocab_size));
+  ASSERT_FALSE(out.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(out.status())) << out.status();
+  EXPECT_NE(out.status().message().find("set_process_group"), std::string::npos) << out.status();
+}
+
+}  // namespace
+}  // namespace muflow::actors::cluster
