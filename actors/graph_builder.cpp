@@ -86,8 +86,7 @@ void build_stages(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx
     t.samplers[r] = spawn_stage(sys, ctx, impl, d, li, li);
     sites.samplers[r] = {d, li};
   }
-  const bool barriers =
-      graph.dispatch == EdgeKind::kBarrier || graph.combine == EdgeKind::kBarrier;
+  const bool barriers = graph.dispatch == EdgeKind::kBarrier || graph.combine == EdgeKind::kBarrier;
   if (barriers) {
     // The collectives live with the coordinator (the driver, when the run spans processes).
     for (int32_t b = 0; b < L; ++b) {
@@ -104,8 +103,8 @@ void build_stages(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx
     if (ctx->trace) {
       if (barriers) ctx->trace->set_thread_name(d, kWaitLaneTid, "collective waits");
       const engine::topology::DeviceSpec& spec = ctx->topology.devices[d];
-      ctx->trace->set_process_name(
-          d, absl::StrFormat("%s (%s, %s)", spec.name, spec.kind, spec.node));
+      ctx->trace->set_process_name(d,
+                                   absl::StrFormat("%s (%s, %s)", spec.name, spec.kind, spec.node));
     }
   }
 }
@@ -121,8 +120,8 @@ void spawn_devices(caf::actor_system& sys, const std::vector<std::shared_ptr<Run
                                        static_cast<int64_t>(d)));
       continue;
     }
-    devices.push_back(spawn_device(sys, ctxs.front(), static_cast<int64_t>(d),
-                                   std::move(local[d]), policy));
+    devices.push_back(
+        spawn_device(sys, ctxs.front(), static_cast<int64_t>(d), std::move(local[d]), policy));
   }
   for (const auto& ctx : ctxs) ctx->actors.devices = devices;
 }

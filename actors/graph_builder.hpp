@@ -6,10 +6,9 @@
 /// the graph has barrier edges, and one device actor per device. Generic: which wiring built
 /// the graph does not matter here (actors/wirings/).
 
+#include <caf/all.hpp>
 #include <memory>
 #include <vector>
-
-#include <caf/all.hpp>
 
 #include "actors/device.hpp"
 #include "actors/process_layout.hpp"

@@ -1,11 +1,10 @@
 #include "actors/server.hpp"
 
 #include <algorithm>
+#include <caf/scheduler/test_coordinator.hpp>
 #include <chrono>
 #include <cmath>
 #include <functional>
-
-#include <caf/scheduler/test_coordinator.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -14,8 +13,8 @@
 #include "actors/messages.hpp"
 #include "actors/placement_setup.hpp"
 #include "actors/wirings/registry.hpp"
-#include "engine/serving/kv_admission.hpp"
 #include "engine/planning/placement.hpp"
+#include "engine/serving/kv_admission.hpp"
 #include "engine/serving/workload.hpp"
 #include "kernels/assert.hpp"
 
@@ -86,8 +85,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::create(engine::topology::Topolog
   }
   if (absl::StatusOr<std::unique_ptr<engine::serving::SchedulingPolicy>> pol =
           engine::serving::make_scheduling_policy(topology.scheduler.policy,
-                                               topology.scheduler.defrag_lookahead,
-                                               topology.scheduler.defrag_decay);
+                                                  topology.scheduler.defrag_lookahead,
+                                                  topology.scheduler.defrag_decay);
       !pol.ok()) {
     return absl::InvalidArgumentError(
         absl::StrFormat("%s: key 'scheduler.policy': %s", topology.source, pol.status().message()));
@@ -140,8 +139,8 @@ absl::Status Server::validate(const std::vector<engine::serving::Request>& reque
   for (size_t i = 0; i < requests.size(); ++i) {
     const engine::serving::Request& r = requests[i];
     if (r.id != static_cast<int64_t>(i)) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "request at index %d has id %d; ids must be 0..n-1 in order", i, r.id));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("request at index %d has id %d; ids must be 0..n-1 in order", i, r.id));
     }
     if (absl::Status s = validate_request(r); !s.ok()) return s;
   }
@@ -161,9 +160,9 @@ absl::Status Server::validate_request(const engine::serving::Request& r) const {
     }
   }
   if (!std::isfinite(r.arrival_s) || r.arrival_s < 0 || r.arrival_s > kMaxArrivalS) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "request %d: arrival time %g s; expected a finite time in [0, %g] s", r.id, r.arrival_s,
-        kMaxArrivalS));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("request %d: arrival time %g s; expected a finite time in [0, %g] s", r.id,
+                        r.arrival_s, kMaxArrivalS));
   }
   if (backend_->virtual_time() && r.return_prompt_logits) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -174,20 +173,19 @@ absl::Status Server::validate_request(const engine::serving::Request& r) const {
         absl::StrFormat("request %d: max_new_tokens must be >= 1", r.id));
   }
   if (static_cast<int64_t>(r.prompt.size()) >= c.max_position_embeddings) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "request %d: prompt of %d tokens does not fit max_position_embeddings = %d", r.id,
-        r.prompt.size(), c.max_position_embeddings));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("request %d: prompt of %d tokens does not fit max_position_embeddings = %d",
+                        r.id, r.prompt.size(), c.max_position_embeddings));
   }
   if (r.sampling) {
     if (!std::isfinite(r.sampling->temperature) || r.sampling->temperature < 0) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "request %d: temperature %g; expected a finite value >= 0", r.id,
-          r.sampling->temperature));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("request %d: temperature %g; expected a finite value >= 0", r.id,
+                          r.sampling->temperature));
     }
     if (!(r.sampling->top_p > 0 && r.sampling->top_p <= 1)) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("request %d: top_p %g; expected a value in (0, 1]", r.id,
-                          r.sampling->top_p));
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "request %d: top_p %g; expected a value in (0, 1]", r.id, r.sampling->top_p));
     }
   }
   return absl::OkStatus();
@@ -238,8 +236,8 @@ absl::StatusOr<std::shared_ptr<RunContext>> Server::make_context(
   const int64_t elem_bytes = topology_.model.dtype == "bf16" ? 2 : 4;
   ctx->kv_bytes_per_token = engine::serving::kv_bytes_per_token(config(), elem_bytes);
   for (int64_t d : ctx->placement.rank_device) {
-    ctx->kv_capacity_bytes.push_back(backend_->kv_capacity_bytes(
-        d, static_cast<int64_t>(ctx->placement.experts_on(d).size())));
+    ctx->kv_capacity_bytes.push_back(
+        backend_->kv_capacity_bytes(d, static_cast<int64_t>(ctx->placement.experts_on(d).size())));
   }
   ctx->num_ranks = static_cast<int64_t>(ctx->placement.rank_device.size());
   absl::StatusOr<std::shared_ptr<const WiringRun>> run = wiring_->start_run(*ctx);
@@ -277,8 +275,8 @@ absl::Status Server::finish_run(const RunContext& ctx, const RunOutcome& outcome
 }
 
 absl::StatusOr<std::vector<RunOutcome>> Server::run_together(
-    const std::vector<Server*>& servers,
-    std::vector<SourceSubmissionPtr> sources, std::vector<RunCallbacks> callbacks) {
+    const std::vector<Server*>& servers, std::vector<SourceSubmissionPtr> sources,
+    std::vector<RunCallbacks> callbacks) {
   const size_t n = servers.size();
   MUFLOW_ASSERT(n >= 1 && sources.size() == n && callbacks.size() == n,
                 "run_together: one request source and callback set per server");
@@ -397,17 +395,18 @@ absl::StatusOr<std::vector<RunOutcome>> Server::run_together(
         received = true;
       };
       auto on_down = [&](const caf::down_msg& down) {
-        outcome.status = absl::InternalError("the coordinator stopped unexpectedly: " +
-                                             sys.render(down.reason));
+        outcome.status =
+            absl::InternalError("the coordinator stopped unexpectedly: " + sys.render(down.reason));
         received = true;
       };
       if (sim) {
         // Everything has run; the outcome (or the coordinator's death) is already queued.
-        self->receive(on_outcome, on_down, caf::after(std::chrono::seconds(0)) >> [&] {
-          outcome.status = absl::InternalError(
-              "the simulation ran out of events before every request finished");
-          received = true;
-        });
+        self->receive(
+            on_outcome, on_down, caf::after(std::chrono::seconds(0)) >> [&] {
+              outcome.status = absl::InternalError(
+                  "the simulation ran out of events before every request finished");
+              received = true;
+            });
       } else {
         if (stop_requested.empty()) {
           self->receive_while([&] { return !received; })(on_outcome, on_down);
@@ -418,9 +417,7 @@ absl::StatusOr<std::vector<RunOutcome>> Server::run_together(
       }
     }
   }
-  auto stop = [](const caf::actor& a) {
-    caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
-  };
+  auto stop = [](const caf::actor& a) { caf::anon_send_exit(a, caf::exit_reason::user_shutdown); };
   for (const auto& ctx : ctxs) {
     ctx->actors.for_each_wiring_actor(stop);
     if (ctx->actors.coordinator) stop(ctx->actors.coordinator);
@@ -442,8 +439,8 @@ absl::StatusOr<std::vector<RunOutcome>> Server::run_together(
 absl::StatusOr<std::shared_ptr<RunContext>> Server::host_share(caf::actor_system& sys,
                                                                ProcessLayout& layout) const {
   if (backend_->virtual_time()) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "%s: backend 'sim' runs in one process (virtual time)", topology_.source));
+    return absl::FailedPreconditionError(
+        absl::StrFormat("%s: backend 'sim' runs in one process (virtual time)", topology_.source));
   }
   absl::StatusOr<std::unique_ptr<engine::serving::SchedulingPolicy>> policy =
       engine::serving::make_scheduling_policy(topology_.scheduler.policy,

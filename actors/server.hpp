@@ -11,15 +11,15 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "actors/backends/backend.hpp"
 #include "actors/coordinator.hpp"
 #include "actors/process_layout.hpp"
 #include "actors/run_context.hpp"
-#include "actors/backends/backend.hpp"
 #include "actors/wirings/registry.hpp"
 #include "engine/exec/cpu_model.hpp"
-#include "engine/serving/request.hpp"
 #include "engine/model/tokenizer.hpp"
 #include "engine/planning/placement.hpp"
+#include "engine/serving/request.hpp"
 #include "engine/topology/topology.hpp"
 
 namespace muflow::actors {
@@ -69,11 +69,11 @@ class Server {
   /// topology's wiring and blocks until all finished, or until `callbacks.stop_requested`
   /// returns true: then every unfinished request is cancelled and the run ends as usual with
   /// RunOutcome::stopped set. `callbacks.on_finish` sees each request as it finishes.
-  /// Writes the Chrome trace when the topology names a trace file. Errors: InvalidArgument for ids that are not 0..n-1 in
-  /// order, an empty prompt, a token outside the vocabulary, max_new_tokens < 1, a prompt of
-  /// max_position_embeddings tokens or more, an arrival time that is not finite or outside
-  /// [0, 1e7] s; Internal when a stage, the coordinator or a callback failed (the message says
-  /// which); the trace writer's error. Generation also stops at max_position_embeddings.
+  /// Writes the Chrome trace when the topology names a trace file. Errors: InvalidArgument for ids
+  /// that are not 0..n-1 in order, an empty prompt, a token outside the vocabulary, max_new_tokens
+  /// < 1, a prompt of max_position_embeddings tokens or more, an arrival time that is not finite or
+  /// outside [0, 1e7] s; Internal when a stage, the coordinator or a callback failed (the message
+  /// says which); the trace writer's error. Generation also stops at max_position_embeddings.
   absl::StatusOr<RunOutcome> run(std::vector<engine::serving::Request> requests,
                                  RunCallbacks callbacks = {});
 

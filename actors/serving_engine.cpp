@@ -136,10 +136,12 @@ absl::StatusOr<EngineStats> ServingEngine::stats() {
     if (stopped_) return absl::FailedPreconditionError("the engine was shut down");
     coordinator = ctx_->actors.coordinator;
     for (const auto& block : ctx_->actors.attention) {
-      for (const caf::actor& a : block) stages.emplace_back(a, engine::dataflow::StageKind::kAttention);
+      for (const caf::actor& a : block)
+        stages.emplace_back(a, engine::dataflow::StageKind::kAttention);
     }
     for (const auto& block : ctx_->actors.experts) {
-      for (const caf::actor& a : block) stages.emplace_back(a, engine::dataflow::StageKind::kExpert);
+      for (const caf::actor& a : block)
+        stages.emplace_back(a, engine::dataflow::StageKind::kExpert);
     }
     for (const caf::actor& a : ctx_->actors.samplers) {
       stages.emplace_back(a, engine::dataflow::StageKind::kSampler);
@@ -162,11 +164,10 @@ absl::StatusOr<EngineStats> ServingEngine::stats() {
     self->request(stage, std::chrono::seconds(10), depth_atom::value)
         .receive(
             [&](int64_t depth) {
-              int64_t& sum = kind == engine::dataflow::StageKind::kAttention
-                                 ? stats.queued_attention_tokens
-                             : kind == engine::dataflow::StageKind::kExpert
-                                 ? stats.queued_expert_tokens
-                                 : stats.queued_sampler_tokens;
+              int64_t& sum =
+                  kind == engine::dataflow::StageKind::kAttention ? stats.queued_attention_tokens
+                  : kind == engine::dataflow::StageKind::kExpert  ? stats.queued_expert_tokens
+                                                                  : stats.queued_sampler_tokens;
               sum += std::max<int64_t>(0, depth);
             },
             on_error);

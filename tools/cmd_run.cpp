@@ -127,12 +127,13 @@ absl::StatusOr<std::unique_ptr<actors::cluster::LaunchedWorkers>> spawn_workers(
     engine::topology::Topology& topo, bool quiet) {
   std::vector<std::string> listen;
   for (const engine::topology::WorkerSpec& w : topo.workers) {
-    absl::StatusOr<actors::cluster::ListenAddress> a = actors::cluster::parse_listen_address(w.address);
+    absl::StatusOr<actors::cluster::ListenAddress> a =
+        actors::cluster::parse_listen_address(w.address);
     if (!a.ok()) return a.status();
     if (!actors::cluster::is_loopback_host(a->host)) {
-      return absl::InvalidArgumentError(
-          "--spawn-workers starts loopback workers only; " + w.address +
-          " is another host's (start `muflow worker` there)");
+      return absl::InvalidArgumentError("--spawn-workers starts loopback workers only; " +
+                                        w.address +
+                                        " is another host's (start `muflow worker` there)");
     }
     listen.push_back(w.address);
   }

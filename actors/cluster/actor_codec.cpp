@@ -192,8 +192,8 @@ absl::StatusOr<EncodedMessage> encode_actor_message(const ActorAddress& to,
     w.put_raw(text);
     return out;
   }
-  return absl::UnimplementedError(absl::StrFormat(
-      "actor message for %s: %s has no data-plane form", to_string(to), m.stringify()));
+  return absl::UnimplementedError(absl::StrFormat("actor message for %s: %s has no data-plane form",
+                                                  to_string(to), m.stringify()));
 }
 
 absl::StatusOr<DecodedMessage> decode_actor_message(std::span<const char> header,
@@ -237,9 +237,10 @@ absl::StatusOr<DecodedMessage> decode_actor_message(std::span<const char> header
       if (!r.get(c->iteration, c->source, parts)) return bad("truncated contribution");
       static const size_t kPartRecord = record_bytes<int32_t, uint32_t, uint64_t>();
       if (parts > limits.max_parts || parts * kPartRecord > r.remaining()) {
-        return bad(absl::StrFormat("contribution of %d parts (at most %d, and %d header bytes "
-                                   "left)",
-                                   parts, limits.max_parts, r.remaining()));
+        return bad(
+            absl::StrFormat("contribution of %d parts (at most %d, and %d header bytes "
+                            "left)",
+                            parts, limits.max_parts, r.remaining()));
       }
       std::vector<uint32_t> header_bytes(parts);
       std::vector<uint64_t> payload_bytes(parts);
@@ -279,9 +280,10 @@ absl::StatusOr<DecodedMessage> decode_actor_message(std::span<const char> header
       static const size_t kIdRecord = record_bytes<int64_t>();
       if (rows > limits.max_rows || requests > limits.max_rows ||
           rows * kRowRecord + requests * kIdRecord > r.remaining()) {
-        return bad(absl::StrFormat("sampled batch of %d rows and %d requests (at most %d each, "
-                                   "and %d header bytes left)",
-                                   rows, requests, limits.max_rows, r.remaining()));
+        return bad(
+            absl::StrFormat("sampled batch of %d rows and %d requests (at most %d each, "
+                            "and %d header bytes left)",
+                            rows, requests, limits.max_rows, r.remaining()));
       }
       s->rows.resize(rows);
       size_t offset = 0;
@@ -292,9 +294,10 @@ absl::StatusOr<DecodedMessage> decode_actor_message(std::span<const char> header
         }
         const size_t bytes = size_t{logits} * sizeof(float);
         if (logits > limits.max_logits || bytes > payload.size() - offset) {
-          return bad(absl::StrFormat("sampled row with %d logits (at most %d; %d payload bytes "
-                                     "left)",
-                                     logits, limits.max_logits, payload.size() - offset));
+          return bad(
+              absl::StrFormat("sampled row with %d logits (at most %d; %d payload bytes "
+                              "left)",
+                              logits, limits.max_logits, payload.size() - offset));
         }
         row.logits = floats_of(payload.subspan(offset, bytes));
         offset += bytes;
@@ -318,8 +321,8 @@ absl::StatusOr<DecodedMessage> decode_actor_message(std::span<const char> header
       }
       const size_t bytes = size_t{rows} * static_cast<size_t>(kv->width) * sizeof(float);
       if (payload.size() != 2 * bytes) {
-        return bad(absl::StrFormat("K/V payload of %d bytes, expected %d", payload.size(),
-                                   2 * bytes));
+        return bad(
+            absl::StrFormat("K/V payload of %d bytes, expected %d", payload.size(), 2 * bytes));
       }
       kv->request_ids.resize(rows);
       kv->positions.resize(rows);
@@ -356,8 +359,8 @@ absl::StatusOr<DecodedMessage> decode_actor_message(std::span<const char> header
       std::span<const char> text;
       if (!r.get(len)) return bad("truncated failure");
       if (len > limits.max_text_bytes || !r.take(len, text)) {
-        return bad(absl::StrFormat("failure text of %d bytes (at most %d)", len,
-                                   limits.max_text_bytes));
+        return bad(
+            absl::StrFormat("failure text of %d bytes (at most %d)", len, limits.max_text_bytes));
       }
       out.message = caf::make_message(failed_atom::value, std::string(text.begin(), text.end()));
       return finish(0);

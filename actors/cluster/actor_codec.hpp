@@ -52,11 +52,11 @@ enum class MessageTag : uint8_t {
 /// Bounds a decoder enforces before it allocates anything sized from the wire; a run sets
 /// them from its model (`limits_for`).
 struct ActorMessageLimits {
-  transport::WireLimits batch;          ///< each token batch (alone or a contribution's part)
-  int64_t max_parts = int64_t{1} << 16;  ///< parts of a contribution
-  int64_t max_rows = int64_t{1} << 20;   ///< sampled rows, K/V rows
-  int64_t max_logits = int64_t{1} << 22;  ///< logits of one sampled row (the vocabulary)
-  int64_t max_kv_width = int64_t{1} << 18;  ///< floats per K (and V) row
+  transport::WireLimits batch;                ///< each token batch (alone or a contribution's part)
+  int64_t max_parts = int64_t{1} << 16;       ///< parts of a contribution
+  int64_t max_rows = int64_t{1} << 20;        ///< sampled rows, K/V rows
+  int64_t max_logits = int64_t{1} << 22;      ///< logits of one sampled row (the vocabulary)
+  int64_t max_kv_width = int64_t{1} << 18;    ///< floats per K (and V) row
   int64_t max_text_bytes = int64_t{1} << 16;  ///< a failure's message
 };
 

@@ -53,9 +53,9 @@ void on_frame(Inbox& inbox, Received&& r) {
   if (absl::Status s = deliver_actor_frame(*inbox.ctx, *inbox.layout, *frame, inbox.limits);
       !s.ok()) {
     reject(std::string(s.message()));
-    fail_run(*inbox.ctx, *inbox.layout, nullptr,
-             absl::StrFormat("the driver rejected a message from process %d: %s", r.tag,
-                             s.message()));
+    fail_run(
+        *inbox.ctx, *inbox.layout, nullptr,
+        absl::StrFormat("the driver rejected a message from process %d: %s", r.tag, s.message()));
   }
 }
 
@@ -83,16 +83,15 @@ class ClusterDriver final : public ProcessGroup {
     DataPlane::Options o;
     o.process = 0;
     o.name = "driver data plane";
-    auto plane = DataPlane::create(
-        o, [inbox = inbox_](Received&& r) { on_frame(*inbox, std::move(r)); });
+    auto plane =
+        DataPlane::create(o, [inbox = inbox_](Received&& r) { on_frame(*inbox, std::move(r)); });
     if (!plane.ok()) return plane.status();
     plane_ = std::move(*plane);
     std::vector<std::string> addresses(workers_.size() + 1);
     addresses[0].assign(plane_->address().begin(), plane_->address().end());
     for (size_t i = 0; i < workers_.size(); ++i) {
-      absl::StatusOr<WorkerLink> link =
-          join_worker(sys, workers_[i], secret_, static_cast<uint32_t>(i + 1), *plane_,
-                      options_.join_timeout);
+      absl::StatusOr<WorkerLink> link = join_worker(
+          sys, workers_[i], secret_, static_cast<uint32_t>(i + 1), *plane_, options_.join_timeout);
       if (!link.ok()) return link.status();
       addresses[i + 1].assign(link->ucx_address.begin(), link->ucx_address.end());
       gates_.push_back(link->gate);
@@ -152,8 +151,8 @@ class ClusterDriver final : public ProcessGroup {
   // Sends `xs` to worker i's gate and waits for its answer ("" = done, else what failed).
   template <class... Ts>
   absl::Status ask(size_t i, std::chrono::milliseconds timeout, const char* what, Ts&&... xs) {
-    const std::string where = absl::StrFormat("worker %s:%d (process %d)", workers_[i].host,
-                                              workers_[i].port, i + 1);
+    const std::string where =
+        absl::StrFormat("worker %s:%d (process %d)", workers_[i].host, workers_[i].port, i + 1);
     caf::scoped_actor self{*sys_};
     absl::Status result = absl::OkStatus();
     self->request(gates_[i], timeout, std::forward<Ts>(xs)...)
@@ -165,8 +164,8 @@ class ClusterDriver final : public ProcessGroup {
               }
             },
             [&](caf::error& err) {
-              result = absl::UnavailableError(absl::StrFormat(
-                  "%s did not %s: %s", where, what, sys_->render(err)));
+              result = absl::UnavailableError(
+                  absl::StrFormat("%s did not %s: %s", where, what, sys_->render(err)));
             });
     return result;
   }
@@ -196,8 +195,8 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> make_cluster_driver(
   for (size_t i = 0; i < topology.workers.size(); ++i) {
     absl::StatusOr<ListenAddress> a = parse_listen_address(topology.workers[i].address);
     if (!a.ok()) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s: [[cluster.workers]] %d: %s", topology.source, i, a.status().message()));
+      return absl::InvalidArgumentError(absl::StrFormat("%s: [[cluster.workers]] %d: %s",
+                                                        topology.source, i, a.status().message()));
     }
     if (a->port == 0) {
       return absl::InvalidArgumentError(absl::StrFormat(

@@ -38,7 +38,8 @@ ActorMessageLimits limits_for(const engine::model::ModelConfig& config,
   l.batch.max_width = 2 * std::max<int64_t>(1, config.hidden_size);
   l.batch.max_segments = std::max<int64_t>(1, config.num_experts);
   l.batch.max_payload_bytes = rows * l.batch.max_width * 4;
-  l.max_parts = std::max<int64_t>(1, config.num_experts + static_cast<int64_t>(topology.devices.size()));
+  l.max_parts =
+      std::max<int64_t>(1, config.num_experts + static_cast<int64_t>(topology.devices.size()));
   l.max_rows = rows;
   l.max_logits = std::max<int64_t>(1, config.vocab_size);
   l.max_kv_width = std::max<int64_t>(1, config.num_kv_heads * config.head_dim);
@@ -62,7 +63,8 @@ int64_t device_of(const RunContext& ctx, const ActorAddress& a) {
   switch (a.role) {
     case ActorRole::kCoordinator:
     case ActorRole::kDispatch:
-    case ActorRole::kCombine: return -1;
+    case ActorRole::kCombine:
+      return -1;
     case ActorRole::kAttention:
       return in(a.block, s.attention.size()) && in(a.index, s.attention[a.block].size())
                  ? s.attention[a.block][a.index].device
@@ -71,8 +73,10 @@ int64_t device_of(const RunContext& ctx, const ActorAddress& a) {
       return in(a.block, s.experts.size()) && in(a.index, s.experts[a.block].size())
                  ? s.experts[a.block][a.index].device
                  : -2;
-    case ActorRole::kSampler: return in(a.index, s.samplers.size()) ? s.samplers[a.index].device : -2;
-    case ActorRole::kDevice: return in(a.index, ctx.actors.devices.size()) ? a.index : -2;
+    case ActorRole::kSampler:
+      return in(a.index, s.samplers.size()) ? s.samplers[a.index].device : -2;
+    case ActorRole::kDevice:
+      return in(a.index, ctx.actors.devices.size()) ? a.index : -2;
   }
   return -2;
 }
@@ -85,8 +89,8 @@ absl::Status deliver_actor_frame(const RunContext& ctx, const ClusterLayout& lay
   absl::StatusOr<DecodedMessage> m = decode_actor_message(frame.header, frame.payload, limits);
   if (!m.ok()) return m.status();
   const int64_t device = device_of(ctx, m->to);
-  const bool here = device == -1 ? layout.hosts_driver()
-                                 : device >= 0 && layout.hosts_device(device);
+  const bool here =
+      device == -1 ? layout.hosts_driver() : device >= 0 && layout.hosts_device(device);
   if (!here) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "a message for %s, which process %d does not host", to_string(m->to), layout.self()));

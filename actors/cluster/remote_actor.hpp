@@ -6,8 +6,8 @@
 /// order it sent them, whichever actors they are for. Like CAF's own remote-actor proxies it
 /// enqueues synchronously instead of having a mailbox.
 
-#include <caf/all.hpp>
 #include <atomic>
+#include <caf/all.hpp>
 #include <cstdint>
 #include <memory>
 #include <shared_mutex>

@@ -60,8 +60,8 @@ struct WorkerNode {
   std::unique_ptr<DataPlane> plane;  // created by the first join
   std::atomic<DataPlane*> plane_ptr{nullptr};
   std::atomic<uint64_t> rejected_frames{0};
-  std::mutex run_mu;                // guards run (the gate writes it, the progress thread reads)
-  std::shared_ptr<HostedRun> run;   // the run this worker hosts, if any
+  std::mutex run_mu;               // guards run (the gate writes it, the progress thread reads)
+  std::shared_ptr<HostedRun> run;  // the run this worker hosts, if any
 };
 
 // Stops `run`'s actors and waits (at most a few seconds) until the local ones are gone; its
@@ -85,8 +85,8 @@ void stop_run(caf::actor_system& sys, HostedRun& run) {
       [&](caf::down_msg&) { ++down; },
       caf::after(std::chrono::seconds(10)) >> [&] { timed_out = true; });
   if (timed_out) {
-    spdlog::warn("muflow worker: {} of the run's {} actors did not stop within 10 s",
-                 local - down, local);
+    spdlog::warn("muflow worker: {} of the run's {} actors did not stop within 10 s", local - down,
+                 local);
   }
 }
 

@@ -110,8 +110,8 @@ absl::StatusOr<std::unique_ptr<LaunchedWorkers>> LaunchedWorkers::launch(
           "above)",
           address, pid, timeout.count()));
     }
-    w->addresses_.push_back(line.substr(at + 13, end == std::string::npos ? std::string::npos
-                                                                          : end - at - 13));
+    w->addresses_.push_back(
+        line.substr(at + 13, end == std::string::npos ? std::string::npos : end - at - 13));
   }
   return w;
 }

@@ -32,8 +32,9 @@ constexpr std::string_view kRootKeys[] = {
     "wiring",   "backend",  "trace",  "cluster", "model",    "placement", "scheduler",
     "workload", "sampling", "router", "network", "harmoeny", "cost"};
 constexpr std::string_view kHarmoenyKeys[] = {"q", "rebalance", "slots", "prefetch"};
-constexpr std::string_view kClusterKeys[] = {"num_devices", "kind",    "devices_per_node", "devices",
-                                             "threads_per_device", "workers", "token_file"};
+constexpr std::string_view kClusterKeys[] = {
+    "num_devices",        "kind",    "devices_per_node", "devices",
+    "threads_per_device", "workers", "token_file"};
 constexpr std::string_view kDeviceKeys[] = {"name", "kind", "node"};
 constexpr std::string_view kModelKeys[] = {
     "path", "type", "vocab",      "hidden", "layers", "heads",  "kv_heads", "head_dim", "experts",

@@ -1,7 +1,7 @@
 #pragma once
 /// \file
-/// Internal pieces of the topology parser shared by engine/topology/topology*.cpp. Not a public API:
-/// other folders use engine/topology/topology.hpp.
+/// Internal pieces of the topology parser shared by engine/topology/topology*.cpp. Not a public
+/// API: other folders use engine/topology/topology.hpp.
 
 #include <cstdint>
 #include <filesystem>

@@ -63,19 +63,18 @@ absl::Status parse_cluster_workers(const TomlTableReader& r, const std::filesyst
     if (!w.has("address")) return w.table_error("a worker needs address = \"HOST:PORT\"");
     MUFLOW_TOPO_RETURN_IF_ERROR(w.read_string("address", &spec.address));
     if (!plausible_address(spec.address, /*allow_port_zero=*/true)) {
-      return w.error("address",
-                     sv_cat("expected \"HOST:PORT\" with a port in [0, 65535], got \"",
-                            spec.address, "\""));
+      return w.error("address", sv_cat("expected \"HOST:PORT\" with a port in [0, 65535], got \"",
+                                       spec.address, "\""));
     }
-    const bool port_zero = spec.address.size() >= 2 &&
-                           spec.address.compare(spec.address.size() - 2, 2, ":0") == 0;
+    const bool port_zero =
+        spec.address.size() >= 2 && spec.address.compare(spec.address.size() - 2, 2, ":0") == 0;
     if (!port_zero && !addresses.insert(spec.address).second) {
       return w.error("address", sv_cat("two workers listen on ", spec.address));
     }
     const toml::node* n = w.node("devices");
     const toml::array* devs = n ? n->as_array() : nullptr;
-    const std::string expected = sv_cat("a non-empty array of device indices in [0, ",
-                                        num_devices, ")");
+    const std::string expected =
+        sv_cat("a non-empty array of device indices in [0, ", num_devices, ")");
     if (devs == nullptr || devs->empty()) {
       return n ? w.error("devices", sv_cat("expected ", expected, ", got ",
                                            devs ? "an empty array" : toml_type_name(*n)))

@@ -137,29 +137,29 @@ TEST_P(EveryWiring, TwoAndThreeWorkersMatchOneProcess) {
   // 2 workers host every device; 3 workers host three, the driver keeps device 3.
   const std::vector<std::vector<std::vector<int>>> layouts = {{{0, 2}, {1, 3}}, {{0}, {1}, {2}}};
   for (const auto& layout : layouts) {
-    const std::string what =
-        absl::StrCat(c.wiring, c.qwen ? " (qwen2-moe)" : " (kjv)", " on ", layout.size(),
-                     " workers");
+    const std::string what = absl::StrCat(c.wiring, c.qwen ? " (qwen2-moe)" : " (kjv)", " on ",
+                                          layout.size(), " workers");
     auto many = run_text(topology_text(c.wiring, 4, c.qwen, layout, a), nullptr);
     ASSERT_TRUE(many.ok()) << what << ": " << many.status();
     expect_same(*one, *many, what);
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Cluster, EveryWiring,
-    ::testing::Values(Case{"sync", false}, Case{"async", false}, Case{"harmoeny", false},
-                      Case{"moeshard", false}, Case{"exflow", false},
-                      Case{"async-replicated", false}, Case{"sync", true}, Case{"async", true},
-                      Case{"harmoeny", true}, Case{"moeshard", true}, Case{"exflow", true},
-                      Case{"async-replicated", true}),
-    [](const ::testing::TestParamInfo<Case>& info) {
-      std::string name = info.param.wiring + (info.param.qwen ? "_qwen2moe" : "_kjv");
-      for (char& ch : name) {
-        if (ch == '-') ch = '_';
-      }
-      return name;
-    });
+INSTANTIATE_TEST_SUITE_P(Cluster, EveryWiring,
+                         ::testing::Values(Case{"sync", false}, Case{"async", false},
+                                           Case{"harmoeny", false}, Case{"moeshard", false},
+                                           Case{"exflow", false}, Case{"async-replicated", false},
+                                           Case{"sync", true}, Case{"async", true},
+                                           Case{"harmoeny", true}, Case{"moeshard", true},
+                                           Case{"exflow", true}, Case{"async-replicated", true}),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           std::string name =
+                               info.param.wiring + (info.param.qwen ? "_qwen2moe" : "_kjv");
+                           for (char& ch : name) {
+                             if (ch == '-') ch = '_';
+                           }
+                           return name;
+                         });
 
 TEST_F(ClusterRunTest, WorkerEntriesAreCheckedWhenParsed) {
   auto parse = [](const std::string& workers) {
