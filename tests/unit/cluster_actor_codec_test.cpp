@@ -1,0 +1,227 @@
+// The data-plane form of actor messages (actors/cluster/actor_codec.hpp): every message kind
+// that crosses processes round-trips bit for bit (activations, logits and K/V rows as raw f32,
+// -0.0 and NaN payloads included); every truncation and a flipped count are rejected with an
+// error and never read past the buffers; limits hold before allocation; messages without a
+// wire form are refused.
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "actors/cluster/actor_codec.hpp"
+#include "actors/messages.hpp"
+
+namespace muflow::actors::cluster {
+namespace {
+
+using engine::dataflow::Activations;
+using engine::dataflow::StageKind;
+using engine::dataflow::TokenBatch;
+using engine::dataflow::TokenBatchPtr;
+
+// A batch of `rows` rows of `width` values whose bit patterns include -0, a NaN payload and
+// a subnormal (what CAF's own float packing would not keep).
+TokenBatchPtr batch(int rows, int width, int32_t block = 1) {
+  auto b = std::make_shared<TokenBatch>();
+  b->layer = {StageKind::kExpert, block, 2};
+  b->payload = engine::dataflow::Payload::kExpertInputs;
+  b->iteration = 7;
+  b->act = std::make_shared<Activations>(rows, width);
+  for (int r = 0; r < rows; ++r) {
+    engine::dataflow::TokenMeta m;
+    m.request_id = 100 + r;
+    m.position = r;
+    m.token_id = 3 * r;
+    m.topk_rank = r % 2;
+    m.topk_weight = 0.25f + r;
+    b->tokens.push_back(m);
+    for (int c = 0; c < width; ++c) b->act->row(r)[c] = 0.5f * r - 0.125f * c;
+  }
+  if (rows > 0 && width > 2) {
+    b->act->row(0)[0] = -0.0f;
+    b->act->row(0)[1] = std::bit_cast<float>(0x7fc00123u);
+    b->act->row(0)[2] = std::numeric_limits<float>::denorm_min();
+  }
+  return b;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+}
+
+void expect_same_batch(const TokenBatch& a, const TokenBatch& b) {
+  EXPECT_EQ(a.layer.kind, b.layer.kind);
+  EXPECT_EQ(a.layer.block, b.layer.block);
+  EXPECT_EQ(a.layer.index, b.layer.index);
+  EXPECT_EQ(a.iteration, b.iteration);
+  ASSERT_EQ(a.tokens.size(), b.tokens.size());
+  for (size_t i = 0; i < a.tokens.size(); ++i) {
+    EXPECT_EQ(a.tokens[i].request_id, b.tokens[i].request_id);
+    EXPECT_EQ(std::bit_cast<uint32_t>(a.tokens[i].topk_weight),
+              std::bit_cast<uint32_t>(b.tokens[i].topk_weight));
+  }
+  ASSERT_EQ(static_cast<bool>(a.act), static_cast<bool>(b.act));
+  if (a.act) {
+    EXPECT_EQ(a.act->width, b.act->width);
+    EXPECT_TRUE(same_bits(a.act->data, b.act->data));
+  }
+}
+
+DecodedMessage round_trip(const ActorAddress& to, const caf::message& m) {
+  auto enc = encode_actor_message(to, m.content());
+  EXPECT_TRUE(enc.ok()) << enc.status();
+  if (!enc.ok()) return {};
+  auto dec = decode_actor_message(enc->header, enc->payload);
+  EXPECT_TRUE(dec.ok()) << dec.status();
+  if (!dec.ok()) return {};
+  EXPECT_EQ(dec->to, to);
+  return *dec;
+}
+
+TEST(ClusterActorCodec, TokenBatchRoundTripsBitForBit) {
+  TokenBatchPtr b = batch(3, 8);
+  const ActorAddress to{ActorRole::kExpert, 1, 2};
+  DecodedMessage d = round_trip(to, caf::make_message(batch_atom::value, b));
+  ASSERT_TRUE((d.message.match_elements<batch_atom, TokenBatchPtr>()));
+  expect_same_batch(*b, *d.message.get_as<TokenBatchPtr>(1));
+}
+
+TEST(ClusterActorCodec, ContributionRoundTripsItsParts) {
+  ContributionBuilder builder(9, 1, 4);
+  builder.at(3, [] { return batch(2, 4, 0); });
+  builder.at(0, [] { return batch(1, 4, 0); });
+  ContributionPtr c = builder.finish();
+  DecodedMessage d =
+      round_trip({ActorRole::kDispatch, 0, 0}, caf::make_message(contrib_atom::value, c));
+  ASSERT_TRUE((d.message.match_elements<contrib_atom, ContributionPtr>()));
+  const Contribution& got = *d.message.get_as<ContributionPtr>(1);
+  EXPECT_EQ(got.iteration, 9);
+  EXPECT_EQ(got.source, 1);
+  EXPECT_EQ(got.dests, (std::vector<int32_t>{0, 3}));
+  ASSERT_EQ(got.parts.size(), 2u);
+  expect_same_batch(*c->parts[0], *got.parts[0]);
+  expect_same_batch(*c->parts[1], *got.parts[1]);
+}
+
+TEST(ClusterActorCodec, SampledBatchKvRowsAndScalarsRoundTrip) {
+  auto s = std::make_shared<SampledBatch>();
+  s->iteration = 4;
+  s->rank = 1;
+  s->rows.push_back({11, 5, 42, {1.5f, -0.0f, std::bit_cast<float>(0xffc00007u)}});
+  s->rows.push_back({12, 9, -1, {}});
+  s->requests = {11, 12, 13};
+  DecodedMessage d =
+      round_trip({ActorRole::kCoordinator, 0, 0}, caf::make_message(sampled_atom::value, s));
+  ASSERT_TRUE((d.message.match_elements<sampled_atom, SampledBatchPtr>()));
+  const SampledBatch& got = *d.message.get_as<SampledBatchPtr>(1);
+  EXPECT_EQ(got.iteration, 4);
+  EXPECT_EQ(got.requests, s->requests);
+  ASSERT_EQ(got.rows.size(), 2u);
+  EXPECT_EQ(got.rows[0].token, 42);
+  EXPECT_TRUE(same_bits(got.rows[0].logits, s->rows[0].logits));
+  EXPECT_TRUE(got.rows[1].logits.empty());
+
+  auto kv = std::make_shared<KvRows>();
+  kv->width = 2;
+  kv->request_ids = {1, 2};
+  kv->positions = {0, 3};
+  kv->k = {1, 2, 3, -0.0f};
+  kv->v = {5, 6, 7, 8};
+  d = round_trip({ActorRole::kAttention, 1, 1},
+                 caf::make_message(kvrows_atom::value, KvRowsPtr(kv)));
+  ASSERT_TRUE((d.message.match_elements<kvrows_atom, KvRowsPtr>()));
+  const KvRows& kv2 = *d.message.get_as<KvRowsPtr>(1);
+  EXPECT_EQ(kv2.positions, kv->positions);
+  EXPECT_TRUE(same_bits(kv2.k, kv->k));
+  EXPECT_TRUE(same_bits(kv2.v, kv->v));
+
+  d = round_trip({ActorRole::kCoordinator, 0, 0},
+                 caf::make_message(busy_atom::value, int64_t{3}, 0.1, 0.30000000000000004));
+  ASSERT_TRUE((d.message.match_elements<busy_atom, int64_t, double, double>()));
+  EXPECT_EQ(d.message.get_as<double>(3), 0.30000000000000004);
+  d = round_trip({ActorRole::kSampler, 0, 1}, caf::make_message(release_atom::value, int64_t{77}));
+  EXPECT_EQ(d.message.get_as<int64_t>(1), 77);
+  d = round_trip({ActorRole::kCoordinator, 0, 0},
+                 caf::make_message(failed_atom::value, std::string("expert(b=0): boom")));
+  EXPECT_EQ(d.message.get_as<std::string>(1), "expert(b=0): boom");
+  d = round_trip({ActorRole::kCoordinator, 0, 0},
+                 caf::make_message(fetch_atom::value, int64_t{2}, int64_t{1}, 0.5));
+  EXPECT_EQ(d.message.get_as<int64_t>(2), 1);
+}
+
+TEST(ClusterActorCodec, EveryTruncationAndTrailingByteIsRejected) {
+  ContributionBuilder builder(1, 0, 2);
+  builder.at(1, [] { return batch(2, 4); });
+  auto enc =
+      encode_actor_message({ActorRole::kCombine, 0, 0},
+                           caf::make_message(contrib_atom::value, builder.finish()).content());
+  ASSERT_TRUE(enc.ok()) << enc.status();
+  for (size_t n = 0; n < enc->header.size(); ++n) {
+    // A shorter header (exactly that many bytes, copied so ASan sees any overread).
+    std::vector<char> h(enc->header.begin(), enc->header.begin() + static_cast<long>(n));
+    EXPECT_FALSE(decode_actor_message(h, enc->payload).ok()) << "header cut at " << n;
+  }
+  for (size_t n = 0; n < enc->payload.size(); ++n) {
+    std::vector<char> p(enc->payload.begin(), enc->payload.begin() + static_cast<long>(n));
+    EXPECT_FALSE(decode_actor_message(enc->header, p).ok()) << "payload cut at " << n;
+  }
+  std::vector<char> longer = enc->header;
+  longer.push_back(0);
+  EXPECT_FALSE(decode_actor_message(longer, enc->payload).ok());
+}
+
+TEST(ClusterActorCodec, CountsAndLimitsAreCheckedBeforeAllocating) {
+  auto s = std::make_shared<SampledBatch>();
+  s->rows.push_back({1, 0, 2, std::vector<float>(100, 1.0f)});
+  auto enc = encode_actor_message({ActorRole::kCoordinator, 0, 0},
+                                  caf::make_message(sampled_atom::value, s).content());
+  ASSERT_TRUE(enc.ok());
+  ActorMessageLimits tight;
+  tight.max_logits = 99;
+  auto d = decode_actor_message(enc->header, enc->payload, tight);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("100 logits (at most 99"), std::string::npos) << d.status();
+  // A row count of 2^32-1 in a 60-byte header: refused by the bytes left, nothing allocated.
+  std::vector<char> h = enc->header;
+  const size_t rows_at = 1 + 4 + 4 + 1 + 8 + 4;  // address, tag, iteration, rank
+  for (size_t i = 0; i < 4; ++i) h[rows_at + i] = static_cast<char>(0xff);
+  d = decode_actor_message(h, enc->payload);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("4294967295 rows"), std::string::npos) << d.status();
+  // A wider row than the limit (the model's) is refused by the token batch decoder.
+  ActorMessageLimits narrow;
+  narrow.batch.max_width = 4;
+  auto wide = encode_actor_message({ActorRole::kExpert, 0, 0},
+                                   caf::make_message(batch_atom::value, batch(1, 8)).content());
+  ASSERT_TRUE(wide.ok());
+  EXPECT_FALSE(decode_actor_message(wide->header, wide->payload, narrow).ok());
+  // An unknown role or tag.
+  std::vector<char> bad_role = wide->header;
+  bad_role[0] = 9;
+  EXPECT_FALSE(decode_actor_message(bad_role, wide->payload).ok());
+  std::vector<char> bad_tag = wide->header;
+  bad_tag[9] = 99;
+  auto t = decode_actor_message(bad_tag, wide->payload);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("unknown message tag 99"), std::string::npos) << t.status();
+}
+
+TEST(ClusterActorCodec, MessagesWithoutAWireFormAreRefused) {
+  auto enc = encode_actor_message({ActorRole::kAttention, 0, 0},
+                                  caf::make_message(kv_atom::value).content());
+  ASSERT_FALSE(enc.ok());
+  EXPECT_TRUE(absl::IsUnimplemented(enc.status())) << enc.status();
+  auto null_batch =
+      encode_actor_message({ActorRole::kAttention, 0, 0},
+                           caf::make_message(batch_atom::value, TokenBatchPtr{}).content());
+  EXPECT_FALSE(null_batch.ok());
+}
+
+}  // namespace
+}  // namespace muflow::actors::cluster
