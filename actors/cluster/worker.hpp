@@ -2,13 +2,16 @@
 /// \file
 /// `muflow worker`: a process that joins a muflow cluster (#18 items 1–4).
 ///
-/// What it does today: publishes a **gate** actor through CAF's middleman (the control plane)
-/// on `--listen HOST:PORT`; a driver must pass the cluster secret's challenge–response
+/// What it does: publishes a **gate** actor through CAF's middleman (the control plane) on
+/// `--listen HOST:PORT`; a driver must pass the cluster secret's challenge–response
 /// (control_messages.hpp) before the gate answers anything else; after that the driver
-/// `join`s it to the UCX data plane (transport/cluster/data_plane.hpp) under a process index.
-/// On the data plane the worker checks every frame (frame.hpp: prefix, limits, that its
-/// claimed source matches the UCX tag) and answers pings; anything malformed is rejected with
-/// a logged error, never trusted. Hosting a topology's device actors is the next step (#18).
+/// `join`s it to the UCX data plane (transport/cluster/data_plane.hpp) under a process index
+/// and sets up runs on it: the worker parses the driver's topology, loads its model and spawns
+/// the devices `[[cluster.workers]]` gives its process (Server::host_share), until the driver
+/// stops the run. On the data plane the worker checks every frame (frame.hpp: prefix, limits,
+/// that its claimed source matches the UCX tag), delivers actor messages to its actors
+/// (cluster_layout.hpp) and answers pings; anything malformed is rejected with a logged error,
+/// never trusted, and fails the run it was for.
 ///
 /// Security: binds 127.0.0.1 unless told otherwise; any other address needs
 /// `allow_remote` (`--allow-remote`). The secret comes from `--token-file` or
