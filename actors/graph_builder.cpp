@@ -28,9 +28,25 @@ void build_stages(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx
   auto trace_thread = [&](int32_t device, int32_t local_index, const std::string& name) {
     if (ctx->trace) ctx->trace->set_thread_name(device, local_index, name);
   };
-  // A stage on a device of another process: a handle that carries messages there. Its local
-  // index still counts, so every process numbers a device's stages alike.
-  auto hosted = [&](int32_t device) { return layout == nullptr || layout->hosts_device(device); };
+  // Spawns the stage `make()` builds on device `d`, or, for a device of another process, a
+  // handle that carries messages to it there (`layout->remote`). Either way the stage takes
+  // the next local index of `d`, so every process numbers a device's stages alike (the
+  // entries of a device hosted elsewhere are never read: its device actor is not spawned here).
+  auto place = [&](int32_t d, const ActorAddress& address, auto make, caf::actor& actor,
+                   StageSite& site) {
+    if (layout != nullptr && !layout->hosts_device(d)) {
+      const auto li = static_cast<int32_t>(local[d].size());
+      local[d].push_back({ctx, engine::dataflow::LayerId{}});
+      actor = layout->remote(address, d);
+      site = {d, li};
+      return;
+    }
+    std::shared_ptr<StageImpl> impl = make();
+    const int32_t li = add_local(d, impl->layer());
+    trace_thread(d, li, impl->name());
+    actor = spawn_stage(sys, ctx, impl, d, li, li);
+    site = {d, li};
+  };
 
   SiteTable& sites = ctx->sites;
   sites.attention.assign(L, std::vector<StageSite>(num_ranks));
@@ -42,49 +58,25 @@ void build_stages(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx
   for (int32_t b = 0; b < L; ++b) {
     for (int32_t r = 0; r < num_ranks; ++r) {
       const auto d = static_cast<int32_t>(ctx->placement.rank_device[r]);
-      if (!hosted(d)) {
-        const auto li = static_cast<int32_t>(local[d].size());
-        local[d].push_back({ctx, {engine::dataflow::StageKind::kAttention, b, r}});
-        t.attention[b][r] = layout->remote({ActorRole::kAttention, b, r}, d);
-        sites.attention[b][r] = {d, li};
-        continue;
-      }
-      auto impl = make_attention_stage(ctx, ctx->executors[d].get(), b, r);
-      const int32_t li = add_local(d, impl->layer());
-      trace_thread(d, li, impl->name());
-      t.attention[b][r] = spawn_stage(sys, ctx, impl, d, li, li);
-      sites.attention[b][r] = {d, li};
+      place(
+          d, {ActorRole::kAttention, b, r},
+          [&] { return make_attention_stage(ctx, ctx->executors[d].get(), b, r); },
+          t.attention[b][r], sites.attention[b][r]);
     }
     for (int32_t e = 0; e < S; ++e) {
       const auto d = static_cast<int32_t>(graph.slot_device[b][e]);
-      if (!hosted(d)) {
-        const auto li = static_cast<int32_t>(local[d].size());
-        local[d].push_back({ctx, {engine::dataflow::StageKind::kExpert, b, e}});
-        t.experts[b][e] = layout->remote({ActorRole::kExpert, b, e}, d);
-        sites.experts[b][e] = {d, li};
-        continue;
-      }
-      auto impl = make_expert_stage(ctx, ctx->executors[d].get(), b, e);
-      const int32_t li = add_local(d, impl->layer());
-      trace_thread(d, li, impl->name());
-      t.experts[b][e] = spawn_stage(sys, ctx, impl, d, li, li);
-      sites.experts[b][e] = {d, li};
+      place(
+          d, {ActorRole::kExpert, b, e},
+          [&] { return make_expert_stage(ctx, ctx->executors[d].get(), b, e); }, t.experts[b][e],
+          sites.experts[b][e]);
     }
   }
   for (int32_t r = 0; r < num_ranks; ++r) {
     const auto d = static_cast<int32_t>(ctx->placement.rank_device[r]);
-    if (!hosted(d)) {
-      const auto li = static_cast<int32_t>(local[d].size());
-      local[d].push_back({ctx, {engine::dataflow::StageKind::kSampler, 0, r}});
-      t.samplers[r] = layout->remote({ActorRole::kSampler, 0, r}, d);
-      sites.samplers[r] = {d, li};
-      continue;
-    }
-    auto impl = make_sampler_stage(ctx, ctx->executors[d].get(), r);
-    const int32_t li = add_local(d, impl->layer());
-    trace_thread(d, li, impl->name());
-    t.samplers[r] = spawn_stage(sys, ctx, impl, d, li, li);
-    sites.samplers[r] = {d, li};
+    place(
+        d, {ActorRole::kSampler, 0, r},
+        [&] { return make_sampler_stage(ctx, ctx->executors[d].get(), r); }, t.samplers[r],
+        sites.samplers[r]);
   }
   const bool barriers = graph.dispatch == EdgeKind::kBarrier || graph.combine == EdgeKind::kBarrier;
   if (barriers) {
