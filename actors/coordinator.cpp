@@ -39,6 +39,7 @@ struct CoordinatorState {
   engine::serving::RequestSourcePtr source;
   std::function<absl::Status(const engine::serving::Request&)> validate_source_request;
   bool source_materialized = false;  // SourceSubmission::materialized
+  bool source_keeps_ids = false;      // SourceSubmission::keep_ids
   std::deque<int64_t> pending;               // not yet admitted, by arrival
   std::vector<std::vector<int64_t>> active;  // [rank] admitted, unfinished (admission order)
   std::vector<engine::serving::RankKv> kv;   // [rank] KV reservations (barrier-free admission)
@@ -632,7 +633,7 @@ bool pull(Self* self, double t) {
       break;
     }
     // A materialized source's ids were checked with the list (0..n-1, any arrival order).
-    if (!st.source_materialized) r->id = st.num_submitted;
+    if (!st.source_materialized && !st.source_keeps_ids) r->id = st.num_submitted;
     if (st.validate_source_request) {
       if (absl::Status s = st.validate_source_request(*r); !s.ok()) {
         st.source = nullptr;
@@ -717,6 +718,7 @@ caf::behavior coordinator_behavior(Self* self, RunContextPtr ctx, RunCallbacks c
         s.source = sub->source;
         s.validate_source_request = sub->validate;
         s.source_materialized = sub->materialized;
+        s.source_keeps_ids = sub->keep_ids;
         launch(self);
       },
       [=](cancel_atom, int64_t id) {

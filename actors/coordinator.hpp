@@ -45,6 +45,19 @@ struct RequestOutput {
   FinishReason finish_reason = FinishReason::kNone;
 };
 
+/// A worker process lost during a run across processes, and the run's recovery from it (#18
+/// item 5; Server::run). Times are seconds since the run's start, on the driver's clock.
+struct RunRecovery {
+  std::string lost;         ///< which worker and why (ProcessGroup::LostWorker::description)
+  double detected_s = 0.0;  ///< when the driver noticed the loss
+  /// When the next attempt started (survivors re-joined, devices re-placed).
+  double resumed_s = 0.0;
+  double first_token_s = -1;  ///< the first token generated after the loss; -1 if none was
+  /// Requests taken and unfinished at the loss, re-admitted with their prompt and the tokens
+  /// they had generated re-prefilled (the others had finished, or had not arrived yet).
+  int64_t readmitted_requests = 0;
+};
+
 /// The result of one run: status (first error, if any), outputs indexed by request id, metrics.
 struct RunOutcome {
   absl::Status status;
@@ -63,6 +76,13 @@ struct RunOutcome {
   /// for drain): what its memory grows with. Bounded under any load when requests come from
   /// a source with RunCallbacks::keep_outputs false and `[scheduler] max_queued_requests` set.
   int64_t peak_requests_held = 0;
+  /// Server::run across processes: every worker lost during the run and recovered from, in
+  /// order (empty in a run that lost none). After a recovery the totals of `metrics`
+  /// (requests, completed, rejected, output tokens, duration, output tokens/s) cover the whole
+  /// run; its latency, device, MoE and all-to-all statistics cover the attempt after the last
+  /// recovery only (where a re-admitted request's TTFT is its wait for its first token after
+  /// the recovery), and so does `peak_requests_held`.
+  std::vector<RunRecovery> recoveries;
 };
 using RunOutcomePtr = std::shared_ptr<RunOutcome>;
 
@@ -139,6 +159,11 @@ struct SourceSubmission {
   /// The requests exist already (Server::run given a list): a cancel_all_atom cancels those
   /// yet to arrive too (each reported as cancelled), instead of never making them.
   bool materialized = false;
+  /// The source's requests carry their ids (unique, any order): the coordinator keeps them
+  /// instead of numbering the requests 0, 1, ... as it takes them (Server::run across
+  /// processes, which re-admits a run's unfinished requests under their ids after a lost
+  /// worker: seeded sampling draws depend on the id).
+  bool keep_ids = false;
 };
 using SourceSubmissionPtr = std::shared_ptr<SourceSubmission>;
 

@@ -7,9 +7,11 @@
 /// either, so the single-process engine does not depend on them.
 
 #include <caf/all.hpp>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -84,6 +86,18 @@ class ProcessGroup {
   virtual absl::Status start() = 0;
   /// Stops the workers' actors of this run and forgets it; the workers keep serving.
   virtual void close() = 0;
+
+  /// A worker the group lost (its process died or its connection broke).
+  struct LostWorker {
+    uint32_t process = 0;     ///< its process index (worker i = process i + 1)
+    std::string description;  ///< "worker 127.0.0.1:7101 (process 2)" and the reason
+    std::chrono::steady_clock::time_point detected;  ///< when the group noticed
+  };
+  /// Every worker lost since the group was made, in the order they were lost. A group that
+  /// loses a worker during a run makes that run fail (the lost worker's remote handles stop,
+  /// so the coordinator ends the run), and hosts its devices on the survivors in later runs
+  /// (Server::run then re-admits the run's unfinished requests: server.hpp). Any thread.
+  virtual std::vector<LostWorker> lost_workers() const = 0;
 };
 
 }  // namespace muflow::actors

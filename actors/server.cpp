@@ -276,7 +276,7 @@ absl::Status Server::finish_run(const RunContext& ctx, const RunOutcome& outcome
 
 absl::StatusOr<std::vector<RunOutcome>> Server::run_together(
     const std::vector<Server*>& servers, std::vector<SourceSubmissionPtr> sources,
-    std::vector<RunCallbacks> callbacks) {
+    std::vector<RunCallbacks> callbacks, std::chrono::steady_clock::time_point* started) {
   const size_t n = servers.size();
   MUFLOW_ASSERT(n >= 1 && sources.size() == n && callbacks.size() == n,
                 "run_together: one request source and callback set per server");
@@ -351,6 +351,7 @@ absl::StatusOr<std::vector<RunOutcome>> Server::run_together(
     }
   }
   const auto t0 = sys.clock().now();
+  if (started != nullptr) *started = t0;
   for (size_t i = 0; i < n; ++i) {
     ctxs[i]->t0 = t0;
     ctxs[i]->actors.coordinator = spawn_coordinator(sys, ctxs[i], std::move(callbacks[i]));
@@ -475,6 +476,7 @@ absl::StatusOr<RunOutcome> Server::run(std::vector<engine::serving::Request> req
                                        RunCallbacks callbacks) {
   absl::StatusOr<SourceSubmissionPtr> sub = checked_source(std::move(requests));
   if (!sub.ok()) return sub.status();
+  if (!topology_.workers.empty() && group_) return run_recovering(*sub, std::move(callbacks));
   std::vector<RunCallbacks> cbs;
   cbs.push_back(std::move(callbacks));
   absl::StatusOr<std::vector<RunOutcome>> out = run_together({this}, {*sub}, std::move(cbs));
@@ -488,6 +490,7 @@ absl::StatusOr<RunOutcome> Server::run(engine::serving::RequestSourcePtr source,
   auto sub = std::make_shared<SourceSubmission>();
   sub->source = std::move(source);
   sub->validate = [this](const engine::serving::Request& r) { return validate_request(r); };
+  if (!topology_.workers.empty() && group_) return run_recovering(sub, std::move(callbacks));
   std::vector<RunCallbacks> cbs;
   cbs.push_back(std::move(callbacks));
   absl::StatusOr<std::vector<RunOutcome>> out = run_together({this}, {sub}, std::move(cbs));

@@ -5,6 +5,7 @@
 /// wiring the topology names, serves the given requests through it and returns their outputs
 /// and metrics.
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <utility>
@@ -108,6 +109,18 @@ class Server {
   /// `actors/cluster`'s driver (cluster::make_cluster_driver) joins them and has each build
   /// its share. Without one such a topology's run fails with FailedPrecondition. Call before
   /// `run`, from the host thread.
+  ///
+  /// Such a run survives lost workers (#18 item 5): when the group loses a worker during the
+  /// run (ProcessGroup::lost_workers; e.g. its process was killed), the run's attempt fails,
+  /// the group hosts the lost worker's devices on the survivors (their weights from the model
+  /// folder), and `run` starts another attempt that re-admits every request taken and not
+  /// finished under its id, its prompt followed by the tokens it had generated (re-prefilled;
+  /// batch-invariant kernels make the continuation the one a fault-free run gives), and then
+  /// takes the requests yet to arrive. Callbacks see each request once, as if nothing had
+  /// happened: on_token streams only new tokens, on_finish gets the whole output (original
+  /// prompt, every token, prompt logits of the original prompt, times on the run's clock).
+  /// RunOutcome::recoveries says what was lost and when. At most one attempt per worker, plus
+  /// one; a failure for any other reason fails the run as before.
   void set_process_group(std::shared_ptr<ProcessGroup> group) { group_ = std::move(group); }
 
   /// A worker's share of a run that spans processes (#18), in the worker's actor system
@@ -137,10 +150,15 @@ class Server {
       const transport::Channel* share_links_with = nullptr) const;
   // Writes the run's routing record and trace.
   absl::Status finish_run(const RunContext& ctx, const RunOutcome& outcome) const;
-  // Runs `servers` together on one actor system and one set of device actors.
+  // Runs `servers` together on one actor system and one set of device actors. `started`
+  // (optional) gets the run clock's origin once the coordinators exist.
   static absl::StatusOr<std::vector<RunOutcome>> run_together(
       const std::vector<Server*>& servers, std::vector<SourceSubmissionPtr> sources,
-      std::vector<RunCallbacks> callbacks);
+      std::vector<RunCallbacks> callbacks,
+      std::chrono::steady_clock::time_point* started = nullptr);
+  // A run across processes that recovers from lost workers (set_process_group; defined in
+  // server_recovery.cpp).
+  absl::StatusOr<RunOutcome> run_recovering(SourceSubmissionPtr sub, RunCallbacks callbacks);
 
   engine::topology::Topology topology_;
   std::unique_ptr<Backend> backend_;              // executors, channel, clock; the model

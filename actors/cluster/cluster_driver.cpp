@@ -3,6 +3,7 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 #include <mutex>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -59,6 +60,52 @@ void on_frame(Inbox& inbox, Received&& r) {
   }
 }
 
+// The workers a driver lost, shared with its gate watcher (which may outlive a run's close by a
+// moment: it holds this, never the driver).
+struct LostState {
+  mutable std::mutex mu;
+  std::set<uint32_t> processes;
+  std::vector<ProcessGroup::LostWorker> list;
+};
+
+// Monitors every live worker's gate (its CAF proxy: the middleman stops it, with a down
+// message, once the worker's connection breaks, e.g. when the process died). A lost worker is
+// recorded in `lost`, and its process's remote handles are stopped: the coordinator monitors
+// every handle of the wiring, so the run fails at once instead of waiting for its messages.
+struct WatchedGate {
+  uint32_t process = 0;
+  std::string name;  // "worker HOST:PORT (process N)"
+  caf::actor gate;
+};
+caf::behavior gate_watcher(caf::event_based_actor* self, std::vector<WatchedGate> gates,
+                           std::vector<std::pair<uint32_t, caf::actor>> remotes,
+                           std::shared_ptr<LostState> lost) {
+  for (const WatchedGate& g : gates) self->monitor(g.gate);
+  self->set_down_handler([self, gates, remotes, lost](caf::down_msg& down) {
+    for (const WatchedGate& g : gates) {
+      if (g.gate.address() != down.source) continue;
+      ProcessGroup::LostWorker w;
+      w.process = g.process;
+      w.description =
+          absl::StrFormat("%s was lost (%s)", g.name, self->home_system().render(down.reason));
+      w.detected = std::chrono::steady_clock::now();
+      spdlog::error("muflow driver: {}; the run fails and its devices move to the survivors",
+                    w.description);
+      {
+        std::lock_guard<std::mutex> lock(lost->mu);
+        if (!lost->processes.insert(g.process).second) return;
+        lost->list.push_back(w);
+      }
+      for (const auto& [process, handle] : remotes) {
+        if (process == g.process) {
+          caf::anon_send_exit(handle, caf::exit_reason::remote_link_unreachable);
+        }
+      }
+    }
+  });
+  return {[](run_stop_atom) {}};  // lives until close() stops it
+}
+
 class ClusterDriver final : public ProcessGroup {
  public:
   ClusterDriver(std::vector<ListenAddress> workers, ClusterSecret secret,
@@ -87,24 +134,38 @@ class ClusterDriver final : public ProcessGroup {
         DataPlane::create(o, [inbox = inbox_](Received&& r) { on_frame(*inbox, std::move(r)); });
     if (!plane.ok()) return plane.status();
     plane_ = std::move(*plane);
+    // A lost worker's devices go to the survivors (its address stays empty: nobody connects
+    // to it, and it gets no run).
+    std::set<uint32_t> lost;
+    {
+      std::lock_guard<std::mutex> lock(lost_->mu);
+      lost = lost_->processes;
+    }
+    const auto num_processes = static_cast<uint32_t>(workers_.size() + 1);
+    std::vector<uint32_t> device_process =
+        replace_lost_devices(device_processes(topo), lost, num_processes);
     std::vector<std::string> addresses(workers_.size() + 1);
     addresses[0].assign(plane_->address().begin(), plane_->address().end());
+    gates_.assign(workers_.size(), caf::actor{});
     for (size_t i = 0; i < workers_.size(); ++i) {
+      if (lost.count(static_cast<uint32_t>(i + 1)) != 0) continue;
       absl::StatusOr<WorkerLink> link = join_worker(
           sys, workers_[i], secret_, static_cast<uint32_t>(i + 1), *plane_, options_.join_timeout);
       if (!link.ok()) return link.status();
       addresses[i + 1].assign(link->ucx_address.begin(), link->ucx_address.end());
-      gates_.push_back(link->gate);
+      gates_[i] = link->gate;
     }
+    const std::string device_map = format_device_processes(device_process);
     for (size_t i = 0; i < gates_.size(); ++i) {
+      if (!gates_[i]) continue;
       if (absl::Status s = ask(i, options_.setup_timeout, "set up the run", setup_atom::value,
-                               topo.source_text, topo.base_dir, addresses);
+                               topo.source_text, topo.base_dir, addresses, device_map);
           !s.ok()) {
         return s;
       }
     }
     outbox_ = std::make_shared<Outbox>(plane_.get(), 0);
-    layout_ = std::make_unique<ClusterLayout>(sys, 0, device_processes(topo), outbox_);
+    layout_ = std::make_unique<ClusterLayout>(sys, 0, std::move(device_process), outbox_);
     ctx_ = ctx;
     limits_ = limits_for(ctx->config, topo);
     return layout_.get();
@@ -118,21 +179,40 @@ class ClusterDriver final : public ProcessGroup {
       inbox_->limits = limits_;
     }
     for (size_t i = 0; i < gates_.size(); ++i) {
+      if (!gates_[i]) continue;
       if (absl::Status s = ask(i, options_.join_timeout, "start the run", run_start_atom::value);
           !s.ok()) {
         return s;
       }
     }
+    // From here a lost worker fails the run (the coordinator sees its handles stop).
+    std::vector<WatchedGate> watched;
+    for (size_t i = 0; i < gates_.size(); ++i) {
+      if (gates_[i]) watched.push_back({static_cast<uint32_t>(i + 1), worker_name(i), gates_[i]});
+    }
+    // Hidden: not an actor of the run (the run awaits its own actors before close stops this).
+    watcher_ =
+        sys_->spawn<caf::hidden>(gate_watcher, std::move(watched), layout_->remotes(), lost_);
     return absl::OkStatus();
   }
 
   void close() override {
+    if (watcher_) {
+      caf::anon_send_exit(watcher_, caf::exit_reason::user_shutdown);
+      watcher_ = nullptr;
+    }
     if (inbox_) {
       std::lock_guard<std::mutex> lock(inbox_->mu);
       inbox_->ctx = nullptr;
       inbox_->layout = nullptr;
     }
+    std::set<uint32_t> lost;
+    {
+      std::lock_guard<std::mutex> lock(lost_->mu);
+      lost = lost_->processes;
+    }
     for (size_t i = 0; i < gates_.size(); ++i) {
+      if (!gates_[i] || lost.count(static_cast<uint32_t>(i + 1)) != 0) continue;
       if (absl::Status s = ask(i, options_.stop_timeout, "stop the run", run_stop_atom::value);
           !s.ok()) {
         spdlog::warn("muflow driver: {}", std::string(s.message()));
@@ -147,12 +227,20 @@ class ClusterDriver final : public ProcessGroup {
     inbox_.reset();
   }
 
+  std::vector<LostWorker> lost_workers() const override {
+    std::lock_guard<std::mutex> lock(lost_->mu);
+    return lost_->list;
+  }
+
  private:
+  std::string worker_name(size_t i) const {
+    return absl::StrFormat("worker %s:%d (process %d)", workers_[i].host, workers_[i].port, i + 1);
+  }
+
   // Sends `xs` to worker i's gate and waits for its answer ("" = done, else what failed).
   template <class... Ts>
   absl::Status ask(size_t i, std::chrono::milliseconds timeout, const char* what, Ts&&... xs) {
-    const std::string where =
-        absl::StrFormat("worker %s:%d (process %d)", workers_[i].host, workers_[i].port, i + 1);
+    const std::string where = worker_name(i);
     caf::scoped_actor self{*sys_};
     absl::Status result = absl::OkStatus();
     self->request(gates_[i], timeout, std::forward<Ts>(xs)...)
@@ -180,7 +268,9 @@ class ClusterDriver final : public ProcessGroup {
   std::unique_ptr<ClusterLayout> layout_;
   std::shared_ptr<const RunContext> ctx_;
   ActorMessageLimits limits_;
-  std::vector<caf::actor> gates_;
+  std::vector<caf::actor> gates_;  // [worker]: empty for a lost worker
+  caf::actor watcher_;             // the gates' monitor while a run is started
+  std::shared_ptr<LostState> lost_ = std::make_shared<LostState>();
 };
 
 }  // namespace

@@ -4,7 +4,10 @@
 /// for a topology with `[[cluster.workers]]`. For each run it creates the driver's UCX data
 /// plane (process 0), joins every worker (driver_link.hpp: the cluster secret's
 /// challenge–response both ways), hands each the topology's text so that it builds the same
-/// wiring and spawns the devices it hosts, and stops them when the run ends.
+/// wiring and spawns the devices it hosts, and stops them when the run ends. While a run is
+/// started it monitors every worker's gate: a worker that dies fails the run at once
+/// (`lost_workers`), and later runs host its devices on the survivors (Server::run re-admits
+/// the run's unfinished requests: server.hpp).
 
 #include <chrono>
 #include <cstdint>

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "actors/messages.hpp"
 
 namespace muflow::actors::cluster {
@@ -15,6 +18,53 @@ std::vector<uint32_t> device_processes(const engine::topology::Topology& topolog
         out[static_cast<size_t>(d)] = static_cast<uint32_t>(w + 1);
       }
     }
+  }
+  return out;
+}
+
+std::vector<uint32_t> replace_lost_devices(std::vector<uint32_t> device_process,
+                                           const std::set<uint32_t>& lost, uint32_t num_processes) {
+  std::vector<int64_t> load(num_processes, 0);  // devices per surviving worker
+  for (uint32_t p : device_process) {
+    if (p < num_processes && lost.count(p) == 0) ++load[p];
+  }
+  for (uint32_t& p : device_process) {
+    if (lost.count(p) == 0) continue;
+    uint32_t best = 0;  // the driver, when no worker survives
+    for (uint32_t q = 1; q < num_processes; ++q) {
+      if (lost.count(q) == 0 && (best == 0 || load[q] < load[best])) best = q;
+    }
+    p = best;
+    if (best != 0) ++load[best];
+  }
+  return device_process;
+}
+
+std::string format_device_processes(const std::vector<uint32_t>& device_process) {
+  return absl::StrJoin(device_process, ",");
+}
+
+absl::StatusOr<std::vector<uint32_t>> parse_device_processes(const std::string& text,
+                                                             size_t num_devices,
+                                                             uint32_t num_processes) {
+  std::vector<uint32_t> out;
+  out.reserve(num_devices);
+  for (absl::string_view field : absl::StrSplit(text, ',')) {
+    if (out.size() == num_devices) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("device map \"%s\": more than %d entries", text, num_devices));
+    }
+    uint32_t p = 0;
+    if (!absl::SimpleAtoi(field, &p) || p >= num_processes) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("device map entry %d (\"%s\"): expected a process index below %d",
+                          out.size(), field, num_processes));
+    }
+    out.push_back(p);
+  }
+  if (out.size() != num_devices) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "device map \"%s\": %d entries for %d devices", text, out.size(), num_devices));
   }
   return out;
 }

@@ -8,9 +8,12 @@
 #include <caf/all.hpp>
 #include <cstdint>
 #include <memory>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "actors/cluster/actor_codec.hpp"
 #include "actors/cluster/remote_actor.hpp"
 #include "actors/process_layout.hpp"
@@ -22,6 +25,26 @@ namespace muflow::actors::cluster {
 
 /// [num_devices] the process index that hosts each device of `topology`. Pure; any thread.
 std::vector<uint32_t> device_processes(const engine::topology::Topology& topology);
+
+/// Re-placement after losing worker processes (#18 item 5): `device_process` with every device
+/// of a process in `lost` moved to the surviving worker that hosts the fewest devices at that
+/// point (ties: the lowest process index), devices in index order; to the driver (process 0)
+/// when no worker of 1..num_processes-1 survives. Devices of survivors stay where they are,
+/// so a survivor keeps its weights and KV layout. Pure; any thread.
+std::vector<uint32_t> replace_lost_devices(std::vector<uint32_t> device_process,
+                                           const std::set<uint32_t>& lost, uint32_t num_processes);
+
+/// The device-to-process map as the control plane carries it in `cl_setup`: process indices
+/// in decimal, comma-separated, device 0 first ("1,2,1,0"). Pure; any thread.
+std::string format_device_processes(const std::vector<uint32_t>& device_process);
+
+/// Parses `format_device_processes`'s text for a topology of `num_devices` devices and
+/// `num_processes` processes (driver + workers). Errors: InvalidArgument naming the entry
+/// that is not a process index below `num_processes`, or a count other than `num_devices`.
+/// Bounded: never allocates more than `num_devices` entries. Pure; any thread.
+absl::StatusOr<std::vector<uint32_t>> parse_device_processes(const std::string& text,
+                                                             size_t num_devices,
+                                                             uint32_t num_processes);
 
 /// Decoder bounds for a run of `config` (activation width = hidden size, logits = vocab,
 /// K/V width = kv heads × head dim, token counts from the scheduler's batch limits).

@@ -12,9 +12,12 @@
 ///    (only from an authenticated node)
 ///
 /// A run (only from an authenticated, joined node; each answers "" or an error):
-/// 4. `(cl_setup, topology TOML text, its base folder, every process's UCX address)`: the
-///    worker parses the same topology, loads the model, connects to the other workers and
-///    spawns the devices `[[cluster.workers]]` gives its process index
+/// 4. `(cl_setup, topology TOML text, its base folder, every process's UCX address, device
+///    map)`: the worker parses the same topology, loads the model (or keeps the one it loaded
+///    for the same text), connects to the other workers (an empty address: a worker the
+///    driver lost) and spawns the devices the device map gives its process index (the map:
+///    `[[cluster.workers]]`, or its re-placement after a lost worker; cluster_layout.hpp's
+///    `format_device_processes`)
 /// 5. `(cl_start)`: the run's clock starts; actor messages for it are delivered from now on
 /// 6. `(cl_stop)`: the worker stops the run's actors (waits for them) and forgets the run
 

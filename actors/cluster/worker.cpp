@@ -42,7 +42,7 @@ using transport::cluster::Received;
 
 // This worker's share of a driver's run (cl_setup .. cl_stop).
 struct HostedRun {
-  std::unique_ptr<Server> server;  // the topology's model, placement and wiring
+  std::shared_ptr<const Server> server;  // the topology's model, placement and wiring
   std::shared_ptr<Outbox> outbox;
   std::unique_ptr<ClusterLayout> layout;
   std::shared_ptr<RunContext> ctx;
@@ -62,6 +62,11 @@ struct WorkerNode {
   std::atomic<uint64_t> rejected_frames{0};
   std::mutex run_mu;               // guards run (the gate writes it, the progress thread reads)
   std::shared_ptr<HostedRun> run;  // the run this worker hosts, if any
+  // The last run's model, kept for the next run of the same topology text and folder (the
+  // gate's only): a later run, e.g. one that re-places a lost worker's devices here, starts
+  // without loading the model again.
+  std::shared_ptr<const Server> server;
+  std::string server_key;
 };
 
 // Stops `run`'s actors and waits (at most a few seconds) until the local ones are gone; its
@@ -147,7 +152,8 @@ std::shared_ptr<HostedRun> take_run(WorkerNode& node) {
 absl::StatusOr<std::shared_ptr<HostedRun>> setup_run(caf::actor_system& sys, WorkerNode& node,
                                                      const std::string& text,
                                                      const std::string& base_dir,
-                                                     const std::vector<std::string>& addresses) {
+                                                     const std::vector<std::string>& addresses,
+                                                     const std::string& device_map) {
   const uint32_t self = node.plane->options().process;
   absl::StatusOr<engine::topology::Topology> topo = engine::topology::parse_topology_string(
       text, absl::StrFormat("the driver's topology (folder %s)", base_dir), base_dir);
@@ -158,8 +164,13 @@ absl::StatusOr<std::shared_ptr<HostedRun>> setup_run(caf::actor_system& sys, Wor
         "%d addresses",
         self, topo->workers.size(), addresses.size()));
   }
+  // Which process hosts each device: the topology's workers, or (after the driver lost a
+  // worker) the re-placement it sent.
+  absl::StatusOr<std::vector<uint32_t>> device_process = parse_device_processes(
+      device_map, topo->devices.size(), static_cast<uint32_t>(addresses.size()));
+  if (!device_process.ok()) return device_process.status();
   for (size_t p = 1; p < addresses.size(); ++p) {
-    if (p == self) continue;
+    if (p == self || addresses[p].empty()) continue;  // empty: a worker the driver lost
     if (absl::Status s = node.plane->connect(static_cast<uint32_t>(p),
                                              {addresses[p].data(), addresses[p].size()});
         !s.ok()) {
@@ -167,17 +178,27 @@ absl::StatusOr<std::shared_ptr<HostedRun>> setup_run(caf::actor_system& sys, Wor
     }
   }
   auto run = std::make_shared<HostedRun>();
-  absl::StatusOr<std::unique_ptr<Server>> server = Server::create(*topo);
-  if (!server.ok()) return server.status();
-  run->server = std::move(*server);
+  const std::string key = base_dir + '\0' + text;
+  if (!node.server || node.server_key != key) {
+    node.server = nullptr;  // the old model is freed before the new one is loaded
+    absl::StatusOr<std::unique_ptr<Server>> server = Server::create(*topo);
+    if (!server.ok()) return server.status();
+    node.server = std::move(*server);
+    node.server_key = key;
+  }
+  run->server = node.server;
+  std::vector<int64_t> hosted;
+  for (size_t d = 0; d < device_process->size(); ++d) {
+    if ((*device_process)[d] == self) hosted.push_back(static_cast<int64_t>(d));
+  }
   run->outbox = std::make_shared<Outbox>(node.plane.get(), self);
-  run->layout = std::make_unique<ClusterLayout>(sys, self, device_processes(*topo), run->outbox);
+  run->layout = std::make_unique<ClusterLayout>(sys, self, std::move(*device_process), run->outbox);
   absl::StatusOr<std::shared_ptr<RunContext>> ctx = run->server->host_share(sys, *run->layout);
   if (!ctx.ok()) return ctx.status();
   run->ctx = std::move(*ctx);
   run->limits = limits_for(run->ctx->config, *topo);
   spdlog::info("muflow worker: process {} hosts devices [{}] of a {} run ({} wiring)", self,
-               absl::StrJoin(topo->workers[self - 1].devices, ", "), topo->backend, topo->wiring);
+               absl::StrJoin(hosted, ", "), topo->backend, topo->wiring);
   return run;
 }
 
@@ -258,7 +279,8 @@ caf::behavior gate_actor(caf::stateful_actor<GateState>* self, std::shared_ptr<W
         return std::string(a.begin(), a.end());
       },
       [=](setup_atom, const std::string& text, const std::string& base_dir,
-          const std::vector<std::string>& addresses) -> caf::result<std::string> {
+          const std::vector<std::string>& addresses,
+          const std::string& device_map) -> caf::result<std::string> {
         const caf::node_id from = sender_node();
         WorkerNode& node = *self->state.node;
         if (self->state.authenticated.count(from) == 0 || !node.plane) {
@@ -269,7 +291,7 @@ caf::behavior gate_actor(caf::stateful_actor<GateState>* self, std::shared_ptr<W
           stop_run(self->home_system(), *old);
         }
         absl::StatusOr<std::shared_ptr<HostedRun>> run =
-            setup_run(self->home_system(), node, text, base_dir, addresses);
+            setup_run(self->home_system(), node, text, base_dir, addresses, device_map);
         if (!run.ok()) {
           spdlog::error("muflow worker: run setup failed: {}", std::string(run.status().message()));
           return std::string(run.status().message());

@@ -14,17 +14,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "actors/cluster/cluster_driver.hpp"
 #include "actors/cluster/worker_launcher.hpp"
 #include "actors/server.hpp"
-#include "engine/serving/sampling.hpp"
 #include "engine/topology/topology.hpp"
+#include "multiproc/cluster_test_topology.hpp"
 
 namespace muflow::actors::cluster {
 namespace {
-
-using engine::serving::Request;
 
 const char* kToken = "cluster-run-test-token-0123456789abcdef";
 
@@ -42,84 +39,6 @@ class ClusterRunTest : public ::testing::Test {
   static void TearDownTestSuite() { workers_.reset(); }
   static inline std::unique_ptr<LaunchedWorkers> workers_;
 };
-
-// The model half of a topology: the shipped KJV model, or a synthetic Qwen2-MoE.
-std::string model_table(bool qwen) {
-  if (!qwen) {
-    return absl::StrCat("[model]\npath = \"", MUFLOW_SOURCE_DIR,
-                        "/models/kjv-mixtral-tiny-bf16\"\n");
-  }
-  return "[model]\ntype = \"qwen2_moe\"\nvocab = 512\nhidden = 64\nlayers = 2\nheads = 4\n"
-         "kv_heads = 2\nexperts = 6\ntopk = 2\nffn = 48\nshared_ffn = 80\nseed = 5\n";
-}
-
-// A topology of `wiring` on `num_devices` cpu devices; `workers[i]` lists the devices of
-// worker i (none: one process).
-std::string topology_text(const std::string& wiring, int num_devices, bool qwen,
-                          const std::vector<std::vector<int>>& workers,
-                          const std::vector<std::string>& addresses) {
-  std::string t = absl::StrCat("wiring = \"", wiring, "\"\nbackend = \"cpu\"\n\n[cluster]\n",
-                               "num_devices = ", num_devices, "\nthreads_per_device = 1\n");
-  for (size_t i = 0; i < workers.size(); ++i) {
-    absl::StrAppend(&t, "\n[[cluster.workers]]\naddress = \"", addresses[i], "\"\ndevices = [",
-                    absl::StrJoin(workers[i], ", "), "]\n");
-  }
-  absl::StrAppend(&t, "\n", model_table(qwen), "\n[placement]\n");
-  if (wiring == "async" || wiring == "async-replicated") {
-    absl::StrAppend(&t, "attention_devices = 1\n");
-  }
-  if (wiring == "async-replicated") absl::StrAppend(&t, "replica_experts = [0, 3]\n");
-  absl::StrAppend(&t,
-                  "\n[scheduler]\nmax_batch_requests = 3\nmax_prefill_tokens = 7\n"
-                  "max_batch_tokens = 16\n\n[sampling]\ntemperature = 0.0\nstop_at_eos = false\n");
-  return t;
-}
-
-// Concurrent requests of mixed lengths (chunked prefill, decode and prefill mixed), with
-// prompt logits, so that the comparison is bitwise and not only of tokens.
-std::vector<Request> requests(int64_t vocab) {
-  std::vector<Request> out;
-  for (int i = 0; i < 6; ++i) {
-    Request r;
-    r.id = i;
-    r.max_new_tokens = 4 + i % 4;
-    r.return_prompt_logits = true;
-    const int len = 3 + (i * 5) % 11;
-    r.prompt.push_back(1);
-    for (int j = 1; j < len; ++j) {
-      r.prompt.push_back(
-          static_cast<int32_t>(3 + engine::serving::counter_uniform(7, i, j) * (vocab - 3)));
-    }
-    out.push_back(std::move(r));
-  }
-  return out;
-}
-
-absl::StatusOr<RunOutcome> run_text(const std::string& text, const std::vector<Request>* reqs) {
-  auto topo = engine::topology::parse_topology_string(text, "<cluster test>", MUFLOW_SOURCE_DIR);
-  if (!topo.ok()) return topo.status();
-  auto server = Server::create(*topo);
-  if (!server.ok()) return server.status();
-  if (!topo->workers.empty()) {
-    auto group = make_cluster_driver(*topo);
-    if (!group.ok()) return group.status();
-    (*server)->set_process_group(std::move(*group));
-  }
-  return (*server)->run(reqs ? *reqs : requests((*server)->config().vocab_size));
-}
-
-void expect_same(const RunOutcome& want, const RunOutcome& got, const std::string& what) {
-  ASSERT_EQ(want.outputs.size(), got.outputs.size()) << what;
-  for (size_t i = 0; i < want.outputs.size(); ++i) {
-    EXPECT_EQ(want.outputs[i].output, got.outputs[i].output) << what << ", request " << i;
-    const auto& a = want.outputs[i].prompt_logits;
-    const auto& b = got.outputs[i].prompt_logits;
-    ASSERT_EQ(a.size(), b.size()) << what << ", request " << i;
-    ASSERT_FALSE(a.empty()) << what;
-    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
-        << what << ", request " << i << ": prompt logits not bitwise equal";
-  }
-}
 
 struct Case {
   std::string wiring;

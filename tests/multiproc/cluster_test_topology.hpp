@@ -1,0 +1,106 @@
+#pragma once
+/// \file
+/// What the multi-process tests share (#18): topologies of every wiring with their devices in
+/// loopback workers, a request mix that exercises chunked prefill, decode and prompt logits,
+/// a run of such a topology (with the cluster driver when it lists workers), and a bitwise
+/// comparison of two runs' outputs.
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "actors/cluster/cluster_driver.hpp"
+#include "actors/server.hpp"
+#include "engine/serving/request.hpp"
+#include "engine/serving/sampling.hpp"
+#include "engine/topology/topology.hpp"
+
+namespace muflow::actors::cluster {
+
+// The model half of a topology: the shipped KJV model, or a synthetic Qwen2-MoE.
+inline std::string model_table(bool qwen) {
+  if (!qwen) {
+    return absl::StrCat("[model]\npath = \"", MUFLOW_SOURCE_DIR,
+                        "/models/kjv-mixtral-tiny-bf16\"\n");
+  }
+  return "[model]\ntype = \"qwen2_moe\"\nvocab = 512\nhidden = 64\nlayers = 2\nheads = 4\n"
+         "kv_heads = 2\nexperts = 6\ntopk = 2\nffn = 48\nshared_ffn = 80\nseed = 5\n";
+}
+
+// A topology of `wiring` on `num_devices` cpu devices; `workers[i]` lists the devices of
+// worker i (none: one process). `sampling`: the [sampling] table's keys (default greedy).
+inline std::string topology_text(const std::string& wiring, int num_devices, bool qwen,
+                                 const std::vector<std::vector<int>>& workers,
+                                 const std::vector<std::string>& addresses,
+                                 const std::string& sampling = "temperature = 0.0\n") {
+  std::string t = absl::StrCat("wiring = \"", wiring, "\"\nbackend = \"cpu\"\n\n[cluster]\n",
+                               "num_devices = ", num_devices, "\nthreads_per_device = 1\n");
+  for (size_t i = 0; i < workers.size(); ++i) {
+    absl::StrAppend(&t, "\n[[cluster.workers]]\naddress = \"", addresses[i], "\"\ndevices = [",
+                    absl::StrJoin(workers[i], ", "), "]\n");
+  }
+  absl::StrAppend(&t, "\n", model_table(qwen), "\n[placement]\n");
+  if (wiring == "async" || wiring == "async-replicated") {
+    absl::StrAppend(&t, "attention_devices = 1\n");
+  }
+  if (wiring == "async-replicated") absl::StrAppend(&t, "replica_experts = [0, 3]\n");
+  absl::StrAppend(&t,
+                  "\n[scheduler]\nmax_batch_requests = 3\nmax_prefill_tokens = 7\n"
+                  "max_batch_tokens = 16\n\n[sampling]\nstop_at_eos = false\n",
+                  sampling);
+  return t;
+}
+
+// Concurrent requests of mixed lengths (chunked prefill, decode and prefill mixed), with
+// prompt logits, so that the comparison is bitwise and not only of tokens.
+inline std::vector<engine::serving::Request> requests(int64_t vocab) {
+  std::vector<engine::serving::Request> out;
+  for (int i = 0; i < 6; ++i) {
+    engine::serving::Request r;
+    r.id = i;
+    r.max_new_tokens = 4 + i % 4;
+    r.return_prompt_logits = true;
+    const int len = 3 + (i * 5) % 11;
+    r.prompt.push_back(1);
+    for (int j = 1; j < len; ++j) {
+      r.prompt.push_back(
+          static_cast<int32_t>(3 + engine::serving::counter_uniform(7, i, j) * (vocab - 3)));
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+inline absl::StatusOr<RunOutcome> run_text(const std::string& text,
+                                           const std::vector<engine::serving::Request>* reqs) {
+  auto topo = engine::topology::parse_topology_string(text, "<cluster test>", MUFLOW_SOURCE_DIR);
+  if (!topo.ok()) return topo.status();
+  auto server = Server::create(*topo);
+  if (!server.ok()) return server.status();
+  if (!topo->workers.empty()) {
+    auto group = make_cluster_driver(*topo);
+    if (!group.ok()) return group.status();
+    (*server)->set_process_group(std::move(*group));
+  }
+  return (*server)->run(reqs ? *reqs : requests((*server)->config().vocab_size));
+}
+
+inline void expect_same(const RunOutcome& want, const RunOutcome& got, const std::string& what) {
+  ASSERT_EQ(want.outputs.size(), got.outputs.size()) << what;
+  for (size_t i = 0; i < want.outputs.size(); ++i) {
+    EXPECT_EQ(want.outputs[i].output, got.outputs[i].output) << what << ", request " << i;
+    const auto& a = want.outputs[i].prompt_logits;
+    const auto& b = got.outputs[i].prompt_logits;
+    ASSERT_EQ(a.size(), b.size()) << what << ", request " << i;
+    ASSERT_FALSE(a.empty()) << what;
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
+        << what << ", request " << i << ": prompt logits not bitwise equal";
+  }
+}
+
+}  // namespace muflow::actors::cluster
