@@ -381,6 +381,14 @@ Command add_run_command(CLI::App& app) {
     for (const auto& d : topo.devices) names.push_back(d.name);
     std::printf("%s", engine::serving::format_metrics_table(out->metrics, names).c_str());
     if (!topo.trace_file.empty()) std::printf("trace: %s\n", topo.trace_file.c_str());
+    for (const actors::RunRecovery& r : out->recoveries) {  // #18: workers lost and survived
+      std::printf(
+          "recovered: %s; detected at %.3f s, resumed at %.3f s, first token after it "
+          "at %.3f s (%.0f ms after detection), %lld requests re-admitted\n",
+          r.lost.c_str(), r.detected_s, r.resumed_s, r.first_token_s,
+          r.first_token_s >= 0 ? 1e3 * (r.first_token_s - r.detected_s) : -1.0,
+          static_cast<long long>(r.readmitted_requests));
+    }
     if (!out->trace_warning.empty()) {
       std::fprintf(stderr, "muflow run: warning: %s (or --no-trace)\n", out->trace_warning.c_str());
     }

@@ -50,7 +50,8 @@ void on_frame(Inbox& inbox, Received&& r) {
     return reject(absl::StrFormat("unexpected frame kind %d", frame->prefix.kind));
   }
   std::lock_guard<std::mutex> lock(inbox.mu);
-  if (!inbox.ctx) return reject("no run is in progress");
+  // Late messages of a run that ended (a failed attempt's stragglers): nothing to deliver to.
+  if (!inbox.ctx) return;
   if (absl::Status s = deliver_actor_frame(*inbox.ctx, *inbox.layout, *frame, inbox.limits);
       !s.ok()) {
     reject(std::string(s.message()));
@@ -220,6 +221,11 @@ class ClusterDriver final : public ProcessGroup {
     }
     gates_.clear();
     if (outbox_) outbox_->close();
+    // Sends to a lost worker never complete: drop its endpoint, so that the plane stops at
+    // once instead of waiting for them (part of the time to the first token after recovery).
+    if (plane_) {
+      for (uint32_t p : lost) plane_->drop_peer(p);
+    }
     plane_.reset();  // after the outbox closed: no remote handle sends through it any more
     outbox_.reset();
     layout_.reset();

@@ -60,6 +60,7 @@ struct WorkerNode {
   std::unique_ptr<DataPlane> plane;  // created by the first join
   std::atomic<DataPlane*> plane_ptr{nullptr};
   std::atomic<uint64_t> rejected_frames{0};
+  std::atomic<uint64_t> late_frames{0};  // actor messages that came while no run was started
   std::mutex run_mu;               // guards run (the gate writes it, the progress thread reads)
   std::shared_ptr<HostedRun> run;  // the run this worker hosts, if any
   // The last run's model, kept for the next run of the same topology text and folder (the
@@ -126,7 +127,12 @@ void on_message(WorkerNode& node, Received&& r) {
         std::lock_guard<std::mutex> lock(node.run_mu);
         run = node.run;
       }
-      if (!run || !run->started) return reject("no run is in progress");
+      if (!run || !run->started) {
+        // Late messages of a run that ended (e.g. one failed by a lost worker): nothing to
+        // deliver them to; counted, not logged one by one.
+        node.late_frames.fetch_add(1, std::memory_order_relaxed);
+        return;
+      }
       if (absl::Status s = deliver_actor_frame(*run->ctx, *run->layout, *frame, run->limits);
           !s.ok()) {
         reject(std::string(s.message()));
@@ -170,7 +176,11 @@ absl::StatusOr<std::shared_ptr<HostedRun>> setup_run(caf::actor_system& sys, Wor
       device_map, topo->devices.size(), static_cast<uint32_t>(addresses.size()));
   if (!device_process.ok()) return device_process.status();
   for (size_t p = 1; p < addresses.size(); ++p) {
-    if (p == self || addresses[p].empty()) continue;  // empty: a worker the driver lost
+    if (p == self) continue;
+    if (addresses[p].empty()) {  // a worker the driver lost: forget its endpoint and sends
+      node.plane->drop_peer(static_cast<uint32_t>(p));
+      continue;
+    }
     if (absl::Status s = node.plane->connect(static_cast<uint32_t>(p),
                                              {addresses[p].data(), addresses[p].size()});
         !s.ok()) {
@@ -374,8 +384,10 @@ int run_worker(const WorkerOptions& options) {
   std::fflush(stdout);
   int sig = 0;
   sigwait(&stop, &sig);
-  spdlog::info("muflow worker: signal {}: stopping ({} data-plane messages rejected)", sig,
-               node->rejected_frames.load());
+  spdlog::info(
+      "muflow worker: signal {}: stopping ({} data-plane messages rejected, {} dropped that "
+      "came after their run ended)",
+      sig, node->rejected_frames.load(), node->late_frames.load());
   if (std::shared_ptr<HostedRun> run = take_run(*node)) stop_run(sys, *run);
   caf::anon_send_exit(gate, caf::exit_reason::user_shutdown);
   {

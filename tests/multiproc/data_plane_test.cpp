@@ -107,6 +107,27 @@ TEST(DataPlane, SendToAnUnknownPeerFailsCleanly) {
   EXPECT_EQ(a->connect(5, {}).code(), absl::StatusCode::kInvalidArgument);
 }
 
+// A peer that died is dropped (#18 item 5): sends to it then fail at once, as to a peer never
+// connected, and connecting it again (a new address) makes it reachable again.
+TEST(DataPlane, ADroppedPeerIsForgottenUntilConnectedAgain) {
+  Inbox in0, in1;
+  auto a = make_plane(0, in0);
+  auto b = make_plane(1, in1);
+  ASSERT_TRUE(a && b);
+  a->drop_peer(1);  // unknown: nothing happens
+  ASSERT_TRUE(a->connect(1, b->address()).ok());
+  ASSERT_TRUE(a->send_and_wait(1, {pattern(64, 3)}).ok());
+  ASSERT_TRUE(in1.pop().has_value());
+  a->drop_peer(1);
+  auto s = a->send_and_wait(1, {pattern(64, 4)});
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  ASSERT_TRUE(a->connect(1, b->address()).ok());
+  EXPECT_TRUE(a->send_and_wait(1, {pattern(64, 5)}).ok());
+  auto r = in1.pop();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_TRUE(same_bytes(r->bytes.get(), pattern(64, 5)));
+}
+
 TEST(DataPlane, OversizedMessagesAreDrainedAndRejectedNotDelivered) {
   Inbox in0, in1;
   auto a = make_plane(0, in0);

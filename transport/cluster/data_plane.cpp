@@ -431,6 +431,28 @@ absl::Status DataPlane::send_and_wait(uint32_t peer, std::vector<std::vector<cha
   return fut.get();
 }
 
+void DataPlane::drop_peer(uint32_t peer) {
+  std::promise<void> done;
+  auto fut = done.get_future();
+  Impl* impl = impl_.get();
+  const bool posted = impl->post([impl, peer, &done] {
+    auto it = impl->eps.find(peer);
+    if (it != impl->eps.end()) {
+      ucp_request_param_t param{};
+      param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+      param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+      ucs_status_ptr_t st = ucp_ep_close_nbx(it->second, &param);
+      if (st != nullptr && !UCS_PTR_IS_ERR(st)) {
+        while (ucp_request_check_status(st) == UCS_INPROGRESS) ucp_worker_progress(impl->worker);
+        ucp_request_free(st);
+      }
+      impl->eps.erase(it);
+    }
+    done.set_value();
+  });
+  if (posted) fut.wait();
+}
+
 DataPlaneStats DataPlane::stats() const {
   DataPlaneStats s;
   s.sent_messages = impl_->sent_messages.load();

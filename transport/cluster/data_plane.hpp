@@ -102,6 +102,12 @@ class DataPlane {
 
   /// Sends and waits for completion (tests, setup). Any thread except the progress thread.
   absl::Status send_and_wait(uint32_t peer, std::vector<std::vector<char>> parts);
+  /// Closes the endpoint to `peer` at once (UCX force close), for a peer that died: its
+  /// sends still in flight end with an error (their `done` is called) instead of holding up
+  /// the plane's shutdown for its ~2 s bound, and later sends to it fail as to an unknown
+  /// peer until `connect` names it again. No-op for an unknown peer. Blocks until done; any
+  /// thread except the progress thread.
+  void drop_peer(uint32_t peer);
 
   DataPlaneStats stats() const;
   const Options& options() const { return options_; }
