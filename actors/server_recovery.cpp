@@ -26,7 +26,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "actors/server.hpp"
 #include "spdlog/spdlog.h"

@@ -54,16 +54,22 @@ done
 sleep "$kill_after"
 kill -9 "${pids[0]}"
 killed=$(date +%s.%N)
-wait "$driver"
+wait "$driver" || true  # a failed run is reported below (no "recovered:" line)
 
-detected=$(grep -h 'was lost' "$work/faulted.out" "$work/faulted.err" | head -1 |
-  sed -E 's/^\[([0-9-]+ [0-9:.]+)\].*/\1/')
-detected_s=$(date -d "$detected" +%s.%N)
 recovered=$(grep -m1 '^recovered:' "$work/faulted.out" || true)
 if [[ -z "$recovered" ]]; then
-  echo "the run finished before the kill (no recovery): raise the workload or lower KILL_AFTER" >&2
+  echo "$0: no recovery in the faulted run (it finished before the kill, or failed: see below);" \
+    "lower KILL_AFTER or raise the workload" >&2
+  tail -3 "$work/faulted.err" >&2
   exit 1
 fi
+detected=$(grep -h 'was lost' "$work/faulted.out" "$work/faulted.err" | head -1 |
+  sed -E 's/^\[([0-9-]+ [0-9:.]+)\].*/\1/' || true)
+if [[ -z "$detected" ]]; then
+  echo "$0: the driver's \"was lost\" log line is missing from the faulted run's output" >&2
+  exit 1
+fi
+detected_s=$(date -d "$detected" +%s.%N)
 after_ms=$(echo "$recovered" | grep -o '([0-9.]* ms after detection)' | grep -o '[0-9.]*')
 same=$(python3 - "$work/healthy.jsonl" "$work/faulted.jsonl" <<'EOF'
 import json, sys
