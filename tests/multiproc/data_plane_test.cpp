@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 #include <spawn.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -217,6 +218,82 @@ TEST(DataPlane, TwoProcessesEchoEveryMessageByteForByte) {
   EXPECT_EQ(WEXITSTATUS(status), 0) << "peer failed (see run_peer's exit codes)";
   ::close(to_peer[1]);
   ::close(from_peer[0]);
+}
+
+// Spawns this binary as the echo peer and connects `plane` (process 0) to it; returns its pid
+// (0 on failure, with the test failed).
+pid_t spawn_connected_peer(DataPlane& plane, int fds[4]) {
+  int to_peer[2], from_peer[2];
+  if (::pipe(to_peer) != 0 || ::pipe(from_peer) != 0) {
+    ADD_FAILURE() << "pipe failed";
+    return 0;
+  }
+  const std::string in_fd = std::to_string(to_peer[0]);
+  const std::string out_fd = std::to_string(from_peer[1]);
+  std::vector<char*> argv = {g_self.data(), const_cast<char*>("--data-plane-peer"),
+                             const_cast<char*>(in_fd.c_str()), const_cast<char*>(out_fd.c_str()),
+                             nullptr};
+  pid_t pid = 0;
+  if (::posix_spawn(&pid, g_self.c_str(), nullptr, nullptr, argv.data(), environ) != 0) {
+    ADD_FAILURE() << "posix_spawn failed";
+    return 0;
+  }
+  ::close(to_peer[0]);
+  ::close(from_peer[1]);
+  fds[0] = to_peer[1];
+  fds[1] = from_peer[0];
+  auto peer_address = read_blob(from_peer[0]);
+  if (!peer_address || !write_blob(to_peer[1], plane.address()) ||
+      !plane.connect(1, *peer_address).ok()) {
+    ADD_FAILURE() << "could not connect to the peer process";
+  }
+  return pid;
+}
+
+// #18 item 5: sends in flight to a peer that was killed may never complete in UCX (its
+// rendezvous waits for the dead receiver). Dropping the peer reports each of them (Cancelled
+// or UCX's error) instead of leaving them pending, and the plane then stops without waiting
+// for them.
+TEST(DataPlane, SendsInFlightToAKilledPeerAreReportedWhenItIsDropped) {
+  Inbox inbox;
+  auto plane = make_plane(0, inbox);
+  ASSERT_TRUE(plane);
+  int fds[2] = {-1, -1};
+  const pid_t pid = spawn_connected_peer(*plane, fds);
+  ASSERT_GT(pid, 0);
+  // The peer is alive and echoing; then it dies without a word.
+  ASSERT_TRUE(plane->send_and_wait(1, {pattern(1000, 1)}).ok());
+  ASSERT_TRUE(inbox.pop().has_value());
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+
+  constexpr int kSends = 8;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<absl::Status> results;
+  for (int i = 0; i < kSends; ++i) {  // rendezvous-sized: the receiver must answer
+    plane->send(1, {pattern(4 << 20, 10 + i)}, [&](absl::Status s) {
+      std::lock_guard<std::mutex> lock(mu);
+      results.push_back(std::move(s));
+      cv.notify_all();
+    });
+  }
+  plane->drop_peer(1);
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(20), [&] { return results.size() == kSends; }))
+        << results.size() << " of " << kSends << " sends reported after the peer was dropped";
+  }
+  // None can have been delivered: the peer was dead before they were sent.
+  for (const absl::Status& s : results) {
+    if (s.ok()) continue;  // UCX may report a send complete once it left this process
+    EXPECT_NE(s.message().find("process 1"), std::string::npos) << s;
+  }
+  EXPECT_EQ(plane->stats().failed_sends + plane->stats().sent_messages, kSends + 1u);
+  plane.reset();  // stops without waiting for the abandoned sends
+  ::close(fds[0]);
+  ::close(fds[1]);
 }
 
 }  // namespace

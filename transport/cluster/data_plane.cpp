@@ -13,8 +13,10 @@
 #include <mutex>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_format.h"
 #include "spdlog/spdlog.h"
 
@@ -52,6 +54,8 @@ struct DataPlane::Impl {
 
   struct SendOp {
     Impl* impl = nullptr;
+    uint32_t peer = 0;
+    bool abandoned = false;  // its endpoint was closed first (close_ep)
     std::vector<std::vector<char>> parts;
     std::vector<ucp_dt_iov_t> iov;
     uint64_t bytes = 0;
@@ -66,6 +70,10 @@ struct DataPlane::Impl {
     bool complete = false;
     ucs_status_t status = UCS_OK;
   };
+  // Sends UCX has not completed, by peer, and those abandoned when their endpoint was closed
+  // (freed when UCX completes them or after the UCX worker is destroyed). Progress thread.
+  absl::flat_hash_map<uint32_t, absl::flat_hash_set<SendOp*>> live_sends;
+  absl::flat_hash_set<SendOp*> abandoned_sends;
   // Receives in the order UCX matched them (= per sender, the send order). A rendezvous
   // receive completes after eager ones matched behind it; delivering from the head only keeps
   // the send order.
@@ -73,6 +81,7 @@ struct DataPlane::Impl {
 
   ~Impl() {
     if (worker) ucp_worker_destroy(worker);
+    for (SendOp* op : abandoned_sends) delete op;
     if (context) ucp_cleanup(context);
     if (cmd_fd >= 0) ::close(cmd_fd);
   }
@@ -98,6 +107,14 @@ struct DataPlane::Impl {
 
   void finish_send(SendOp* op, ucs_status_t status) {
     std::unique_ptr<SendOp> owned(op);
+    if (op->abandoned) {  // counted and reported when its endpoint was closed
+      abandoned_sends.erase(op);
+      return;
+    }
+    if (auto it = live_sends.find(op->peer); it != live_sends.end()) {
+      it->second.erase(op);
+      if (it->second.empty()) live_sends.erase(it);
+    }
     --inflight_sends;
     if (status == UCS_OK) {
       sent_messages.fetch_add(1, std::memory_order_relaxed);
@@ -105,8 +122,50 @@ struct DataPlane::Impl {
       if (op->done) op->done(absl::OkStatus());
     } else {
       failed_sends.fetch_add(1, std::memory_order_relaxed);
-      spdlog::error("{}: send failed: {}", options.name, ucs_status_string(status));
-      if (op->done) op->done(ucx_error("ucp_tag_send_nbx", status));
+      const std::string what = absl::StrFormat("%s: a %d-byte send to process %d failed: %s",
+                                               options.name, op->bytes, op->peer,
+                                               ucs_status_string(status));
+      spdlog::error(what);
+      if (op->done) op->done(absl::UnavailableError(what));
+    }
+  }
+
+  // Force-closes the endpoint to `peer` (if any) and forgets it. Sends to it that are still in
+  // flight are abandoned: UCX (without UCP_ERR_HANDLING_MODE_PEER, which would cost the
+  // shared-memory transports on one host: UCX 1.13 then picks TCP) may never complete a send
+  // to a dead peer, so each one's `done` gets Cancelled now, it no longer counts as in flight,
+  // and its buffers are kept until the UCX worker is destroyed (or UCX completes it after all).
+  void close_ep(uint32_t peer) {
+    auto it = eps.find(peer);
+    if (it == eps.end()) return;
+    ucp_ep_h ep = it->second;
+    eps.erase(it);
+    force_close(ep);
+    auto live = live_sends.find(peer);
+    if (live == live_sends.end()) return;
+    for (SendOp* op : live->second) {
+      --inflight_sends;
+      failed_sends.fetch_add(1, std::memory_order_relaxed);
+      op->abandoned = true;
+      abandoned_sends.insert(op);
+      if (op->done) {
+        op->done(absl::CancelledError(absl::StrFormat(
+            "%s: the endpoint to process %d was closed with the send in flight", options.name,
+            peer)));
+        op->done = nullptr;
+      }
+    }
+    live_sends.erase(live);
+  }
+
+  void force_close(ucp_ep_h ep) {
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    ucs_status_ptr_t st = ucp_ep_close_nbx(ep, &param);
+    if (st != nullptr && !UCS_PTR_IS_ERR(st)) {
+      while (ucp_request_check_status(st) == UCS_INPROGRESS) ucp_worker_progress(worker);
+      ucp_request_free(st);
     }
   }
 
@@ -122,6 +181,7 @@ struct DataPlane::Impl {
     }
     auto op = std::make_unique<SendOp>();
     op->impl = this;
+    op->peer = peer;
     op->parts = std::move(parts);
     op->done = std::move(done);
     for (auto& part : op->parts) {
@@ -148,13 +208,15 @@ struct DataPlane::Impl {
       param.datatype = ucp_dt_make_contig(1);
     }
     ++inflight_sends;
+    // Registered before the call: UCX may complete the send (send_cb) before it returns.
+    live_sends[peer].insert(op.get());
     ucs_status_ptr_t st = ucp_tag_send_nbx(it->second, buffer, count, options.process, &param);
     if (st == nullptr) {
       finish_send(op.release(), UCS_OK);
     } else if (UCS_PTR_IS_ERR(st)) {
       finish_send(op.release(), UCS_PTR_STATUS(st));
     } else {
-      op.release();  // send_cb owns it now
+      op.release();  // send_cb owns it now (and may have run already)
     }
   }
 
@@ -301,17 +363,9 @@ struct DataPlane::Impl {
     if (inflight_sends > 0) {
       spdlog::warn("{}: stopping with {} sends still in flight", options.name, inflight_sends);
     }
-    for (auto& [peer, ep] : eps) {
-      ucp_request_param_t param{};
-      param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-      param.flags = UCP_EP_CLOSE_FLAG_FORCE;
-      ucs_status_ptr_t st = ucp_ep_close_nbx(ep, &param);
-      if (st != nullptr && !UCS_PTR_IS_ERR(st)) {
-        while (ucp_request_check_status(st) == UCS_INPROGRESS) ucp_worker_progress(worker);
-        ucp_request_free(st);
-      }
-    }
-    eps.clear();
+    std::vector<uint32_t> peers;
+    for (const auto& [peer, ep] : eps) peers.push_back(peer);
+    for (uint32_t peer : peers) close_ep(peer);
     // Outstanding receives are cancelled by the worker's destruction; nothing is delivered.
     // (recv_order keeps their buffers alive until ~Impl destroyed the worker.)
     handler = nullptr;
@@ -392,15 +446,8 @@ absl::Status DataPlane::connect(uint32_t peer, std::span<const char> address) {
       result.set_value(ucx_error("ucp_ep_create", st));
       return;
     }
-    auto [it, inserted] = impl->eps.try_emplace(peer, ep);
-    if (!inserted) {
-      ucp_request_param_t param{};
-      param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-      param.flags = UCP_EP_CLOSE_FLAG_FORCE;
-      ucs_status_ptr_t cst = ucp_ep_close_nbx(it->second, &param);
-      if (cst != nullptr && !UCS_PTR_IS_ERR(cst)) ucp_request_free(cst);
-      it->second = ep;
-    }
+    impl->close_ep(peer);  // a reconnect replaces the old endpoint
+    impl->eps.emplace(peer, ep);
     result.set_value(absl::OkStatus());
   });
   if (!posted) {
@@ -436,18 +483,7 @@ void DataPlane::drop_peer(uint32_t peer) {
   auto fut = done.get_future();
   Impl* impl = impl_.get();
   const bool posted = impl->post([impl, peer, &done] {
-    auto it = impl->eps.find(peer);
-    if (it != impl->eps.end()) {
-      ucp_request_param_t param{};
-      param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-      param.flags = UCP_EP_CLOSE_FLAG_FORCE;
-      ucs_status_ptr_t st = ucp_ep_close_nbx(it->second, &param);
-      if (st != nullptr && !UCS_PTR_IS_ERR(st)) {
-        while (ucp_request_check_status(st) == UCS_INPROGRESS) ucp_worker_progress(impl->worker);
-        ucp_request_free(st);
-      }
-      impl->eps.erase(it);
-    }
+    impl->close_ep(peer);
     done.set_value();
   });
   if (posted) fut.wait();

@@ -102,11 +102,14 @@ class DataPlane {
 
   /// Sends and waits for completion (tests, setup). Any thread except the progress thread.
   absl::Status send_and_wait(uint32_t peer, std::vector<std::vector<char>> parts);
-  /// Closes the endpoint to `peer` at once (UCX force close), for a peer that died: its
-  /// sends still in flight end with an error (their `done` is called) instead of holding up
-  /// the plane's shutdown for its ~2 s bound, and later sends to it fail as to an unknown
-  /// peer until `connect` names it again. No-op for an unknown peer. Blocks until done; any
-  /// thread except the progress thread.
+  /// Closes the endpoint to `peer` at once (UCX force close), for a peer that died. Its sends
+  /// still in flight end now: each `done` gets absl::Cancelled naming the peer (or UCX's
+  /// error), since UCX may never complete a send to a dead peer (rendezvous waits for the
+  /// receiver; peer-failure handling, UCP_ERR_HANDLING_MODE_PEER, would cost the shared-memory
+  /// transports: UCX 1.13 then picks TCP on one host). They no longer hold up the plane's
+  /// shutdown (its ~2 s bound); their buffers live until the UCX worker is destroyed. Later
+  /// sends to `peer` fail as to an unknown peer until `connect` names it again. No-op for an
+  /// unknown peer. Blocks until done; any thread except the progress thread.
   void drop_peer(uint32_t peer);
 
   DataPlaneStats stats() const;
