@@ -77,7 +77,7 @@ absl::StatusOr<std::unique_ptr<LaunchedWorkers>> LaunchedWorkers::launch(
   for (std::string& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
   for (const std::string& address : listen) {
-    std::vector<std::string> args = {binary, "worker", "--listen", address};
+    std::vector<std::string> args = {binary, "worker", "--listen", address, "--exit-with-parent"};
     args.insert(args.end(), extra_args.begin(), extra_args.end());
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());

@@ -19,8 +19,9 @@ namespace muflow::actors::cluster {
 /// after a grace period) and reaps them. One owner thread.
 class LaunchedWorkers {
  public:
-  /// Starts `binary worker --listen A` for each A of `listen` ("HOST:PORT", port 0 = any free
-  /// one) and waits (at most `timeout` each) for its "listening on HOST:PORT" line. `token`
+  /// Starts `binary worker --listen A --exit-with-parent` for each A of `listen` ("HOST:PORT",
+  /// port 0 = any free one; the flag stops them when this process dies, even by kill -9, as
+  /// long as the calling thread lives) and waits (at most `timeout` each) for its "listening on HOST:PORT" line. `token`
   /// non-empty: the children get it as MUFLOW_CLUSTER_TOKEN (else they inherit the
   /// environment); `extra_args` are added to each command line. Their stderr is this
   /// process's. Errors: Internal when a process cannot be started, Unavailable when one exits

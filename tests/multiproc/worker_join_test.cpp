@@ -22,6 +22,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "actors/cluster/driver_link.hpp"
@@ -61,7 +62,7 @@ class WorkerProcess {
       if (std::strncmp(*e, "MUFLOW_CLUSTER_TOKEN=", 21) != 0) env.emplace_back(*e);
     }
     if (token) env.push_back("MUFLOW_CLUSTER_TOKEN=" + *token);
-    args.insert(args.begin(), {MUFLOW_BINARY, "worker"});
+    args.insert(args.begin(), {MUFLOW_BINARY, "worker", "--exit-with-parent"});
     std::vector<char*> argv, envp;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -249,6 +250,60 @@ TEST(WorkerJoin, ANonLoopbackAddressNeedsAllowRemoteAndAWorkerNeedsASecret) {
   WorkerProcess bad_listen({"--listen", "127.0.0.1"}, kToken);
   EXPECT_EQ(bad_listen.stop(false), 2);
   EXPECT_NE(bad_listen.log().find("HOST:PORT"), std::string::npos) << bad_listen.log();
+}
+
+// True once `pid` no longer runs (gone, or a zombie nobody reaped: it is not our child).
+bool gone(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;
+  const auto close = line.rfind(')');
+  return close != std::string::npos && line.size() > close + 2 && line[close + 2] == 'Z';
+}
+
+// `--exit-with-parent`: a worker whose starter dies by kill -9 (so nothing stops it) exits by
+// itself, as `muflow run --spawn-workers` relies on.
+TEST(WorkerJoin, AWorkerWithExitWithParentStopsWhenItsStarterIsKilled) {
+  const std::string script = std::string("\"$0\" worker --listen 127.0.0.1:0 --exit-with-parent ") +
+                             "> /dev/null 2>&1 & echo $!; wait";
+  int out[2];
+  ASSERT_EQ(::pipe(out), 0);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, out[1], STDOUT_FILENO);
+  posix_spawn_file_actions_addclose(&fa, out[0]);
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) {
+    if (std::strncmp(*e, "MUFLOW_CLUSTER_TOKEN=", 21) != 0) env.emplace_back(*e);
+  }
+  env.push_back(std::string("MUFLOW_CLUSTER_TOKEN=") + kToken);
+  std::vector<std::string> args = {"/bin/sh", "-c", script, MUFLOW_BINARY};
+  std::vector<char*> argv, envp;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  pid_t starter = 0;
+  ASSERT_EQ(::posix_spawn(&starter, "/bin/sh", &fa, nullptr, argv.data(), envp.data()), 0);
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(out[1]);
+  std::string line;
+  char c = 0;
+  while (::read(out[0], &c, 1) == 1 && c != '\n') line += c;
+  ::close(out[0]);
+  const pid_t worker = static_cast<pid_t>(std::atol(line.c_str()));
+  ASSERT_GT(worker, 0) << "the starter printed no pid: '" << line << "'";
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the worker is up
+  EXPECT_FALSE(gone(worker)) << "the worker exited while its starter lived";
+  ASSERT_EQ(::kill(starter, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(starter, &status, 0), starter);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!gone(worker) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(gone(worker)) << "the worker outlived its killed starter";
+  if (!gone(worker)) ::kill(worker, SIGKILL);
 }
 
 }  // namespace
