@@ -1,0 +1,191 @@
+// What a muflow process does with an actor message a peer sent it during a run
+// (actors/cluster/cluster_layout.hpp: `deliver_actor_frame`, `fail_run`; #18): a well-formed
+// message for an actor this process hosts reaches that actor bit for bit; a message for a
+// device another process hosts, for an actor outside the run, for an actor slot without a
+// handle, a token batch whose rows are not the model's width, or bytes that do not decode are
+// refused with an error naming what was wrong, and nothing reaches any actor. A refused
+// message fails the run on the driver through its coordinator.
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <caf/all.hpp>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/cluster/actor_codec.hpp"
+#include "actors/cluster/cluster_layout.hpp"
+#include "actors/cluster/frame_kinds.hpp"
+#include "actors/messages.hpp"
+#include "actors/run_context.hpp"
+#include "transport/cluster/frame.hpp"
+
+namespace muflow::actors::cluster {
+namespace {
+
+using engine::dataflow::Activations;
+using engine::dataflow::StageKind;
+using engine::dataflow::TokenBatch;
+using engine::dataflow::TokenBatchPtr;
+
+constexpr int64_t kHidden = 8;
+
+TokenBatchPtr batch(int rows, int width) {
+  auto b = std::make_shared<TokenBatch>();
+  b->layer = {StageKind::kExpert, 0, 0};
+  b->payload = engine::dataflow::Payload::kExpertInputs;
+  b->iteration = 5;
+  b->act = std::make_shared<Activations>(rows, width);
+  for (int r = 0; r < rows; ++r) {
+    engine::dataflow::TokenMeta m;
+    m.request_id = 40 + r;
+    m.position = r;
+    b->tokens.push_back(m);
+    for (int c = 0; c < width; ++c) b->act->row(r)[c] = 0.75f * r - 0.125f * c;
+  }
+  b->act->row(0)[1] = std::bit_cast<float>(0x7fc00321u);  // a NaN payload survives
+  return b;
+}
+
+// An encoded message and the frame view over it (the view points into `bytes`).
+struct Frame {
+  EncodedMessage encoded;
+  transport::cluster::FrameView view;
+};
+
+std::unique_ptr<Frame> frame_of(const ActorAddress& to, const caf::message& m) {
+  auto enc = encode_actor_message(to, m.content());
+  EXPECT_TRUE(enc.ok()) << enc.status();
+  auto f = std::make_unique<Frame>();
+  f->encoded = std::move(*enc);
+  f->view.prefix.kind = static_cast<uint16_t>(FrameKind::kActorMessage);
+  f->view.prefix.header_bytes = static_cast<uint32_t>(f->encoded.header.size());
+  f->view.prefix.payload_bytes = f->encoded.payload.size();
+  f->view.header = f->encoded.header;
+  f->view.payload = f->encoded.payload;
+  return f;
+}
+
+// A run of one layer, two expert slots (devices 0 and 1), one attention rank (device 0), as
+// process `self` sees it: process 1 hosts device 0, process 2 device 1. The actors of the
+// run are one test actor (`probe`), except expert slot 0 of layer 0 when `missing_slot`.
+struct TestRun {
+  explicit TestRun(uint32_t self, bool missing_slot = false)
+      : sys(cfg), probe(sys), layout(sys, self, {1, 2}, nullptr) {
+    ctx.config.hidden_size = kHidden;
+    ctx.sites.experts = {{{0, 0}, {1, 0}}};
+    ctx.sites.attention = {{{0, 1}}};
+    ctx.sites.samplers = {{0, 2}};
+    const auto a = caf::actor_cast<caf::actor>(probe);
+    ctx.actors.experts = {{missing_slot ? caf::actor{} : a, a}};
+    ctx.actors.attention = {{a}};
+    ctx.actors.samplers = {a};
+    ctx.actors.devices = {a, a};
+    ctx.actors.coordinator = a;
+  }
+  // True when the probe received none of the messages these tests send within 100 ms.
+  bool nothing_received() {
+    bool got = false;
+    probe->receive([&](batch_atom, const TokenBatchPtr&) { got = true; },
+                   [&](failed_atom, const std::string&) { got = true; },
+                   caf::after(std::chrono::milliseconds(100)) >> [] {});
+    return !got;
+  }
+  caf::actor_system_config cfg;
+  caf::actor_system sys;
+  caf::scoped_actor probe;
+  RunContext ctx;
+  ClusterLayout layout;
+};
+
+TEST(ClusterActorDelivery, AMessageForAHostedActorArrivesBitForBit) {
+  TestRun run(/*self=*/1);
+  TokenBatchPtr sent = batch(2, kHidden);
+  auto f = frame_of({ActorRole::kExpert, 0, 0}, caf::make_message(batch_atom::value, sent));
+  ASSERT_TRUE(deliver_actor_frame(run.ctx, run.layout, f->view, {}).ok());
+  bool got = false;
+  run.probe->receive(
+      [&](batch_atom, const TokenBatchPtr& b) {
+        got = true;
+        ASSERT_TRUE(b && b->act);
+        EXPECT_EQ(b->tokens.size(), 2u);
+        EXPECT_EQ(b->tokens[1].request_id, 41);
+        EXPECT_EQ(std::memcmp(b->act->data.data(), sent->act->data.data(),
+                              sent->act->data.size() * sizeof(float)),
+                  0);
+      },
+      caf::after(std::chrono::seconds(10)) >> [] {});
+  EXPECT_TRUE(got) << "the hosted expert got nothing";
+  // A shared expert's output (two hidden widths) is a model width too.
+  auto wide = frame_of({ActorRole::kExpert, 0, 0},
+                       caf::make_message(batch_atom::value, batch(1, 2 * kHidden)));
+  EXPECT_TRUE(deliver_actor_frame(run.ctx, run.layout, wide->view, {}).ok());
+  EXPECT_FALSE(run.nothing_received());
+}
+
+TEST(ClusterActorDelivery, MessagesThisProcessMustNotTakeAreRefusedAndNotDelivered) {
+  TestRun run(/*self=*/1);
+  struct Case {
+    const char* what;
+    std::unique_ptr<Frame> frame;
+    const char* error;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"an expert on process 2's device",
+                   frame_of({ActorRole::kExpert, 0, 1},
+                            caf::make_message(batch_atom::value, batch(1, kHidden))),
+                   "which process 1 does not host"});
+  cases.push_back({"a layer the run does not have",
+                   frame_of({ActorRole::kExpert, 3, 0},
+                            caf::make_message(batch_atom::value, batch(1, kHidden))),
+                   "does not host"});
+  cases.push_back({"the coordinator, on a worker",
+                   frame_of({ActorRole::kCoordinator, 0, 0},
+                            caf::make_message(failed_atom::value, std::string("x"))),
+                   "does not host"});
+  cases.push_back({"rows of the wrong width",
+                   frame_of({ActorRole::kExpert, 0, 0},
+                            caf::make_message(batch_atom::value, batch(1, kHidden - 3))),
+                   "rows of 5 values"});
+  for (Case& c : cases) {
+    absl::Status s = deliver_actor_frame(run.ctx, run.layout, c.frame->view, {});
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.what << ": " << s;
+    EXPECT_NE(s.message().find(c.error), std::string::npos) << c.what << ": " << s;
+  }
+  // Bytes that do not decode: a header cut short.
+  auto cut = frame_of({ActorRole::kExpert, 0, 0},
+                      caf::make_message(batch_atom::value, batch(1, kHidden)));
+  cut->view.header = cut->view.header.first(cut->view.header.size() - 1);
+  absl::Status s = deliver_actor_frame(run.ctx, run.layout, cut->view, {});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_TRUE(run.nothing_received()) << "a refused message reached an actor";
+}
+
+TEST(ClusterActorDelivery, AHostedSlotWithoutAnActorIsRefused) {
+  TestRun run(/*self=*/1, /*missing_slot=*/true);
+  auto f = frame_of({ActorRole::kExpert, 0, 0},
+                    caf::make_message(batch_atom::value, batch(1, kHidden)));
+  absl::Status s = deliver_actor_frame(run.ctx, run.layout, f->view, {});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("which this run does not have"), std::string::npos) << s;
+  EXPECT_TRUE(run.nothing_received());
+}
+
+TEST(ClusterActorDelivery, ARefusedMessageFailsTheRunThroughTheDriversCoordinator) {
+  TestRun driver(/*self=*/0);
+  fail_run(driver.ctx, driver.layout, nullptr, "process 2 sent rows of 5 values");
+  std::string reason;
+  driver.probe->receive([&](failed_atom, const std::string& why) { reason = why; },
+                        caf::after(std::chrono::seconds(10)) >> [] {});
+  EXPECT_EQ(reason, "process 2 sent rows of 5 values");
+  // A worker without an outbox (its data plane gone) sends nothing, and does not crash.
+  TestRun worker(/*self=*/1);
+  fail_run(worker.ctx, worker.layout, nullptr, "late");
+  EXPECT_TRUE(worker.nothing_received());
+}
+
+}  // namespace
+}  // namespace muflow::actors::cluster
