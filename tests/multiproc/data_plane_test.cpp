@@ -1,7 +1,8 @@
 // The UCX data plane (transport/cluster/data_plane.hpp): bytes, order and sender tags of
 // messages between two planes in one process and between two processes (this binary re-runs
 // itself as the peer: `data_plane_test --data-plane-peer IN_FD OUT_FD`), and oversized
-// messages drained and rejected without reaching the handler or stalling the plane.
+// messages drained and rejected without reaching the handler or stalling the plane; sends in
+// flight to a peer killed by SIGKILL are reported when it is dropped.
 
 #include "transport/cluster/data_plane.hpp"
 
@@ -175,54 +176,9 @@ int run_peer(int in_fd, int out_fd) {
 
 std::string g_self;  // this executable, for re-running as the peer
 
-TEST(DataPlane, TwoProcessesEchoEveryMessageByteForByte) {
-  int to_peer[2], from_peer[2];
-  ASSERT_EQ(::pipe(to_peer), 0);
-  ASSERT_EQ(::pipe(from_peer), 0);
-  const std::string in_fd = std::to_string(to_peer[0]);
-  const std::string out_fd = std::to_string(from_peer[1]);
-  std::vector<char*> argv = {g_self.data(), const_cast<char*>("--data-plane-peer"),
-                             const_cast<char*>(in_fd.c_str()), const_cast<char*>(out_fd.c_str()),
-                             nullptr};
-  pid_t pid = 0;
-  ASSERT_EQ(::posix_spawn(&pid, g_self.c_str(), nullptr, nullptr, argv.data(), environ), 0);
-  ::close(to_peer[0]);
-  ::close(from_peer[1]);
-
-  Inbox inbox;
-  auto plane = make_plane(0, inbox);
-  ASSERT_TRUE(plane);
-  auto peer_address = read_blob(from_peer[0]);
-  ASSERT_TRUE(peer_address.has_value()) << "the peer process sent no address";
-  ASSERT_TRUE(write_blob(to_peer[1], plane->address()));
-  ASSERT_TRUE(plane->connect(1, *peer_address).ok());
-
-  std::mt19937_64 rng(42);
-  for (int i = 0; i < 40; ++i) {
-    const size_t n = (i % 4 == 0) ? (rng() % (3 << 20)) : (rng() % 20000);
-    plane->send(1, {pattern(n, 1000 + i)});
-  }
-  rng.seed(42);
-  for (int i = 0; i < 40; ++i) {
-    const size_t n = (i % 4 == 0) ? (rng() % (3 << 20)) : (rng() % 20000);
-    auto r = inbox.pop();
-    ASSERT_TRUE(r.has_value()) << "echo " << i << " did not come back";
-    EXPECT_EQ(r->tag, 1u);
-    ASSERT_EQ(r->size, n) << i;
-    EXPECT_TRUE(same_bytes(r->bytes.get(), pattern(n, 1000 + i))) << i;
-  }
-  ASSERT_TRUE(plane->send_and_wait(1, {std::vector<char>(kQuit.begin(), kQuit.end())}).ok());
-  int status = 0;
-  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "peer failed (see run_peer's exit codes)";
-  ::close(to_peer[1]);
-  ::close(from_peer[0]);
-}
-
-// Spawns this binary as the echo peer and connects `plane` (process 0) to it; returns its pid
-// (0 on failure, with the test failed).
-pid_t spawn_connected_peer(DataPlane& plane, int fds[4]) {
+// Spawns this binary as the echo peer (process 1) and connects `plane` (process 0) to it;
+// returns its pid (0 on failure, with the test failed) and in `fds` the pipe ends to close.
+pid_t spawn_connected_peer(DataPlane& plane, int fds[2]) {
   int to_peer[2], from_peer[2];
   if (::pipe(to_peer) != 0 || ::pipe(from_peer) != 0) {
     ADD_FAILURE() << "pipe failed";
@@ -248,6 +204,37 @@ pid_t spawn_connected_peer(DataPlane& plane, int fds[4]) {
     ADD_FAILURE() << "could not connect to the peer process";
   }
   return pid;
+}
+
+TEST(DataPlane, TwoProcessesEchoEveryMessageByteForByte) {
+  Inbox inbox;
+  auto plane = make_plane(0, inbox);
+  ASSERT_TRUE(plane);
+  int fds[2] = {-1, -1};
+  const pid_t pid = spawn_connected_peer(*plane, fds);
+  ASSERT_GT(pid, 0);
+
+  std::mt19937_64 rng(42);
+  for (int i = 0; i < 40; ++i) {
+    const size_t n = (i % 4 == 0) ? (rng() % (3 << 20)) : (rng() % 20000);
+    plane->send(1, {pattern(n, 1000 + i)});
+  }
+  rng.seed(42);
+  for (int i = 0; i < 40; ++i) {
+    const size_t n = (i % 4 == 0) ? (rng() % (3 << 20)) : (rng() % 20000);
+    auto r = inbox.pop();
+    ASSERT_TRUE(r.has_value()) << "echo " << i << " did not come back";
+    EXPECT_EQ(r->tag, 1u);
+    ASSERT_EQ(r->size, n) << i;
+    EXPECT_TRUE(same_bytes(r->bytes.get(), pattern(n, 1000 + i))) << i;
+  }
+  ASSERT_TRUE(plane->send_and_wait(1, {std::vector<char>(kQuit.begin(), kQuit.end())}).ok());
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "peer failed (see run_peer's exit codes)";
+  ::close(fds[0]);
+  ::close(fds[1]);
 }
 
 // #18 item 5: sends in flight to a peer that was killed may never complete in UCX (its
