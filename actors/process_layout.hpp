@@ -84,7 +84,18 @@ class ProcessGroup {
                                               const std::shared_ptr<RunContext>& ctx) = 0;
   /// Tells every worker the run starts (each sets its clock's origin).
   virtual absl::Status start() = 0;
-  /// Stops the workers' actors of this run and forgets it; the workers keep serving.
+  /// After the run's actors in this process are done (and only when the run succeeded):
+  /// stops the workers' share of the run and merges what they recorded into `ctx` (their
+  /// devices' trace events, moved to this process's clock, when `ctx.trace` is set), so that
+  /// the run's trace covers every process. Errors: a worker that does not answer or sends a
+  /// trace that does not parse, named (the run's outputs are not affected: the caller may
+  /// warn and go on). The default does nothing.
+  virtual absl::Status finish(RunContext& ctx) {
+    (void)ctx;
+    return absl::OkStatus();
+  }
+  /// Stops the workers' actors of this run (unless `finish` did) and forgets it; the workers
+  /// keep serving.
   virtual void close() = 0;
 
   /// A worker the group lost (its process died or its connection broke).

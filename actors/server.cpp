@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "spdlog/spdlog.h"
 #include "absl/strings/str_join.h"
 #include "actors/graph_builder.hpp"
 #include "actors/messages.hpp"
@@ -427,6 +428,14 @@ absl::StatusOr<std::vector<RunOutcome>> Server::run_together(
   sys.await_all_actors_done();  // nothing reads ctx or records trace events after this
   for (size_t i = 0; i < n; ++i) {
     if (!outcomes[i].status.ok()) return outcomes[i].status;
+  }
+  // A run across processes: the workers' trace events join this process's (one trace).
+  if (group != nullptr) {
+    if (absl::Status s = group->finish(*ctxs.front()); !s.ok()) {
+      spdlog::warn("muflow: {} (the trace lacks that worker's devices)", std::string(s.message()));
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
     outcomes[i].stopped = stopping;
     if (ctxs[i]->trace) {
       outcomes[i].num_trace_dropped_events = ctxs[i]->trace->num_dropped();
@@ -438,7 +447,8 @@ absl::StatusOr<std::vector<RunOutcome>> Server::run_together(
 }
 
 absl::StatusOr<std::shared_ptr<RunContext>> Server::host_share(caf::actor_system& sys,
-                                                               ProcessLayout& layout) const {
+                                                               ProcessLayout& layout,
+                                                               int64_t trace_max_events) const {
   if (backend_->virtual_time()) {
     return absl::FailedPreconditionError(
         absl::StrFormat("%s: backend 'sim' runs in one process (virtual time)", topology_.source));
@@ -450,7 +460,9 @@ absl::StatusOr<std::shared_ptr<RunContext>> Server::host_share(caf::actor_system
   if (!policy.ok()) return policy.status();
   absl::StatusOr<std::shared_ptr<RunContext>> ctx = make_context();
   if (!ctx.ok()) return ctx.status();
-  (*ctx)->trace = nullptr;
+  (*ctx)->trace = trace_max_events >= 0
+                      ? std::make_shared<engine::trace::TraceRecorder>(trace_max_events)
+                      : nullptr;
   (*ctx)->routing = nullptr;
   build_wiring(sys, *ctx,
                std::shared_ptr<const engine::serving::SchedulingPolicy>(std::move(*policy)),

@@ -126,13 +126,16 @@ class Server {
   /// A worker's share of a run that spans processes (#18), in the worker's actor system
   /// `sys`: builds the run's context (as the driver's: same topology, same placement) and
   /// spawns the devices `layout` hosts (device actors and stages); the coordinator, the
-  /// collectives and the other processes' actors are `layout->remote(...)`. No trace and no
-  /// routing record (the driver keeps those). The caller sets the context's `t0` when the run
-  /// starts and stops its actors (ActorTable::for_each_wiring_actor) when it ends. Errors:
+  /// collectives and the other processes' actors are `layout->remote(...)`. A trace of the
+  /// hosted devices when `trace_max_events` >= 0 (a recorder with that cap, whatever the
+  /// topology says: the driver decides, and writes the merged trace), none when -1; no routing
+  /// record (the driver keeps it). The caller sets the context's `t0` when the run starts and
+  /// stops its actors (ActorTable::for_each_wiring_actor) when it ends. Errors:
   /// FailedPrecondition on the sim backend; the context's and scheduling policy's errors.
   /// Any host thread.
   absl::StatusOr<std::shared_ptr<RunContext>> host_share(caf::actor_system& sys,
-                                                         ProcessLayout& layout) const;
+                                                         ProcessLayout& layout,
+                                                         int64_t trace_max_events = -1) const;
 
  private:
   Server() = default;

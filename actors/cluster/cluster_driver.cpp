@@ -2,6 +2,7 @@
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
+#include <chrono>
 #include <mutex>
 #include <set>
 #include <string>
@@ -15,6 +16,7 @@
 #include "actors/cluster/frame_kinds.hpp"
 #include "actors/cluster/listen_address.hpp"
 #include "actors/cluster/remote_actor.hpp"
+#include "engine/trace/trace_merge.hpp"
 #include "spdlog/spdlog.h"
 #include "transport/cluster/cluster_secret.hpp"
 #include "transport/cluster/data_plane.hpp"
@@ -159,8 +161,10 @@ class ClusterDriver final : public ProcessGroup {
     const std::string device_map = format_device_processes(device_process);
     for (size_t i = 0; i < gates_.size(); ++i) {
       if (!gates_[i]) continue;
+      const int64_t trace_max_events = ctx->trace ? ctx->trace->max_events() : int64_t{-1};
       if (absl::Status s = ask(i, options_.setup_timeout, "set up the run", setup_atom::value,
-                               topo.source_text, topo.base_dir, addresses, device_map);
+                               topo.source_text, topo.base_dir, addresses, device_map,
+                               trace_max_events);
           !s.ok()) {
         return s;
       }
@@ -179,12 +183,17 @@ class ClusterDriver final : public ProcessGroup {
       inbox_->layout = layout_.get();
       inbox_->limits = limits_;
     }
+    started_at_.assign(gates_.size(), {});
     for (size_t i = 0; i < gates_.size(); ++i) {
       if (!gates_[i]) continue;
+      const auto sent = std::chrono::steady_clock::now();
       if (absl::Status s = ask(i, options_.join_timeout, "start the run", run_start_atom::value);
           !s.ok()) {
         return s;
       }
+      // The worker's clock origin, on this process's clock: the middle of the round trip
+      // (off by at most half of it, a fraction of a millisecond on one host or a LAN).
+      started_at_[i] = sent + (std::chrono::steady_clock::now() - sent) / 2;
     }
     // From here a lost worker fails the run (the coordinator sees its handles stop).
     std::vector<WatchedGate> watched;
@@ -195,6 +204,51 @@ class ClusterDriver final : public ProcessGroup {
     watcher_ =
         sys_->spawn<caf::hidden>(gate_watcher, std::move(watched), layout_->remotes(), lost_);
     return absl::OkStatus();
+  }
+
+  absl::Status finish(RunContext& ctx) override {
+    std::set<uint32_t> lost;
+    {
+      std::lock_guard<std::mutex> lock(lost_->mu);
+      lost = lost_->processes;
+    }
+    absl::Status first_error = absl::OkStatus();
+    auto note = [&](absl::Status s) {
+      if (!s.ok() && first_error.ok()) first_error = std::move(s);
+    };
+    for (size_t i = 0; i < gates_.size(); ++i) {
+      if (!gates_[i] || lost.count(static_cast<uint32_t>(i + 1)) != 0) continue;
+      if (absl::Status s = ask(i, options_.stop_timeout, "stop the run", run_stop_atom::value);
+          !s.ok()) {
+        note(std::move(s));
+        continue;
+      }
+      finished_ = true;
+      if (!ctx.trace) continue;
+      std::string text;
+      {
+        caf::scoped_actor self{*sys_};
+        self->request(gates_[i], options_.stop_timeout, run_trace_atom::value)
+            .receive([&](std::string& t) { text = std::move(t); },
+                     [&](caf::error& err) {
+                       note(absl::UnavailableError(absl::StrFormat(
+                           "%s did not send its trace: %s", worker_name(i), sys_->render(err))));
+                     });
+      }
+      if (text.empty()) continue;
+      nlohmann::json trace = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+      if (trace.is_discarded()) {
+        note(absl::InvalidArgumentError(
+            absl::StrFormat("%s sent a trace that is not JSON", worker_name(i))));
+        continue;
+      }
+      const double shift_us =
+          std::chrono::duration<double, std::micro>(started_at_.at(i) - ctx.t0).count();
+      absl::StatusOr<int64_t> added =
+          engine::trace::merge_trace(trace, worker_name(i) + "'s trace", shift_us, *ctx.trace);
+      if (!added.ok()) note(added.status());
+    }
+    return first_error;
   }
 
   void close() override {
@@ -212,13 +266,14 @@ class ClusterDriver final : public ProcessGroup {
       std::lock_guard<std::mutex> lock(lost_->mu);
       lost = lost_->processes;
     }
-    for (size_t i = 0; i < gates_.size(); ++i) {
+    for (size_t i = 0; i < gates_.size() && !finished_; ++i) {
       if (!gates_[i] || lost.count(static_cast<uint32_t>(i + 1)) != 0) continue;
       if (absl::Status s = ask(i, options_.stop_timeout, "stop the run", run_stop_atom::value);
           !s.ok()) {
         spdlog::warn("muflow driver: {}", std::string(s.message()));
       }
     }
+    finished_ = false;
     gates_.clear();
     if (outbox_) outbox_->close();
     // Sends to a lost worker never complete: drop its endpoint, so that the plane stops at
@@ -276,6 +331,9 @@ class ClusterDriver final : public ProcessGroup {
   ActorMessageLimits limits_;
   std::vector<caf::actor> gates_;  // [worker]: empty for a lost worker
   caf::actor watcher_;             // the gates' monitor while a run is started
+  // [worker]: when its run's clock started, on this process's steady clock (start)
+  std::vector<std::chrono::steady_clock::time_point> started_at_;
+  bool finished_ = false;  // finish stopped the live workers' share of the run
   std::shared_ptr<LostState> lost_ = std::make_shared<LostState>();
 };
 

@@ -13,13 +13,17 @@
 ///
 /// A run (only from an authenticated, joined node; each answers "" or an error):
 /// 4. `(cl_setup, topology TOML text, its base folder, every process's UCX address, device
-///    map)`: the worker parses the same topology, loads the model (or keeps the one it loaded
+///    map, trace max events)`: the worker parses the same topology, loads the model (or keeps the one it loaded
 ///    for the same text), connects to the other workers (an empty address: a worker the
 ///    driver lost) and spawns the devices the device map gives its process index (the map:
 ///    `[[cluster.workers]]`, or its re-placement after a lost worker; cluster_layout.hpp's
-///    `format_device_processes`)
+///    `format_device_processes`); it records a trace of its devices when the last argument
+///    is >= 0 (the driver's recorder cap), none when -1
 /// 5. `(cl_start)`: the run's clock starts; actor messages for it are delivered from now on
-/// 6. `(cl_stop)`: the worker stops the run's actors (waits for them) and forgets the run
+/// 6. `(cl_stop)`: the worker stops the run's actors (waits for them) and forgets the run,
+///    keeping its trace until the next setup
+/// 7. `(cl_trace)` → the stopped run's trace (`TraceRecorder::to_json`, times in seconds since
+///    the worker's cl_start) as JSON text, once; "" when it recorded none
 
 #include <caf/atom.hpp>
 
@@ -31,6 +35,7 @@ using join_atom = caf::atom_constant<caf::atom("cljoin")>;
 using setup_atom = caf::atom_constant<caf::atom("clsetup")>;
 using run_start_atom = caf::atom_constant<caf::atom("clstart")>;
 using run_stop_atom = caf::atom_constant<caf::atom("clstop")>;
+using run_trace_atom = caf::atom_constant<caf::atom("cltrace")>;
 
 /// Role strings of the two proofs (never equal: a proof cannot be reflected).
 inline constexpr const char* kConnectorRole = "connector";

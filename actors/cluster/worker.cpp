@@ -26,6 +26,7 @@
 #include "actors/cluster/remote_actor.hpp"
 #include "actors/server.hpp"
 #include "engine/topology/topology.hpp"
+#include "engine/trace/trace.hpp"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 #include "transport/cluster/cluster_secret.hpp"
@@ -159,7 +160,8 @@ absl::StatusOr<std::shared_ptr<HostedRun>> setup_run(caf::actor_system& sys, Wor
                                                      const std::string& text,
                                                      const std::string& base_dir,
                                                      const std::vector<std::string>& addresses,
-                                                     const std::string& device_map) {
+                                                     const std::string& device_map,
+                                                     int64_t trace_max_events) {
   const uint32_t self = node.plane->options().process;
   absl::StatusOr<engine::topology::Topology> topo = engine::topology::parse_topology_string(
       text, absl::StrFormat("the driver's topology (folder %s)", base_dir), base_dir);
@@ -203,7 +205,8 @@ absl::StatusOr<std::shared_ptr<HostedRun>> setup_run(caf::actor_system& sys, Wor
   }
   run->outbox = std::make_shared<Outbox>(node.plane.get(), self);
   run->layout = std::make_unique<ClusterLayout>(sys, self, std::move(*device_process), run->outbox);
-  absl::StatusOr<std::shared_ptr<RunContext>> ctx = run->server->host_share(sys, *run->layout);
+  absl::StatusOr<std::shared_ptr<RunContext>> ctx =
+      run->server->host_share(sys, *run->layout, trace_max_events);
   if (!ctx.ok()) return ctx.status();
   run->ctx = std::move(*ctx);
   run->limits = limits_for(run->ctx->config, *topo);
@@ -216,6 +219,8 @@ struct GateState {
   std::shared_ptr<WorkerNode> node;
   std::map<caf::node_id, Nonce> challenges;  // outstanding, one per driver node
   std::set<caf::node_id> authenticated;
+  // The last stopped run's trace, until cl_trace takes it or the next setup.
+  std::shared_ptr<const engine::trace::TraceRecorder> last_trace;
   static inline const char* name = "muflow-worker-gate";
 };
 
@@ -289,8 +294,8 @@ caf::behavior gate_actor(caf::stateful_actor<GateState>* self, std::shared_ptr<W
         return std::string(a.begin(), a.end());
       },
       [=](setup_atom, const std::string& text, const std::string& base_dir,
-          const std::vector<std::string>& addresses,
-          const std::string& device_map) -> caf::result<std::string> {
+          const std::vector<std::string>& addresses, const std::string& device_map,
+          int64_t trace_max_events) -> caf::result<std::string> {
         const caf::node_id from = sender_node();
         WorkerNode& node = *self->state.node;
         if (self->state.authenticated.count(from) == 0 || !node.plane) {
@@ -300,8 +305,13 @@ caf::behavior gate_actor(caf::stateful_actor<GateState>* self, std::shared_ptr<W
           spdlog::warn("muflow worker: a new run replaces one that was not stopped");
           stop_run(self->home_system(), *old);
         }
-        absl::StatusOr<std::shared_ptr<HostedRun>> run =
-            setup_run(self->home_system(), node, text, base_dir, addresses, device_map);
+        self->state.last_trace = nullptr;
+        if (trace_max_events < -1 || trace_max_events > (int64_t{1} << 32)) {
+          return absl::StrFormat("a trace cap of %d events (expected -1 or 0 .. 2^32)",
+                                 trace_max_events);
+        }
+        absl::StatusOr<std::shared_ptr<HostedRun>> run = setup_run(
+            self->home_system(), node, text, base_dir, addresses, device_map, trace_max_events);
         if (!run.ok()) {
           spdlog::error("muflow worker: run setup failed: {}", std::string(run.status().message()));
           return std::string(run.status().message());
@@ -327,9 +337,19 @@ caf::behavior gate_actor(caf::stateful_actor<GateState>* self, std::shared_ptr<W
         }
         if (std::shared_ptr<HostedRun> run = take_run(*self->state.node)) {
           stop_run(self->home_system(), *run);
+          self->state.last_trace = run->ctx->trace;
           spdlog::info("muflow worker: run stopped");
         }
         return std::string();
+      },
+      [=](run_trace_atom) -> caf::result<std::string> {
+        if (self->state.authenticated.count(sender_node()) == 0) {
+          return refuse(sender_node(), "trace request before auth");
+        }
+        std::shared_ptr<const engine::trace::TraceRecorder> trace =
+            std::move(self->state.last_trace);
+        self->state.last_trace = nullptr;
+        return trace ? trace->to_json().dump() : std::string();
       },
   };
 }

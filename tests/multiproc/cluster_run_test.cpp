@@ -9,6 +9,8 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,6 +21,8 @@
 #include "actors/server.hpp"
 #include "engine/topology/topology.hpp"
 #include "multiproc/cluster_test_topology.hpp"
+#include <nlohmann/json.hpp>
+#include "scratch_path.hpp"
 
 namespace muflow::actors::cluster {
 namespace {
@@ -79,6 +83,44 @@ INSTANTIATE_TEST_SUITE_P(Cluster, EveryWiring,
                            }
                            return name;
                          });
+
+// The run's trace covers every process: the workers' devices' stage slices come back to the
+// driver, on its clock (inside the run's window), next to its own devices' slices.
+TEST_F(ClusterRunTest, TheTraceHoldsTheWorkersDevices) {
+  ASSERT_TRUE(workers_);
+  const auto& a = workers_->addresses();
+  // Worker 0 hosts device 0, worker 1 device 1; the driver keeps devices 2 and 3.
+  auto topo = engine::topology::parse_topology_string(
+      topology_text("sync", 4, true, {{0}, {1}}, a), "<cluster test>", MUFLOW_SOURCE_DIR);
+  ASSERT_TRUE(topo.ok()) << topo.status();
+  const std::string path = muflow::testing::scratch_path("cluster-trace.json").string();
+  topo->trace_file = path;
+  auto server = Server::create(*topo);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto group = make_cluster_driver(*topo);
+  ASSERT_TRUE(group.ok()) << group.status();
+  (*server)->set_process_group(std::move(*group));
+  auto out = (*server)->run(requests((*server)->config().vocab_size));
+  ASSERT_TRUE(out.ok()) << out.status();
+  std::ifstream in(path);
+  nlohmann::json trace = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(trace.is_discarded()) << path;
+  const double end_us = out->metrics.duration_s * 1e6;
+  std::map<int64_t, int> slices;  // device -> stage slices
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] != "X" || e.value("cat", "") == "wait") continue;
+    const double ts = e["ts"].get<double>();
+    const int64_t device = e["pid"].get<int64_t>();
+    ++slices[device];
+    // Within the run (a worker's clock origin is placed within half a round trip: 5 ms).
+    EXPECT_GT(ts, -5000.0) << e.dump();
+    EXPECT_LT(ts + e["dur"].get<double>(), end_us + 5000.0) << e.dump();
+  }
+  for (int64_t d = 0; d < 4; ++d) {
+    EXPECT_GT(slices[d], 0) << "no stage slice of device " << d << " ("
+                            << (d < 2 ? "a worker's" : "the driver's") << ")";
+  }
+}
 
 TEST_F(ClusterRunTest, WorkerEntriesAreCheckedWhenParsed) {
   auto parse = [](const std::string& workers) {
