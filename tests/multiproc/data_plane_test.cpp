@@ -269,7 +269,8 @@ TEST(DataPlane, SendsInFlightToAKilledPeerAreReportedWhenItIsDropped) {
   plane->drop_peer(1);
   {
     std::unique_lock<std::mutex> lock(mu);
-    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(20), [&] { return results.size() == kSends; }))
+    ASSERT_TRUE(
+        cv.wait_for(lock, std::chrono::seconds(20), [&] { return results.size() == kSends; }))
         << results.size() << " of " << kSends << " sends reported after the peer was dropped";
   }
   // None can have been delivered: the peer was dead before they were sent.
