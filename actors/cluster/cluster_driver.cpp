@@ -184,6 +184,7 @@ class ClusterDriver final : public ProcessGroup {
       inbox_->limits = limits_;
     }
     started_at_.assign(gates_.size(), {});
+    stopped_.assign(gates_.size(), false);
     for (size_t i = 0; i < gates_.size(); ++i) {
       if (!gates_[i]) continue;
       const auto sent = std::chrono::steady_clock::now();
@@ -223,7 +224,7 @@ class ClusterDriver final : public ProcessGroup {
         note(std::move(s));
         continue;
       }
-      finished_ = true;
+      stopped_[i] = true;
       if (!ctx.trace) continue;
       std::string text;
       {
@@ -266,14 +267,15 @@ class ClusterDriver final : public ProcessGroup {
       std::lock_guard<std::mutex> lock(lost_->mu);
       lost = lost_->processes;
     }
-    for (size_t i = 0; i < gates_.size() && !finished_; ++i) {
+    for (size_t i = 0; i < gates_.size(); ++i) {
       if (!gates_[i] || lost.count(static_cast<uint32_t>(i + 1)) != 0) continue;
+      if (i < stopped_.size() && stopped_[i]) continue;  // finish stopped it
       if (absl::Status s = ask(i, options_.stop_timeout, "stop the run", run_stop_atom::value);
           !s.ok()) {
         spdlog::warn("muflow driver: {}", std::string(s.message()));
       }
     }
-    finished_ = false;
+    stopped_.clear();
     gates_.clear();
     if (outbox_) outbox_->close();
     // Sends to a lost worker never complete: drop its endpoint, so that the plane stops at
@@ -333,7 +335,7 @@ class ClusterDriver final : public ProcessGroup {
   caf::actor watcher_;             // the gates' monitor while a run is started
   // [worker]: when its run's clock started, on this process's steady clock (start)
   std::vector<std::chrono::steady_clock::time_point> started_at_;
-  bool finished_ = false;  // finish stopped the live workers' share of the run
+  std::vector<bool> stopped_;  // [worker]: finish stopped its share of the run
   std::shared_ptr<LostState> lost_ = std::make_shared<LostState>();
 };
 
