@@ -237,6 +237,15 @@ class ClusterDriver final : public ProcessGroup {
                      });
       }
       if (text.empty()) continue;
+      // Bounded before parsing: muflow writes well under 1 KiB per event, so a trace above
+      // that per event of the cap is refused, not parsed.
+      const auto max_bytes = static_cast<size_t>(ctx.trace->max_events() + 1) * 1024;
+      if (text.size() > max_bytes) {
+        note(absl::InvalidArgumentError(absl::StrFormat(
+            "%s sent a %d-byte trace; at most %d bytes (1 KiB per event of the cap) are taken",
+            worker_name(i), text.size(), max_bytes)));
+        continue;
+      }
       nlohmann::json trace = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
       if (trace.is_discarded()) {
         note(absl::InvalidArgumentError(
