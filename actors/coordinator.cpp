@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <deque>
 #include <limits>
+#include <set>
 #include <tuple>
 
 #include "absl/container/node_hash_map.h"
@@ -594,10 +595,10 @@ void add_request(CoordinatorState& st, engine::serving::Request&& r, RequestCall
   st.pending.insert(std::upper_bound(st.pending.begin(), st.pending.end(), id, by_arrival), id);
 }
 
-// Takes submitted requests (their ids, in any order, are the next requests.size() ids):
-// pending by (arrival, id).
+// Takes submitted requests (their ids, in any order, are the next requests.size() ids; with
+// `keep_ids` any ids the coordinator does not hold): pending by (arrival, id).
 void submit(Self* self, std::vector<engine::serving::Request>& requests,
-            std::vector<RequestCallbacks>& callbacks) {
+            std::vector<RequestCallbacks>& callbacks, bool keep_ids) {
   auto& st = self->state;
   const int64_t base = st.num_submitted;
   const auto n = static_cast<int64_t>(requests.size());
@@ -605,14 +606,24 @@ void submit(Self* self, std::vector<engine::serving::Request>& requests,
     return fail_run(self, absl::InternalError(
                               "requests submitted while a request source is still open"));
   }
-  std::vector<char> seen(n, 0);
-  for (const engine::serving::Request& r : requests) {
-    if (r.id < base || r.id >= base + n || seen[r.id - base]) {
-      return fail_run(self, absl::InternalError(absl::StrFormat(
-                                "submitted request id %d; expected the ids %d..%d, each once",
-                                r.id, base, base + n - 1)));
+  if (keep_ids) {
+    std::set<int64_t> ids;
+    for (const engine::serving::Request& r : requests) {
+      if (r.id < 0 || st.requests.count(r.id) != 0 || !ids.insert(r.id).second) {
+        return fail_run(self, absl::InternalError(absl::StrFormat(
+                                  "submitted request id %d, which is negative or taken", r.id)));
+      }
     }
-    seen[r.id - base] = 1;
+  } else {
+    std::vector<char> seen(n, 0);
+    for (const engine::serving::Request& r : requests) {
+      if (r.id < base || r.id >= base + n || seen[r.id - base]) {
+        return fail_run(self, absl::InternalError(absl::StrFormat(
+                                  "submitted request id %d; expected the ids %d..%d, each once",
+                                  r.id, base, base + n - 1)));
+      }
+      seen[r.id - base] = 1;
+    }
   }
   for (size_t i = 0; i < requests.size(); ++i) {
     add_request(st, std::move(requests[i]),
@@ -705,7 +716,7 @@ caf::behavior coordinator_behavior(Self* self, RunContextPtr ctx, RunCallbacks c
           }
           return;
         }
-        submit(self, sub->requests, sub->callbacks);
+        submit(self, sub->requests, sub->callbacks, sub->keep_ids);
         if (!self->state.done) launch(self);
       },
       [=](submit_atom, const SourceSubmissionPtr& sub) {

@@ -98,6 +98,8 @@ struct EngineStats {
   std::vector<std::vector<int64_t>> moe_tokens;
   /// Tokens waiting in the μ-queues of each stage kind now (filled by ServingEngine::stats).
   int64_t queued_attention_tokens = 0, queued_expert_tokens = 0, queued_sampler_tokens = 0;
+  /// Across processes: every worker lost and recovered from since start (ServingEngine).
+  std::vector<RunRecovery> recoveries;
 };
 using EngineStatsPtr = std::shared_ptr<EngineStats>;
 
@@ -144,6 +146,11 @@ struct RequestCallbacks {
 struct Submission {
   std::vector<engine::serving::Request> requests;
   std::vector<RequestCallbacks> callbacks;
+  /// The requests carry their ids (each >= 0 and not held by the coordinator now, any order)
+  /// instead of continuing the coordinator's: a long-lived engine across processes re-admits
+  /// its unfinished requests under their ids after a lost worker, and numbers later ones
+  /// itself (seeded sampling draws depend on the id).
+  bool keep_ids = false;
 };
 using SubmissionPtr = std::shared_ptr<Submission>;
 

@@ -67,6 +67,20 @@ class ProcessLayout {
   virtual caf::actor remote(const ActorAddress& address, int64_t device) = 0;
 };
 
+/// What the stages of a run hold now (ServingEngine::stats and kv_cache_bytes): KV-cache bytes
+/// of the attention stages and tokens waiting in the μ-queues, per stage kind.
+struct StageLoad {
+  int64_t kv_bytes = 0;
+  int64_t queued_attention_tokens = 0, queued_expert_tokens = 0, queued_sampler_tokens = 0;
+  StageLoad& operator+=(const StageLoad& o) {
+    kv_bytes += o.kv_bytes;
+    queued_attention_tokens += o.queued_attention_tokens;
+    queued_expert_tokens += o.queued_expert_tokens;
+    queued_sampler_tokens += o.queued_sampler_tokens;
+    return *this;
+  }
+};
+
 /// The worker processes of a driver's run (Server::run on a topology with
 /// `[[cluster.workers]]`). Server calls, from its run thread, in this order: `configure`
 /// (before the actor system exists), `open` (once the run's context exists, before any actor
@@ -97,6 +111,15 @@ class ProcessGroup {
   /// Stops the workers' actors of this run (unless `finish` did) and forgets it; the workers
   /// keep serving.
   virtual void close() = 0;
+
+  /// While a run is started: what the stages the workers host hold now, summed over the live
+  /// workers (one control-plane round trip each). Errors: a worker that does not answer within
+  /// `timeout`, named; FailedPrecondition when no run is started. The default (no workers)
+  /// holds nothing. From the run's host threads, one call at a time.
+  virtual absl::StatusOr<StageLoad> stage_load(std::chrono::milliseconds timeout) {
+    (void)timeout;
+    return StageLoad{};
+  }
 
   /// A worker the group lost (its process died or its connection broke).
   struct LostWorker {

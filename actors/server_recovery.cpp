@@ -2,13 +2,9 @@
 // attempt is one run_together; when the process group loses a worker during it, the attempt
 // fails, and the next one serves on the survivors (the group re-places the lost devices) the
 // requests that were taken and unfinished — each under its id, with its prompt followed by
-// the tokens it had generated, so that the prefill rebuilds its KV cache — and then the
-// requests still to come. The host's callbacks see one run.
-//
-// Why the outputs equal a fault-free run's: the kernels are batch-invariant (a row's result
-// does not depend on the batch or chunk it ran in), so re-prefilling positions
-// 0..p-1 gives the KV rows and logits that decoding them one at a time gave; the next token
-// is sampled from the same logits with the same (seed, request id, position) draw.
+// the tokens it had generated, so that the prefill rebuilds its KV cache (actors/readmission.hpp
+// says why the outputs equal a fault-free run's) — and then the requests still to come. The
+// host's callbacks see one run.
 //
 // Thread ownership: RecoveryState is written by the attempt's callbacks (the coordinator's
 // thread, one at a time) and by the host thread between attempts; run_together returns only
@@ -27,6 +23,7 @@
 #include <vector>
 
 #include "absl/strings/str_join.h"
+#include "actors/readmission.hpp"
 #include "actors/server.hpp"
 #include "spdlog/spdlog.h"
 
@@ -40,19 +37,11 @@ double seconds_between(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double>(to - from).count();
 }
 
-// A request an attempt took from the source and that has not finished.
-struct Taken {
-  Request request;                     // as first taken: its prompt, arrival on the run's clock
-  std::vector<int32_t> generated;      // every token streamed for it, over all attempts
-  size_t resumed_after = 0;            // tokens it had when the current attempt re-admitted it
-  Clock::time_point first_token_at{};  // when its first token came (any attempt)
-};
-
 struct RecoveryState {
   Clock::time_point origin;  // the run's clock: 0 = the first attempt's start
   double offset_s = 0;       // the current attempt's start on the run's clock
   bool keep_outputs = true;
-  std::map<int64_t, Taken> taken;             // by id
+  std::map<int64_t, ResumableRequest> taken;  // by id
   std::map<int64_t, RequestOutput> finished;  // by id (keep_outputs only)
   int64_t next_id = 0;  // the id of the next request of a source the coordinator would number
   // Counts of the current attempt, and of the attempts that failed before it.
@@ -89,8 +78,7 @@ class AttemptSource final : public engine::serving::RequestSource {
     std::optional<Request> r = rest_->next();
     if (!r) return std::nullopt;
     if (number_) r->id = state_->next_id++;
-    Taken& t = state_->taken[r->id];
-    t.request = *r;
+    state_->taken[r->id].request = *r;
     r->arrival_s = std::max(0.0, r->arrival_s - state_->offset_s);
     return r;
   }
@@ -119,11 +107,7 @@ RunCallbacks attempt_callbacks(const RunCallbacks& host, const std::shared_ptr<R
   }
   cb.on_token = [st, user = host.on_token](int64_t id, int32_t token) {
     ++st->tokens;
-    if (auto it = st->taken.find(id); it != st->taken.end()) {
-      Taken& t = it->second;
-      if (t.generated.empty()) t.first_token_at = Clock::now();
-      t.generated.push_back(token);
-    }
+    if (auto it = st->taken.find(id); it != st->taken.end()) it->second.on_token(token);
     if (st->awaiting_first_token) {
       st->first_token_after_recovery = Clock::now();
       st->awaiting_first_token = false;
@@ -135,37 +119,10 @@ RunCallbacks attempt_callbacks(const RunCallbacks& host, const std::shared_ptr<R
     if (out.finish_s >= 0) ++st->completed;
     if (out.finish_reason == FinishReason::kRejected) ++st->rejected;
     auto it = st->taken.find(out.request_id);
-    const bool plain =
-        st->offset_s == 0 && (it == st->taken.end() || it->second.resumed_after == 0);
-    if (plain) {  // the first attempt's request: as the coordinator reported it
-      if (user) user(out);
-      if (st->keep_outputs) st->finished[out.request_id] = out;
-    } else {
-      RequestOutput merged = out;
-      merged.arrival_s = out.arrival_s + st->offset_s;
-      merged.finish_s = out.finish_s >= 0 ? out.finish_s + st->offset_s : -1;
-      merged.first_token_s = out.first_token_s >= 0 ? out.first_token_s + st->offset_s : -1;
-      if (it != st->taken.end()) {
-        const Taken& t = it->second;
-        merged.arrival_s = t.request.arrival_s;
-        merged.prompt = t.request.prompt;
-        merged.prompt_text = t.request.prompt_text;
-        if (t.resumed_after > 0) {
-          merged.output.assign(t.generated.begin(),
-                               t.generated.begin() + static_cast<ptrdiff_t>(t.resumed_after));
-          merged.output.insert(merged.output.end(), out.output.begin(), out.output.end());
-          merged.first_token_s = seconds_between(st->origin, t.first_token_at);
-          // The re-prefill returned logits of the prompt and the re-admitted tokens: the
-          // prompt's rows come first.
-          if (!merged.prompt_logits.empty() && !out.prompt.empty()) {
-            const size_t vocab = out.prompt_logits.size() / out.prompt.size();
-            merged.prompt_logits.resize(t.request.prompt.size() * vocab);
-          }
-        }
-      }
-      if (user) user(merged);
-      if (st->keep_outputs) st->finished[out.request_id] = std::move(merged);
-    }
+    RequestOutput merged =
+        merged_output(it != st->taken.end() ? &it->second : nullptr, out, st->offset_s, st->origin);
+    if (user) user(merged);
+    if (st->keep_outputs) st->finished[out.request_id] = std::move(merged);
     if (it != st->taken.end()) st->taken.erase(it);
   };
   return cb;
@@ -176,15 +133,7 @@ RunCallbacks attempt_callbacks(const RunCallbacks& host, const std::shared_ptr<R
 // (or at its own arrival if that is still to come), by (arrival, id).
 std::deque<Request> readmissions(RecoveryState& st) {
   std::vector<Request> out;
-  for (auto& [id, t] : st.taken) {
-    Request r = t.request;
-    r.id = id;
-    r.arrival_s = std::max(0.0, t.request.arrival_s - st.offset_s);
-    r.prompt.insert(r.prompt.end(), t.generated.begin(), t.generated.end());
-    r.max_new_tokens -= static_cast<int64_t>(t.generated.size());
-    t.resumed_after = t.generated.size();
-    out.push_back(std::move(r));
-  }
+  for (auto& [id, t] : st.taken) out.push_back(readmission(t, st.offset_s));
   std::sort(out.begin(), out.end(), [](const Request& a, const Request& b) {
     return std::tie(a.arrival_s, a.id) < std::tie(b.arrival_s, b.id);
   });

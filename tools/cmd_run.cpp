@@ -21,11 +21,9 @@
 #include <optional>
 #include <string>
 
-#include "absl/strings/str_join.h"
-#include "actors/cluster/cluster_driver.hpp"
-#include "actors/cluster/listen_address.hpp"
 #include "actors/cluster/worker_launcher.hpp"
 #include "actors/server.hpp"
+#include "tools/cluster_launch.hpp"
 #include "tools/commands.hpp"
 #include "tools/outputs_writer.hpp"
 #include "tools/topology_arg.hpp"
@@ -120,50 +118,6 @@ std::optional<std::string> probe_writable(const std::string& path, const std::st
   return std::nullopt;
 }
 
-// Starts `topo`'s workers as loopback processes of this binary and points `topo` at the
-// ports they bound. Without a cluster token a random one is made and put in this process's
-// environment (the driver reads it there) and theirs.
-absl::StatusOr<std::unique_ptr<actors::cluster::LaunchedWorkers>> spawn_workers(
-    engine::topology::Topology& topo, bool quiet) {
-  std::vector<std::string> listen;
-  for (const engine::topology::WorkerSpec& w : topo.workers) {
-    absl::StatusOr<actors::cluster::ListenAddress> a =
-        actors::cluster::parse_listen_address(w.address);
-    if (!a.ok()) return a.status();
-    if (!actors::cluster::is_loopback_host(a->host)) {
-      return absl::InvalidArgumentError("--spawn-workers starts loopback workers only; " +
-                                        w.address +
-                                        " is another host's (start `muflow worker` there)");
-    }
-    listen.push_back(w.address);
-  }
-  std::string token;
-  const char* env = std::getenv("MUFLOW_CLUSTER_TOKEN");
-  if (topo.cluster_token_file.empty() && (env == nullptr || *env == '\0')) {
-    absl::StatusOr<std::string> made = actors::cluster::make_cluster_token();
-    if (!made.ok()) return made.status();
-    token = *made;
-    ::setenv("MUFLOW_CLUSTER_TOKEN", token.c_str(), 1);
-  }
-  std::vector<std::string> args;
-  if (!topo.cluster_token_file.empty()) args = {"--token-file", topo.cluster_token_file};
-  std::error_code ec;
-  const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
-  if (ec) return absl::InternalError("cannot find this program (/proc/self/exe): " + ec.message());
-  absl::StatusOr<std::unique_ptr<actors::cluster::LaunchedWorkers>> w =
-      actors::cluster::LaunchedWorkers::launch(self, listen, token, args);
-  if (!w.ok()) return w.status();
-  for (size_t i = 0; i < topo.workers.size(); ++i) {
-    topo.workers[i].address = (*w)->addresses()[i];
-    if (!quiet) {
-      std::fprintf(stderr, "muflow: worker %zu (devices %s) started on %s\n", i + 1,
-                   absl::StrJoin(topo.workers[i].devices, ", ").c_str(),
-                   topo.workers[i].address.c_str());
-    }
-  }
-  return w;
-}
-
 }  // namespace
 
 Command add_run_command(CLI::App& app) {
@@ -253,17 +207,14 @@ Command add_run_command(CLI::App& app) {
         return fail("--spawn-workers: " + topo.source + " lists no [[cluster.workers]]");
       }
       absl::StatusOr<std::unique_ptr<actors::cluster::LaunchedWorkers>> launched =
-          spawn_workers(topo, o->quiet);
+          spawn_workers(topo, o->quiet, "muflow");
       if (!launched.ok()) return fail(std::string(launched.status().message()));
       workers = std::move(*launched);
     }
     absl::StatusOr<std::unique_ptr<actors::Server>> server = actors::Server::create(topo);
     if (!server.ok()) return fail(std::string(server.status().message()));
-    if (!topo.workers.empty()) {
-      absl::StatusOr<std::shared_ptr<actors::ProcessGroup>> group =
-          actors::cluster::make_cluster_driver(topo);
-      if (!group.ok()) return fail(std::string(group.status().message()));
-      (*server)->set_process_group(std::move(*group));
+    if (absl::Status s = attach_workers(**server, topo); !s.ok()) {
+      return fail(std::string(s.message()));
     }
     (*server)->set_trace_max_events(o->trace_max_events);
     if (const auto m = (*server)->model(); m && !o->quiet) {

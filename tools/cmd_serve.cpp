@@ -14,6 +14,7 @@
 #include "actors/serving_engine.hpp"
 #include "http/server/chat_template.hpp"
 #include "http/server/openai_server.hpp"
+#include "tools/cluster_launch.hpp"
 #include "tools/commands.hpp"
 #include "tools/topology_arg.hpp"
 
@@ -33,6 +34,7 @@ Command add_serve_command(CLI::App& app) {
     int port = 8000;
     int64_t max_concurrent = 64, max_body_bytes = 1 << 20, default_max_tokens = 16;
     double shutdown_grace_s = 10.0;
+    bool spawn_workers = false;
   };
   auto o = std::make_shared<Options>();
   app.add_option("topology", o->topology,
@@ -59,6 +61,11 @@ Command add_serve_command(CLI::App& app) {
                  "seconds in-flight requests may finish after SIGINT/SIGTERM before they are "
                  "cancelled")
       ->check(CLI::Range(0.0, 3600.0));
+  app.add_flag("--spawn-workers", o->spawn_workers,
+               "start the topology's [[cluster.workers]] here as loopback `muflow worker` "
+               "processes (port 0: any free port), and stop them when the server stops; "
+               "without a cluster token ($MUFLOW_CLUSTER_TOKEN, [cluster] token_file) a random "
+               "one is made for them");
   return [o]() {
     // Signals go to one watcher thread: block them here, before any thread is spawned (CAF's
     // workers and cpp-httplib's pool inherit the mask).
@@ -82,8 +89,23 @@ Command add_serve_command(CLI::App& app) {
     std::fprintf(stderr, "muflow serve: %s: wiring %s, backend %s, %zu devices, loading model...\n",
                  topo.source.c_str(), topo.wiring.c_str(), topo.backend.c_str(),
                  topo.devices.size());
+    // Worker processes (#18): started here with --spawn-workers, joined by the engine; a lost
+    // one is recovered from while the server runs (actors/serving_engine.hpp).
+    std::unique_ptr<actors::cluster::LaunchedWorkers> workers;
+    if (o->spawn_workers) {
+      if (topo.workers.empty()) {
+        return fail("--spawn-workers: " + topo.source + " lists no [[cluster.workers]]");
+      }
+      absl::StatusOr<std::unique_ptr<actors::cluster::LaunchedWorkers>> launched =
+          spawn_workers(topo, /*quiet=*/false, "muflow serve");
+      if (!launched.ok()) return fail(std::string(launched.status().message()));
+      workers = std::move(*launched);
+    }
     absl::StatusOr<std::unique_ptr<actors::Server>> server = actors::Server::create(topo);
     if (!server.ok()) return fail(std::string(server.status().message()));
+    if (absl::Status s = attach_workers(**server, topo); !s.ok()) {
+      return fail(std::string(s.message()));
+    }
     absl::StatusOr<std::unique_ptr<actors::ServingEngine>> engine =
         actors::ServingEngine::start(**server);
     if (!engine.ok()) return fail(std::string(engine.status().message()));

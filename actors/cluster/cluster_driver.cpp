@@ -1,5 +1,6 @@
 #include "actors/cluster/cluster_driver.hpp"
 
+#include <algorithm>
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 #include <chrono>
@@ -297,6 +298,37 @@ class ClusterDriver final : public ProcessGroup {
     layout_.reset();
     ctx_.reset();
     inbox_.reset();
+  }
+
+  absl::StatusOr<StageLoad> stage_load(std::chrono::milliseconds timeout) override {
+    if (!ctx_) return absl::FailedPreconditionError("no run is started across the workers");
+    std::set<uint32_t> lost;
+    {
+      std::lock_guard<std::mutex> lock(lost_->mu);
+      lost = lost_->processes;
+    }
+    StageLoad total;
+    caf::scoped_actor self{*sys_, /*hide=*/true};
+    for (size_t i = 0; i < gates_.size(); ++i) {
+      if (!gates_[i] || lost.count(static_cast<uint32_t>(i + 1)) != 0) continue;
+      absl::Status status = absl::OkStatus();
+      self->request(gates_[i], timeout, run_stats_atom::value)
+          .receive(
+              [&](int64_t kv, int64_t attention, int64_t expert, int64_t sampler) {
+                StageLoad w;
+                w.kv_bytes = std::max<int64_t>(0, kv);
+                w.queued_attention_tokens = std::max<int64_t>(0, attention);
+                w.queued_expert_tokens = std::max<int64_t>(0, expert);
+                w.queued_sampler_tokens = std::max<int64_t>(0, sampler);
+                total += w;
+              },
+              [&](caf::error& err) {
+                status = absl::UnavailableError(absl::StrFormat("%s did not report its stages: %s",
+                                                                worker_name(i), sys_->render(err)));
+              });
+      if (!status.ok()) return status;
+    }
+    return total;
   }
 
   std::vector<LostWorker> lost_workers() const override {

@@ -24,6 +24,9 @@
 ///    keeping its trace until the next setup
 /// 7. `(cl_trace)` → the stopped run's trace (`TraceRecorder::to_json`, times in seconds since
 ///    the worker's cl_start) as JSON text, once; "" when it recorded none
+/// 8. `(cl_stats)` → `(KV-cache bytes, queued attention, expert, sampler tokens)` (four
+///    int64) of the stages the worker hosts in the started run (zeros without one): what a
+///    long-lived driver's ServingEngine::stats adds up
 
 #include <caf/atom.hpp>
 
@@ -36,6 +39,7 @@ using setup_atom = caf::atom_constant<caf::atom("clsetup")>;
 using run_start_atom = caf::atom_constant<caf::atom("clstart")>;
 using run_stop_atom = caf::atom_constant<caf::atom("clstop")>;
 using run_trace_atom = caf::atom_constant<caf::atom("cltrace")>;
+using run_stats_atom = caf::atom_constant<caf::atom("clstats")>;
 
 /// Role strings of the two proofs (never equal: a proof cannot be reflected).
 inline constexpr const char* kConnectorRole = "connector";

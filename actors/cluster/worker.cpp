@@ -25,6 +25,7 @@
 #include "actors/cluster/frame_kinds.hpp"
 #include "actors/cluster/remote_actor.hpp"
 #include "actors/server.hpp"
+#include "actors/stage_probe.hpp"
 #include "engine/topology/topology.hpp"
 #include "engine/trace/trace.hpp"
 #include "spdlog/sinks/stdout_color_sinks.h"
@@ -40,6 +41,9 @@ using transport::cluster::ClusterSecret;
 using transport::cluster::DataPlane;
 using transport::cluster::Nonce;
 using transport::cluster::Received;
+
+// For each hosted stage's answer to cl_stats (the driver's own timeout is longer).
+constexpr std::chrono::milliseconds kStageProbeTimeout{2'000};
 
 // This worker's share of a driver's run (cl_setup .. cl_stop).
 struct HostedRun {
@@ -350,6 +354,25 @@ caf::behavior gate_actor(caf::stateful_actor<GateState>* self, std::shared_ptr<W
             std::move(self->state.last_trace);
         self->state.last_trace = nullptr;
         return trace ? trace->to_json().dump() : std::string();
+      },
+      [=](run_stats_atom) -> caf::result<int64_t, int64_t, int64_t, int64_t> {
+        using Answer = caf::result<int64_t, int64_t, int64_t, int64_t>;
+        if (self->state.authenticated.count(sender_node()) == 0) {
+          return refuse(sender_node(), "stats request before auth");
+        }
+        std::shared_ptr<HostedRun> run;
+        {
+          std::lock_guard<std::mutex> lock(self->state.node->run_mu);
+          run = self->state.node->run;
+        }
+        if (!run || !run->started) return Answer(0, 0, 0, 0);
+        absl::StatusOr<StageLoad> load =
+            probe_stages(self->home_system(), *run->ctx, run->layout.get(), kStageProbeTimeout);
+        if (!load.ok()) {
+          return caf::make_error(caf::sec::runtime_error, std::string(load.status().message()));
+        }
+        return Answer(load->kv_bytes, load->queued_attention_tokens, load->queued_expert_tokens,
+                      load->queued_sampler_tokens);
       },
   };
 }

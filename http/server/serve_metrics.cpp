@@ -127,6 +127,9 @@ std::string ServeMetrics::render(const actors::EngineStats& stats, int64_t kv_ca
   p.family("muflow:all_to_all_seconds_total", "counter",
            "Seconds spent moving tokens in all-to-alls (0 for in-process channels).");
   p.sample("muflow:all_to_all_seconds_total", model, stats.metrics.all_to_all_s);
+  p.family("muflow:worker_recoveries_total", "counter",
+           "Worker processes lost and recovered from (an engine across processes; 0 in one).");
+  p.sample("muflow:worker_recoveries_total", model, static_cast<double>(stats.recoveries.size()));
   if (kv_cache_bytes >= 0) {
     p.family("muflow:kv_cache_bytes", "gauge", "KV-cache bytes held by all attention stages.");
     p.sample("muflow:kv_cache_bytes", model, static_cast<double>(kv_cache_bytes));

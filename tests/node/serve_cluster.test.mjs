@@ -1,0 +1,86 @@
+// `muflow serve` across processes (#18): topologies/sync-kjv-2workers.toml, every device in one
+// of two loopback workers that `--spawn-workers` starts, driven with the official OpenAI Node
+// client. Completions are those of a one-process server on the same model (greedy); `kill -9`
+// of a worker while a completion streams loses nothing: the stream ends with the one-process
+// text, later requests are served by the survivor, /metrics counts the recovery, and SIGTERM
+// still stops the server and its workers cleanly.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import OpenAI from 'openai';
+import { SOURCE, startServer, metrics, sampleValue } from './serve_helpers.mjs';
+
+const TOPOLOGY = path.join(SOURCE, 'topologies', 'sync-kjv-2workers.toml');
+const PROMPTS = ['And God said, Let there be', 'In the beginning', 'And the LORD spake unto Moses'];
+
+let single;   // one process: the embedded kjv model
+let cluster;  // the same model on two workers
+const clientOf = (s) => new OpenAI({ apiKey: 'none', baseURL: s.url + '/v1', maxRetries: 0 });
+
+function alive(pid) {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+before(async () => {
+  single = await startServer([]);
+  cluster = await startServer([TOPOLOGY, '--spawn-workers']);
+});
+
+after(async () => {
+  for (const s of [single, cluster]) if (s && s.proc.exitCode === null) s.proc.kill('SIGKILL');
+});
+
+test('completions across two workers are the one-process completions', async () => {
+  for (const prompt of PROMPTS) {
+    const args = { model: 'm', prompt, max_tokens: 24, temperature: 0 };
+    const [want, got] = await Promise.all(
+      [clientOf(single).completions.create(args), clientOf(cluster).completions.create(args)]);
+    assert.equal(got.choices[0].text, want.choices[0].text, prompt);
+    assert.equal(got.usage.completion_tokens, want.usage.completion_tokens, prompt);
+  }
+  const m = await metrics(cluster.url, 'none');
+  assert.equal(sampleValue(m['muflow:worker_recoveries_total']), 0);
+});
+
+test('kill -9 of a worker while a completion streams loses nothing', async () => {
+  const pids = [...cluster.log().matchAll(/worker \d+ \(devices [^)]*\) started on \S+ \(pid (\d+)\)/g)]
+    .map((m) => Number(m[1]));
+  assert.equal(pids.length, 2, cluster.log());
+  const args = { model: 'm', prompt: PROMPTS[0], max_tokens: 48, temperature: 0 };
+  const want = await clientOf(single).completions.create(args);
+
+  const stream = await clientOf(cluster).completions.create({ ...args, stream: true });
+  let text = '';
+  let chunks = 0;
+  for await (const chunk of stream) {
+    text += chunk.choices[0]?.text ?? '';
+    if (++chunks === 4) process.kill(pids[0], 'SIGKILL');
+  }
+  assert.ok(chunks > 4, 'the completion streamed past the kill');
+  assert.equal(text, want.choices[0].text);
+  assert.ok(!alive(pids[0]) || fs.readFileSync(`/proc/${pids[0]}/stat`, 'utf8').includes(') Z '),
+    'the killed worker is gone');
+
+  // The survivor serves what comes next.
+  const next = { model: 'm', prompt: PROMPTS[1], max_tokens: 24, temperature: 0 };
+  const [again, ref] = await Promise.all(
+    [clientOf(cluster).completions.create(next), clientOf(single).completions.create(next)]);
+  assert.equal(again.choices[0].text, ref.choices[0].text);
+  const m = await metrics(cluster.url, 'none');
+  assert.equal(sampleValue(m['muflow:worker_recoveries_total']), 1);
+  assert.equal(sampleValue(m['muflow:num_requests_running']), 0);
+  assert.equal(sampleValue(m['muflow:kv_cache_bytes']), 0);
+
+  // SIGTERM stops the server, and its surviving worker with it.
+  cluster.proc.kill('SIGTERM');
+  const exit = await cluster.exit;
+  assert.equal(exit.code, 0, exit.log);
+  for (let i = 0; i < 50 && alive(pids[1]); ++i) await new Promise((r) => setTimeout(r, 100));
+  assert.ok(!alive(pids[1]), 'the surviving worker stopped with the server');
+});

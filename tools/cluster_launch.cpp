@@ -1,0 +1,66 @@
+#include "tools/cluster_launch.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_join.h"
+#include "actors/cluster/cluster_driver.hpp"
+#include "actors/cluster/listen_address.hpp"
+
+namespace muflow::tools {
+
+absl::StatusOr<std::unique_ptr<actors::cluster::LaunchedWorkers>> spawn_workers(
+    engine::topology::Topology& topo, bool quiet, const std::string& who) {
+  std::vector<std::string> listen;
+  for (const engine::topology::WorkerSpec& w : topo.workers) {
+    absl::StatusOr<actors::cluster::ListenAddress> a =
+        actors::cluster::parse_listen_address(w.address);
+    if (!a.ok()) return a.status();
+    if (!actors::cluster::is_loopback_host(a->host)) {
+      return absl::InvalidArgumentError("--spawn-workers starts loopback workers only; " +
+                                        w.address +
+                                        " is another host's (start `muflow worker` there)");
+    }
+    listen.push_back(w.address);
+  }
+  std::string token;
+  const char* env = std::getenv("MUFLOW_CLUSTER_TOKEN");
+  if (topo.cluster_token_file.empty() && (env == nullptr || *env == '\0')) {
+    absl::StatusOr<std::string> made = actors::cluster::make_cluster_token();
+    if (!made.ok()) return made.status();
+    token = *made;
+    ::setenv("MUFLOW_CLUSTER_TOKEN", token.c_str(), 1);
+  }
+  std::vector<std::string> args;
+  if (!topo.cluster_token_file.empty()) args = {"--token-file", topo.cluster_token_file};
+  std::error_code ec;
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  if (ec) return absl::InternalError("cannot find this program (/proc/self/exe): " + ec.message());
+  absl::StatusOr<std::unique_ptr<actors::cluster::LaunchedWorkers>> w =
+      actors::cluster::LaunchedWorkers::launch(self, listen, token, args);
+  if (!w.ok()) return w.status();
+  for (size_t i = 0; i < topo.workers.size(); ++i) {
+    topo.workers[i].address = (*w)->addresses()[i];
+    if (!quiet) {
+      std::fprintf(stderr, "%s: worker %zu (devices %s) started on %s (pid %d)\n", who.c_str(),
+                   i + 1, absl::StrJoin(topo.workers[i].devices, ", ").c_str(),
+                   topo.workers[i].address.c_str(), static_cast<int>((*w)->pid(i)));
+    }
+  }
+  return w;
+}
+
+absl::Status attach_workers(actors::Server& server, const engine::topology::Topology& topo) {
+  if (topo.workers.empty()) return absl::OkStatus();
+  absl::StatusOr<std::shared_ptr<actors::ProcessGroup>> group =
+      actors::cluster::make_cluster_driver(topo);
+  if (!group.ok()) return group.status();
+  server.set_process_group(std::move(*group));
+  return absl::OkStatus();
+}
+
+}  // namespace muflow::tools

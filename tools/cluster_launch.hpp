@@ -1,0 +1,33 @@
+#pragma once
+/// \file
+/// What `muflow run` and `muflow serve` do for a topology with `[[cluster.workers]]` (#18):
+/// start its workers as loopback processes (`--spawn-workers`) and give the Server the
+/// cluster driver that joins them.
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "actors/cluster/worker_launcher.hpp"
+#include "actors/server.hpp"
+#include "engine/topology/topology.hpp"
+
+namespace muflow::tools {
+
+/// Starts `topo`'s workers as loopback `muflow worker` processes of this binary (with
+/// `--exit-with-parent`) and points `topo`'s worker addresses at the ports they bound.
+/// Without a cluster token ($MUFLOW_CLUSTER_TOKEN, `[cluster] token_file`) a random one is
+/// made and put in this process's environment (the driver reads it there) and theirs.
+/// Unless `quiet`, prints one line per worker on stderr, prefixed with `who` ("muflow run").
+/// Errors: InvalidArgument for a worker address that is not a loopback HOST:PORT; the
+/// launcher's (a worker that does not start or print its port, named). The workers stop when
+/// the returned object is destroyed.
+absl::StatusOr<std::unique_ptr<actors::cluster::LaunchedWorkers>> spawn_workers(
+    engine::topology::Topology& topo, bool quiet, const std::string& who);
+
+/// Gives `server` the cluster driver for `topo`'s workers (nothing when it lists none).
+/// Errors: make_cluster_driver's (an address that does not parse, the cluster secret's).
+absl::Status attach_workers(actors::Server& server, const engine::topology::Topology& topo);
+
+}  // namespace muflow::tools
