@@ -54,7 +54,8 @@ struct RunRecovery {
   double resumed_s = 0.0;
   double first_token_s = -1;  ///< the first token generated after the loss; -1 if none was
   /// Requests taken and unfinished at the loss, re-admitted with their prompt and the tokens
-  /// they had generated re-prefilled (the others had finished, or had not arrived yet).
+  /// they had generated re-prefilled (the others had finished, or had not arrived yet); for a
+  /// ServingEngine, also those submitted while the recovery was under way.
   int64_t readmitted_requests = 0;
 };
 
@@ -141,8 +142,9 @@ struct RequestCallbacks {
   std::function<void(const RequestOutput& out, const absl::Status& status)> on_finish;
 };
 
-/// Requests submitted together (ids continue the coordinator's, in order; arrival times in
-/// seconds since the run's start), with their callbacks (empty or one per request).
+/// Requests submitted together (ids continue the coordinator's, in any order, unless
+/// `keep_ids`; arrival times in seconds since the run's start), with their callbacks (empty or
+/// one per request).
 struct Submission {
   std::vector<engine::serving::Request> requests;
   std::vector<RequestCallbacks> callbacks;

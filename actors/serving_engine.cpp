@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -54,9 +55,11 @@ struct ServingEngine::Incarnation {
   std::unique_ptr<caf::actor_system_config> cfg;  // outlives sys
   std::unique_ptr<caf::actor_system> sys;
   std::shared_ptr<RunContext> ctx;
-  const ProcessLayout* layout = nullptr;  // across processes: which devices this one hosts
-  double offset_s = 0;                    // its clock's origin, in seconds after the engine's
-  size_t lost_before = 0;                 // workers the group had lost when it was built
+  // Across processes: [device] hosted by this process (a copy: the group's layout lives only
+  // until the group closes this wiring's run). Empty in one process (every device).
+  std::vector<bool> hosted;
+  double offset_s = 0;     // its clock's origin, in seconds after the engine's
+  size_t lost_before = 0;  // workers the group had lost when it was built
 };
 
 struct ServingEngine::Ledger {
@@ -139,7 +142,9 @@ absl::StatusOr<std::shared_ptr<ServingEngine::Incarnation>> ServingEngine::build
       return opened.status();
     }
     layout = *opened;
-    inc->layout = layout;
+    for (int64_t d = 0; d < static_cast<int64_t>(inc->ctx->placement.num_devices); ++d) {
+      inc->hosted.push_back(layout->hosts_device(d));
+    }
   }
   build_wiring(*inc->sys, inc->ctx,
                std::shared_ptr<const engine::serving::SchedulingPolicy>(std::move(*policy)),
@@ -229,20 +234,31 @@ void ServingEngine::supervise() {
       if (stopped_ || !failed_.ok()) return;
       inc = inc_;
     }
+    std::string why;
     {
       // A lost worker's remote handles are stopped by the group (process_layout.hpp); any
       // other actor that stops has failed the engine.
       caf::scoped_actor self{*inc->sys, /*hide=*/true};
       self->monitor(inc->ctx->actors.coordinator);
       inc->ctx->actors.for_each_wiring_actor([&](const caf::actor& a) { self->monitor(a); });
-      self->receive([](const caf::down_msg&) {});
+      self->receive([&](const caf::down_msg& down) { why = inc->sys->render(down.reason); });
+    }
+    if (group_->lost_workers().size() <= inc->lost_before) {
+      // Another failure (the requests' on_finish and drain report the coordinator's error):
+      // no recovery comes, so nobody waits for one.
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (failed_.ok() && !stopped_) {
+          failed_ = absl::InternalError("an actor of the wiring stopped unexpectedly: " + why);
+        }
+      }
+      changed_.notify_all();
+      return;
     }
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (stopped_) return;
     }
-    // Another failure: drain and the requests' on_finish report it.
-    if (group_->lost_workers().size() <= inc->lost_before) return;
     recover(inc);
   }
 }
@@ -262,6 +278,10 @@ void ServingEngine::recover(const std::shared_ptr<Incarnation>& old) {
   {
     std::lock_guard<std::mutex> lock(group_mu_);
     group_->close();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (stopped_) return;  // shutdown stops the old wiring (stopped already) and the group
+    }
     next = build_incarnation();
   }
   if (!next.ok()) {
@@ -453,11 +473,13 @@ absl::StatusOr<int64_t> ServingEngine::kv_cache_bytes() {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (stopped_) return absl::FailedPreconditionError("the engine was shut down");
+      if (!failed_.ok()) return failed_;
       inc = inc_;
     }
     absl::StatusOr<StageLoad> load = stage_load(*inc);
     if (!load.ok() && await_replacement(inc)) continue;
     if (!load.ok()) return load.status();
+    if (replaced(inc)) continue;  // a recovery came meanwhile: the workers' part is the new run's
     return load->kv_bytes;
   }
 }
@@ -469,16 +491,25 @@ absl::StatusOr<EngineStats> ServingEngine::stats() {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (stopped_) return absl::FailedPreconditionError("the engine was shut down");
+      if (!failed_.ok()) return failed_;
       inc = inc_;
     }
     absl::StatusOr<EngineStats> stats = stats_of(*inc);
     if (!stats.ok() && await_replacement(inc)) continue;
+    if (stats.ok() && replaced(inc)) continue;  // counts of two wirings would mix
     return stats;
   }
 }
 
 absl::StatusOr<StageLoad> ServingEngine::stage_load(const Incarnation& inc) {
-  absl::StatusOr<StageLoad> load = probe_stages(*inc.sys, *inc.ctx, inc.layout, kAnswerTimeout);
+  std::function<bool(int64_t)> hosted;
+  if (!inc.hosted.empty()) {
+    hosted = [&inc](int64_t d) {
+      return d >= 0 && d < static_cast<int64_t>(inc.hosted.size()) &&
+             inc.hosted[static_cast<size_t>(d)];
+    };
+  }
+  absl::StatusOr<StageLoad> load = probe_stages(*inc.sys, *inc.ctx, hosted, kAnswerTimeout);
   if (!load.ok() || group_ == nullptr) return load;
   std::lock_guard<std::mutex> lock(group_mu_);
   absl::StatusOr<StageLoad> workers = group_->stage_load(kAnswerTimeout);
@@ -520,7 +551,12 @@ bool ServingEngine::await_replacement(const std::shared_ptr<Incarnation>& inc) {
   if (!ledger_ || group_->lost_workers().size() <= inc->lost_before) return false;
   std::unique_lock<std::mutex> lock(mutex_);
   changed_.wait(lock, [&] { return stopped_ || !failed_.ok() || inc_ != inc; });
-  return true;
+  return inc_ != inc && !stopped_;
+}
+
+bool ServingEngine::replaced(const std::shared_ptr<Incarnation>& inc) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return inc_ != inc && !stopped_ && failed_.ok();
 }
 
 absl::Status ServingEngine::shutdown() {
@@ -539,11 +575,15 @@ absl::Status ServingEngine::shutdown() {
   stop_actors(*inc->ctx);
   if (supervisor_.joinable()) supervisor_.join();
   absl::Status failed;
+  // A wiring a recovery replaced is destroyed outside the lock (its system's destructor may
+  // wait for another host thread, which may be waiting for the lock).
+  std::shared_ptr<Incarnation> replaced_wiring = std::move(inc);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     inc = inc_;
     failed = failed_;
   }
+  replaced_wiring.reset();
   stop_actors(*inc->ctx);
   inc->sys->await_all_actors_done();  // nothing reads ctx or records trace events after this
   if (group_ != nullptr) {

@@ -72,22 +72,29 @@ class ServingEngine {
   /// lost worker does not end the wait: it goes on over the recovered wiring, and the outcome
   /// lists the recoveries so far (RunOutcome::recoveries; metrics totals cover the engine's
   /// life, its latency, device and MoE statistics the time since the last recovery).
-  /// Errors: the run's first error (a stage or a callback failed, a recovery failed);
-  /// FailedPrecondition after shutdown.
+  /// Errors: the run's first error (a stage or a callback failed, a recovery failed, an actor
+  /// of the wiring stopped for a reason other than a lost worker); FailedPrecondition after
+  /// shutdown.
   absl::StatusOr<RunOutcome> drain();
 
   /// KV-cache bytes held by all attention stages now (asks each stage; across processes each
-  /// worker adds up its own). Errors: FailedPrecondition after shutdown; Internal when a
-  /// stage does not answer; Unavailable when a worker does not.
+  /// worker adds up its own; during a recovery, the next wiring's). Errors:
+  /// FailedPrecondition after shutdown; the engine's failure (a recovery failed, an actor of
+  /// the wiring stopped); Internal when a stage does not answer; Unavailable when a worker
+  /// does not.
   absl::StatusOr<int64_t> kv_cache_bytes();
 
   /// The engine's state now: waiting / running / finished requests, metrics since start
   /// (per-device busy %, MoE balance, TTFT/ITL), expert tokens per block and device, and the
   /// tokens queued in every stage's μ-queue summed per stage kind (across processes the
-  /// workers' too), and the recoveries from lost workers. Asks the coordinator and every stage
-  /// (one round trip each; cost grows with the requests served so far, since the metrics are
-  /// summarized from the recorded events). Errors: FailedPrecondition after shutdown;
-  /// Internal when an actor does not answer within 10 s; Unavailable when a worker does not.
+  /// workers' too), and the recoveries from lost workers. After a recovery the request and
+  /// token totals cover the engine's life, the latency, device, MoE and queue figures the
+  /// wiring since the last recovery; during one, it waits for the next wiring. Asks the
+  /// coordinator and every stage (one round trip each; cost grows with the requests served so
+  /// far, since the metrics are summarized from the recorded events). Errors:
+  /// FailedPrecondition after shutdown; the engine's failure (a recovery failed, an actor of
+  /// the wiring stopped); Internal when an actor does not answer within 10 s; Unavailable when
+  /// a worker does not.
   absl::StatusOr<EngineStats> stats();
 
   /// Stops every actor (in-flight requests end without on_finish), then writes the topology's
@@ -102,7 +109,7 @@ class ServingEngine {
 
   ServingEngine() = default;
   // Builds an actor system with the server's wiring (across processes with the group's
-  // workers) and its coordinator, started `origin`-relative.
+  // workers, under group_mu_) and its coordinator, started (the caller sets its offset_s).
   absl::StatusOr<std::shared_ptr<Incarnation>> build_incarnation();
   // The callbacks the coordinator of `inc` calls for request `id` (across processes): they
   // record what it streams in the ledger and hand the host its output as one run's.
@@ -121,6 +128,8 @@ class ServingEngine {
   // After a question to `inc` failed: when a lost worker is the cause, waits until a
   // recovery replaced `inc` (or failed, or the engine stopped) and returns true (ask again).
   bool await_replacement(const std::shared_ptr<Incarnation>& inc);
+  // True when a recovery replaced `inc` (and the engine neither stopped nor failed).
+  bool replaced(const std::shared_ptr<Incarnation>& inc);
 
   const Server* server_ = nullptr;
   RunCallbacks callbacks_;            // the host's
@@ -129,7 +138,7 @@ class ServingEngine {
   std::shared_ptr<Incarnation> inc_;  // the current wiring
   int64_t next_id_ = 0;
   bool stopped_ = false;
-  absl::Status failed_;                       // a recovery that failed
+  absl::Status failed_;  // a recovery that failed, or a wiring that stopped for another reason
   std::condition_variable changed_;           // inc_ replaced, failed_ set, or stopped_
   engine::serving::RunMetrics last_metrics_;  // of the last drain (the trace's metadata)
   std::shared_ptr<Ledger> ledger_;            // across processes; else null

@@ -8,14 +8,12 @@
 namespace muflow::actors {
 
 absl::StatusOr<StageLoad> probe_stages(caf::actor_system& sys, const RunContext& ctx,
-                                       const ProcessLayout* layout,
+                                       const std::function<bool(int64_t device)>& hosted,
                                        std::chrono::milliseconds timeout) {
   caf::scoped_actor self{sys, /*hide=*/true};
   StageLoad load;
   absl::Status status;
-  auto hosted = [&](const StageSite& site) {
-    return layout == nullptr || layout->hosts_device(site.device);
-  };
+  auto here = [&](const StageSite& site) { return !hosted || hosted(site.device); };
   // One request of `atom` to `stage`; adds the answer (negatives as 0) to `sum`.
   auto ask = [&](const caf::actor& stage, auto atom, int64_t& sum, const char* what) {
     if (!stage || !status.ok()) return;
@@ -30,19 +28,19 @@ absl::StatusOr<StageLoad> probe_stages(caf::actor_system& sys, const RunContext&
   const ActorTable& t = ctx.actors;
   for (size_t b = 0; b < t.attention.size(); ++b) {
     for (size_t r = 0; r < t.attention[b].size(); ++r) {
-      if (!hosted(ctx.sites.attention.at(b).at(r))) continue;
+      if (!here(ctx.sites.attention.at(b).at(r))) continue;
       ask(t.attention[b][r], kv_atom::value, load.kv_bytes, "attention");
       ask(t.attention[b][r], depth_atom::value, load.queued_attention_tokens, "attention");
     }
   }
   for (size_t b = 0; b < t.experts.size(); ++b) {
     for (size_t e = 0; e < t.experts[b].size(); ++e) {
-      if (!hosted(ctx.sites.experts.at(b).at(e))) continue;
+      if (!here(ctx.sites.experts.at(b).at(e))) continue;
       ask(t.experts[b][e], depth_atom::value, load.queued_expert_tokens, "expert");
     }
   }
   for (size_t r = 0; r < t.samplers.size(); ++r) {
-    if (!hosted(ctx.sites.samplers.at(r))) continue;
+    if (!here(ctx.sites.samplers.at(r))) continue;
     ask(t.samplers[r], depth_atom::value, load.queued_sampler_tokens, "sampler");
   }
   if (!status.ok()) return status;

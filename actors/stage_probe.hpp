@@ -6,6 +6,8 @@
 
 #include <caf/all.hpp>
 #include <chrono>
+#include <cstdint>
+#include <functional>
 
 #include "absl/status/statusor.h"
 #include "actors/process_layout.hpp"
@@ -13,14 +15,14 @@
 
 namespace muflow::actors {
 
-/// Asks every stage of `ctx` that this process hosts (every stage when `layout` is null; a
-/// stage on a device `layout` does not host is another process's) for its KV-cache bytes
-/// (attention stages) and the tokens in its μ-queue, one request–response each, from a hidden
-/// scoped actor of `sys`. Errors: Internal naming the stage kind when a stage does not
-/// answer within `timeout` or has stopped. Blocks the calling thread: a host thread, or an
-/// actor that may block (the worker's gate). The stages are read, not changed.
+/// Asks every stage of `ctx` on a device for which `hosted(device)` is true (every stage when
+/// `hosted` is empty; the others are another process's) for its KV-cache bytes (attention
+/// stages) and the tokens in its μ-queue, one request–response each, from a hidden scoped
+/// actor of `sys`. Errors: Internal naming the stage kind when a stage does not answer within
+/// `timeout` or has stopped. Blocks the calling thread: a host thread, or an actor that may
+/// block (the worker's gate). The stages are read, not changed.
 absl::StatusOr<StageLoad> probe_stages(caf::actor_system& sys, const RunContext& ctx,
-                                       const ProcessLayout* layout,
+                                       const std::function<bool(int64_t device)>& hosted,
                                        std::chrono::milliseconds timeout);
 
 }  // namespace muflow::actors

@@ -366,8 +366,10 @@ caf::behavior gate_actor(caf::stateful_actor<GateState>* self, std::shared_ptr<W
           run = self->state.node->run;
         }
         if (!run || !run->started) return Answer(0, 0, 0, 0);
-        absl::StatusOr<StageLoad> load =
-            probe_stages(self->home_system(), *run->ctx, run->layout.get(), kStageProbeTimeout);
+        const ClusterLayout* layout = run->layout.get();  // alive while `run` is
+        absl::StatusOr<StageLoad> load = probe_stages(
+            self->home_system(), *run->ctx,
+            [layout](int64_t device) { return layout->hosts_device(device); }, kStageProbeTimeout);
         if (!load.ok()) {
           return caf::make_error(caf::sec::runtime_error, std::string(load.status().message()));
         }

@@ -62,37 +62,42 @@ RequestCallbacks watch(const std::shared_ptr<Seen>& seen) {
   return cb;
 }
 
-// A Server for `text` with a cluster driver (the workers must be listening).
-std::unique_ptr<Server> cluster_server(const std::string& text) {
+// A wiring's one-process reference outputs, and the same topology with its devices in two
+// loopback workers (`layout`: each worker's devices) behind a Server with a cluster driver.
+struct Cluster {
+  RunOutcome one;
+  std::unique_ptr<LaunchedWorkers> workers;
+  std::unique_ptr<Server> server;
+};
+
+void set_up(const std::string& wiring, const std::vector<std::vector<int>>& layout, Cluster* c) {
+  ::setenv("MUFLOW_CLUSTER_TOKEN", kToken, 1);
+  auto one = run_text(topology_text(wiring, 4, false, {}, {}), nullptr);
+  ASSERT_TRUE(one.ok()) << one.status();
+  c->one = std::move(*one);
+  auto workers = LaunchedWorkers::launch(MUFLOW_BINARY, {"127.0.0.1:0", "127.0.0.1:0"}, kToken);
+  ASSERT_TRUE(workers.ok()) << workers.status();
+  c->workers = std::move(*workers);
+  const std::string text = topology_text(wiring, 4, false, layout, c->workers->addresses());
   auto topo = engine::topology::parse_topology_string(text, "<engine test>", MUFLOW_SOURCE_DIR);
-  EXPECT_TRUE(topo.ok()) << topo.status();
-  if (!topo.ok()) return nullptr;
+  ASSERT_TRUE(topo.ok()) << topo.status();
   auto server = Server::create(*topo);
-  EXPECT_TRUE(server.ok()) << server.status();
-  if (!server.ok()) return nullptr;
+  ASSERT_TRUE(server.ok()) << server.status();
   auto group = make_cluster_driver(*topo);
-  EXPECT_TRUE(group.ok()) << group.status();
-  if (!group.ok()) return nullptr;
+  ASSERT_TRUE(group.ok()) << group.status();
   (*server)->set_process_group(std::move(*group));
-  return std::move(*server);
+  c->server = std::move(*server);
 }
 
-class ServingEngineCluster : public ::testing::TestWithParam<std::string> {
- protected:
-  void SetUp() override { ::setenv("MUFLOW_CLUSTER_TOKEN", kToken, 1); }
-};
+class ServingEngineCluster : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ServingEngineCluster, RequestsSubmittedWhileServingGiveTheOneProcessOutputs) {
   const std::string wiring = GetParam();
-  auto one = run_text(topology_text(wiring, 4, false, {}, {}), nullptr);
-  ASSERT_TRUE(one.ok()) << one.status();
-
   // Every device in a worker: the driver hosts the coordinator (and collectives) only.
-  auto workers = LaunchedWorkers::launch(MUFLOW_BINARY, {"127.0.0.1:0", "127.0.0.1:0"}, kToken);
-  ASSERT_TRUE(workers.ok()) << workers.status();
-  std::unique_ptr<Server> server =
-      cluster_server(topology_text(wiring, 4, false, {{0, 2}, {1, 3}}, (*workers)->addresses()));
-  ASSERT_NE(server, nullptr);
+  Cluster c;
+  ASSERT_NO_FATAL_FAILURE(set_up(wiring, {{0, 2}, {1, 3}}, &c));
+  const RunOutcome* one = &c.one;
+  Server* server = c.server.get();
   auto engine = ServingEngine::start(*server);
   ASSERT_TRUE(engine.ok()) << engine.status();
 
@@ -147,18 +152,15 @@ TEST_P(ServingEngineCluster, RequestsSubmittedWhileServingGiveTheOneProcessOutpu
 
 TEST_P(ServingEngineCluster, KillNineWhileServingLosesNoRequestAndGivesTheFaultFreeOutputs) {
   const std::string wiring = GetParam();
-  auto one = run_text(topology_text(wiring, 4, false, {}, {}), nullptr);
-  ASSERT_TRUE(one.ok()) << one.status();
-
-  auto workers = LaunchedWorkers::launch(MUFLOW_BINARY, {"127.0.0.1:0", "127.0.0.1:0"}, kToken);
-  ASSERT_TRUE(workers.ok()) << workers.status();
-  std::unique_ptr<Server> server =
-      cluster_server(topology_text(wiring, 4, false, {{0, 2}, {1, 3}}, (*workers)->addresses()));
-  ASSERT_NE(server, nullptr);
+  Cluster c;
+  ASSERT_NO_FATAL_FAILURE(set_up(wiring, {{0, 2}, {1, 3}}, &c));
+  const RunOutcome* one = &c.one;
+  Server* server = c.server.get();
+  LaunchedWorkers* workers = c.workers.get();
 
   // Kill worker 0 once 6 tokens were streamed (requests are then in prefill, in decode and
   // still waiting).
-  const pid_t victim = (*workers)->pid(0);
+  const pid_t victim = workers->pid(0);
   std::atomic<int64_t> streamed{0};
   RunCallbacks cb;
   cb.on_token = [&](int64_t, int32_t) {
@@ -182,7 +184,7 @@ TEST_P(ServingEngineCluster, KillNineWhileServingLosesNoRequestAndGivesTheFaultF
               std::future_status::ready)
         << "request " << i << " never finished";
   }
-  const int status = (*workers)->reap(0);
+  const int status = workers->reap(0);
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "wait status " << status;
   RunOutcome got;
   for (size_t i = 0; i < reqs.size(); ++i) {
@@ -239,14 +241,11 @@ INSTANTIATE_TEST_SUITE_P(Cluster, ServingEngineCluster,
 // shutdown is watched: it once waited forever for a replaced wiring's actor system (a host
 // thread kept that system's CAF logger alive; serving_engine.cpp, HostThreadScope).
 TEST(ServingEngineClusterIdle, AWorkerLostWhileIdleIsReplacedAndTheEngineStillShutsDown) {
-  ::setenv("MUFLOW_CLUSTER_TOKEN", kToken, 1);
-  auto one = run_text(topology_text("sync", 4, false, {}, {}), nullptr);
-  ASSERT_TRUE(one.ok()) << one.status();
-  auto workers = LaunchedWorkers::launch(MUFLOW_BINARY, {"127.0.0.1:0", "127.0.0.1:0"}, kToken);
-  ASSERT_TRUE(workers.ok()) << workers.status();
-  std::unique_ptr<Server> server =
-      cluster_server(topology_text("sync", 4, false, {{0, 1}, {2, 3}}, (*workers)->addresses()));
-  ASSERT_NE(server, nullptr);
+  Cluster c;
+  ASSERT_NO_FATAL_FAILURE(set_up("sync", {{0, 1}, {2, 3}}, &c));
+  const RunOutcome* one = &c.one;
+  Server* server = c.server.get();
+  LaunchedWorkers* workers = c.workers.get();
   auto engine = ServingEngine::start(*server);
   ASSERT_TRUE(engine.ok()) << engine.status();
   const std::vector<Request> reqs = requests(server->config().vocab_size);
@@ -254,7 +253,7 @@ TEST(ServingEngineClusterIdle, AWorkerLostWhileIdleIsReplacedAndTheEngineStillSh
   ASSERT_TRUE((*engine)->submit(reqs[0], watch(first)).ok());
   ASSERT_EQ(first->done.get_future().wait_for(std::chrono::seconds(30)), std::future_status::ready);
 
-  ASSERT_EQ(0, ::kill((*workers)->pid(0), SIGKILL));
+  ASSERT_EQ(0, ::kill(workers->pid(0), SIGKILL));
   // Watched from another thread: this one asked the first wiring's actors last (start).
   std::thread([e = engine->get()] {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
