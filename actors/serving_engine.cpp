@@ -466,7 +466,8 @@ absl::StatusOr<RunOutcome> ServingEngine::drain() {
   }
 }
 
-absl::StatusOr<int64_t> ServingEngine::kv_cache_bytes() {
+template <class T, class Ask>
+absl::StatusOr<T> ServingEngine::ask_current(Ask&& ask) {
   HostThreadScope host_thread;
   for (;;) {
     std::shared_ptr<Incarnation> inc;
@@ -476,29 +477,23 @@ absl::StatusOr<int64_t> ServingEngine::kv_cache_bytes() {
       if (!failed_.ok()) return failed_;
       inc = inc_;
     }
-    absl::StatusOr<StageLoad> load = stage_load(*inc);
-    if (!load.ok() && await_replacement(inc)) continue;
-    if (!load.ok()) return load.status();
-    if (replaced(inc)) continue;  // a recovery came meanwhile: the workers' part is the new run's
-    return load->kv_bytes;
+    absl::StatusOr<T> answer = ask(*inc);
+    if (!answer.ok() && await_replacement(inc)) continue;
+    // A recovery came meanwhile: the answer could mix two wirings' figures.
+    if (answer.ok() && replaced(inc)) continue;
+    return answer;
   }
 }
 
+absl::StatusOr<int64_t> ServingEngine::kv_cache_bytes() {
+  absl::StatusOr<StageLoad> load =
+      ask_current<StageLoad>([this](const Incarnation& inc) { return stage_load(inc); });
+  if (!load.ok()) return load.status();
+  return load->kv_bytes;
+}
+
 absl::StatusOr<EngineStats> ServingEngine::stats() {
-  HostThreadScope host_thread;
-  for (;;) {
-    std::shared_ptr<Incarnation> inc;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (stopped_) return absl::FailedPreconditionError("the engine was shut down");
-      if (!failed_.ok()) return failed_;
-      inc = inc_;
-    }
-    absl::StatusOr<EngineStats> stats = stats_of(*inc);
-    if (!stats.ok() && await_replacement(inc)) continue;
-    if (stats.ok() && replaced(inc)) continue;  // counts of two wirings would mix
-    return stats;
-  }
+  return ask_current<EngineStats>([this](const Incarnation& inc) { return stats_of(inc); });
 }
 
 absl::StatusOr<StageLoad> ServingEngine::stage_load(const Incarnation& inc) {

@@ -130,6 +130,10 @@ class ServingEngine {
   bool await_replacement(const std::shared_ptr<Incarnation>& inc);
   // True when a recovery replaced `inc` (and the engine neither stopped nor failed).
   bool replaced(const std::shared_ptr<Incarnation>& inc);
+  // `ask(current wiring)`, asked again of the next wiring when a recovery intervened; the
+  // engine's failure or FailedPrecondition after shutdown instead (stats, kv_cache_bytes).
+  template <class T, class Ask>
+  absl::StatusOr<T> ask_current(Ask&& ask);
 
   const Server* server_ = nullptr;
   RunCallbacks callbacks_;            // the host's
