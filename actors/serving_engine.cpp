@@ -417,16 +417,19 @@ void ServingEngine::cancel(int64_t id) {
   caf::anon_send(inc_->ctx->actors.coordinator, cancel_atom::value, id);
 }
 
+absl::StatusOr<std::shared_ptr<ServingEngine::Incarnation>> ServingEngine::current_wiring() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (stopped_) return absl::FailedPreconditionError("the engine was shut down");
+  if (!failed_.ok()) return failed_;
+  return inc_;
+}
+
 absl::StatusOr<RunOutcome> ServingEngine::drain() {
   HostThreadScope host_thread;
   for (;;) {
-    std::shared_ptr<Incarnation> inc;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (stopped_) return absl::FailedPreconditionError("the engine was shut down");
-      if (!failed_.ok()) return failed_;
-      inc = inc_;
-    }
+    absl::StatusOr<std::shared_ptr<Incarnation>> current = current_wiring();
+    if (!current.ok()) return current.status();
+    const std::shared_ptr<Incarnation> inc = std::move(*current);
     RunOutcome outcome;
     {
       caf::actor_system& sys = *inc->sys;
@@ -470,13 +473,9 @@ template <class T, class Ask>
 absl::StatusOr<T> ServingEngine::ask_current(Ask&& ask) {
   HostThreadScope host_thread;
   for (;;) {
-    std::shared_ptr<Incarnation> inc;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (stopped_) return absl::FailedPreconditionError("the engine was shut down");
-      if (!failed_.ok()) return failed_;
-      inc = inc_;
-    }
+    absl::StatusOr<std::shared_ptr<Incarnation>> current = current_wiring();
+    if (!current.ok()) return current.status();
+    const std::shared_ptr<Incarnation> inc = std::move(*current);
     absl::StatusOr<T> answer = ask(*inc);
     if (!answer.ok() && await_replacement(inc)) continue;
     // A recovery came meanwhile: the answer could mix two wirings' figures.

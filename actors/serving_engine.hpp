@@ -130,6 +130,8 @@ class ServingEngine {
   bool await_replacement(const std::shared_ptr<Incarnation>& inc);
   // True when a recovery replaced `inc` (and the engine neither stopped nor failed).
   bool replaced(const std::shared_ptr<Incarnation>& inc);
+  // The current wiring; FailedPrecondition after shutdown, or the engine's failure.
+  absl::StatusOr<std::shared_ptr<Incarnation>> current_wiring();
   // `ask(current wiring)`, asked again of the next wiring when a recovery intervened; the
   // engine's failure or FailedPrecondition after shutdown instead (stats, kv_cache_bytes).
   template <class T, class Ask>
