@@ -1,5 +1,5 @@
-// `muflow worker --listen HOST:PORT [--token-file FILE] [--allow-remote]`: a process of a
-// muflow cluster (actors/cluster/worker.hpp).
+// `muflow worker --listen HOST:PORT [--token-file FILE] [--allow-remote] [--threads N]`: a
+// process of a muflow cluster (actors/cluster/worker.hpp).
 #include <signal.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -18,6 +18,7 @@ Command add_worker_command(CLI::App& app) {
     std::string listen = "127.0.0.1:0", token_file;
     bool allow_remote = false, exit_with_parent = false;
     int64_t max_message_mib = 1024;
+    int64_t threads = 0;
   };
   auto o = std::make_shared<Options>();
   app.add_option("--listen", o->listen,
@@ -34,6 +35,12 @@ Command add_worker_command(CLI::App& app) {
   app.add_option("--max-message-mib", o->max_message_mib,
                  "largest data-plane message accepted, MiB (larger ones are rejected)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 14))
+      ->capture_default_str();
+  app.add_option("--threads", o->threads,
+                 "scheduler threads for the hosted devices' stages; 0 = the machine's hardware "
+                 "threads (loopback workers on one machine should split its cores: "
+                 "`muflow run --spawn-workers` does)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1024}))
       ->capture_default_str();
   return [o]() {
     // Linux: SIGTERM on the death of the parent (strictly: of the thread that started this
@@ -56,6 +63,7 @@ Command add_worker_command(CLI::App& app) {
     w.allow_remote = o->allow_remote;
     w.token_file = o->token_file;
     w.max_message_bytes = o->max_message_mib << 20;
+    w.threads = o->threads;
     return actors::cluster::run_worker(w);
   };
 }

@@ -409,13 +409,20 @@ int run_worker(const WorkerOptions& options) {
   auto node = std::make_shared<WorkerNode>(std::move(*secret), options.max_message_bytes);
   caf::actor_system_config cfg;
   cfg.load<caf::io::middleman>();
-  // The hosted devices' stages run on CAF's scheduler threads (cpu backend).
-  cfg.set("scheduler.max-threads",
-          static_cast<size_t>(std::max(4u, std::thread::hardware_concurrency())));
+  // The hosted devices' stages run on CAF's scheduler threads (cpu backend), with work
+  // sharing as in one process (actors/backends/cpu.cpp says why): an idle thread sleeps on a
+  // condition variable instead of polling with 50 µs sleeps, which preempts the GEMMs of the
+  // other processes' stages on a shared machine.
+  const int64_t threads =
+      options.threads > 0
+          ? options.threads
+          : std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency()));
+  cfg.set("scheduler.max-threads", static_cast<size_t>(threads));
+  cfg.set("scheduler.policy", caf::atom("sharing"));
   caf::actor_system sys{cfg};
-  // The gate blocks one scheduler thread while a run is set up (model load) or stopped (it
-  // waits for the run's actors, which run on the other threads: hence at least 4).
-  auto gate = sys.spawn(gate_actor, node);
+  // The gate blocks while a run is set up (model load) or stopped (it waits for the run's
+  // actors): it has a thread of its own, so the scheduler's threads stay with the stages.
+  auto gate = sys.spawn<caf::detached>(gate_actor, node);
   auto port = sys.middleman().publish(gate, options.listen.port, options.listen.host.c_str(),
                                       /*reuse_addr=*/true);
   if (!port) {

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <thread>
@@ -76,9 +77,16 @@ absl::StatusOr<std::unique_ptr<LaunchedWorkers>> LaunchedWorkers::launch(
   std::vector<char*> envp;
   for (std::string& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
+  std::vector<std::string> shared_args = extra_args;
+  if (std::find(extra_args.begin(), extra_args.end(), "--threads") == extra_args.end() &&
+      !listen.empty()) {
+    const auto hardware = static_cast<size_t>(std::max(1u, std::thread::hardware_concurrency()));
+    shared_args.push_back("--threads");
+    shared_args.push_back(std::to_string(std::max<size_t>(1, hardware / listen.size())));
+  }
   for (const std::string& address : listen) {
     std::vector<std::string> args = {binary, "worker", "--listen", address, "--exit-with-parent"};
-    args.insert(args.end(), extra_args.begin(), extra_args.end());
+    args.insert(args.end(), shared_args.begin(), shared_args.end());
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);

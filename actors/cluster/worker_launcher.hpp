@@ -21,9 +21,11 @@ class LaunchedWorkers {
  public:
   /// Starts `binary worker --listen A --exit-with-parent` for each A of `listen` ("HOST:PORT",
   /// port 0 = any free one; the flag stops them when this process dies, even by kill -9, as
-  /// long as the calling thread lives) and waits (at most `timeout` each) for its "listening on HOST:PORT" line. `token`
-  /// non-empty: the children get it as MUFLOW_CLUSTER_TOKEN (else they inherit the
-  /// environment); `extra_args` are added to each command line. Their stderr is this
+  /// long as the calling thread lives) and waits (at most `timeout` each) for its "listening on
+  /// HOST:PORT" line. `token` non-empty: the children get it as MUFLOW_CLUSTER_TOKEN (else they
+  /// inherit the environment); `extra_args` are added to each command line. Unless they hold
+  /// `--threads`, each worker gets `--threads max(1, hardware threads / listen.size())`: they share
+  /// this machine's cores (more busy threads than cores slow every stage). Their stderr is this
   /// process's. Errors: Internal when a process cannot be started, Unavailable when one exits
   /// or stays silent before it listens (the started ones are stopped again).
   static absl::StatusOr<std::unique_ptr<LaunchedWorkers>> launch(

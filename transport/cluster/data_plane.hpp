@@ -67,8 +67,11 @@ class DataPlane {
     std::string name = "data-plane";  ///< for log lines
     /// After activity the progress thread keeps polling this long (µs) before it sleeps:
     /// the next message of a stream is usually that close, and a wakeup costs tens of µs.
-    /// 0 = sleep at once. Bounded, so an idle plane takes no CPU.
-    int64_t spin_us = 50;
+    /// 0 = sleep at once (the default). Spinning pays only where a core is free for it: with
+    /// more busy threads than cores (decode in loopback workers on 2 cores) the spin of each
+    /// process's progress thread is taken from the stages' GEMMs (bench/README.md, #18:
+    /// decode 370-376 tok/s with 50 µs, 395-399 with 0). Bounded, so an idle plane takes no CPU.
+    int64_t spin_us = 0;
   };
   /// Called on the progress thread for every accepted message; must not block for long
   /// (post the message to an actor and return).
