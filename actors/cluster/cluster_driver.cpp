@@ -1,9 +1,11 @@
 #include "actors/cluster/cluster_driver.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 #include <chrono>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
@@ -39,7 +41,22 @@ struct Inbox {
   ActorMessageLimits limits;
 };
 
-void on_frame(Inbox& inbox, Received&& r) {
+// When each process last answered a ping (steady-clock nanoseconds; [process], 0 unused), set
+// by the data plane's progress thread, read by the gate watcher.
+struct Heartbeats {
+  explicit Heartbeats(size_t processes)
+      : last_pong_ns(std::make_unique<std::atomic<int64_t>[]>(processes)), size(processes) {}
+  std::unique_ptr<std::atomic<int64_t>[]> last_pong_ns;
+  const size_t size;
+};
+
+int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void on_frame(Inbox& inbox, Heartbeats& beats, Received&& r) {
   auto reject = [&](const std::string& why) {
     spdlog::error("muflow driver: rejected a {}-byte data-plane message from process {}: {}",
                   r.size, r.tag, why);
@@ -48,6 +65,10 @@ void on_frame(Inbox& inbox, Received&& r) {
   if (!frame.ok()) return reject(std::string(frame.status().message()));
   if (frame->prefix.source != r.tag) {
     return reject(absl::StrFormat("its frame claims process %d", frame->prefix.source));
+  }
+  if (frame->prefix.kind == static_cast<uint16_t>(FrameKind::kPong)) {
+    if (r.tag < beats.size) beats.last_pong_ns[r.tag].store(steady_ns(), std::memory_order_relaxed);
+    return;
   }
   if (frame->prefix.kind != static_cast<uint16_t>(FrameKind::kActorMessage)) {
     return reject(absl::StrFormat("unexpected frame kind %d", frame->prefix.kind));
@@ -81,33 +102,84 @@ struct WatchedGate {
   std::string name;  // "worker HOST:PORT (process N)"
   caf::actor gate;
 };
+//
+// It also pings every live worker over the data plane each `heartbeat.interval` (the worker's
+// progress thread answers) and counts one that answered nothing for `heartbeat.timeout` as lost
+// the same way: a hung worker (SIGSTOP, a stuck driver call, a machine that lost power) keeps
+// its connection open, which the monitor alone would notice only after TCP's timeouts. Such a
+// worker also gets cl_stop, so that if it comes back it stops the run's actors instead of
+// sending on.
+struct HeartbeatPlan {
+  std::chrono::milliseconds interval{0}, timeout{0};  // timeout 0: off
+  std::shared_ptr<Heartbeats> beats;
+  std::shared_ptr<Outbox> outbox;
+};
+
 caf::behavior gate_watcher(caf::event_based_actor* self, std::vector<WatchedGate> gates,
                            std::vector<std::pair<uint32_t, caf::actor>> remotes,
-                           std::shared_ptr<LostState> lost) {
-  for (const WatchedGate& g : gates) self->monitor(g.gate);
-  self->set_down_handler([self, gates, remotes, lost](caf::down_msg& down) {
-    for (const WatchedGate& g : gates) {
-      if (g.gate.address() != down.source) continue;
-      ProcessGroup::LostWorker w;
-      w.process = g.process;
-      w.description =
-          absl::StrFormat("%s was lost (%s)", g.name, self->home_system().render(down.reason));
-      w.detected = std::chrono::steady_clock::now();
-      spdlog::error("muflow driver: {}; the run fails and its devices move to the survivors",
-                    w.description);
-      {
-        std::lock_guard<std::mutex> lock(lost->mu);
-        if (!lost->processes.insert(g.process).second) return;
-        lost->list.push_back(w);
-      }
-      for (const auto& [process, handle] : remotes) {
-        if (process == g.process) {
-          caf::anon_send_exit(handle, caf::exit_reason::remote_link_unreachable);
-        }
+                           std::shared_ptr<LostState> lost, HeartbeatPlan heartbeat) {
+  // Records `g` as lost (once) and stops its process's remote handles.
+  auto declare_lost = [remotes, lost](const WatchedGate& g, std::string description) {
+    ProcessGroup::LostWorker w;
+    w.process = g.process;
+    w.description = std::move(description);
+    w.detected = std::chrono::steady_clock::now();
+    {
+      std::lock_guard<std::mutex> lock(lost->mu);
+      if (!lost->processes.insert(g.process).second) return false;
+      lost->list.push_back(w);
+    }
+    spdlog::error("muflow driver: {}; the run fails and its devices move to the survivors",
+                  w.description);
+    for (const auto& [process, handle] : remotes) {
+      if (process == g.process) {
+        caf::anon_send_exit(handle, caf::exit_reason::remote_link_unreachable);
       }
     }
+    return true;
+  };
+  for (const WatchedGate& g : gates) self->monitor(g.gate);
+  self->set_down_handler([self, gates, declare_lost](caf::down_msg& down) {
+    for (const WatchedGate& g : gates) {
+      if (g.gate.address() != down.source) continue;
+      declare_lost(
+          g, absl::StrFormat("%s was lost (%s)", g.name, self->home_system().render(down.reason)));
+    }
   });
-  return {[](run_stop_atom) {}};  // lives until close() stops it
+  const bool beating = heartbeat.timeout.count() > 0 && heartbeat.interval.count() > 0;
+  if (beating) {
+    // Every watched worker counts as having answered when the watch starts.
+    const int64_t now = steady_ns();
+    for (const WatchedGate& g : gates) {
+      if (g.process < heartbeat.beats->size) heartbeat.beats->last_pong_ns[g.process].store(now);
+    }
+    self->send(self, heartbeat_atom::value);
+  }
+  return {
+      [](run_stop_atom) {},  // lives until close() stops it
+      [self, gates, lost, heartbeat, declare_lost](heartbeat_atom) {
+        const int64_t now = steady_ns();
+        const auto timeout_ns =
+            std::chrono::duration_cast<std::chrono::nanoseconds>(heartbeat.timeout).count();
+        for (const WatchedGate& g : gates) {
+          {
+            std::lock_guard<std::mutex> lock(lost->mu);
+            if (lost->processes.count(g.process) != 0) continue;
+          }
+          if (g.process >= heartbeat.beats->size) continue;
+          const int64_t last = heartbeat.beats->last_pong_ns[g.process].load();
+          if (now - last > timeout_ns) {
+            if (declare_lost(g, absl::StrFormat("%s was lost (no answer to heartbeats for %.1f s)",
+                                                g.name, static_cast<double>(now - last) * 1e-9))) {
+              caf::anon_send(g.gate, run_stop_atom::value);
+            }
+            continue;
+          }
+          (void)heartbeat.outbox->ping(g.process);  // fails only once the run closed
+        }
+        self->delayed_send(self, heartbeat.interval, heartbeat_atom::value);
+      },
+  };
 }
 
 class ClusterDriver final : public ProcessGroup {
@@ -134,8 +206,10 @@ class ClusterDriver final : public ProcessGroup {
     DataPlane::Options o;
     o.process = 0;
     o.name = "driver data plane";
-    auto plane =
-        DataPlane::create(o, [inbox = inbox_](Received&& r) { on_frame(*inbox, std::move(r)); });
+    beats_ = std::make_shared<Heartbeats>(workers_.size() + 1);
+    auto plane = DataPlane::create(o, [inbox = inbox_, beats = beats_](Received&& r) {
+      on_frame(*inbox, *beats, std::move(r));
+    });
     if (!plane.ok()) return plane.status();
     plane_ = std::move(*plane);
     // A lost worker's devices go to the survivors (its address stays empty: nobody connects
@@ -203,8 +277,10 @@ class ClusterDriver final : public ProcessGroup {
       if (gates_[i]) watched.push_back({static_cast<uint32_t>(i + 1), worker_name(i), gates_[i]});
     }
     // Hidden: not an actor of the run (the run awaits its own actors before close stops this).
-    watcher_ =
-        sys_->spawn<caf::hidden>(gate_watcher, std::move(watched), layout_->remotes(), lost_);
+    HeartbeatPlan heartbeat{options_.heartbeat_interval, options_.heartbeat_timeout, beats_,
+                            outbox_};
+    watcher_ = sys_->spawn<caf::hidden>(gate_watcher, std::move(watched), layout_->remotes(), lost_,
+                                        std::move(heartbeat));
     return absl::OkStatus();
   }
 
@@ -298,6 +374,7 @@ class ClusterDriver final : public ProcessGroup {
     layout_.reset();
     ctx_.reset();
     inbox_.reset();
+    beats_.reset();
   }
 
   absl::StatusOr<StageLoad> stage_load(std::chrono::milliseconds timeout) override {
@@ -374,6 +451,7 @@ class ClusterDriver final : public ProcessGroup {
   ActorMessageLimits limits_;
   std::vector<caf::actor> gates_;  // [worker]: empty for a lost worker
   caf::actor watcher_;             // the gates' monitor while a run is started
+  std::shared_ptr<Heartbeats> beats_;  // this run's: when each worker last answered a ping
   // [worker]: when its run's clock started, on this process's steady clock (start)
   std::vector<std::chrono::steady_clock::time_point> started_at_;
   std::vector<bool> stopped_;  // [worker]: finish stopped its share of the run

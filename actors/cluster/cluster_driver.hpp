@@ -5,9 +5,10 @@
 /// plane (process 0), joins every worker (driver_link.hpp: the cluster secret's
 /// challenge–response both ways), hands each the topology's text so that it builds the same
 /// wiring and spawns the devices it hosts, and stops them when the run ends. While a run is
-/// started it monitors every worker's gate: a worker that dies fails the run at once
-/// (`lost_workers`), and later runs host its devices on the survivors (Server::run re-admits
-/// the run's unfinished requests: server.hpp).
+/// started it monitors every worker's gate and pings every worker over the data plane: a worker
+/// that dies, or stops answering pings (ClusterDriverOptions::heartbeat_timeout), fails the run
+/// at once (`lost_workers`), and later runs host its devices on the survivors (Server::run
+/// re-admits the run's unfinished requests: server.hpp).
 
 #include <chrono>
 #include <cstdint>
@@ -26,6 +27,14 @@ struct ClusterDriverOptions {
   std::chrono::milliseconds setup_timeout{300'000};
   /// For a worker to stop the run's actors.
   std::chrono::milliseconds stop_timeout{10'000};
+  /// While a run is started the driver pings every live worker over the data plane this often
+  /// (a kPing frame, answered by the worker's progress thread) ...
+  std::chrono::milliseconds heartbeat_interval{250};
+  /// ... and counts a worker that answered none for this long as lost, as if its process had
+  /// died: a hung process or a peer whose machine lost power keeps its TCP connection open,
+  /// so CAF's monitor alone would notice it only after TCP's timeouts (minutes). 0: no
+  /// heartbeat (the monitor alone).
+  std::chrono::milliseconds heartbeat_timeout{1'500};
 };
 
 /// A process group for `topology`'s workers (their addresses as listed; the topology must

@@ -40,6 +40,8 @@ using run_start_atom = caf::atom_constant<caf::atom("clstart")>;
 using run_stop_atom = caf::atom_constant<caf::atom("clstop")>;
 using run_trace_atom = caf::atom_constant<caf::atom("cltrace")>;
 using run_stats_atom = caf::atom_constant<caf::atom("clstats")>;
+/// The driver's gate watcher, to itself: time to ping the workers (not sent to a worker).
+using heartbeat_atom = caf::atom_constant<caf::atom("clbeat")>;
 
 /// Role strings of the two proofs (never equal: a proof cannot be reflected).
 inline constexpr const char* kConnectorRole = "connector";

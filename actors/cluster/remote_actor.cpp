@@ -34,6 +34,17 @@ absl::Status Outbox::send(uint32_t process, const ActorAddress& to,
   return absl::OkStatus();
 }
 
+absl::Status Outbox::ping(uint32_t process) {
+  transport::cluster::FramePrefix p;
+  p.kind = static_cast<uint16_t>(FrameKind::kPing);
+  p.source = self_;
+  p.sequence = sequence_.fetch_add(1, std::memory_order_relaxed);
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  if (plane_ == nullptr) return absl::FailedPreconditionError("the run's data plane is closed");
+  plane_->send(process, {transport::cluster::encode_frame_prefix(p)});
+  return absl::OkStatus();
+}
+
 void Outbox::close() {
   std::unique_lock<std::shared_mutex> lock(mu_);
   plane_ = nullptr;

@@ -28,6 +28,9 @@ class Outbox {
   /// UCX fails later is logged.
   absl::Status send(uint32_t process, const ActorAddress& to,
                     const caf::type_erased_tuple& content);
+  /// Sends a liveness probe (a kPing frame, frame_kinds.hpp) to process `process`; it answers
+  /// kPong. Errors: FailedPrecondition after `close`. Any thread.
+  absl::Status ping(uint32_t process);
   /// Later sends fail with FailedPrecondition; after it returns the plane may be destroyed.
   void close();
   uint32_t self() const { return self_; }

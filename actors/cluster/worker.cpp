@@ -417,12 +417,14 @@ int run_worker(const WorkerOptions& options) {
       options.threads > 0
           ? options.threads
           : std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency()));
-  cfg.set("scheduler.max-threads", static_cast<size_t>(threads));
+  // One more for the gate, which blocks its thread while a run is set up (model load) or
+  // stopped (it waits for the run's actors, which need the others). (A detached gate would
+  // leave the scheduler to the stages alone, but CAF 0.17's ~actor_system then waits for the
+  // gate's private thread, which did not always end after a lost peer: 10 s stalls at exit.)
+  cfg.set("scheduler.max-threads", static_cast<size_t>(threads + 1));
   cfg.set("scheduler.policy", caf::atom("sharing"));
   caf::actor_system sys{cfg};
-  // The gate blocks while a run is set up (model load) or stopped (it waits for the run's
-  // actors): it has a thread of its own, so the scheduler's threads stay with the stages.
-  auto gate = sys.spawn<caf::detached>(gate_actor, node);
+  auto gate = sys.spawn(gate_actor, node);
   auto port = sys.middleman().publish(gate, options.listen.port, options.listen.host.c_str(),
                                       /*reuse_addr=*/true);
   if (!port) {

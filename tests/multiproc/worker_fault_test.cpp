@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -142,6 +143,67 @@ INSTANTIATE_TEST_SUITE_P(Cluster, WorkerFault,
                          [](const ::testing::TestParamInfo<FaultCase>& info) {
                            return case_name(info.param);
                          });
+
+// A worker that hangs instead of dying (SIGSTOP: its process and its connections stay, so
+// CAF's monitor sees nothing) is noticed by the driver's heartbeat and recovered from like a
+// dead one: no request lost, the fault-free outputs. Detection takes at least the heartbeat
+// timeout less one interval (the last answer may just precede the stop).
+TEST(WorkerHang, SigStopDuringDecodeIsNoticedByTheHeartbeatAndGivesTheFaultFreeOutputs) {
+  const std::string sampling = "temperature = 0.0\n";
+  auto one = run_text(topology_text("sync", 4, false, {}, {}, sampling), nullptr);
+  ASSERT_TRUE(one.ok()) << one.status();
+
+  ::setenv("MUFLOW_CLUSTER_TOKEN", kToken, 1);
+  auto workers = LaunchedWorkers::launch(MUFLOW_BINARY, {"127.0.0.1:0", "127.0.0.1:0"}, kToken);
+  ASSERT_TRUE(workers.ok()) << workers.status();
+  const std::string text =
+      topology_text("sync", 4, false, {{0, 2}, {1, 3}}, (*workers)->addresses(), sampling);
+  auto topo = engine::topology::parse_topology_string(text, "<hang test>", MUFLOW_SOURCE_DIR);
+  ASSERT_TRUE(topo.ok()) << topo.status();
+  auto server = Server::create(*topo);
+  ASSERT_TRUE(server.ok()) << server.status();
+  ClusterDriverOptions options;
+  options.heartbeat_interval = std::chrono::milliseconds(50);
+  options.heartbeat_timeout = std::chrono::milliseconds(1000);
+  auto group = make_cluster_driver(*topo, options);
+  ASSERT_TRUE(group.ok()) << group.status();
+  (*server)->set_process_group(*group);
+
+  using Clock = std::chrono::steady_clock;
+  const pid_t victim = (*workers)->pid(0);
+  int64_t streamed = 0;
+  Clock::time_point stopped{};
+  std::map<int64_t, std::vector<int32_t>> stream;
+  RunCallbacks cb;
+  cb.on_token = [&](int64_t id, int32_t token) {
+    stream[id].push_back(token);
+    if (++streamed == 6) {
+      ASSERT_EQ(0, ::kill(victim, SIGSTOP));
+      stopped = Clock::now();
+    }
+  };
+  const auto reqs = requests((*server)->config().vocab_size);
+  auto out = (*server)->run(reqs, cb);
+  ::kill(victim, SIGKILL);  // a stopped process still takes SIGKILL
+  (*workers)->reap(0);
+  ASSERT_TRUE(out.ok()) << out.status();
+
+  expect_same(*one, *out, "sync, a hung worker");
+  ASSERT_EQ(out->recoveries.size(), 1u);
+  EXPECT_NE(out->recoveries[0].lost.find("no answer to heartbeats"), std::string::npos)
+      << out->recoveries[0].lost;
+  for (const RequestOutput& o : out->outputs) {
+    EXPECT_EQ(stream[o.request_id], o.output) << "request " << o.request_id;
+  }
+  const std::vector<ProcessGroup::LostWorker> lost = (*group)->lost_workers();
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0].process, 1u);
+  const double detect_ms =
+      std::chrono::duration<double, std::milli>(lost[0].detected - stopped).count();
+  EXPECT_GE(detect_ms, 1000.0 - 50.0);  // its last answer may precede the stop by one interval
+  std::printf("[hang] SIGSTOP to detection %.1f ms (heartbeat every 50 ms, timeout 1000 ms)\n",
+              detect_ms);
+}
 
 TEST(ReplaceLostDevices, MovesOnlyTheLostDevicesToTheLeastLoadedSurvivors) {
   // Process 1 hosts devices 0 and 2; 2 and 3 host one each; the driver hosts device 4.
