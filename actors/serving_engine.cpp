@@ -105,7 +105,7 @@ absl::StatusOr<std::unique_ptr<ServingEngine>> ServingEngine::start(const Server
   absl::StatusOr<std::shared_ptr<Incarnation>> inc;
   {
     std::lock_guard<std::mutex> lock(e->group_mu_);
-    inc = e->build_incarnation();
+    inc = e->build_on_survivors();
   }
   if (!inc.ok()) return inc.status();
   e->inc_ = std::move(*inc);
@@ -189,6 +189,20 @@ absl::StatusOr<std::shared_ptr<ServingEngine::Incarnation>> ServingEngine::build
   inc->ctx->actors.coordinator = spawn_coordinator(*inc->sys, inc->ctx, std::move(cb));
   caf::anon_send(inc->ctx->actors.coordinator, start_atom::value);
   return inc;
+}
+
+absl::StatusOr<std::shared_ptr<ServingEngine::Incarnation>> ServingEngine::build_on_survivors() {
+  size_t lost = group_ != nullptr ? group_->lost_workers().size() : 0;
+  const size_t max_tries = server_->topology().workers.size() + 1;
+  for (size_t tries = 1;; ++tries) {
+    absl::StatusOr<std::shared_ptr<Incarnation>> inc = build_incarnation();
+    if (inc.ok() || group_ == nullptr || tries >= max_tries) return inc;
+    const std::vector<ProcessGroup::LostWorker> now = group_->lost_workers();
+    if (now.size() <= lost) return inc;  // failed for another reason than a lost worker
+    spdlog::warn("muflow engine: {} while the wiring was set up; setting it up on the survivors",
+                 now.back().description);
+    lost = now.size();
+  }
 }
 
 RequestCallbacks ServingEngine::wrap(int64_t id, std::shared_ptr<const RequestCallbacks> user,
@@ -282,7 +296,7 @@ void ServingEngine::recover(const std::shared_ptr<Incarnation>& old) {
       std::lock_guard<std::mutex> lock(mutex_);
       if (stopped_) return;  // shutdown stops the old wiring (stopped already) and the group
     }
-    next = build_incarnation();
+    next = build_on_survivors();
   }
   if (!next.ok()) {
     const absl::Status failure = absl::UnavailableError(

@@ -111,6 +111,9 @@ class ServingEngine {
   // Builds an actor system with the server's wiring (across processes with the group's
   // workers, under group_mu_) and its coordinator, started (the caller sets its offset_s).
   absl::StatusOr<std::shared_ptr<Incarnation>> build_incarnation();
+  // build_incarnation, again on the survivors while a build fails because the group lost a
+  // worker during it (at most once per worker; under group_mu_).
+  absl::StatusOr<std::shared_ptr<Incarnation>> build_on_survivors();
   // The callbacks the coordinator of `inc` calls for request `id` (across processes): they
   // record what it streams in the ledger and hand the host its output as one run's.
   RequestCallbacks wrap(int64_t id, std::shared_ptr<const RequestCallbacks> user,

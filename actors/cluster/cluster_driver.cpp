@@ -220,19 +220,30 @@ class ClusterDriver final : public ProcessGroup {
       lost = lost_->processes;
     }
     const auto num_processes = static_cast<uint32_t>(workers_.size() + 1);
-    std::vector<uint32_t> device_process =
-        replace_lost_devices(device_processes(topo), lost, num_processes);
     std::vector<std::string> addresses(workers_.size() + 1);
     addresses[0].assign(plane_->address().begin(), plane_->address().end());
     gates_.assign(workers_.size(), caf::actor{});
+    joined_.resize(workers_.size(), false);
     for (size_t i = 0; i < workers_.size(); ++i) {
       if (lost.count(static_cast<uint32_t>(i + 1)) != 0) continue;
       absl::StatusOr<WorkerLink> link = join_worker(
           sys, workers_[i], secret_, static_cast<uint32_t>(i + 1), *plane_, options_.join_timeout);
-      if (!link.ok()) return link.status();
+      if (!link.ok()) {
+        // One that served this driver before and cannot be reached now is lost (it died
+        // between runs, or while a recovery sets up the next attempt): the run goes on
+        // without it. One never reached is a configuration error: the run fails.
+        if (!joined_[i]) return link.status();
+        note_lost(i, absl::StrFormat("%s was lost (it cannot be reached again: %s)", worker_name(i),
+                                     link.status().message()));
+        lost.insert(static_cast<uint32_t>(i + 1));
+        continue;
+      }
+      joined_[i] = true;
       addresses[i + 1].assign(link->ucx_address.begin(), link->ucx_address.end());
       gates_[i] = link->gate;
     }
+    std::vector<uint32_t> device_process =
+        replace_lost_devices(device_processes(topo), lost, num_processes);
     const std::string device_map = format_device_processes(device_process);
     for (size_t i = 0; i < gates_.size(); ++i) {
       if (!gates_[i]) continue;
@@ -241,6 +252,14 @@ class ClusterDriver final : public ProcessGroup {
                                topo.source_text, topo.base_dir, addresses, device_map,
                                trace_max_events);
           !s.ok()) {
+        // No answer (Unavailable: the worker died or hangs while it sets up) loses the worker:
+        // this run fails, and the caller's next attempt (Server::run, ServingEngine) sets up
+        // on the survivors. An answer that refuses the run (FailedPrecondition: e.g. the model
+        // is not at the path on that machine) is the run's error.
+        if (absl::IsUnavailable(s)) {
+          note_lost(i, absl::StrFormat("%s was lost while setting up the run (%s)", worker_name(i),
+                                       s.message()));
+        }
         return s;
       }
     }
@@ -414,6 +433,18 @@ class ClusterDriver final : public ProcessGroup {
   }
 
  private:
+  // Records worker `i` as lost outside a started run (no watcher: nothing of a run to stop).
+  void note_lost(size_t i, std::string description) {
+    ProcessGroup::LostWorker w;
+    w.process = static_cast<uint32_t>(i + 1);
+    w.description = std::move(description);
+    w.detected = std::chrono::steady_clock::now();
+    spdlog::error("muflow driver: {}; its devices move to the survivors", w.description);
+    std::lock_guard<std::mutex> lock(lost_->mu);
+    if (lost_->processes.insert(w.process).second) lost_->list.push_back(std::move(w));
+    if (i < gates_.size()) gates_[i] = caf::actor{};
+  }
+
   std::string worker_name(size_t i) const {
     return absl::StrFormat("worker %s:%d (process %d)", workers_[i].host, workers_[i].port, i + 1);
   }
@@ -450,6 +481,7 @@ class ClusterDriver final : public ProcessGroup {
   std::shared_ptr<const RunContext> ctx_;
   ActorMessageLimits limits_;
   std::vector<caf::actor> gates_;  // [worker]: empty for a lost worker
+  std::vector<bool> joined_;       // [worker]: joined in some run of this group
   caf::actor watcher_;             // the gates' monitor while a run is started
   std::shared_ptr<Heartbeats> beats_;  // this run's: when each worker last answered a ping
   // [worker]: when its run's clock started, on this process's steady clock (start)

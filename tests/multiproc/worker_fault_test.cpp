@@ -205,6 +205,56 @@ TEST(WorkerHang, SigStopDuringDecodeIsNoticedByTheHeartbeatAndGivesTheFaultFreeO
               detect_ms);
 }
 
+// A worker that served one run and is gone before the next (killed between two runs of one
+// Server) is counted lost when the next run cannot reach it: that run goes on without it, on
+// the survivor, with the same outputs. A worker never reached is a configuration error.
+TEST(WorkerLostBetweenRuns, TheNextRunGoesOnWithoutItAndAWorkerNeverReachedFailsTheRun) {
+  const std::string sampling = "temperature = 0.0\n";
+  auto one = run_text(topology_text("sync", 4, false, {}, {}, sampling), nullptr);
+  ASSERT_TRUE(one.ok()) << one.status();
+
+  ::setenv("MUFLOW_CLUSTER_TOKEN", kToken, 1);
+  auto workers = LaunchedWorkers::launch(MUFLOW_BINARY, {"127.0.0.1:0", "127.0.0.1:0"}, kToken);
+  ASSERT_TRUE(workers.ok()) << workers.status();
+  const std::string text =
+      topology_text("sync", 4, false, {{0, 2}, {1, 3}}, (*workers)->addresses(), sampling);
+  auto topo = engine::topology::parse_topology_string(text, "<between runs>", MUFLOW_SOURCE_DIR);
+  ASSERT_TRUE(topo.ok()) << topo.status();
+  auto server = Server::create(*topo);
+  ASSERT_TRUE(server.ok()) << server.status();
+  ClusterDriverOptions options;
+  options.join_timeout = std::chrono::milliseconds(3000);
+  auto group = make_cluster_driver(*topo, options);
+  ASSERT_TRUE(group.ok()) << group.status();
+  (*server)->set_process_group(*group);
+  const auto reqs = requests((*server)->config().vocab_size);
+
+  auto first = (*server)->run(reqs);
+  ASSERT_TRUE(first.ok()) << first.status();
+  expect_same(*one, *first, "the first run");
+  ASSERT_EQ(0, ::kill((*workers)->pid(0), SIGKILL));
+  (*workers)->reap(0);
+
+  auto second = (*server)->run(reqs);
+  ASSERT_TRUE(second.ok()) << second.status();
+  expect_same(*one, *second, "the run after the kill");
+  const std::vector<ProcessGroup::LostWorker> lost = (*group)->lost_workers();
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0].process, 1u);
+  EXPECT_NE(lost[0].description.find("cannot be reached again"), std::string::npos)
+      << lost[0].description;
+
+  // A fresh group whose first worker was never reached: the run fails and names it.
+  auto fresh_group = make_cluster_driver(*topo, options);
+  ASSERT_TRUE(fresh_group.ok()) << fresh_group.status();
+  (*server)->set_process_group(*fresh_group);
+  auto refused = (*server)->run(reqs);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find((*workers)->addresses()[0]), std::string::npos)
+      << refused.status();
+  EXPECT_TRUE((*fresh_group)->lost_workers().empty());
+}
+
 TEST(ReplaceLostDevices, MovesOnlyTheLostDevicesToTheLeastLoadedSurvivors) {
   // Process 1 hosts devices 0 and 2; 2 and 3 host one each; the driver hosts device 4.
   const std::vector<uint32_t> before = {1, 2, 1, 3, 0};
