@@ -163,7 +163,9 @@ absl::StatusOr<RunOutcome> Server::run_recovering(SourceSubmissionPtr sub, RunCa
     absl::StatusOr<std::vector<RunOutcome>> out =
         run_together({this}, {attempt_sub}, std::move(cbs), &started);
     if (attempt == 0) {
-      st->origin = started;
+      // An attempt that failed while the group set it up never started: the run's clock then
+      // starts at that failure (losses recorded meanwhile come out at 0 or just before).
+      st->origin = started != Clock::time_point{} ? started : Clock::now();
     } else {
       if (started != Clock::time_point{}) {
         recoveries.back().resumed_s = seconds_between(st->origin, started);
@@ -201,7 +203,7 @@ absl::StatusOr<RunOutcome> Server::run_recovering(SourceSubmissionPtr sub, RunCa
     std::vector<std::string> what;
     for (size_t i = lost_before; i < lost.size(); ++i) what.push_back(lost[i].description);
     r.lost = absl::StrJoin(what, "; ");
-    r.detected_s = seconds_between(st->origin, lost[lost_before].detected);
+    r.detected_s = std::max(0.0, seconds_between(st->origin, lost[lost_before].detected));
     r.readmitted_requests = static_cast<int64_t>(st->taken.size());
     lost_before = lost.size();
     st->earlier_tokens += std::exchange(st->tokens, 0);

@@ -135,12 +135,13 @@ absl::StatusOr<std::shared_ptr<ServingEngine::Incarnation>> ServingEngine::build
   // Across processes the workers build their share before this process spawns anything.
   ProcessLayout* layout = nullptr;
   if (group_ != nullptr) {
-    inc->lost_before = group_->lost_workers().size();
     absl::StatusOr<ProcessLayout*> opened = group_->open(*inc->sys, inc->ctx);
     if (!opened.ok()) {
       group_->close();
       return opened.status();
     }
+    // After open: a worker it found lost (unreachable) is not on this wiring's layout.
+    inc->lost_before = group_->lost_workers().size();
     layout = *opened;
     for (int64_t d = 0; d < static_cast<int64_t>(inc->ctx->placement.num_devices); ++d) {
       inc->hosted.push_back(layout->hosts_device(d));

@@ -41,8 +41,9 @@ struct Inbox {
   ActorMessageLimits limits;
 };
 
-// When each process last answered a ping (steady-clock nanoseconds; [process], 0 unused), set
-// by the data plane's progress thread, read by the gate watcher.
+// When each process was last heard from on the data plane (steady-clock nanoseconds;
+// [process], 0 unused): set by the data plane's progress thread for every frame, read by the
+// gate watcher.
 struct Heartbeats {
   explicit Heartbeats(size_t processes)
       : last_pong_ns(std::make_unique<std::atomic<int64_t>[]>(processes)), size(processes) {}
@@ -66,10 +67,10 @@ void on_frame(Inbox& inbox, Heartbeats& beats, Received&& r) {
   if (frame->prefix.source != r.tag) {
     return reject(absl::StrFormat("its frame claims process %d", frame->prefix.source));
   }
-  if (frame->prefix.kind == static_cast<uint16_t>(FrameKind::kPong)) {
-    if (r.tag < beats.size) beats.last_pong_ns[r.tag].store(steady_ns(), std::memory_order_relaxed);
-    return;
-  }
+  // Any frame from a process shows it is alive (the heartbeat's answer, or run traffic that
+  // a pong may be queued behind).
+  if (r.tag < beats.size) beats.last_pong_ns[r.tag].store(steady_ns(), std::memory_order_relaxed);
+  if (frame->prefix.kind == static_cast<uint16_t>(FrameKind::kPong)) return;
   if (frame->prefix.kind != static_cast<uint16_t>(FrameKind::kActorMessage)) {
     return reject(absl::StrFormat("unexpected frame kind %d", frame->prefix.kind));
   }
@@ -147,17 +148,16 @@ caf::behavior gate_watcher(caf::event_based_actor* self, std::vector<WatchedGate
     }
   });
   const bool beating = heartbeat.timeout.count() > 0 && heartbeat.interval.count() > 0;
-  if (beating) {
-    // Every watched worker counts as having answered when the watch starts.
-    const int64_t now = steady_ns();
-    for (const WatchedGate& g : gates) {
-      if (g.process < heartbeat.beats->size) heartbeat.beats->last_pong_ns[g.process].store(now);
-    }
-    self->send(self, heartbeat_atom::value);
-  }
+  if (beating) self->send(self, heartbeat_atom::value);
+  // Answers of the gates to the cl_stop sent to a hung worker (if it ever answers): ignored,
+  // errors included (the default error handler would stop this actor).
+  self->set_error_handler([](caf::error&) {});
+  // [process]: when the oldest ping not answered yet was sent (steady ns), 0 when none is.
+  auto pending = std::make_shared<std::vector<int64_t>>(heartbeat.beats->size, 0);
   return {
-      [](run_stop_atom) {},  // lives until close() stops it
-      [self, gates, lost, heartbeat, declare_lost](heartbeat_atom) {
+      [](run_stop_atom) {},       // lives until close() stops it
+      [](const std::string&) {},  // a gate's answer to cl_stop
+      [self, gates, lost, heartbeat, declare_lost, pending](heartbeat_atom) {
         const int64_t now = steady_ns();
         const auto timeout_ns =
             std::chrono::duration_cast<std::chrono::nanoseconds>(heartbeat.timeout).count();
@@ -167,15 +167,22 @@ caf::behavior gate_watcher(caf::event_based_actor* self, std::vector<WatchedGate
             if (lost->processes.count(g.process) != 0) continue;
           }
           if (g.process >= heartbeat.beats->size) continue;
-          const int64_t last = heartbeat.beats->last_pong_ns[g.process].load();
-          if (now - last > timeout_ns) {
-            if (declare_lost(g, absl::StrFormat("%s was lost (no answer to heartbeats for %.1f s)",
-                                                g.name, static_cast<double>(now - last) * 1e-9))) {
-              caf::anon_send(g.gate, run_stop_atom::value);
+          int64_t& oldest = (*pending)[g.process];
+          // Any frame from the worker since the oldest unanswered ping was sent answers it. The
+          // timeout runs from a ping sent and not answered, never from this actor's own last
+          // turn: a late turn (a starved or paused driver) sends no pings, so it loses nobody.
+          if (oldest != 0 && heartbeat.beats->last_pong_ns[g.process].load() >= oldest) oldest = 0;
+          if (oldest != 0 && now - oldest > timeout_ns) {
+            if (declare_lost(g,
+                             absl::StrFormat("%s was lost (no answer to a heartbeat sent %.1f s "
+                                             "ago)",
+                                             g.name, static_cast<double>(now - oldest) * 1e-9))) {
+              // If it comes back, it stops the run's actors instead of sending on.
+              self->send(g.gate, run_stop_atom::value);
             }
             continue;
           }
-          (void)heartbeat.outbox->ping(g.process);  // fails only once the run closed
+          if (heartbeat.outbox->ping(g.process).ok() && oldest == 0) oldest = now;
         }
         self->delayed_send(self, heartbeat.interval, heartbeat_atom::value);
       },
@@ -229,10 +236,12 @@ class ClusterDriver final : public ProcessGroup {
       absl::StatusOr<WorkerLink> link = join_worker(
           sys, workers_[i], secret_, static_cast<uint32_t>(i + 1), *plane_, options_.join_timeout);
       if (!link.ok()) {
-        // One that served this driver before and cannot be reached now is lost (it died
-        // between runs, or while a recovery sets up the next attempt): the run goes on
-        // without it. One never reached is a configuration error: the run fails.
-        if (!joined_[i]) return link.status();
+        // One that served this driver before and cannot be reached now (Unavailable) is lost
+        // (it died between runs, or while a recovery sets up the next attempt): the run goes
+        // on without it. One never reached, or one that refuses the driver (PermissionDenied:
+        // another token, another driver's process index), is a configuration error: the run
+        // fails.
+        if (!joined_[i] || !absl::IsUnavailable(link.status())) return link.status();
         note_lost(i, absl::StrFormat("%s was lost (it cannot be reached again: %s)", worker_name(i),
                                      link.status().message()));
         lost.insert(static_cast<uint32_t>(i + 1));
@@ -257,6 +266,7 @@ class ClusterDriver final : public ProcessGroup {
         // on the survivors. An answer that refuses the run (FailedPrecondition: e.g. the model
         // is not at the path on that machine) is the run's error.
         if (absl::IsUnavailable(s)) {
+          stop_quietly(i);  // one that was only slow drops the run it may still set up
           note_lost(i, absl::StrFormat("%s was lost while setting up the run (%s)", worker_name(i),
                                        s.message()));
         }
@@ -284,6 +294,11 @@ class ClusterDriver final : public ProcessGroup {
       const auto sent = std::chrono::steady_clock::now();
       if (absl::Status s = ask(i, options_.join_timeout, "start the run", run_start_atom::value);
           !s.ok()) {
+        if (absl::IsUnavailable(s)) {  // it died (or hangs) since its setup: as in open
+          stop_quietly(i);
+          note_lost(i, absl::StrFormat("%s was lost while the run started (%s)", worker_name(i),
+                                       s.message()));
+        }
         return s;
       }
       // The worker's clock origin, on this process's clock: the middle of the round trip
@@ -433,6 +448,14 @@ class ClusterDriver final : public ProcessGroup {
   }
 
  private:
+  // Sends cl_stop to worker `i` without waiting for its answer (from this node, which the
+  // gate authenticated; an anonymous sender is refused).
+  void stop_quietly(size_t i) {
+    if (i >= gates_.size() || !gates_[i]) return;
+    caf::scoped_actor self{*sys_};
+    self->send(gates_[i], run_stop_atom::value);
+  }
+
   // Records worker `i` as lost outside a started run (no watcher: nothing of a run to stop).
   void note_lost(size_t i, std::string description) {
     ProcessGroup::LostWorker w;

@@ -30,10 +30,12 @@ struct ClusterDriverOptions {
   /// While a run is started the driver pings every live worker over the data plane this often
   /// (a kPing frame, answered by the worker's progress thread) ...
   std::chrono::milliseconds heartbeat_interval{250};
-  /// ... and counts a worker that answered none for this long as lost, as if its process had
-  /// died: a hung process or a peer whose machine lost power keeps its TCP connection open,
-  /// so CAF's monitor alone would notice it only after TCP's timeouts (minutes). 0: no
-  /// heartbeat (the monitor alone).
+  /// ... and counts a worker as lost, as if its process had died, once a ping stays
+  /// unanswered this long (any data-plane frame from the worker answers it; the time runs from
+  /// the ping, so a late watcher loses nobody): a hung process or a peer whose machine lost
+  /// power keeps its TCP connection open, so CAF's monitor alone would notice it only after
+  /// TCP's timeouts (minutes). A message larger than the link moves in this time delays the
+  /// answer: raise it for slow links. 0: no heartbeat (the monitor alone).
   std::chrono::milliseconds heartbeat_timeout{1'500};
 };
 

@@ -78,8 +78,10 @@ absl::StatusOr<std::unique_ptr<LaunchedWorkers>> LaunchedWorkers::launch(
   for (std::string& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
   std::vector<std::string> shared_args = extra_args;
-  if (std::find(extra_args.begin(), extra_args.end(), "--threads") == extra_args.end() &&
-      !listen.empty()) {
+  const bool has_threads = std::any_of(extra_args.begin(), extra_args.end(), [](const auto& a) {
+    return a == "--threads" || a.rfind("--threads=", 0) == 0;
+  });
+  if (!has_threads && !listen.empty()) {
     const auto hardware = static_cast<size_t>(std::max(1u, std::thread::hardware_concurrency()));
     shared_args.push_back("--threads");
     shared_args.push_back(std::to_string(std::max<size_t>(1, hardware / listen.size())));

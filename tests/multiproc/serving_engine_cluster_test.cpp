@@ -282,6 +282,34 @@ TEST(ServingEngineClusterIdle, AWorkerLostWhileIdleIsReplacedAndTheEngineStillSh
   EXPECT_TRUE(result.get().ok());
 }
 
+// A worker of the Server's group that died after an earlier run (killed between a batch run
+// and the engine's start) is found unreachable while the engine sets its wiring up: it is
+// left out (its devices on the survivor), the engine serves with the one-process outputs, and
+// that loss is not one of the engine's recoveries.
+TEST(ServingEngineClusterSetup, AWorkerLostBeforeTheEngineStartsIsLeftOutAndTheEngineServes) {
+  Cluster c;
+  ASSERT_NO_FATAL_FAILURE(set_up("sync", {{0, 2}, {1, 3}}, &c));
+  Server* server = c.server.get();
+  const std::vector<Request> reqs = requests(server->config().vocab_size);
+  auto batch = server->run(reqs);  // both workers join the group
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  ASSERT_EQ(0, ::kill(c.workers->pid(0), SIGKILL));
+  c.workers->reap(0);
+
+  auto engine = ServingEngine::start(*server);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  auto seen = std::make_shared<Seen>();
+  ASSERT_TRUE((*engine)->submit(reqs[0], watch(seen)).ok());
+  ASSERT_EQ(seen->done.get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  EXPECT_TRUE(seen->status.ok()) << seen->status;
+  EXPECT_EQ(seen->out.output, c.one.outputs[0].output);
+  EXPECT_EQ(seen->streamed, c.one.outputs[0].output);
+  auto stats = (*engine)->stats();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_TRUE(stats->recoveries.empty());
+  EXPECT_TRUE((*engine)->shutdown().ok());
+}
+
 TEST(ServingEngineClusterSetup, ATopologyWithWorkersButNoProcessGroupIsRefused) {
   const std::string text = topology_text("sync", 2, false, {{1}}, {"127.0.0.1:7199"});
   auto topo = engine::topology::parse_topology_string(text, "<engine test>", MUFLOW_SOURCE_DIR);
