@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -145,33 +146,52 @@ INSTANTIATE_TEST_SUITE_P(Cluster, WorkerFault,
                            return case_name(info.param);
                          });
 
+// The sync wiring's one-process reference, and the same 4 devices in two loopback workers
+// ({0, 2} and {1, 3}) behind a Server with a cluster driver made with `options`.
+struct TwoWorkers {
+  RunOutcome one;
+  std::unique_ptr<LaunchedWorkers> workers;
+  std::optional<engine::topology::Topology> topo;
+  std::unique_ptr<Server> server;
+  std::shared_ptr<ProcessGroup> group;
+};
+
+void set_up_two_workers(const ClusterDriverOptions& options, TwoWorkers* c) {
+  const std::string sampling = "temperature = 0.0\n";
+  auto one = run_text(topology_text("sync", 4, false, {}, {}, sampling), nullptr);
+  ASSERT_TRUE(one.ok()) << one.status();
+  c->one = std::move(*one);
+  ::setenv("MUFLOW_CLUSTER_TOKEN", kToken, 1);
+  auto workers = LaunchedWorkers::launch(MUFLOW_BINARY, {"127.0.0.1:0", "127.0.0.1:0"}, kToken);
+  ASSERT_TRUE(workers.ok()) << workers.status();
+  c->workers = std::move(*workers);
+  const std::string text =
+      topology_text("sync", 4, false, {{0, 2}, {1, 3}}, c->workers->addresses(), sampling);
+  auto topo = engine::topology::parse_topology_string(text, "<two workers>", MUFLOW_SOURCE_DIR);
+  ASSERT_TRUE(topo.ok()) << topo.status();
+  c->topo = std::move(*topo);
+  auto server = Server::create(*c->topo);
+  ASSERT_TRUE(server.ok()) << server.status();
+  c->server = std::move(*server);
+  auto group = make_cluster_driver(*c->topo, options);
+  ASSERT_TRUE(group.ok()) << group.status();
+  c->group = *group;
+  c->server->set_process_group(c->group);
+}
+
 // A worker that hangs instead of dying (SIGSTOP: its process and its connections stay, so
 // CAF's monitor sees nothing) is noticed by the driver's heartbeat and recovered from like a
 // dead one: no request lost, the fault-free outputs. Detection takes at least the heartbeat
 // timeout less one interval (the last answer may just precede the stop).
 TEST(WorkerHang, SigStopDuringDecodeIsNoticedByTheHeartbeatAndGivesTheFaultFreeOutputs) {
-  const std::string sampling = "temperature = 0.0\n";
-  auto one = run_text(topology_text("sync", 4, false, {}, {}, sampling), nullptr);
-  ASSERT_TRUE(one.ok()) << one.status();
-
-  ::setenv("MUFLOW_CLUSTER_TOKEN", kToken, 1);
-  auto workers = LaunchedWorkers::launch(MUFLOW_BINARY, {"127.0.0.1:0", "127.0.0.1:0"}, kToken);
-  ASSERT_TRUE(workers.ok()) << workers.status();
-  const std::string text =
-      topology_text("sync", 4, false, {{0, 2}, {1, 3}}, (*workers)->addresses(), sampling);
-  auto topo = engine::topology::parse_topology_string(text, "<hang test>", MUFLOW_SOURCE_DIR);
-  ASSERT_TRUE(topo.ok()) << topo.status();
-  auto server = Server::create(*topo);
-  ASSERT_TRUE(server.ok()) << server.status();
   ClusterDriverOptions options;
   options.heartbeat_interval = std::chrono::milliseconds(50);
   options.heartbeat_timeout = std::chrono::milliseconds(1000);
-  auto group = make_cluster_driver(*topo, options);
-  ASSERT_TRUE(group.ok()) << group.status();
-  (*server)->set_process_group(*group);
+  TwoWorkers c;
+  ASSERT_NO_FATAL_FAILURE(set_up_two_workers(options, &c));
 
   using Clock = std::chrono::steady_clock;
-  const pid_t victim = (*workers)->pid(0);
+  const pid_t victim = c.workers->pid(0);
   int64_t streamed = 0;
   Clock::time_point stopped{};
   std::map<int64_t, std::vector<int32_t>> stream;
@@ -185,7 +205,7 @@ TEST(WorkerHang, SigStopDuringDecodeIsNoticedByTheHeartbeatAndGivesTheFaultFreeO
     if (++streamed == 6) {
       ASSERT_EQ(0, ::kill(victim, SIGSTOP));
       stopped = Clock::now();
-      watchdog = std::thread([g = *group, victim] {
+      watchdog = std::thread([g = c.group, victim] {
         const auto deadline = Clock::now() + std::chrono::seconds(15);
         while (g->lost_workers().empty() && Clock::now() < deadline) {
           std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -194,21 +214,21 @@ TEST(WorkerHang, SigStopDuringDecodeIsNoticedByTheHeartbeatAndGivesTheFaultFreeO
       });
     }
   };
-  const auto reqs = requests((*server)->config().vocab_size);
-  auto out = (*server)->run(reqs, cb);
+  const auto reqs = requests(c.server->config().vocab_size);
+  auto out = c.server->run(reqs, cb);
   if (watchdog.joinable()) watchdog.join();
   ::kill(victim, SIGKILL);  // a stopped process still takes SIGKILL
-  (*workers)->reap(0);
+  c.workers->reap(0);
   ASSERT_TRUE(out.ok()) << out.status();
 
-  expect_same(*one, *out, "sync, a hung worker");
+  expect_same(c.one, *out, "sync, a hung worker");
   ASSERT_EQ(out->recoveries.size(), 1u);
   EXPECT_NE(out->recoveries[0].lost.find("no answer to a heartbeat"), std::string::npos)
       << out->recoveries[0].lost;
   for (const RequestOutput& o : out->outputs) {
     EXPECT_EQ(stream[o.request_id], o.output) << "request " << o.request_id;
   }
-  const std::vector<ProcessGroup::LostWorker> lost = (*group)->lost_workers();
+  const std::vector<ProcessGroup::LostWorker> lost = c.group->lost_workers();
   ASSERT_EQ(lost.size(), 1u);
   EXPECT_EQ(lost[0].process, 1u);
   const double detect_ms =
@@ -225,48 +245,34 @@ TEST(WorkerHang, SigStopDuringDecodeIsNoticedByTheHeartbeatAndGivesTheFaultFreeO
 // Server) is counted lost when the next run cannot reach it: that run goes on without it, on
 // the survivor, with the same outputs. A worker never reached is a configuration error.
 TEST(WorkerLostBetweenRuns, TheNextRunGoesOnWithoutItAndAWorkerNeverReachedFailsTheRun) {
-  const std::string sampling = "temperature = 0.0\n";
-  auto one = run_text(topology_text("sync", 4, false, {}, {}, sampling), nullptr);
-  ASSERT_TRUE(one.ok()) << one.status();
-
-  ::setenv("MUFLOW_CLUSTER_TOKEN", kToken, 1);
-  auto workers = LaunchedWorkers::launch(MUFLOW_BINARY, {"127.0.0.1:0", "127.0.0.1:0"}, kToken);
-  ASSERT_TRUE(workers.ok()) << workers.status();
-  const std::string text =
-      topology_text("sync", 4, false, {{0, 2}, {1, 3}}, (*workers)->addresses(), sampling);
-  auto topo = engine::topology::parse_topology_string(text, "<between runs>", MUFLOW_SOURCE_DIR);
-  ASSERT_TRUE(topo.ok()) << topo.status();
-  auto server = Server::create(*topo);
-  ASSERT_TRUE(server.ok()) << server.status();
   ClusterDriverOptions options;
   options.join_timeout = std::chrono::milliseconds(3000);
-  auto group = make_cluster_driver(*topo, options);
-  ASSERT_TRUE(group.ok()) << group.status();
-  (*server)->set_process_group(*group);
-  const auto reqs = requests((*server)->config().vocab_size);
+  TwoWorkers c;
+  ASSERT_NO_FATAL_FAILURE(set_up_two_workers(options, &c));
+  const auto reqs = requests(c.server->config().vocab_size);
 
-  auto first = (*server)->run(reqs);
+  auto first = c.server->run(reqs);
   ASSERT_TRUE(first.ok()) << first.status();
-  expect_same(*one, *first, "the first run");
-  ASSERT_EQ(0, ::kill((*workers)->pid(0), SIGKILL));
-  (*workers)->reap(0);
+  expect_same(c.one, *first, "the first run");
+  ASSERT_EQ(0, ::kill(c.workers->pid(0), SIGKILL));
+  c.workers->reap(0);
 
-  auto second = (*server)->run(reqs);
+  auto second = c.server->run(reqs);
   ASSERT_TRUE(second.ok()) << second.status();
-  expect_same(*one, *second, "the run after the kill");
-  const std::vector<ProcessGroup::LostWorker> lost = (*group)->lost_workers();
+  expect_same(c.one, *second, "the run after the kill");
+  const std::vector<ProcessGroup::LostWorker> lost = c.group->lost_workers();
   ASSERT_EQ(lost.size(), 1u);
   EXPECT_EQ(lost[0].process, 1u);
   EXPECT_NE(lost[0].description.find("cannot be reached again"), std::string::npos)
       << lost[0].description;
 
   // A fresh group whose first worker was never reached: the run fails and names it.
-  auto fresh_group = make_cluster_driver(*topo, options);
+  auto fresh_group = make_cluster_driver(*c.topo, options);
   ASSERT_TRUE(fresh_group.ok()) << fresh_group.status();
-  (*server)->set_process_group(*fresh_group);
-  auto refused = (*server)->run(reqs);
+  c.server->set_process_group(*fresh_group);
+  auto refused = c.server->run(reqs);
   ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.status().message().find((*workers)->addresses()[0]), std::string::npos)
+  EXPECT_NE(refused.status().message().find(c.workers->addresses()[0]), std::string::npos)
       << refused.status();
   EXPECT_TRUE((*fresh_group)->lost_workers().empty());
 }
