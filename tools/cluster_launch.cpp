@@ -54,13 +54,26 @@ absl::StatusOr<std::unique_ptr<actors::cluster::LaunchedWorkers>> spawn_workers(
   return w;
 }
 
-absl::Status attach_workers(actors::Server& server, const engine::topology::Topology& topo) {
+absl::Status attach_workers(actors::Server& server, const engine::topology::Topology& topo,
+                            std::chrono::milliseconds heartbeat_timeout) {
   if (topo.workers.empty()) return absl::OkStatus();
+  actors::cluster::ClusterDriverOptions options;
+  options.heartbeat_timeout = heartbeat_timeout;
   absl::StatusOr<std::shared_ptr<actors::ProcessGroup>> group =
-      actors::cluster::make_cluster_driver(topo);
+      actors::cluster::make_cluster_driver(topo, options);
   if (!group.ok()) return group.status();
   server.set_process_group(std::move(*group));
   return absl::OkStatus();
+}
+
+void add_heartbeat_option(CLI::App& app, int64_t* ms) {
+  app.add_option("--heartbeat-timeout-ms", *ms,
+                 "with [[cluster.workers]]: a worker whose data-plane ping stays unanswered "
+                 "this long counts as lost (hung, or its machine gone) and its devices move to "
+                 "the survivors; raise it over slow links (a large message delays the answer); "
+                 "0 turns the heartbeat off (a dead process is still noticed by its connection)")
+      ->check(CLI::Range(int64_t{0}, int64_t{3'600'000}))
+      ->capture_default_str();
 }
 
 }  // namespace muflow::tools

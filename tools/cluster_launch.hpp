@@ -4,11 +4,15 @@
 /// start its workers as loopback processes (`--spawn-workers`) and give the Server the
 /// cluster driver that joins them.
 
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "actors/cluster/cluster_driver.hpp"
 #include "actors/cluster/worker_launcher.hpp"
 #include "actors/server.hpp"
 #include "engine/topology/topology.hpp"
@@ -26,8 +30,16 @@ namespace muflow::tools {
 absl::StatusOr<std::unique_ptr<actors::cluster::LaunchedWorkers>> spawn_workers(
     engine::topology::Topology& topo, bool quiet, const std::string& who);
 
-/// Gives `server` the cluster driver for `topo`'s workers (nothing when it lists none).
-/// Errors: make_cluster_driver's (an address that does not parse, the cluster secret's).
-absl::Status attach_workers(actors::Server& server, const engine::topology::Topology& topo);
+/// Gives `server` the cluster driver for `topo`'s workers (nothing when it lists none), with
+/// `heartbeat_timeout` (ClusterDriverOptions: a worker whose ping stays unanswered this long
+/// is lost; 0 = no heartbeat). Errors: make_cluster_driver's (an address that does not parse,
+/// the cluster secret's).
+absl::Status attach_workers(actors::Server& server, const engine::topology::Topology& topo,
+                            std::chrono::milliseconds heartbeat_timeout =
+                                actors::cluster::ClusterDriverOptions{}.heartbeat_timeout);
+
+/// The `--heartbeat-timeout-ms` option of `muflow run` and `muflow serve` (ms, 0 = off),
+/// bound to `*ms` (which keeps its default unless given).
+void add_heartbeat_option(CLI::App& app, int64_t* ms);
 
 }  // namespace muflow::tools

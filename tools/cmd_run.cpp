@@ -124,6 +124,8 @@ Command add_run_command(CLI::App& app) {
   struct Options {
     std::string topology, outputs, trace, record_routing, colocate;
     bool quiet = false, no_trace = false, synthetic = false, spawn_workers = false;
+    int64_t heartbeat_timeout_ms =
+        actors::cluster::ClusterDriverOptions{}.heartbeat_timeout.count();
     int64_t trace_max_events = 1'000'000;
   };
   auto o = std::make_shared<Options>();
@@ -154,6 +156,7 @@ Command add_run_command(CLI::App& app) {
                "processes (port 0: any free port), and stop them after the run; without a "
                "cluster token ($MUFLOW_CLUSTER_TOKEN, [cluster] token_file) a random one is "
                "made for them");
+  add_heartbeat_option(app, &o->heartbeat_timeout_ms);
   app.add_option("--record-routing", o->record_routing,
                  "write every token's expert choices per block as CSV (replay in sim with "
                  "[router] kind = \"recorded\")");
@@ -213,7 +216,9 @@ Command add_run_command(CLI::App& app) {
     }
     absl::StatusOr<std::unique_ptr<actors::Server>> server = actors::Server::create(topo);
     if (!server.ok()) return fail(std::string(server.status().message()));
-    if (absl::Status s = attach_workers(**server, topo); !s.ok()) {
+    if (absl::Status s =
+            attach_workers(**server, topo, std::chrono::milliseconds(o->heartbeat_timeout_ms));
+        !s.ok()) {
       return fail(std::string(s.message()));
     }
     (*server)->set_trace_max_events(o->trace_max_events);

@@ -35,6 +35,8 @@ Command add_serve_command(CLI::App& app) {
     int64_t max_concurrent = 64, max_body_bytes = 1 << 20, default_max_tokens = 16;
     double shutdown_grace_s = 10.0;
     bool spawn_workers = false;
+    int64_t heartbeat_timeout_ms =
+        actors::cluster::ClusterDriverOptions{}.heartbeat_timeout.count();
   };
   auto o = std::make_shared<Options>();
   app.add_option("topology", o->topology,
@@ -66,6 +68,7 @@ Command add_serve_command(CLI::App& app) {
                "processes (port 0: any free port), and stop them when the server stops; "
                "without a cluster token ($MUFLOW_CLUSTER_TOKEN, [cluster] token_file) a random "
                "one is made for them");
+  add_heartbeat_option(app, &o->heartbeat_timeout_ms);
   return [o]() {
     // Signals go to one watcher thread: block them here, before any thread is spawned (CAF's
     // workers and cpp-httplib's pool inherit the mask).
@@ -103,7 +106,9 @@ Command add_serve_command(CLI::App& app) {
     }
     absl::StatusOr<std::unique_ptr<actors::Server>> server = actors::Server::create(topo);
     if (!server.ok()) return fail(std::string(server.status().message()));
-    if (absl::Status s = attach_workers(**server, topo); !s.ok()) {
+    if (absl::Status s =
+            attach_workers(**server, topo, std::chrono::milliseconds(o->heartbeat_timeout_ms));
+        !s.ok()) {
       return fail(std::string(s.message()));
     }
     absl::StatusOr<std::unique_ptr<actors::ServingEngine>> engine =

@@ -29,7 +29,9 @@ function alive(pid) {
 
 before(async () => {
   single = await startServer([]);
-  cluster = await startServer([TOPOLOGY, '--spawn-workers']);
+  // A heartbeat timeout of its own: the option reaches the driver (a loaded CI machine keeps
+  // answering well within 3 s; the kill below is noticed by the connection, not by it).
+  cluster = await startServer([TOPOLOGY, '--spawn-workers', '--heartbeat-timeout-ms', '3000']);
 });
 
 after(async () => {
