@@ -46,8 +46,8 @@ struct Inbox {
 // gate watcher.
 struct Heartbeats {
   explicit Heartbeats(size_t processes)
-      : last_pong_ns(std::make_unique<std::atomic<int64_t>[]>(processes)), size(processes) {}
-  std::unique_ptr<std::atomic<int64_t>[]> last_pong_ns;
+      : last_heard_ns(std::make_unique<std::atomic<int64_t>[]>(processes)), size(processes) {}
+  std::unique_ptr<std::atomic<int64_t>[]> last_heard_ns;
   const size_t size;
 };
 
@@ -69,7 +69,7 @@ void on_frame(Inbox& inbox, Heartbeats& beats, Received&& r) {
   }
   // Any frame from a process shows it is alive (the heartbeat's answer, or run traffic that
   // a pong may be queued behind).
-  if (r.tag < beats.size) beats.last_pong_ns[r.tag].store(steady_ns(), std::memory_order_relaxed);
+  if (r.tag < beats.size) beats.last_heard_ns[r.tag].store(steady_ns(), std::memory_order_relaxed);
   if (frame->prefix.kind == static_cast<uint16_t>(FrameKind::kPong)) return;
   if (frame->prefix.kind != static_cast<uint16_t>(FrameKind::kActorMessage)) {
     return reject(absl::StrFormat("unexpected frame kind %d", frame->prefix.kind));
@@ -105,11 +105,11 @@ struct WatchedGate {
 };
 //
 // It also pings every live worker over the data plane each `heartbeat.interval` (the worker's
-// progress thread answers) and counts one that answered nothing for `heartbeat.timeout` as lost
-// the same way: a hung worker (SIGSTOP, a stuck driver call, a machine that lost power) keeps
-// its connection open, which the monitor alone would notice only after TCP's timeouts. Such a
-// worker also gets cl_stop, so that if it comes back it stops the run's actors instead of
-// sending on.
+// progress thread answers) and counts one as lost the same way once a ping stays unanswered for
+// `heartbeat.timeout` (any frame from it answers): a hung worker (SIGSTOP, a stuck call, a
+// machine that lost power) keeps its connection open, which the monitor alone would notice
+// only after TCP's timeouts. Such a worker also gets cl_stop, so that if it comes back it stops
+// the run's actors instead of sending on.
 struct HeartbeatPlan {
   std::chrono::milliseconds interval{0}, timeout{0};  // timeout 0: off
   std::shared_ptr<Heartbeats> beats;
@@ -171,7 +171,7 @@ caf::behavior gate_watcher(caf::event_based_actor* self, std::vector<WatchedGate
           // Any frame from the worker since the oldest unanswered ping was sent answers it. The
           // timeout runs from a ping sent and not answered, never from this actor's own last
           // turn: a late turn (a starved or paused driver) sends no pings, so it loses nobody.
-          if (oldest != 0 && heartbeat.beats->last_pong_ns[g.process].load() >= oldest) oldest = 0;
+          if (oldest != 0 && heartbeat.beats->last_heard_ns[g.process].load() >= oldest) oldest = 0;
           if (oldest != 0 && now - oldest > timeout_ns) {
             if (declare_lost(g,
                              absl::StrFormat("%s was lost (no answer to a heartbeat sent %.1f s "
