@@ -7,7 +7,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "actors/cluster/cluster_driver.hpp"
+#include "actors/cluster/worker_launcher.hpp"
 #include "actors/server.hpp"
 #include "engine/serving/request.hpp"
 #include "engine/serving/sampling.hpp"
@@ -101,6 +105,45 @@ inline void expect_same(const RunOutcome& want, const RunOutcome& got, const std
     EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
         << what << ", request " << i << ": prompt logits not bitwise equal";
   }
+}
+
+// A wiring's one-process reference outputs, and the same 4-device topology with its devices
+// in loopback workers (`layout`: each worker's devices; one `muflow worker` process each,
+// started with `token`) behind a Server whose cluster driver has `options`.
+struct LoopbackCluster {
+  RunOutcome one;
+  std::unique_ptr<LaunchedWorkers> workers;
+  std::optional<engine::topology::Topology> topo;
+  std::unique_ptr<Server> server;
+  std::shared_ptr<ProcessGroup> group;
+};
+
+// Fills `c` (gtest assertions: call under ASSERT_NO_FATAL_FAILURE).
+inline void start_loopback_cluster(const std::string& wiring,
+                                   const std::vector<std::vector<int>>& layout,
+                                   const std::string& sampling, const char* token,
+                                   const ClusterDriverOptions& options, LoopbackCluster* c) {
+  auto one = run_text(topology_text(wiring, 4, false, {}, {}, sampling), nullptr);
+  ASSERT_TRUE(one.ok()) << one.status();
+  c->one = std::move(*one);
+  ::setenv("MUFLOW_CLUSTER_TOKEN", token, 1);
+  std::vector<std::string> listen(layout.size(), "127.0.0.1:0");
+  auto workers = LaunchedWorkers::launch(MUFLOW_BINARY, listen, token);
+  ASSERT_TRUE(workers.ok()) << workers.status();
+  c->workers = std::move(*workers);
+  const std::string text =
+      topology_text(wiring, 4, false, layout, c->workers->addresses(), sampling);
+  auto topo =
+      engine::topology::parse_topology_string(text, "<loopback cluster>", MUFLOW_SOURCE_DIR);
+  ASSERT_TRUE(topo.ok()) << topo.status();
+  c->topo = std::move(*topo);
+  auto server = Server::create(*c->topo);
+  ASSERT_TRUE(server.ok()) << server.status();
+  c->server = std::move(*server);
+  auto group = make_cluster_driver(*c->topo, options);
+  ASSERT_TRUE(group.ok()) << group.status();
+  c->group = *group;
+  c->server->set_process_group(c->group);
 }
 
 }  // namespace muflow::actors::cluster

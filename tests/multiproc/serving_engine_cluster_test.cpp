@@ -62,31 +62,10 @@ RequestCallbacks watch(const std::shared_ptr<Seen>& seen) {
   return cb;
 }
 
-// A wiring's one-process reference outputs, and the same topology with its devices in two
-// loopback workers (`layout`: each worker's devices) behind a Server with a cluster driver.
-struct Cluster {
-  RunOutcome one;
-  std::unique_ptr<LaunchedWorkers> workers;
-  std::unique_ptr<Server> server;
-};
-
-void set_up(const std::string& wiring, const std::vector<std::vector<int>>& layout, Cluster* c) {
-  ::setenv("MUFLOW_CLUSTER_TOKEN", kToken, 1);
-  auto one = run_text(topology_text(wiring, 4, false, {}, {}), nullptr);
-  ASSERT_TRUE(one.ok()) << one.status();
-  c->one = std::move(*one);
-  auto workers = LaunchedWorkers::launch(MUFLOW_BINARY, {"127.0.0.1:0", "127.0.0.1:0"}, kToken);
-  ASSERT_TRUE(workers.ok()) << workers.status();
-  c->workers = std::move(*workers);
-  const std::string text = topology_text(wiring, 4, false, layout, c->workers->addresses());
-  auto topo = engine::topology::parse_topology_string(text, "<engine test>", MUFLOW_SOURCE_DIR);
-  ASSERT_TRUE(topo.ok()) << topo.status();
-  auto server = Server::create(*topo);
-  ASSERT_TRUE(server.ok()) << server.status();
-  auto group = make_cluster_driver(*topo);
-  ASSERT_TRUE(group.ok()) << group.status();
-  (*server)->set_process_group(std::move(*group));
-  c->server = std::move(*server);
+// The wiring's one-process reference and its 4 devices in two loopback workers (`layout`).
+void set_up(const std::string& wiring, const std::vector<std::vector<int>>& layout,
+            LoopbackCluster* c) {
+  start_loopback_cluster(wiring, layout, "temperature = 0.0\n", kToken, {}, c);
 }
 
 class ServingEngineCluster : public ::testing::TestWithParam<std::string> {};
@@ -94,7 +73,7 @@ class ServingEngineCluster : public ::testing::TestWithParam<std::string> {};
 TEST_P(ServingEngineCluster, RequestsSubmittedWhileServingGiveTheOneProcessOutputs) {
   const std::string wiring = GetParam();
   // Every device in a worker: the driver hosts the coordinator (and collectives) only.
-  Cluster c;
+  LoopbackCluster c;
   ASSERT_NO_FATAL_FAILURE(set_up(wiring, {{0, 2}, {1, 3}}, &c));
   const RunOutcome* one = &c.one;
   Server* server = c.server.get();
@@ -152,7 +131,7 @@ TEST_P(ServingEngineCluster, RequestsSubmittedWhileServingGiveTheOneProcessOutpu
 
 TEST_P(ServingEngineCluster, KillNineWhileServingLosesNoRequestAndGivesTheFaultFreeOutputs) {
   const std::string wiring = GetParam();
-  Cluster c;
+  LoopbackCluster c;
   ASSERT_NO_FATAL_FAILURE(set_up(wiring, {{0, 2}, {1, 3}}, &c));
   const RunOutcome* one = &c.one;
   Server* server = c.server.get();
@@ -241,7 +220,7 @@ INSTANTIATE_TEST_SUITE_P(Cluster, ServingEngineCluster,
 // shutdown is watched: it once waited forever for a replaced wiring's actor system (a host
 // thread kept that system's CAF logger alive; serving_engine.cpp, HostThreadScope).
 TEST(ServingEngineClusterIdle, AWorkerLostWhileIdleIsReplacedAndTheEngineStillShutsDown) {
-  Cluster c;
+  LoopbackCluster c;
   ASSERT_NO_FATAL_FAILURE(set_up("sync", {{0, 1}, {2, 3}}, &c));
   const RunOutcome* one = &c.one;
   Server* server = c.server.get();
@@ -287,7 +266,7 @@ TEST(ServingEngineClusterIdle, AWorkerLostWhileIdleIsReplacedAndTheEngineStillSh
 // left out (its devices on the survivor), the engine serves with the one-process outputs, and
 // that loss is not one of the engine's recoveries.
 TEST(ServingEngineClusterSetup, AWorkerLostBeforeTheEngineStartsIsLeftOutAndTheEngineServes) {
-  Cluster c;
+  LoopbackCluster c;
   ASSERT_NO_FATAL_FAILURE(set_up("sync", {{0, 2}, {1, 3}}, &c));
   Server* server = c.server.get();
   const std::vector<Request> reqs = requests(server->config().vocab_size);

@@ -17,7 +17,6 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
-#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -56,27 +55,14 @@ class WorkerFault : public ::testing::TestWithParam<FaultCase> {};
 TEST_P(WorkerFault, KillNineDuringDecodeLosesNoRequestAndGivesTheFaultFreeOutputs) {
   const FaultCase& c = GetParam();
   const std::string sampling = c.sampled ? "temperature = 0.9\nseed = 17\n" : "temperature = 0.0\n";
-  auto one = run_text(topology_text(c.wiring, 4, false, {}, {}, sampling), nullptr);
-  ASSERT_TRUE(one.ok()) << one.status();
-
-  ::setenv("MUFLOW_CLUSTER_TOKEN", kToken, 1);
-  std::vector<std::string> listen(c.layout.size(), "127.0.0.1:0");
-  auto workers = LaunchedWorkers::launch(MUFLOW_BINARY, listen, kToken);
-  ASSERT_TRUE(workers.ok()) << workers.status();
-  const std::string text =
-      topology_text(c.wiring, 4, false, c.layout, (*workers)->addresses(), sampling);
-  auto topo = engine::topology::parse_topology_string(text, "<fault test>", MUFLOW_SOURCE_DIR);
-  ASSERT_TRUE(topo.ok()) << topo.status();
-  auto server = Server::create(*topo);
-  ASSERT_TRUE(server.ok()) << server.status();
-  auto group = make_cluster_driver(*topo);
-  ASSERT_TRUE(group.ok()) << group.status();
-  (*server)->set_process_group(*group);
+  LoopbackCluster cluster;
+  ASSERT_NO_FATAL_FAILURE(
+      start_loopback_cluster(c.wiring, c.layout, sampling, kToken, {}, &cluster));
 
   // Kill worker 0 once 6 tokens were streamed (requests are then in prefill, in decode and
   // still waiting); stream every token and every finish as the host sees them.
   using Clock = std::chrono::steady_clock;
-  const pid_t victim = (*workers)->pid(0);
+  const pid_t victim = cluster.workers->pid(0);
   int64_t streamed = 0;
   Clock::time_point killed{};
   std::map<int64_t, std::vector<int32_t>> stream;
@@ -90,13 +76,13 @@ TEST_P(WorkerFault, KillNineDuringDecodeLosesNoRequestAndGivesTheFaultFreeOutput
     }
   };
   cb.on_finish = [&](const RequestOutput& out) { ++finishes[out.request_id]; };
-  const auto reqs = requests((*server)->config().vocab_size);
-  auto out = (*server)->run(reqs, cb);
+  const auto reqs = requests(cluster.server->config().vocab_size);
+  auto out = cluster.server->run(reqs, cb);
   ASSERT_TRUE(out.ok()) << out.status();
-  const int status = (*workers)->reap(0);
+  const int status = cluster.workers->reap(0);
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "wait status " << status;
 
-  expect_same(*one, *out, case_name(c));
+  expect_same(cluster.one, *out, case_name(c));
   ASSERT_EQ(out->recoveries.size(), 1u);
   const RunRecovery& r = out->recoveries[0];
   EXPECT_NE(r.lost.find("process 1"), std::string::npos) << r.lost;
@@ -115,7 +101,7 @@ TEST_P(WorkerFault, KillNineDuringDecodeLosesNoRequestAndGivesTheFaultFreeOutput
   EXPECT_EQ(out->metrics.num_output_tokens, total);
   EXPECT_EQ(out->metrics.num_completed_requests, static_cast<int64_t>(reqs.size()));
   // Kill to detection on the steady clock; detection to the first token on the run's clock.
-  const std::vector<ProcessGroup::LostWorker> lost = (*group)->lost_workers();
+  const std::vector<ProcessGroup::LostWorker> lost = cluster.group->lost_workers();
   ASSERT_EQ(lost.size(), 1u);
   const double detect_ms =
       std::chrono::duration<double, std::milli>(lost[0].detected - killed).count();
@@ -126,9 +112,9 @@ TEST_P(WorkerFault, KillNineDuringDecodeLosesNoRequestAndGivesTheFaultFreeOutput
       static_cast<int>(r.readmitted_requests));
 
   // The next run starts on the survivors (the group remembers the lost worker).
-  auto again = (*server)->run(reqs);
+  auto again = cluster.server->run(reqs);
   ASSERT_TRUE(again.ok()) << again.status();
-  expect_same(*one, *again, case_name(c) + ", the run after");
+  expect_same(cluster.one, *again, case_name(c) + ", the run after");
   EXPECT_TRUE(again->recoveries.empty());
 }
 
@@ -146,39 +132,6 @@ INSTANTIATE_TEST_SUITE_P(Cluster, WorkerFault,
                            return case_name(info.param);
                          });
 
-// The sync wiring's one-process reference, and the same 4 devices in two loopback workers
-// ({0, 2} and {1, 3}) behind a Server with a cluster driver made with `options`.
-struct TwoWorkers {
-  RunOutcome one;
-  std::unique_ptr<LaunchedWorkers> workers;
-  std::optional<engine::topology::Topology> topo;
-  std::unique_ptr<Server> server;
-  std::shared_ptr<ProcessGroup> group;
-};
-
-void set_up_two_workers(const ClusterDriverOptions& options, TwoWorkers* c) {
-  const std::string sampling = "temperature = 0.0\n";
-  auto one = run_text(topology_text("sync", 4, false, {}, {}, sampling), nullptr);
-  ASSERT_TRUE(one.ok()) << one.status();
-  c->one = std::move(*one);
-  ::setenv("MUFLOW_CLUSTER_TOKEN", kToken, 1);
-  auto workers = LaunchedWorkers::launch(MUFLOW_BINARY, {"127.0.0.1:0", "127.0.0.1:0"}, kToken);
-  ASSERT_TRUE(workers.ok()) << workers.status();
-  c->workers = std::move(*workers);
-  const std::string text =
-      topology_text("sync", 4, false, {{0, 2}, {1, 3}}, c->workers->addresses(), sampling);
-  auto topo = engine::topology::parse_topology_string(text, "<two workers>", MUFLOW_SOURCE_DIR);
-  ASSERT_TRUE(topo.ok()) << topo.status();
-  c->topo = std::move(*topo);
-  auto server = Server::create(*c->topo);
-  ASSERT_TRUE(server.ok()) << server.status();
-  c->server = std::move(*server);
-  auto group = make_cluster_driver(*c->topo, options);
-  ASSERT_TRUE(group.ok()) << group.status();
-  c->group = *group;
-  c->server->set_process_group(c->group);
-}
-
 // A worker that hangs instead of dying (SIGSTOP: its process and its connections stay, so
 // CAF's monitor sees nothing) is noticed by the driver's heartbeat and recovered from like a
 // dead one: no request lost, the fault-free outputs. Detection takes at least the heartbeat
@@ -187,8 +140,9 @@ TEST(WorkerHang, SigStopDuringDecodeIsNoticedByTheHeartbeatAndGivesTheFaultFreeO
   ClusterDriverOptions options;
   options.heartbeat_interval = std::chrono::milliseconds(50);
   options.heartbeat_timeout = std::chrono::milliseconds(1000);
-  TwoWorkers c;
-  ASSERT_NO_FATAL_FAILURE(set_up_two_workers(options, &c));
+  LoopbackCluster c;
+  ASSERT_NO_FATAL_FAILURE(
+      start_loopback_cluster("sync", {{0, 2}, {1, 3}}, "temperature = 0.0\n", kToken, options, &c));
 
   using Clock = std::chrono::steady_clock;
   const pid_t victim = c.workers->pid(0);
@@ -247,8 +201,9 @@ TEST(WorkerHang, SigStopDuringDecodeIsNoticedByTheHeartbeatAndGivesTheFaultFreeO
 TEST(WorkerLostBetweenRuns, TheNextRunGoesOnWithoutItAndAWorkerNeverReachedFailsTheRun) {
   ClusterDriverOptions options;
   options.join_timeout = std::chrono::milliseconds(3000);
-  TwoWorkers c;
-  ASSERT_NO_FATAL_FAILURE(set_up_two_workers(options, &c));
+  LoopbackCluster c;
+  ASSERT_NO_FATAL_FAILURE(
+      start_loopback_cluster("sync", {{0, 2}, {1, 3}}, "temperature = 0.0\n", kToken, options, &c));
   const auto reqs = requests(c.server->config().vocab_size);
 
   auto first = c.server->run(reqs);
