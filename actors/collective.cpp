@@ -168,7 +168,7 @@ NetworkDelivery network_delivery(const RunContext& ctx, CollectiveKind kind, int
 }
 
 caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, RunContextPtr ctx,
-                                  CollectiveKind kind, int32_t block) {
+                                  CollectiveKind kind, int32_t block, CollectiveReplica replica) {
   const auto num_slots = static_cast<size_t>(ctx->graph().num_slots());
   const size_t num_sources =
       kind == CollectiveKind::kDispatch ? static_cast<size_t>(ctx->num_ranks) : num_slots;
@@ -176,12 +176,28 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
       kind == CollectiveKind::kDispatch ? num_slots : static_cast<size_t>(ctx->num_ranks);
   const std::shared_ptr<const CollectiveRule> rule =
       kind == CollectiveKind::kDispatch ? ctx->graph().dispatch_rule : ctx->graph().combine_rule;
+  const std::vector<int64_t> source_devices = collective_source_devices(*ctx, kind, block);
+  const auto is_local = [local = replica.local_device](int64_t device) {
+    return local.empty() ||
+           (device >= 0 && static_cast<size_t>(device) < local.size() && local[device] != 0);
+  };
   return {[=](contrib_atom, const ContributionPtr& c) {
+    if (c->source < 0 || static_cast<size_t>(c->source) >= num_sources) {
+      self->send(ctx->actors.coordinator, failed_atom::value,
+                 absl::StrFormat("collective b%d: bad source %d", block, c->source));
+      return;
+    }
+    // A contribution of this process's source goes on to the other processes' replicas
+    // first, so that it crosses to them while this one waits.
+    if (is_local(source_devices[c->source])) {
+      for (const caf::actor& peer : replica.peers) self->send(peer, contrib_atom::value, c);
+    }
+    if (!replica.gathers) return;
     auto& slot = self->state.pending[c->iteration];
     if (slot.empty()) slot.resize(num_sources);
-    if (c->source < 0 || static_cast<size_t>(c->source) >= num_sources || slot[c->source]) {
+    if (slot[c->source]) {
       self->send(ctx->actors.coordinator, failed_atom::value,
-                 absl::StrFormat("collective b%d: bad or duplicate source %d", block, c->source));
+                 absl::StrFormat("collective b%d: duplicate source %d", block, c->source));
       return;
     }
     slot[c->source] = c;
@@ -225,10 +241,11 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
     for (size_t d = 0; d < num_dests; ++d) {
       const engine::dataflow::TokenBatchPtr& out = delivery->out[d];
       const StageSite to = dest_site(*ctx, kind, block, d);
-      const double deliver_s = net.deliver_s[d];
       if (kind == CollectiveKind::kDispatch) {
         tokens_per_device[to.device] += out->num_tokens();
       }
+      if (!is_local(to.device)) continue;  // another process's replica delivers it
+      const double deliver_s = net.deliver_s[d];
       a2a_end_s = std::max(a2a_end_s, deliver_s);
       if (deliver_s > done_s) {
         if (ctx->trace && out->num_tokens() > 0) {
@@ -244,7 +261,7 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
         deliveries.push_back({d, 0.0});
       }
     }
-    {
+    if (replica.primary) {
       int64_t rows = 0, remote = 0;
       for (const RowFlow& f : delivery->flows) {
         rows += f.rows;
@@ -257,14 +274,14 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
                  remote, rows);
     }
     a2a_end_s = std::max(a2a_end_s, net.end_s);
-    if (a2a_end_s > done_s) {
+    if (replica.primary && a2a_end_s > done_s) {
       self->send(ctx->actors.coordinator, a2a_atom::value, a2a_end_s - done_s, net.bound_s);
     }
     const std::vector<double>& arrived_us = self->state.arrived_us[c->iteration];
-    if (kind == CollectiveKind::kDispatch) {
+    if (replica.primary && kind == CollectiveKind::kDispatch) {
       self->send(ctx->actors.coordinator, load_atom::value, static_cast<int64_t>(block),
                  c->iteration, tokens_per_device, done_s, delivery->tokens_rebalanced);
-    } else {
+    } else if (replica.primary) {
       // When each device's last expert stage finished this layer (HarMoEny's idle time).
       std::vector<double> finish_s(ctx->placement.num_devices, -1.0);
       for (size_t src = 0; src < slot.size(); ++src) {
@@ -283,7 +300,7 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
         self->send(dest, batch_atom::value, delivery->out[dv.dest]);
       }
     }
-    if (ctx->trace) {
+    if (ctx->trace && replica.primary) {
       const double done_us = ctx->seconds_since_start(self->home_system().clock().now()) * 1e6;
       ctx->trace->instant(
           kind == CollectiveKind::kDispatch ? "dispatch all-to-all" : "combine all-to-all", 0, 0,
@@ -313,9 +330,27 @@ std::shared_ptr<const CollectiveRule> concat_rule() {
   return rule;
 }
 
+std::vector<int64_t> collective_source_devices(const RunContext& ctx, CollectiveKind kind,
+                                               int32_t block) {
+  const size_t n = kind == CollectiveKind::kDispatch ? static_cast<size_t>(ctx.num_ranks)
+                                                     : static_cast<size_t>(ctx.graph().num_slots());
+  std::vector<int64_t> out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = source_site(ctx, kind, block, i).device;
+  return out;
+}
+
+std::vector<int64_t> collective_dest_devices(const RunContext& ctx, CollectiveKind kind,
+                                             int32_t block) {
+  const size_t n = kind == CollectiveKind::kDispatch ? static_cast<size_t>(ctx.graph().num_slots())
+                                                     : static_cast<size_t>(ctx.num_ranks);
+  std::vector<int64_t> out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = dest_site(ctx, kind, block, i).device;
+  return out;
+}
+
 caf::actor spawn_collective(caf::actor_system& sys, RunContextPtr ctx, CollectiveKind kind,
-                            int32_t block) {
-  return sys.spawn(collective_behavior, std::move(ctx), kind, block);
+                            int32_t block, CollectiveReplica replica) {
+  return sys.spawn(collective_behavior, std::move(ctx), kind, block, std::move(replica));
 }
 
 }  // namespace muflow::actors

@@ -1,5 +1,8 @@
 #include "actors/graph_builder.hpp"
 
+#include <algorithm>
+#include <set>
+
 #include "absl/strings/str_format.h"
 #include "actors/collective.hpp"
 #include "actors/device.hpp"
@@ -7,6 +10,35 @@
 #include "actors/stage.hpp"
 
 namespace muflow::actors {
+
+caf::actor place_collective(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx,
+                            ProcessLayout& layout, CollectiveKind kind, int32_t block) {
+  const ActorAddress address{
+      kind == CollectiveKind::kDispatch ? ActorRole::kDispatch : ActorRole::kCombine, block, 0};
+  const std::vector<int64_t> sources = collective_source_devices(*ctx, kind, block);
+  const std::vector<int64_t> dests = collective_dest_devices(*ctx, kind, block);
+  std::set<uint32_t> dest_processes;
+  for (int64_t d : dests) dest_processes.insert(layout.process_of(d));
+  // The process of destination 0 reports the barrier. For the last combine that is a
+  // sampler's process, whose metrics thus reach the coordinator before its sampled rows do.
+  const uint32_t primary = layout.process_of(dests.front());
+  const uint32_t self = layout.self();
+  const bool gathers = dest_processes.count(self) > 0;
+  const bool has_source = std::any_of(sources.begin(), sources.end(),
+                                      [&](int64_t d) { return layout.hosts_device(d); });
+  if (!gathers && !has_source) return layout.remote_in(address, primary);
+  CollectiveReplica replica;
+  for (uint32_t p : dest_processes) {
+    if (p != self) replica.peers.push_back(layout.remote_in(address, p));
+  }
+  replica.local_device.resize(static_cast<size_t>(ctx->placement.num_devices));
+  for (size_t d = 0; d < replica.local_device.size(); ++d) {
+    replica.local_device[d] = layout.hosts_device(static_cast<int64_t>(d)) ? 1 : 0;
+  }
+  replica.gathers = gathers;
+  replica.primary = self == primary;
+  return spawn_collective(sys, ctx, kind, block, std::move(replica));
+}
 
 void build_stages(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx,
                   std::vector<std::vector<DeviceStage>>& local, ProcessLayout* layout) {
@@ -80,15 +112,14 @@ void build_stages(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx
   }
   const bool barriers = graph.dispatch == EdgeKind::kBarrier || graph.combine == EdgeKind::kBarrier;
   if (barriers) {
-    // The collectives live with the coordinator (the driver, when the run spans processes).
     for (int32_t b = 0; b < L; ++b) {
-      if (layout != nullptr && !layout->hosts_driver()) {
-        t.dispatch.push_back(layout->remote({ActorRole::kDispatch, b, 0}, -1));
-        t.combine.push_back(layout->remote({ActorRole::kCombine, b, 0}, -1));
+      if (layout == nullptr) {
+        t.dispatch.push_back(spawn_collective(sys, ctx, CollectiveKind::kDispatch, b));
+        t.combine.push_back(spawn_collective(sys, ctx, CollectiveKind::kCombine, b));
         continue;
       }
-      t.dispatch.push_back(spawn_collective(sys, ctx, CollectiveKind::kDispatch, b));
-      t.combine.push_back(spawn_collective(sys, ctx, CollectiveKind::kCombine, b));
+      t.dispatch.push_back(place_collective(sys, ctx, *layout, CollectiveKind::kDispatch, b));
+      t.combine.push_back(place_collective(sys, ctx, *layout, CollectiveKind::kCombine, b));
     }
   }
   for (int32_t d = 0; d < num_devices; ++d) {

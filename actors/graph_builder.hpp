@@ -21,11 +21,20 @@ namespace muflow::actors {
 /// coordinator). Call before the coordinator starts; `ctx` must already hold the model,
 /// executors, topology, placement, num_ranks and the wiring (ctx->wiring). With a `layout`
 /// (a run spanning processes, #18) only the devices it hosts get actors (their device actor
-/// and stages), the collectives only on the driver; every other entry of the table is
-/// `layout->remote(...)`. Null: everything in this process.
+/// and stages), and each barrier collective a replica where it has a source or a
+/// destination (`place_collective`); every other entry of the table is `layout->remote(...)`.
+/// Null: everything in this process.
 void build_wiring(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx,
                   std::shared_ptr<const engine::serving::SchedulingPolicy> policy,
                   ProcessLayout* layout = nullptr);
+
+/// The handle the actors of `layout`'s process send `block`'s collective of `kind` to, in a
+/// run that spans processes (#18): a replica spawned here (collective.hpp, CollectiveReplica)
+/// when this process hosts one of its sources or destinations; its peers are the replicas of
+/// the other processes that host destinations, its primary (which reports the barrier) the
+/// process of destination 0. Else a remote handle for the primary's replica. Needs ctx->sites.
+caf::actor place_collective(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx,
+                            ProcessLayout& layout, CollectiveKind kind, int32_t block);
 
 /// The two halves of build_wiring, for several runs sharing the devices (colocated models,
 /// Aurora §6): build_stages spawns one run's stage and collective actors and appends its

@@ -59,12 +59,21 @@ class ProcessLayout {
   /// True when this process runs device `device`: its device actor and every stage placed on
   /// it.
   virtual bool hosts_device(int64_t device) const = 0;
-  /// True when this process runs the coordinator and the barrier collectives (the driver).
+  /// True when this process runs the coordinator (the driver).
   virtual bool hosts_driver() const = 0;
+  /// This process's index in the run (0: the driver).
+  virtual uint32_t self() const = 0;
+  /// The index of the process that runs device `device` (0 for -1: the driver's actors).
+  virtual uint32_t process_of(int64_t device) const = 0;
   /// A handle for the actor at `address` in another process: what is sent to it is encoded
   /// and carried to that process, which delivers it to its actor there. `device`: the device
-  /// the actor runs on; -1 for the coordinator and the collectives (the driver's).
-  virtual caf::actor remote(const ActorAddress& address, int64_t device) = 0;
+  /// the actor runs on; -1 for the coordinator.
+  caf::actor remote(const ActorAddress& address, int64_t device) {
+    return remote_in(address, process_of(device));
+  }
+  /// A handle for the actor at `address` in process `process` (a barrier collective's replica
+  /// there: collective.hpp, `spawn_collective_replica`).
+  virtual caf::actor remote_in(const ActorAddress& address, uint32_t process) = 0;
 };
 
 /// What the stages of a run hold now (ServingEngine::stats and kv_cache_bytes): KV-cache bytes

@@ -180,6 +180,30 @@ absl::StatusOr<EncodedMessage> encode_actor_message(const ActorAddress& to,
     w.put_f64(m.get_as<double>(3));
     return out;
   }
+  if (m.match_elements<rows_atom, bool, int64_t, int64_t>()) {
+    tag(MessageTag::kRows);
+    w.put(static_cast<uint8_t>(m.get_as<bool>(1) ? 1 : 0), m.get_as<int64_t>(2),
+          m.get_as<int64_t>(3));
+    return out;
+  }
+  if (m.match_elements<load_atom, int64_t, int64_t, std::vector<int64_t>, double, int64_t>()) {
+    const auto& per_device = m.get_as<std::vector<int64_t>>(3);
+    tag(MessageTag::kLoad);
+    w.put(m.get_as<int64_t>(1), m.get_as<int64_t>(2), static_cast<uint32_t>(per_device.size()));
+    for (int64_t v : per_device) w.put(v);
+    w.put_f64(m.get_as<double>(4));
+    w.put(m.get_as<int64_t>(5));
+    return out;
+  }
+  if (m.match_elements<layer_atom, int64_t, int64_t, double, std::vector<double>>()) {
+    const auto& finish = m.get_as<std::vector<double>>(4);
+    tag(MessageTag::kLayer);
+    w.put(m.get_as<int64_t>(1), m.get_as<int64_t>(2));
+    w.put_f64(m.get_as<double>(3));
+    w.put(static_cast<uint32_t>(finish.size()));
+    for (double v : finish) w.put_f64(v);
+    return out;
+  }
   if (m.match_elements<release_atom, int64_t>()) {
     tag(MessageTag::kRelease);
     w.put(m.get_as<int64_t>(1));
@@ -346,6 +370,51 @@ absl::StatusOr<DecodedMessage> decode_actor_message(std::span<const char> header
       double stall = 0;
       if (!r.get(fetches, restores) || !r.get_f64(stall)) return bad("truncated fetch");
       out.message = caf::make_message(fetch_atom::value, fetches, restores, stall);
+      return finish(0);
+    }
+    case MessageTag::kRows: {
+      uint8_t dispatch = 0;
+      int64_t remote = 0, rows = 0;
+      if (!r.get(dispatch, remote, rows)) return bad("truncated all-to-all rows");
+      if (dispatch > 1)
+        return bad(absl::StrFormat("all-to-all rows: flag %d, expected 0 or 1", dispatch));
+      out.message = caf::make_message(rows_atom::value, dispatch == 1, remote, rows);
+      return finish(0);
+    }
+    case MessageTag::kLoad: {
+      int64_t block = 0, iteration = 0, rebalanced = 0;
+      uint32_t n = 0;
+      double done = 0;
+      if (!r.get(block, iteration, n)) return bad("truncated load");
+      if (n > limits.max_devices || n * sizeof(int64_t) > r.remaining()) {
+        return bad(absl::StrFormat("load over %d devices (at most %d, and %d header bytes left)", n,
+                                   limits.max_devices, r.remaining()));
+      }
+      std::vector<int64_t> per_device(n);
+      for (int64_t& v : per_device) {
+        if (!r.get(v)) return bad("truncated load");
+      }
+      if (!r.get_f64(done) || !r.get(rebalanced)) return bad("truncated load");
+      out.message = caf::make_message(load_atom::value, block, iteration, std::move(per_device),
+                                      done, rebalanced);
+      return finish(0);
+    }
+    case MessageTag::kLayer: {
+      int64_t block = 0, iteration = 0;
+      uint32_t n = 0;
+      double done = 0;
+      if (!r.get(block, iteration) || !r.get_f64(done) || !r.get(n)) return bad("truncated layer");
+      if (n > limits.max_devices || n * sizeof(double) > r.remaining()) {
+        return bad(
+            absl::StrFormat("layer end over %d devices (at most %d, and %d header bytes left)", n,
+                            limits.max_devices, r.remaining()));
+      }
+      std::vector<double> finish_s(n);
+      for (double& v : finish_s) {
+        if (!r.get_f64(v)) return bad("truncated layer");
+      }
+      out.message =
+          caf::make_message(layer_atom::value, block, iteration, done, std::move(finish_s));
       return finish(0);
     }
     case MessageTag::kRelease: {

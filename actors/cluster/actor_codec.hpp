@@ -21,6 +21,11 @@
 /// - kBusy `(busy, device i64, begin f64, end f64)`, kFetch `(fetch, i64, i64, f64)`: doubles
 ///   as their IEEE-754 bits (u64); kRelease `(release, request i64)`; kFailed
 ///   `(failed, text)`: u32 length + bytes.
+/// - A barrier's metrics, from its primary replica to the coordinator (collective.hpp):
+///   kRows `(a2arows, dispatch bool, remote i64, rows i64)`: the bool as a u8 (0 or 1);
+///   kLoad `(load, block i64, iteration i64, tokens per device [u32 count, i64 each], done
+///   f64, rebalanced i64)`; kLayer `(layer, block i64, iteration i64, done f64, finish per
+///   device [u32 count, f64 each])`. (`a2a`, the sim's timed all-to-all, never crosses.)
 ///
 /// Any other message has no wire form (encode returns Unimplemented): what crosses a process
 /// boundary is exactly this list.
@@ -47,6 +52,9 @@ enum class MessageTag : uint8_t {
   kFetch = 6,
   kRelease = 7,
   kFailed = 8,
+  kRows = 9,
+  kLoad = 10,
+  kLayer = 11,
 };
 
 /// Bounds a decoder enforces before it allocates anything sized from the wire; a run sets
@@ -58,6 +66,7 @@ struct ActorMessageLimits {
   int64_t max_logits = int64_t{1} << 22;      ///< logits of one sampled row (the vocabulary)
   int64_t max_kv_width = int64_t{1} << 18;    ///< floats per K (and V) row
   int64_t max_text_bytes = int64_t{1} << 16;  ///< a failure's message
+  int64_t max_devices = int64_t{1} << 16;     ///< entries of a per-device metric
 };
 
 /// An encoded message: the frame's header and payload (concatenated after the frame prefix).

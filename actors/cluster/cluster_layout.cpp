@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "actors/collective.hpp"
 #include "actors/messages.hpp"
 
 namespace muflow::actors::cluster {
@@ -93,11 +94,11 @@ ActorMessageLimits limits_for(const engine::model::ModelConfig& config,
   l.max_rows = rows;
   l.max_logits = std::max<int64_t>(1, config.vocab_size);
   l.max_kv_width = std::max<int64_t>(1, config.num_kv_heads * config.head_dim);
+  l.max_devices = std::max<int64_t>(1, static_cast<int64_t>(topology.devices.size()));
   return l;
 }
 
-caf::actor ClusterLayout::remote(const ActorAddress& address, int64_t device) {
-  const uint32_t process = process_of(device);
+caf::actor ClusterLayout::remote_in(const ActorAddress& address, uint32_t process) {
   caf::actor a = make_remote_actor(sys_, outbox_, process, address);
   remotes_.emplace_back(process, a);
   return a;
@@ -105,16 +106,32 @@ caf::actor ClusterLayout::remote(const ActorAddress& address, int64_t device) {
 
 namespace {
 
-// The device an address's actor runs on (-1: the driver's coordinator and collectives), or
+bool in_range(int32_t i, size_t n) { return i >= 0 && static_cast<size_t>(i) < n; }
+
+// True when `layout`'s process runs a replica of the collective at `a` that gathers: it hosts
+// one of the collective's destinations (graph_builder.hpp, place_collective).
+bool hosts_collective(const RunContext& ctx, const ClusterLayout& layout, const ActorAddress& a) {
+  const bool dispatch = a.role == ActorRole::kDispatch;
+  if (a.index != 0 ||
+      !in_range(a.block, dispatch ? ctx.actors.dispatch.size() : ctx.actors.combine.size())) {
+    return false;
+  }
+  const std::vector<int64_t> dests = collective_dest_devices(
+      ctx, dispatch ? CollectiveKind::kDispatch : CollectiveKind::kCombine, a.block);
+  return std::any_of(dests.begin(), dests.end(), [&](int64_t d) { return layout.hosts_device(d); });
+}
+
+// The device an address's actor runs on (-1: the driver's coordinator; -3: a collective), or
 // -2 when the address is outside the run.
 int64_t device_of(const RunContext& ctx, const ActorAddress& a) {
-  auto in = [](int32_t i, size_t n) { return i >= 0 && static_cast<size_t>(i) < n; };
+  auto in = in_range;
   const SiteTable& s = ctx.sites;
   switch (a.role) {
     case ActorRole::kCoordinator:
+      return -1;
     case ActorRole::kDispatch:
     case ActorRole::kCombine:
-      return -1;
+      return -3;
     case ActorRole::kAttention:
       return in(a.block, s.attention.size()) && in(a.index, s.attention[a.block].size())
                  ? s.attention[a.block][a.index].device
@@ -139,8 +156,9 @@ absl::Status deliver_actor_frame(const RunContext& ctx, const ClusterLayout& lay
   absl::StatusOr<DecodedMessage> m = decode_actor_message(frame.header, frame.payload, limits);
   if (!m.ok()) return m.status();
   const int64_t device = device_of(ctx, m->to);
-  const bool here =
-      device == -1 ? layout.hosts_driver() : device >= 0 && layout.hosts_device(device);
+  const bool here = device == -1   ? layout.hosts_driver()
+                    : device == -3 ? hosts_collective(ctx, layout, m->to)
+                                   : device >= 0 && layout.hosts_device(device);
   if (!here) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "a message for %s, which process %d does not host", to_string(m->to), layout.self()));

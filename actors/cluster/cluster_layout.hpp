@@ -1,9 +1,10 @@
 #pragma once
 /// \file
 /// Where the actors of a run spanning processes live (#18), and how a process delivers the
-/// actor messages it receives. Process 0 is the driver (coordinator, barrier collectives,
-/// and the devices no worker lists); worker i of `[[cluster.workers]]` is process i + 1 and
-/// hosts the devices it lists.
+/// actor messages it receives. Process 0 is the driver (coordinator, and the devices no
+/// worker lists); worker i of `[[cluster.workers]]` is process i + 1 and hosts the devices it
+/// lists. A barrier collective has a replica in each process that hosts one of its sources
+/// or destinations (collective.hpp).
 
 #include <caf/all.hpp>
 #include <cstdint>
@@ -52,7 +53,7 @@ ActorMessageLimits limits_for(const engine::model::ModelConfig& config,
                               const engine::topology::Topology& topology);
 
 /// The layout of process `self`: hosts the devices `device_process` gives it (and the
-/// coordinator and collectives when it is process 0); remote handles send through `outbox`.
+/// coordinator when it is process 0); remote handles send through `outbox`.
 /// Used by one thread while the run is built; then read-only (any thread).
 class ClusterLayout final : public ProcessLayout {
  public:
@@ -65,12 +66,12 @@ class ClusterLayout final : public ProcessLayout {
 
   bool hosts_device(int64_t device) const override { return process_of(device) == self_; }
   bool hosts_driver() const override { return self_ == 0; }
-  caf::actor remote(const ActorAddress& address, int64_t device) override;
+  caf::actor remote_in(const ActorAddress& address, uint32_t process) override;
 
-  uint32_t self() const { return self_; }
+  uint32_t self() const override { return self_; }
   /// The process of `device` (0 for -1: the driver's actors); process 0 for an index out of
   /// range.
-  uint32_t process_of(int64_t device) const {
+  uint32_t process_of(int64_t device) const override {
     return device >= 0 && static_cast<size_t>(device) < device_process_.size()
                ? device_process_[static_cast<size_t>(device)]
                : 0;

@@ -61,6 +61,7 @@ ActorMessageLimits fuzz_limits() {
   l.max_logits = 4096;
   l.max_kv_width = 1024;
   l.max_text_bytes = 4096;
+  l.max_devices = 64;
   return l;
 }
 
@@ -159,6 +160,14 @@ void write_seeds(const std::string& dir) {
              caf::make_message(kvrows_atom::value, KvRowsPtr(kv)));
   write_seed(dir, "busy", {ActorRole::kCoordinator, 0, 0},
              caf::make_message(busy_atom::value, int64_t{1}, 0.25, 0.75));
+  write_seed(dir, "rows", {ActorRole::kCoordinator, 0, 0},
+             caf::make_message(rows_atom::value, true, int64_t{12}, int64_t{40}));
+  write_seed(dir, "load", {ActorRole::kCoordinator, 0, 0},
+             caf::make_message(load_atom::value, int64_t{1}, int64_t{2},
+                               std::vector<int64_t>{3, 0, 5}, 0.5, int64_t{1}));
+  write_seed(dir, "layer", {ActorRole::kCoordinator, 0, 0},
+             caf::make_message(layer_atom::value, int64_t{1}, int64_t{2}, 0.5,
+                               std::vector<double>{0.25, -1.0}));
   write_seed(dir, "fetch", {ActorRole::kCoordinator, 0, 0},
              caf::make_message(fetch_atom::value, int64_t{1}, int64_t{3}, 0.5));
   write_seed(dir, "release", {ActorRole::kSampler, 0, 0},

@@ -65,6 +65,17 @@ TEST_P(EveryWiring, TwoAndThreeWorkersMatchOneProcess) {
     auto many = run_text(topology_text(c.wiring, 4, c.qwen, layout, a), nullptr);
     ASSERT_TRUE(many.ok()) << what << ": " << many.status();
     expect_same(*one, *many, what);
+    // Each barrier is replicated in the processes of its sources and destinations, and only
+    // its primary replica reports it: rows counted once. A combine's primary is the process
+    // of DP rank 0, whose sampled rows follow its reports, so none is missing; a dispatch's
+    // report of the very last iteration may come after the run ended (collective.hpp).
+    EXPECT_EQ(many->metrics.combine_rows, one->metrics.combine_rows) << what;
+    EXPECT_EQ(many->metrics.combine_remote_rows, one->metrics.combine_remote_rows) << what;
+    EXPECT_LE(many->metrics.dispatch_rows, one->metrics.dispatch_rows) << what;
+    if (c.wiring.rfind("async", 0) != 0) {  // the barrier wirings
+      EXPECT_GT(many->metrics.combine_rows, 0) << what;
+      EXPECT_GT(many->metrics.dispatch_rows, one->metrics.dispatch_rows / 2) << what;
+    }
   }
 }
 

@@ -155,6 +155,90 @@ TEST(ClusterActorCodec, SampledBatchKvRowsAndScalarsRoundTrip) {
   EXPECT_EQ(d.message.get_as<int64_t>(2), 1);
 }
 
+// A barrier's metrics cross from its primary replica (a worker) to the coordinator (#18).
+TEST(ClusterActorCodec, BarrierMetricsRoundTrip) {
+  const ActorAddress coordinator{ActorRole::kCoordinator, 0, 0};
+  DecodedMessage d = round_trip(
+      coordinator, caf::make_message(rows_atom::value, true, int64_t{1518}, int64_t{2048}));
+  ASSERT_TRUE((d.message.match_elements<rows_atom, bool, int64_t, int64_t>()));
+  EXPECT_TRUE(d.message.get_as<bool>(1));
+  EXPECT_EQ(d.message.get_as<int64_t>(2), 1518);
+  EXPECT_EQ(d.message.get_as<int64_t>(3), 2048);
+  d = round_trip(coordinator, caf::make_message(rows_atom::value, false, int64_t{0}, int64_t{-1}));
+  EXPECT_FALSE(d.message.get_as<bool>(1));
+  EXPECT_EQ(d.message.get_as<int64_t>(3), -1);
+
+  const std::vector<int64_t> per_device{551, 0, 483, 475};
+  d = round_trip(coordinator, caf::make_message(load_atom::value, int64_t{2}, int64_t{40},
+                                                per_device, 0.1 + 0.2, int64_t{7}));
+  ASSERT_TRUE(
+      (d.message
+           .match_elements<load_atom, int64_t, int64_t, std::vector<int64_t>, double, int64_t>()));
+  EXPECT_EQ(d.message.get_as<int64_t>(1), 2);
+  EXPECT_EQ(d.message.get_as<int64_t>(2), 40);
+  EXPECT_EQ(d.message.get_as<std::vector<int64_t>>(3), per_device);
+  EXPECT_EQ(d.message.get_as<double>(4), 0.1 + 0.2);  // bit for bit
+  EXPECT_EQ(d.message.get_as<int64_t>(5), 7);
+
+  const std::vector<double> finish{0.238121, -1.0, 0.232664, 1e-300};
+  d = round_trip(coordinator,
+                 caf::make_message(layer_atom::value, int64_t{3}, int64_t{0}, 0.24275, finish));
+  ASSERT_TRUE(
+      (d.message.match_elements<layer_atom, int64_t, int64_t, double, std::vector<double>>()));
+  EXPECT_EQ(d.message.get_as<int64_t>(1), 3);
+  EXPECT_EQ(d.message.get_as<double>(3), 0.24275);
+  EXPECT_EQ(d.message.get_as<std::vector<double>>(4), finish);
+  // Empty per-device vectors are valid.
+  d = round_trip(coordinator, caf::make_message(layer_atom::value, int64_t{0}, int64_t{0}, 0.0,
+                                                std::vector<double>{}));
+  EXPECT_TRUE(d.message.get_as<std::vector<double>>(4).empty());
+}
+
+TEST(ClusterActorCodec, BarrierMetricsAreBoundedAndChecked) {
+  const ActorAddress coordinator{ActorRole::kCoordinator, 0, 0};
+  auto load = encode_actor_message(coordinator,
+                                   caf::make_message(load_atom::value, int64_t{0}, int64_t{1},
+                                                     std::vector<int64_t>(5, 1), 0.5, int64_t{0})
+                                       .content());
+  ASSERT_TRUE(load.ok()) << load.status();
+  ActorMessageLimits four;
+  four.max_devices = 4;
+  auto d = decode_actor_message(load->header, load->payload, four);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("load over 5 devices (at most 4"), std::string::npos)
+      << d.status();
+  EXPECT_TRUE(decode_actor_message(load->header, load->payload).ok());
+  // A device count of 2^32-1 in a short header: refused by the bytes left.
+  std::vector<char> h = load->header;
+  const size_t count_at = 1 + 4 + 4 + 1 + 8 + 8;  // address, tag, block, iteration
+  for (size_t i = 0; i < 4; ++i) h[count_at + i] = static_cast<char>(0xff);
+  d = decode_actor_message(h, load->payload);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("4294967295 devices"), std::string::npos) << d.status();
+
+  auto layer =
+      encode_actor_message(coordinator, caf::make_message(layer_atom::value, int64_t{0}, int64_t{1},
+                                                          0.5, std::vector<double>(5, 0.25))
+                                            .content());
+  ASSERT_TRUE(layer.ok());
+  EXPECT_FALSE(decode_actor_message(layer->header, layer->payload, four).ok());
+
+  auto rows = encode_actor_message(
+      coordinator, caf::make_message(rows_atom::value, true, int64_t{1}, int64_t{2}).content());
+  ASSERT_TRUE(rows.ok());
+  std::vector<char> flag = rows->header;
+  flag[1 + 4 + 4 + 1] = 2;  // the dispatch flag
+  d = decode_actor_message(flag, rows->payload);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("flag 2, expected 0 or 1"), std::string::npos) << d.status();
+  for (const auto* enc : {&*load, &*layer, &*rows}) {
+    for (size_t n = 0; n < enc->header.size(); ++n) {
+      std::vector<char> cut(enc->header.begin(), enc->header.begin() + static_cast<long>(n));
+      EXPECT_FALSE(decode_actor_message(cut, enc->payload).ok()) << "header cut at " << n;
+    }
+  }
+}
+
 TEST(ClusterActorCodec, EveryTruncationAndTrailingByteIsRejected) {
   ContributionBuilder builder(1, 0, 2);
   builder.at(1, [] { return batch(2, 4); });
