@@ -57,10 +57,15 @@ struct HostedRun {
 
 // What the gate actor and the data plane's progress thread share.
 struct WorkerNode {
-  explicit WorkerNode(ClusterSecret s, int64_t max_bytes)
-      : secret(std::move(s)), max_message_bytes(max_bytes) {}
+  WorkerNode(ClusterSecret s, int64_t max_bytes, caf::actor_system& runs)
+      : secret(std::move(s)), max_message_bytes(max_bytes), run_system(runs) {}
   const ClusterSecret secret;
   const int64_t max_message_bytes;
+  // The actor system of the hosted runs' actors (stages, devices, collectives): its scheduler
+  // threads are the worker's `--threads`, and nothing else runs on them. The gate lives in
+  // the control system (CAF's middleman), where it may block while a run is set up or
+  // stopped without taking a thread from the stages.
+  caf::actor_system& run_system;
   std::mutex mu;                     // guards plane's creation
   std::unique_ptr<DataPlane> plane;  // created by the first join
   std::atomic<DataPlane*> plane_ptr{nullptr};
@@ -307,7 +312,7 @@ caf::behavior gate_actor(caf::stateful_actor<GateState>* self, std::shared_ptr<W
         }
         if (std::shared_ptr<HostedRun> old = take_run(node)) {
           spdlog::warn("muflow worker: a new run replaces one that was not stopped");
-          stop_run(self->home_system(), *old);
+          stop_run(node.run_system, *old);
         }
         self->state.last_trace = nullptr;
         if (trace_max_events < -1 || trace_max_events > (int64_t{1} << 32)) {
@@ -315,7 +320,7 @@ caf::behavior gate_actor(caf::stateful_actor<GateState>* self, std::shared_ptr<W
                                  trace_max_events);
         }
         absl::StatusOr<std::shared_ptr<HostedRun>> run = setup_run(
-            self->home_system(), node, text, base_dir, addresses, device_map, trace_max_events);
+            node.run_system, node, text, base_dir, addresses, device_map, trace_max_events);
         if (!run.ok()) {
           spdlog::error("muflow worker: run setup failed: {}", std::string(run.status().message()));
           return std::string(run.status().message());
@@ -331,7 +336,7 @@ caf::behavior gate_actor(caf::stateful_actor<GateState>* self, std::shared_ptr<W
         }
         std::lock_guard<std::mutex> lock(node.run_mu);
         if (!node.run) return std::string("no run was set up");
-        node.run->ctx->t0 = self->home_system().clock().now();
+        node.run->ctx->t0 = node.run_system.clock().now();
         node.run->started = true;
         return std::string();
       },
@@ -340,7 +345,7 @@ caf::behavior gate_actor(caf::stateful_actor<GateState>* self, std::shared_ptr<W
           return refuse(sender_node(), "run stop before auth");
         }
         if (std::shared_ptr<HostedRun> run = take_run(*self->state.node)) {
-          stop_run(self->home_system(), *run);
+          stop_run(self->state.node->run_system, *run);
           self->state.last_trace = run->ctx->trace;
           spdlog::info("muflow worker: run stopped");
         }
@@ -368,7 +373,7 @@ caf::behavior gate_actor(caf::stateful_actor<GateState>* self, std::shared_ptr<W
         if (!run || !run->started) return Answer(0, 0, 0, 0);
         const ClusterLayout* layout = run->layout.get();  // alive while `run` is
         absl::StatusOr<StageLoad> load = probe_stages(
-            self->home_system(), *run->ctx,
+            self->state.node->run_system, *run->ctx,
             [layout](int64_t device) { return layout->hosts_device(device); }, kStageProbeTimeout);
         if (!load.ok()) {
           return caf::make_error(caf::sec::runtime_error, std::string(load.status().message()));
@@ -406,23 +411,31 @@ int run_worker(const WorkerOptions& options) {
   sigaddset(&stop, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
-  auto node = std::make_shared<WorkerNode>(std::move(*secret), options.max_message_bytes);
-  caf::actor_system_config cfg;
-  cfg.load<caf::io::middleman>();
-  // The hosted devices' stages run on CAF's scheduler threads (cpu backend), with work
-  // sharing as in one process (actors/backends/cpu.cpp says why): an idle thread sleeps on a
-  // condition variable instead of polling with 50 µs sleeps, which preempts the GEMMs of the
-  // other processes' stages on a shared machine.
+  // The hosted devices' stages run on the scheduler threads of an actor system of their own
+  // (cpu backend), exactly `threads` of them, with work sharing as in one process
+  // (actors/backends/cpu.cpp says why): an idle thread sleeps on a condition variable instead
+  // of polling with 50 µs sleeps, which preempts the GEMMs of the other processes' stages on a
+  // shared machine. The runs' actors talk to other processes over the UCX data plane only, so
+  // this system has no middleman. Declared first: it outlives the control system below, whose
+  // gate thread holds its handles while it stops a run.
   const int64_t threads =
       options.threads > 0
           ? options.threads
           : std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency()));
-  // One more for the gate, which blocks its thread while a run is set up (model load) or
-  // stopped (it waits for the run's actors, which need the others). (A detached gate would
-  // leave the scheduler to the stages alone, but CAF 0.17's ~actor_system then waits for the
-  // gate's private thread, which did not always end after a lost peer: 10 s stalls at exit.)
-  cfg.set("scheduler.max-threads", static_cast<size_t>(threads + 1));
+  caf::actor_system_config run_cfg;
+  run_cfg.set("scheduler.max-threads", static_cast<size_t>(threads));
+  run_cfg.set("scheduler.policy", caf::atom("sharing"));
+  caf::actor_system run_sys{run_cfg};
+  // The control system: CAF's middleman (the driver's connection) and the gate, which blocks
+  // its thread while a run is set up (model load) or stopped (it waits for the run's actors).
+  // Two threads, so that a blocked gate never holds up the middleman's deliveries; when idle
+  // they sleep. (With the gate on the stages' scheduler, an extra thread there ran stages
+  // too: with two loopback workers on 2 cores, 4 stage threads time-sliced the GEMMs.)
+  caf::actor_system_config cfg;
+  cfg.load<caf::io::middleman>();
+  cfg.set("scheduler.max-threads", size_t{2});
   cfg.set("scheduler.policy", caf::atom("sharing"));
+  auto node = std::make_shared<WorkerNode>(std::move(*secret), options.max_message_bytes, run_sys);
   caf::actor_system sys{cfg};
   auto gate = sys.spawn(gate_actor, node);
   auto port = sys.middleman().publish(gate, options.listen.port, options.listen.host.c_str(),
@@ -442,7 +455,7 @@ int run_worker(const WorkerOptions& options) {
       "muflow worker: signal {}: stopping ({} data-plane messages rejected, {} dropped that "
       "came after their run ended)",
       sig, node->rejected_frames.load(), node->late_frames.load());
-  if (std::shared_ptr<HostedRun> run = take_run(*node)) stop_run(sys, *run);
+  if (std::shared_ptr<HostedRun> run = take_run(*node)) stop_run(run_sys, *run);
   caf::anon_send_exit(gate, caf::exit_reason::user_shutdown);
   {
     std::lock_guard<std::mutex> lock(node->mu);

@@ -31,9 +31,9 @@ struct WorkerOptions {
   std::string token_file;     ///< empty: $MUFLOW_CLUSTER_TOKEN
   /// Largest data-plane message accepted (bytes); larger ones are drained and rejected.
   int64_t max_message_bytes = int64_t{1} << 30;
-  /// Scheduler threads for the hosted devices' stages (CAF work sharing; one more is started
-  /// for the gate, which blocks while it sets a run up or stops it); 0 = the machine's
-  /// hardware threads. Loopback workers sharing one machine should split its cores
+  /// Scheduler threads for the hosted devices' stages (CAF work sharing, an actor system of
+  /// their own; the gate and CAF's middleman have two more threads in the control system,
+  /// asleep while no run is set up or stopped); 0 = the machine's hardware threads. Loopback workers sharing one machine should split its cores
   /// (LaunchedWorkers does): more busy threads than cores slow every stage down.
   int64_t threads = 0;
 };
