@@ -1,6 +1,7 @@
 #include "actors/cluster/cluster_layout.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
@@ -148,6 +149,70 @@ int64_t device_of(const RunContext& ctx, const ActorAddress& a) {
   return -2;
 }
 
+// A metrics report for the coordinator is checked against the run before it reaches the
+// MetricsRecorder, whose asserts (device index, one entry per device) a peer must not be able
+// to trip, and which sizes tables by block.
+absl::Status check_report(const RunContext& ctx, const caf::message& m) {
+  const int64_t devices = ctx.placement.num_devices;
+  const int64_t layers = ctx.config.num_layers;
+  auto finite = [](double x) { return std::isfinite(x); };
+  auto bad = [](const std::string& what) {
+    return absl::InvalidArgumentError("a report for the coordinator with " + what);
+  };
+  auto check_layer = [&](int64_t block, int64_t iteration, size_t entries) -> absl::Status {
+    if (block < 0 || block >= layers) {
+      return bad(absl::StrFormat("block %d (the model has %d)", block, layers));
+    }
+    if (iteration < 0) return bad(absl::StrFormat("iteration %d", iteration));
+    if (static_cast<int64_t>(entries) != devices) {
+      return bad(
+          absl::StrFormat("%d per-device entries (the run has %d devices)", entries, devices));
+    }
+    return absl::OkStatus();
+  };
+  if (m.match_elements<busy_atom, int64_t, double, double>()) {
+    const int64_t device = m.get_as<int64_t>(1);
+    const double begin = m.get_as<double>(2), end = m.get_as<double>(3);
+    if (device < 0 || device >= devices) {
+      return bad(absl::StrFormat("device %d (the run has %d)", device, devices));
+    }
+    if (!finite(begin) || !finite(end) || end < begin) {
+      return bad(absl::StrFormat("a busy interval [%g, %g]", begin, end));
+    }
+  } else if (m.match_elements<load_atom, int64_t, int64_t, std::vector<int64_t>, double,
+                              int64_t>()) {
+    const auto& tokens = m.get_as<std::vector<int64_t>>(3);
+    if (absl::Status s = check_layer(m.get_as<int64_t>(1), m.get_as<int64_t>(2), tokens.size());
+        !s.ok()) {
+      return s;
+    }
+    if (std::any_of(tokens.begin(), tokens.end(), [](int64_t t) { return t < 0; }) ||
+        m.get_as<int64_t>(5) < 0 || !finite(m.get_as<double>(4))) {
+      return bad("a negative token count or a time that is not finite");
+    }
+  } else if (m.match_elements<layer_atom, int64_t, int64_t, double, std::vector<double>>()) {
+    const auto& finish = m.get_as<std::vector<double>>(4);
+    if (absl::Status s = check_layer(m.get_as<int64_t>(1), m.get_as<int64_t>(2), finish.size());
+        !s.ok()) {
+      return s;
+    }
+    if (!finite(m.get_as<double>(3)) || !std::all_of(finish.begin(), finish.end(), finite)) {
+      return bad("a time that is not finite");
+    }
+  } else if (m.match_elements<rows_atom, bool, int64_t, int64_t>()) {
+    const int64_t remote = m.get_as<int64_t>(2), rows = m.get_as<int64_t>(3);
+    if (remote < 0 || rows < remote) {
+      return bad(absl::StrFormat("%d remote rows of %d", remote, rows));
+    }
+  } else if (m.match_elements<fetch_atom, int64_t, int64_t, double>()) {
+    const double stall = m.get_as<double>(3);
+    if (m.get_as<int64_t>(1) < 0 || m.get_as<int64_t>(2) < 0 || !finite(stall) || stall < 0) {
+      return bad("negative expert fetches or stall time");
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status deliver_actor_frame(const RunContext& ctx, const ClusterLayout& layout,
@@ -172,6 +237,9 @@ absl::Status deliver_actor_frame(const RunContext& ctx, const ClusterLayout& lay
           "a shared expert's output)",
           to_string(m->to), batch->act->width, h, 2 * h));
     }
+  }
+  if (m->to.role == ActorRole::kCoordinator) {
+    if (absl::Status s = check_report(ctx, m->message); !s.ok()) return s;
   }
   caf::actor dest = resolve(ctx.actors, m->to);
   if (!dest) {

@@ -12,6 +12,7 @@
 #include <caf/all.hpp>
 #include <chrono>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -76,6 +77,8 @@ struct TestRun {
   explicit TestRun(uint32_t self, bool missing_slot = false)
       : sys(cfg), probe(sys), layout(sys, self, {1, 2}, nullptr) {
     ctx.config.hidden_size = kHidden;
+    ctx.config.num_layers = 1;
+    ctx.placement.num_devices = 2;
     ctx.sites.experts = {{{0, 0}, {1, 0}}};
     ctx.sites.attention = {{{0, 1}}};
     ctx.sites.samplers = {{0, 2}};
@@ -92,6 +95,19 @@ struct TestRun {
     probe->receive([&](batch_atom, const TokenBatchPtr&) { got = true; },
                    [&](failed_atom, const std::string&) { got = true; },
                    caf::after(std::chrono::milliseconds(100)) >> [] {});
+    return !got;
+  }
+  // True when the probe received no report for the coordinator within 100 ms.
+  bool nothing_received_any() {
+    bool got = false;
+    auto seen = [&](auto&&...) { got = true; };
+    probe->receive(
+        [&](busy_atom, int64_t, double, double) { seen(); },
+        [&](load_atom, int64_t, int64_t, const std::vector<int64_t>&, double, int64_t) { seen(); },
+        [&](layer_atom, int64_t, int64_t, double, const std::vector<double>&) { seen(); },
+        [&](rows_atom, bool, int64_t, int64_t) { seen(); },
+        [&](fetch_atom, int64_t, int64_t, double) { seen(); },
+        caf::after(std::chrono::milliseconds(100)) >> [] {});
     return !got;
   }
   caf::actor_system_config cfg;
@@ -162,6 +178,71 @@ TEST(ClusterActorDelivery, MessagesThisProcessMustNotTakeAreRefusedAndNotDeliver
   absl::Status s = deliver_actor_frame(run.ctx, run.layout, cut->view, {});
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_TRUE(run.nothing_received()) << "a refused message reached an actor";
+}
+
+// Reports for the coordinator (busy time, a barrier's metrics) are checked against the run
+// before the metrics recorder sees them: its asserts and per-block tables are not for peers.
+TEST(ClusterActorDelivery, ReportsForTheCoordinatorAreCheckedAgainstTheRun) {
+  TestRun driver(/*self=*/0);
+  const ActorAddress coordinator{ActorRole::kCoordinator, 0, 0};
+  const double inf = std::numeric_limits<double>::infinity();
+  struct Case {
+    const char* what;
+    caf::message message;
+    const char* error;  // nullptr: accepted
+  };
+  const std::vector<Case> cases = {
+      {"busy time", caf::make_message(busy_atom::value, int64_t{1}, 0.5, 0.75), nullptr},
+      {"busy on device 2", caf::make_message(busy_atom::value, int64_t{2}, 0.5, 0.75),
+       "device 2 (the run has 2)"},
+      {"busy backwards", caf::make_message(busy_atom::value, int64_t{0}, 0.75, 0.5),
+       "busy interval [0.75, 0.5]"},
+      {"busy forever", caf::make_message(busy_atom::value, int64_t{0}, 0.5, inf), "busy interval"},
+      {"a load",
+       caf::make_message(load_atom::value, int64_t{0}, int64_t{3}, std::vector<int64_t>{4, 0}, 0.5,
+                         int64_t{0}),
+       nullptr},
+      {"a load of block 2^40",
+       caf::make_message(load_atom::value, int64_t{1} << 40, int64_t{3}, std::vector<int64_t>{4, 0},
+                         0.5, int64_t{0}),
+       "block 1099511627776 (the model has 1)"},
+      {"a load over 3 devices",
+       caf::make_message(load_atom::value, int64_t{0}, int64_t{3}, std::vector<int64_t>{4, 0, 1},
+                         0.5, int64_t{0}),
+       "3 per-device entries (the run has 2 devices)"},
+      {"a negative load",
+       caf::make_message(load_atom::value, int64_t{0}, int64_t{3}, std::vector<int64_t>{-4, 0}, 0.5,
+                         int64_t{0}),
+       "negative token count"},
+      {"a layer end",
+       caf::make_message(layer_atom::value, int64_t{0}, int64_t{3}, 0.5,
+                         std::vector<double>{0.25, -1.0}),
+       nullptr},
+      {"a layer end of iteration -1",
+       caf::make_message(layer_atom::value, int64_t{0}, int64_t{-1}, 0.5,
+                         std::vector<double>{0.25, -1.0}),
+       "iteration -1"},
+      {"a layer end over 1 device",
+       caf::make_message(layer_atom::value, int64_t{0}, int64_t{3}, 0.5, std::vector<double>{0.25}),
+       "1 per-device entries"},
+      {"rows", caf::make_message(rows_atom::value, true, int64_t{3}, int64_t{8}), nullptr},
+      {"more remote rows than rows",
+       caf::make_message(rows_atom::value, true, int64_t{9}, int64_t{8}), "9 remote rows of 8"},
+      {"negative fetches", caf::make_message(fetch_atom::value, int64_t{-1}, int64_t{0}, 0.0),
+       "negative expert"},
+  };
+  for (const Case& c : cases) {
+    auto f = frame_of(coordinator, c.message);
+    absl::Status s = deliver_actor_frame(driver.ctx, driver.layout, f->view, {});
+    if (c.error == nullptr) {
+      EXPECT_TRUE(s.ok()) << c.what << ": " << s;
+      EXPECT_FALSE(driver.nothing_received_any()) << c.what << " did not arrive";
+      continue;
+    }
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.what << ": " << s;
+    EXPECT_NE(s.message().find(c.error), std::string::npos) << c.what << ": " << s;
+    EXPECT_TRUE(driver.nothing_received_any()) << c.what << " reached the coordinator";
+  }
 }
 
 TEST(ClusterActorDelivery, AHostedSlotWithoutAnActorIsRefused) {
