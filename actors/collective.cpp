@@ -15,6 +15,8 @@ namespace {
 
 struct CollectiveState {
   std::map<int64_t, std::vector<ContributionPtr>> pending;  // iteration → by source
+  // iteration → this process's contributions not yet forwarded to the peers (replicas)
+  std::map<int64_t, std::vector<ContributionPtr>> outgoing;
   std::map<int64_t, std::vector<double>> arrived_us;        // iteration → receipt time by source
   static inline const char* name = "muflow.collective";
 };
@@ -181,16 +183,28 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
     return local.empty() ||
            (device >= 0 && static_cast<size_t>(device) < local.size() && local[device] != 0);
   };
-  return {[=](contrib_atom, const ContributionPtr& c) {
-    if (c->source < 0 || static_cast<size_t>(c->source) >= num_sources) {
+  const auto local_sources =
+      static_cast<size_t>(std::count_if(source_devices.begin(), source_devices.end(), is_local));
+  // One contribution, from a source of this process (`forward`) or from a peer replica.
+  auto on_contribution = [=](const ContributionPtr& c, bool forward) {
+    if (!c || c->source < 0 || static_cast<size_t>(c->source) >= num_sources) {
       self->send(ctx->actors.coordinator, failed_atom::value,
-                 absl::StrFormat("collective b%d: bad source %d", block, c->source));
+                 absl::StrFormat("collective b%d: bad source %d", block, c ? c->source : -1));
       return;
     }
-    // A contribution of this process's source goes on to the other processes' replicas
-    // first, so that it crosses to them while this one waits.
-    if (is_local(source_devices[c->source])) {
-      for (const caf::actor& peer : replica.peers) self->send(peer, contrib_atom::value, c);
+    // This process's contributions go on to the other processes' replicas, all of an
+    // iteration in one message once the last came (the barrier waits for it anyway), before
+    // this replica's own work.
+    if (forward && !replica.peers.empty()) {
+      std::vector<ContributionPtr>& out = self->state.outgoing[c->iteration];
+      out.push_back(c);
+      if (out.size() == local_sources) {
+        auto bundle = std::make_shared<ContributionBundle>();
+        bundle->contributions = std::move(out);
+        self->state.outgoing.erase(c->iteration);
+        const ContributionBundlePtr shared = std::move(bundle);
+        for (const caf::actor& peer : replica.peers) self->send(peer, contrib_atom::value, shared);
+      }
     }
     if (!replica.gathers) return;
     auto& slot = self->state.pending[c->iteration];
@@ -311,7 +325,18 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
     }
     self->state.arrived_us.erase(c->iteration);
     self->state.pending.erase(c->iteration);
-  }};
+  };
+  return {
+      [=](contrib_atom, const ContributionPtr& c) {
+        on_contribution(c, c && c->source >= 0 &&
+                               static_cast<size_t>(c->source) < source_devices.size() &&
+                               is_local(source_devices[c->source]));
+      },
+      [=](contrib_atom, const ContributionBundlePtr& b) {
+        if (!b) return;
+        for (const ContributionPtr& c : b->contributions) on_contribution(c, false);
+      },
+  };
 }
 
 }  // namespace

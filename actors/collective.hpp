@@ -30,19 +30,27 @@ std::vector<int64_t> collective_source_devices(const RunContext& ctx, Collective
 std::vector<int64_t> collective_dest_devices(const RunContext& ctx, CollectiveKind kind,
                                              int32_t block);
 
+/// Contributions of several sources of one process to one iteration of a collective, sent
+/// together to its replica in another process (one data-plane message instead of one per
+/// source; the barrier waits for the last of them either way). Shared, never modified.
+struct ContributionBundle {
+  std::vector<ContributionPtr> contributions;
+};
+using ContributionBundlePtr = std::shared_ptr<const ContributionBundle>;
+
 /// One replica of a barrier collective in a run that spans processes (#18). Each process
-/// that hosts a source or a destination of the collective runs one: a contribution from a
-/// source of this process goes to the `peers` (the replicas of the other processes that host
-/// destinations), and every replica that `gathers` waits for all of them, builds every
-/// destination's batch with the graph's rule (rules are pure functions of the contributions,
-/// so every replica builds the same batches) and delivers those of its own destinations. A
-/// barrier therefore costs one process hop (source → the destination's process), not two
-/// through a central collective. Only the `primary` replica reports the barrier's metrics to
-/// the coordinator and records its trace events. Its reports travel on its own process's link
-/// to the driver; where that process's sampled rows depend on the barrier (every combine,
-/// whose primary is DP rank 0's process) they arrive first, else (a dispatch) the report of
-/// the run's very last iteration may arrive after the coordinator finished (rows counted
-/// once either way, never twice).
+/// that hosts a source or a destination of the collective runs one: the contributions of the
+/// sources of this process go to the `peers` (the replicas of the other processes that host
+/// destinations), together once all of them came (a ContributionBundle), and every replica that
+/// `gathers` waits for all of them, builds every destination's batch with the graph's rule (rules
+/// are pure functions of the contributions, so every replica builds the same batches) and delivers
+/// those of its own destinations. A barrier therefore costs one process hop (source → the
+/// destination's process), not two through a central collective. Only the `primary` replica reports
+/// the barrier's metrics to the coordinator and records its trace events. Its reports travel on its
+/// own process's link to the driver; where that process's sampled rows depend on the barrier (every
+/// combine, whose primary is DP rank 0's process) they arrive first, else (a dispatch) the report
+/// of the run's very last iteration may arrive after the coordinator finished (rows counted once
+/// either way, never twice).
 struct CollectiveReplica {
   /// Handles of the replicas in the other processes that host destinations.
   std::vector<caf::actor> peers;
@@ -63,3 +71,5 @@ caf::actor spawn_collective(caf::actor_system& sys, RunContextPtr ctx, Collectiv
                             int32_t block, CollectiveReplica replica = {});
 
 }  // namespace muflow::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(muflow::actors::ContributionBundlePtr)

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "actors/collective.hpp"
 #include "actors/messages.hpp"
 #include "caf/binary_deserializer.hpp"
 #include "caf/binary_serializer.hpp"
@@ -101,6 +102,72 @@ std::vector<float> floats_of(std::span<const char> bytes) {
   return v;
 }
 
+// A contribution's fields (header) and its parts' rows (appended to `payload`).
+absl::Status encode_contribution(Writer& w, const ContributionPtr& c, std::vector<char>& payload) {
+  if (!c) return bad("null contribution");
+  if (c->dests.size() != c->parts.size()) return bad("contribution with dests != parts");
+  std::vector<transport::WireBatch> wires;
+  wires.reserve(c->parts.size());
+  for (const TokenBatchPtr& part : c->parts) {
+    absl::StatusOr<transport::WireBatch> wire = encode_batch(part);
+    if (!wire.ok()) return wire.status();
+    wires.push_back(std::move(*wire));
+  }
+  w.put(c->iteration, c->source, static_cast<uint32_t>(wires.size()));
+  for (size_t i = 0; i < wires.size(); ++i) {
+    w.put(c->dests[i], static_cast<uint32_t>(wires[i].header.size()),
+          static_cast<uint64_t>(wires[i].payload.size()));
+  }
+  for (const auto& wire : wires) w.put_raw(wire.header);
+  for (const auto& wire : wires) append(payload, wire.payload);
+  return absl::OkStatus();
+}
+
+// Reads one contribution whose rows start at `payload`; `payload_used` gets their bytes.
+absl::StatusOr<ContributionPtr> decode_contribution(Reader& r, std::span<const char> payload,
+                                                    const ActorMessageLimits& limits,
+                                                    uint64_t& payload_used) {
+  auto c = std::make_shared<Contribution>();
+  uint32_t parts = 0;
+  if (!r.get(c->iteration, c->source, parts)) return bad("truncated contribution");
+  static const size_t kPartRecord = record_bytes<int32_t, uint32_t, uint64_t>();
+  if (parts > limits.max_parts || parts * kPartRecord > r.remaining()) {
+    return bad(
+        absl::StrFormat("contribution of %d parts (at most %d, and %d header bytes "
+                        "left)",
+                        parts, limits.max_parts, r.remaining()));
+  }
+  std::vector<uint32_t> header_bytes(parts);
+  std::vector<uint64_t> payload_bytes(parts);
+  c->dests.resize(parts);
+  uint64_t payload_total = 0;
+  for (uint32_t i = 0; i < parts; ++i) {
+    if (!r.get(c->dests[i], header_bytes[i], payload_bytes[i])) {
+      return bad("truncated contribution part");
+    }
+    if (i > 0 && c->dests[i] <= c->dests[i - 1]) {
+      return bad("contribution parts not in ascending destination order");
+    }
+    if (payload_bytes[i] > payload.size() - payload_total) {
+      return bad("contribution parts announce more payload than the frame has");
+    }
+    payload_total += payload_bytes[i];
+  }
+  c->parts.reserve(parts);
+  uint64_t offset = 0;
+  for (uint32_t i = 0; i < parts; ++i) {
+    std::span<const char> part_header;
+    if (!r.take(header_bytes[i], part_header)) return bad("truncated contribution part header");
+    absl::StatusOr<TokenBatchPtr> part = transport::decode_token_batch(
+        part_header, payload.subspan(offset, payload_bytes[i]), limits.batch);
+    if (!part.ok()) return part.status();
+    c->parts.push_back(std::move(*part));
+    offset += payload_bytes[i];
+  }
+  payload_used = payload_total;
+  return ContributionPtr(std::move(c));
+}
+
 }  // namespace
 
 absl::StatusOr<EncodedMessage> encode_actor_message(const ActorAddress& to,
@@ -119,24 +186,21 @@ absl::StatusOr<EncodedMessage> encode_actor_message(const ActorAddress& to,
     return out;
   }
   if (m.match_elements<contrib_atom, ContributionPtr>()) {
-    const ContributionPtr& c = m.get_as<ContributionPtr>(1);
-    if (!c) return bad("null contribution");
-    if (c->dests.size() != c->parts.size()) return bad("contribution with dests != parts");
-    std::vector<transport::WireBatch> wires;
-    wires.reserve(c->parts.size());
-    for (const TokenBatchPtr& part : c->parts) {
-      absl::StatusOr<transport::WireBatch> wire = encode_batch(part);
-      if (!wire.ok()) return wire.status();
-      wires.push_back(std::move(*wire));
-    }
     tag(MessageTag::kContribution);
-    w.put(c->iteration, c->source, static_cast<uint32_t>(wires.size()));
-    for (size_t i = 0; i < wires.size(); ++i) {
-      w.put(c->dests[i], static_cast<uint32_t>(wires[i].header.size()),
-            static_cast<uint64_t>(wires[i].payload.size()));
+    if (absl::Status s = encode_contribution(w, m.get_as<ContributionPtr>(1), out.payload);
+        !s.ok()) {
+      return s;
     }
-    for (const auto& wire : wires) w.put_raw(wire.header);
-    for (const auto& wire : wires) append(out.payload, wire.payload);
+    return out;
+  }
+  if (m.match_elements<contrib_atom, ContributionBundlePtr>()) {
+    const ContributionBundlePtr& b = m.get_as<ContributionBundlePtr>(1);
+    if (!b) return bad("null contribution bundle");
+    tag(MessageTag::kContributionBundle);
+    w.put(static_cast<uint32_t>(b->contributions.size()));
+    for (const ContributionPtr& c : b->contributions) {
+      if (absl::Status s = encode_contribution(w, c, out.payload); !s.ok()) return s;
+    }
     return out;
   }
   if (m.match_elements<sampled_atom, SampledBatchPtr>()) {
@@ -256,45 +320,36 @@ absl::StatusOr<DecodedMessage> decode_actor_message(std::span<const char> header
       return finish(payload.size());
     }
     case MessageTag::kContribution: {
-      auto c = std::make_shared<Contribution>();
-      uint32_t parts = 0;
-      if (!r.get(c->iteration, c->source, parts)) return bad("truncated contribution");
-      static const size_t kPartRecord = record_bytes<int32_t, uint32_t, uint64_t>();
-      if (parts > limits.max_parts || parts * kPartRecord > r.remaining()) {
-        return bad(
-            absl::StrFormat("contribution of %d parts (at most %d, and %d header bytes "
-                            "left)",
-                            parts, limits.max_parts, r.remaining()));
+      uint64_t used = 0;
+      absl::StatusOr<ContributionPtr> c = decode_contribution(r, payload, limits, used);
+      if (!c.ok()) return c.status();
+      out.message = caf::make_message(contrib_atom::value, std::move(*c));
+      return finish(used);
+    }
+    case MessageTag::kContributionBundle: {
+      uint32_t n = 0;
+      if (!r.get(n)) return bad("truncated contribution bundle");
+      // Each contribution takes at least its 16-byte record (iteration, source, parts).
+      static const size_t kRecord = record_bytes<int64_t, int32_t, uint32_t>();
+      if (n > limits.max_parts || n * kRecord > r.remaining()) {
+        return bad(absl::StrFormat(
+            "contribution bundle of %d contributions (at most %d, and %d header bytes left)", n,
+            limits.max_parts, r.remaining()));
       }
-      std::vector<uint32_t> header_bytes(parts);
-      std::vector<uint64_t> payload_bytes(parts);
-      c->dests.resize(parts);
-      uint64_t payload_total = 0;
-      for (uint32_t i = 0; i < parts; ++i) {
-        if (!r.get(c->dests[i], header_bytes[i], payload_bytes[i])) {
-          return bad("truncated contribution part");
-        }
-        if (i > 0 && c->dests[i] <= c->dests[i - 1]) {
-          return bad("contribution parts not in ascending destination order");
-        }
-        if (payload_bytes[i] > payload.size() - payload_total) {
-          return bad("contribution parts announce more payload than the frame has");
-        }
-        payload_total += payload_bytes[i];
-      }
-      c->parts.reserve(parts);
+      auto bundle = std::make_shared<ContributionBundle>();
+      bundle->contributions.reserve(n);
       uint64_t offset = 0;
-      for (uint32_t i = 0; i < parts; ++i) {
-        std::span<const char> part_header;
-        if (!r.take(header_bytes[i], part_header)) return bad("truncated contribution part header");
-        absl::StatusOr<TokenBatchPtr> part = transport::decode_token_batch(
-            part_header, payload.subspan(offset, payload_bytes[i]), limits.batch);
-        if (!part.ok()) return part.status();
-        c->parts.push_back(std::move(*part));
-        offset += payload_bytes[i];
+      for (uint32_t i = 0; i < n; ++i) {
+        uint64_t used = 0;
+        absl::StatusOr<ContributionPtr> c =
+            decode_contribution(r, payload.subspan(offset), limits, used);
+        if (!c.ok()) return c.status();
+        bundle->contributions.push_back(std::move(*c));
+        offset += used;
       }
-      out.message = caf::make_message(contrib_atom::value, ContributionPtr(std::move(c)));
-      return finish(payload_total);
+      out.message =
+          caf::make_message(contrib_atom::value, ContributionBundlePtr(std::move(bundle)));
+      return finish(offset);
     }
     case MessageTag::kSampled: {
       auto s = std::make_shared<SampledBatch>();

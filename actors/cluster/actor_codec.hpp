@@ -13,6 +13,9 @@
 /// - kContribution `(contrib, ContributionPtr)`: iteration i64, source i32, parts u32, per part
 ///   (dest i32, header bytes u32, payload bytes u64), then the parts' wire headers back to
 ///   back; payload: the parts' rows back to back.
+/// - kContributionBundle `(contrib, ContributionBundlePtr)`: count u32, then each
+///   contribution's header fields as kContribution's; payload: their rows back to back, in
+///   that order.
 /// - kSampled `(sampled, SampledBatchPtr)`: iteration i64, rank i32, rows u32, requests u32,
 ///   per row (request i64, position i64, token i32, logits u32), the request ids (i64 each);
 ///   payload: every row's logits (f32) back to back.
@@ -55,6 +58,7 @@ enum class MessageTag : uint8_t {
   kRows = 9,
   kLoad = 10,
   kLayer = 11,
+  kContributionBundle = 12,
 };
 
 /// Bounds a decoder enforces before it allocates anything sized from the wire; a run sets

@@ -30,6 +30,7 @@
 
 #include "actors/cluster/actor_codec.hpp"
 #include "actors/cluster/frame_kinds.hpp"
+#include "actors/collective.hpp"
 #include "actors/messages.hpp"
 #include "transport/cluster/frame.hpp"
 
@@ -140,8 +141,13 @@ void write_seeds(const std::string& dir) {
   ContributionBuilder builder(4, 1, 3);
   builder.at(2, [] { return seed_batch(1, 4); });
   builder.at(0, [] { return seed_batch(2, 4); });
+  const ContributionPtr contribution = builder.finish();
   write_seed(dir, "contribution", {ActorRole::kDispatch, 0, 0},
-             caf::make_message(contrib_atom::value, builder.finish()));
+             caf::make_message(contrib_atom::value, contribution));
+  auto bundle = std::make_shared<ContributionBundle>();
+  bundle->contributions = {contribution, contribution};
+  write_seed(dir, "contribution_bundle", {ActorRole::kCombine, 0, 0},
+             caf::make_message(contrib_atom::value, ContributionBundlePtr(bundle)));
   auto s = std::make_shared<SampledBatch>();
   s->iteration = 2;
   s->rank = 1;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "actors/cluster/actor_codec.hpp"
+#include "actors/collective.hpp"
 #include "actors/messages.hpp"
 
 namespace muflow::actors::cluster {
@@ -107,6 +108,57 @@ TEST(ClusterActorCodec, ContributionRoundTripsItsParts) {
   ASSERT_EQ(got.parts.size(), 2u);
   expect_same_batch(*c->parts[0], *got.parts[0]);
   expect_same_batch(*c->parts[1], *got.parts[1]);
+}
+
+// A process's contributions to one iteration of a collective cross together (#18).
+TEST(ClusterActorCodec, ContributionBundleRoundTripsEveryContribution) {
+  ContributionBuilder first(7, 2, 3);
+  first.at(0, [] { return batch(2, 4); });
+  first.at(2, [] { return batch(1, 4); });
+  ContributionBuilder second(7, 3, 3);  // no parts: a source that sends nothing
+  ContributionBuilder third(7, 5, 3);
+  third.at(1, [] { return batch(3, 4); });
+  auto bundle = std::make_shared<ContributionBundle>();
+  bundle->contributions = {first.finish(), second.finish(), third.finish()};
+  DecodedMessage d =
+      round_trip({ActorRole::kCombine, 1, 0},
+                 caf::make_message(contrib_atom::value, ContributionBundlePtr(bundle)));
+  ASSERT_TRUE((d.message.match_elements<contrib_atom, ContributionBundlePtr>()));
+  const ContributionBundle& got = *d.message.get_as<ContributionBundlePtr>(1);
+  ASSERT_EQ(got.contributions.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    const Contribution& want = *bundle->contributions[i];
+    const Contribution& c = *got.contributions[i];
+    EXPECT_EQ(c.iteration, 7);
+    EXPECT_EQ(c.source, want.source);
+    EXPECT_EQ(c.dests, want.dests);
+    ASSERT_EQ(c.parts.size(), want.parts.size());
+    for (size_t p = 0; p < c.parts.size(); ++p) expect_same_batch(*want.parts[p], *c.parts[p]);
+  }
+  // Every cut of the header or payload, and a trailing byte, is refused.
+  auto enc = encode_actor_message(
+      {ActorRole::kCombine, 1, 0},
+      caf::make_message(contrib_atom::value, ContributionBundlePtr(bundle)).content());
+  ASSERT_TRUE(enc.ok());
+  for (size_t n = 0; n < enc->header.size(); ++n) {
+    std::vector<char> h(enc->header.begin(), enc->header.begin() + static_cast<long>(n));
+    EXPECT_FALSE(decode_actor_message(h, enc->payload).ok()) << "header cut at " << n;
+  }
+  for (size_t n = 0; n < enc->payload.size(); ++n) {
+    std::vector<char> p(enc->payload.begin(), enc->payload.begin() + static_cast<long>(n));
+    EXPECT_FALSE(decode_actor_message(enc->header, p).ok()) << "payload cut at " << n;
+  }
+  std::vector<char> longer = enc->payload;
+  longer.push_back(0);
+  EXPECT_FALSE(decode_actor_message(enc->header, longer).ok());
+  // A count beyond the limit is refused before anything is allocated.
+  ActorMessageLimits two;
+  two.max_parts = 2;
+  auto limited = decode_actor_message(enc->header, enc->payload, two);
+  ASSERT_FALSE(limited.ok());
+  EXPECT_NE(limited.status().message().find("bundle of 3 contributions (at most 2"),
+            std::string::npos)
+      << limited.status();
 }
 
 TEST(ClusterActorCodec, SampledBatchKvRowsAndScalarsRoundTrip) {
