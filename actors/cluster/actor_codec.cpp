@@ -170,6 +170,14 @@ absl::StatusOr<ContributionPtr> decode_contribution(Reader& r, std::span<const c
 
 }  // namespace
 
+bool is_report(const caf::type_erased_tuple& m) {
+  return m.match_elements<busy_atom, int64_t, double, double>() ||
+         m.match_elements<fetch_atom, int64_t, int64_t, double>() ||
+         m.match_elements<rows_atom, bool, int64_t, int64_t>() ||
+         m.match_elements<load_atom, int64_t, int64_t, std::vector<int64_t>, double, int64_t>() ||
+         m.match_elements<layer_atom, int64_t, int64_t, double, std::vector<double>>();
+}
+
 absl::StatusOr<EncodedMessage> encode_actor_message(const ActorAddress& to,
                                                     const caf::type_erased_tuple& m) {
   EncodedMessage out;
@@ -266,6 +274,22 @@ absl::StatusOr<EncodedMessage> encode_actor_message(const ActorAddress& to,
     w.put_f64(m.get_as<double>(3));
     w.put(static_cast<uint32_t>(finish.size()));
     for (double v : finish) w.put_f64(v);
+    return out;
+  }
+  if (m.match_elements<reports_atom, std::vector<caf::message>>()) {
+    const auto& reports = m.get_as<std::vector<caf::message>>(1);
+    tag(MessageTag::kReports);
+    w.put(static_cast<uint32_t>(reports.size()));
+    for (const caf::message& report : reports) {
+      if (!is_report(report.content())) {
+        return bad(absl::StrFormat("a report bundle with %s, which is no report",
+                                   report.content().stringify()));
+      }
+      absl::StatusOr<EncodedMessage> e = encode_actor_message(to, report.content());
+      if (!e.ok()) return e.status();
+      w.put(static_cast<uint32_t>(e->header.size()));
+      w.put_raw(e->header);
+    }
     return out;
   }
   if (m.match_elements<release_atom, int64_t>()) {
@@ -470,6 +494,35 @@ absl::StatusOr<DecodedMessage> decode_actor_message(std::span<const char> header
       }
       out.message =
           caf::make_message(layer_atom::value, block, iteration, done, std::move(finish_s));
+      return finish(0);
+    }
+    case MessageTag::kReports: {
+      uint32_t n = 0;
+      if (!r.get(n)) return bad("truncated report bundle");
+      static const size_t kLength = record_bytes<uint32_t>();
+      if (n > limits.max_rows || n * kLength > r.remaining()) {
+        return bad(
+            absl::StrFormat("report bundle of %d reports (at most %d, and %d header "
+                            "bytes left)",
+                            n, limits.max_rows, r.remaining()));
+      }
+      std::vector<caf::message> reports;
+      reports.reserve(n);
+      for (uint32_t i = 0; i < n; ++i) {
+        uint32_t len = 0;
+        std::span<const char> sub;
+        if (!r.get(len) || !r.take(len, sub)) return bad("truncated report in a bundle");
+        absl::StatusOr<DecodedMessage> d = decode_actor_message(sub, {}, limits);
+        if (!d.ok()) return d.status();
+        if (!(d->to == out.to) || !is_report(d->message.content())) {
+          return bad(absl::StrFormat(
+              "a report bundle with %s for %s, which is no report for "
+              "the bundle's %s",
+              d->message.content().stringify(), to_string(d->to), to_string(out.to)));
+        }
+        reports.push_back(std::move(d->message));
+      }
+      out.message = caf::make_message(reports_atom::value, std::move(reports));
       return finish(0);
     }
     case MessageTag::kRelease: {

@@ -24,6 +24,10 @@
 /// - kBusy `(busy, device i64, begin f64, end f64)`, kFetch `(fetch, i64, i64, f64)`: doubles
 ///   as their IEEE-754 bits (u64); kRelease `(release, request i64)`; kFailed
 ///   `(failed, text)`: u32 length + bytes.
+/// - kReports `(reports, std::vector<caf::message>)`, for the coordinator: several reports of
+///   one process in one frame (Outbox batches them): count u32, then per report u32 length +
+///   its own header (address, tag, fields), each a kBusy, kFetch, kRows, kLoad or kLayer for
+///   the coordinator; no payload.
 /// - A barrier's metrics, from its primary replica to the coordinator (collective.hpp):
 ///   kRows `(a2arows, dispatch bool, remote i64, rows i64)`: the bool as a u8 (0 or 1);
 ///   kLoad `(load, block i64, iteration i64, tokens per device [u32 count, i64 each], done
@@ -59,7 +63,17 @@ enum class MessageTag : uint8_t {
   kLoad = 10,
   kLayer = 11,
   kContributionBundle = 12,
+  kReports = 13,
 };
+
+/// The atom of a kReports message: `(reports, std::vector<caf::message>)`, each element a
+/// report for the coordinator (busy, fetch, a2arows, load, layer), in the order they were
+/// made. `deliver_actor_frame` delivers them one by one.
+using reports_atom = caf::atom_constant<caf::atom("reports")>;
+
+/// True for a message the coordinator takes as a report (metrics, not on any run's critical
+/// path): busy, fetch, a2arows, load, layer. An Outbox may hold these back and batch them.
+bool is_report(const caf::type_erased_tuple& content);
 
 /// Bounds a decoder enforces before it allocates anything sized from the wire; a run sets
 /// them from its model (`limits_for`).

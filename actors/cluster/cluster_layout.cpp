@@ -238,15 +238,24 @@ absl::Status deliver_actor_frame(const RunContext& ctx, const ClusterLayout& lay
           to_string(m->to), batch->act->width, h, 2 * h));
     }
   }
+  // A bundle of reports (an Outbox's batch) is checked whole, then delivered one by one.
+  std::vector<caf::message> messages;
+  if (m->message.match_elements<reports_atom, std::vector<caf::message>>()) {
+    messages = m->message.get_as<std::vector<caf::message>>(1);
+  } else {
+    messages.push_back(std::move(m->message));
+  }
   if (m->to.role == ActorRole::kCoordinator) {
-    if (absl::Status s = check_report(ctx, m->message); !s.ok()) return s;
+    for (const caf::message& message : messages) {
+      if (absl::Status s = check_report(ctx, message); !s.ok()) return s;
+    }
   }
   caf::actor dest = resolve(ctx.actors, m->to);
   if (!dest) {
     return absl::InvalidArgumentError(
         absl::StrFormat("a message for %s, which this run does not have", to_string(m->to)));
   }
-  caf::anon_send(dest, std::move(m->message));
+  for (caf::message& message : messages) caf::anon_send(dest, std::move(message));
   return absl::OkStatus();
 }
 

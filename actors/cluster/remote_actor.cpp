@@ -5,6 +5,7 @@
 
 #include "actors/cluster/actor_codec.hpp"
 #include "actors/cluster/frame_kinds.hpp"
+#include "actors/messages.hpp"
 #include "spdlog/spdlog.h"
 #include "transport/cluster/frame.hpp"
 
@@ -12,6 +13,71 @@ namespace muflow::actors::cluster {
 
 absl::Status Outbox::send(uint32_t process, const ActorAddress& to,
                           const caf::type_erased_tuple& content) {
+  const auto now = std::chrono::steady_clock::now();
+  const ActorAddress coordinator{ActorRole::kCoordinator, 0, 0};
+  if (to == coordinator && is_report(content)) {
+    std::optional<caf::message> batch;
+    {
+      std::lock_guard<std::mutex> lock(reports_mu_);
+      PendingReports& p = reports_[process];
+      if (p.reports.empty()) p.oldest = now;
+      p.reports.push_back(caf::message::copy(content));
+      if (p.reports.size() >= kMaxPendingReports) batch = take_reports(process, false, now);
+    }
+    if (batch) return send_now(process, coordinator, batch->content());
+    flush_reports(/*aged_only=*/true);
+    return absl::OkStatus();
+  }
+  // What waits for `process` goes first: reports precede what their actors sent next.
+  std::optional<caf::message> batch;
+  {
+    std::lock_guard<std::mutex> lock(reports_mu_);
+    batch = take_reports(process, false, now);
+  }
+  if (batch) {
+    if (absl::Status s = send_now(process, coordinator, batch->content()); !s.ok()) return s;
+  }
+  absl::Status s = send_now(process, to, content);
+  flush_reports(/*aged_only=*/true);
+  return s;
+}
+
+std::optional<caf::message> Outbox::take_reports(uint32_t process, bool aged_only,
+                                                 std::chrono::steady_clock::time_point now) {
+  auto it = reports_.find(process);
+  if (it == reports_.end() || it->second.reports.empty()) return std::nullopt;
+  if (aged_only && now - it->second.oldest < kReportsFlushAfter) return std::nullopt;
+  std::vector<caf::message> reports = std::move(it->second.reports);
+  reports_.erase(it);
+  if (reports.size() == 1) return std::move(reports.front());
+  return caf::make_message(reports_atom::value, std::move(reports));
+}
+
+void Outbox::flush_reports(bool aged_only) {
+  const auto now = std::chrono::steady_clock::now();
+  std::vector<std::pair<uint32_t, caf::message>> due;
+  {
+    std::lock_guard<std::mutex> lock(reports_mu_);
+    if (reports_.empty()) return;
+    std::vector<uint32_t> processes;
+    for (const auto& [process, pending] : reports_) processes.push_back(process);
+    for (uint32_t process : processes) {
+      if (auto batch = take_reports(process, aged_only, now)) due.emplace_back(process, *batch);
+    }
+  }
+  for (const auto& [process, batch] : due) {
+    if (absl::Status s = send_now(process, {ActorRole::kCoordinator, 0, 0}, batch.content());
+        !s.ok() && !absl::IsFailedPrecondition(s)) {
+      spdlog::error("muflow cluster: reports for process {} were not sent: {}", process,
+                    std::string(s.message()));
+    }
+  }
+}
+
+void Outbox::flush_aged() { flush_reports(/*aged_only=*/true); }
+
+absl::Status Outbox::send_now(uint32_t process, const ActorAddress& to,
+                              const caf::type_erased_tuple& content) {
   absl::StatusOr<EncodedMessage> m = encode_actor_message(to, content);
   if (!m.ok()) return m.status();
   transport::cluster::FramePrefix p;
@@ -46,6 +112,7 @@ absl::Status Outbox::ping(uint32_t process) {
 }
 
 void Outbox::close() {
+  flush_reports(/*aged_only=*/false);
   std::unique_lock<std::shared_mutex> lock(mu_);
   plane_ = nullptr;
 }

@@ -8,9 +8,14 @@
 
 #include <atomic>
 #include <caf/all.hpp>
+#include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <shared_mutex>
+#include <vector>
 
 #include "actors/process_layout.hpp"
 #include "transport/cluster/data_plane.hpp"
@@ -19,8 +24,20 @@ namespace muflow::actors::cluster {
 
 /// Frames actor messages for the data plane of this process, until `close`. Thread-safe
 /// (any actor's thread).
+///
+/// Reports for the coordinator (`is_report`: busy time of each stage run, a barrier's
+/// metrics, expert fetches) are not sent one by one: each data-plane message costs a wakeup of
+/// the sender's and the receiver's progress threads, and a stage run's busy report alone was a
+/// third of a worker's messages. They wait here and leave together (one kReports message,
+/// actor_codec.hpp) right before the next other message to the same process (so they still
+/// precede, e.g., the sampled rows they were measured for), once kMaxPendingReports wait, or
+/// when the oldest waited kReportsFlushAfter, at the next send or `flush_aged` (a worker calls
+/// it on each heartbeat ping, so a quiet worker's reports wait at most about a heartbeat).
 class Outbox {
  public:
+  static constexpr size_t kMaxPendingReports = 64;
+  static constexpr std::chrono::milliseconds kReportsFlushAfter{20};
+
   /// `plane` must stay alive until `close` returned.
   Outbox(transport::cluster::DataPlane* plane, uint32_t self) : plane_(plane), self_(self) {}
   /// Encodes `content` for the actor at `to` in process `process` and sends it. Errors: those
@@ -31,15 +48,34 @@ class Outbox {
   /// Sends a liveness probe (a kPing frame, frame_kinds.hpp) to process `process`; it answers
   /// kPong. Errors: FailedPrecondition after `close`. Any thread.
   absl::Status ping(uint32_t process);
-  /// Later sends fail with FailedPrecondition; after it returns the plane may be destroyed.
+  /// Sends the reports that waited at least kReportsFlushAfter. Any thread.
+  void flush_aged();
+  /// Sends the reports that still wait, then later sends fail with FailedPrecondition; after it
+  /// returns the plane may be destroyed.
   void close();
   uint32_t self() const { return self_; }
 
  private:
+  struct PendingReports {
+    std::vector<caf::message> reports;
+    std::chrono::steady_clock::time_point oldest;
+  };
+  // Sends `content` now (the frame and the data plane's send).
+  absl::Status send_now(uint32_t process, const ActorAddress& to,
+                        const caf::type_erased_tuple& content);
+  // Takes `process`'s waiting reports (if any, and if `aged_only`, if the oldest waited
+  // kReportsFlushAfter at `now`) as one message. Call with reports_mu_ held.
+  std::optional<caf::message> take_reports(uint32_t process, bool aged_only,
+                                           std::chrono::steady_clock::time_point now);
+  // Sends every process's waiting reports (`aged_only`: those that waited long enough).
+  void flush_reports(bool aged_only);
+
   std::shared_mutex mu_;  // shared: a send in progress; exclusive: close
   transport::cluster::DataPlane* plane_;
   const uint32_t self_;
   std::atomic<uint64_t> sequence_{0};
+  std::mutex reports_mu_;
+  std::map<uint32_t, PendingReports> reports_;  // process → its waiting reports
 };
 
 /// A handle whose messages go to the actor at `to` in process `process` through `outbox`.

@@ -122,6 +122,11 @@ void on_message(WorkerNode& node, Received&& r) {
   if (plane == nullptr) return;  // stopping: run_worker cleared it, nothing is answered
   switch (static_cast<FrameKind>(frame->prefix.kind)) {
     case FrameKind::kPing: {
+      {
+        // The heartbeat bounds how long a quiet worker's reports wait (Outbox).
+        std::lock_guard<std::mutex> lock(node.run_mu);
+        if (node.run && node.run->started) node.run->outbox->flush_aged();
+      }
       transport::cluster::FramePrefix p = frame->prefix;
       p.kind = static_cast<uint16_t>(FrameKind::kPong);
       p.source = plane->options().process;

@@ -174,6 +174,12 @@ void write_seeds(const std::string& dir) {
   write_seed(dir, "layer", {ActorRole::kCoordinator, 0, 0},
              caf::make_message(layer_atom::value, int64_t{1}, int64_t{2}, 0.5,
                                std::vector<double>{0.25, -1.0}));
+  write_seed(
+      dir, "reports", {ActorRole::kCoordinator, 0, 0},
+      caf::make_message(reports_atom::value,
+                        std::vector<caf::message>{
+                            caf::make_message(busy_atom::value, int64_t{0}, 0.25, 0.5),
+                            caf::make_message(rows_atom::value, false, int64_t{1}, int64_t{2})}));
   write_seed(dir, "fetch", {ActorRole::kCoordinator, 0, 0},
              caf::make_message(fetch_atom::value, int64_t{1}, int64_t{3}, 0.5));
   write_seed(dir, "release", {ActorRole::kSampler, 0, 0},

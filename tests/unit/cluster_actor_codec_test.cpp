@@ -16,6 +16,7 @@
 #include "actors/cluster/actor_codec.hpp"
 #include "actors/collective.hpp"
 #include "actors/messages.hpp"
+#include "caf/binary_serializer.hpp"
 
 namespace muflow::actors::cluster {
 namespace {
@@ -159,6 +160,67 @@ TEST(ClusterActorCodec, ContributionBundleRoundTripsEveryContribution) {
   EXPECT_NE(limited.status().message().find("bundle of 3 contributions (at most 2"),
             std::string::npos)
       << limited.status();
+}
+
+// An Outbox's batch of reports for the coordinator (#18) crosses as one frame, in order; it
+// holds reports only, for its own destination, one level deep.
+TEST(ClusterActorCodec, ReportBundlesRoundTripAndHoldOnlyReports) {
+  const ActorAddress coordinator{ActorRole::kCoordinator, 0, 0};
+  std::vector<caf::message> reports = {
+      caf::make_message(busy_atom::value, int64_t{1}, 0.25, 0.5),
+      caf::make_message(rows_atom::value, false, int64_t{3}, int64_t{9}),
+      caf::make_message(layer_atom::value, int64_t{0}, int64_t{4}, 0.75,
+                        std::vector<double>{0.5, -1.0}),
+      caf::make_message(busy_atom::value, int64_t{0}, 0.5, 0.625),
+  };
+  DecodedMessage d = round_trip(coordinator, caf::make_message(reports_atom::value, reports));
+  ASSERT_TRUE((d.message.match_elements<reports_atom, std::vector<caf::message>>()));
+  const auto& got = d.message.get_as<std::vector<caf::message>>(1);
+  ASSERT_EQ(got.size(), reports.size());
+  EXPECT_EQ(got[0].get_as<double>(2), 0.25);
+  EXPECT_EQ(got[1].get_as<int64_t>(3), 9);
+  EXPECT_EQ(got[2].get_as<std::vector<double>>(4), (std::vector<double>{0.5, -1.0}));
+  EXPECT_EQ(got[3].get_as<double>(3), 0.625);
+
+  // Not a report: refused when encoding.
+  auto sampled = std::make_shared<SampledBatch>();
+  auto with_sampled = encode_actor_message(
+      coordinator,
+      caf::make_message(reports_atom::value, std::vector<caf::message>{caf::make_message(
+                                                 sampled_atom::value, SampledBatchPtr(sampled))})
+          .content());
+  EXPECT_FALSE(with_sampled.ok());
+  // A bundle inside a bundle, or a report for another actor, written by hand: refused when
+  // decoding.
+  auto inner =
+      encode_actor_message(coordinator, caf::make_message(reports_atom::value, reports).content());
+  ASSERT_TRUE(inner.ok());
+  auto for_expert = encode_actor_message({ActorRole::kExpert, 0, 1}, reports[0].content());
+  ASSERT_TRUE(for_expert.ok());
+  for (const auto* sub : {&inner->header, &for_expert->header}) {
+    std::vector<char> h;
+    auto outer = encode_actor_message(
+        coordinator,
+        caf::make_message(reports_atom::value, std::vector<caf::message>{reports[0]}).content());
+    ASSERT_TRUE(outer.ok());
+    // outer = address, tag, count 1, length, the busy report's header: swap in `sub`.
+    const size_t prefix = outer->header.size() - 4 - for_expert->header.size();
+    h.assign(outer->header.begin(), outer->header.begin() + static_cast<long>(prefix));
+    caf::binary_serializer sink(nullptr, h);  // the sub-header's length, as the codec writes it
+    (void)sink(static_cast<uint32_t>(sub->size()));
+    h.insert(h.end(), sub->begin(), sub->end());
+    auto bad = decode_actor_message(h, {});
+    ASSERT_FALSE(bad.ok());
+    EXPECT_NE(bad.status().message().find("which is no report"), std::string::npos) << bad.status();
+  }
+  // Cut anywhere: refused.
+  auto enc =
+      encode_actor_message(coordinator, caf::make_message(reports_atom::value, reports).content());
+  ASSERT_TRUE(enc.ok());
+  for (size_t n = 0; n < enc->header.size(); ++n) {
+    std::vector<char> h(enc->header.begin(), enc->header.begin() + static_cast<long>(n));
+    EXPECT_FALSE(decode_actor_message(h, {}).ok()) << "header cut at " << n;
+  }
 }
 
 TEST(ClusterActorCodec, SampledBatchKvRowsAndScalarsRoundTrip) {

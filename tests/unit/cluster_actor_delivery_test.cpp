@@ -245,6 +245,35 @@ TEST(ClusterActorDelivery, ReportsForTheCoordinatorAreCheckedAgainstTheRun) {
   }
 }
 
+// A worker's batched reports (kReports) reach the coordinator one by one, in order, or, when
+// one of them is out of range, none does.
+TEST(ClusterActorDelivery, ABundleOfReportsArrivesInOrderOrNotAtAll) {
+  TestRun driver(/*self=*/0);
+  const ActorAddress coordinator{ActorRole::kCoordinator, 0, 0};
+  std::vector<caf::message> reports = {
+      caf::make_message(busy_atom::value, int64_t{0}, 0.25, 0.5),
+      caf::make_message(rows_atom::value, true, int64_t{1}, int64_t{4}),
+      caf::make_message(busy_atom::value, int64_t{1}, 0.5, 0.75)};
+  auto f = frame_of(coordinator, caf::make_message(reports_atom::value, reports));
+  ASSERT_TRUE(deliver_actor_frame(driver.ctx, driver.layout, f->view, {}).ok());
+  std::vector<std::string> got;
+  for (int i = 0; i < 3; ++i) {
+    driver.probe->receive([&](busy_atom, int64_t device, double,
+                              double) { got.push_back("busy " + std::to_string(device)); },
+                          [&](rows_atom, bool, int64_t, int64_t rows) {
+                            got.push_back("rows " + std::to_string(rows));
+                          },
+                          caf::after(std::chrono::seconds(10)) >> [] {});
+  }
+  EXPECT_EQ(got, (std::vector<std::string>{"busy 0", "rows 4", "busy 1"}));
+  reports.push_back(caf::make_message(busy_atom::value, int64_t{9}, 0.5, 0.75));
+  auto bad = frame_of(coordinator, caf::make_message(reports_atom::value, reports));
+  absl::Status s = deliver_actor_frame(driver.ctx, driver.layout, bad->view, {});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("device 9"), std::string::npos) << s;
+  EXPECT_TRUE(driver.nothing_received_any()) << "part of a refused bundle was delivered";
+}
+
 TEST(ClusterActorDelivery, AHostedSlotWithoutAnActorIsRefused) {
   TestRun run(/*self=*/1, /*missing_slot=*/true);
   auto f = frame_of({ActorRole::kExpert, 0, 0},
