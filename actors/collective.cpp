@@ -197,6 +197,12 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
     // this replica's own work.
     if (forward && !replica.peers.empty()) {
       std::vector<ContributionPtr>& out = self->state.outgoing[c->iteration];
+      if (std::any_of(out.begin(), out.end(),
+                      [&](const ContributionPtr& o) { return o->source == c->source; })) {
+        self->send(ctx->actors.coordinator, failed_atom::value,
+                   absl::StrFormat("collective b%d: duplicate source %d", block, c->source));
+        return;
+      }
       out.push_back(c);
       if (out.size() == local_sources) {
         auto bundle = std::make_shared<ContributionBundle>();

@@ -41,18 +41,18 @@ using ContributionBundlePtr = std::shared_ptr<const ContributionBundle>;
 /// One replica of a barrier collective in a run that spans processes (#18). Each process
 /// that hosts a source or a destination of the collective runs one: the contributions of the
 /// sources of this process go to the `peers` (the replicas of the other processes that host
-/// destinations), together once all of them came (a ContributionBundle), and every replica that
-/// `gathers` waits for all of them, builds every destination's batch with the graph's rule (rules
-/// are pure functions of the contributions, so every replica builds the same batches) and delivers
-/// those of its own destinations. A barrier therefore costs one process hop (source → the
-/// destination's process), not two through a central collective. Only the `primary` replica reports
-/// the barrier's metrics to the coordinator and records its trace events. Its reports travel on its
-/// own process's link to the driver; where that process's sampled rows depend on the barrier (every
-/// combine, whose primary is DP rank 0's process) they arrive first, else (a dispatch) the report
-/// of the run's very last iteration may arrive after the coordinator finished (rows counted once
-/// either way, never twice).
+/// destinations or are the primary), together once all of them came (a ContributionBundle),
+/// and every replica that `gathers` waits for all of them, builds every destination's batch
+/// with the graph's rule (rules are pure functions of the contributions, so every replica
+/// builds the same batches) and delivers those of its own destinations. A barrier therefore
+/// costs one process hop (source → the destination's process), not two through a central
+/// collective. Only the `primary` replica (DP rank 0's process, for every barrier:
+/// graph_builder.hpp, place_collective) reports the barrier's metrics to the coordinator and
+/// records its trace events: rows are counted once, a layer's start and end are taken on one
+/// clock, and the reports reach the driver before that process's sampled rows of the
+/// iteration (the Outbox sends waiting reports first).
 struct CollectiveReplica {
-  /// Handles of the replicas in the other processes that host destinations.
+  /// Handles of the replicas in the other processes that host destinations or the primary.
   std::vector<caf::actor> peers;
   /// [num_devices] nonzero for the devices of this process; empty: every device (one process).
   std::vector<char> local_device;

@@ -8,6 +8,7 @@
 #include "actors/device.hpp"
 #include "actors/model_stages.hpp"
 #include "actors/stage.hpp"
+#include "kernels/assert.hpp"
 
 namespace muflow::actors {
 
@@ -19,9 +20,12 @@ caf::actor place_collective(caf::actor_system& sys, const std::shared_ptr<RunCon
   const std::vector<int64_t> dests = collective_dest_devices(*ctx, kind, block);
   std::set<uint32_t> dest_processes;
   for (int64_t d : dests) dest_processes.insert(layout.process_of(d));
-  // The process of destination 0 reports the barrier. For the last combine that is a
-  // sampler's process, whose metrics thus reach the coordinator before its sampled rows do.
-  const uint32_t primary = layout.process_of(dests.front());
+  // DP rank 0's process reports both barriers of every block: a layer's start (dispatch) and
+  // end (combine) are then taken on one clock and reach the coordinator in order, and before
+  // that process's sampled rows of the iteration (Outbox sends reports first).
+  MUFLOW_ASSERT(!ctx->placement.rank_device.empty(), "a run without DP ranks");
+  const uint32_t primary = layout.process_of(ctx->placement.rank_device.front());
+  dest_processes.insert(primary);  // it gathers, even where it hosts no destination
   const uint32_t self = layout.self();
   const bool gathers = dest_processes.count(self) > 0;
   const bool has_source = std::any_of(sources.begin(), sources.end(),

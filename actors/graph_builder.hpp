@@ -31,8 +31,9 @@ void build_wiring(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx
 /// The handle the actors of `layout`'s process send `block`'s collective of `kind` to, in a
 /// run that spans processes (#18): a replica spawned here (collective.hpp, CollectiveReplica)
 /// when this process hosts one of its sources or destinations; its peers are the replicas of
-/// the other processes that host destinations, its primary (which reports the barrier) the
-/// process of destination 0. Else a remote handle for the primary's replica. Needs ctx->sites.
+/// the other processes that host destinations or are the primary, the process of DP rank 0,
+/// which reports the barrier. Else a remote handle for the primary's replica. Needs
+/// ctx->sites.
 caf::actor place_collective(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx,
                             ProcessLayout& layout, CollectiveKind kind, int32_t block);
 

@@ -72,7 +72,7 @@ class ProcessLayout {
     return remote_in(address, process_of(device));
   }
   /// A handle for the actor at `address` in process `process` (a barrier collective's replica
-  /// there: collective.hpp, `spawn_collective_replica`).
+  /// there: graph_builder.hpp, `place_collective`).
   virtual caf::actor remote_in(const ActorAddress& address, uint32_t process) = 0;
 };
 

@@ -497,6 +497,10 @@ absl::StatusOr<DecodedMessage> decode_actor_message(std::span<const char> header
       return finish(0);
     }
     case MessageTag::kReports: {
+      if (out.to.role != ActorRole::kCoordinator) {
+        return bad(absl::StrFormat("a report bundle for %s (only the coordinator takes reports)",
+                                   to_string(out.to)));
+      }
       uint32_t n = 0;
       if (!r.get(n)) return bad("truncated report bundle");
       static const size_t kLength = record_bytes<uint32_t>();
@@ -512,6 +516,13 @@ absl::StatusOr<DecodedMessage> decode_actor_message(std::span<const char> header
         uint32_t len = 0;
         std::span<const char> sub;
         if (!r.get(len) || !r.take(len, sub)) return bad("truncated report in a bundle");
+        // One level only: the tag after the address (role u8, block i32, index i32) is
+        // checked before decoding, so a bundle in a bundle never recurses.
+        constexpr size_t kTagAt = 1 + 4 + 4;
+        if (sub.size() <= kTagAt ||
+            static_cast<uint8_t>(sub[kTagAt]) == static_cast<uint8_t>(MessageTag::kReports)) {
+          return bad("a report bundle inside a report bundle, or a report without a tag");
+        }
         absl::StatusOr<DecodedMessage> d = decode_actor_message(sub, {}, limits);
         if (!d.ok()) return d.status();
         if (!(d->to == out.to) || !is_report(d->message.content())) {

@@ -110,12 +110,16 @@ namespace {
 bool in_range(int32_t i, size_t n) { return i >= 0 && static_cast<size_t>(i) < n; }
 
 // True when `layout`'s process runs a replica of the collective at `a` that gathers: it hosts
-// one of the collective's destinations (graph_builder.hpp, place_collective).
+// one of the collective's destinations, or DP rank 0 (graph_builder.hpp, place_collective).
 bool hosts_collective(const RunContext& ctx, const ClusterLayout& layout, const ActorAddress& a) {
   const bool dispatch = a.role == ActorRole::kDispatch;
   if (a.index != 0 ||
       !in_range(a.block, dispatch ? ctx.actors.dispatch.size() : ctx.actors.combine.size())) {
     return false;
+  }
+  if (!ctx.placement.rank_device.empty() &&
+      layout.hosts_device(ctx.placement.rank_device.front())) {
+    return true;
   }
   const std::vector<int64_t> dests = collective_dest_devices(
       ctx, dispatch ? CollectiveKind::kDispatch : CollectiveKind::kCombine, a.block);

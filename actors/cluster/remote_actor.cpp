@@ -11,73 +11,62 @@
 
 namespace muflow::actors::cluster {
 
+namespace {
+const ActorAddress kCoordinator{ActorRole::kCoordinator, 0, 0};
+}  // namespace
+
 absl::Status Outbox::send(uint32_t process, const ActorAddress& to,
                           const caf::type_erased_tuple& content) {
   const auto now = std::chrono::steady_clock::now();
-  const ActorAddress coordinator{ActorRole::kCoordinator, 0, 0};
-  if (to == coordinator && is_report(content)) {
-    std::optional<caf::message> batch;
-    {
-      std::lock_guard<std::mutex> lock(reports_mu_);
-      PendingReports& p = reports_[process];
-      if (p.reports.empty()) p.oldest = now;
-      p.reports.push_back(caf::message::copy(content));
-      if (p.reports.size() >= kMaxPendingReports) batch = take_reports(process, false, now);
-    }
-    if (batch) return send_now(process, coordinator, batch->content());
-    flush_reports(/*aged_only=*/true);
+  if (to == kCoordinator && is_report(content)) {
+    std::lock_guard<std::mutex> lock(reports_mu_);
+    if (closed_) return absl::FailedPreconditionError("the run's data plane is closed");
+    PendingReports& p = reports_[process];
+    if (p.reports.empty()) p.oldest = now;
+    p.reports.push_back(caf::message::copy(content));
+    flush_locked(p.reports.size() >= kMaxPendingReports ? std::nullopt : std::optional(now));
     return absl::OkStatus();
   }
-  // What waits for `process` goes first: reports precede what their actors sent next.
-  std::optional<caf::message> batch;
-  {
-    std::lock_guard<std::mutex> lock(reports_mu_);
-    batch = take_reports(process, false, now);
-  }
-  if (batch) {
-    if (absl::Status s = send_now(process, coordinator, batch->content()); !s.ok()) return s;
-  }
-  absl::Status s = send_now(process, to, content);
-  flush_reports(/*aged_only=*/true);
-  return s;
+  absl::StatusOr<std::vector<std::vector<char>>> parts = frame(to, content);  // outside the lock
+  if (!parts.ok()) return parts.status();
+  std::lock_guard<std::mutex> lock(reports_mu_);
+  // The waiting reports go first, whatever this message's destination: they then precede
+  // what their actors sent next, and none waits at a run's end for a message to the driver
+  // that never comes (a worker without a DP rank sends only to other workers).
+  flush_locked(std::nullopt);
+  return hand_over(process, to, std::move(*parts));
 }
 
-std::optional<caf::message> Outbox::take_reports(uint32_t process, bool aged_only,
-                                                 std::chrono::steady_clock::time_point now) {
-  auto it = reports_.find(process);
-  if (it == reports_.end() || it->second.reports.empty()) return std::nullopt;
-  if (aged_only && now - it->second.oldest < kReportsFlushAfter) return std::nullopt;
-  std::vector<caf::message> reports = std::move(it->second.reports);
-  reports_.erase(it);
-  if (reports.size() == 1) return std::move(reports.front());
-  return caf::make_message(reports_atom::value, std::move(reports));
-}
-
-void Outbox::flush_reports(bool aged_only) {
-  const auto now = std::chrono::steady_clock::now();
-  std::vector<std::pair<uint32_t, caf::message>> due;
-  {
-    std::lock_guard<std::mutex> lock(reports_mu_);
-    if (reports_.empty()) return;
-    std::vector<uint32_t> processes;
-    for (const auto& [process, pending] : reports_) processes.push_back(process);
-    for (uint32_t process : processes) {
-      if (auto batch = take_reports(process, aged_only, now)) due.emplace_back(process, *batch);
+void Outbox::flush_locked(std::optional<std::chrono::steady_clock::time_point> aged_at) {
+  for (auto it = reports_.begin(); it != reports_.end();) {
+    PendingReports& p = it->second;
+    if (p.reports.empty() || (aged_at && *aged_at - p.oldest < kReportsFlushAfter)) {
+      ++it;
+      continue;
     }
-  }
-  for (const auto& [process, batch] : due) {
-    if (absl::Status s = send_now(process, {ActorRole::kCoordinator, 0, 0}, batch.content());
-        !s.ok() && !absl::IsFailedPrecondition(s)) {
+    const uint32_t process = it->first;
+    std::vector<caf::message> reports = std::move(p.reports);
+    it = reports_.erase(it);
+    const caf::message batch = reports.size() == 1
+                                   ? std::move(reports.front())
+                                   : caf::make_message(reports_atom::value, std::move(reports));
+    absl::StatusOr<std::vector<std::vector<char>>> parts = frame(kCoordinator, batch.content());
+    absl::Status s =
+        parts.ok() ? hand_over(process, kCoordinator, std::move(*parts)) : parts.status();
+    if (!s.ok() && !absl::IsFailedPrecondition(s)) {
       spdlog::error("muflow cluster: reports for process {} were not sent: {}", process,
                     std::string(s.message()));
     }
   }
 }
 
-void Outbox::flush_aged() { flush_reports(/*aged_only=*/true); }
+void Outbox::flush_aged() {
+  std::lock_guard<std::mutex> lock(reports_mu_);
+  flush_locked(std::chrono::steady_clock::now());
+}
 
-absl::Status Outbox::send_now(uint32_t process, const ActorAddress& to,
-                              const caf::type_erased_tuple& content) {
+absl::StatusOr<std::vector<std::vector<char>>> Outbox::frame(
+    const ActorAddress& to, const caf::type_erased_tuple& content) {
   absl::StatusOr<EncodedMessage> m = encode_actor_message(to, content);
   if (!m.ok()) return m.status();
   transport::cluster::FramePrefix p;
@@ -90,6 +79,11 @@ absl::Status Outbox::send_now(uint32_t process, const ActorAddress& to,
   parts.push_back(transport::cluster::encode_frame_prefix(p));
   parts.push_back(std::move(m->header));
   if (!m->payload.empty()) parts.push_back(std::move(m->payload));
+  return parts;
+}
+
+absl::Status Outbox::hand_over(uint32_t process, const ActorAddress& to,
+                               std::vector<std::vector<char>> parts) {
   std::shared_lock<std::shared_mutex> lock(mu_);
   if (plane_ == nullptr) return absl::FailedPreconditionError("the run's data plane is closed");
   plane_->send(process, std::move(parts), [process, to](absl::Status s) {
@@ -112,7 +106,9 @@ absl::Status Outbox::ping(uint32_t process) {
 }
 
 void Outbox::close() {
-  flush_reports(/*aged_only=*/false);
+  std::lock_guard<std::mutex> reports_lock(reports_mu_);
+  closed_ = true;
+  flush_locked(std::nullopt);
   std::unique_lock<std::shared_mutex> lock(mu_);
   plane_ = nullptr;
 }

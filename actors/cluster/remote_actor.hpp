@@ -29,10 +29,11 @@ namespace muflow::actors::cluster {
 /// metrics, expert fetches) are not sent one by one: each data-plane message costs a wakeup of
 /// the sender's and the receiver's progress threads, and a stage run's busy report alone was a
 /// third of a worker's messages. They wait here and leave together (one kReports message,
-/// actor_codec.hpp) right before the next other message to the same process (so they still
-/// precede, e.g., the sampled rows they were measured for), once kMaxPendingReports wait, or
-/// when the oldest waited kReportsFlushAfter, at the next send or `flush_aged` (a worker calls
-/// it on each heartbeat ping, so a quiet worker's reports wait at most about a heartbeat).
+/// actor_codec.hpp) right before this process's next other message, to whichever process (so
+/// they precede what their actors sent next, e.g. the sampled rows they were measured for, and
+/// a worker that sends only to other workers does not keep them), once kMaxPendingReports
+/// wait, when the oldest waited kReportsFlushAfter at the next report or `flush_aged` (a
+/// worker calls it on each heartbeat ping), and at `close`.
 class Outbox {
  public:
   static constexpr size_t kMaxPendingReports = 64;
@@ -50,8 +51,8 @@ class Outbox {
   absl::Status ping(uint32_t process);
   /// Sends the reports that waited at least kReportsFlushAfter. Any thread.
   void flush_aged();
-  /// Sends the reports that still wait, then later sends fail with FailedPrecondition; after it
-  /// returns the plane may be destroyed.
+  /// Sends the reports that still wait; later sends (reports too) fail with
+  /// FailedPrecondition; after it returns the plane may be destroyed.
   void close();
   uint32_t self() const { return self_; }
 
@@ -60,22 +61,25 @@ class Outbox {
     std::vector<caf::message> reports;
     std::chrono::steady_clock::time_point oldest;
   };
-  // Sends `content` now (the frame and the data plane's send).
-  absl::Status send_now(uint32_t process, const ActorAddress& to,
-                        const caf::type_erased_tuple& content);
-  // Takes `process`'s waiting reports (if any, and if `aged_only`, if the oldest waited
-  // kReportsFlushAfter at `now`) as one message. Call with reports_mu_ held.
-  std::optional<caf::message> take_reports(uint32_t process, bool aged_only,
-                                           std::chrono::steady_clock::time_point now);
-  // Sends every process's waiting reports (`aged_only`: those that waited long enough).
-  void flush_reports(bool aged_only);
+  // The frame of `content` for the actor at `to`: prefix, header, payload.
+  absl::StatusOr<std::vector<std::vector<char>>> frame(const ActorAddress& to,
+                                                       const caf::type_erased_tuple& content);
+  // Hands a frame to the data plane. Errors: FailedPrecondition after `close`.
+  absl::Status hand_over(uint32_t process, const ActorAddress& to,
+                         std::vector<std::vector<char>> parts);
+  // Sends the waiting reports (with `aged_at`: those whose oldest waited kReportsFlushAfter
+  // then), one message per process. Call with reports_mu_ held.
+  void flush_locked(std::optional<std::chrono::steady_clock::time_point> aged_at);
 
   std::shared_mutex mu_;  // shared: a send in progress; exclusive: close
   transport::cluster::DataPlane* plane_;
   const uint32_t self_;
   std::atomic<uint64_t> sequence_{0};
+  // Held from taking waiting reports until their frame and the message that follows them
+  // are handed to the plane, so nothing overtakes them; ordered before mu_.
   std::mutex reports_mu_;
   std::map<uint32_t, PendingReports> reports_;  // process → its waiting reports
+  bool closed_ = false;                         // under reports_mu_
 };
 
 /// A handle whose messages go to the actor at `to` in process `process` through `outbox`.

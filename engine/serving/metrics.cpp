@@ -248,6 +248,12 @@ void MetricsRecorder::compact() {
     for (size_t d = 0; d < it->second.size(); ++d) moe_block_folded_[b][d] += it->second[d];
     it = moe_tokens_.erase(it);
   }
+  // A layer start whose end never came (a run across processes that stopped mid-layer) is
+  // dropped once it is as old as the folded MoE samples.
+  for (auto it = layer_start_s_.begin(); it != layer_start_s_.end();) {
+    it = it->first.second < max_moe_iteration_ - kMoeFoldLag ? layer_start_s_.erase(it)
+                                                             : std::next(it);
+  }
 }
 
 RunMetrics MetricsRecorder::summarize(double wall_s) const {

@@ -66,15 +66,19 @@ TEST_P(EveryWiring, TwoAndThreeWorkersMatchOneProcess) {
     ASSERT_TRUE(many.ok()) << what << ": " << many.status();
     expect_same(*one, *many, what);
     // Each barrier is replicated in the processes of its sources and destinations, and only
-    // its primary replica reports it: rows counted once. A combine's primary is the process
-    // of DP rank 0, whose sampled rows follow its reports, so none is missing; a dispatch's
-    // report of the very last iteration may come after the run ended (collective.hpp).
+    // its primary replica (DP rank 0's process) reports it: every row counted once, none
+    // missing (its reports leave before its sampled rows), the layer times on one clock.
     EXPECT_EQ(many->metrics.combine_rows, one->metrics.combine_rows) << what;
     EXPECT_EQ(many->metrics.combine_remote_rows, one->metrics.combine_remote_rows) << what;
-    EXPECT_LE(many->metrics.dispatch_rows, one->metrics.dispatch_rows) << what;
+    EXPECT_EQ(many->metrics.dispatch_rows, one->metrics.dispatch_rows) << what;
+    EXPECT_EQ(many->metrics.dispatch_remote_rows, one->metrics.dispatch_remote_rows) << what;
+    EXPECT_EQ(many->metrics.tokens_rebalanced, one->metrics.tokens_rebalanced) << what;
+    // Every MoE layer's start (dispatch) and end (combine) paired up.
+    EXPECT_EQ(many->metrics.moe_layer.num_samples, one->metrics.moe_layer.num_samples) << what;
     if (c.wiring.rfind("async", 0) != 0) {  // the barrier wirings
       EXPECT_GT(many->metrics.combine_rows, 0) << what;
-      EXPECT_GT(many->metrics.dispatch_rows, one->metrics.dispatch_rows / 2) << what;
+      EXPECT_GT(many->metrics.moe_layer.num_samples, 0) << what;
+      EXPECT_GT(many->metrics.moe_layer.p50_ms, 0.0) << what;
     }
   }
 }

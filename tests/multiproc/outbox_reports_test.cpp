@@ -90,9 +90,10 @@ TEST_F(OutboxReports, ReportsWaitAndLeaveTogetherBeforeTheNextMessage) {
                   .ok());
   EXPECT_FALSE(next(to_driver_, std::chrono::milliseconds(100)).has_value())
       << "a report left on its own";
-  ASSERT_TRUE(outbox_->send(0, kCoordinator,
-                            caf::make_message(failed_atom::value, std::string("stop")).content())
-                  .ok());
+  ASSERT_TRUE(outbox_
+                  ->send(0, kCoordinator,
+                         caf::make_message(failed_atom::value, std::string("stop")).content())
+                  .ok());  // not a report: the reports leave first, then it
   auto reports = next(to_driver_);
   ASSERT_TRUE(reports.has_value());
   EXPECT_EQ(reports->to, kCoordinator);
@@ -132,6 +133,34 @@ TEST_F(OutboxReports, OldReportsLeaveOnFlushAgedAndAtClose) {
   auto last = next(to_driver_);
   ASSERT_TRUE(last.has_value()) << "close dropped a waiting report";
   EXPECT_EQ(last->message.get_as<double>(2), 8.0);
+  outbox_.reset();
+}
+
+// A worker that sends only to other workers does not keep its reports: they leave before
+// its next message to any process.
+TEST_F(OutboxReports, AMessageToAnotherProcessSendsTheWaitingReportsFirst) {
+  transport::cluster::ReceivedQueue to_other;
+  auto other = make_plane(2, to_other);
+  ASSERT_TRUE(other);
+  ASSERT_TRUE(worker_->connect(2, other->address()).ok());
+  ASSERT_TRUE(outbox_->send(0, kCoordinator, busy(0, 3.0).content()).ok());
+  ASSERT_TRUE(outbox_
+                  ->send(2, {ActorRole::kSampler, 0, 0},
+                         caf::make_message(release_atom::value, int64_t{4}).content())
+                  .ok());
+  auto report = next(to_driver_);
+  ASSERT_TRUE(report.has_value()) << "the report stayed behind";
+  EXPECT_EQ(report->message.get_as<double>(2), 3.0);
+  EXPECT_TRUE(to_other.pop(std::chrono::seconds(10)).has_value());
+  outbox_->close();
+  outbox_.reset();
+}
+
+TEST_F(OutboxReports, AReportAfterCloseIsRefused) {
+  outbox_->close();
+  EXPECT_EQ(outbox_->send(0, kCoordinator, busy(0, 1.0).content()).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_FALSE(next(to_driver_, std::chrono::milliseconds(100)).has_value());
   outbox_.reset();
 }
 
