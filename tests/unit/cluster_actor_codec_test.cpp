@@ -75,6 +75,25 @@ void expect_same_batch(const TokenBatch& a, const TokenBatch& b) {
   }
 }
 
+// Every cut of `enc`'s header or payload, a trailing header byte and a trailing payload byte
+// are refused (each cut copied, so ASan sees any overread).
+void expect_every_cut_refused(const EncodedMessage& enc) {
+  for (size_t n = 0; n < enc.header.size(); ++n) {
+    std::vector<char> h(enc.header.begin(), enc.header.begin() + static_cast<long>(n));
+    EXPECT_FALSE(decode_actor_message(h, enc.payload).ok()) << "header cut at " << n;
+  }
+  for (size_t n = 0; n < enc.payload.size(); ++n) {
+    std::vector<char> p(enc.payload.begin(), enc.payload.begin() + static_cast<long>(n));
+    EXPECT_FALSE(decode_actor_message(enc.header, p).ok()) << "payload cut at " << n;
+  }
+  std::vector<char> longer = enc.header;
+  longer.push_back(0);
+  EXPECT_FALSE(decode_actor_message(longer, enc.payload).ok()) << "a trailing header byte";
+  std::vector<char> more = enc.payload;
+  more.push_back(0);
+  EXPECT_FALSE(decode_actor_message(enc.header, more).ok()) << "a trailing payload byte";
+}
+
 DecodedMessage round_trip(const ActorAddress& to, const caf::message& m) {
   auto enc = encode_actor_message(to, m.content());
   EXPECT_TRUE(enc.ok()) << enc.status();
@@ -141,17 +160,7 @@ TEST(ClusterActorCodec, ContributionBundleRoundTripsEveryContribution) {
       {ActorRole::kCombine, 1, 0},
       caf::make_message(contrib_atom::value, ContributionBundlePtr(bundle)).content());
   ASSERT_TRUE(enc.ok());
-  for (size_t n = 0; n < enc->header.size(); ++n) {
-    std::vector<char> h(enc->header.begin(), enc->header.begin() + static_cast<long>(n));
-    EXPECT_FALSE(decode_actor_message(h, enc->payload).ok()) << "header cut at " << n;
-  }
-  for (size_t n = 0; n < enc->payload.size(); ++n) {
-    std::vector<char> p(enc->payload.begin(), enc->payload.begin() + static_cast<long>(n));
-    EXPECT_FALSE(decode_actor_message(enc->header, p).ok()) << "payload cut at " << n;
-  }
-  std::vector<char> longer = enc->payload;
-  longer.push_back(0);
-  EXPECT_FALSE(decode_actor_message(enc->header, longer).ok());
+  expect_every_cut_refused(*enc);
   // A count beyond the limit is refused before anything is allocated.
   ActorMessageLimits two;
   two.max_parts = 2;
@@ -220,10 +229,7 @@ TEST(ClusterActorCodec, ReportBundlesRoundTripAndHoldOnlyReports) {
   auto enc =
       encode_actor_message(coordinator, caf::make_message(reports_atom::value, reports).content());
   ASSERT_TRUE(enc.ok());
-  for (size_t n = 0; n < enc->header.size(); ++n) {
-    std::vector<char> h(enc->header.begin(), enc->header.begin() + static_cast<long>(n));
-    EXPECT_FALSE(decode_actor_message(h, {}).ok()) << "header cut at " << n;
-  }
+  expect_every_cut_refused(*enc);
 }
 
 TEST(ClusterActorCodec, SampledBatchKvRowsAndScalarsRoundTrip) {
@@ -348,12 +354,7 @@ TEST(ClusterActorCodec, BarrierMetricsAreBoundedAndChecked) {
   d = decode_actor_message(flag, rows->payload);
   ASSERT_FALSE(d.ok());
   EXPECT_NE(d.status().message().find("flag 2, expected 0 or 1"), std::string::npos) << d.status();
-  for (const auto* enc : {&*load, &*layer, &*rows}) {
-    for (size_t n = 0; n < enc->header.size(); ++n) {
-      std::vector<char> cut(enc->header.begin(), enc->header.begin() + static_cast<long>(n));
-      EXPECT_FALSE(decode_actor_message(cut, enc->payload).ok()) << "header cut at " << n;
-    }
-  }
+  for (const auto* enc : {&*load, &*layer, &*rows}) expect_every_cut_refused(*enc);
 }
 
 TEST(ClusterActorCodec, EveryTruncationAndTrailingByteIsRejected) {
@@ -363,18 +364,7 @@ TEST(ClusterActorCodec, EveryTruncationAndTrailingByteIsRejected) {
       encode_actor_message({ActorRole::kCombine, 0, 0},
                            caf::make_message(contrib_atom::value, builder.finish()).content());
   ASSERT_TRUE(enc.ok()) << enc.status();
-  for (size_t n = 0; n < enc->header.size(); ++n) {
-    // A shorter header (exactly that many bytes, copied so ASan sees any overread).
-    std::vector<char> h(enc->header.begin(), enc->header.begin() + static_cast<long>(n));
-    EXPECT_FALSE(decode_actor_message(h, enc->payload).ok()) << "header cut at " << n;
-  }
-  for (size_t n = 0; n < enc->payload.size(); ++n) {
-    std::vector<char> p(enc->payload.begin(), enc->payload.begin() + static_cast<long>(n));
-    EXPECT_FALSE(decode_actor_message(enc->header, p).ok()) << "payload cut at " << n;
-  }
-  std::vector<char> longer = enc->header;
-  longer.push_back(0);
-  EXPECT_FALSE(decode_actor_message(longer, enc->payload).ok());
+  expect_every_cut_refused(*enc);
 }
 
 TEST(ClusterActorCodec, CountsAndLimitsAreCheckedBeforeAllocating) {
