@@ -176,7 +176,7 @@ void write_seeds(const std::string& dir) {
                                std::vector<double>{0.25, -1.0}));
   write_seed(
       dir, "reports", {ActorRole::kCoordinator, 0, 0},
-      caf::make_message(reports_atom::value,
+      caf::make_message(muflow::actors::cluster::reports_atom::value,
                         std::vector<caf::message>{
                             caf::make_message(busy_atom::value, int64_t{0}, 0.25, 0.5),
                             caf::make_message(rows_atom::value, false, int64_t{1}, int64_t{2})}));
