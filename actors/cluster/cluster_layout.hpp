@@ -90,10 +90,13 @@ class ClusterLayout final : public ProcessLayout {
 
 /// Delivers one kActorMessage frame received from process `from` to its actor in this
 /// process of the run `ctx` (built with `layout`): decodes it within `limits`, checks that its
-/// destination is an actor this process hosts and, for a token batch, that its rows are as
-/// wide as the model's rows (hidden size, or twice that with a shared expert's output); then
-/// sends it (anonymously) to that actor. Errors:
-/// InvalidArgument naming what was wrong (the frame is dropped). Any thread (the data plane's
+/// destination is an actor this process hosts (a collective: a replica that gathers here, see
+/// graph_builder.hpp `place_collective`), for a token batch that its rows are as wide as the
+/// model's rows (hidden size, or twice that with a shared expert's output), and for reports to
+/// the coordinator that they fit the run (device and block in range, one entry per device,
+/// finite times); then sends it (anonymously) to that actor, a kReports bundle as its reports
+/// one by one, in order, and only when every one of them passed. Errors: InvalidArgument
+/// naming what was wrong (the frame is dropped). Any thread (the data plane's
 /// progress thread) while `ctx` lives.
 absl::Status deliver_actor_frame(const RunContext& ctx, const ClusterLayout& layout,
                                  const transport::cluster::FrameView& frame,
