@@ -27,7 +27,7 @@ absl::Status Outbox::send(uint32_t process, const ActorAddress& to,
     flush_locked(p.reports.size() >= kMaxPendingReports ? std::nullopt : std::optional(now));
     return absl::OkStatus();
   }
-  absl::StatusOr<std::vector<std::vector<char>>> parts = frame(to, content);  // outside the lock
+  absl::StatusOr<Framed> parts = frame(to, content);  // outside the lock
   if (!parts.ok()) return parts.status();
   std::lock_guard<std::mutex> lock(reports_mu_);
   // The waiting reports go first, whatever this message's destination: they then precede
@@ -50,7 +50,7 @@ void Outbox::flush_locked(std::optional<std::chrono::steady_clock::time_point> a
     const caf::message batch = reports.size() == 1
                                    ? std::move(reports.front())
                                    : caf::make_message(reports_atom::value, std::move(reports));
-    absl::StatusOr<std::vector<std::vector<char>>> parts = frame(kCoordinator, batch.content());
+    absl::StatusOr<Framed> parts = frame(kCoordinator, batch.content());
     absl::Status s =
         parts.ok() ? hand_over(process, kCoordinator, std::move(*parts)) : parts.status();
     if (!s.ok() && !absl::IsFailedPrecondition(s)) {
@@ -65,8 +65,8 @@ void Outbox::flush_aged() {
   flush_locked(std::chrono::steady_clock::now());
 }
 
-absl::StatusOr<std::vector<std::vector<char>>> Outbox::frame(
-    const ActorAddress& to, const caf::type_erased_tuple& content) {
+absl::StatusOr<Outbox::Framed> Outbox::frame(const ActorAddress& to,
+                                             const caf::type_erased_tuple& content) {
   absl::StatusOr<EncodedMessage> m = encode_actor_message(to, content);
   if (!m.ok()) return m.status();
   transport::cluster::FramePrefix p;
@@ -74,18 +74,21 @@ absl::StatusOr<std::vector<std::vector<char>>> Outbox::frame(
   p.source = self_;
   p.header_bytes = static_cast<uint32_t>(m->header.size());
   p.payload_bytes = m->payload.size();
-  p.sequence = sequence_.fetch_add(1, std::memory_order_relaxed);
-  std::vector<std::vector<char>> parts;
-  parts.push_back(transport::cluster::encode_frame_prefix(p));
-  parts.push_back(std::move(m->header));
-  if (!m->payload.empty()) parts.push_back(std::move(m->payload));
-  return parts;
+  Framed f;
+  f.prefix = p;  // its sequence is set when it is handed over
+  f.body.push_back(std::move(m->header));
+  if (!m->payload.empty()) f.body.push_back(std::move(m->payload));
+  return f;
 }
 
-absl::Status Outbox::hand_over(uint32_t process, const ActorAddress& to,
-                               std::vector<std::vector<char>> parts) {
+absl::Status Outbox::hand_over(uint32_t process, const ActorAddress& to, Framed f) {
   std::shared_lock<std::shared_mutex> lock(mu_);
   if (plane_ == nullptr) return absl::FailedPreconditionError("the run's data plane is closed");
+  f.prefix.sequence = next_sequence_[process]++;
+  std::vector<std::vector<char>> parts;
+  parts.reserve(1 + f.body.size());
+  parts.push_back(transport::cluster::encode_frame_prefix(f.prefix));
+  for (std::vector<char>& b : f.body) parts.push_back(std::move(b));
   plane_->send(process, std::move(parts), [process, to](absl::Status s) {
     if (s.ok()) return;
     spdlog::error("muflow cluster: a message for {} in process {} was not delivered: {}",
@@ -98,9 +101,10 @@ absl::Status Outbox::ping(uint32_t process) {
   transport::cluster::FramePrefix p;
   p.kind = static_cast<uint16_t>(FrameKind::kPing);
   p.source = self_;
-  p.sequence = sequence_.fetch_add(1, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> reports_lock(reports_mu_);  // the sequence, in hand-over order
   std::shared_lock<std::shared_mutex> lock(mu_);
   if (plane_ == nullptr) return absl::FailedPreconditionError("the run's data plane is closed");
+  p.sequence = next_sequence_[process]++;
   plane_->send(process, {transport::cluster::encode_frame_prefix(p)});
   return absl::OkStatus();
 }

@@ -19,6 +19,7 @@
 
 #include "actors/process_layout.hpp"
 #include "transport/cluster/data_plane.hpp"
+#include "transport/cluster/frame.hpp"
 
 namespace muflow::actors::cluster {
 
@@ -61,12 +62,17 @@ class Outbox {
     std::vector<caf::message> reports;
     std::chrono::steady_clock::time_point oldest;
   };
-  // The frame of `content` for the actor at `to`: prefix, header, payload.
-  absl::StatusOr<std::vector<std::vector<char>>> frame(const ActorAddress& to,
-                                                       const caf::type_erased_tuple& content);
-  // Hands a frame to the data plane. Errors: FailedPrecondition after `close`.
-  absl::Status hand_over(uint32_t process, const ActorAddress& to,
-                         std::vector<std::vector<char>> parts);
+  // A frame before it is handed over: its prefix (sequence not yet set), header, payload.
+  struct Framed {
+    transport::cluster::FramePrefix prefix;
+    std::vector<std::vector<char>> body;
+  };
+  // The frame of `content` for the actor at `to`.
+  absl::StatusOr<Framed> frame(const ActorAddress& to, const caf::type_erased_tuple& content);
+  // Numbers a frame (frame.hpp: per destination, from 0, in the order frames reach the plane)
+  // and hands it to the data plane. Call with reports_mu_ held. Errors: FailedPrecondition
+  // after `close`.
+  absl::Status hand_over(uint32_t process, const ActorAddress& to, Framed f);
   // Sends the waiting reports (with `aged_at`: those whose oldest waited kReportsFlushAfter
   // then), one message per process. Call with reports_mu_ held.
   void flush_locked(std::optional<std::chrono::steady_clock::time_point> aged_at);
@@ -74,7 +80,8 @@ class Outbox {
   std::shared_mutex mu_;  // shared: a send in progress; exclusive: close
   transport::cluster::DataPlane* plane_;
   const uint32_t self_;
-  std::atomic<uint64_t> sequence_{0};
+  std::map<uint32_t, uint64_t>
+      next_sequence_;  // process → its next frame's sequence; under reports_mu_
   // Held from taking waiting reports until their frame and the message that follows them
   // are handed to the plane, so nothing overtakes them; ordered before mu_.
   std::mutex reports_mu_;

@@ -41,14 +41,17 @@ caf::message busy(int64_t device, double begin) {
   return caf::make_message(busy_atom::value, device, begin, begin + 0.5);
 }
 
-// The next message process 0 received, decoded (nullopt after `wait` without one).
+// The next message `in` received, decoded (nullopt after `wait` without one); `sequence`
+// (optional) gets its frame's sequence number.
 std::optional<DecodedMessage> next(transport::cluster::ReceivedQueue& in,
-                                   std::chrono::milliseconds wait = std::chrono::seconds(10)) {
+                                   std::chrono::milliseconds wait = std::chrono::seconds(10),
+                                   uint64_t* sequence = nullptr) {
   std::optional<transport::cluster::Received> r = in.pop(wait);
   if (!r) return std::nullopt;
   auto frame = transport::cluster::parse_frame(r->view());
   EXPECT_TRUE(frame.ok()) << frame.status();
   if (!frame.ok()) return std::nullopt;
+  if (sequence != nullptr) *sequence = frame->prefix.sequence;
   auto d = decode_actor_message(frame->header, frame->payload);
   EXPECT_TRUE(d.ok()) << d.status();
   if (!d.ok()) return std::nullopt;
@@ -94,16 +97,19 @@ TEST_F(OutboxReports, ReportsWaitAndLeaveTogetherBeforeTheNextMessage) {
                   ->send(0, kCoordinator,
                          caf::make_message(failed_atom::value, std::string("stop")).content())
                   .ok());  // not a report: the reports leave first, then it
-  auto reports = next(to_driver_);
+  uint64_t seq = 99;
+  auto reports = next(to_driver_, std::chrono::seconds(10), &seq);
   ASSERT_TRUE(reports.has_value());
+  EXPECT_EQ(seq, 0u) << "frames are numbered per destination from 0, in the order they left";
   EXPECT_EQ(reports->to, kCoordinator);
   EXPECT_EQ(busy_begins(*reports), (std::vector<double>{0, 1, 2}));
   ASSERT_TRUE((reports->message.match_elements<reports_atom, std::vector<caf::message>>()));
   const auto& all = reports->message.get_as<std::vector<caf::message>>(1);
   ASSERT_EQ(all.size(), 4u);
   EXPECT_TRUE((all[3].match_elements<rows_atom, bool, int64_t, int64_t>()));
-  auto failed = next(to_driver_);  // after the reports, not before
+  auto failed = next(to_driver_, std::chrono::seconds(10), &seq);  // after the reports
   ASSERT_TRUE(failed.has_value());
+  EXPECT_EQ(seq, 1u);
   EXPECT_TRUE((failed->message.match_elements<failed_atom, std::string>()));
 }
 
@@ -151,7 +157,9 @@ TEST_F(OutboxReports, AMessageToAnotherProcessSendsTheWaitingReportsFirst) {
   auto report = next(to_driver_);
   ASSERT_TRUE(report.has_value()) << "the report stayed behind";
   EXPECT_EQ(report->message.get_as<double>(2), 3.0);
-  EXPECT_TRUE(to_other.pop(std::chrono::seconds(10)).has_value());
+  uint64_t seq = 99;
+  EXPECT_TRUE(next(to_other, std::chrono::seconds(10), &seq).has_value());
+  EXPECT_EQ(seq, 0u) << "process 2's frames are numbered from 0 too";
   outbox_->close();
   outbox_.reset();
 }
