@@ -8,8 +8,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -17,6 +19,8 @@
 #include "actors/server.hpp"
 #include "engine/exec/cpu_executor.hpp"
 #include "engine/serving/kv_cache.hpp"
+#include "kernels/sim/measured_kernels.hpp"
+#include "nlohmann/json.hpp"
 
 namespace muflow::actors {
 namespace {
@@ -313,6 +317,129 @@ absl::StatusOr<double> measure_stage_overhead(const Topology& topology, const fs
   return cpu_itl_ms * 1e-3 / runs_per_step;
 }
 
+/// The closed batch the in-run host times are measured on: prompts of 8..96 tokens (prefill
+/// chunks of many sizes) and 16..32 new tokens (decode batches shrinking as requests finish).
+std::vector<engine::serving::Request> host_time_requests(int64_t vocab) {
+  std::vector<engine::serving::Request> out;
+  for (int i = 0; i < 24; ++i) {
+    engine::serving::Request r;
+    r.id = i;
+    r.max_new_tokens = 16 + (i * 7) % 17;
+    const int prompt = 8 + (i * 13) % 89;
+    for (int p = 0; p < prompt; ++p) {
+      r.prompt.push_back(static_cast<int32_t>(3 + (i * 31 + p * 7) % (vocab - 3)));
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+/// Stage slices of a Chrome trace written by a run: (name, iteration, tokens) → durations in
+/// µs, in trace order. Our own file, written a moment ago; read whole.
+using Slices = std::map<std::tuple<std::string, int64_t, int64_t>, std::vector<double>>;
+absl::StatusOr<Slices> read_slices(const fs::path& path) {
+  std::ifstream in(path);
+  if (!in) return absl::InternalError(absl::StrCat(path.string(), ": cannot open the trace"));
+  const nlohmann::json doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return absl::InternalError(absl::StrCat(path.string(), ": bad JSON"));
+  const nlohmann::json& events = doc.is_object() ? doc["traceEvents"] : doc;
+  Slices out;
+  for (const nlohmann::json& e : events) {
+    if (!e.is_object() || e.value("ph", "") != "X" || !e.contains("args")) continue;
+    const nlohmann::json& a = e["args"];
+    if (!a.is_object() || !a.contains("tokens") || !a.contains("iteration")) continue;
+    out[{e.value("name", ""), a["iteration"].get<int64_t>(), a["tokens"].get<int64_t>()}].push_back(
+        e.value("dur", 0.0));
+  }
+  return out;
+}
+
+/// In-run host time per stage kind (see calibrate_cpu): the rows "host_<kind>,n,0,0,s".
+absl::StatusOr<std::string> measure_host_times(const Topology& topology, const ModelConfig& config,
+                                               const std::string& kernel_rows,
+                                               const fs::path& scratch) {
+  const std::vector<engine::serving::Request> requests = host_time_requests(config.vocab_size);
+  // The real model on the cpu backend, traced, its routing recorded.
+  Topology cpu = topology;
+  cpu.trace_file = (scratch / "host-cpu-trace.json").string();
+  cpu.routing_record_file = (scratch / "host-routing.csv").string();
+  cpu.sampling.stop_at_eos = false;
+  {
+    absl::StatusOr<std::unique_ptr<Server>> server = Server::create(cpu);
+    if (!server.ok()) return server.status();
+    absl::StatusOr<RunOutcome> out = (*server)->run(requests);
+    if (!out.ok()) return out.status();
+    if (!out->status.ok()) return out->status;
+  }
+  // The same runs in the sim: the kernel times just measured, no overheads.
+  const fs::path kernels = scratch / "host-kernels.csv";
+  std::ofstream(kernels) << kernel_rows;
+  Topology sim = cpu;
+  sim.backend = "sim";
+  sim.model.synthetic = config;
+  sim.model.path.clear();
+  sim.model.preset.clear();
+  sim.routing_record_file.clear();
+  sim.trace_file = (scratch / "host-sim-trace.json").string();
+  sim.network.intra_node = "in-process";
+  sim.network.inter_node = "in-process";
+  sim.network.where.clear();
+  sim.router.kind = "recorded";
+  sim.router.trace_file = cpu.routing_record_file;
+  sim.cost = {};
+  sim.cost.kernels = kernels.string();
+  sim.cost.kernels_where = "<calibrate>";
+  {
+    absl::StatusOr<std::unique_ptr<Server>> server = Server::create(sim);
+    if (!server.ok()) return server.status();
+    absl::StatusOr<RunOutcome> out = (*server)->run(requests);
+    if (!out.ok()) return out.status();
+    if (!out->status.ok()) return out->status;
+  }
+  absl::StatusOr<Slices> measured = read_slices(cpu.trace_file);
+  if (!measured.ok()) return measured.status();
+  absl::StatusOr<Slices> modeled = read_slices(sim.trace_file);
+  if (!modeled.ok()) return modeled.status();
+  // Excess of each measured run over the kernel time of the same run (same stage, iteration
+  // and tokens), by stage kind and power-of-two token bucket.
+  using Kind = kernels::sim::MeasuredKernels::RunKind;
+  std::map<std::pair<Kind, int>, std::vector<std::pair<int64_t, double>>> buckets;
+  for (const auto& [key, cpu_us] : *measured) {
+    auto found = modeled->find(key);
+    if (found == modeled->end()) continue;
+    const auto& [name, iteration, tokens] = key;
+    if (tokens < 1) continue;
+    Kind kind;
+    if (name.rfind("attn", 0) == 0) {
+      kind = Kind::kAttention;
+    } else if (name.rfind("expert", 0) == 0) {
+      kind = Kind::kExpert;
+    } else if (name.rfind("sampler", 0) == 0) {
+      kind = Kind::kSampler;
+    } else {
+      continue;
+    }
+    int bucket = 0;
+    while ((int64_t{2} << bucket) <= tokens) ++bucket;
+    for (size_t i = 0; i < std::min(cpu_us.size(), found->second.size()); ++i) {
+      buckets[{kind, bucket}].emplace_back(tokens, (cpu_us[i] - found->second[i]) * 1e-6);
+    }
+  }
+  std::string rows;
+  for (auto& [key, samples] : buckets) {
+    if (samples.size() < 5) continue;  // too few runs of that size for a median
+    std::vector<double> tokens, excess;
+    for (const auto& [n, s] : samples) {
+      tokens.push_back(static_cast<double>(n));
+      excess.push_back(s);
+    }
+    absl::StrAppend(&rows, kernels::sim::host_op_name(key.first), ",",
+                    static_cast<int64_t>(std::llround(median(tokens))), ",0,0,",
+                    absl::StrFormat("%.9g", std::max(0.0, median(excess))), "\n");
+  }
+  return rows;
+}
+
 }  // namespace
 
 absl::Status calibrate_cpu(const Topology& topology, const CpuCalibrationOptions& options,
@@ -349,24 +476,41 @@ absl::Status calibrate_cpu(const Topology& topology, const CpuCalibrationOptions
       << meta_line(config, cpu.model.dtype, threads, concurrent)
       << "op,tokens,context,width,seconds\n";
   out.flush();
+  // Everything written so far, for the sim run of the in-run host time measurement.
+  std::string kernel_rows = absl::StrCat(meta_line(config, cpu.model.dtype, threads, concurrent),
+                                         "op,tokens,context,width,seconds\n");
   Measurer m(model, threads, concurrent, options.repeats);
   const std::vector<Point> points = m.points(options.max_tokens, options.max_context);
   std::string last_op;
   for (size_t i = 0; i < points.size(); ++i) {
     const Point& p = points[i];
     const double s = m.measure(p);
-    out << p.op << ',' << p.tokens << ',' << p.context << ',' << p.width << ','
-        << absl::StrFormat("%.9g", s) << '\n';
+    const std::string row =
+        absl::StrFormat("%s,%d,%d,%d,%.9g\n", p.op, p.tokens, p.context, p.width, s);
+    out << row;
+    kernel_rows += row;
     out.flush();
     if (i + 1 == points.size() || points[i + 1].op != p.op) {
       progress(absl::StrFormat("measured %s (%d/%d points)", p.op, i + 1, points.size()));
     }
   }
-  // Host overhead per stage run, on a tiny model with the same structure and wiring.
-  cpu.model.synthetic = config;
   const fs::path scratch =
       fs::temp_directory_path() / absl::StrCat("muflow_calibrate_", ::getpid());
   fs::create_directories(scratch);
+  // In-run host time per stage kind, on the real model.
+  absl::StatusOr<std::string> host = measure_host_times(cpu, config, kernel_rows, scratch);
+  if (!host.ok()) {
+    std::error_code ec;
+    fs::remove_all(scratch, ec);
+    return absl::InternalError(
+        absl::StrCat("calibrate: in-run host time run: ", host.status().message()));
+  }
+  out << *host;
+  out.flush();
+  progress(absl::StrFormat("measured in-run host time per stage kind (%d rows)",
+                           std::count(host->begin(), host->end(), '\n')));
+  // Host overhead per stage run, on a tiny model with the same structure and wiring.
+  cpu.model.synthetic = config;
   absl::StatusOr<double> overhead = measure_stage_overhead(cpu, scratch);
   std::error_code ec;
   fs::remove_all(scratch, ec);

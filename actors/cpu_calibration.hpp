@@ -34,6 +34,14 @@ struct CpuCalibrationOptions {
 ///    FFN (n rows; widths ffn and the MoEShard shard widths of 2 and of the device count),
 ///    LM head + sampling (n rows), each the median of `repeats` calls on cold weights (calls
 ///    rotate over blocks and experts; the LM head reads a 64 MiB buffer between calls);
+///  - host_attention / host_expert / host_sampler (in-run host time vs tokens): the real
+///    model serves a closed batch of 24 requests (8–96 prompt, 16–32 new tokens) on the cpu
+///    backend with a trace, then the sim replays it (the recorded routing, the kernel rows
+///    above, no overheads) with a trace; each stage run's measured span minus the sim's
+///    span of the same run (same stage, iteration and tokens) is its host time beyond the
+///    kernels (μ-queue merge, batch assembly, output scatter, allocation, and what sharing the
+///    cores with the other devices costs). One row per stage kind and power-of-two token
+///    bucket with >= 5 runs: the bucket's median tokens and median excess (clamped at 0);
 ///  - stage_overhead: a tiny model (hidden 16) with the topology's wiring and devices is run
 ///    on the cpu backend, and the same topology in the sim with zero kernel times and 1 µs
 ///    per stage run; the ratio of their inter-token latencies is the host time per stage

@@ -171,7 +171,9 @@ class AttentionStage final : public StageImpl {
     }
     info.num_tokens = static_cast<int64_t>(meta.size());
     info.num_requests = count_requests(meta);
-    return emit(info.iteration, std::move(meta), std::move(h), out, &info.seconds);
+    absl::Status s = emit(info.iteration, std::move(meta), std::move(h), out, &info.seconds);
+    info.seconds += exec_->stage_host_seconds(StageKind::kAttention, info.num_tokens);
+    return s;
   }
 
   void release(int64_t request_id) override {
@@ -412,6 +414,7 @@ class ExpertStage final : public StageImpl {
     info.num_requests = count_requests(b->tokens);
     info.iteration = b->iteration;
     compute_and_send(*b, out, &info.seconds);
+    info.seconds += exec_->stage_host_seconds(StageKind::kExpert, info.num_tokens);
     return absl::OkStatus();
   }
 
@@ -522,6 +525,7 @@ class SamplerStage final : public StageImpl {
     std::vector<std::vector<float>> logits;
     exec_->sample(rows, h.data(), ctx_->request_sampling->for_rows(rows, ctx_->topology.sampling),
                   &tokens, &logits, &info.seconds);
+    info.seconds += exec_->stage_host_seconds(StageKind::kSampler, num_tokens);
     auto report = std::make_shared<SampledBatch>();
     report->iteration = it;
     report->rank = rank_;

@@ -60,6 +60,13 @@ class Executor {
   virtual void sample(const std::vector<dataflow::TokenMeta>& rows, const float* h,
                       const std::vector<topology::SamplingSpec>& sampling, std::vector<int32_t>* tokens,
                       std::vector<std::vector<float>>* logits, double* seconds) = 0;
+  /// Modeled host seconds one stage run of `kind` on `num_tokens` tokens spends beyond its
+  /// kernels (merging its μ-queue, assembling inputs, scattering outputs), added to the run's
+  /// modeled duration. Default 0: real backends measure it; the sim returns the calibrated
+  /// in-run host time of `[cost] kernels` (kernels/sim/measured_kernels.hpp, host_* rows).
+  virtual double stage_host_seconds(dataflow::StageKind kind, int64_t num_tokens) const {
+    return 0.0;
+  }
 };
 
 }  // namespace muflow::engine::exec

@@ -96,6 +96,20 @@ void SimExecutor::expert_shard(int64_t block, int64_t expert, int64_t shard, int
                                     n);
 }
 
+double SimExecutor::stage_host_seconds(dataflow::StageKind kind, int64_t num_tokens) const {
+  if (!measured_) return 0.0;
+  using K = kernels::sim::MeasuredKernels::RunKind;
+  switch (kind) {
+    case dataflow::StageKind::kAttention:
+      return measured_->host_seconds(K::kAttention, num_tokens);
+    case dataflow::StageKind::kExpert:
+      return measured_->host_seconds(K::kExpert, num_tokens);
+    case dataflow::StageKind::kSampler:
+      return measured_->host_seconds(K::kSampler, num_tokens);
+  }
+  return 0.0;
+}
+
 void SimExecutor::sample(const std::vector<dataflow::TokenMeta>& rows, const float* h,
                          const std::vector<topology::SamplingSpec>& sampling, std::vector<int32_t>* tokens,
                          std::vector<std::vector<float>>* logits, double* seconds) {

@@ -42,6 +42,8 @@ class SimExecutor final : public Executor {
   void sample(const std::vector<dataflow::TokenMeta>& rows, const float* h,
               const std::vector<topology::SamplingSpec>& sampling, std::vector<int32_t>* tokens,
               std::vector<std::vector<float>>* logits, double* seconds) override;
+  /// The measured in-run host time (`[cost] kernels`' host_* rows); 0 on the roofline.
+  double stage_host_seconds(dataflow::StageKind kind, int64_t num_tokens) const override;
 
   const kernels::sim::DeviceKind& kind() const { return kind_; }
 

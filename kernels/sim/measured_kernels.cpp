@@ -116,6 +116,24 @@ double MeasuredKernels::lm_head_seconds(int64_t num_rows) const {
   return num_rows <= 0 ? 0.0 : lm_head_.at(static_cast<double>(num_rows));
 }
 
+double MeasuredKernels::host_seconds(RunKind kind, int64_t num_tokens) const {
+  if (num_tokens <= 0) return 0.0;
+  auto it = host_.find(kind);
+  return it == host_.end() ? 0.0 : it->second.at(static_cast<double>(num_tokens));
+}
+
+const char* host_op_name(MeasuredKernels::RunKind kind) {
+  switch (kind) {
+    case MeasuredKernels::RunKind::kAttention:
+      return "host_attention";
+    case MeasuredKernels::RunKind::kExpert:
+      return "host_expert";
+    case MeasuredKernels::RunKind::kSampler:
+      return "host_sampler";
+  }
+  return "host_attention";
+}
+
 absl::StatusOr<MeasuredKernels> MeasuredKernels::read_csv(const std::string& path) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
@@ -158,13 +176,15 @@ absl::StatusOr<MeasuredKernels> MeasuredKernels::read_csv(const std::string& pat
     if (!absl::SimpleAtod(f[4], &r.seconds) || !std::isfinite(r.seconds) || r.seconds < 0) {
       return row_error(path, line, "seconds must be a finite non-negative number");
     }
+    const bool host = r.op == "host_attention" || r.op == "host_expert" || r.op == "host_sampler";
     const bool sized =
-        r.op == "attention" || r.op == "prefill" || r.op == "expert" || r.op == "lm_head";
+        r.op == "attention" || r.op == "prefill" || r.op == "expert" || r.op == "lm_head" || host;
     if (!sized && r.op != "stage_overhead") {
       return row_error(path, line,
                        absl::StrCat("unknown op '", r.op,
-                                    "'; expected attention, prefill, expert, lm_head or "
-                                    "stage_overhead"));
+                                    "'; expected attention, prefill, expert, lm_head, "
+                                    "stage_overhead, host_attention, host_expert or "
+                                    "host_sampler"));
     }
     if (sized && r.tokens < 1) return row_error(path, line, "tokens must be >= 1");
     if ((r.op == "attention" || r.op == "prefill") &&
@@ -186,12 +206,16 @@ absl::StatusOr<MeasuredKernels> MeasuredKernels::read_csv(const std::string& pat
 
   std::vector<std::pair<double, double>> t0, lm;
   std::map<int64_t, std::vector<std::pair<double, double>>> expert;
+  std::map<RunKind, std::vector<std::pair<double, double>>> host;
   double overhead = 0;
   int64_t overhead_rows = 0;
   for (const Row& r : rows) {
     if (r.op == "attention" && r.context == 1) t0.emplace_back(r.tokens, r.seconds);
     if (r.op == "expert") expert[r.width].emplace_back(r.tokens, r.seconds);
     if (r.op == "lm_head") lm.emplace_back(r.tokens, r.seconds);
+    for (RunKind k : {RunKind::kAttention, RunKind::kExpert, RunKind::kSampler}) {
+      if (r.op == host_op_name(k)) host[k].emplace_back(r.tokens, r.seconds);
+    }
     if (r.op == "stage_overhead") {
       overhead += r.seconds;
       ++overhead_rows;
@@ -232,10 +256,22 @@ absl::StatusOr<MeasuredKernels> MeasuredKernels::read_csv(const std::string& pat
   for (auto& [width, pts] : expert) {
     if (!pts.empty()) expert_tables.emplace(width, InterpolatedTimes(pts));
   }
-  return MeasuredKernels(std::move(meta), std::move(attention_t0), slope_through_origin(decode_xy),
-                         slope_through_origin(prefill_xy), std::move(expert_tables),
-                         InterpolatedTimes(lm),
-                         overhead_rows > 0 ? overhead / static_cast<double>(overhead_rows) : 0.0);
+  MeasuredKernels out(std::move(meta), std::move(attention_t0), slope_through_origin(decode_xy),
+                      slope_through_origin(prefill_xy), std::move(expert_tables),
+                      InterpolatedTimes(lm),
+                      overhead_rows > 0 ? overhead / static_cast<double>(overhead_rows) : 0.0);
+  if (prefill_xy.size() >= 2) {
+    // The measured prefill curve (b16a1be described it but never stored it: every prefill
+    // used the one slope, dominated by the longest row).
+    std::vector<std::pair<double, double>> core = prefill_xy;
+    core.emplace_back(0.0, 0.0);
+    for (auto& [x, y] : core) y = std::max(0.0, y);
+    out.prefill_core_ = InterpolatedTimes(std::move(core));
+  }
+  std::map<RunKind, InterpolatedTimes> host_tables;
+  for (auto& [kind, pts] : host) host_tables.emplace(kind, InterpolatedTimes(std::move(pts)));
+  out.set_host_times(std::move(host_tables));
+  return out;
 }
 
 }  // namespace muflow::kernels::sim

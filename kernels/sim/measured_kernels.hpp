@@ -20,8 +20,13 @@
 ///  - `prefill,P,P,0,s`: the same stage for one sequence of P new tokens from position 0.
 ///  - `expert,n,0,f,s`: one expert FFN of width f on n rows.
 ///  - `lm_head,n,0,0,s`: final norm, LM head and sampling of n rows.
-///  - `stage_overhead,0,0,0,s`: host time of one stage run outside its kernels (actor
-///    messages, batch assembly), measured end to end on a tiny model.
+///  - `stage_overhead,0,0,0,s`: host time per stage run outside the runs themselves (actor
+///    messages, the device scheduler, collectives), measured end to end on a tiny model.
+///  - `host_attention,n,0,0,s`, `host_expert,n,0,0,s`, `host_sampler,n,0,0,s` (optional): host
+///    time inside one stage run of that kind on n tokens beyond its kernels' time (merging the
+///    μ-queue's batches, assembling inputs, scattering outputs, allocation), measured in situ:
+///    the stage spans of a real run of the model minus the sim's kernel times for the same
+///    runs (actors/cpu_calibration.hpp).
 ///
 /// Model (fitted at load; stated so that a reader can check it against the file):
 ///  - attention: t = T0(n) + k_decode · (S_decode − n_decode) + Σ_prefill seqs core(S − P),
@@ -31,9 +36,10 @@
 ///    through the origin of t − T0 over S − n on the `attention` rows with c > 1; core(x)
 ///    interpolates t − T0(P) of the `prefill` rows over their x = S − P (with core(0) = 0),
 ///    or is k_prefill · x (the same kind of slope) when there is one prefill row.
-///  - expert, lm_head: piecewise-linear interpolation in n of the rows (at the same width
-///    for experts; another width scales the full width's time by width ratio), linear
-///    extrapolation beyond the last two points, the first point's time below it.
+///  - expert, lm_head, host_*: piecewise-linear interpolation in n of the rows (at the same
+///    width for experts; another width scales the full width's time by width ratio), linear
+///    extrapolation beyond the last two points, the first point's time below it; no host_*
+///    rows of a kind: 0.
 ///
 /// Value type; const methods may be called from any thread.
 
@@ -65,6 +71,9 @@ class InterpolatedTimes {
 
 class MeasuredKernels {
  public:
+  /// The stage kinds with an in-run host time (`host_*` rows).
+  enum class RunKind { kAttention, kExpert, kSampler };
+
   /// Most data rows a file may hold (bounded before anything is stored).
   static constexpr int64_t kMaxRows = 100'000;
 
@@ -93,8 +102,13 @@ class MeasuredKernels {
   double expert_seconds(int64_t num_tokens, int64_t ffn) const;
   /// Seconds of the LM head and sampling on `num_rows` rows (0 for none).
   double lm_head_seconds(int64_t num_rows) const;
-  /// Host seconds of one stage run outside its kernels (0 when not measured).
+  /// Host seconds per stage run outside the runs (0 when not measured).
   double stage_overhead_s() const { return stage_overhead_s_; }
+  /// Host seconds inside one stage run of `kind` on `num_tokens` tokens beyond its kernels
+  /// (0 for no token or no `host_*` rows of that kind).
+  double host_seconds(RunKind kind, int64_t num_tokens) const;
+  /// Replaces the in-run host time tables (calibration builds the table first without them).
+  void set_host_times(std::map<RunKind, InterpolatedTimes> tables) { host_ = std::move(tables); }
   double k_decode() const { return k_decode_; }
   double k_prefill() const { return k_prefill_; }
 
@@ -110,6 +124,10 @@ class MeasuredKernels {
   int64_t full_ffn_ = 0;                         ///< the widest measured width
   InterpolatedTimes lm_head_;
   double stage_overhead_s_ = 0;
+  std::map<RunKind, InterpolatedTimes> host_;  ///< in-run host time by stage kind
 };
+
+/// The CSV op name of a kind's in-run host time rows ("host_attention", ...).
+const char* host_op_name(MeasuredKernels::RunKind kind);
 
 }  // namespace muflow::kernels::sim

@@ -8,6 +8,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <string>
 
 #include "actors/cpu_calibration.hpp"
 #include "invariance_fixtures.hpp"
@@ -43,6 +45,13 @@ TEST(SimPrediction, CalibratedSimPredictsTheCpuBackend) {
       kernels::sim::MeasuredKernels::read_csv(kernels.string());
   ASSERT_TRUE(table.ok()) << table.status();
   EXPECT_GT(table->stage_overhead_s(), 0.0);
+  {
+    // The in-run host time was measured on the real model: rows for attention runs at least
+    // (experts and samplers may measure no excess, which is written as 0 or left out).
+    std::ifstream in(kernels);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_NE(text.find("\nhost_attention,"), std::string::npos);
+  }
   EXPECT_GT(table->expert_seconds(8, c.expert_ffn), 0.0);
 
   std::vector<Request> requests = make_requests(c.vocab_size, 1, 8, 11);

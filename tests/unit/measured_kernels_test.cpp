@@ -75,6 +75,42 @@ TEST(MeasuredKernelsTest, FitRecoversTheModelThatWroteTheFile) {
   EXPECT_EQ(m->lm_head_seconds(0), 0.0);
 }
 
+// Prefill attention follows the measured curve over (query, key) pairs, not one slope: the
+// rows below are quadratic in the pairs, so a slope fitted through them misses the middle.
+// In-run host time rows (host_*) interpolate per stage kind; a kind without rows costs 0.
+TEST(MeasuredKernelsTest, PrefillFollowsTheMeasuredCurveAndHostTimesInterpolate) {
+  std::string text = std::string(kMeta) + "op,tokens,context,width,seconds\n";
+  auto row = [&](const std::string& op, int n, int c, int w, double us) {
+    text += absl::StrFormat("%s,%d,%d,%d,%.12g\n", op, n, c, w, us * 1e-6);
+  };
+  auto pairs = [](double p) { return p * p - p * (p - 1) / 2 - p; };  // one sequence from 0
+  for (int n : {1, 64}) row("attention", n, 1, 0, 10);                // T0 = 10 µs flat
+  for (int p : {8, 32, 64}) row("prefill", p, p, 0, 10 + 1e-3 * pairs(p) * pairs(p));
+  for (int n : {1, 8}) row("expert", n, 0, 128, 20);
+  for (int n : {1, 8}) row("lm_head", n, 0, 0, 5);
+  row("host_attention", 1, 0, 0, 40);
+  row("host_attention", 16, 0, 0, 100);
+  row("host_sampler", 4, 0, 0, 70);
+  absl::StatusOr<MeasuredKernels> m =
+      MeasuredKernels::read_csv(write("measured_prefill.csv", text));
+  ASSERT_TRUE(m.ok()) << m.status();
+  // At a measured point the curve is exact; between two points it is their interpolation.
+  const std::vector<AttentionSequence> at32 = {{32, 32}};
+  EXPECT_NEAR(m->attention_seconds(at32), (10 + 1e-3 * pairs(32) * pairs(32)) * 1e-6, 1e-12);
+  const double x = (pairs(8) + pairs(32)) / 2;
+  const double core = (1e-3 * pairs(8) * pairs(8) + 1e-3 * pairs(32) * pairs(32)) / 2;
+  // A 4-token chunk at the end of a 68-token context: 4·68 − 6 − 4 = 262 pairs = x.
+  ASSERT_EQ(x, 262.0);
+  const std::vector<AttentionSequence> mid = {{4, 68}};
+  EXPECT_NEAR(m->attention_seconds(mid), (10 + core) * 1e-6, 1e-12);
+  using K = MeasuredKernels::RunKind;
+  EXPECT_NEAR(m->host_seconds(K::kAttention, 1), 40e-6, 1e-15);
+  EXPECT_NEAR(m->host_seconds(K::kAttention, 6), 60e-6, 1e-12);  // 40 + 5 * 4
+  EXPECT_NEAR(m->host_seconds(K::kSampler, 9), 70e-6, 1e-15);    // one point: flat
+  EXPECT_EQ(m->host_seconds(K::kExpert, 9), 0.0);                // no rows
+  EXPECT_EQ(m->host_seconds(K::kAttention, 0), 0.0);             // no token, no run
+}
+
 TEST(MeasuredKernelsTest, BadFilesAreRefusedWithFileAndLine) {
   struct Bad {
     std::string text, expected;
@@ -87,6 +123,7 @@ TEST(MeasuredKernelsTest, BadFilesAreRefusedWithFileAndLine) {
            {head + "expert,-1,0,128,0.1\n", ":3: tokens, context and width"},
            {head + "expert,4,0,128,nan\n", ":3: seconds must be"},
            {head + "prefill,8,4,0,0.1\n", ":3: context must be"},
+           {head + "host_expert,0,0,0,0.1\n", ":3: tokens must be >= 1"},
            {head + "attention,1,1,0,1e-5\nattention,2,1,0,2e-5\n", "need expert rows"},
            {"op,tokens,context,width,seconds\n", "no '# kind=...'"},
        }) {
