@@ -347,9 +347,15 @@ absl::StatusOr<Slices> read_slices(const fs::path& path) {
   for (const nlohmann::json& e : events) {
     if (!e.is_object() || e.value("ph", "") != "X" || !e.contains("args")) continue;
     const nlohmann::json& a = e["args"];
-    if (!a.is_object() || !a.contains("tokens") || !a.contains("iteration")) continue;
-    out[{e.value("name", ""), a["iteration"].get<int64_t>(), a["tokens"].get<int64_t>()}].push_back(
-        e.value("dur", 0.0));
+    const auto name = e.find("name");
+    const auto dur = e.find("dur");
+    if (!a.is_object() || name == e.end() || !name->is_string() || dur == e.end() ||
+        !dur->is_number() || !a.contains("tokens") || !a["tokens"].is_number_integer() ||
+        !a.contains("iteration") || !a["iteration"].is_number_integer()) {
+      continue;  // not a stage slice
+    }
+    out[{name->get<std::string>(), a["iteration"].get<int64_t>(), a["tokens"].get<int64_t>()}]
+        .push_back(dur->get<double>());
   }
   return out;
 }
