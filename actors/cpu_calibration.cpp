@@ -260,6 +260,40 @@ std::vector<engine::serving::Request> overhead_requests(int64_t vocab) {
   return out;
 }
 
+/// `cpu` (a cpu-backend topology of model `config`) as a sim topology that replays its run:
+/// the routing it recorded to `routing`, in-process links, the kernel table `kernels` and no
+/// other overheads, no trace or routing record.
+Topology replay_in_sim(const Topology& cpu, const ModelConfig& config, const fs::path& routing,
+                       const fs::path& kernels) {
+  Topology sim = cpu;
+  sim.backend = "sim";
+  sim.model.synthetic = config;
+  sim.model.path.clear();
+  sim.model.preset.clear();
+  sim.routing_record_file.clear();
+  sim.trace_file.clear();
+  sim.network.intra_node = "in-process";
+  sim.network.inter_node = "in-process";
+  sim.network.where.clear();
+  sim.router.kind = "recorded";
+  sim.router.trace_file = routing.string();
+  sim.cost = {};
+  sim.cost.kernels = kernels.string();
+  sim.cost.kernels_where = "<calibrate>";
+  return sim;
+}
+
+/// Serves `requests` on `topology` to the end. Errors: the server's, or the run's.
+absl::StatusOr<RunOutcome> run_to_end(const Topology& topology,
+                                      const std::vector<engine::serving::Request>& requests) {
+  absl::StatusOr<std::unique_ptr<Server>> server = Server::create(topology);
+  if (!server.ok()) return server.status();
+  absl::StatusOr<RunOutcome> out = (*server)->run(requests);
+  if (!out.ok()) return out.status();
+  if (!out->status.ok()) return out->status;
+  return out;
+}
+
 /// Host seconds per stage run (see calibrate_cpu).
 absl::StatusOr<double> measure_stage_overhead(const Topology& topology, const fs::path& scratch) {
   Topology cpu = topology;
@@ -294,24 +328,10 @@ absl::StatusOr<double> measure_stage_overhead(const Topology& topology, const fs
         << n << ",0,0,0\n";
     }
   }
-  Topology sim = cpu;
-  sim.backend = "sim";
-  sim.routing_record_file.clear();
-  sim.model.preset.clear();
-  sim.network.intra_node = "in-process";
-  sim.network.inter_node = "in-process";
-  sim.network.where.clear();
-  sim.router.kind = "recorded";
-  sim.router.trace_file = (scratch / "routing.csv").string();
-  sim.cost = {};
+  Topology sim = replay_in_sim(cpu, *cpu.model.synthetic, scratch / "routing.csv", zero);
   sim.cost.overheads.stage_us = 1.0;
-  sim.cost.kernels = zero.string();
-  sim.cost.kernels_where = "<calibrate>";
-  absl::StatusOr<std::unique_ptr<Server>> sim_server = Server::create(sim);
-  if (!sim_server.ok()) return sim_server.status();
-  absl::StatusOr<RunOutcome> s = (*sim_server)->run(requests);
+  absl::StatusOr<RunOutcome> s = run_to_end(sim, requests);
   if (!s.ok()) return s.status();
-  if (!s->status.ok()) return s->status;
   const double runs_per_step = s->metrics.itl.mean_ms * 1e3;  // µs at 1 µs per stage run
   if (!(runs_per_step > 0)) return absl::InternalError("the sim run reported no inter-token time");
   return cpu_itl_ms * 1e-3 / runs_per_step;
@@ -370,38 +390,13 @@ absl::StatusOr<std::string> measure_host_times(const Topology& topology, const M
   cpu.trace_file = (scratch / "host-cpu-trace.json").string();
   cpu.routing_record_file = (scratch / "host-routing.csv").string();
   cpu.sampling.stop_at_eos = false;
-  {
-    absl::StatusOr<std::unique_ptr<Server>> server = Server::create(cpu);
-    if (!server.ok()) return server.status();
-    absl::StatusOr<RunOutcome> out = (*server)->run(requests);
-    if (!out.ok()) return out.status();
-    if (!out->status.ok()) return out->status;
-  }
+  if (absl::StatusOr<RunOutcome> out = run_to_end(cpu, requests); !out.ok()) return out.status();
   // The same runs in the sim: the kernel times just measured, no overheads.
   const fs::path kernels = scratch / "host-kernels.csv";
   std::ofstream(kernels) << kernel_rows;
-  Topology sim = cpu;
-  sim.backend = "sim";
-  sim.model.synthetic = config;
-  sim.model.path.clear();
-  sim.model.preset.clear();
-  sim.routing_record_file.clear();
+  Topology sim = replay_in_sim(cpu, config, cpu.routing_record_file, kernels);
   sim.trace_file = (scratch / "host-sim-trace.json").string();
-  sim.network.intra_node = "in-process";
-  sim.network.inter_node = "in-process";
-  sim.network.where.clear();
-  sim.router.kind = "recorded";
-  sim.router.trace_file = cpu.routing_record_file;
-  sim.cost = {};
-  sim.cost.kernels = kernels.string();
-  sim.cost.kernels_where = "<calibrate>";
-  {
-    absl::StatusOr<std::unique_ptr<Server>> server = Server::create(sim);
-    if (!server.ok()) return server.status();
-    absl::StatusOr<RunOutcome> out = (*server)->run(requests);
-    if (!out.ok()) return out.status();
-    if (!out->status.ok()) return out->status;
-  }
+  if (absl::StatusOr<RunOutcome> out = run_to_end(sim, requests); !out.ok()) return out.status();
   absl::StatusOr<Slices> measured = read_slices(cpu.trace_file);
   if (!measured.ok()) return measured.status();
   absl::StatusOr<Slices> modeled = read_slices(sim.trace_file);
