@@ -41,13 +41,19 @@ struct CpuCalibrationOptions {
 ///    span of the same run (same stage, iteration and tokens) is its host time beyond the
 ///    kernels (μ-queue merge, batch assembly, output scatter, allocation, and what sharing the
 ///    cores with the other devices costs). One row per stage kind and power-of-two token
-///    bucket with >= 5 runs: the bucket's median tokens and median excess (clamped at 0);
+///    bucket with >= 5 runs: the bucket's median tokens and median excess (clamped at 0).
+///    Runs are matched by (stage, iteration, tokens), then in trace order: for barrier-free
+///    wirings (iteration -1) runs of the same size pair in order, not as the same run. The
+///    rows describe the topology's wiring (a HarMoEny or MoEShard expert stage runs several
+///    experts or shards). Optional: if this run fails, calibration warns and writes none;
 ///  - stage_overhead: a tiny model (hidden 16) with the topology's wiring and devices is run
 ///    on the cpu backend, and the same topology in the sim with zero kernel times and 1 µs
 ///    per stage run; the ratio of their inter-token latencies is the host time per stage
-///    run (actor messages, batch assembly, the device scheduler).
-/// Blocks the calling thread (seconds to a minute). Errors: the topology's (model folder,
-/// dims), InvalidArgument for options out of range, Internal when a run fails.
+///    run (actor messages, the device scheduler, collectives; it also holds the tiny model's
+///    own in-run host time, which host_* rows count again: a few µs per run).
+/// Blocks the calling thread (seconds for small models, minutes for large ones). Errors: the
+/// topology's (model folder, dims), InvalidArgument for options out of range, Internal when a run
+/// fails.
 absl::Status calibrate_cpu(const engine::topology::Topology& topology,
                            const CpuCalibrationOptions& options, std::ostream& out);
 

@@ -20,8 +20,9 @@
 ///  - `prefill,P,P,0,s`: the same stage for one sequence of P new tokens from position 0.
 ///  - `expert,n,0,f,s`: one expert FFN of width f on n rows.
 ///  - `lm_head,n,0,0,s`: final norm, LM head and sampling of n rows.
-///  - `stage_overhead,0,0,0,s`: host time per stage run outside the runs themselves (actor
-///    messages, the device scheduler, collectives), measured end to end on a tiny model.
+///  - `stage_overhead,0,0,0,s`: host time per stage run around the runs (actor messages, the
+///    device scheduler, collectives), measured end to end on a tiny model (so it also holds
+///    that model's small in-run host time).
 ///  - `host_attention,n,0,0,s`, `host_expert,n,0,0,s`, `host_sampler,n,0,0,s` (optional): host
 ///    time inside one stage run of that kind on n tokens beyond its kernels' time (merging the
 ///    μ-queue's batches, assembling inputs, scattering outputs, allocation), measured in situ:
