@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <thread>
@@ -19,6 +20,7 @@
 #include "actors/server.hpp"
 #include "engine/exec/cpu_executor.hpp"
 #include "engine/serving/kv_cache.hpp"
+#include "engine/trace/trace_reader.hpp"
 #include "kernels/sim/measured_kernels.hpp"
 #include "nlohmann/json.hpp"
 
@@ -355,34 +357,32 @@ std::vector<engine::serving::Request> host_time_requests(int64_t vocab) {
 }
 
 /// Stage slices of a Chrome trace written by a run: (name, iteration, tokens) → durations in
-/// µs, in trace order. Our own file, written a moment ago; read whole.
+/// µs, in trace order (engine/trace/trace_reader.hpp streams the events: one in memory at a
+/// time besides the file's text). Errors: the file cannot be opened, or the reader's.
 using Slices = std::map<std::tuple<std::string, int64_t, int64_t>, std::vector<double>>;
 absl::StatusOr<Slices> read_slices(const fs::path& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) return absl::InternalError(absl::StrCat(path.string(), ": cannot open the trace"));
-  const nlohmann::json doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return absl::InternalError(absl::StrCat(path.string(), ": bad JSON"));
-  const bool wrapped = doc.is_object() && doc.contains("traceEvents");
-  const nlohmann::json& events = wrapped ? doc.at("traceEvents") : doc;
-  if (!events.is_array()) {
-    return absl::InternalError(absl::StrCat(path.string(), ": no trace event list"));
-  }
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   Slices out;
-  for (const nlohmann::json& e : events) {
-    if (!e.is_object() || !e.contains("args")) continue;
-    const auto ph = e.find("ph");
-    if (ph == e.end() || !ph->is_string() || ph->get<std::string>() != "X") continue;
-    const nlohmann::json& a = e["args"];
-    const auto name = e.find("name");
-    const auto dur = e.find("dur");
-    if (!a.is_object() || name == e.end() || !name->is_string() || dur == e.end() ||
-        !dur->is_number() || !a.contains("tokens") || !a["tokens"].is_number_integer() ||
-        !a.contains("iteration") || !a["iteration"].is_number_integer()) {
-      continue;  // not a stage slice
-    }
-    out[{name->get<std::string>(), a["iteration"].get<int64_t>(), a["tokens"].get<int64_t>()}]
-        .push_back(dur->get<double>());
-  }
+  nlohmann::json other;
+  absl::Status s = engine::trace::stream_trace_events(
+      text, path.string(),
+      [&](const engine::trace::TraceEventView& e) {
+        if (e.phase != 'X' || e.args == nullptr) return absl::OkStatus();
+        const nlohmann::json& a = *e.args;
+        const auto tokens = a.find("tokens");
+        const auto iteration = a.find("iteration");
+        if (tokens == a.end() || !tokens->is_number_integer() || iteration == a.end() ||
+            !iteration->is_number_integer()) {
+          return absl::OkStatus();  // not a stage slice
+        }
+        out[{std::string(e.name), iteration->get<int64_t>(), tokens->get<int64_t>()}].push_back(
+            e.dur_us);
+        return absl::OkStatus();
+      },
+      &other);
+  if (!s.ok()) return s;
   return out;
 }
 
