@@ -18,6 +18,11 @@ struct CollectiveState {
   // iteration → this process's contributions not yet forwarded to the peers (replicas)
   std::map<int64_t, std::vector<ContributionPtr>> outgoing;
   std::map<int64_t, std::vector<double>> arrived_us;        // iteration → receipt time by source
+  // Sparse iterations (RunContext::sparse_iterations): iteration → the DP ranks taking part
+  // (ascending), from the coordinator before any contribution of the iteration.
+  std::map<int64_t, std::vector<int32_t>> ranks;
+  std::map<int64_t, size_t> num_arrived;  // sparse iterations: iteration → contributions so far
+  ContributionPtr absent;  // sparse dispatch: what a rank that took no part contributed (nothing)
   static inline const char* name = "muflow.collective";
 };
 
@@ -53,6 +58,7 @@ void trace_barrier(const RunContext& ctx, CollectiveKind kind, int32_t block, in
   std::vector<char> pair_used(num_devices * num_devices, 0);
   size_t f = 0;  // flows are sorted by (source, dest)
   for (size_t src = 0; src < num_sources; ++src) {
+    if (arrived_us[src] < 0) continue;  // a rank that took no part in the iteration
     const StageSite s = source_site(ctx, kind, block, src);
     trace.complete_in(
         "wait", wait_name, s.device, kWaitLaneTid, arrived_us[src], done_us - arrived_us[src],
@@ -223,11 +229,42 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
     slot[c->source] = c;
     {
       auto& arrived = self->state.arrived_us[c->iteration];
-      if (arrived.empty()) arrived.resize(num_sources);
+      if (arrived.empty()) arrived.resize(num_sources, -1.0);
       arrived[c->source] = ctx->seconds_since_start(self->home_system().clock().now()) * 1e6;
     }
-    for (const ContributionPtr& p : slot) {
-      if (!p) return;  // barrier not complete yet
+    // Sparse iterations: only the iteration's ranks contribute to a dispatch; every expert
+    // slot still contributes to a combine, which delivers to those ranks only.
+    const std::vector<int32_t>* ranks = nullptr;
+    if (ctx->sparse_iterations) {
+      const auto found = self->state.ranks.find(c->iteration);
+      if (found == self->state.ranks.end()) {
+        self->send(ctx->actors.coordinator, failed_atom::value,
+                   absl::StrFormat("collective b%d: a contribution to iteration %d came before "
+                                   "the iteration's ranks",
+                                   block, c->iteration));
+        return;
+      }
+      ranks = &found->second;
+      if (kind == CollectiveKind::kDispatch &&
+          !std::binary_search(ranks->begin(), ranks->end(), c->source)) {
+        self->send(ctx->actors.coordinator, failed_atom::value,
+                   absl::StrFormat("collective b%d: rank %d contributed to iteration %d, which "
+                                   "it takes no part in",
+                                   block, c->source, c->iteration));
+        return;
+      }
+    }
+    if (ranks != nullptr && kind == CollectiveKind::kDispatch) {
+      if (++self->state.num_arrived[c->iteration] < ranks->size()) return;
+      if (!self->state.absent) self->state.absent = std::make_shared<Contribution>();
+      for (ContributionPtr& p : slot) {
+        if (!p) p = self->state.absent;  // a rank with no tokens sends nothing
+      }
+      self->state.num_arrived.erase(c->iteration);
+    } else {
+      for (const ContributionPtr& p : slot) {
+        if (!p) return;  // barrier not complete yet
+      }
     }
     const int64_t width = ctx->executors.front()->activation_width();
     const double done_s = ctx->seconds_since_start(self->home_system().clock().now());
@@ -265,6 +302,15 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
         tokens_per_device[to.device] += out->num_tokens();
       }
       if (!is_local(to.device)) continue;  // another process's replica delivers it
+      if (ranks != nullptr && kind == CollectiveKind::kCombine &&
+          !std::binary_search(ranks->begin(), ranks->end(), static_cast<int32_t>(d))) {
+        if (out->num_tokens() == 0) continue;  // its merge point expects nothing
+        self->send(ctx->actors.coordinator, failed_atom::value,
+                   absl::StrFormat("collective b%d: combine rows for rank %zu, which took no "
+                                   "part in iteration %d",
+                                   block, d, c->iteration));
+        return;
+      }
       const double deliver_s = net.deliver_s[d];
       a2a_end_s = std::max(a2a_end_s, deliver_s);
       if (deliver_s > done_s) {
@@ -331,8 +377,12 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
     }
     self->state.arrived_us.erase(c->iteration);
     self->state.pending.erase(c->iteration);
+    self->state.ranks.erase(c->iteration);
   };
   return {
+      [=](ranks_atom, int64_t iteration, const std::vector<int32_t>& ranks) {
+        self->state.ranks[iteration] = ranks;
+      },
       [=](contrib_atom, const ContributionPtr& c) {
         on_contribution(c, c && c->source >= 0 &&
                                static_cast<size_t>(c->source) < source_devices.size() &&

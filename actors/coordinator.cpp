@@ -314,7 +314,8 @@ void launch_per_request(Self* self) {
 }
 
 // Iteration pacing: one iteration at a time over every rank; every rank gets a batch,
-// possibly empty, because every rank contributes to every barrier.
+// possibly empty, because every rank contributes to every barrier. Under sparse iterations
+// only the ranks with tokens get one, and the collectives hear which ranks those are first.
 void launch(Self* self) {
   auto& st = self->state;
   if (per_request(st)) return launch_per_request(self);
@@ -342,10 +343,24 @@ void launch(Self* self) {
     return;
   }
   st.in_flight = true;
-  st.outstanding = st.ctx->num_ranks;
-  for (int32_t r = 0; r < st.ctx->num_ranks; ++r) {
-    self->send(st.ctx->actors.attention[0][r], batch_atom::value, batches[r]);
+  if (!st.ctx->sparse_iterations) {
+    st.outstanding = st.ctx->num_ranks;
+    for (int32_t r = 0; r < st.ctx->num_ranks; ++r) {
+      self->send(st.ctx->actors.attention[0][r], batch_atom::value, batches[r]);
+    }
+    return;
   }
+  std::vector<int32_t> ranks;
+  for (int32_t r = 0; r < st.ctx->num_ranks; ++r) {
+    if (batches[r]->num_tokens() > 0) ranks.push_back(r);
+  }
+  // Enqueued in every collective's mailbox before any rank can contribute (one process: a
+  // send enqueues at once), so a collective knows an iteration's ranks before its parts.
+  const caf::message msg = caf::make_message(ranks_atom::value, st.iteration, ranks);
+  for (const caf::actor& c : st.ctx->actors.dispatch) self->send(c, msg);
+  for (const caf::actor& c : st.ctx->actors.combine) self->send(c, msg);
+  st.outstanding = static_cast<int64_t>(ranks.size());
+  for (int32_t r : ranks) self->send(st.ctx->actors.attention[0][r], batch_atom::value, batches[r]);
 }
 
 bool notify_finished_impl(Self* self, RequestState& rs);

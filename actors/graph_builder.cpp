@@ -115,6 +115,9 @@ void build_stages(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx
         sites.samplers[r]);
   }
   const bool barriers = graph.dispatch == EdgeKind::kBarrier || graph.combine == EdgeKind::kBarrier;
+  // Across processes the collectives are replicated: the ranks of an iteration would have to
+  // reach every replica before its contributions, so every rank runs every iteration there.
+  ctx->sparse_iterations = layout == nullptr && graph.ranks_independent();
   if (barriers) {
     for (int32_t b = 0; b < L; ++b) {
       if (layout == nullptr) {

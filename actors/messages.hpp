@@ -35,6 +35,9 @@ using fetch_atom = caf::atom_constant<caf::atom("fetch")>;      ///< expert slot
 using a2a_atom = caf::atom_constant<caf::atom("a2a")>;          ///< all-to-all transfer time
 using rows_atom = caf::atom_constant<caf::atom("a2arows")>;     ///< all-to-all rows, off-device
 using wake_atom = caf::atom_constant<caf::atom("wake")>;        ///< next arrival due
+/// coordinator → collectives: (iteration, ascending DP ranks taking part) under sparse
+/// iterations (RunContext::sparse_iterations)
+using ranks_atom = caf::atom_constant<caf::atom("ranks")>;
 using start_atom = caf::atom_constant<caf::atom("start")>;
 using submit_atom = caf::atom_constant<caf::atom("submit")>;  ///< host → coordinator: requests
 using cancel_atom = caf::atom_constant<caf::atom("cancel")>;  ///< host → coordinator

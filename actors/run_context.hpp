@@ -97,6 +97,14 @@ struct RunContext {
   /// Sim: [device][StageKind] host seconds added to each stage run's modeled duration
   /// (`[cost]` overheads of the device's kind for that stage type); empty = none.
   std::vector<std::array<double, 3>> step_overhead_s;
+  /// Sparse iterations (#19 item 6): the run is in one process and its graph's ranks are
+  /// independent (WiringGraph::ranks_independent), so the coordinator launches an iteration on
+  /// the DP ranks with tokens only and tells every collective which ranks take part
+  /// (`ranks_atom`); a collective counts an absent rank as an empty contribution (dispatch)
+  /// and delivers nothing to it (combine). The rules see the same contributions as when every
+  /// rank ran, so the tokens are the same; idle ranks of a 1,024-device run cost nothing.
+  /// Set by build_stages before any actor is spawned.
+  bool sparse_iterations = false;
   /// A ServingEngine's run (serves until shutdown): the coordinator compacts its metrics
   /// recorder as requests finish, so memory does not grow with the requests served.
   bool long_lived = false;

@@ -40,6 +40,20 @@ int64_t WiringGraph::residual_sources(int32_t rank) const {
   return n;
 }
 
+bool WiringGraph::ranks_independent() const {
+  if (pacing != Pacing::kIteration || dispatch != EdgeKind::kBarrier ||
+      combine != EdgeKind::kBarrier || merge != MergeRule::kIteration || continuation ||
+      kv_replicated) {
+    return false;
+  }
+  for (size_t r = 0; r < residual_targets.size(); ++r) {
+    if (residual_targets[r].size() != 1 || residual_targets[r][0] != static_cast<int32_t>(r)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 std::shared_ptr<LockedKvCache> WiringRun::kv_cache(int32_t block, int32_t rank,
                                                    int64_t kv_width) const {
   return std::make_shared<LockedKvCache>(kv_width);

@@ -177,6 +177,12 @@ struct WiringGraph {
   int64_t num_slots() const { return slot_device.empty() ? 0 : slot_device.front().size(); }
   /// Residual batches merge point `rank` waits for per iteration (in-degree of its edges).
   int64_t residual_sources(int32_t rank) const;
+  /// True when a DP rank's tokens never leave it between blocks and a rank with no tokens
+  /// takes no part in an iteration except as an empty source: iteration pacing, barrier
+  /// dispatch and combine, no continuation rule, no KV replicas, and each rank's residual goes
+  /// to its own merge point only (sync, harmoeny, moeshard). Such a run can launch only the
+  /// ranks with tokens (RunContext::sparse_iterations).
+  bool ranks_independent() const;
 };
 
 /// One run's wiring: its graph and what it plugs into the generic stages. Built by a wiring

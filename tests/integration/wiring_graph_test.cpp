@@ -82,6 +82,7 @@ TEST(WiringGraph, SyncIsBarrierEpWithOneStagePerExpert) {
               ElementsAre(ElementsAre(0), ElementsAre(1), ElementsAre(2), ElementsAre(3)));
   EXPECT_EQ(g.residual_sources(2), 1);
   EXPECT_EQ(g.continuation, nullptr);
+  EXPECT_TRUE(g.ranks_independent());  // in one process, only ranks with tokens run
 }
 
 TEST(WiringGraph, AsyncIsPointToPointOnDisaggregatedDevices) {
@@ -95,6 +96,7 @@ TEST(WiringGraph, AsyncIsPointToPointOnDisaggregatedDevices) {
   EXPECT_TRUE(g.batch_hold);
   EXPECT_THAT(ctx->placement.rank_device, ElementsAre(0, 1));  // attention on half the devices
   EXPECT_THAT(g.slot_device[0], ElementsAre(2, 3, 2, 3, 2, 3, 2, 3));  // experts on the rest
+  EXPECT_FALSE(g.ranks_independent());  // paced per request: no iterations to thin out
 }
 
 TEST(WiringGraph, HarmoenyAndMoeShardHaveOneExpertStagePerDevice) {
@@ -104,6 +106,7 @@ TEST(WiringGraph, HarmoenyAndMoeShardHaveOneExpertStagePerDevice) {
     EXPECT_EQ(g.dispatch, EdgeKind::kBarrier) << name;
     EXPECT_THAT(g.slot_device[1], ElementsAre(0, 1, 2, 3)) << name;
     EXPECT_NE(g.dispatch_rule, concat_rule()) << name << ": rebalancing / all-gather dispatch";
+    EXPECT_TRUE(g.ranks_independent()) << name;
   }
   std::shared_ptr<RunContext> ctx;
   EXPECT_EQ(start("harmoeny", &ctx)->graph().combine_rule, concat_rule());
@@ -116,6 +119,7 @@ TEST(WiringGraph, ExflowSendsResidualsToEveryRankAndReplicatesTheKvCache) {
   const WiringGraph& g = run->graph();
   for (const auto& targets : g.residual_targets) EXPECT_THAT(targets, ElementsAre(0, 1, 2, 3));
   EXPECT_EQ(g.residual_sources(1), 4);
+  EXPECT_FALSE(g.ranks_independent());  // a rank's tokens may continue on another rank
   ASSERT_NE(g.continuation, nullptr);
   // A request with one token continues on the rank of its top-1 expert's device; a request
   // with two tokens in the batch stays home.
