@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/container/btree_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "engine/dataflow/token_batch.hpp"
 
@@ -95,8 +96,12 @@ class TokenPool {
     std::vector<float> residual;  ///< [hidden]
     std::vector<float> shared;    ///< [hidden] or empty
     std::vector<float> outputs;   ///< [num_topk * hidden], slot j valid when bit j of arrived
-    std::vector<float> weights;   ///< [num_topk]
+    /// [num_topk]; inline up to top-8, so a routed token costs no allocation for them.
+    absl::InlinedVector<float, 8> weights;
     uint64_t arrived = 0;         ///< bit j: top-k rank j arrived (num_topk <= 64)
+    /// add_expert_outputs, while it checks a batch: bit j: a row of the batch brings rank j
+    /// (0 between calls).
+    uint64_t staged = 0;
     int64_t num_outputs = 0;
     bool has_residual = false;
   };
@@ -107,9 +112,17 @@ class TokenPool {
     int64_t expert_messages = 0;
     int64_t complete_entries = 0;  ///< entries with residual and all k outputs
     bool in_ready_order = false;   ///< per request: listed in ready_order_
-    /// (request, position) → entry, in that order (the merge order). A B-tree: one node holds
-    /// many entries, ~2x faster than std::map on the sim's per-row inserts (#19 item 6).
-    absl::btree_map<std::pair<int64_t, int64_t>, Entry> entries;
+    /// (request, position) → index of its entry in `slots`, in that order (the merge order).
+    /// A B-tree of 24-byte slots, many per node; the entries (~200 bytes) stay in `slots`, so
+    /// an insert moves indices, not entries (#19 item 6: a B-tree of entries held 1–2 per
+    /// node and spent a tenth of a 1,024-device simulation moving them).
+    absl::btree_map<std::pair<int64_t, int64_t>, uint32_t> index;
+    std::vector<Entry> slots;  ///< in order of arrival
+    int64_t size() const { return static_cast<int64_t>(slots.size()); }
+    /// The entry of (request, position), or null.
+    Entry* find(int64_t request_id, int64_t position);
+    /// The index of (request, position)'s entry, added (empty) when missing; `added` tells.
+    uint32_t find_or_add(int64_t request_id, int64_t position, bool* added = nullptr);
   };
   TokenPool(Readiness readiness, int64_t hidden, int64_t num_topk, int64_t expected_expert_messages,
             int64_t expected_residual_messages);

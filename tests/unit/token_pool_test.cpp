@@ -271,6 +271,31 @@ TEST(TokenPool, DuplicatesRejected) {
   EXPECT_EQ(in_one.code(), absl::StatusCode::kInvalidArgument);
 }
 
+// A batch rejected by its last row (a top-k rank it brings twice) leaves nothing behind: no
+// entry or iteration it created, no mark on the entries it shared with the pool; the corrected
+// batch then merges to the exact weighted sums.
+TEST(TokenPool, RejectedExpertBatchLeavesThePoolAsItWas) {
+  dataflow::TokenPool pool(/*hidden=*/1, /*num_topk=*/2, /*expected_expert_messages=*/1);
+  ASSERT_TRUE(pool.add_residual(residual(3, 1, {{1, 0, 0, 0.f, {1.f}}})).ok());
+  absl::Status dup = pool.add_expert_outputs(
+      outputs(3, 1, {{1, 0, 0, 0.5f, {2.f}}, {2, 0, 0, 0.5f, {4.f}}, {1, 0, 0, 0.5f, {2.f}}}));
+  EXPECT_THAT(dup.message(), HasSubstr("request 1 position 0 got top-k rank 0 twice"));
+  EXPECT_EQ(pool.num_tokens(3), 1) << "the entry of request 2 was left behind";
+  absl::Status other =
+      pool.add_expert_outputs(outputs(4, 1, {{5, 0, 0, 1.f, {1.f}}, {5, 0, 0, 1.f, {1.f}}}));
+  EXPECT_FALSE(other.ok());
+  EXPECT_EQ(pool.num_tokens(4), 0) << "iteration 4 was left behind";
+  ASSERT_TRUE(pool.add_residual(residual(3, 1, {{2, 0, 0, 0.f, {8.f}}})).code() ==
+              absl::StatusCode::kInvalidArgument);  // the iteration's residual came already
+  ASSERT_TRUE(
+      pool.add_expert_outputs(outputs(3, 1, {{1, 0, 0, 0.5f, {2.f}}, {1, 0, 1, 0.25f, {4.f}}}))
+          .ok());
+  absl::StatusOr<dataflow::MergedTokens> merged = pool.take(3);
+  ASSERT_TRUE(merged.ok()) << merged.status();
+  ASSERT_EQ(merged->tokens.size(), 1u);
+  EXPECT_EQ(merged->h, std::vector<float>({1.f + (0.5f * 2.f + 0.25f * 4.f)}));
+}
+
 TEST(TokenPool, RankOutOfRangeRejected) {
   dataflow::TokenPool pool(1, 2, 1);
   EXPECT_EQ(pool.add_expert_outputs(outputs(0, 1, {{1, 0, 2, 0.5f, {1.f}}})).code(),
