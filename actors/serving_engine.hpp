@@ -78,7 +78,10 @@ class ServingEngine {
   absl::StatusOr<RunOutcome> drain();
 
   /// KV-cache bytes held by all attention stages now (asks each stage; across processes each
-  /// worker adds up its own; during a recovery, the next wiring's). Errors:
+  /// worker adds up its own; during a recovery, the next wiring's). Across processes the
+  /// release of a request that finished just before may not be counted yet: it travels to the
+  /// worker on the data plane, the question on the control plane, and neither waits for the
+  /// other (it is counted within milliseconds). Errors:
   /// FailedPrecondition after shutdown; the engine's failure (a recovery failed, an actor of
   /// the wiring stopped); Internal when a stage does not answer; Unavailable when a worker
   /// does not.

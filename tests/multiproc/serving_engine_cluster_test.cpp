@@ -123,7 +123,14 @@ TEST_P(ServingEngineCluster, RequestsSubmittedWhileServingGiveTheOneProcessOutpu
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_EQ(stats->num_finished, static_cast<int64_t>(reqs.size() + 1));
   EXPECT_EQ(stats->queued_attention_tokens + stats->queued_expert_tokens, 0);
-  auto kv = (*engine)->kv_cache_bytes();
+  // The releases of the last requests travel on the data plane, this question on the control
+  // plane: wait for them (a leaked cache never reaches 0).
+  absl::StatusOr<int64_t> kv = (*engine)->kv_cache_bytes();
+  for (const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+       kv.ok() && *kv != 0 && std::chrono::steady_clock::now() < deadline;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    kv = (*engine)->kv_cache_bytes();
+  }
   ASSERT_TRUE(kv.ok()) << kv.status();
   EXPECT_EQ(*kv, 0) << "every finished request frees its KV cache in the workers";
   EXPECT_TRUE((*engine)->shutdown().ok());
