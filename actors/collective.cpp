@@ -86,7 +86,8 @@ Delivery concat_parts(const RunContext& ctx, CollectiveKind kind, int32_t block,
   Delivery d;
   d.out.reserve(num_dests);
   for (size_t dst = 0; dst < num_dests; ++dst) {
-    // Every destination gets a batch each iteration (possibly empty): its barrier needs it.
+    // Every destination gets a batch each iteration (possibly empty): its barrier needs it
+    // (under sparse iterations the collective then skips the combine's absent ranks).
     auto out = std::make_shared<engine::dataflow::TokenBatch>();
     out->layer = collective_destination_layer(ctx, kind, block, dst);
     out->payload = kind == CollectiveKind::kDispatch ? engine::dataflow::Payload::kExpertInputs
@@ -239,8 +240,8 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
       const auto found = self->state.ranks.find(c->iteration);
       if (found == self->state.ranks.end()) {
         self->send(ctx->actors.coordinator, failed_atom::value,
-                   absl::StrFormat("collective b%d: a contribution to iteration %d came before "
-                                   "the iteration's ranks",
+                   absl::StrFormat("collective b%d: a contribution to iteration %d came "
+                                   "before the iteration's ranks or after it completed",
                                    block, c->iteration));
         return;
       }
@@ -256,7 +257,12 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
     }
     if (ranks != nullptr && kind == CollectiveKind::kDispatch) {
       if (++self->state.num_arrived[c->iteration] < ranks->size()) return;
-      if (!self->state.absent) self->state.absent = std::make_shared<Contribution>();
+      if (!self->state.absent) {
+        // No source and no iteration: a rule reads an absent rank's parts only (there are none).
+        self->state.absent = std::make_shared<Contribution>();
+        self->state.absent->iteration = -1;
+        self->state.absent->source = -1;
+      }
       for (ContributionPtr& p : slot) {
         if (!p) p = self->state.absent;  // a rank with no tokens sends nothing
       }

@@ -102,8 +102,9 @@ struct RunContext {
   /// the DP ranks with tokens only and tells every collective which ranks take part
   /// (`ranks_atom`); a collective counts an absent rank as an empty contribution (dispatch)
   /// and delivers nothing to it (combine). The rules see the same contributions as when every
-  /// rank ran, so the tokens are the same; idle ranks of a 1,024-device run cost nothing.
-  /// Set by build_stages before any actor is spawned.
+  /// rank ran, so the tokens are the same; an idle rank of a 1,024-device run costs no
+  /// message and no stage run (a barrier still walks every source slot). Set by build_stages
+  /// before the collectives and the coordinator are spawned (stages never read it).
   bool sparse_iterations = false;
   /// A ServingEngine's run (serves until shutdown): the coordinator compacts its metrics
   /// recorder as requests finish, so memory does not grow with the requests served.

@@ -43,7 +43,7 @@ int64_t WiringGraph::residual_sources(int32_t rank) const {
 bool WiringGraph::ranks_independent() const {
   if (pacing != Pacing::kIteration || dispatch != EdgeKind::kBarrier ||
       combine != EdgeKind::kBarrier || merge != MergeRule::kIteration || continuation ||
-      kv_replicated) {
+      kv_replicated || residual_targets.empty()) {
     return false;
   }
   for (size_t r = 0; r < residual_targets.size(); ++r) {

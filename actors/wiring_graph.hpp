@@ -92,8 +92,10 @@ class CollectiveRule {
  public:
   virtual ~CollectiveRule() = default;
   /// The batches for `num_dests` destinations from `parts` (one contribution per source, in
-  /// source order). `width`: activation floats per row (0 in simulation). Errors: malformed
-  /// contributions (the run fails with the message).
+  /// source order; under sparse iterations a rank that took no part is a shared empty
+  /// contribution with source and iteration -1: use the index and `iteration`). `width`: activation
+  /// floats per row (0 in simulation). Errors: malformed contributions (the run fails with the
+  /// message).
   virtual absl::StatusOr<Delivery> deliver(const RunContext& ctx, CollectiveKind kind,
                                            int32_t block, const std::vector<ContributionPtr>& parts,
                                            size_t num_dests, int64_t iteration,
