@@ -44,7 +44,10 @@ TokenPool::Entry* TokenPool::Bucket::find(int64_t request_id, int64_t position) 
 uint32_t TokenPool::Bucket::find_or_add(int64_t request_id, int64_t position, bool* added) {
   const auto [it, inserted] =
       index.try_emplace({request_id, position}, static_cast<uint32_t>(slots.size()));
-  if (inserted) slots.emplace_back();
+  if (inserted) {
+    slots.emplace_back();
+    keys.emplace_back(request_id, position);
+  }
   if (added != nullptr) *added = inserted;
   return it->second;
 }
@@ -206,6 +209,7 @@ absl::Status TokenPool::add_expert_outputs(const TokenBatch& batch) {
     for (auto c = created_entries.rbegin(); c != created_entries.rend(); ++c) {
       c->first->index.erase(c->second);
       c->first->slots.pop_back();
+      c->first->keys.pop_back();
     }
     for (int64_t key : created_buckets) buckets_.erase(key);
     return absl::InvalidArgumentError(
@@ -253,10 +257,17 @@ int64_t TokenPool::num_tokens(int64_t iteration) const {
 }
 
 absl::Status TokenPool::merge_into(std::map<int64_t, Bucket>::iterator found, MergedTokens& out) {
-  out.h.reserve(out.h.size() + found->second.slots.size() * hidden_);
+  Bucket& b = found->second;
+  out.h.reserve(out.h.size() + b.slots.size() * hidden_);
+  // The merge order: (request, position) ascending; keys are unique, so the order is total.
+  std::vector<uint32_t> order(b.slots.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<uint32_t>(i);
+  std::sort(order.begin(), order.end(),
+            [&](uint32_t x, uint32_t y) { return b.keys[x] < b.keys[y]; });
   std::vector<const float*> rows(num_topk_);
-  for (const auto& [key, slot] : found->second.index) {
-    Entry& e = found->second.slots[slot];
+  for (const uint32_t slot : order) {
+    const std::pair<int64_t, int64_t>& key = b.keys[slot];
+    Entry& e = b.slots[slot];
     if (!e.has_residual || e.num_outputs != num_topk_) {
       return absl::FailedPreconditionError(absl::StrFormat(
           "token pool: request %d position %d has %d of %d expert outputs%s (a dropped token)",
