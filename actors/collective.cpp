@@ -96,6 +96,23 @@ Delivery concat_parts(const RunContext& ctx, CollectiveKind kind, int32_t block,
     out->act = std::make_shared<engine::dataflow::Activations>(0, width);
     d.out.push_back(std::move(out));
   }
+  // Sizes first, so each destination's rows are copied once, not again at every growth.
+  std::vector<int64_t> rows(num_dests, 0);
+  size_t num_flows = 0;
+  for (const ContributionPtr& c : slot) {
+    for (size_t p = 0; p < c->parts.size(); ++p) {
+      const auto dst = static_cast<size_t>(c->dests[p]);
+      if (dst >= num_dests || c->parts[p]->num_tokens() == 0) continue;
+      rows[dst] += c->parts[p]->num_tokens();
+      ++num_flows;
+    }
+  }
+  for (size_t dst = 0; dst < num_dests; ++dst) {
+    if (rows[dst] == 0) continue;
+    d.out[dst]->tokens.reserve(static_cast<size_t>(rows[dst]));
+    d.out[dst]->act->data.reserve(static_cast<size_t>(rows[dst] * width));
+  }
+  d.flows.reserve(num_flows);
   for (size_t src = 0; src < slot.size(); ++src) {  // source order: deterministic
     const Contribution& c = *slot[src];
     for (size_t p = 0; p < c.parts.size(); ++p) {

@@ -31,12 +31,18 @@ caf::actor merge_actor(const RunContext& ctx, int32_t block, int32_t rank) {
                                        : ctx.actors.attention[l.block][rank];
 }
 
-TokenBatchPtr new_batch(LayerId layer, Payload payload, int64_t iteration, int64_t width) {
+/// An empty batch with room for `rows` rows of `width` floats.
+TokenBatchPtr new_batch(LayerId layer, Payload payload, int64_t iteration, int64_t width,
+                        int64_t rows = 0) {
   auto b = std::make_shared<TokenBatch>();
   b->layer = layer;
   b->payload = payload;
   b->iteration = iteration;
   b->act = std::make_shared<Activations>(0, width);
+  if (rows > 0) {
+    b->tokens.reserve(static_cast<size_t>(rows));
+    b->act->data.reserve(static_cast<size_t>(rows * width));
+  }
   return b;
 }
 
@@ -170,7 +176,7 @@ class AttentionStage final : public StageImpl {
       h = std::move(merged->h);
     }
     info.num_tokens = static_cast<int64_t>(meta.size());
-    info.num_requests = count_requests(meta);
+    info.num_requests = ctx_->trace ? count_requests(meta) : 0;
     absl::Status s = emit(info.iteration, std::move(meta), std::move(h), out, &info.seconds);
     info.seconds += exec_->stage_host_seconds(StageKind::kAttention, info.num_tokens);
     return s;
@@ -237,8 +243,13 @@ class AttentionStage final : public StageImpl {
       }
     }
     const std::vector<int32_t> next = continuation_ranks(meta, ids);
-    // Parts only for the experts that get a token (a run of no token sends none).
+    // Parts only for the experts that get a token (a run of no token sends none), each sized
+    // once for its rows.
     ContributionBuilder build(iteration, rank_, n > 0 ? static_cast<size_t>(E) : 0);
+    std::vector<int64_t> rows_for(n > 0 ? static_cast<size_t>(E) : 0, 0);
+    for (const int32_t e : ids) {
+      if (e >= 0 && e < E) ++rows_for[static_cast<size_t>(e)];  // build.at checks the rest
+    }
     for (int64_t i = 0; i < n; ++i) {
       for (int64_t j = 0; j < K; ++j) {
         TokenMeta m = meta[i];
@@ -247,7 +258,8 @@ class AttentionStage final : public StageImpl {
         m.topk_weight = w[i * K + j];
         const int32_t e = ids[i * K + j];
         TokenBatch& part = build.at(e, [&] {
-          return new_batch({StageKind::kExpert, block_, e}, Payload::kExpertInputs, iteration, H);
+          return new_batch({StageKind::kExpert, block_, e}, Payload::kExpertInputs, iteration, H,
+                           rows_for[static_cast<size_t>(e)]);
         });
         push_row(part, m, x.data() + i * H, H);
       }
@@ -411,7 +423,7 @@ class ExpertStage final : public StageImpl {
       queued_.erase(queued_.begin());
     }
     info.num_tokens = b->num_tokens();
-    info.num_requests = count_requests(b->tokens);
+    info.num_requests = ctx_->trace ? count_requests(b->tokens) : 0;
     info.iteration = b->iteration;
     compute_and_send(*b, out, &info.seconds);
     info.seconds += exec_->stage_host_seconds(StageKind::kExpert, info.num_tokens);
@@ -429,13 +441,22 @@ class ExpertStage final : public StageImpl {
       const double modeled = kernel_->compute(in, y.data(), out);
       if (seconds) *seconds = modeled;
     }
-    // Parts only for the ranks that get a row (a run of no row sends none).
+    // Parts only for the ranks that get a row (a run of no row sends none), each sized once
+    // for its rows.
     ContributionBuilder build(in.iteration, slot_,
                               n > 0 ? static_cast<size_t>(ctx_->num_ranks) : 0);
+    std::vector<int64_t> rows_for(n > 0 ? static_cast<size_t>(ctx_->num_ranks) : 0, 0);
+    for (const TokenMeta& m : in.tokens) {
+      // build.at checks the rank; a bad one is not counted here.
+      if (m.origin_rank >= 0 && m.origin_rank < ctx_->num_ranks) {
+        ++rows_for[static_cast<size_t>(m.origin_rank)];
+      }
+    }
     for (int64_t i = 0; i < n; ++i) {
       const int32_t r = in.tokens[i].origin_rank;
       TokenBatch& part = build.at(r, [&] {
-        return new_batch(merge_target(*ctx_, block_, r), Payload::kExpertOutputs, in.iteration, H);
+        return new_batch(merge_target(*ctx_, block_, r), Payload::kExpertOutputs, in.iteration, H,
+                         rows_for[static_cast<size_t>(r)]);
       });
       push_row(part, in.tokens[i], y.data() + i * H, H);
     }
@@ -510,7 +531,7 @@ class SamplerStage final : public StageImpl {
     const int64_t it = merged->iteration;
     info.iteration = it;
     info.num_tokens = static_cast<int64_t>(merged->tokens.size());
-    info.num_requests = count_requests(merged->tokens);
+    info.num_requests = ctx_->trace ? count_requests(merged->tokens) : 0;
     const int64_t num_tokens = info.num_tokens;
     const int64_t H = exec_->activation_width();
     std::vector<TokenMeta> rows;

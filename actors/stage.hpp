@@ -21,7 +21,9 @@ namespace muflow::actors {
 /// What one run of a stage processed (for the trace slice).
 struct RunInfo {
   int64_t num_tokens = 0;
-  int64_t num_requests = 0;  ///< distinct requests among the tokens
+  /// Distinct requests among the tokens; counted only when the run records a trace (its one
+  /// reader), 0 otherwise (a sort per stage run, #19 item 6).
+  int64_t num_requests = 0;
   int64_t iteration = 0;
   double seconds = 0.0;  ///< modeled duration (virtual time); 0 when the run is measured
 };
