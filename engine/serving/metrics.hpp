@@ -184,7 +184,8 @@ class MetricsRecorder {
 
   int64_t num_devices_;
   std::map<int64_t, RequestTimes> requests_;
-  std::vector<std::vector<std::pair<double, double>>> busy_;  ///< [device] (begin, end)
+  /// [device] (begin, end); an interval starting inside the previous one is merged into it.
+  std::vector<std::vector<std::pair<double, double>>> busy_;
   std::map<std::pair<int64_t, int64_t>, std::vector<int64_t>> moe_tokens_;  ///< (block, it)
   std::map<std::pair<int64_t, int64_t>, double> layer_start_s_;  ///< (block, it) → start
   LatencySamples layer_s_;          ///< per completed layer: its duration
