@@ -43,7 +43,9 @@ typename Inspector::result_type inspect(Inspector& f, LayerId& x) {
   return result;
 }
 
-/// CAF 0.17 inspection of a `TokenMeta`, fields in declaration order. `topk_weight` travels
+/// CAF 0.17 inspection of a `TokenMeta`, fields in the wire order (request_id, position,
+/// token_id, origin_rank, topk_rank, topk_weight, flags, wave: not the declaration order, which
+/// is packed for size; changing either leaves the other as it is). `topk_weight` travels
 /// as its IEEE-754 bit pattern (`uint32_t`), so it round-trips bit for bit: CAF 0.17's own
 /// float packing turns -0 into +0, mangles subnormals and NaN payloads, and never returns
 /// on ±inf. Any thread.

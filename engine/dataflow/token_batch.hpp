@@ -23,16 +23,19 @@ struct LayerId {
 /// Metadata of one token row. Which fields matter depends on the hop:
 /// dispatch rows (attention → expert) carry `topk_rank`/`topk_weight`; combine rows carry the
 /// same so the receiver can place the output in its top-k slot.
+/// Fields are ordered by size so a row is 40 bytes, not 48 (every routed row is copied at
+/// each hop; the wire order is fixed separately, transport/token_batch_wire.hpp).
 struct TokenMeta {
   int64_t request_id = 0;
   int64_t position = 0;     ///< position in the request's sequence (0-based)
+  int64_t wave = 0;         ///< async: id of the attention run that emitted it (merge group)
   int32_t token_id = -1;    ///< input token id (only on the coordinator → block 0 hop)
   int32_t origin_rank = 0;  ///< attention DP rank that owns the token's KV cache (combine target)
-  int16_t topk_rank = 0;    ///< 0..num_topk-1: which of the token's top-k experts this row is for
   float topk_weight = 0.f;  ///< router weight of that expert (after renormalisation if any)
+  int16_t topk_rank = 0;    ///< 0..num_topk-1: which of the token's top-k experts this row is for
   uint8_t flags = 0;        ///< kNeedsLogits etc.
-  int64_t wave = 0;         ///< async: id of the attention run that emitted it (merge group)
 };
+static_assert(sizeof(TokenMeta) == 40, "TokenMeta: keep the fields ordered by size");
 
 /// TokenMeta::flags bits.
 inline constexpr uint8_t kNeedsLogits = 1;  ///< sampler must return this row's logits
