@@ -222,8 +222,13 @@ class AttentionStage final : public StageImpl {
     const int64_t wave = next_wave_++;  // unique per stage, hence per merge point
     for (TokenMeta& m : meta) m.wave = wave;
     const bool shared = cfg_.shared_expert_ffn > 0;
-    std::vector<float> x(n * H), w(n * K), sh(shared ? n * H : 0);
-    std::vector<int32_t> ids(n * K);
+    std::vector<float> x(n * H), sh(shared ? n * H : 0);
+    // Router outputs in this stage's scratch (a run in the sim is a few rows; allocating them
+    // per run was a measurable share of a 256-device simulation).
+    std::vector<float>& w = scratch_w_;
+    std::vector<int32_t>& ids = scratch_ids_;
+    w.assign(static_cast<size_t>(n * K), 0.f);
+    ids.assign(static_cast<size_t>(n * K), 0);
     if (n > 0) {
       engine::exec::AttentionResult o{x.data(), ids.data(), w.data(), shared ? sh.data() : nullptr};
       double modeled = 0.0;
@@ -242,18 +247,24 @@ class AttentionStage final : public StageImpl {
         }
       }
     }
-    const std::vector<int32_t> next = continuation_ranks(meta, ids);
+    // The rank each token continues on: the wiring's rule, or this one (no vector then).
+    std::vector<int32_t> next_ranks;
+    if (ctx_->graph().continuation) next_ranks = continuation_ranks(meta, ids);
+    const auto next = [&](int64_t i) {
+      return next_ranks.empty() ? rank_ : next_ranks[static_cast<size_t>(i)];
+    };
     // Parts only for the experts that get a token (a run of no token sends none), each sized
     // once for its rows.
     ContributionBuilder build(iteration, rank_, n > 0 ? static_cast<size_t>(E) : 0);
-    std::vector<int64_t> rows_for(n > 0 ? static_cast<size_t>(E) : 0, 0);
+    std::vector<int64_t>& rows_for = scratch_rows_;
+    rows_for.assign(n > 0 ? static_cast<size_t>(E) : 0, 0);
     for (const int32_t e : ids) {
       if (e >= 0 && e < E) ++rows_for[static_cast<size_t>(e)];  // build.at checks the rest
     }
     for (int64_t i = 0; i < n; ++i) {
       for (int64_t j = 0; j < K; ++j) {
         TokenMeta m = meta[i];
-        m.origin_rank = next[i];  // where the combine delivers this token's outputs
+        m.origin_rank = next(i);  // where the combine delivers this token's outputs
         m.topk_rank = static_cast<int16_t>(j);
         m.topk_weight = w[i * K + j];
         const int32_t e = ids[i * K + j];
@@ -306,7 +317,7 @@ class AttentionStage final : public StageImpl {
       TokenBatchPtr residual =
           new_batch(merge_target(*ctx_, block_, r), Payload::kResidual, iteration, width);
       for (int64_t i = 0; i < n; ++i) {
-        if (next[i] != r) continue;
+        if (next(i) != r) continue;
         residual->tokens.push_back(meta[i]);
         residual->act->data.insert(residual->act->data.end(), h.begin() + i * H,
                                    h.begin() + (i + 1) * H);
@@ -373,6 +384,11 @@ class AttentionStage final : public StageImpl {
   std::map<int64_t, TokenBatchPtr> queued_;  // block 0, kIteration: iteration → token ids
   BatchQueue fresh_;                         // block 0, kFifo: token ids as they came
   int64_t next_wave_ = 0;                    // id of this stage's next run (TokenMeta::wave)
+  // emit's scratch, reused from run to run: router weights and expert ids [n, K], rows per
+  // expert [E].
+  std::vector<float> scratch_w_;
+  std::vector<int32_t> scratch_ids_;
+  std::vector<int64_t> scratch_rows_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -445,7 +461,8 @@ class ExpertStage final : public StageImpl {
     // for its rows.
     ContributionBuilder build(in.iteration, slot_,
                               n > 0 ? static_cast<size_t>(ctx_->num_ranks) : 0);
-    std::vector<int64_t> rows_for(n > 0 ? static_cast<size_t>(ctx_->num_ranks) : 0, 0);
+    std::vector<int64_t>& rows_for = scratch_rows_;  // reused from run to run
+    rows_for.assign(n > 0 ? static_cast<size_t>(ctx_->num_ranks) : 0, 0);
     for (const TokenMeta& m : in.tokens) {
       // build.at checks the rank; a bad one is not counted here.
       if (m.origin_rank >= 0 && m.origin_rank < ctx_->num_ranks) {
@@ -493,6 +510,7 @@ class ExpertStage final : public StageImpl {
   std::unique_ptr<ExpertKernel> kernel_;
   std::map<int64_t, TokenBatchPtr> queued_;  // kIteration: iteration → the barrier's batch
   BatchQueue fifo_;                          // kFifo: batches as they came
+  std::vector<int64_t> scratch_rows_;        // compute_and_send: rows per origin rank
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -108,15 +108,6 @@ absl::StatusOr<BigSwitchNetwork> BigSwitchNetwork::uniform(int32_t num_devices,
   return create(std::move(devices), model);
 }
 
-void BigSwitchNetwork::check_device(int32_t d) const {
-  MUFLOW_ASSERT(d >= 0 && d < num_devices(), "device index outside the network");
-}
-
-const DeviceLinks& BigSwitchNetwork::device(int32_t d) const {
-  check_device(d);
-  return devices_[static_cast<size_t>(d)];
-}
-
 bool BigSwitchNetwork::same_node(int32_t a, int32_t b) const {
   return device(a).node == device(b).node;
 }

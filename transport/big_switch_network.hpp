@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "kernels/assert.hpp"
 #include "transport/fair_share.hpp"
 #include "transport/link_model.hpp"
 
@@ -92,7 +93,12 @@ class BigSwitchNetwork {
 
   NetworkModel model() const { return model_; }
   int32_t num_devices() const { return static_cast<int32_t>(devices_.size()); }
-  const DeviceLinks& device(int32_t d) const;
+  /// Device `d`'s links; aborts when `d` is outside [0, num_devices()). Inline: the network
+  /// model asks for every transfer's two ends (#19 item 6).
+  const DeviceLinks& device(int32_t d) const {
+    check_device(d);
+    return devices_[static_cast<size_t>(d)];
+  }
   bool same_node(int32_t a, int32_t b) const;
 
   /// The path from `src` to `dst` as one link: min of the two bandwidths, max of the two
@@ -138,7 +144,9 @@ class BigSwitchNetwork {
  private:
   BigSwitchNetwork(std::vector<DeviceLinks> devices, NetworkModel model);
 
-  void check_device(int32_t d) const;
+  void check_device(int32_t d) const {
+    MUFLOW_ASSERT(d >= 0 && d < num_devices(), "device index outside the network");
+  }
   /// kFairShare: the flow of `t` (bytes > 0, src != dst) with ready time >= `floor_s`.
   FairShareFlow fair_share_flow(const Transfer& t, double floor_s) const;
   /// kFairShare: finish times of `ordered` on `fair_`, committed to `commit_to` (this
