@@ -118,19 +118,39 @@ absl::Status TokenPool::add_residual(const TokenBatch& batch) {
       }
     }
   }
-  std::vector<std::pair<int64_t, int64_t>> keys;
-  keys.reserve(batch.tokens.size());
-  for (const TokenMeta& m : batch.tokens) keys.emplace_back(m.request_id, m.position);
-  std::sort(keys.begin(), keys.end());
-  for (size_t i = 1; i < keys.size(); ++i) {
-    if (keys[i] == keys[i - 1]) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "token pool: request %d position %d added twice", keys[i].first, keys[i].second));
+  // A token twice in the batch. Residual batches come in merge order, (request, position)
+  // ascending, so a strictly ascending batch is checked in one pass; only another order pays
+  // for a sorted copy.
+  const auto key_of = [](const TokenMeta& m) { return std::make_pair(m.request_id, m.position); };
+  bool ascending = true;
+  for (size_t i = 1; i < batch.tokens.size() && ascending; ++i) {
+    ascending = key_of(batch.tokens[i - 1]) < key_of(batch.tokens[i]);
+  }
+  if (!ascending) {
+    std::vector<std::pair<int64_t, int64_t>> keys;
+    keys.reserve(batch.tokens.size());
+    for (const TokenMeta& m : batch.tokens) keys.push_back(key_of(m));
+    std::sort(keys.begin(), keys.end());
+    for (size_t i = 1; i < keys.size(); ++i) {
+      if (keys[i] == keys[i - 1]) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "token pool: request %d position %d added twice", keys[i].first, keys[i].second));
+      }
     }
   }
   if (readiness_ == Readiness::kPerIteration) {
     Bucket& b = buckets_[batch.iteration];
     b.residual_arrived = ++b.residual_messages == expected_residual_messages_;
+    // Room for the batch's tokens at once: growing `slots` moves every entry (~200 bytes, three
+    // vectors each) at each doubling. Geometric, so the several residual batches of an exflow
+    // iteration still cost amortised O(1) per token.
+    const size_t need = b.slots.size() + static_cast<size_t>(n);
+    if (b.slots.capacity() < need) {
+      const size_t room = std::max(need, 2 * b.slots.capacity());
+      b.slots.reserve(room);
+      b.keys.reserve(room);
+      b.index.reserve(room);
+    }
   }
   std::vector<int64_t> touched;  // bucket keys, ascending and unique before use
   for (int64_t i = 0; i < n; ++i) {

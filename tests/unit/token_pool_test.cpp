@@ -260,6 +260,17 @@ TEST(TokenPool, DuplicatesRejected) {
   absl::Status twice =
       pool2.add_residual(residual(0, 1, {{1, 0, 0, 0.f, {1.f}}, {1, 0, 0, 0.f, {2.f}}}));
   EXPECT_EQ(twice.code(), absl::StatusCode::kInvalidArgument);
+  // ... or apart, in a batch out of (request, position) order (the check's slow path); the
+  // same tokens in ascending order, once each, are taken (its one-pass path).
+  dataflow::TokenPool pool4(1, 2, 1);
+  const absl::Status apart = pool4.add_residual(
+      residual(0, 1, {{2, 0, 0, 0.f, {1.f}}, {1, 0, 0, 0.f, {2.f}}, {2, 0, 0, 0.f, {3.f}}}));
+  EXPECT_EQ(apart.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(apart.message(), HasSubstr("request 2 position 0 added twice"));
+  EXPECT_EQ(pool4.num_tokens(0), 0);
+  ASSERT_TRUE(
+      pool4.add_residual(residual(0, 1, {{1, 0, 0, 0.f, {2.f}}, {2, 0, 0, 0.f, {1.f}}})).ok());
+  EXPECT_EQ(pool4.num_tokens(0), 2);
   // The same (token, rank) twice, in one message or across messages.
   ASSERT_TRUE(pool.add_expert_outputs(outputs(0, 1, {{1, 0, 1, 0.5f, {1.f}}})).ok());
   absl::Status rank_twice = pool.add_expert_outputs(outputs(0, 1, {{1, 0, 1, 0.5f, {3.f}}}));
