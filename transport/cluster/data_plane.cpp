@@ -50,7 +50,8 @@ struct DataPlane::Impl {
   int64_t inflight_recvs = 0;
 
   std::atomic<uint64_t> sent_messages{0}, sent_bytes{0}, received_messages{0}, received_bytes{0},
-      rejected_messages{0}, failed_sends{0};
+      rejected_messages{0}, failed_sends{0}, abandoned_receives{0};
+  std::atomic<int64_t> receives_pending{0};  // mirrors inflight_recvs for stats()
 
   struct SendOp {
     Impl* impl = nullptr;
@@ -68,19 +69,28 @@ struct DataPlane::Impl {
     uint64_t tag = 0;
     bool reject = false;
     bool complete = false;
+    bool abandoned = false;  // its sender was dropped first (close_ep): never delivered
     ucs_status_t status = UCS_OK;
   };
   // Sends UCX has not completed, by peer, and those abandoned when their endpoint was closed
   // (freed when UCX completes them or after the UCX worker is destroyed). Progress thread.
   absl::flat_hash_map<uint32_t, absl::flat_hash_set<SendOp*>> live_sends;
   absl::flat_hash_set<SendOp*> abandoned_sends;
-  // Receives in the order UCX matched them (= per sender, the send order). A rendezvous
-  // receive completes after eager ones matched behind it; delivering from the head only keeps
-  // the send order.
-  std::deque<std::unique_ptr<RecvOp>> recv_order;
+  // Receives by sender tag, each in the order UCX matched them (= that sender's send order).
+  // A rendezvous receive completes after eager ones matched behind it; delivering from the
+  // head of its sender's queue only keeps the send order. One queue per sender, so that a
+  // receive that never completes (its sender was killed mid-message: UCX without peer-failure
+  // handling may never finish it) holds back that sender's later messages only, not every
+  // other process's (#18: a survivor stopped answering the driver's pings after a kill -9).
+  absl::flat_hash_map<uint64_t, std::deque<std::unique_ptr<RecvOp>>> recv_order;
+  // Receives of dropped senders that UCX had not completed: kept (UCX may still write their
+  // buffers or call recv_cb) until the worker is destroyed.
+  std::vector<std::unique_ptr<RecvOp>> abandoned_recvs;
 
   ~Impl() {
     if (worker) ucp_worker_destroy(worker);
+    abandoned_recvs.clear();
+    recv_order.clear();
     for (SendOp* op : abandoned_sends) delete op;
     if (context) ucp_cleanup(context);
     if (cmd_fd >= 0) ::close(cmd_fd);
@@ -158,6 +168,29 @@ struct DataPlane::Impl {
     live_sends.erase(live);
   }
 
+  // Forgets the receives from `peer` not delivered yet (drop_peer: the peer died): one UCX has
+  // not completed (it died mid-message) is kept until the worker is destroyed, complete ones
+  // queued behind it are dropped with it (delivering them would break the sender's order).
+  // Counted, logged. Not on a reconnect (connect): a live peer's messages stay queued.
+  void abandon_recvs(uint64_t peer) {
+    auto q = recv_order.find(peer);
+    if (q == recv_order.end()) return;
+    std::deque<std::unique_ptr<RecvOp>> ops = std::move(q->second);
+    recv_order.erase(q);
+    for (std::unique_ptr<RecvOp>& op : ops) {
+      --inflight_recvs;
+      abandoned_receives.fetch_add(1, std::memory_order_relaxed);
+      if (!op->complete) {
+        op->abandoned = true;
+        abandoned_recvs.push_back(std::move(op));
+      }
+    }
+    receives_pending.store(inflight_recvs, std::memory_order_relaxed);
+    spdlog::warn("{}: dropped process {} with {} of its messages not delivered (the first one "
+                 "unfinished)",
+                 options.name, peer, ops.size());
+  }
+
   void force_close(ucp_ep_h ep) {
     ucp_request_param_t param{};
     param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
@@ -230,9 +263,15 @@ struct DataPlane::Impl {
   void finish_recv(RecvOp* op, ucs_status_t status) {
     op->complete = true;
     op->status = status;
-    while (!recv_order.empty() && recv_order.front()->complete) {
-      std::unique_ptr<RecvOp> head = std::move(recv_order.front());
-      recv_order.pop_front();
+    if (op->abandoned) return;  // its sender was dropped; freed with the worker
+    // Delivers the sender's completed head messages in order. The queue is looked up again
+    // for each: the handler may drop a peer (close_ep erases its queue).
+    for (;;) {
+      auto q = recv_order.find(op->tag);
+      if (q == recv_order.end() || q->second.empty() || !q->second.front()->complete) return;
+      std::unique_ptr<RecvOp> head = std::move(q->second.front());
+      q->second.pop_front();
+      if (q->second.empty()) recv_order.erase(q);
       deliver(*head);
     }
   }
@@ -241,6 +280,7 @@ struct DataPlane::Impl {
     RecvOp* op = &op_ref;
     const ucs_status_t status = op->status;
     --inflight_recvs;
+    receives_pending.store(inflight_recvs, std::memory_order_relaxed);
     if (op->reject) {
       rejected_messages.fetch_add(1, std::memory_order_relaxed);
       spdlog::error(
@@ -290,8 +330,9 @@ struct DataPlane::Impl {
       param.user_data = op.get();
       param.datatype = ucp_dt_make_contig(1);
       ++inflight_recvs;
+      receives_pending.store(inflight_recvs, std::memory_order_relaxed);
       RecvOp* raw = op.get();
-      recv_order.push_back(std::move(op));
+      recv_order[raw->tag].push_back(std::move(op));
       ucs_status_ptr_t st = ucp_tag_msg_recv_nbx(worker, raw->buf.get(), count, msg, &param);
       if (st == nullptr) {
         finish_recv(raw, UCS_OK);
@@ -484,6 +525,7 @@ void DataPlane::drop_peer(uint32_t peer) {
   Impl* impl = impl_.get();
   const bool posted = impl->post([impl, peer, &done] {
     impl->close_ep(peer);
+    impl->abandon_recvs(peer);
     done.set_value();
   });
   if (posted) fut.wait();
@@ -497,6 +539,8 @@ DataPlaneStats DataPlane::stats() const {
   s.received_bytes = impl_->received_bytes.load();
   s.rejected_messages = impl_->rejected_messages.load();
   s.failed_sends = impl_->failed_sends.load();
+  s.abandoned_receives = impl_->abandoned_receives.load();
+  s.receives_pending = impl_->receives_pending.load();
   return s;
 }
 

@@ -17,9 +17,11 @@
 /// - **Receive.** Every message is probed first (`ucp_tag_probe_nb`), its length checked
 ///   against `max_message_bytes` before a buffer is allocated; an oversized message is drained
 ///   into a zero-byte buffer (UCX reports it truncated), counted as rejected and logged, and
-///   never delivered. Accepted messages go to the `Handler` on the progress thread, in the
-///   order UCX completes them (per sender, the order they were sent: UCX tag matching is
-///   ordered per endpoint).
+///   never delivered. Accepted messages go to the `Handler` on the progress thread, per sender
+///   in the order they were sent (UCX tag matching is ordered per endpoint); messages of
+///   different senders are not ordered with each other, so a sender that died mid-message
+///   holds back only its own later messages, never another process's (until `drop_peer`
+///   abandons them).
 /// - **Tag.** A message's UCX tag is its sender's process index (`Options::process`); the
 ///   handler gets it, so a receiver can check it against the frame it parses.
 /// - **Errors** are `absl::Status`: UCX failures name the UCX call and its status string.
@@ -48,6 +50,11 @@ struct DataPlaneStats {
   uint64_t received_bytes = 0;
   uint64_t rejected_messages = 0;  ///< oversized (never delivered) or failed receives
   uint64_t failed_sends = 0;
+  /// Messages of dropped peers that UCX had matched but that were never delivered
+  /// (`drop_peer`: one unfinished, the peer died mid-message, and those queued behind it).
+  uint64_t abandoned_receives = 0;
+  /// Now, not a counter: messages UCX has matched that are not delivered or abandoned yet.
+  int64_t receives_pending = 0;
 };
 
 /// One received message: its sender's tag and its bytes (owned; move them anywhere).
@@ -111,8 +118,11 @@ class DataPlane {
   /// receiver; peer-failure handling, UCP_ERR_HANDLING_MODE_PEER, would cost the shared-memory
   /// transports: UCX 1.13 then picks TCP on one host). They no longer hold up the plane's
   /// shutdown (its ~2 s bound); their buffers live until the UCX worker is destroyed. Later
-  /// sends to `peer` fail as to an unknown peer until `connect` names it again. No-op for an
-  /// unknown peer. Blocks until done; any thread except the progress thread.
+  /// sends to `peer` fail as to an unknown peer until `connect` names it again. Its messages
+  /// received but not delivered yet are abandoned too (counted in
+  /// `DataPlaneStats::abandoned_receives`, never delivered): one UCX had not finished (the
+  /// peer died mid-message) and those behind it. No-op for an unknown peer. Blocks until
+  /// done; any thread except the progress thread.
   void drop_peer(uint32_t peer);
 
   DataPlaneStats stats() const;
