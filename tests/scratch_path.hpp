@@ -8,9 +8,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <string_view>
+#include <system_error>
+#include <vector>
 
 namespace muflow::testing {
 
@@ -20,5 +23,32 @@ inline std::filesystem::path scratch_path(std::string_view name) {
   return std::filesystem::path(::testing::TempDir()) /
          ("muflow-" + std::to_string(static_cast<long>(::getpid())) + "-" + std::string(name));
 }
+
+/// Scratch folders removed when the test process exits, if every test in it passed (a failed
+/// test keeps its files to look at; MUFLOW_KEEP_TEST_FILES=1 keeps them always). Only the
+/// process that registered a folder removes it: a forked child that exits does not. ctest
+/// runs each test in a process of its own, so a folder lives as long as its test.
+class ScratchCleanup {
+ public:
+  static void remove_at_exit(const std::filesystem::path& dir) {
+    static ScratchCleanup cleanup;
+    cleanup.dirs_.push_back(dir);
+  }
+  ~ScratchCleanup() {
+    if (::getpid() != pid_ || std::getenv("MUFLOW_KEEP_TEST_FILES") != nullptr) return;
+    if (const ::testing::UnitTest* u = ::testing::UnitTest::GetInstance(); u && u->Failed()) {
+      return;
+    }
+    for (const std::filesystem::path& d : dirs_) {
+      std::error_code ec;
+      std::filesystem::remove_all(d, ec);
+    }
+  }
+
+ private:
+  ScratchCleanup() : pid_(::getpid()) {}
+  pid_t pid_;
+  std::vector<std::filesystem::path> dirs_;
+};
 
 }  // namespace muflow::testing

@@ -22,6 +22,7 @@
 
 #include "engine/topology/topology.hpp"
 #include "nlohmann/json.hpp"
+#include "scratch_path.hpp"
 
 namespace {
 
@@ -54,6 +55,7 @@ fs::path scratch(const std::string& name) {
                (std::to_string(::getpid()) + "_muflow_cli_" + name);
   fs::remove_all(p);
   fs::create_directories(p);
+  muflow::testing::ScratchCleanup::remove_at_exit(p);
   return p;
 }
 

@@ -15,6 +15,7 @@
 
 #include "actors/server.hpp"
 #include "invariance_fixtures.hpp"
+#include "scratch_path.hpp"
 
 namespace muflow {
 namespace {
@@ -40,6 +41,7 @@ fs::path scratch(const std::string& name) {
                (std::to_string(::getpid()) + "_muflow_exflow_" + name);
   fs::remove_all(p);
   fs::create_directories(p);
+  muflow::testing::ScratchCleanup::remove_at_exit(p);
   return p;
 }
 

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "actors/server.hpp"
+#include "scratch_path.hpp"
 #include "small_topology.hpp"
 
 namespace muflow {
@@ -88,6 +89,7 @@ TEST(RunCallbacks, TraceDropsReachTheOutcome) {
   const std::filesystem::path dir =
       std::filesystem::path(::testing::TempDir()) /
       (std::to_string(::getpid()) + "_muflow_run_callbacks");
+  muflow::testing::ScratchCleanup::remove_at_exit(dir);
   t.trace_file = (dir / "trace.json").string();
   auto server = actors::Server::create(t);
   ASSERT_TRUE(server.ok()) << server.status();

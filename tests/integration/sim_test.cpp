@@ -19,6 +19,7 @@
 #include "engine/routing/routing_record.hpp"
 #include "engine/trace/trace_analysis.hpp"
 #include "nlohmann/json.hpp"
+#include "scratch_path.hpp"
 
 namespace muflow {
 namespace {
@@ -59,6 +60,7 @@ fs::path scratch_dir(const std::string& name) {
   fs::path p =
       fs::path(::testing::TempDir()) / (std::to_string(::getpid()) + "_muflow_sim_" + name);
   fs::remove_all(p);
+  muflow::testing::ScratchCleanup::remove_at_exit(p);
   return p;
 }
 
