@@ -264,10 +264,12 @@ struct DataPlane::Impl {
     op->complete = true;
     op->status = status;
     if (op->abandoned) return;  // its sender was dropped; freed with the worker
-    // Delivers the sender's completed head messages in order. The queue is looked up again
-    // for each: the handler may drop a peer (close_ep erases its queue).
+    // Delivers the sender's completed head messages in order (`op` among them: it is freed
+    // once delivered, so its tag is read first). The queue is looked up again for each: the
+    // handler may drop a peer (abandon_recvs erases its queue).
+    const uint64_t tag = op->tag;
     for (;;) {
-      auto q = recv_order.find(op->tag);
+      auto q = recv_order.find(tag);
       if (q == recv_order.end() || q->second.empty() || !q->second.front()->complete) return;
       std::unique_ptr<RecvOp> head = std::move(q->second.front());
       q->second.pop_front();
