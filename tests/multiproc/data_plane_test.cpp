@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "scoped_env.hpp"
 #include "transport/cluster/address_pipe.hpp"
 #include "transport/cluster/received_queue.hpp"
 
@@ -287,25 +288,28 @@ TEST(DataPlane, SendsInFlightToAKilledPeerAreReportedWhenItIsDropped) {
   ::close(fds[1]);
 }
 
-// Sets an environment variable for one scope (UCX reads its configuration when a plane is
-// created; a spawned peer inherits it).
-class ScopedEnv {
+// The spawned echo peer of a test: killed and reaped, its pipe ends closed, when the test
+// leaves by any path (a failed assertion must not leave a stopped process behind).
+class PeerProcess {
  public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      ::setenv(name_, old_->c_str(), 1);
-    } else {
-      ::unsetenv(name_);
-    }
+  PeerProcess(pid_t pid, int fds[2]) : pid_(pid), fds_{fds[0], fds[1]} {}
+  ~PeerProcess() { reap(); }
+  PeerProcess(const PeerProcess&) = delete;
+  PeerProcess& operator=(const PeerProcess&) = delete;
+  pid_t pid() const { return pid_; }
+  void reap() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    ::close(fds_[0]);
+    ::close(fds_[1]);
+    pid_ = 0;
   }
 
  private:
-  const char* name_;
-  std::optional<std::string> old_;
+  pid_t pid_;
+  int fds_[2];
 };
 
 // #18: a sender stopped in the middle of a message (killed, or here stopped, while UCX moves
@@ -315,24 +319,19 @@ class ScopedEnv {
 // the driver's pings, and the driver counted it lost too.) Dropping the sender abandons the
 // unfinished receive.
 TEST(DataPlane, ASenderStoppedMidMessageHoldsBackOnlyItsOwnMessages) {
-  ScopedEnv tcp("UCX_TLS", "tcp");  // the receiver then needs the sender to go on sending
+  // The receiver then needs the sender to go on sending.
+  muflow::testing::ScopedEnv tcp("UCX_TLS", std::string("tcp"));
   Inbox inbox;
   auto plane = make_plane(0, inbox, int64_t{1} << 30);
   ASSERT_TRUE(plane);
   int fds[2] = {-1, -1};
   const pid_t pid = spawn_connected_peer(*plane, fds);
   ASSERT_GT(pid, 0);
+  PeerProcess peer(pid, fds);
   Inbox other_inbox;
   auto other = make_plane(2, other_inbox);
   ASSERT_TRUE(other);
   ASSERT_TRUE(other->connect(0, plane->address()).ok());
-  auto reap = [&] {
-    ::kill(pid, SIGKILL);
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    ::close(fds[0]);
-    ::close(fds[1]);
-  };
 
   // The peer echoes 256 MiB; once this plane has matched the echo, the peer is stopped.
   constexpr size_t kBig = size_t{256} << 20;
@@ -344,7 +343,7 @@ TEST(DataPlane, ASenderStoppedMidMessageHoldsBackOnlyItsOwnMessages) {
   ASSERT_EQ(::kill(pid, SIGSTOP), 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(100));  // what was on its way lands
   if (plane->stats().receives_pending == 0 || plane->stats().received_messages > 0) {
-    reap();
+    peer.reap();
     GTEST_SKIP() << "the echo was not caught in flight (pending " << plane->stats().receives_pending
                  << ", received " << plane->stats().received_messages << ")";
   }
@@ -361,7 +360,7 @@ TEST(DataPlane, ASenderStoppedMidMessageHoldsBackOnlyItsOwnMessages) {
   plane->drop_peer(1);
   EXPECT_EQ(plane->stats().receives_pending, 0);
   EXPECT_EQ(plane->stats().abandoned_receives, 1u);
-  reap();
+  peer.reap();
   EXPECT_FALSE(inbox.pop(std::chrono::milliseconds(200)).has_value());
   plane.reset();
   other.reset();

@@ -16,6 +16,7 @@
 #include "engine/model/model_loader.hpp"
 #include "engine/model/tokenizer.hpp"
 #include "engine/topology/topology.hpp"
+#include "scoped_env.hpp"
 
 namespace muflow::engine {
 namespace {
@@ -26,29 +27,10 @@ using ::testing::HasSubstr;
 std::string msg(const absl::Status& status) { return std::string(status.message()); }
 
 // Sets (or, with nullopt, unsets) MUFLOW_MODELS_DIR for one test and restores it after.
-class ModelsDirEnv {
+class ModelsDirEnv : public muflow::testing::ScopedEnv {
  public:
-  explicit ModelsDirEnv(const std::optional<std::string>& value) {
-    if (const char* old = std::getenv(kName)) old_ = old;
-    if (value) {
-      ::setenv(kName, value->c_str(), 1);
-    } else {
-      ::unsetenv(kName);
-    }
-  }
-  ~ModelsDirEnv() {
-    if (old_) {
-      ::setenv(kName, old_->c_str(), 1);
-    } else {
-      ::unsetenv(kName);
-    }
-  }
-  ModelsDirEnv(const ModelsDirEnv&) = delete;
-  ModelsDirEnv& operator=(const ModelsDirEnv&) = delete;
-
- private:
-  static constexpr const char* kName = "MUFLOW_MODELS_DIR";
-  std::optional<std::string> old_;
+  explicit ModelsDirEnv(const std::optional<std::string>& value)
+      : ScopedEnv("MUFLOW_MODELS_DIR", value) {}
 };
 
 fs::path scratch_dir() {
