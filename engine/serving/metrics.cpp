@@ -133,8 +133,8 @@ void MetricsRecorder::on_device_busy(int64_t device, double begin_s, double end_
   const double begin = std::max(begin_s, busy_folded_until_[d]);
   if (end_s > begin) {
     // An interval that starts inside the last one joins it: the same connected pieces, so
-    // union_length gives the same seconds, and a device busy back to back for a whole run
-    // holds one interval, not one per stage run (#19 item 6: ~10^8 at 1,024 devices).
+    // union_length gives the same seconds, and a device busy back to back holds one interval,
+    // not one per stage run (#19 item 6).
     std::vector<std::pair<double, double>>& v = busy_[d];
     if (!v.empty() && begin >= v.back().first && begin <= v.back().second) {
       v.back().second = std::max(v.back().second, end_s);

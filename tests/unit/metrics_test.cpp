@@ -71,6 +71,29 @@ TEST(Metrics, HandComputedSummary) {
   EXPECT_NEAR(m.moe_balance, (1.0 + 4.0 / 6.0) / 2.0, 1e-12);
 }
 
+// Busy intervals are merged as they arrive when one starts inside the previous one. Whatever
+// the arrival order, the busy time is the union's, bitwise: the pieces [0, 0.3], [0.45, 0.7]
+// and [0.9, 1.0], summed in time order (as union_length sums them), forward and reversed.
+TEST(Metrics, BusyTimeIsTheUnionWhateverTheArrivalOrder) {
+  const std::vector<std::pair<double, double>> intervals = {
+      {0.0, 0.1}, {0.1, 0.3},    // back to back: one piece [0, 0.3]
+      {0.2, 0.25},               // inside it
+      {0.5, 0.6}, {0.45, 0.55},  // a later one that starts earlier: [0.45, 0.6]
+      {0.58, 0.7},               // overlaps the piece's end: [0.45, 0.7]
+      {0.9, 1.0}};               // alone
+  serving::MetricsRecorder forward(1), backward(1);
+  for (const auto& [b, e] : intervals) forward.on_device_busy(0, b, e);
+  for (auto it = intervals.rbegin(); it != intervals.rend(); ++it) {
+    backward.on_device_busy(0, it->first, it->second);
+  }
+  const serving::RunMetrics f = forward.summarize(1.0), r = backward.summarize(1.0);
+  ASSERT_EQ(f.device_busy_pct.size(), 1u);
+  ASSERT_EQ(r.device_busy_pct.size(), 1u);
+  const double union_s = ((0.3 - 0.0) + (0.7 - 0.45)) + (1.0 - 0.9);
+  EXPECT_EQ(f.device_busy_pct[0], 100.0 * union_s / 1.0);
+  EXPECT_EQ(r.device_busy_pct[0], 100.0 * union_s / 1.0);
+}
+
 TEST(Metrics, DurationFallsBackToTheRecordedSpan) {
   const serving::RunMetrics m = example_run().summarize(0.0);
   EXPECT_DOUBLE_EQ(m.duration_s, 0.75);  // first arrival 0.0, last busy end 0.75
