@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_format.h"
 #include "engine/dataflow/token_pool.hpp"
+#include "kernels/assert.hpp"
 
 namespace muflow::actors {
 namespace {
@@ -247,9 +248,13 @@ class AttentionStage final : public StageImpl {
         }
       }
     }
-    // The rank each token continues on: the wiring's rule, or this one (no vector then).
+    // The rank each token continues on: the wiring's rule (exflow), else this one (no vector).
     std::vector<int32_t> next_ranks;
-    if (ctx_->graph().continuation) next_ranks = continuation_ranks(meta, ids);
+    if (const auto& rule = ctx_->graph().continuation) {
+      next_ranks = rule->next_ranks(*ctx_, block_, rank_, meta, ids);
+      MUFLOW_ASSERT(static_cast<int64_t>(next_ranks.size()) == n,
+                    "a continuation rule gives one rank per token");
+    }
     const auto next = [&](int64_t i) {
       return next_ranks.empty() ? rank_ : next_ranks[static_cast<size_t>(i)];
     };
@@ -361,16 +366,6 @@ class AttentionStage final : public StageImpl {
       out.push_back(
           {ctx_->actors.attention[block_][r], caf::make_message(kvrows_atom::value, shared)});
     }
-  }
-
-  // The DP rank each token continues on after this block's experts (the wiring's rule, or
-  // this one).
-  std::vector<int32_t> continuation_ranks(const std::vector<TokenMeta>& meta,
-                                          const std::vector<int32_t>& ids) const {
-    if (const auto& rule = ctx_->graph().continuation) {
-      return rule->next_ranks(*ctx_, block_, rank_, meta, ids);
-    }
-    return std::vector<int32_t>(meta.size(), rank_);
   }
 
   RunContextPtr ctx_;
