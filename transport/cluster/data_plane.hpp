@@ -42,7 +42,8 @@
 
 namespace muflow::transport::cluster {
 
-/// Counters of one data plane since it was created (monotonic; read from any thread).
+/// Counters of one data plane since it was created (monotonic, but for the `receives_pending`
+/// gauge; read from any thread).
 struct DataPlaneStats {
   uint64_t sent_messages = 0;
   uint64_t sent_bytes = 0;
@@ -121,8 +122,9 @@ class DataPlane {
   /// sends to `peer` fail as to an unknown peer until `connect` names it again. Its messages
   /// received but not delivered yet are abandoned too (counted in
   /// `DataPlaneStats::abandoned_receives`, never delivered): one UCX had not finished (the
-  /// peer died mid-message) and those behind it. No-op for an unknown peer. Blocks until
-  /// done; any thread except the progress thread.
+  /// peer died mid-message) and those behind it, even when no endpoint to `peer` is open.
+  /// Otherwise a no-op for an unknown peer. Blocks until done; any thread except the progress
+  /// thread.
   void drop_peer(uint32_t peer);
 
   DataPlaneStats stats() const;
