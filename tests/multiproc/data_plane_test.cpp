@@ -1,7 +1,8 @@
 // The UCX data plane (transport/cluster/data_plane.hpp): bytes, order and sender tags of
 // messages between two planes in one process and between two processes (this binary re-runs
 // itself as the peer: `data_plane_test --data-plane-peer IN_FD OUT_FD`), and oversized
-// messages drained and rejected without reaching the handler or stalling the plane; sends in
+// messages drained and rejected without reaching the handler or stalling the plane; several
+// threads' sends (posted inline or by the progress thread) each in order; sends in
 // flight to a peer killed by SIGKILL are reported when it is dropped; a peer stopped in the
 // middle of a message holds back only its own messages.
 
@@ -101,6 +102,71 @@ TEST(DataPlane, MessagesArriveWholeInOrderWithTheSendersTag) {
   EXPECT_EQ(back->size, 777u);
   EXPECT_EQ(a->stats().sent_messages, sizes.size());
   EXPECT_EQ(b->stats().received_messages, sizes.size());
+}
+
+// Sends from several threads at once, some posted on the caller's thread and some handed to
+// the progress thread (whichever holds UCX at that moment): each thread's messages arrive
+// whole and in its order, eager and rendezvous sizes mixed, in several parts. A send posted
+// inline while an earlier one of the same thread still waits in the command queue would
+// overtake it.
+void check_order_of_concurrent_senders(bool inline_sends) {
+  Inbox in0, in1;
+  DataPlane::Options o;
+  o.process = 0;
+  o.name = "plane-0";
+  o.inline_sends = inline_sends;
+  auto made = DataPlane::create(o, in0.handler());
+  ASSERT_TRUE(made.ok()) << made.status();
+  std::unique_ptr<DataPlane> a = std::move(*made);
+  auto b = make_plane(1, in1);
+  ASSERT_TRUE(b);
+  ASSERT_TRUE(a->connect(1, b->address()).ok());
+  constexpr uint32_t kThreads = 3, kPerThread = 400;
+  // Message k of thread t: [t, k] as two u32, then pattern(size(k), t * kPerThread + k).
+  const auto size_of = [](uint32_t k) -> size_t { return k % 50 == 0 ? 200000 : 16 + k % 700; };
+  std::vector<std::thread> senders;
+  for (uint32_t t = 0; t < kThreads; ++t) {
+    senders.emplace_back([&, t] {
+      for (uint32_t k = 0; k < kPerThread; ++k) {
+        std::vector<char> head(8);
+        std::memcpy(head.data(), &t, 4);
+        std::memcpy(head.data() + 4, &k, 4);
+        a->send(1, {std::move(head), pattern(size_of(k), t * kPerThread + k)});
+      }
+    });
+  }
+  for (std::thread& s : senders) s.join();
+  std::vector<uint32_t> next(kThreads, 0);
+  for (uint32_t i = 0; i < kThreads * kPerThread; ++i) {
+    auto r = in1.pop();
+    ASSERT_TRUE(r.has_value()) << "message " << i << " of " << kThreads * kPerThread
+                               << " did not arrive";
+    ASSERT_GE(r->size, 8u);
+    uint32_t t = 0, k = 0;
+    std::memcpy(&t, r->bytes.get(), 4);
+    std::memcpy(&k, r->bytes.get() + 4, 4);
+    ASSERT_LT(t, kThreads);
+    ASSERT_EQ(k, next[t]) << "thread " << t << "'s messages out of order";
+    ++next[t];
+    ASSERT_EQ(r->size, 8 + size_of(k));
+    EXPECT_TRUE(same_bytes(r->bytes.get() + 8, pattern(size_of(k), t * kPerThread + k)))
+        << "thread " << t << " message " << k;
+  }
+  const DataPlaneStats st = a->stats();
+  EXPECT_EQ(st.failed_sends, 0u);
+  if (inline_sends) {
+    EXPECT_GT(st.posted_inline, 0u) << "no send was posted on its caller's thread";
+  } else {
+    EXPECT_EQ(st.posted_inline, 0u);
+  }
+}
+
+TEST(DataPlane, ConcurrentSendersKeepTheirOrderWithInlineSends) {
+  check_order_of_concurrent_senders(true);
+}
+
+TEST(DataPlane, ConcurrentSendersKeepTheirOrderThroughTheProgressThread) {
+  check_order_of_concurrent_senders(false);
 }
 
 TEST(DataPlane, SendToAnUnknownPeerFailsCleanly) {

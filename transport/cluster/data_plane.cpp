@@ -41,16 +41,23 @@ struct DataPlane::Impl {
   std::mutex mu;
   std::deque<std::function<void()>> commands;  // guarded by mu
   bool stopping = false;                       // guarded by mu
-  std::atomic<bool> has_commands{false};       // set with every queued command
+  std::atomic<bool> has_commands{false};       // set with every queued command (and a kick)
   std::thread thread;
+  // Held by whichever thread is in UCX (the worker is UCS_THREAD_MODE_SERIALIZED): the progress
+  // thread while it runs commands, progresses and arms the worker (never while it sleeps in
+  // poll), or a sender posting its send inline (`try_send_inline`, which only try-locks it).
+  std::mutex ucx_mu;
+  // The data plane whose progress thread this is (null on any other thread): its own sends
+  // (a handler's answer) are queued, as it already holds ucx_mu.
+  static thread_local const Impl* progress_thread_of;
 
-  // Progress thread only.
+  // Guarded by ucx_mu.
   absl::flat_hash_map<uint32_t, ucp_ep_h> eps;
   int64_t inflight_sends = 0;
   int64_t inflight_recvs = 0;
 
   std::atomic<uint64_t> sent_messages{0}, sent_bytes{0}, received_messages{0}, received_bytes{0},
-      rejected_messages{0}, failed_sends{0}, abandoned_receives{0};
+      rejected_messages{0}, failed_sends{0}, abandoned_receives{0}, posted_inline{0};
   std::atomic<int64_t> receives_pending{0};  // mirrors inflight_recvs for stats()
 
   struct SendOp {
@@ -106,6 +113,34 @@ struct DataPlane::Impl {
     }
     const uint64_t one = 1;
     [[maybe_unused]] ssize_t n = ::write(cmd_fd, &one, sizeof one);
+    return true;
+  }
+
+  // Wakes the progress thread without a command (it then progresses the worker once).
+  void kick() {
+    has_commands.store(true, std::memory_order_release);
+    const uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = ::write(cmd_fd, &one, sizeof one);
+  }
+
+  // Posts a send from the calling thread when nothing is in the way: no other thread in UCX
+  // and no command queued (those go first: one peer's messages keep the order of `send`).
+  // The message then leaves at once (an eager send, or a rendezvous' request to send) instead
+  // of after the progress thread's wakeup, which on a machine whose cores are busy with
+  // stages takes 0.1-2 ms (bench/README.md, #18). The progress thread is kicked to complete
+  // it. False (nothing done; the caller queues it) otherwise.
+  bool try_send_inline(uint32_t peer, std::vector<std::vector<char>>& parts, SendDone& done) {
+    if (!options.inline_sends || progress_thread_of == this) return false;
+    std::unique_lock<std::mutex> ucx(ucx_mu, std::try_to_lock);
+    if (!ucx.owns_lock()) return false;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (stopping || !commands.empty()) return false;
+    }
+    posted_inline.fetch_add(1, std::memory_order_relaxed);
+    const bool pending = start_send(peer, std::move(parts), std::move(done));
+    ucx.unlock();
+    if (pending) kick();  // UCX completes it, or sends it once the transport has room
     return true;
   }
 
@@ -202,7 +237,8 @@ struct DataPlane::Impl {
     }
   }
 
-  void start_send(uint32_t peer, std::vector<std::vector<char>> parts, SendDone done) {
+  // Posts one send (ucx_mu held); true while UCX has it in flight (it completes in send_cb).
+  bool start_send(uint32_t peer, std::vector<std::vector<char>> parts, SendDone done) {
     auto it = eps.find(peer);
     if (it == eps.end()) {
       failed_sends.fetch_add(1, std::memory_order_relaxed);
@@ -210,7 +246,7 @@ struct DataPlane::Impl {
         done(absl::FailedPreconditionError(
             absl::StrFormat("%s: no endpoint to process %d (connect first)", options.name, peer)));
       }
-      return;
+      return false;
     }
     auto op = std::make_unique<SendOp>();
     op->impl = this;
@@ -223,8 +259,9 @@ struct DataPlane::Impl {
       op->bytes += part.size();
     }
     ucp_request_param_t param{};
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                         UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    // An eager send may complete inside the call (nullptr below): then no progress is needed.
+    param.op_attr_mask =
+        UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE;
     param.cb.send = &Impl::send_cb;
     param.user_data = op.get();
     void* buffer = nullptr;
@@ -246,11 +283,14 @@ struct DataPlane::Impl {
     ucs_status_ptr_t st = ucp_tag_send_nbx(it->second, buffer, count, options.process, &param);
     if (st == nullptr) {
       finish_send(op.release(), UCS_OK);
-    } else if (UCS_PTR_IS_ERR(st)) {
-      finish_send(op.release(), UCS_PTR_STATUS(st));
-    } else {
-      op.release();  // send_cb owns it now (and may have run already)
+      return false;
     }
+    if (UCS_PTR_IS_ERR(st)) {
+      finish_send(op.release(), UCS_PTR_STATUS(st));
+      return false;
+    }
+    op.release();  // send_cb owns it now (and may have run already)
+    return true;
   }
 
   static void recv_cb(void* request, ucs_status_t status, const ucp_tag_recv_info_t*,
@@ -374,9 +414,11 @@ struct DataPlane::Impl {
   // message is usually that close), then arms the worker and sleeps in poll(2) until UCX or a
   // command wakes it.
   void loop() {
+    progress_thread_of = this;
     const auto spin = std::chrono::microseconds(options.spin_us);
     auto last_activity = std::chrono::steady_clock::now();
     for (;;) {
+      std::unique_lock<std::mutex> ucx(ucx_mu);
       const bool had_commands = has_commands.load(std::memory_order_acquire);
       const bool stop = run_commands();
       const bool active = progress_all() || had_commands;
@@ -385,6 +427,7 @@ struct DataPlane::Impl {
       if (active) last_activity = now;
       if (now - last_activity < spin) continue;
       const ucs_status_t armed = ucp_worker_arm(worker);
+      ucx.unlock();  // an inline send may come now: it kicks cmd_fd, so poll returns
       if (armed == UCS_ERR_BUSY) continue;  // events pending: progress again
       pollfd fds[2] = {{ucx_fd, POLLIN, 0}, {cmd_fd, POLLIN, 0}};
       const int rc = ::poll(fds, 2, armed == UCS_OK ? -1 : 10);
@@ -398,6 +441,7 @@ struct DataPlane::Impl {
 
   // Progress thread, at stop: lets in-flight sends finish (bounded), closes endpoints.
   void shutdown_on_thread() {
+    std::lock_guard<std::mutex> ucx(ucx_mu);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
     while ((inflight_sends > 0) && std::chrono::steady_clock::now() < deadline) {
       (void)progress_all();
@@ -414,6 +458,8 @@ struct DataPlane::Impl {
     handler = nullptr;
   }
 };
+
+thread_local const DataPlane::Impl* DataPlane::Impl::progress_thread_of = nullptr;
 
 absl::StatusOr<std::unique_ptr<DataPlane>> DataPlane::create(Options options, Handler handler) {
   auto impl = std::make_unique<Impl>();
@@ -432,7 +478,7 @@ absl::StatusOr<std::unique_ptr<DataPlane>> DataPlane::create(Options options, Ha
 
   ucp_worker_params_t wparams{};
   wparams.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE | UCP_WORKER_PARAM_FIELD_EVENTS;
-  wparams.thread_mode = UCS_THREAD_MODE_SINGLE;
+  wparams.thread_mode = UCS_THREAD_MODE_SERIALIZED;  // ucx_mu serializes the threads
   wparams.events = UCP_WAKEUP_TAG_SEND | UCP_WAKEUP_TAG_RECV | UCP_WAKEUP_RX | UCP_WAKEUP_TX;
   st = ucp_worker_create(impl->context, &wparams, &impl->worker);
   if (st != UCS_OK) return ucx_error("ucp_worker_create", st);
@@ -501,6 +547,24 @@ absl::Status DataPlane::connect(uint32_t peer, std::span<const char> address) {
 
 void DataPlane::send(uint32_t peer, std::vector<std::vector<char>> parts, SendDone done) {
   Impl* impl = impl_.get();
+  // One buffer: UCX 1.13 sends a rendezvous of an iov datatype without the sender's address
+  // and key (src/ucp/tag/rndv.c, ucp_tag_rndv_rts_pack packs them for a contiguous datatype
+  // only), so the receiver cannot fetch it in one zero-copy get (cma on one host) and the
+  // data crosses in the active-message pipeline, fragment by fragment, each needing the
+  // sender's progress thread. One copy here costs less (bench/README.md, #18).
+  if (parts.size() > 1) {
+    size_t total = 0;
+    for (const std::vector<char>& part : parts) total += part.size();
+    if (total >= options_.contiguous_from_bytes) {
+      std::vector<char> whole;
+      whole.reserve(total);
+      for (const std::vector<char>& part : parts)
+        whole.insert(whole.end(), part.begin(), part.end());
+      parts.clear();
+      parts.push_back(std::move(whole));
+    }
+  }
+  if (impl->try_send_inline(peer, parts, done)) return;
   auto holder = std::make_shared<std::pair<std::vector<std::vector<char>>, SendDone>>(
       std::move(parts), std::move(done));
   const bool posted = impl->post([impl, peer, holder] {
@@ -543,6 +607,7 @@ DataPlaneStats DataPlane::stats() const {
   s.failed_sends = impl_->failed_sends.load();
   s.abandoned_receives = impl_->abandoned_receives.load();
   s.receives_pending = impl_->receives_pending.load();
+  s.posted_inline = impl_->posted_inline.load();
   return s;
 }
 

@@ -9,11 +9,14 @@
 ///   theirs. No listening socket is opened here: a peer can reach this worker only with an
 ///   address handed out by the control plane. On one host UCX picks shared memory (posix,
 ///   sysv, cma), across hosts TCP (or InfiniBand where UCX has it).
-/// - **Threads.** One progress thread owns the UCX worker (UCS_THREAD_MODE_SINGLE). It
-///   sleeps in `poll(2)` on the worker's event fd (UCX wakeup mode) and on an eventfd for
-///   commands; after activity it polls on for at most `Options::spin_us` before sleeping, so
-///   an idle plane takes no CPU (unbounded busy polling starves a 2-core machine's actors:
-///   TOOLCHAIN.md). `send` and `connect` may be called from any thread; they queue a command.
+/// - **Threads.** One progress thread progresses the UCX worker (UCS_THREAD_MODE_SERIALIZED:
+///   one thread in UCX at a time, under a mutex it never holds while asleep). It sleeps in
+///   `poll(2)` on the worker's event fd (UCX wakeup mode) and on an eventfd for commands;
+///   after activity it polls on for at most `Options::spin_us` before sleeping, so an idle
+///   plane takes no CPU (unbounded busy polling starves a 2-core machine's actors:
+///   TOOLCHAIN.md). `send` and `connect` may be called from any thread. `connect` queues a
+///   command; `send` posts the message itself when no other thread is in UCX and no command
+///   is queued (`Options::inline_sends`), else queues it, and the progress thread completes it.
 /// - **Receive.** Every message is probed first (`ucp_tag_probe_nb`), its length checked
 ///   against `max_message_bytes` before a buffer is allocated; an oversized message is drained
 ///   into a zero-byte buffer (UCX reports it truncated), counted as rejected and logged, and
@@ -56,6 +59,9 @@ struct DataPlaneStats {
   uint64_t abandoned_receives = 0;
   /// Now, not a counter: messages UCX has matched that are not delivered or abandoned yet.
   int64_t receives_pending = 0;
+  /// Sends posted to UCX on the caller's thread (`Options::inline_sends`); the others of
+  /// `sent_messages + failed_sends` were handed to the progress thread.
+  uint64_t posted_inline = 0;
 };
 
 /// One received message: its sender's tag and its bytes (owned; move them anywhere).
@@ -80,11 +86,21 @@ class DataPlane {
     /// process's progress thread is taken from the stages' GEMMs (bench/README.md, #18:
     /// decode 370-376 tok/s with 50 µs, 395-399 with 0). Bounded, so an idle plane takes no CPU.
     int64_t spin_us = 0;
+    /// `send` posts the message from the calling thread when no other thread is in UCX and no
+    /// command is queued, instead of handing it to the progress thread (whose wakeup on busy
+    /// cores puts 0.1-2 ms on every message's path: bench/README.md, #18). false: always
+    /// hand it over (as before; for comparisons).
+    bool inline_sends = true;
+    /// A message of several parts totalling at least this many bytes is copied into one
+    /// buffer before it is sent: UCX 1.13 moves a large iov message in its active-message
+    /// pipeline instead of one zero-copy get (see `send`).
+    size_t contiguous_from_bytes = 4096;
   };
   /// Called on the progress thread for every accepted message; must not block for long
   /// (post the message to an actor and return).
   using Handler = std::function<void(Received&&)>;
-  /// Called on the progress thread when a send completed (ok) or failed.
+  /// Called when a send completed (ok) or failed: on the progress thread, or inside `send`
+  /// on the caller's thread when UCX finished (or refused) it there. Must not call `send`.
   using SendDone = std::function<void(absl::Status)>;
 
   /// Creates the UCX context and worker (tag matching, wakeup) and starts the progress
@@ -105,10 +121,11 @@ class DataPlane {
   /// empty address, UCX endpoint creation failure, data plane stopped. Any thread.
   absl::Status connect(uint32_t peer, std::span<const char> address);
 
-  /// Sends the concatenation of `parts` to `peer` as one message (zero-copy iov send: the
-  /// parts are kept alive until UCX is done with them). Returns at once; `done` (optional)
-  /// reports completion. Errors, through `done`: unknown peer, UCX send failure, data plane
-  /// stopped. Any thread; messages to one peer arrive in the order `send` was called.
+  /// Sends the concatenation of `parts` to `peer` as one message (the parts are kept alive
+  /// until UCX is done with them; several parts of `Options::contiguous_from_bytes` or more
+  /// are first copied into one buffer, which UCX can send zero-copy). Returns at once; `done`
+  /// (optional) reports completion. Errors, through `done`: unknown peer, UCX send failure, data
+  /// plane stopped. Any thread; messages to one peer arrive in the order `send` was called.
   void send(uint32_t peer, std::vector<std::vector<char>> parts, SendDone done = {});
 
   /// Sends and waits for completion (tests, setup). Any thread except the progress thread.
