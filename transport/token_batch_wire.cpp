@@ -234,8 +234,17 @@ const char* wire_dtype_name(WireDType dtype) {
   return "invalid";
 }
 
-absl::StatusOr<WireBatch> encode_token_batch(const engine::dataflow::TokenBatch& batch,
-                                             WireDType dtype) {
+namespace {
+
+// encode_token_batch's header, and its activation values (not converted or copied).
+struct EncodedHeader {
+  std::vector<char> header;
+  std::span<const float> values;
+  WireDType dtype = WireDType::kNone;
+};
+
+absl::StatusOr<EncodedHeader> encode_header(const engine::dataflow::TokenBatch& batch,
+                                            WireDType dtype) {
   constexpr const char* kWho = "encode_token_batch";
   if (!valid_stage_kind(batch.layer.kind)) {
     return absl::InvalidArgumentError(absl::StrFormat("%s: layer.kind = %d is not a StageKind",
@@ -281,7 +290,7 @@ absl::StatusOr<WireBatch> encode_token_batch(const engine::dataflow::TokenBatch&
   if (absl::Status s = check_segments(batch.segments, num_tokens, kWho); !s.ok()) return s;
 
   const RecordSizes& sizes = record_sizes();
-  WireBatch out;
+  EncodedHeader out;
   out.dtype = h.dtype;
   out.header.reserve(static_cast<size_t>(sizes.header + num_tokens * sizes.token +
                                          h.num_segments * sizes.segment));
@@ -293,21 +302,43 @@ absl::StatusOr<WireBatch> encode_token_batch(const engine::dataflow::TokenBatch&
     return absl::InternalError(
         absl::StrFormat("%s: CAF serializer failed: %s", kWho, caf_error_text(err)));
   }
+  if (act != nullptr) out.values = {act->data.data(), static_cast<size_t>(num_values)};
+  return out;
+}
 
-  if (act != nullptr && num_values > 0) {
-    const float* values = act->data.data();
-    if (dtype == WireDType::kF32) {
-      out.payload.resize(static_cast<size_t>(num_values) * sizeof(float));
-      std::memcpy(out.payload.data(), values, out.payload.size());
-    } else {
-      out.payload.resize(static_cast<size_t>(num_values) * sizeof(uint16_t));
-      char* dst = out.payload.data();
-      for (int64_t i = 0; i < num_values; ++i) {
-        const uint16_t bits = kernels::cpu::f32_to_bf16(values[i]);
-        std::memcpy(dst + i * sizeof(uint16_t), &bits, sizeof(bits));
-      }
+}  // namespace
+
+absl::StatusOr<WireBatch> encode_token_batch(const engine::dataflow::TokenBatch& batch,
+                                             WireDType dtype) {
+  absl::StatusOr<EncodedHeader> e = encode_header(batch, dtype);
+  if (!e.ok()) return e.status();
+  WireBatch out;
+  out.header = std::move(e->header);
+  out.dtype = e->dtype;
+  const std::span<const float> values = e->values;
+  if (values.empty()) return out;
+  if (out.dtype == WireDType::kF32) {
+    const auto* bytes = reinterpret_cast<const char*>(values.data());
+    out.payload.assign(bytes, bytes + values.size_bytes());
+  } else {
+    out.payload.resize(values.size() * sizeof(uint16_t));
+    char* dst = out.payload.data();
+    for (size_t i = 0; i < values.size(); ++i) {
+      const uint16_t bits = kernels::cpu::f32_to_bf16(values[i]);
+      std::memcpy(dst + i * sizeof(uint16_t), &bits, sizeof(bits));
     }
   }
+  return out;
+}
+
+absl::StatusOr<WireBatchView> encode_token_batch_f32_view(
+    const engine::dataflow::TokenBatch& batch) {
+  absl::StatusOr<EncodedHeader> e = encode_header(batch, WireDType::kF32);
+  if (!e.ok()) return e.status();
+  WireBatchView out;
+  out.header = std::move(e->header);
+  out.dtype = e->dtype;
+  out.payload = {reinterpret_cast<const char*>(e->values.data()), e->values.size_bytes()};
   return out;
 }
 

@@ -151,6 +151,21 @@ struct WireBatch {
 absl::StatusOr<WireBatch> encode_token_batch(const engine::dataflow::TokenBatch& batch,
                                              WireDType dtype);
 
+/// An encoded f32 batch whose payload is a view of the batch's own activation rows.
+struct WireBatchView {
+  std::vector<char> header;            ///< as WireBatch::header
+  std::span<const char> payload;       ///< `batch.act->data`'s bytes; empty when dtype is kNone
+  WireDType dtype = WireDType::kNone;  ///< kF32, or kNone for a batch without activations
+};
+
+/// `encode_token_batch(batch, WireDType::kF32)` without copying the rows: the same header,
+/// and as payload a view of `batch.act->data` (f32 rows are sent as they are), valid while
+/// that array lives unchanged. For a sender that writes the message into its own buffer
+/// (the data plane's frames: one copy of the rows instead of one per layer of framing).
+/// Errors: as `encode_token_batch`. Any thread while no one writes `batch`.
+absl::StatusOr<WireBatchView> encode_token_batch_f32_view(
+    const engine::dataflow::TokenBatch& batch);
+
 /// Parses and checks a header alone and returns the payload size in bytes it announces
 /// (`num_rows * width * wire_dtype_bytes(dtype)`), so a receiver can post a buffer of exactly
 /// that size before the payload arrives. Runs every header check of `decode_token_batch`

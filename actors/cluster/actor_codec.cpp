@@ -86,13 +86,24 @@ std::span<const char> float_bytes(const std::vector<float>& v) {
   return {reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float)};
 }
 
-void append(std::vector<char>& out, std::span<const char> bytes) {
-  out.insert(out.end(), bytes.begin(), bytes.end());
-}
+// A message's payload while it is encoded: views of the message's own arrays (activation
+// rows, logits, K/V rows), in order, copied once into whatever buffer is sent.
+using PayloadViews = std::vector<std::span<const char>>;
 
-absl::StatusOr<transport::WireBatch> encode_batch(const TokenBatchPtr& batch) {
+// The header and the payload of one message.
+struct Parts {
+  std::vector<char> header;
+  PayloadViews payload;
+  uint64_t payload_bytes() const {
+    uint64_t n = 0;
+    for (const std::span<const char>& v : payload) n += v.size();
+    return n;
+  }
+};
+
+absl::StatusOr<transport::WireBatchView> encode_batch(const TokenBatchPtr& batch) {
   if (!batch) return bad("null token batch");
-  return transport::encode_token_batch(*batch, transport::WireDType::kF32);
+  return transport::encode_token_batch_f32_view(*batch);
 }
 
 // Copies `bytes` (a multiple of 4) into a new float vector.
@@ -103,13 +114,13 @@ std::vector<float> floats_of(std::span<const char> bytes) {
 }
 
 // A contribution's fields (header) and its parts' rows (appended to `payload`).
-absl::Status encode_contribution(Writer& w, const ContributionPtr& c, std::vector<char>& payload) {
+absl::Status encode_contribution(Writer& w, const ContributionPtr& c, PayloadViews& payload) {
   if (!c) return bad("null contribution");
   if (c->dests.size() != c->parts.size()) return bad("contribution with dests != parts");
-  std::vector<transport::WireBatch> wires;
+  std::vector<transport::WireBatchView> wires;
   wires.reserve(c->parts.size());
   for (const TokenBatchPtr& part : c->parts) {
-    absl::StatusOr<transport::WireBatch> wire = encode_batch(part);
+    absl::StatusOr<transport::WireBatchView> wire = encode_batch(part);
     if (!wire.ok()) return wire.status();
     wires.push_back(std::move(*wire));
   }
@@ -119,7 +130,9 @@ absl::Status encode_contribution(Writer& w, const ContributionPtr& c, std::vecto
           static_cast<uint64_t>(wires[i].payload.size()));
   }
   for (const auto& wire : wires) w.put_raw(wire.header);
-  for (const auto& wire : wires) append(payload, wire.payload);
+  for (const auto& wire : wires) {
+    if (!wire.payload.empty()) payload.push_back(wire.payload);
+  }
   return absl::OkStatus();
 }
 
@@ -178,19 +191,20 @@ bool is_report(const caf::type_erased_tuple& m) {
          m.match_elements<layer_atom, int64_t, int64_t, double, std::vector<double>>();
 }
 
-absl::StatusOr<EncodedMessage> encode_actor_message(const ActorAddress& to,
-                                                    const caf::type_erased_tuple& m) {
-  EncodedMessage out;
+namespace {
+
+absl::StatusOr<Parts> encode_parts(const ActorAddress& to, const caf::type_erased_tuple& m) {
+  Parts out;
   Writer w(out.header);
   put_address(w, to);
   auto tag = [&](MessageTag t) { w.put(static_cast<uint8_t>(t)); };
   if (m.match_elements<batch_atom, TokenBatchPtr>()) {
-    absl::StatusOr<transport::WireBatch> wire = encode_batch(m.get_as<TokenBatchPtr>(1));
+    absl::StatusOr<transport::WireBatchView> wire = encode_batch(m.get_as<TokenBatchPtr>(1));
     if (!wire.ok()) return wire.status();
     tag(MessageTag::kBatch);
     w.put(static_cast<uint32_t>(wire->header.size()));
     w.put_raw(wire->header);
-    out.payload = std::move(wire->payload);
+    if (!wire->payload.empty()) out.payload.push_back(wire->payload);
     return out;
   }
   if (m.match_elements<contrib_atom, ContributionPtr>()) {
@@ -219,7 +233,7 @@ absl::StatusOr<EncodedMessage> encode_actor_message(const ActorAddress& to,
           static_cast<uint32_t>(s->requests.size()));
     for (const SampledToken& r : s->rows) {
       w.put(r.request_id, r.position, r.token, static_cast<uint32_t>(r.logits.size()));
-      append(out.payload, float_bytes(r.logits));
+      out.payload.push_back(float_bytes(r.logits));
     }
     for (int64_t id : s->requests) w.put(id);
     return out;
@@ -235,8 +249,8 @@ absl::StatusOr<EncodedMessage> encode_actor_message(const ActorAddress& to,
     tag(MessageTag::kKvRows);
     w.put(kv->width, static_cast<uint32_t>(n));
     for (size_t i = 0; i < n; ++i) w.put(kv->request_ids[i], kv->positions[i]);
-    append(out.payload, float_bytes(kv->k));
-    append(out.payload, float_bytes(kv->v));
+    out.payload.push_back(float_bytes(kv->k));
+    out.payload.push_back(float_bytes(kv->v));
     return out;
   }
   if (m.match_elements<busy_atom, int64_t, double, double>()) {
@@ -285,7 +299,7 @@ absl::StatusOr<EncodedMessage> encode_actor_message(const ActorAddress& to,
         return bad(absl::StrFormat("a report bundle with %s, which is no report",
                                    report.content().stringify()));
       }
-      absl::StatusOr<EncodedMessage> e = encode_actor_message(to, report.content());
+      absl::StatusOr<Parts> e = encode_parts(to, report.content());
       if (!e.ok()) return e.status();
       w.put(static_cast<uint32_t>(e->header.size()));
       w.put_raw(e->header);
@@ -306,6 +320,37 @@ absl::StatusOr<EncodedMessage> encode_actor_message(const ActorAddress& to,
   }
   return absl::UnimplementedError(absl::StrFormat("actor message for %s: %s has no data-plane form",
                                                   to_string(to), m.stringify()));
+}
+
+}  // namespace
+
+absl::StatusOr<EncodedMessage> encode_actor_message(const ActorAddress& to,
+                                                    const caf::type_erased_tuple& m) {
+  absl::StatusOr<Parts> parts = encode_parts(to, m);
+  if (!parts.ok()) return parts.status();
+  EncodedMessage out;
+  out.header = std::move(parts->header);
+  out.payload.reserve(parts->payload_bytes());
+  for (const std::span<const char>& v : parts->payload) {
+    out.payload.insert(out.payload.end(), v.begin(), v.end());
+  }
+  return out;
+}
+
+absl::StatusOr<EncodedFrame> encode_actor_frame(const ActorAddress& to,
+                                                const caf::type_erased_tuple& m, size_t front) {
+  absl::StatusOr<Parts> parts = encode_parts(to, m);
+  if (!parts.ok()) return parts.status();
+  EncodedFrame out;
+  out.header_bytes = parts->header.size();
+  out.payload_bytes = parts->payload_bytes();
+  out.bytes.reserve(front + out.header_bytes + out.payload_bytes);
+  out.bytes.resize(front);
+  out.bytes.insert(out.bytes.end(), parts->header.begin(), parts->header.end());
+  for (const std::span<const char>& v : parts->payload) {
+    out.bytes.insert(out.bytes.end(), v.begin(), v.end());
+  }
+  return out;
 }
 
 absl::StatusOr<DecodedMessage> decode_actor_message(std::span<const char> header,

@@ -100,6 +100,22 @@ struct EncodedMessage {
 absl::StatusOr<EncodedMessage> encode_actor_message(const ActorAddress& to,
                                                     const caf::type_erased_tuple& content);
 
+/// `encode_actor_message` written into one buffer, as the data plane sends it: `front` bytes
+/// left for the caller (zero; a frame prefix goes there), then the header, then the payload.
+/// Each activation row, logit and K/V value is copied once, from the message's own arrays,
+/// into `bytes` (encode_actor_message copies them into its payload the same way).
+struct EncodedFrame {
+  std::vector<char> bytes;     ///< front + header_bytes + payload_bytes
+  size_t header_bytes = 0;     ///< after the `front` bytes
+  uint64_t payload_bytes = 0;  ///< after the header
+};
+
+/// Encodes `content` as `encode_actor_message` does (same header and payload bytes, same
+/// errors), into one buffer after `front` bytes. Reads `content` only; any thread.
+absl::StatusOr<EncodedFrame> encode_actor_frame(const ActorAddress& to,
+                                                const caf::type_erased_tuple& content,
+                                                size_t front);
+
 /// A decoded message and where it goes.
 struct DecodedMessage {
   ActorAddress to;

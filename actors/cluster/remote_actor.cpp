@@ -13,6 +13,7 @@ namespace muflow::actors::cluster {
 
 namespace {
 const ActorAddress kCoordinator{ActorRole::kCoordinator, 0, 0};
+constexpr auto kPrefixBytes = static_cast<size_t>(transport::cluster::kFramePrefixBytes);
 }  // namespace
 
 absl::Status Outbox::send(uint32_t process, const ActorAddress& to,
@@ -67,17 +68,16 @@ void Outbox::flush_aged() {
 
 absl::StatusOr<Outbox::Framed> Outbox::frame(const ActorAddress& to,
                                              const caf::type_erased_tuple& content) {
-  absl::StatusOr<EncodedMessage> m = encode_actor_message(to, content);
+  absl::StatusOr<EncodedFrame> m = encode_actor_frame(to, content, kPrefixBytes);
   if (!m.ok()) return m.status();
   transport::cluster::FramePrefix p;
   p.kind = static_cast<uint16_t>(FrameKind::kActorMessage);
   p.source = self_;
-  p.header_bytes = static_cast<uint32_t>(m->header.size());
-  p.payload_bytes = m->payload.size();
+  p.header_bytes = static_cast<uint32_t>(m->header_bytes);
+  p.payload_bytes = m->payload_bytes;
   Framed f;
   f.prefix = p;  // its sequence is set when it is handed over
-  f.body.push_back(std::move(m->header));
-  if (!m->payload.empty()) f.body.push_back(std::move(m->payload));
+  f.bytes = std::move(m->bytes);
   return f;
 }
 
@@ -85,10 +85,10 @@ absl::Status Outbox::hand_over(uint32_t process, const ActorAddress& to, Framed 
   std::shared_lock<std::shared_mutex> lock(mu_);
   if (plane_ == nullptr) return absl::FailedPreconditionError("the run's data plane is closed");
   f.prefix.sequence = next_sequence_[process]++;
+  transport::cluster::write_frame_prefix(
+      f.prefix, std::span<char, kPrefixBytes>(f.bytes.data(), kPrefixBytes));
   std::vector<std::vector<char>> parts;
-  parts.reserve(1 + f.body.size());
-  parts.push_back(transport::cluster::encode_frame_prefix(f.prefix));
-  for (std::vector<char>& b : f.body) parts.push_back(std::move(b));
+  parts.push_back(std::move(f.bytes));
   plane_->send(process, std::move(parts), [process, to](absl::Status s) {
     if (s.ok()) return;
     spdlog::error("muflow cluster: a message for {} in process {} was not delivered: {}",

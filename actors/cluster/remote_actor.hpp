@@ -62,10 +62,12 @@ class Outbox {
     std::vector<caf::message> reports;
     std::chrono::steady_clock::time_point oldest;
   };
-  // A frame before it is handed over: its prefix (sequence not yet set), header, payload.
+  // A frame before it is handed over: its prefix's fields (sequence not yet set) and the
+  // whole message, the prefix's 32 bytes left at its front (written at hand-over), so that
+  // it leaves as one buffer (which UCX sends zero-copy: data_plane.hpp).
   struct Framed {
     transport::cluster::FramePrefix prefix;
-    std::vector<std::vector<char>> body;
+    std::vector<char> bytes;
   };
   // The frame of `content` for the actor at `to`.
   absl::StatusOr<Framed> frame(const ActorAddress& to, const caf::type_erased_tuple& content);

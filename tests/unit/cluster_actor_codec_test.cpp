@@ -2,7 +2,8 @@
 // that crosses processes round-trips bit for bit (activations, logits and K/V rows as raw f32,
 // -0.0 and NaN payloads included); every truncation and a flipped count are rejected with an
 // error and never read past the buffers; limits hold before allocation; messages without a
-// wire form are refused.
+// wire form are refused. The data plane's one-buffer form (`encode_actor_frame`) holds the
+// same bytes.
 
 #include <gtest/gtest.h>
 
@@ -98,6 +99,18 @@ DecodedMessage round_trip(const ActorAddress& to, const caf::message& m) {
   auto enc = encode_actor_message(to, m.content());
   EXPECT_TRUE(enc.ok()) << enc.status();
   if (!enc.ok()) return {};
+  // The data plane's one-buffer form: the same header and payload bytes after `front` zeros.
+  constexpr size_t kFront = 5;
+  auto frame = encode_actor_frame(to, m.content(), kFront);
+  EXPECT_TRUE(frame.ok()) << frame.status();
+  if (frame.ok()) {
+    EXPECT_EQ(frame->header_bytes, enc->header.size());
+    EXPECT_EQ(frame->payload_bytes, enc->payload.size());
+    std::vector<char> want(kFront, 0);
+    want.insert(want.end(), enc->header.begin(), enc->header.end());
+    want.insert(want.end(), enc->payload.begin(), enc->payload.end());
+    EXPECT_TRUE(frame->bytes == want) << "the one-buffer frame differs from header + payload";
+  }
   auto dec = decode_actor_message(enc->header, enc->payload);
   EXPECT_TRUE(dec.ok()) << dec.status();
   if (!dec.ok()) return {};

@@ -22,8 +22,8 @@ T get_le(const char* in) {
 
 }  // namespace
 
-std::vector<char> encode_frame_prefix(const FramePrefix& prefix) {
-  std::vector<char> out(kFramePrefixBytes, 0);
+void write_frame_prefix(const FramePrefix& prefix,
+                        std::span<char, static_cast<size_t>(kFramePrefixBytes)> out) {
   put_le<uint32_t>(out.data() + 0, kFrameMagic);
   put_le<uint16_t>(out.data() + 4, kFrameVersion);
   put_le<uint16_t>(out.data() + 6, prefix.kind);
@@ -31,6 +31,11 @@ std::vector<char> encode_frame_prefix(const FramePrefix& prefix) {
   put_le<uint32_t>(out.data() + 12, prefix.header_bytes);
   put_le<uint64_t>(out.data() + 16, prefix.payload_bytes);
   put_le<uint64_t>(out.data() + 24, prefix.sequence);
+}
+
+std::vector<char> encode_frame_prefix(const FramePrefix& prefix) {
+  std::vector<char> out(kFramePrefixBytes, 0);
+  write_frame_prefix(prefix, std::span<char, static_cast<size_t>(kFramePrefixBytes)>(out));
   return out;
 }
 

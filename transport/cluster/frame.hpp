@@ -59,6 +59,11 @@ struct FrameView {
 /// Pure; any thread.
 std::vector<char> encode_frame_prefix(const FramePrefix& prefix);
 
+/// The same 32 bytes written at `out` (the front of a buffer that holds the whole frame, so
+/// that it is sent as one contiguous message). Any thread.
+void write_frame_prefix(const FramePrefix& prefix,
+                        std::span<char, static_cast<size_t>(kFramePrefixBytes)> out);
+
 /// Total message bytes of a frame with `header_bytes` and `payload_bytes`, or
 /// absl::InvalidArgument when either exceeds `limits`. Pure; any thread.
 absl::StatusOr<int64_t> frame_message_bytes(int64_t header_bytes, int64_t payload_bytes,
