@@ -4,10 +4,10 @@
 # line per run and the medians; the ratio is the multi-process cost (target >= 0.9x). Also
 # the median of the per-run ratios: the two runs of a pair go back to back, so it is the
 # figure this VM's drift moves least (its speed changes by 20-30 % within minutes).
-#   bench/multiproc_decode.sh [N]     (from the repository root, after a release build)
+#   [MUFLOW=PATH] bench/multiproc_decode.sh [N]   (from the repository root, after a release build)
 set -euo pipefail
 n="${1:-3}"
-muflow=build/release/tools/muflow
+muflow="${MUFLOW:-build/release/tools/muflow}"  # MUFLOW=PATH: another build (before/after)
 one=bench/topologies/decode-synthetic-4cpu.toml
 two=bench/topologies/decode-synthetic-2x2workers.toml
 tps() { grep -m1 'output throughput' | awk '{print $3}'; }
