@@ -64,7 +64,7 @@ class Outbox {
   };
   // A frame before it is handed over: its prefix's fields (sequence not yet set) and the
   // whole message, the prefix's 32 bytes left at its front (written at hand-over), so that
-  // it leaves as one buffer (which UCX sends zero-copy: data_plane.hpp).
+  // it leaves as one contiguous buffer (so that UCX's rendezvous is zero-copy: data_plane.hpp).
   struct Framed {
     transport::cluster::FramePrefix prefix;
     std::vector<char> bytes;

@@ -460,6 +460,14 @@ int run_worker(const WorkerOptions& options) {
       "muflow worker: signal {}: stopping ({} data-plane messages rejected, {} dropped that "
       "came after their run ended)",
       sig, node->rejected_frames.load(), node->late_frames.load());
+  if (const DataPlane* plane = node->plane_ptr.load(std::memory_order_acquire)) {
+    const transport::cluster::DataPlaneStats st = plane->stats();
+    spdlog::info(
+        "muflow worker: data plane: {} messages sent ({} posted on their sender's thread), {} "
+        "failed; {} received, {} abandoned with a peer that was dropped",
+        st.sent_messages, st.posted_inline, st.failed_sends, st.received_messages,
+        st.abandoned_receives);
+  }
   if (std::shared_ptr<HostedRun> run = take_run(*node)) stop_run(run_sys, *run);
   caf::anon_send_exit(gate, caf::exit_reason::user_shutdown);
   {

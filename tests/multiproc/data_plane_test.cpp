@@ -2,7 +2,8 @@
 // messages between two planes in one process and between two processes (this binary re-runs
 // itself as the peer: `data_plane_test --data-plane-peer IN_FD OUT_FD`), and oversized
 // messages drained and rejected without reaching the handler or stalling the plane; several
-// threads' sends (posted inline or by the progress thread) each in order; sends in
+// threads' sends (posted inline or by the progress thread) each in order, and no CPU taken
+// once idle; sends in
 // flight to a peer killed by SIGKILL are reported when it is dropped; a peer stopped in the
 // middle of a message holds back only its own messages.
 
@@ -11,6 +12,7 @@
 #include <gtest/gtest.h>
 #include <spawn.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -159,6 +161,18 @@ void check_order_of_concurrent_senders(bool inline_sends) {
   } else {
     EXPECT_EQ(st.posted_inline, 0u);
   }
+  // Idle afterwards, the planes' progress threads sleep in poll (this process's CPU time over
+  // 0.5 s): no plane keeps polling once its messages are done.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const auto cpu_ms = [] {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1000.0 +
+           (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1000.0;
+  };
+  const double before = cpu_ms();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_LT(cpu_ms() - before, 150.0) << "an idle data plane took CPU time (a spinning thread?)";
 }
 
 TEST(DataPlane, ConcurrentSendersKeepTheirOrderWithInlineSends) {

@@ -47,9 +47,10 @@ struct DataPlane::Impl {
   // thread while it runs commands, progresses and arms the worker (never while it sleeps in
   // poll), or a sender posting its send inline (`try_send_inline`, which only try-locks it).
   std::mutex ucx_mu;
-  // The data plane whose progress thread this is (null on any other thread): its own sends
-  // (a handler's answer) are queued, as it already holds ucx_mu.
-  static thread_local const Impl* progress_thread_of;
+  // The data plane whose ucx_mu this thread may hold: set for good on the progress thread,
+  // and on an inline sender while it holds it. A send from such a thread (a handler's answer,
+  // a `done` called inside `send`) is queued: try-locking a mutex it owns would be undefined.
+  static thread_local const Impl* ucx_holder;
 
   // Guarded by ucx_mu.
   absl::flat_hash_map<uint32_t, ucp_ep_h> eps;
@@ -130,7 +131,7 @@ struct DataPlane::Impl {
   // stages takes 0.1-2 ms (bench/README.md, #18). The progress thread is kicked to complete
   // it. False (nothing done; the caller queues it) otherwise.
   bool try_send_inline(uint32_t peer, std::vector<std::vector<char>>& parts, SendDone& done) {
-    if (!options.inline_sends || progress_thread_of == this) return false;
+    if (!options.inline_sends || ucx_holder == this) return false;
     std::unique_lock<std::mutex> ucx(ucx_mu, std::try_to_lock);
     if (!ucx.owns_lock()) return false;
     {
@@ -138,8 +139,10 @@ struct DataPlane::Impl {
       if (stopping || !commands.empty()) return false;
     }
     posted_inline.fetch_add(1, std::memory_order_relaxed);
+    ucx_holder = this;
     const bool pending = start_send(peer, std::move(parts), std::move(done));
-    ucx.unlock();
+    ucx_holder = nullptr;
+    // Before the unlock: once it is released, the plane may be stopped and destroyed.
     if (pending) kick();  // UCX completes it, or sends it once the transport has room
     return true;
   }
@@ -414,7 +417,7 @@ struct DataPlane::Impl {
   // message is usually that close), then arms the worker and sleeps in poll(2) until UCX or a
   // command wakes it.
   void loop() {
-    progress_thread_of = this;
+    ucx_holder = this;
     const auto spin = std::chrono::microseconds(options.spin_us);
     auto last_activity = std::chrono::steady_clock::now();
     for (;;) {
@@ -433,6 +436,12 @@ struct DataPlane::Impl {
       const int rc = ::poll(fds, 2, armed == UCS_OK ? -1 : 10);
       if (rc < 0 && errno != EINTR) {
         spdlog::error("{}: poll failed: {}", options.name, std::strerror(errno));
+      }
+      if (rc > 0 && (fds[1].revents & POLLIN) != 0) {
+        // Drained here too: a command or kick whose flag run_commands took just before its
+        // eventfd write would otherwise leave the fd readable and this loop spinning.
+        uint64_t drained = 0;
+        [[maybe_unused]] ssize_t n = ::read(cmd_fd, &drained, sizeof drained);
       }
       last_activity = std::chrono::steady_clock::now();  // woken: spin for what follows
     }
@@ -459,7 +468,7 @@ struct DataPlane::Impl {
   }
 };
 
-thread_local const DataPlane::Impl* DataPlane::Impl::progress_thread_of = nullptr;
+thread_local const DataPlane::Impl* DataPlane::Impl::ucx_holder = nullptr;
 
 absl::StatusOr<std::unique_ptr<DataPlane>> DataPlane::create(Options options, Handler handler) {
   auto impl = std::make_unique<Impl>();

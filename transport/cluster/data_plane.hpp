@@ -59,8 +59,8 @@ struct DataPlaneStats {
   uint64_t abandoned_receives = 0;
   /// Now, not a counter: messages UCX has matched that are not delivered or abandoned yet.
   int64_t receives_pending = 0;
-  /// Sends posted to UCX on the caller's thread (`Options::inline_sends`); the others of
-  /// `sent_messages + failed_sends` were handed to the progress thread.
+  /// Sends taken on the caller's thread (`Options::inline_sends`: posted to UCX there, or
+  /// failed there, e.g. to an unknown peer); the others were handed to the progress thread.
   uint64_t posted_inline = 0;
 };
 
@@ -100,7 +100,8 @@ class DataPlane {
   /// (post the message to an actor and return).
   using Handler = std::function<void(Received&&)>;
   /// Called when a send completed (ok) or failed: on the progress thread, or inside `send`
-  /// on the caller's thread when UCX finished (or refused) it there. Must not call `send`.
+  /// on the caller's thread when UCX finished (or refused) it there, before `send` returns
+  /// (so it must not take a lock the caller of `send` holds). A `send` from it is queued.
   using SendDone = std::function<void(absl::Status)>;
 
   /// Creates the UCX context and worker (tag matching, wakeup) and starts the progress
