@@ -18,16 +18,14 @@
 namespace muflow::testing {
 
 /// `name` under gtest's temp folder, prefixed "muflow-<pid>-": unique to this process. The
-/// caller creates and removes what it puts there.
-inline std::filesystem::path scratch_path(std::string_view name) {
-  return std::filesystem::path(::testing::TempDir()) /
-         ("muflow-" + std::to_string(static_cast<long>(::getpid())) + "-" + std::string(name));
-}
+/// caller creates what it puts there (a file or a folder); whatever is there when the test
+/// process exits is removed then, as `ScratchCleanup` says (kept after a failure).
+inline std::filesystem::path scratch_path(std::string_view name);
 
-/// Scratch folders removed when the test process exits, if every test in it passed (a failed
-/// test keeps its files to look at; MUFLOW_KEEP_TEST_FILES=1 keeps them always). Only the
-/// process that registered a folder removes it: a forked child that exits does not. ctest
-/// runs each test in a process of its own, so a folder lives as long as its test.
+/// Scratch files and folders removed when the test process exits, if every test in it passed
+/// (a failed test keeps its files to look at; MUFLOW_KEEP_TEST_FILES=1 keeps them always).
+/// Only the process that registered a path removes it: a forked child that exits does not.
+/// ctest runs each test in a process of its own, so a path lives as long as its test.
 class ScratchCleanup {
  public:
   static void remove_at_exit(const std::filesystem::path& dir) {
@@ -50,5 +48,13 @@ class ScratchCleanup {
   pid_t pid_;
   std::vector<std::filesystem::path> dirs_;
 };
+
+inline std::filesystem::path scratch_path(std::string_view name) {
+  std::filesystem::path p =
+      std::filesystem::path(::testing::TempDir()) /
+      ("muflow-" + std::to_string(static_cast<long>(::getpid())) + "-" + std::string(name));
+  ScratchCleanup::remove_at_exit(p);
+  return p;
+}
 
 }  // namespace muflow::testing
