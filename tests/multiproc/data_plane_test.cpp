@@ -10,8 +10,8 @@
 #include "transport/cluster/data_plane.hpp"
 
 #include <gtest/gtest.h>
-#include <spawn.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>

@@ -4,14 +4,14 @@
 
 #include "engine/model/embedded_model.hpp"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <optional>
 #include <string>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "engine/model/model_loader.hpp"
 #include "engine/model/tokenizer.hpp"
@@ -35,8 +35,8 @@ class ModelsDirEnv : public muflow::testing::ScopedEnv {
 
 fs::path scratch_dir() {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  fs::path dir = fs::temp_directory_path() /
-                 (std::string("muflow_embedded_model_test_") + info->name());
+  fs::path dir =
+      fs::temp_directory_path() / (std::string("muflow_embedded_model_test_") + info->name());
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
