@@ -64,9 +64,8 @@ struct DataPlane::Impl {
   struct SendOp {
     Impl* impl = nullptr;
     uint32_t peer = 0;
-    bool abandoned = false;  // its endpoint was closed first (close_ep)
-    std::vector<std::vector<char>> parts;
-    std::vector<ucp_dt_iov_t> iov;
+    bool abandoned = false;     // its endpoint was closed first (close_ep)
+    std::vector<char> message;  // contiguous: the receiver fetches a rendezvous in one get
     uint64_t bytes = 0;
     SendDone done;
   };
@@ -130,7 +129,7 @@ struct DataPlane::Impl {
   // of after the progress thread's wakeup, which on a machine whose cores are busy with
   // stages takes 0.1-2 ms (bench/README.md, #18). The progress thread is kicked to complete
   // it. False (nothing done; the caller queues it) otherwise.
-  bool try_send_inline(uint32_t peer, std::vector<std::vector<char>>& parts, SendDone& done) {
+  bool try_send_inline(uint32_t peer, std::vector<char>& message, SendDone& done) {
     if (!options.inline_sends || ucx_holder == this) return false;
     std::unique_lock<std::mutex> ucx(ucx_mu, std::try_to_lock);
     if (!ucx.owns_lock()) return false;
@@ -140,7 +139,7 @@ struct DataPlane::Impl {
     }
     posted_inline.fetch_add(1, std::memory_order_relaxed);
     ucx_holder = this;
-    const bool pending = start_send(peer, std::move(parts), std::move(done));
+    const bool pending = start_send(peer, std::move(message), std::move(done));
     ucx_holder = nullptr;
     // Before the unlock: once it is released, the plane may be stopped and destroyed.
     if (pending) kick();  // UCX completes it, or sends it once the transport has room
@@ -241,7 +240,7 @@ struct DataPlane::Impl {
   }
 
   // Posts one send (ucx_mu held); true while UCX has it in flight (it completes in send_cb).
-  bool start_send(uint32_t peer, std::vector<std::vector<char>> parts, SendDone done) {
+  bool start_send(uint32_t peer, std::vector<char> message, SendDone done) {
     auto it = eps.find(peer);
     if (it == eps.end()) {
       failed_sends.fetch_add(1, std::memory_order_relaxed);
@@ -254,36 +253,21 @@ struct DataPlane::Impl {
     auto op = std::make_unique<SendOp>();
     op->impl = this;
     op->peer = peer;
-    op->parts = std::move(parts);
+    op->message = std::move(message);
+    op->bytes = op->message.size();
     op->done = std::move(done);
-    for (auto& part : op->parts) {
-      if (part.empty()) continue;
-      op->iov.push_back({part.data(), part.size()});
-      op->bytes += part.size();
-    }
     ucp_request_param_t param{};
     // An eager send may complete inside the call (nullptr below): then no progress is needed.
     param.op_attr_mask =
         UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE;
     param.cb.send = &Impl::send_cb;
     param.user_data = op.get();
-    void* buffer = nullptr;
-    size_t count = 0;
-    if (op->iov.size() == 1) {  // contiguous: UCX's zero-copy rendezvous path
-      param.datatype = ucp_dt_make_contig(1);
-      buffer = op->iov[0].buffer;
-      count = op->iov[0].length;
-    } else if (!op->iov.empty()) {
-      param.datatype = ucp_dt_make_iov();
-      buffer = op->iov.data();
-      count = op->iov.size();
-    } else {
-      param.datatype = ucp_dt_make_contig(1);
-    }
+    param.datatype = ucp_dt_make_contig(1);
     ++inflight_sends;
     // Registered before the call: UCX may complete the send (send_cb) before it returns.
     live_sends[peer].insert(op.get());
-    ucs_status_ptr_t st = ucp_tag_send_nbx(it->second, buffer, count, options.process, &param);
+    ucs_status_ptr_t st = ucp_tag_send_nbx(it->second, op->message.data(), op->message.size(),
+                                           options.process, &param);
     if (st == nullptr) {
       finish_send(op.release(), UCS_OK);
       return false;
@@ -556,26 +540,30 @@ absl::Status DataPlane::connect(uint32_t peer, std::span<const char> address) {
 
 void DataPlane::send(uint32_t peer, std::vector<std::vector<char>> parts, SendDone done) {
   Impl* impl = impl_.get();
-  // One buffer: UCX 1.13 sends a rendezvous of an iov datatype without the sender's address
-  // and key (src/ucp/tag/rndv.c, ucp_tag_rndv_rts_pack packs them for a contiguous datatype
-  // only), so the receiver cannot fetch it in one zero-copy get (cma on one host) and the
-  // data crosses in the active-message pipeline, fragment by fragment, each needing the
-  // sender's progress thread. One copy here costs less (bench/README.md, #18).
-  if (parts.size() > 1) {
-    size_t total = 0;
-    for (const std::vector<char>& part : parts) total += part.size();
-    if (total >= options_.contiguous_from_bytes) {
-      std::vector<char> whole;
-      whole.reserve(total);
-      for (const std::vector<char>& part : parts)
-        whole.insert(whole.end(), part.begin(), part.end());
-      parts.clear();
-      parts.push_back(std::move(whole));
-    }
+  // One contiguous buffer: UCX 1.13 sends a rendezvous of an iov datatype without the sender's
+  // address and key (src/ucp/tag/rndv.c, ucp_tag_rndv_rts_pack packs them for a contiguous
+  // datatype only), so the receiver cannot fetch it in one zero-copy get (cma on one host)
+  // and the data crosses in the active-message pipeline, fragment by fragment, each needing
+  // the sender's progress thread. A message of one part (the actor runtime's frames) is
+  // moved, not copied.
+  std::vector<char> message;
+  size_t filled = 0, total = 0;
+  for (const std::vector<char>& part : parts) {
+    filled += part.empty() ? 0 : 1;
+    total += part.size();
   }
-  if (impl->try_send_inline(peer, parts, done)) return;
-  auto holder = std::make_shared<std::pair<std::vector<std::vector<char>>, SendDone>>(
-      std::move(parts), std::move(done));
+  if (filled == 1) {
+    for (std::vector<char>& part : parts) {
+      if (!part.empty()) message = std::move(part);
+    }
+  } else if (filled > 1) {
+    message.reserve(total);
+    for (const std::vector<char>& part : parts)
+      message.insert(message.end(), part.begin(), part.end());
+  }
+  if (impl->try_send_inline(peer, message, done)) return;
+  auto holder =
+      std::make_shared<std::pair<std::vector<char>, SendDone>>(std::move(message), std::move(done));
   const bool posted = impl->post([impl, peer, holder] {
     impl->start_send(peer, std::move(holder->first), std::move(holder->second));
   });

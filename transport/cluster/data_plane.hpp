@@ -91,10 +91,6 @@ class DataPlane {
     /// cores puts 0.1-2 ms on every message's path: bench/README.md, #18). false: always
     /// hand it over (as before; for comparisons).
     bool inline_sends = true;
-    /// A message of several parts totalling at least this many bytes is copied into one
-    /// buffer before it is sent: UCX 1.13 moves a large iov message in its active-message
-    /// pipeline instead of one zero-copy get (see `send`).
-    size_t contiguous_from_bytes = 4096;
   };
   /// Called on the progress thread for every accepted message; must not block for long
   /// (post the message to an actor and return).
@@ -122,9 +118,10 @@ class DataPlane {
   /// empty address, UCX endpoint creation failure, data plane stopped. Any thread.
   absl::Status connect(uint32_t peer, std::span<const char> address);
 
-  /// Sends the concatenation of `parts` to `peer` as one message (the parts are kept alive
-  /// until UCX is done with them; several parts of `Options::contiguous_from_bytes` or more
-  /// are first copied into one buffer, which UCX can send zero-copy). Returns at once; `done`
+  /// Sends the concatenation of `parts` to `peer` as one message, kept alive until UCX is
+  /// done with it. Several non-empty parts are first copied into one buffer (UCX 1.13 sends
+  /// only a contiguous rendezvous zero-copy); one part is moved, so a caller that builds its
+  /// message in one buffer (the actor runtime's frames) pays no copy. Returns at once; `done`
   /// (optional) reports completion. Errors, through `done`: unknown peer, UCX send failure, data
   /// plane stopped. Any thread; messages to one peer arrive in the order `send` was called.
   void send(uint32_t peer, std::vector<std::vector<char>> parts, SendDone done = {});
