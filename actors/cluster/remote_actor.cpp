@@ -1,8 +1,11 @@
 #include "actors/cluster/remote_actor.hpp"
 
+#include <cstdint>
+#include <limits>
 #include <string>
 #include <utility>
 
+#include "absl/strings/str_format.h"
 #include "actors/cluster/actor_codec.hpp"
 #include "actors/cluster/frame_kinds.hpp"
 #include "actors/messages.hpp"
@@ -70,6 +73,11 @@ absl::StatusOr<Outbox::Framed> Outbox::frame(const ActorAddress& to,
                                              const caf::type_erased_tuple& content) {
   absl::StatusOr<EncodedFrame> m = encode_actor_frame(to, content, kPrefixBytes);
   if (!m.ok()) return m.status();
+  if (m->header_bytes > std::numeric_limits<uint32_t>::max()) {  // the prefix's field
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "a message for %s with a %d-byte header: a frame holds at most 4 GiB of header",
+        to_string(to), m->header_bytes));
+  }
   transport::cluster::FramePrefix p;
   p.kind = static_cast<uint16_t>(FrameKind::kActorMessage);
   p.source = self_;
