@@ -28,25 +28,25 @@ inline std::filesystem::path scratch_path(std::string_view name);
 /// ctest runs each test in a process of its own, so a path lives as long as its test.
 class ScratchCleanup {
  public:
-  static void remove_at_exit(const std::filesystem::path& dir) {
+  static void remove_at_exit(const std::filesystem::path& path) {
     static ScratchCleanup cleanup;
-    cleanup.dirs_.push_back(dir);
+    cleanup.paths_.push_back(path);
   }
   ~ScratchCleanup() {
     if (::getpid() != pid_ || std::getenv("MUFLOW_KEEP_TEST_FILES") != nullptr) return;
     if (const ::testing::UnitTest* u = ::testing::UnitTest::GetInstance(); u && u->Failed()) {
       return;
     }
-    for (const std::filesystem::path& d : dirs_) {
+    for (const std::filesystem::path& p : paths_) {
       std::error_code ec;
-      std::filesystem::remove_all(d, ec);
+      std::filesystem::remove_all(p, ec);
     }
   }
 
  private:
   ScratchCleanup() : pid_(::getpid()) {}
   pid_t pid_;
-  std::vector<std::filesystem::path> dirs_;
+  std::vector<std::filesystem::path> paths_;
 };
 
 inline std::filesystem::path scratch_path(std::string_view name) {

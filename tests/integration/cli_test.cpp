@@ -51,11 +51,9 @@ Result run_muflow(const std::string& args) {
 }
 
 fs::path scratch(const std::string& name) {
-  fs::path p = fs::path(::testing::TempDir()) /
-               (std::to_string(::getpid()) + "_muflow_cli_" + name);
+  fs::path p = muflow::testing::scratch_path("cli_" + name);
   fs::remove_all(p);
   fs::create_directories(p);
-  muflow::testing::ScratchCleanup::remove_at_exit(p);
   return p;
 }
 

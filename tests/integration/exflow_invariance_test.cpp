@@ -37,11 +37,9 @@ Topology on_devices(Topology base, int devices, const std::string& wiring) {
 }
 
 fs::path scratch(const std::string& name) {
-  fs::path p = fs::path(::testing::TempDir()) /
-               (std::to_string(::getpid()) + "_muflow_exflow_" + name);
+  fs::path p = muflow::testing::scratch_path("exflow_" + name);
   fs::remove_all(p);
   fs::create_directories(p);
-  muflow::testing::ScratchCleanup::remove_at_exit(p);
   return p;
 }
 

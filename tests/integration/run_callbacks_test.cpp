@@ -86,10 +86,7 @@ TEST(RunCallbacks, StopRequestedCancelsWhatIsLeft) {
 
 TEST(RunCallbacks, TraceDropsReachTheOutcome) {
   engine::topology::Topology t = small_topology(2);
-  const std::filesystem::path dir =
-      std::filesystem::path(::testing::TempDir()) /
-      (std::to_string(::getpid()) + "_muflow_run_callbacks");
-  muflow::testing::ScratchCleanup::remove_at_exit(dir);
+  const std::filesystem::path dir = muflow::testing::scratch_path("run_callbacks");
   t.trace_file = (dir / "trace.json").string();
   auto server = actors::Server::create(t);
   ASSERT_TRUE(server.ok()) << server.status();

@@ -57,10 +57,8 @@ std::vector<engine::serving::Request> closed_batch(int num_requests, int prompt_
 
 // A fresh folder per process and test (concurrent test runs never share files).
 fs::path scratch_dir(const std::string& name) {
-  fs::path p =
-      fs::path(::testing::TempDir()) / (std::to_string(::getpid()) + "_muflow_sim_" + name);
+  fs::path p = muflow::testing::scratch_path("sim_" + name);
   fs::remove_all(p);
-  muflow::testing::ScratchCleanup::remove_at_exit(p);
   return p;
 }
 

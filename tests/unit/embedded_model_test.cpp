@@ -17,6 +17,7 @@
 #include "engine/model/tokenizer.hpp"
 #include "engine/topology/topology.hpp"
 #include "scoped_env.hpp"
+#include "scratch_path.hpp"
 
 namespace muflow::engine {
 namespace {
@@ -35,8 +36,7 @@ class ModelsDirEnv : public muflow::testing::ScopedEnv {
 
 fs::path scratch_dir() {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  fs::path dir =
-      fs::temp_directory_path() / (std::string("muflow_embedded_model_test_") + info->name());
+  fs::path dir = muflow::testing::scratch_path(std::string("embedded_model_") + info->name());
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;

@@ -1,12 +1,14 @@
 // The token batch wire format (transport/token_batch_wire.hpp): round trips in f32 (bitwise)
-// and bf16 (equal to the bf16-rounded input), every metadata field, null activations, and
-// rejection of malformed headers and payloads with an error naming what was wrong.
+// and bf16 (equal to the bf16-rounded input), every metadata field, null activations, the f32
+// view encoder (same bytes, rows not copied), and rejection of malformed headers and payloads
+// with an error naming what was wrong.
 
 #include "transport/token_batch_wire.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <cstdio>
@@ -310,6 +312,36 @@ TEST(TokenBatchWire, EmptyActivationsStayNonNull) {
   EXPECT_EQ(out->act->num_rows, 0);
   EXPECT_EQ(out->act->width, 64);
   EXPECT_TRUE(out->tokens.empty());
+}
+
+// The data plane's encoder: the same header as encode_token_batch(kF32), and as payload the
+// batch's own rows (a view of act->data, not a copy), for batches with, without and with
+// empty activations; it refuses what encode_token_batch refuses, with the same message.
+TEST(TokenBatchWire, F32ViewIsTheF32EncodingWithoutACopy) {
+  std::mt19937_64 rng(test_seed() + 11);
+  TokenBatch empty_rows;
+  empty_rows.act = std::make_shared<Activations>(0, 64);
+  std::vector<TokenBatchPtr> batches = {random_batch(rng, 7, 33, 3), random_batch(rng, 9, -1, 2),
+                                        std::make_shared<TokenBatch>(empty_rows)};
+  for (const TokenBatchPtr& in : batches) {
+    absl::StatusOr<WireBatch> copy = encode_token_batch(*in, WireDType::kF32);
+    absl::StatusOr<WireBatchView> view = encode_token_batch_f32_view(*in);
+    ASSERT_TRUE(copy.ok()) << copy.status();
+    ASSERT_TRUE(view.ok()) << view.status();
+    EXPECT_EQ(view->header, copy->header);
+    EXPECT_EQ(view->dtype, copy->dtype);
+    ASSERT_EQ(view->payload.size(), copy->payload.size());
+    EXPECT_TRUE(std::equal(view->payload.begin(), view->payload.end(), copy->payload.begin()));
+    if (in->act != nullptr && !in->act->data.empty()) {
+      EXPECT_EQ(view->payload.data(), reinterpret_cast<const char*>(in->act->data.data()))
+          << "the payload is not a view of the batch's rows";
+    }
+  }
+  TokenBatch bad = *batches[0];
+  bad.act = std::make_shared<Activations>(5, 33);
+  absl::StatusOr<WireBatchView> refused = encode_token_batch_f32_view(bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status(), encode_token_batch(bad, WireDType::kF32).status());
 }
 
 // ---- the encoder refuses batches it could not represent -------------------------------
