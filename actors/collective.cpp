@@ -79,23 +79,27 @@ void trace_barrier(const RunContext& ctx, CollectiveKind kind, int32_t block, in
   }
 }
 
-// Concatenation in source order. Sources outermost, so a source costs only the parts it sent.
+// The empty batch destination `dst` of a barrier gets when no source sent it rows.
+engine::dataflow::TokenBatchPtr empty_delivery(const RunContext& ctx, CollectiveKind kind,
+                                               int32_t block, size_t dst, int64_t iteration,
+                                               int64_t width) {
+  auto out = std::make_shared<engine::dataflow::TokenBatch>();
+  out->layer = collective_destination_layer(ctx, kind, block, dst);
+  out->payload = kind == CollectiveKind::kDispatch ? engine::dataflow::Payload::kExpertInputs
+                                                   : engine::dataflow::Payload::kExpertOutputs;
+  out->iteration = iteration;
+  out->act = std::make_shared<engine::dataflow::Activations>(0, width);
+  return out;
+}
+
+// Concatenation in source order. Sources outermost, so a source costs only the parts it sent;
+// a destination no row goes to is left null (Delivery::out), so a combine to 1,024 ranks of
+// which a few took part makes a few batches.
 Delivery concat_parts(const RunContext& ctx, CollectiveKind kind, int32_t block,
                       const std::vector<ContributionPtr>& slot, size_t num_dests, int64_t iteration,
                       int64_t width) {
   Delivery d;
-  d.out.reserve(num_dests);
-  for (size_t dst = 0; dst < num_dests; ++dst) {
-    // Every destination gets a batch each iteration (possibly empty): its barrier needs it
-    // (under sparse iterations the collective then skips the combine's absent ranks).
-    auto out = std::make_shared<engine::dataflow::TokenBatch>();
-    out->layer = collective_destination_layer(ctx, kind, block, dst);
-    out->payload = kind == CollectiveKind::kDispatch ? engine::dataflow::Payload::kExpertInputs
-                                                     : engine::dataflow::Payload::kExpertOutputs;
-    out->iteration = iteration;
-    out->act = std::make_shared<engine::dataflow::Activations>(0, width);
-    d.out.push_back(std::move(out));
-  }
+  d.out.resize(num_dests);
   // Sizes first, so each destination's rows are copied once, not again at every growth.
   std::vector<int64_t> rows(num_dests, 0);
   size_t num_flows = 0;
@@ -109,6 +113,7 @@ Delivery concat_parts(const RunContext& ctx, CollectiveKind kind, int32_t block,
   }
   for (size_t dst = 0; dst < num_dests; ++dst) {
     if (rows[dst] == 0) continue;
+    d.out[dst] = empty_delivery(ctx, kind, block, dst, iteration, width);
     d.out[dst]->tokens.reserve(static_cast<size_t>(rows[dst]));
     d.out[dst]->act->data.reserve(static_cast<size_t>(rows[dst] * width));
   }
@@ -119,16 +124,14 @@ Delivery concat_parts(const RunContext& ctx, CollectiveKind kind, int32_t block,
       const auto dst = static_cast<size_t>(c.dests[p]);
       if (dst >= num_dests) continue;
       const engine::dataflow::TokenBatch& part = *c.parts[p];
+      if (part.num_tokens() == 0) continue;  // its destination may have no batch
       engine::dataflow::TokenBatch& out = *d.out[dst];
       out.tokens.insert(out.tokens.end(), part.tokens.begin(), part.tokens.end());
       if (part.act) {
         out.act->data.insert(out.act->data.end(), part.act->data.begin(), part.act->data.end());
         out.act->num_rows += part.act->num_rows;
       }
-      if (part.num_tokens() > 0) {
-        d.flows.push_back(
-            {static_cast<int32_t>(src), static_cast<int32_t>(dst), part.num_tokens()});
-      }
+      d.flows.push_back({static_cast<int32_t>(src), static_cast<int32_t>(dst), part.num_tokens()});
     }
   }
   return d;
@@ -150,14 +153,16 @@ class ConcatRule final : public CollectiveRule {
 // destination's last incoming part arrives ([num destinations] seconds, >= done_s) and the
 // port-load lower bound of that all-to-all (seconds; transport/all_to_all_order.hpp).
 struct NetworkDelivery {
-  std::vector<double> deliver_s;
+  /// [num devices] when each device's last incoming part arrives (>= done_s); a destination's
+  /// batch is complete then (empty: nothing crossed a network, every batch at done_s)
+  std::vector<double> device_done_s;
   double bound_s = 0.0;
   double end_s = 0.0;  ///< when the last transfer finished (>= done_s)
 };
 
 NetworkDelivery network_delivery(const RunContext& ctx, CollectiveKind kind, int32_t block,
                                  int64_t iteration, const std::vector<RowFlow>& flows,
-                                 size_t num_dests, double done_s) {
+                                 double done_s) {
   const auto num_devices = static_cast<int32_t>(ctx.placement.num_devices);
   transport::TrafficBuilder traffic(num_devices);
   const int64_t row_bytes = ctx.config.hidden_size * ctx.activation_bytes;
@@ -181,14 +186,10 @@ NetworkDelivery network_delivery(const RunContext& ctx, CollectiveKind kind, int
   out.end_s = timing.end_s;
   // A destination's batch is complete when every transfer into its device is (one fused
   // all-to-all: under exflow that includes the K/V rows, so the run never beats the bound).
-  std::vector<double> device_done(static_cast<size_t>(num_devices), done_s);
+  out.device_done_s.assign(static_cast<size_t>(num_devices), done_s);
   for (size_t i = 0; i < bytes.entries.size(); ++i) {
-    double& done = device_done[static_cast<size_t>(bytes.entries[i].dst)];
+    double& done = out.device_done_s[static_cast<size_t>(bytes.entries[i].dst)];
     done = std::max(done, timing.entry_done_s[i]);
-  }
-  out.deliver_s.resize(num_dests);
-  for (size_t d = 0; d < num_dests; ++d) {
-    out.deliver_s[d] = device_done[static_cast<size_t>(dest_site(ctx, kind, block, d).device)];
   }
   return out;
 }
@@ -306,9 +307,9 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
                                  }),
                   "a collective rule returned row flows out of (source, dest) order");
     std::vector<int64_t> tokens_per_device(ctx->placement.num_devices, 0);
-    NetworkDelivery net{std::vector<double>(num_dests, done_s), 0.0, done_s};
+    NetworkDelivery net{{}, 0.0, done_s};
     if (ctx->channel->timed()) {
-      net = network_delivery(*ctx, kind, block, c->iteration, delivery->flows, num_dests, done_s);
+      net = network_delivery(*ctx, kind, block, c->iteration, delivery->flows, done_s);
     }
     double a2a_end_s = done_s;
     // The coordinator hears this barrier's metrics before any destination gets its batch, so
@@ -318,26 +319,19 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
       double delay_s;  // > 0: after the network transfer (sim)
     };
     std::vector<Deferred> deliveries;
-    for (size_t d = 0; d < num_dests; ++d) {
+    // Destination `d`'s delivery: counted, traced and deferred to when its parts arrived.
+    const auto deliver_to = [&](size_t d) {
       const engine::dataflow::TokenBatchPtr& out = delivery->out[d];
+      const int64_t rows = out ? out->num_tokens() : 0;
       const StageSite to = dest_site(*ctx, kind, block, d);
-      if (kind == CollectiveKind::kDispatch) {
-        tokens_per_device[to.device] += out->num_tokens();
-      }
-      if (!is_local(to.device)) continue;  // another process's replica delivers it
-      if (ranks != nullptr && kind == CollectiveKind::kCombine &&
-          !std::binary_search(ranks->begin(), ranks->end(), static_cast<int32_t>(d))) {
-        if (out->num_tokens() == 0) continue;  // its merge point expects nothing
-        self->send(ctx->actors.coordinator, failed_atom::value,
-                   absl::StrFormat("collective b%d: combine rows for rank %zu, which took no "
-                                   "part in iteration %d",
-                                   block, d, c->iteration));
-        return;
-      }
-      const double deliver_s = net.deliver_s[d];
+      if (kind == CollectiveKind::kDispatch) tokens_per_device[to.device] += rows;
+      if (!is_local(to.device)) return;  // another process's replica delivers it
+      const double deliver_s = net.device_done_s.empty()
+                                   ? done_s
+                                   : net.device_done_s[static_cast<size_t>(to.device)];
       a2a_end_s = std::max(a2a_end_s, deliver_s);
       if (deliver_s > done_s) {
-        if (ctx->trace && out->num_tokens() > 0) {
+        if (ctx->trace && rows > 0) {
           ctx->trace->complete_in(
               "wait",
               absl::StrFormat("wait %s transfer b%d",
@@ -349,6 +343,26 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
       } else {
         deliveries.push_back({d, 0.0});
       }
+    };
+    if (ranks != nullptr && kind == CollectiveKind::kCombine) {
+      // Sparse iterations: only the iteration's ranks get a batch; a row for any other rank
+      // would never be merged. The ranks ascend, so deliveries keep destination order.
+      for (size_t d = 0; d < num_dests; ++d) {
+        const engine::dataflow::TokenBatchPtr& out = delivery->out[d];
+        if (out && out->num_tokens() > 0 && is_local(dest_site(*ctx, kind, block, d).device) &&
+            !std::binary_search(ranks->begin(), ranks->end(), static_cast<int32_t>(d))) {
+          self->send(ctx->actors.coordinator, failed_atom::value,
+                     absl::StrFormat("collective b%d: combine rows for rank %zu, which took no "
+                                     "part in iteration %d",
+                                     block, d, c->iteration));
+          return;
+        }
+      }
+      for (const int32_t r : *ranks) {
+        if (r >= 0 && static_cast<size_t>(r) < num_dests) deliver_to(static_cast<size_t>(r));
+      }
+    } else {
+      for (size_t d = 0; d < num_dests; ++d) deliver_to(d);
     }
     if (replica.primary) {
       int64_t rows = 0, remote = 0;
@@ -369,7 +383,8 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
     const std::vector<double>& arrived_us = self->state.arrived_us[c->iteration];
     if (replica.primary && kind == CollectiveKind::kDispatch) {
       self->send(ctx->actors.coordinator, load_atom::value, static_cast<int64_t>(block),
-                 c->iteration, tokens_per_device, done_s, delivery->tokens_rebalanced);
+                 c->iteration, std::move(tokens_per_device), done_s,
+                 delivery->tokens_rebalanced);
     } else if (replica.primary) {
       // When each device's last expert stage finished this layer (HarMoEny's idle time).
       std::vector<double> finish_s(ctx->placement.num_devices, -1.0);
@@ -378,15 +393,17 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
         finish_s[dev] = std::max(finish_s[dev], arrived_us[src] * 1e-6);
       }
       self->send(ctx->actors.coordinator, layer_atom::value, static_cast<int64_t>(block),
-                 c->iteration, done_s, finish_s);
+                 c->iteration, done_s, std::move(finish_s));
     }
     for (const Deferred& dv : deliveries) {
+      engine::dataflow::TokenBatchPtr& out = delivery->out[dv.dest];
+      if (!out) out = empty_delivery(*ctx, kind, block, dv.dest, c->iteration, width);
       const caf::actor dest = destination(*ctx, kind, block, dv.dest);
       if (dv.delay_s > 0) {
         self->delayed_send(dest, std::chrono::nanoseconds(std::llround(dv.delay_s * 1e9)),
-                           batch_atom::value, delivery->out[dv.dest]);
+                           batch_atom::value, std::move(out));
       } else {
-        self->send(dest, batch_atom::value, delivery->out[dv.dest]);
+        self->send(dest, batch_atom::value, std::move(out));
       }
     }
     if (ctx->trace && replica.primary) {

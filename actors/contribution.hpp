@@ -95,4 +95,54 @@ class ContributionBuilder {
   std::vector<int32_t> index_;
 };
 
+/// Reusable scratch of `group_rows`: an index from destination to part that is all -1
+/// between calls (only the entries a call used are reset), so grouping a run's rows costs
+/// O(rows + destinations used), not O(destinations). One owner (a stage), reused run to run.
+struct GroupScratch {
+  std::vector<int32_t> slot;                    ///< [>= num_dests] destination → part, or -1
+  std::vector<std::pair<int32_t, int64_t>> used;  ///< (destination, rows) of the current call
+};
+
+/// `source`'s contribution for `iteration` from `n` rows, row i going to destination
+/// `dest_of(i)` in [0, num_dests) (aborts otherwise: callers pass expert ids and ranks of a
+/// validated run): `make(dst, rows)` makes the part for `dst` (a non-null TokenBatchPtr with
+/// room for its `rows` rows), then `fill(part, i)` appends row i to its part. Parts come in
+/// ascending destination order and each part's rows in index order: the contribution
+/// `ContributionBuilder` gives for the same rows. `dest_of` is called twice per row.
+template <typename DestOf, typename Make, typename Fill>
+ContributionPtr group_rows(int64_t iteration, int32_t source, size_t num_dests, int64_t n,
+                           DestOf&& dest_of, Make&& make, Fill&& fill, GroupScratch& scratch) {
+  auto c = std::make_shared<Contribution>();
+  c->iteration = iteration;
+  c->source = source;
+  if (n <= 0) return c;
+  if (scratch.slot.size() < num_dests) scratch.slot.resize(num_dests, -1);
+  scratch.used.clear();
+  for (int64_t i = 0; i < n; ++i) {  // rows per destination, destinations in first-use order
+    const int32_t dst = dest_of(i);
+    MUFLOW_ASSERT(dst >= 0 && static_cast<size_t>(dst) < num_dests,
+                  "contribution part for a destination outside the collective");
+    int32_t& s = scratch.slot[static_cast<size_t>(dst)];
+    if (s < 0) {
+      s = static_cast<int32_t>(scratch.used.size());
+      scratch.used.emplace_back(dst, 0);
+    }
+    ++scratch.used[static_cast<size_t>(s)].second;
+  }
+  std::sort(scratch.used.begin(), scratch.used.end());  // distinct destinations
+  c->dests.reserve(scratch.used.size());
+  c->parts.reserve(scratch.used.size());
+  for (size_t p = 0; p < scratch.used.size(); ++p) {
+    const auto [dst, rows] = scratch.used[p];
+    scratch.slot[static_cast<size_t>(dst)] = static_cast<int32_t>(p);
+    c->dests.push_back(dst);
+    c->parts.push_back(make(dst, rows));
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    fill(*c->parts[static_cast<size_t>(scratch.slot[static_cast<size_t>(dest_of(i))])], i);
+  }
+  for (const auto& [dst, rows] : scratch.used) scratch.slot[static_cast<size_t>(dst)] = -1;
+  return c;
+}
+
 }  // namespace muflow::actors

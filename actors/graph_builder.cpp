@@ -91,12 +91,18 @@ void build_stages(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx
   t.attention.assign(L, std::vector<caf::actor>(num_ranks));
   t.experts.assign(L, std::vector<caf::actor>(S));
   t.samplers.resize(num_ranks);
+  const std::vector<int64_t> in_degree = graph.residual_sources();
+  const auto residual_sources = [&](int32_t r) {
+    return static_cast<size_t>(r) < in_degree.size() ? in_degree[static_cast<size_t>(r)] : 0;
+  };
   for (int32_t b = 0; b < L; ++b) {
     for (int32_t r = 0; r < num_ranks; ++r) {
       const auto d = static_cast<int32_t>(ctx->placement.rank_device[r]);
       place(
           d, {ActorRole::kAttention, b, r},
-          [&] { return make_attention_stage(ctx, ctx->executors[d].get(), b, r); },
+          [&] {
+            return make_attention_stage(ctx, ctx->executors[d].get(), b, r, residual_sources(r));
+          },
           t.attention[b][r], sites.attention[b][r]);
     }
     for (int32_t e = 0; e < S; ++e) {
@@ -111,7 +117,8 @@ void build_stages(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx
     const auto d = static_cast<int32_t>(ctx->placement.rank_device[r]);
     place(
         d, {ActorRole::kSampler, 0, r},
-        [&] { return make_sampler_stage(ctx, ctx->executors[d].get(), r); }, t.samplers[r],
+        [&] { return make_sampler_stage(ctx, ctx->executors[d].get(), r, residual_sources(r)); },
+        t.samplers[r],
         sites.samplers[r]);
   }
   const bool barriers = graph.dispatch == EdgeKind::kBarrier || graph.combine == EdgeKind::kBarrier;

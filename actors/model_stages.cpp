@@ -53,8 +53,10 @@ void push_row(TokenBatch& b, const TokenMeta& meta, const float* row, int64_t wi
   ++b.act->num_rows;
 }
 
-// The token pool of merge point `rank` under the graph's merge rule.
-engine::dataflow::TokenPool make_pool(const RunContext& ctx, int64_t width, int32_t rank) {
+// The token pool of a merge point under the graph's merge rule, waiting for
+// `residual_sources` residual batches per iteration (iteration merge).
+engine::dataflow::TokenPool make_pool(const RunContext& ctx, int64_t width,
+                                      int64_t residual_sources) {
   const WiringGraph& g = ctx.graph();
   switch (g.merge) {
     case MergeRule::kRequest:
@@ -64,7 +66,7 @@ engine::dataflow::TokenPool make_pool(const RunContext& ctx, int64_t width, int3
     case MergeRule::kIteration:
       break;
   }
-  return engine::dataflow::TokenPool(width, ctx.config.num_topk, 1, g.residual_sources(rank));
+  return engine::dataflow::TokenPool(width, ctx.config.num_topk, 1, residual_sources);
 }
 
 /// A point-to-point send of token batch `b` to `dest` on device `to_device`.
@@ -104,7 +106,8 @@ class BatchQueue {
 // ---------------------------------------------------------------------------------------------
 class AttentionStage final : public StageImpl {
  public:
-  AttentionStage(RunContextPtr ctx, engine::exec::Executor* exec, int32_t block, int32_t rank)
+  AttentionStage(RunContextPtr ctx, engine::exec::Executor* exec, int32_t block, int32_t rank,
+                 int64_t residual_sources)
       : ctx_(std::move(ctx)),
         exec_(exec),
         block_(block),
@@ -114,7 +117,7 @@ class AttentionStage final : public StageImpl {
         fifo_input_(ctx_->graph().input == InputRule::kFifo),
         kv_(ctx_->wiring->kv_cache(block, rank,
                                    width_ > 0 ? cfg_.num_kv_heads * cfg_.head_dim : 0)),
-        pool_(make_pool(*ctx_, width_, rank)) {}
+        pool_(make_pool(*ctx_, width_, residual_sources)) {}
 
   absl::Status enqueue(const TokenBatchPtr& batch, std::vector<Send>& now) override {
     if (block_ == 0) {
@@ -259,28 +262,23 @@ class AttentionStage final : public StageImpl {
       return next_ranks.empty() ? rank_ : next_ranks[static_cast<size_t>(i)];
     };
     // Parts only for the experts that get a token (a run of no token sends none), each sized
-    // once for its rows.
-    ContributionBuilder build(iteration, rank_, n > 0 ? static_cast<size_t>(E) : 0);
-    std::vector<int64_t>& rows_for = scratch_rows_;
-    rows_for.assign(n > 0 ? static_cast<size_t>(E) : 0, 0);
-    for (const int32_t e : ids) {
-      if (e >= 0 && e < E) ++rows_for[static_cast<size_t>(e)];  // build.at checks the rest
-    }
-    for (int64_t i = 0; i < n; ++i) {
-      for (int64_t j = 0; j < K; ++j) {
-        TokenMeta m = meta[i];
-        m.origin_rank = next(i);  // where the combine delivers this token's outputs
-        m.topk_rank = static_cast<int16_t>(j);
-        m.topk_weight = w[i * K + j];
-        const int32_t e = ids[i * K + j];
-        TokenBatch& part = build.at(e, [&] {
+    // once for its rows; row q is token q / K's q % K-th choice.
+    const ContributionPtr contrib = group_rows(
+        iteration, rank_, static_cast<size_t>(E), n * K,
+        [&](int64_t q) { return ids[static_cast<size_t>(q)]; },
+        [&](int32_t e, int64_t rows) {
           return new_batch({StageKind::kExpert, block_, e}, Payload::kExpertInputs, iteration, H,
-                           rows_for[static_cast<size_t>(e)]);
-        });
-        push_row(part, m, x.data() + i * H, H);
-      }
-    }
-    const ContributionPtr contrib = build.finish();
+                           rows);
+        },
+        [&](TokenBatch& part, int64_t q) {
+          const int64_t i = q / K;
+          TokenMeta m = meta[static_cast<size_t>(i)];
+          m.origin_rank = next(i);  // where the combine delivers this token's outputs
+          m.topk_rank = static_cast<int16_t>(q - i * K);
+          m.topk_weight = w[static_cast<size_t>(q)];
+          push_row(part, m, x.data() + i * H, H);
+        },
+        scratch_group_);
     const WiringGraph& graph = ctx_->graph();
     if (graph.dispatch == EdgeKind::kPointToPoint) {
       // No barrier: each expert's rows go straight to its μ-queue on its device (slot e runs
@@ -379,11 +377,11 @@ class AttentionStage final : public StageImpl {
   std::map<int64_t, TokenBatchPtr> queued_;  // block 0, kIteration: iteration → token ids
   BatchQueue fresh_;                         // block 0, kFifo: token ids as they came
   int64_t next_wave_ = 0;                    // id of this stage's next run (TokenMeta::wave)
-  // emit's scratch, reused from run to run: router weights and expert ids [n, K], rows per
-  // expert [E].
+  // emit's scratch, reused from run to run: router weights and expert ids [n, K], the
+  // grouping of rows by expert.
   std::vector<float> scratch_w_;
   std::vector<int32_t> scratch_ids_;
-  std::vector<int64_t> scratch_rows_;
+  GroupScratch scratch_group_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -454,25 +452,17 @@ class ExpertStage final : public StageImpl {
     }
     // Parts only for the ranks that get a row (a run of no row sends none), each sized once
     // for its rows.
-    ContributionBuilder build(in.iteration, slot_,
-                              n > 0 ? static_cast<size_t>(ctx_->num_ranks) : 0);
-    std::vector<int64_t>& rows_for = scratch_rows_;  // reused from run to run
-    rows_for.assign(n > 0 ? static_cast<size_t>(ctx_->num_ranks) : 0, 0);
-    for (const TokenMeta& m : in.tokens) {
-      // build.at checks the rank; a bad one is not counted here.
-      if (m.origin_rank >= 0 && m.origin_rank < ctx_->num_ranks) {
-        ++rows_for[static_cast<size_t>(m.origin_rank)];
-      }
-    }
-    for (int64_t i = 0; i < n; ++i) {
-      const int32_t r = in.tokens[i].origin_rank;
-      TokenBatch& part = build.at(r, [&] {
-        return new_batch(merge_target(*ctx_, block_, r), Payload::kExpertOutputs, in.iteration, H,
-                         rows_for[static_cast<size_t>(r)]);
-      });
-      push_row(part, in.tokens[i], y.data() + i * H, H);
-    }
-    const ContributionPtr contrib = build.finish();
+    const ContributionPtr contrib = group_rows(
+        in.iteration, slot_, static_cast<size_t>(ctx_->num_ranks), n,
+        [&](int64_t i) { return in.tokens[static_cast<size_t>(i)].origin_rank; },
+        [&](int32_t r, int64_t rows) {
+          return new_batch(merge_target(*ctx_, block_, r), Payload::kExpertOutputs, in.iteration,
+                           H, rows);
+        },
+        [&](TokenBatch& part, int64_t i) {
+          push_row(part, in.tokens[static_cast<size_t>(i)], y.data() + i * H, H);
+        },
+        scratch_group_);
     if (ctx_->graph().combine == EdgeKind::kPointToPoint) {
       // No barrier: each origin rank's outputs go straight to its merge point.
       for (size_t p = 0; p < contrib->parts.size(); ++p) {
@@ -505,17 +495,18 @@ class ExpertStage final : public StageImpl {
   std::unique_ptr<ExpertKernel> kernel_;
   std::map<int64_t, TokenBatchPtr> queued_;  // kIteration: iteration → the barrier's batch
   BatchQueue fifo_;                          // kFifo: batches as they came
-  std::vector<int64_t> scratch_rows_;        // compute_and_send: rows per origin rank
+  GroupScratch scratch_group_;               // compute_and_send: rows grouped by origin rank
 };
 
 // ---------------------------------------------------------------------------------------------
 class SamplerStage final : public StageImpl {
  public:
-  SamplerStage(RunContextPtr ctx, engine::exec::Executor* exec, int32_t rank)
+  SamplerStage(RunContextPtr ctx, engine::exec::Executor* exec, int32_t rank,
+               int64_t residual_sources)
       : ctx_(std::move(ctx)),
         exec_(exec),
         rank_(rank),
-        pool_(make_pool(*ctx_, exec->activation_width(), rank)) {}
+        pool_(make_pool(*ctx_, exec->activation_width(), residual_sources)) {}
 
   absl::Status enqueue(const TokenBatchPtr& batch, std::vector<Send>& now) override {
     absl::Status s = batch->payload == Payload::kResidual ? pool_.add_residual(*batch)
@@ -594,8 +585,9 @@ class SamplerStage final : public StageImpl {
 }  // namespace
 
 std::shared_ptr<StageImpl> make_attention_stage(RunContextPtr ctx, engine::exec::Executor* exec,
-                                                int32_t block, int32_t rank) {
-  return std::make_shared<AttentionStage>(std::move(ctx), exec, block, rank);
+                                                int32_t block, int32_t rank,
+                                                int64_t residual_sources) {
+  return std::make_shared<AttentionStage>(std::move(ctx), exec, block, rank, residual_sources);
 }
 std::shared_ptr<StageImpl> make_expert_stage(RunContextPtr ctx, engine::exec::Executor* exec,
                                              int32_t block, int32_t slot) {
@@ -603,8 +595,8 @@ std::shared_ptr<StageImpl> make_expert_stage(RunContextPtr ctx, engine::exec::Ex
   return std::make_shared<ExpertStage>(std::move(ctx), exec, block, slot, std::move(kernel));
 }
 std::shared_ptr<StageImpl> make_sampler_stage(RunContextPtr ctx, engine::exec::Executor* exec,
-                                              int32_t rank) {
-  return std::make_shared<SamplerStage>(std::move(ctx), exec, rank);
+                                              int32_t rank, int64_t residual_sources) {
+  return std::make_shared<SamplerStage>(std::move(ctx), exec, rank, residual_sources);
 }
 
 }  // namespace muflow::actors

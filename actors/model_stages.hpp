@@ -17,8 +17,11 @@ namespace muflow::actors {
 /// residual, RMSNorm, router top-k and shared expert; sends expert inputs along the graph's
 /// dispatch edge and each token's residual row to the merge point of its continuation rank
 /// (one batch, possibly empty, to every residual target of this rank).
+/// `residual_sources`: residual batches its merge point waits for per iteration
+/// (WiringGraph::residual_sources()[rank]; unused in block 0).
 std::shared_ptr<StageImpl> make_attention_stage(RunContextPtr ctx, engine::exec::Executor* exec,
-                                                int32_t block, int32_t rank);
+                                                int32_t block, int32_t rank,
+                                                int64_t residual_sources);
 
 /// ExpertStage(block, slot): runs the wiring's ExpertKernel for the slot
 /// (ctx->wiring->expert_kernel: one expert, or every expert segment a device was sent) over
@@ -29,7 +32,8 @@ std::shared_ptr<StageImpl> make_expert_stage(RunContextPtr ctx, engine::exec::Ex
 
 /// SamplerStage(rank): merges the last block's expert outputs, final RMSNorm, LM head and
 /// sampling for the rows that need it; reports every iteration to the coordinator.
+/// `residual_sources` as for make_attention_stage.
 std::shared_ptr<StageImpl> make_sampler_stage(RunContextPtr ctx, engine::exec::Executor* exec,
-                                              int32_t rank);
+                                              int32_t rank, int64_t residual_sources);
 
 }  // namespace muflow::actors

@@ -32,10 +32,12 @@ std::unique_ptr<ExpertKernel> single_expert_kernel(engine::exec::Executor* exec,
   return std::make_unique<SingleExpertKernel>(exec, block, expert);
 }
 
-int64_t WiringGraph::residual_sources(int32_t rank) const {
-  int64_t n = 0;
+std::vector<int64_t> WiringGraph::residual_sources() const {
+  std::vector<int64_t> n(residual_targets.size(), 0);
   for (const auto& targets : residual_targets) {
-    for (int32_t r : targets) n += r == rank ? 1 : 0;
+    for (int32_t r : targets) {
+      if (r >= 0 && static_cast<size_t>(r) < n.size()) ++n[static_cast<size_t>(r)];
+    }
   }
   return n;
 }

@@ -79,7 +79,9 @@ std::vector<RowFlow> row_flows(const std::vector<std::vector<int64_t>>& rows_fro
 /// The per-destination batches of one completed barrier and how many rows each source sent
 /// each destination (the network model charges them).
 struct Delivery {
-  std::vector<engine::dataflow::TokenBatchPtr> out;  ///< [num destinations], never null
+  /// [num destinations]; null: no rows for that destination (the collective sends it an empty
+  /// batch if it takes part in the iteration)
+  std::vector<engine::dataflow::TokenBatchPtr> out;
   /// Every (source, destination) pair that moved rows, sorted by (source, dest): sparse, so a
   /// barrier of 1,024 ranks and 256 experts costs its flows, not 262,144 counts.
   std::vector<RowFlow> flows;
@@ -177,8 +179,9 @@ struct WiringGraph {
 
   /// Expert stage slots per block (every block has the same number).
   int64_t num_slots() const { return slot_device.empty() ? 0 : slot_device.front().size(); }
-  /// Residual batches merge point `rank` waits for per iteration (in-degree of its edges).
-  int64_t residual_sources(int32_t rank) const;
+  /// [num_ranks] residual batches each rank's merge point waits for per iteration (in-degree
+  /// of its residual edges). O(edges): call once per run, not once per stage.
+  std::vector<int64_t> residual_sources() const;
   /// True when a DP rank's tokens never leave it between blocks and a rank with no tokens
   /// takes no part in an iteration except as an empty source: iteration pacing, barrier
   /// dispatch and combine, no continuation rule, no KV replicas, and each rank's residual goes

@@ -56,6 +56,55 @@ TEST(Contribution, ARunOfNoRowsSendsNoParts) {
   EXPECT_EQ(c->dense_parts(4), std::vector<TokenBatchPtr>(4));
 }
 
+// group_rows (the stages' two-pass grouping over a reused index) gives the builder's
+// contribution for the same rows, and leaves its scratch clear for the next call.
+TEST(Contribution, GroupRowsMatchesTheBuilderAndReusesItsScratch) {
+  GroupScratch scratch;
+  uint64_t state = 12345;
+  const auto next = [&state](uint64_t mod) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return (state >> 33) % mod;
+  };
+  for (int call = 0; call < 20; ++call) {
+    const size_t num_dests = call % 2 == 0 ? 1024 : 7;  // the scratch serves both sizes
+    const int64_t n = static_cast<int64_t>(next(40));    // 0..39 rows, some runs empty
+    std::vector<int32_t> dest(static_cast<size_t>(n));
+    for (int32_t& d : dest) d = static_cast<int32_t>(next(num_dests));
+    ContributionBuilder build(call, 3, n > 0 ? num_dests : 0);
+    for (int64_t i = 0; i < n; ++i) {
+      TokenMeta m;
+      m.request_id = i;
+      build.at(dest[i], [] { return std::make_shared<TokenBatch>(); }).tokens.push_back(m);
+    }
+    const ContributionPtr want = build.finish();
+    std::vector<int64_t> sized;  // rows each part was made for, in part order
+    const ContributionPtr got = group_rows(
+        call, 3, num_dests, n, [&](int64_t i) { return dest[static_cast<size_t>(i)]; },
+        [&](int32_t, int64_t rows) {
+          sized.push_back(rows);
+          return std::make_shared<TokenBatch>();
+        },
+        [&](TokenBatch& part, int64_t i) {
+          TokenMeta m;
+          m.request_id = i;
+          part.tokens.push_back(m);
+        },
+        scratch);
+    EXPECT_EQ(got->iteration, call);
+    EXPECT_EQ(got->source, 3);
+    ASSERT_EQ(got->dests, want->dests) << "call " << call;
+    ASSERT_EQ(got->parts.size(), want->parts.size());
+    for (size_t p = 0; p < got->parts.size(); ++p) {
+      EXPECT_EQ(sized[p], got->parts[p]->num_tokens()) << "part sized for its rows";
+      ASSERT_EQ(got->parts[p]->num_tokens(), want->parts[p]->num_tokens());
+      for (size_t r = 0; r < got->parts[p]->tokens.size(); ++r) {
+        EXPECT_EQ(got->parts[p]->tokens[r].request_id, want->parts[p]->tokens[r].request_id);
+      }
+    }
+    for (int32_t s : scratch.slot) ASSERT_EQ(s, -1) << "scratch left dirty after call " << call;
+  }
+}
+
 TEST(RowFlows, FromACountMatrixSourceMajorWithoutZeros) {
   // rows_from[dest][source]
   const std::vector<RowFlow> flows = row_flows({{0, 2, 0}, {5, 0, 1}});

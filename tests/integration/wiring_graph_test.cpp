@@ -80,7 +80,7 @@ TEST(WiringGraph, SyncIsBarrierEpWithOneStagePerExpert) {
   EXPECT_THAT(g.slot_device[1], ElementsAre(0, 1, 2, 3, 0, 1, 2, 3));  // expert e on e mod 4
   EXPECT_THAT(g.residual_targets,
               ElementsAre(ElementsAre(0), ElementsAre(1), ElementsAre(2), ElementsAre(3)));
-  EXPECT_EQ(g.residual_sources(2), 1);
+  EXPECT_EQ(g.residual_sources()[2], 1);
   EXPECT_EQ(g.continuation, nullptr);
   EXPECT_TRUE(g.ranks_independent());  // in one process, only ranks with tokens run
 }
@@ -118,7 +118,7 @@ TEST(WiringGraph, ExflowSendsResidualsToEveryRankAndReplicatesTheKvCache) {
   std::shared_ptr<const WiringRun> run = start("exflow", &ctx);
   const WiringGraph& g = run->graph();
   for (const auto& targets : g.residual_targets) EXPECT_THAT(targets, ElementsAre(0, 1, 2, 3));
-  EXPECT_EQ(g.residual_sources(1), 4);
+  EXPECT_EQ(g.residual_sources()[1], 4);
   EXPECT_FALSE(g.ranks_independent());  // a rank's tokens may continue on another rank
   ASSERT_NE(g.continuation, nullptr);
   // A request with one token continues on the rank of its top-1 expert's device; a request
