@@ -150,8 +150,9 @@ class ConcatRule final : public CollectiveRule {
 // A timed channel (sim): the barrier's parts cross it as one all-to-all between devices (the
 // parts of all slots on one device travel together, as one buffer per peer), e.g. over the
 // big switch in the topology's `a2a_order` (Aurora §4) from `done_s`; returns when each
-// destination's last incoming part arrives ([num destinations] seconds, >= done_s) and the
-// port-load lower bound of that all-to-all (seconds; transport/all_to_all_order.hpp).
+// device's last incoming part arrives ([num devices] seconds, >= done_s: a destination's
+// batch is complete when its device's is) and the port-load lower bound of that all-to-all
+// (seconds; transport/all_to_all_order.hpp).
 struct NetworkDelivery {
   /// [num devices] when each device's last incoming part arrives (>= done_s); a destination's
   /// batch is complete then (empty: nothing crossed a network, every batch at done_s)

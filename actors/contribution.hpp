@@ -47,7 +47,10 @@ using ContributionPtr = std::shared_ptr<Contribution>;
 
 /// Builds a Contribution from rows addressed to destinations in any order: `at(dst)` gives
 /// the part for `dst` (created by `make` on first use); `finish()` sorts the parts by
-/// destination. Memory O(num_dests) ints for the index plus the parts used. One owner.
+/// destination. Memory O(num_dests) ints for the index plus the parts used. One owner. The
+/// stages use `group_rows` (below), which costs nothing per unused destination; this one
+/// serves code that builds a few contributions (the cluster codec's tests, the fuzzer) and is
+/// the reference group_rows is tested against.
 class ContributionBuilder {
  public:
   /// A contribution of `source` for `iteration` to destinations [0, num_dests) (0: nothing
@@ -108,7 +111,8 @@ struct GroupScratch {
 /// validated run): `make(dst, rows)` makes the part for `dst` (a non-null TokenBatchPtr with
 /// room for its `rows` rows), then `fill(part, i)` appends row i to its part. Parts come in
 /// ascending destination order and each part's rows in index order: the contribution
-/// `ContributionBuilder` gives for the same rows. `dest_of` is called twice per row.
+/// `ContributionBuilder` gives for the same rows. `dest_of` is called twice per row. If
+/// `make` or `fill` throws, the next call first clears what this one left in `scratch`.
 template <typename DestOf, typename Make, typename Fill>
 ContributionPtr group_rows(int64_t iteration, int32_t source, size_t num_dests, int64_t n,
                            DestOf&& dest_of, Make&& make, Fill&& fill, GroupScratch& scratch) {
@@ -117,7 +121,8 @@ ContributionPtr group_rows(int64_t iteration, int32_t source, size_t num_dests, 
   c->source = source;
   if (n <= 0) return c;
   if (scratch.slot.size() < num_dests) scratch.slot.resize(num_dests, -1);
-  scratch.used.clear();
+  for (const auto& [dst, rows] : scratch.used) scratch.slot[static_cast<size_t>(dst)] = -1;
+  scratch.used.clear();  // both no-ops unless a previous call threw
   for (int64_t i = 0; i < n; ++i) {  // rows per destination, destinations in first-use order
     const int32_t dst = dest_of(i);
     MUFLOW_ASSERT(dst >= 0 && static_cast<size_t>(dst) < num_dests,
@@ -142,6 +147,7 @@ ContributionPtr group_rows(int64_t iteration, int32_t source, size_t num_dests, 
     fill(*c->parts[static_cast<size_t>(scratch.slot[static_cast<size_t>(dest_of(i))])], i);
   }
   for (const auto& [dst, rows] : scratch.used) scratch.slot[static_cast<size_t>(dst)] = -1;
+  scratch.used.clear();
   return c;
 }
 

@@ -161,6 +161,7 @@ void MetricsRecorder::on_layer_iteration(int64_t block, int64_t iteration,
                                          const std::vector<int64_t>& tokens_per_device) {
   MUFLOW_ASSERT(static_cast<int64_t>(tokens_per_device.size()) == num_devices_,
                 "tokens_per_device needs one entry per device");
+  if (tokens_per_device.empty()) return;  // no device: nothing to record (as before)
   // on_expert_tokens for every device, with one lookup (a barrier of 1,024 devices reports
   // here once per block and iteration).
   for (const int64_t n : tokens_per_device) MUFLOW_ASSERT(n >= 0, "negative token count");

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <utility>
 #include <vector>
 
 #include "actors/wiring_graph.hpp"
@@ -66,8 +67,9 @@ TEST(Contribution, GroupRowsMatchesTheBuilderAndReusesItsScratch) {
     return (state >> 33) % mod;
   };
   for (int call = 0; call < 20; ++call) {
-    const size_t num_dests = call % 2 == 0 ? 1024 : 7;  // the scratch serves both sizes
-    const int64_t n = static_cast<int64_t>(next(40));    // 0..39 rows, some runs empty
+    // The scratch serves both sizes, the small one first; every fifth run has no rows.
+    const size_t num_dests = call % 2 == 0 ? 7 : 1024;
+    const int64_t n = call % 5 == 0 ? 0 : static_cast<int64_t>(1 + next(39));
     std::vector<int32_t> dest(static_cast<size_t>(n));
     for (int32_t& d : dest) d = static_cast<int32_t>(next(num_dests));
     ContributionBuilder build(call, 3, n > 0 ? num_dests : 0);
@@ -77,11 +79,11 @@ TEST(Contribution, GroupRowsMatchesTheBuilderAndReusesItsScratch) {
       build.at(dest[i], [] { return std::make_shared<TokenBatch>(); }).tokens.push_back(m);
     }
     const ContributionPtr want = build.finish();
-    std::vector<int64_t> sized;  // rows each part was made for, in part order
+    std::vector<std::pair<int32_t, int64_t>> made;  // (destination, rows) per part, in order
     const ContributionPtr got = group_rows(
         call, 3, num_dests, n, [&](int64_t i) { return dest[static_cast<size_t>(i)]; },
-        [&](int32_t, int64_t rows) {
-          sized.push_back(rows);
+        [&](int32_t dst, int64_t rows) {
+          made.emplace_back(dst, rows);
           return std::make_shared<TokenBatch>();
         },
         [&](TokenBatch& part, int64_t i) {
@@ -94,8 +96,10 @@ TEST(Contribution, GroupRowsMatchesTheBuilderAndReusesItsScratch) {
     EXPECT_EQ(got->source, 3);
     ASSERT_EQ(got->dests, want->dests) << "call " << call;
     ASSERT_EQ(got->parts.size(), want->parts.size());
+    ASSERT_EQ(made.size(), got->parts.size()) << "one part made per destination used";
     for (size_t p = 0; p < got->parts.size(); ++p) {
-      EXPECT_EQ(sized[p], got->parts[p]->num_tokens()) << "part sized for its rows";
+      EXPECT_EQ(made[p].first, got->dests[p]) << "part made for its own destination";
+      EXPECT_EQ(made[p].second, got->parts[p]->num_tokens()) << "part sized for its rows";
       ASSERT_EQ(got->parts[p]->num_tokens(), want->parts[p]->num_tokens());
       for (size_t r = 0; r < got->parts[p]->tokens.size(); ++r) {
         EXPECT_EQ(got->parts[p]->tokens[r].request_id, want->parts[p]->tokens[r].request_id);
@@ -103,6 +107,18 @@ TEST(Contribution, GroupRowsMatchesTheBuilderAndReusesItsScratch) {
     }
     for (int32_t s : scratch.slot) ASSERT_EQ(s, -1) << "scratch left dirty after call " << call;
   }
+}
+
+TEST(ContributionDeathTest, GroupRowsAbortsOnADestinationOutsideTheCollective) {
+  GroupScratch scratch;
+  const auto run = [&](int32_t bad) {
+    (void)group_rows(
+        0, 0, 4, 2, [&](int64_t i) { return i == 0 ? 1 : bad; },
+        [](int32_t, int64_t) { return std::make_shared<TokenBatch>(); },
+        [](TokenBatch& part, int64_t) { part.tokens.emplace_back(); }, scratch);
+  };
+  EXPECT_DEATH(run(4), "destination outside the collective");
+  EXPECT_DEATH(run(-1), "destination outside the collective");
 }
 
 TEST(RowFlows, FromACountMatrixSourceMajorWithoutZeros) {

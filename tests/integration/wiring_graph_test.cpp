@@ -10,7 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "actors/contribution.hpp"
 #include "actors/run_context.hpp"
+#include "actors/wiring_graph.hpp"
 #include "actors/wirings/registry.hpp"
 #include "engine/planning/placement.hpp"
 #include "engine/topology/wiring_names.hpp"
@@ -134,6 +136,62 @@ TEST(WiringGraph, ExflowSendsResidualsToEveryRankAndReplicatesTheKvCache) {
   EXPECT_NE(run->kv_cache(1, 0, 16), run->kv_cache(1, 3, 16));
   std::shared_ptr<RunContext> sync_ctx;
   EXPECT_FALSE(start("sync", &sync_ctx)->graph().kv_replicated);
+}
+
+// The default barrier rule (actors/collective.cpp): each destination's rows in source order,
+// one flow per (source, destination) pair that moved rows, and no batch at all for a
+// destination no row goes to (Delivery::out is null there; the collective makes the empty
+// batch when it sends one), so a combine to many ranks builds only the batches it fills.
+TEST(WiringGraph, ConcatRuleBuildsOnlyTheBatchesWithRows) {
+  std::shared_ptr<RunContext> ctx;
+  start("sync", &ctx);
+  const auto part = [](int64_t first_id, int rows) {
+    auto b = std::make_shared<engine::dataflow::TokenBatch>();
+    b->act = std::make_shared<engine::dataflow::Activations>(rows, 0);
+    for (int i = 0; i < rows; ++i) {
+      engine::dataflow::TokenMeta m;
+      m.request_id = first_id + i;
+      b->tokens.push_back(m);
+    }
+    return b;
+  };
+  // Source 0 sends 2 rows to expert 1 and 1 to expert 3; source 1 sends 1 row to expert 3 and
+  // an empty part to expert 5.
+  auto c0 = std::make_shared<Contribution>();
+  c0->iteration = 5;
+  c0->source = 0;
+  c0->dests = {1, 3};
+  c0->parts = {part(10, 2), part(20, 1)};
+  auto c1 = std::make_shared<Contribution>();
+  c1->iteration = 5;
+  c1->source = 1;
+  c1->dests = {3, 5};
+  c1->parts = {part(30, 1), part(40, 0)};
+  absl::StatusOr<Delivery> d =
+      concat_rule()->deliver(*ctx, CollectiveKind::kDispatch, 1, {c0, c1}, 8, 5, 0);
+  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_EQ(d->out.size(), 8u);
+  for (size_t e : {0, 2, 4, 5, 6, 7}) EXPECT_EQ(d->out[e], nullptr) << "expert " << e;
+  ASSERT_NE(d->out[1], nullptr);
+  ASSERT_NE(d->out[3], nullptr);
+  EXPECT_EQ(d->out[1]->num_tokens(), 2);
+  ASSERT_EQ(d->out[3]->num_tokens(), 2);
+  EXPECT_EQ(d->out[3]->tokens[0].request_id, 20);  // source order
+  EXPECT_EQ(d->out[3]->tokens[1].request_id, 30);
+  EXPECT_EQ(d->out[3]->act->num_rows, 2);
+  EXPECT_EQ(d->out[3]->iteration, 5);
+  EXPECT_EQ(d->out[3]->payload, engine::dataflow::Payload::kExpertInputs);
+  EXPECT_EQ(d->out[3]->layer.kind, engine::dataflow::StageKind::kExpert);
+  EXPECT_EQ(d->out[3]->layer.block, 1);
+  EXPECT_EQ(d->out[3]->layer.index, 3);
+  ASSERT_EQ(d->flows.size(), 3u);  // the empty part moved nothing
+  EXPECT_EQ(d->flows[0].source, 0);
+  EXPECT_EQ(d->flows[0].dest, 1);
+  EXPECT_EQ(d->flows[0].rows, 2);
+  EXPECT_EQ(d->flows[1].dest, 3);
+  EXPECT_EQ(d->flows[2].source, 1);
+  EXPECT_EQ(d->flows[2].dest, 3);
+  EXPECT_EQ(d->flows[2].rows, 1);
 }
 
 }  // namespace
