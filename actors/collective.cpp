@@ -327,9 +327,8 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
       const StageSite to = dest_site(*ctx, kind, block, d);
       if (kind == CollectiveKind::kDispatch) tokens_per_device[to.device] += rows;
       if (!is_local(to.device)) return;  // another process's replica delivers it
-      const double deliver_s = net.device_done_s.empty()
-                                   ? done_s
-                                   : net.device_done_s[static_cast<size_t>(to.device)];
+      const double deliver_s =
+          net.device_done_s.empty() ? done_s : net.device_done_s[static_cast<size_t>(to.device)];
       a2a_end_s = std::max(a2a_end_s, deliver_s);
       if (deliver_s > done_s) {
         if (ctx->trace && rows > 0) {
@@ -384,8 +383,7 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
     const std::vector<double>& arrived_us = self->state.arrived_us[c->iteration];
     if (replica.primary && kind == CollectiveKind::kDispatch) {
       self->send(ctx->actors.coordinator, load_atom::value, static_cast<int64_t>(block),
-                 c->iteration, std::move(tokens_per_device), done_s,
-                 delivery->tokens_rebalanced);
+                 c->iteration, std::move(tokens_per_device), done_s, delivery->tokens_rebalanced);
     } else if (replica.primary) {
       // When each device's last expert stage finished this layer (HarMoEny's idle time).
       std::vector<double> finish_s(ctx->placement.num_devices, -1.0);

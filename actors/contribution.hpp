@@ -102,7 +102,7 @@ class ContributionBuilder {
 /// between calls (only the entries a call used are reset), so grouping a run's rows costs
 /// O(rows + destinations used), not O(destinations). One owner (a stage), reused run to run.
 struct GroupScratch {
-  std::vector<int32_t> slot;                    ///< [>= num_dests] destination → part, or -1
+  std::vector<int32_t> slot;                      ///< [>= num_dests] destination → part, or -1
   std::vector<std::pair<int32_t, int64_t>> used;  ///< (destination, rows) of the current call
 };
 
@@ -122,7 +122,7 @@ ContributionPtr group_rows(int64_t iteration, int32_t source, size_t num_dests, 
   if (n <= 0) return c;
   if (scratch.slot.size() < num_dests) scratch.slot.resize(num_dests, -1);
   for (const auto& [dst, rows] : scratch.used) scratch.slot[static_cast<size_t>(dst)] = -1;
-  scratch.used.clear();  // both no-ops unless a previous call threw
+  scratch.used.clear();              // both no-ops unless a previous call threw
   for (int64_t i = 0; i < n; ++i) {  // rows per destination, destinations in first-use order
     const int32_t dst = dest_of(i);
     MUFLOW_ASSERT(dst >= 0 && static_cast<size_t>(dst) < num_dests,

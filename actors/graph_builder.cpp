@@ -118,8 +118,7 @@ void build_stages(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx
     place(
         d, {ActorRole::kSampler, 0, r},
         [&] { return make_sampler_stage(ctx, ctx->executors[d].get(), r, residual_sources(r)); },
-        t.samplers[r],
-        sites.samplers[r]);
+        t.samplers[r], sites.samplers[r]);
   }
   const bool barriers = graph.dispatch == EdgeKind::kBarrier || graph.combine == EdgeKind::kBarrier;
   // Across processes the collectives are replicated: the ranks of an iteration would have to

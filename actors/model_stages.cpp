@@ -456,8 +456,8 @@ class ExpertStage final : public StageImpl {
         in.iteration, slot_, static_cast<size_t>(ctx_->num_ranks), n,
         [&](int64_t i) { return in.tokens[static_cast<size_t>(i)].origin_rank; },
         [&](int32_t r, int64_t rows) {
-          return new_batch(merge_target(*ctx_, block_, r), Payload::kExpertOutputs, in.iteration,
-                           H, rows);
+          return new_batch(merge_target(*ctx_, block_, r), Payload::kExpertOutputs, in.iteration, H,
+                           rows);
         },
         [&](TokenBatch& part, int64_t i) {
           push_row(part, in.tokens[static_cast<size_t>(i)], y.data() + i * H, H);

@@ -2,6 +2,8 @@
 // accepts, and each wiring declares the graph its paper describes: which expert stages exist
 // on which device, which edges are barriers, where residuals go and how merge points release.
 // The bitwise-invariance tests run these graphs; this test reads them.
+#include "actors/wiring_graph.hpp"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -12,7 +14,6 @@
 
 #include "actors/contribution.hpp"
 #include "actors/run_context.hpp"
-#include "actors/wiring_graph.hpp"
 #include "actors/wirings/registry.hpp"
 #include "engine/planning/placement.hpp"
 #include "engine/topology/wiring_names.hpp"
