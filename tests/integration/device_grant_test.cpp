@@ -39,6 +39,13 @@ class ScanningFifo final : public SchedulingPolicy {
 
 constexpr int kStages = 6;
 
+// A stage stand-in: tells `observer` (device_tag, stage) when it is granted. (A function with
+// arguments: CAF 0.17 dereferences a null argument tuple when it spawns a lambda without any.)
+caf::behavior forwarder(caf::event_based_actor* self, caf::actor observer, int device_tag,
+                        int stage) {
+  return {[=](grant_atom) { self->send(observer, grant_atom::value, device_tag, stage); }};
+}
+
 // A sync run context on one cpu device whose block-0 attention stages are actors that tell
 // `observer` (device_tag, stage) when they are granted.
 std::shared_ptr<RunContext> context(caf::actor_system& sys, const caf::actor& observer,
@@ -65,11 +72,7 @@ std::shared_ptr<RunContext> context(caf::actor_system& sys, const caf::actor& ob
   ctx->wiring = *run;
   ctx->actors.attention.resize(1);
   for (int i = 0; i < kStages; ++i) {
-    ctx->actors.attention[0].push_back(
-        sys.spawn([observer, device_tag, i](caf::event_based_actor* self) {
-          return caf::behavior{
-              [=](grant_atom) { self->send(observer, grant_atom::value, device_tag, i); }};
-        }));
+    ctx->actors.attention[0].push_back(sys.spawn(forwarder, observer, device_tag, i));
   }
   return ctx;
 }
