@@ -3,9 +3,8 @@
 // itself as the peer: `data_plane_test --data-plane-peer IN_FD OUT_FD`), and oversized
 // messages drained and rejected without reaching the handler or stalling the plane; several
 // threads' sends (posted inline or by the progress thread) each in order, and no CPU taken
-// once idle; sends in
-// flight to a peer killed by SIGKILL are reported when it is dropped; a peer stopped in the
-// middle of a message holds back only its own messages.
+// once idle; sends in flight to a peer killed by SIGKILL are reported when it is dropped; a
+// peer stopped in the middle of a message holds back only its own messages.
 
 #include "transport/cluster/data_plane.hpp"
 

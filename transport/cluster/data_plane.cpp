@@ -138,9 +138,11 @@ struct DataPlane::Impl {
       if (stopping || !commands.empty()) return false;
     }
     posted_inline.fetch_add(1, std::memory_order_relaxed);
+    // Restored after: this may be another plane's progress thread (its own mark stays).
+    const Impl* const holder_before = ucx_holder;
     ucx_holder = this;
     const bool pending = start_send(peer, std::move(message), std::move(done));
-    ucx_holder = nullptr;
+    ucx_holder = holder_before;
     // Before the unlock: once it is released, the plane may be stopped and destroyed.
     if (pending) kick();  // UCX completes it, or sends it once the transport has room
     return true;
