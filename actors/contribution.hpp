@@ -45,59 +45,6 @@ struct Contribution {
 };
 using ContributionPtr = std::shared_ptr<Contribution>;
 
-/// Builds a Contribution from rows addressed to destinations in any order: `at(dst)` gives
-/// the part for `dst` (created by `make` on first use); `finish()` sorts the parts by
-/// destination. Memory O(num_dests) ints for the index plus the parts used. One owner. The
-/// stages use `group_rows` (below), which costs nothing per unused destination; this one
-/// serves code that builds a few contributions (the cluster codec's tests, the fuzzer) and is
-/// the reference group_rows is tested against.
-class ContributionBuilder {
- public:
-  /// A contribution of `source` for `iteration` to destinations [0, num_dests) (0: nothing
-  /// may be added: a run of no rows).
-  ContributionBuilder(int64_t iteration, int32_t source, size_t num_dests) : index_(num_dests, -1) {
-    c_ = std::make_shared<Contribution>();
-    c_->iteration = iteration;
-    c_->source = source;
-  }
-  /// The part for `dst` in [0, num_dests) (aborts otherwise: callers pass expert ids and
-  /// ranks of a validated run), created by `make()` (a non-null TokenBatchPtr) on first use.
-  template <typename Make>
-  engine::dataflow::TokenBatch& at(int32_t dst, Make&& make) {
-    MUFLOW_ASSERT(dst >= 0 && static_cast<size_t>(dst) < index_.size(),
-                  "contribution part for a destination outside the collective");
-    int32_t& i = index_[static_cast<size_t>(dst)];
-    if (i < 0) {
-      i = static_cast<int32_t>(c_->parts.size());
-      c_->dests.push_back(dst);
-      c_->parts.push_back(make());
-    }
-    return *c_->parts[static_cast<size_t>(i)];
-  }
-  /// The contribution, parts sorted by destination. Call once; the builder is spent after.
-  ContributionPtr finish() {
-    std::vector<size_t> order(c_->dests.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::sort(order.begin(), order.end(),
-              [&](size_t a, size_t b) { return c_->dests[a] < c_->dests[b]; });
-    std::vector<int32_t> dests;
-    std::vector<engine::dataflow::TokenBatchPtr> parts;
-    dests.reserve(order.size());
-    parts.reserve(order.size());
-    for (size_t i : order) {
-      dests.push_back(c_->dests[i]);
-      parts.push_back(std::move(c_->parts[i]));
-    }
-    c_->dests = std::move(dests);
-    c_->parts = std::move(parts);
-    return std::move(c_);
-  }
-
- private:
-  ContributionPtr c_;
-  std::vector<int32_t> index_;
-};
-
 /// Reusable scratch of `group_rows`: an index from destination to part that is all -1
 /// between calls (only the entries a call used are reset), so grouping a run's rows costs
 /// O(rows + destinations used), not O(destinations). One owner (a stage), reused run to run.
@@ -110,8 +57,8 @@ struct GroupScratch {
 /// `dest_of(i)` in [0, num_dests) (aborts otherwise: callers pass expert ids and ranks of a
 /// validated run): `make(dst, rows)` makes the part for `dst` (a non-null TokenBatchPtr with
 /// room for its `rows` rows), then `fill(part, i)` appends row i to its part. Parts come in
-/// ascending destination order and each part's rows in index order: the contribution
-/// `ContributionBuilder` gives for the same rows. `dest_of` is called twice per row. If
+/// ascending destination order and each part's rows in index order (a stable grouping by
+/// destination, each part reserved once for its rows). `dest_of` is called twice per row. If
 /// `make` or `fill` throws, the next call first clears what this one left in `scratch`.
 template <typename DestOf, typename Make, typename Fill>
 ContributionPtr group_rows(int64_t iteration, int32_t source, size_t num_dests, int64_t n,

@@ -138,10 +138,12 @@ void write_seeds(const std::string& dir) {
   using namespace muflow::actors;
   write_seed(dir, "batch", {ActorRole::kExpert, 1, 2},
              caf::make_message(batch_atom::value, seed_batch(2, 4)));
-  ContributionBuilder builder(4, 1, 3);
-  builder.at(2, [] { return seed_batch(1, 4); });
-  builder.at(0, [] { return seed_batch(2, 4); });
-  const ContributionPtr contribution = builder.finish();
+  auto built = std::make_shared<Contribution>();  // parts in ascending destination order
+  built->iteration = 4;
+  built->source = 1;
+  built->dests = {0, 2};
+  built->parts = {seed_batch(2, 4), seed_batch(1, 4)};
+  const ContributionPtr contribution = std::move(built);
   write_seed(dir, "contribution", {ActorRole::kDispatch, 0, 0},
              caf::make_message(contrib_atom::value, contribution));
   auto bundle = std::make_shared<ContributionBundle>();

@@ -1,10 +1,12 @@
 // The sparse barrier contributions (actors/contribution.hpp) and a delivery's row flows
-// (actors/wiring_graph.hpp): parts in ascending destination order whatever order rows
-// arrive in, lookups, the dense view the planning rules use, and flows from a count matrix.
+// (actors/wiring_graph.hpp): group_rows's parts in ascending destination order whatever
+// order rows arrive in, lookups, the dense view the planning rules use, and flows from a
+// count matrix.
 #include "actors/contribution.hpp"
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -17,20 +19,34 @@ using engine::dataflow::TokenBatch;
 using engine::dataflow::TokenBatchPtr;
 using engine::dataflow::TokenMeta;
 
-TEST(Contribution, BuilderSortsPartsByDestinationAndKeepsRowOrderWithinOne) {
-  ContributionBuilder build(/*iteration=*/7, /*source=*/3, /*num_dests=*/6);
+// Row i of `dests` as a TokenMeta whose request id is dst * 100 + its index among the rows
+// for dst, grouped with group_rows; counts the parts made.
+ContributionPtr group(int64_t iteration, int32_t source, size_t num_dests,
+                      const std::vector<int32_t>& dests, GroupScratch& scratch, int* made) {
+  std::vector<int64_t> seen(num_dests, 0);
+  std::vector<int64_t> ids;
+  for (int32_t d : dests) ids.push_back(d * 100 + seen[static_cast<size_t>(d)]++);
+  return group_rows(
+      iteration, source, num_dests, static_cast<int64_t>(dests.size()),
+      [&](int64_t i) { return dests[static_cast<size_t>(i)]; },
+      [&](int32_t, int64_t) {
+        ++*made;
+        return std::make_shared<TokenBatch>();
+      },
+      [&](TokenBatch& part, int64_t i) {
+        TokenMeta m;
+        m.request_id = ids[static_cast<size_t>(i)];
+        part.tokens.push_back(m);
+      },
+      scratch);
+}
+
+TEST(Contribution, GroupRowsSortsPartsByDestinationAndKeepsRowOrderWithinOne) {
+  GroupScratch scratch;
   int made = 0;
-  auto make = [&] {
-    ++made;
-    return std::make_shared<TokenBatch>();
-  };
-  for (int32_t dst : {4, 1, 4, 0, 1, 4}) {
-    TokenMeta m;
-    m.request_id = dst * 100 + static_cast<int64_t>(build.at(dst, make).tokens.size());
-    build.at(dst, make).tokens.push_back(m);
-  }
+  const ContributionPtr c =
+      group(/*iteration=*/7, /*source=*/3, /*num_dests=*/6, {4, 1, 4, 0, 1, 4}, scratch, &made);
   EXPECT_EQ(made, 3);  // one part per destination used
-  const ContributionPtr c = build.finish();
   EXPECT_EQ(c->iteration, 7);
   EXPECT_EQ(c->source, 3);
   EXPECT_EQ(c->dests, (std::vector<int32_t>{0, 1, 4}));
@@ -50,16 +66,19 @@ TEST(Contribution, BuilderSortsPartsByDestinationAndKeepsRowOrderWithinOne) {
 }
 
 TEST(Contribution, ARunOfNoRowsSendsNoParts) {
-  ContributionBuilder build(1, 0, 0);
-  const ContributionPtr c = build.finish();
+  GroupScratch scratch;
+  int made = 0;
+  const ContributionPtr c = group(1, 0, 4, {}, scratch, &made);
+  EXPECT_EQ(made, 0);
   EXPECT_TRUE(c->dests.empty());
   EXPECT_TRUE(c->parts.empty());
   EXPECT_EQ(c->dense_parts(4), std::vector<TokenBatchPtr>(4));
 }
 
-// group_rows (the stages' two-pass grouping over a reused index) gives the builder's
-// contribution for the same rows, and leaves its scratch clear for the next call.
-TEST(Contribution, GroupRowsMatchesTheBuilderAndReusesItsScratch) {
+// group_rows over one scratch for many runs of random rows and both sizes: each run's parts
+// are those of a plain reference grouping (ascending destinations, rows in order, each part
+// made once for its own destination and sized for its rows), and the scratch is clear after.
+TEST(Contribution, GroupRowsMatchesAReferenceGroupingAndReusesItsScratch) {
   GroupScratch scratch;
   uint64_t state = 12345;
   const auto next = [&state](uint64_t mod) {
@@ -72,13 +91,8 @@ TEST(Contribution, GroupRowsMatchesTheBuilderAndReusesItsScratch) {
     const int64_t n = call % 5 == 0 ? 0 : static_cast<int64_t>(1 + next(39));
     std::vector<int32_t> dest(static_cast<size_t>(n));
     for (int32_t& d : dest) d = static_cast<int32_t>(next(num_dests));
-    ContributionBuilder build(call, 3, n > 0 ? num_dests : 0);
-    for (int64_t i = 0; i < n; ++i) {
-      TokenMeta m;
-      m.request_id = i;
-      build.at(dest[i], [] { return std::make_shared<TokenBatch>(); }).tokens.push_back(m);
-    }
-    const ContributionPtr want = build.finish();
+    std::map<int32_t, std::vector<int64_t>> want;  // destination → row indices, in order
+    for (int64_t i = 0; i < n; ++i) want[dest[static_cast<size_t>(i)]].push_back(i);
     std::vector<std::pair<int32_t, int64_t>> made;  // (destination, rows) per part, in order
     const ContributionPtr got = group_rows(
         call, 3, num_dests, n, [&](int64_t i) { return dest[static_cast<size_t>(i)]; },
@@ -94,15 +108,18 @@ TEST(Contribution, GroupRowsMatchesTheBuilderAndReusesItsScratch) {
         scratch);
     EXPECT_EQ(got->iteration, call);
     EXPECT_EQ(got->source, 3);
-    ASSERT_EQ(got->dests, want->dests) << "call " << call;
-    ASSERT_EQ(got->parts.size(), want->parts.size());
+    std::vector<int32_t> want_dests;
+    for (const auto& [d, rows] : want) want_dests.push_back(d);
+    ASSERT_EQ(got->dests, want_dests) << "call " << call;
+    ASSERT_EQ(got->parts.size(), want.size());
     ASSERT_EQ(made.size(), got->parts.size()) << "one part made per destination used";
     for (size_t p = 0; p < got->parts.size(); ++p) {
+      const std::vector<int64_t>& rows = want.at(got->dests[p]);
       EXPECT_EQ(made[p].first, got->dests[p]) << "part made for its own destination";
       EXPECT_EQ(made[p].second, got->parts[p]->num_tokens()) << "part sized for its rows";
-      ASSERT_EQ(got->parts[p]->num_tokens(), want->parts[p]->num_tokens());
+      ASSERT_EQ(got->parts[p]->num_tokens(), static_cast<int64_t>(rows.size()));
       for (size_t r = 0; r < got->parts[p]->tokens.size(); ++r) {
-        EXPECT_EQ(got->parts[p]->tokens[r].request_id, want->parts[p]->tokens[r].request_id);
+        EXPECT_EQ(got->parts[p]->tokens[r].request_id, rows[r]);
       }
     }
     for (int32_t s : scratch.slot) ASSERT_EQ(s, -1) << "scratch left dirty after call " << call;

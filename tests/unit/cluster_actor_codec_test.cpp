@@ -12,6 +12,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "actors/cluster/actor_codec.hpp"
@@ -126,11 +127,21 @@ TEST(ClusterActorCodec, TokenBatchRoundTripsBitForBit) {
   expect_same_batch(*b, *d.message.get_as<TokenBatchPtr>(1));
 }
 
+// A contribution of `source` for `iteration`: `parts` in ascending destination order.
+ContributionPtr contribution(int64_t iteration, int32_t source,
+                             std::vector<std::pair<int32_t, TokenBatchPtr>> parts) {
+  auto c = std::make_shared<Contribution>();
+  c->iteration = iteration;
+  c->source = source;
+  for (auto& [dst, part] : parts) {
+    c->dests.push_back(dst);
+    c->parts.push_back(std::move(part));
+  }
+  return c;
+}
+
 TEST(ClusterActorCodec, ContributionRoundTripsItsParts) {
-  ContributionBuilder builder(9, 1, 4);
-  builder.at(3, [] { return batch(2, 4, 0); });
-  builder.at(0, [] { return batch(1, 4, 0); });
-  ContributionPtr c = builder.finish();
+  ContributionPtr c = contribution(9, 1, {{0, batch(1, 4, 0)}, {3, batch(2, 4, 0)}});
   DecodedMessage d =
       round_trip({ActorRole::kDispatch, 0, 0}, caf::make_message(contrib_atom::value, c));
   ASSERT_TRUE((d.message.match_elements<contrib_atom, ContributionPtr>()));
@@ -145,14 +156,10 @@ TEST(ClusterActorCodec, ContributionRoundTripsItsParts) {
 
 // A process's contributions to one iteration of a collective cross together (#18).
 TEST(ClusterActorCodec, ContributionBundleRoundTripsEveryContribution) {
-  ContributionBuilder first(7, 2, 3);
-  first.at(0, [] { return batch(2, 4); });
-  first.at(2, [] { return batch(1, 4); });
-  ContributionBuilder second(7, 3, 3);  // no parts: a source that sends nothing
-  ContributionBuilder third(7, 5, 3);
-  third.at(1, [] { return batch(3, 4); });
   auto bundle = std::make_shared<ContributionBundle>();
-  bundle->contributions = {first.finish(), second.finish(), third.finish()};
+  bundle->contributions = {contribution(7, 2, {{0, batch(2, 4)}, {2, batch(1, 4)}}),
+                           contribution(7, 3, {}),  // no parts: a source that sends nothing
+                           contribution(7, 5, {{1, batch(3, 4)}})};
   DecodedMessage d =
       round_trip({ActorRole::kCombine, 1, 0},
                  caf::make_message(contrib_atom::value, ContributionBundlePtr(bundle)));
@@ -371,11 +378,9 @@ TEST(ClusterActorCodec, BarrierMetricsAreBoundedAndChecked) {
 }
 
 TEST(ClusterActorCodec, EveryTruncationAndTrailingByteIsRejected) {
-  ContributionBuilder builder(1, 0, 2);
-  builder.at(1, [] { return batch(2, 4); });
-  auto enc =
-      encode_actor_message({ActorRole::kCombine, 0, 0},
-                           caf::make_message(contrib_atom::value, builder.finish()).content());
+  auto enc = encode_actor_message(
+      {ActorRole::kCombine, 0, 0},
+      caf::make_message(contrib_atom::value, contribution(1, 0, {{1, batch(2, 4)}})).content());
   ASSERT_TRUE(enc.ok()) << enc.status();
   expect_every_cut_refused(*enc);
 }
