@@ -16,9 +16,8 @@
 #include "actors/device.hpp"
 #include "actors/messages.hpp"
 #include "actors/run_context.hpp"
-#include "actors/wirings/registry.hpp"
-#include "engine/planning/placement.hpp"
 #include "engine/serving/scheduling_policy.hpp"
+#include "started_wiring.hpp"
 
 namespace muflow::actors {
 namespace {
@@ -50,26 +49,7 @@ caf::behavior forwarder(caf::event_based_actor* self, caf::actor observer, int d
 // `observer` (device_tag, stage) when they are granted.
 std::shared_ptr<RunContext> context(caf::actor_system& sys, const caf::actor& observer,
                                     int device_tag) {
-  auto ctx = std::make_shared<RunContext>();
-  ctx->topology.source = "<test>";
-  ctx->topology.wiring = "sync";
-  ctx->topology.devices.push_back({"cpu0"});
-  ctx->config.num_layers = 1;
-  ctx->config.num_experts = 2;
-  ctx->config.num_topk = 1;
-  absl::StatusOr<const Wiring*> wiring = find_wiring("sync");
-  EXPECT_TRUE(wiring.ok()) << wiring.status();
-  absl::StatusOr<engine::planning::Placement> p =
-      engine::planning::make_placement(ctx->topology, 2, false);
-  EXPECT_TRUE(p.ok()) << p.status();
-  ctx->placement = *p;
-  ctx->num_ranks = static_cast<int64_t>(p->rank_device.size());
-  WiringSetup setup{ctx->topology, ctx->config, ctx->placement};
-  absl::StatusOr<std::shared_ptr<const PreparedWiring>> prepared = (*wiring)->prepare(setup);
-  EXPECT_TRUE(prepared.ok()) << prepared.status();
-  absl::StatusOr<std::shared_ptr<const WiringRun>> run = (*prepared)->start_run(*ctx);
-  EXPECT_TRUE(run.ok()) << run.status();
-  ctx->wiring = *run;
+  std::shared_ptr<RunContext> ctx = testing::started_wiring("sync", 1, 1, 2, 1);
   ctx->actors.attention.resize(1);
   for (int i = 0; i < kStages; ++i) {
     ctx->actors.attention[0].push_back(sys.spawn(forwarder, observer, device_tag, i));

@@ -17,6 +17,7 @@
 #include "actors/wirings/registry.hpp"
 #include "engine/planning/placement.hpp"
 #include "engine/topology/wiring_names.hpp"
+#include "started_wiring.hpp"
 
 namespace muflow::actors {
 namespace {
@@ -48,28 +49,8 @@ TEST(WiringRegistry, KnowsExactlyTheParsersNames) {
 // A run context with 4 devices, 2 layers, 8 experts, round-robin placement (no actors): what
 // a wiring sees when a run starts.
 std::shared_ptr<const WiringRun> start(const std::string& name, std::shared_ptr<RunContext>* out) {
-  absl::StatusOr<const Wiring*> wiring = find_wiring(name);
-  EXPECT_TRUE(wiring.ok()) << wiring.status();
-  auto ctx = std::make_shared<RunContext>();
-  ctx->topology.source = "<test>";
-  ctx->topology.wiring = name;
-  for (int d = 0; d < 4; ++d) ctx->topology.devices.push_back({"cpu" + std::to_string(d)});
-  ctx->config.num_layers = 2;
-  ctx->config.num_experts = 8;
-  ctx->config.num_topk = 2;
-  absl::StatusOr<engine::planning::Placement> p = engine::planning::make_placement(
-      ctx->topology, 8, (*wiring)->traits().disaggregated_attention);
-  EXPECT_TRUE(p.ok()) << p.status();
-  ctx->placement = *p;
-  ctx->num_ranks = static_cast<int64_t>(p->rank_device.size());
-  WiringSetup setup{ctx->topology, ctx->config, ctx->placement};
-  absl::StatusOr<std::shared_ptr<const PreparedWiring>> prepared = (*wiring)->prepare(setup);
-  EXPECT_TRUE(prepared.ok()) << prepared.status();
-  absl::StatusOr<std::shared_ptr<const WiringRun>> run = (*prepared)->start_run(*ctx);
-  EXPECT_TRUE(run.ok()) << run.status();
-  ctx->wiring = *run;
-  *out = ctx;
-  return *run;
+  *out = testing::started_wiring(name, 4, 2, 8, 2);
+  return (*out)->wiring;
 }
 
 TEST(WiringGraph, SyncIsBarrierEpWithOneStagePerExpert) {
