@@ -217,6 +217,20 @@ absl::Status check_report(const RunContext& ctx, const caf::message& m) {
   return absl::OkStatus();
 }
 
+// A row's DP rank picks the part its outputs go to and the merge point it returns to; the
+// stages index their tables with it (and abort on one out of range), so a peer's is checked.
+absl::Status check_ranks(const RunContext& ctx, const ActorAddress& to,
+                         const engine::dataflow::TokenBatch& batch) {
+  for (const engine::dataflow::TokenMeta& t : batch.tokens) {
+    if (t.origin_rank < 0 || t.origin_rank >= ctx.num_ranks) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "a token batch for %s with a row of request %d for DP rank %d; the run has %d",
+          to_string(to), t.request_id, t.origin_rank, ctx.num_ranks));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status deliver_actor_frame(const RunContext& ctx, const ClusterLayout& layout,
@@ -240,6 +254,23 @@ absl::Status deliver_actor_frame(const RunContext& ctx, const ClusterLayout& lay
           "a token batch for %s with rows of %d values; the model's rows have %d (or %d with "
           "a shared expert's output)",
           to_string(m->to), batch->act->width, h, 2 * h));
+    }
+    if (absl::Status s = check_ranks(ctx, m->to, *batch); !s.ok()) return s;
+  }
+  // Contributions carry rows too (a collective replica's parts from another process).
+  std::vector<ContributionPtr> contributions;
+  if (m->message.match_elements<contrib_atom, ContributionPtr>()) {
+    contributions.push_back(m->message.get_as<ContributionPtr>(1));
+  } else if (m->message.match_elements<contrib_atom, ContributionBundlePtr>()) {
+    if (const ContributionBundlePtr& b = m->message.get_as<ContributionBundlePtr>(1)) {
+      contributions = b->contributions;
+    }
+  }
+  for (const ContributionPtr& c : contributions) {
+    if (!c) continue;
+    for (const engine::dataflow::TokenBatchPtr& part : c->parts) {
+      if (!part) continue;
+      if (absl::Status s = check_ranks(ctx, m->to, *part); !s.ok()) return s;
     }
   }
   // A bundle of reports (an Outbox's batch) is checked whole, then delivered one by one.

@@ -92,7 +92,9 @@ class ClusterLayout final : public ProcessLayout {
 /// process of the run `ctx` (built with `layout`): decodes it within `limits`, checks that its
 /// destination is an actor this process hosts (a collective: a replica that gathers here, see
 /// graph_builder.hpp `place_collective`), for a token batch that its rows are as wide as the
-/// model's rows (hidden size, or twice that with a shared expert's output), and for reports to
+/// model's rows (hidden size, or twice that with a shared expert's output), for its rows and
+/// a contribution's that they name DP ranks of the run (`TokenMeta::origin_rank` in
+/// [0, num_ranks)), and for reports to
 /// the coordinator that they fit the run (device and block in range, one entry per device,
 /// finite times); then sends it (anonymously) to that actor, a kReports bundle as its reports
 /// one by one, in order, and only when every one of them passed. Errors: InvalidArgument

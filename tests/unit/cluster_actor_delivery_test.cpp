@@ -2,9 +2,10 @@
 // (actors/cluster/cluster_layout.hpp: `deliver_actor_frame`, `fail_run`; #18): a well-formed
 // message for an actor this process hosts reaches that actor bit for bit; a message for a
 // device another process hosts, for an actor outside the run, for an actor slot without a
-// handle, a token batch whose rows are not the model's width, or bytes that do not decode are
-// refused with an error naming what was wrong, and nothing reaches any actor. A refused
-// message fails the run on the driver through its coordinator.
+// handle, a token batch whose rows are not the model's width or name a DP rank the run does
+// not have, or bytes that do not decode are refused with an error naming what was wrong, and
+// nothing reaches any actor. A refused message fails the run on the driver through its
+// coordinator.
 
 #include <gtest/gtest.h>
 
@@ -79,6 +80,7 @@ struct TestRun {
     ctx.config.hidden_size = kHidden;
     ctx.config.num_layers = 1;
     ctx.placement.num_devices = 2;
+    ctx.num_ranks = 1;
     ctx.sites.experts = {{{0, 0}, {1, 0}}};
     ctx.sites.attention = {{{0, 1}}};
     ctx.sites.samplers = {{0, 2}};
@@ -88,6 +90,8 @@ struct TestRun {
     ctx.actors.samplers = {a};
     ctx.actors.devices = {a, a};
     ctx.actors.coordinator = a;
+    ctx.actors.dispatch = {a};     // block 0's dispatch replica gathers with DP rank 0,
+    ctx.placement.rank_device = {0};  // on device 0, which this process (1) hosts
   }
   // True when the probe received none of the messages these tests send within 100 ms.
   bool nothing_received() {
@@ -166,6 +170,25 @@ TEST(ClusterActorDelivery, MessagesThisProcessMustNotTakeAreRefusedAndNotDeliver
                    frame_of({ActorRole::kExpert, 0, 0},
                             caf::make_message(batch_atom::value, batch(1, kHidden - 3))),
                    "rows of 5 values"});
+  for (const int32_t rank : {1, -1}) {  // the run has one DP rank
+    TokenBatchPtr b = batch(2, kHidden);
+    b->tokens[1].origin_rank = rank;
+    cases.push_back({"a row for a DP rank the run does not have",
+                     frame_of({ActorRole::kExpert, 0, 0}, caf::make_message(batch_atom::value, b)),
+                     "for DP rank"});
+  }
+  {  // the same row in a collective's contribution from another process
+    TokenBatchPtr b = batch(1, kHidden);
+    b->tokens[0].origin_rank = 3;
+    auto c = std::make_shared<Contribution>();
+    c->source = 0;
+    c->dests = {0};
+    c->parts = {b};
+    cases.push_back({"a contribution's row for a DP rank the run does not have",
+                     frame_of({ActorRole::kDispatch, 0, 0},
+                              caf::make_message(contrib_atom::value, ContributionPtr(c))),
+                     "for DP rank 3"});
+  }
   for (Case& c : cases) {
     absl::Status s = deliver_actor_frame(run.ctx, run.layout, c.frame->view, {});
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.what << ": " << s;
