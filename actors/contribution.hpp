@@ -47,11 +47,20 @@ using ContributionPtr = std::shared_ptr<Contribution>;
 
 /// Reusable scratch of `group_rows`: an index from destination to part that is all -1
 /// between calls (only the entries a call used are reset), so grouping a run's rows costs
-/// O(rows + destinations used), not O(destinations). One owner (a stage), reused run to run.
+/// O(rows + destinations used), not O(destinations). One per thread
+/// (`thread_group_scratch`), shared by the stages that run on it: a stage's own scratch is
+/// cold in cache when it runs once per iteration, one stage among thousands (#19 item 6).
 struct GroupScratch {
   std::vector<int32_t> slot;                      ///< [>= num_dests] destination → part, or -1
   std::vector<std::pair<int32_t, int64_t>> used;  ///< (destination, rows) of the current call
 };
+
+/// The calling thread's GroupScratch. group_rows does not nest (its callbacks make and fill
+/// batches), so one per thread serves every stage that runs on it.
+inline GroupScratch& thread_group_scratch() {
+  thread_local GroupScratch scratch;
+  return scratch;
+}
 
 /// `source`'s contribution for `iteration` from `n` rows, row i going to destination
 /// `dest_of(i)` in [0, num_dests) (aborts otherwise: callers pass expert ids and ranks of a

@@ -32,6 +32,17 @@ caf::actor merge_actor(const RunContext& ctx, int32_t block, int32_t rank) {
                                        : ctx.actors.attention[l.block][rank];
 }
 
+/// AttentionStage::emit's scratch, one per thread (emit does not nest): router weights and
+/// expert ids [n, K] of the run.
+struct EmitScratch {
+  std::vector<float> w;
+  std::vector<int32_t> ids;
+};
+EmitScratch& emit_scratch() {
+  thread_local EmitScratch scratch;
+  return scratch;
+}
+
 /// An empty batch with room for `rows` rows of `width` floats.
 TokenBatchPtr new_batch(LayerId layer, Payload payload, int64_t iteration, int64_t width,
                         int64_t rows = 0) {
@@ -227,10 +238,12 @@ class AttentionStage final : public StageImpl {
     for (TokenMeta& m : meta) m.wave = wave;
     const bool shared = cfg_.shared_expert_ffn > 0;
     std::vector<float> x(n * H), sh(shared ? n * H : 0);
-    // Router outputs in this stage's scratch (a run in the sim is a few rows; allocating them
-    // per run was a measurable share of a 256-device simulation).
-    std::vector<float>& w = scratch_w_;
-    std::vector<int32_t>& ids = scratch_ids_;
+    // Router outputs in the thread's scratch (a run in the sim is a few rows; allocating them
+    // per run was a measurable share of a 256-device simulation, and a stage's own scratch is
+    // cold in cache when it runs).
+    EmitScratch& scratch = emit_scratch();
+    std::vector<float>& w = scratch.w;
+    std::vector<int32_t>& ids = scratch.ids;
     w.assign(static_cast<size_t>(n * K), 0.f);
     ids.assign(static_cast<size_t>(n * K), 0);
     if (n > 0) {
@@ -278,7 +291,7 @@ class AttentionStage final : public StageImpl {
           m.topk_weight = w[static_cast<size_t>(q)];
           push_row(part, m, x.data() + i * H, H);
         },
-        scratch_group_);
+        thread_group_scratch());
     const WiringGraph& graph = ctx_->graph();
     if (graph.dispatch == EdgeKind::kPointToPoint) {
       // No barrier: each expert's rows go straight to its μ-queue on its device (slot e runs
@@ -377,11 +390,6 @@ class AttentionStage final : public StageImpl {
   std::map<int64_t, TokenBatchPtr> queued_;  // block 0, kIteration: iteration → token ids
   BatchQueue fresh_;                         // block 0, kFifo: token ids as they came
   int64_t next_wave_ = 0;                    // id of this stage's next run (TokenMeta::wave)
-  // emit's scratch, reused from run to run: router weights and expert ids [n, K], the
-  // grouping of rows by expert.
-  std::vector<float> scratch_w_;
-  std::vector<int32_t> scratch_ids_;
-  GroupScratch scratch_group_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -462,7 +470,7 @@ class ExpertStage final : public StageImpl {
         [&](TokenBatch& part, int64_t i) {
           push_row(part, in.tokens[static_cast<size_t>(i)], y.data() + i * H, H);
         },
-        scratch_group_);
+        thread_group_scratch());
     if (ctx_->graph().combine == EdgeKind::kPointToPoint) {
       // No barrier: each origin rank's outputs go straight to its merge point.
       for (size_t p = 0; p < contrib->parts.size(); ++p) {
@@ -495,7 +503,6 @@ class ExpertStage final : public StageImpl {
   std::unique_ptr<ExpertKernel> kernel_;
   std::map<int64_t, TokenBatchPtr> queued_;  // kIteration: iteration → the barrier's batch
   BatchQueue fifo_;                          // kFifo: batches as they came
-  GroupScratch scratch_group_;               // compute_and_send: rows grouped by origin rank
 };
 
 // ---------------------------------------------------------------------------------------------

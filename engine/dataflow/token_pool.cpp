@@ -9,6 +9,22 @@
 
 namespace muflow::engine::dataflow {
 
+struct TokenPool::Scratch {
+  static constexpr size_t kMaxSpare = 8;  ///< removed buckets kept for reuse
+  std::vector<std::map<int64_t, Bucket>::node_type> spare;
+  std::vector<int64_t> touched;
+  std::vector<int64_t> created_buckets;
+  std::vector<std::pair<Bucket*, std::pair<int64_t, int64_t>>> created_entries;
+  std::vector<std::pair<Bucket*, uint32_t>> at;
+  std::vector<uint32_t> order;
+  std::vector<const float*> rows;
+};
+
+TokenPool::Scratch& TokenPool::scratch() {
+  thread_local Scratch s;
+  return s;
+}
+
 TokenPool::TokenPool(Readiness readiness, int64_t hidden, int64_t num_topk,
                      int64_t expected_expert_messages, int64_t expected_residual_messages)
     : readiness_(readiness),
@@ -67,6 +83,38 @@ bool TokenPool::is_complete(const Bucket& b) const {
     return b.expert_messages >= expected_expert_messages_;
   }
   return b.complete_entries == b.size();
+}
+
+TokenPool::Bucket& TokenPool::bucket(int64_t key, bool* added) {
+  auto found = buckets_.lower_bound(key);
+  const bool missing = found == buckets_.end() || found->first != key;
+  if (added != nullptr) *added = missing;
+  if (!missing) return found->second;
+  auto& spare = scratch().spare;
+  if (spare.empty()) return buckets_.emplace_hint(found, key, Bucket{})->second;
+  auto node = std::move(spare.back());
+  spare.pop_back();
+  node.key() = key;
+  return buckets_.insert(found, std::move(node))->second;
+}
+
+void TokenPool::remove(std::map<int64_t, Bucket>::iterator found) {
+  auto& spare = scratch().spare;
+  if (spare.size() >= Scratch::kMaxSpare) {
+    buckets_.erase(found);
+    return;
+  }
+  auto node = buckets_.extract(found);
+  Bucket& b = node.mapped();
+  b.residual_arrived = false;
+  b.residual_messages = 0;
+  b.expert_messages = 0;
+  b.complete_entries = 0;
+  b.in_ready_order = false;
+  b.index.clear();
+  b.slots.clear();
+  b.keys.clear();
+  spare.push_back(std::move(node));
 }
 
 void TokenPool::note_if_ready(int64_t key) {
@@ -138,8 +186,10 @@ absl::Status TokenPool::add_residual(const TokenBatch& batch) {
       }
     }
   }
+  Bucket* iteration_bucket = nullptr;  // per iteration: every row's bucket
   if (readiness_ == Readiness::kPerIteration) {
-    Bucket& b = buckets_[batch.iteration];
+    Bucket& b = bucket(batch.iteration);
+    iteration_bucket = &b;
     b.residual_arrived = ++b.residual_messages == expected_residual_messages_;
     // Room for the batch's tokens at once: growing `slots` moves every entry (~200 bytes, three
     // vectors each) at each doubling. Geometric, so the several residual batches of an exflow
@@ -152,11 +202,13 @@ absl::Status TokenPool::add_residual(const TokenBatch& batch) {
       b.index.reserve(room);
     }
   }
-  std::vector<int64_t> touched;  // bucket keys, ascending and unique before use
+  // Bucket keys, ascending and unique before use.
+  std::vector<int64_t>& touched = scratch().touched;
+  touched.clear();
   for (int64_t i = 0; i < n; ++i) {
     const TokenMeta& m = batch.tokens[i];
     const int64_t key = bucket_key(batch, m);
-    Bucket& b = buckets_[key];
+    Bucket& b = iteration_bucket != nullptr ? *iteration_bucket : bucket(key);
     if (readiness_ == Readiness::kPerRequest) b.residual_arrived = true;
     if (touched.empty() || touched.back() != key) touched.push_back(key);
     Entry& e = entry(b, m.request_id, m.position);
@@ -170,6 +222,7 @@ absl::Status TokenPool::add_residual(const TokenBatch& batch) {
   std::sort(touched.begin(), touched.end());
   touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
   for (int64_t key : touched) note_if_ready(key);
+  touched.clear();
   return absl::OkStatus();
 }
 
@@ -195,20 +248,24 @@ absl::Status TokenPool::add_expert_outputs(const TokenBatch& batch) {
   // Stage each row in its entry (created when missing, and remembered): a top-k rank that
   // arrived before or that an earlier row of this batch brings is a duplicate. One lookup per
   // row and no sort (#19 item 6: this was a quarter of a 1,024-device simulation).
-  std::vector<int64_t> created_buckets;
-  std::vector<std::pair<Bucket*, std::pair<int64_t, int64_t>>> created_entries;  // in order
-  Bucket* bucket = nullptr;
-  int64_t bucket_at = 0;
+  std::vector<int64_t>& created_buckets = scratch().created_buckets;
+  std::vector<std::pair<Bucket*, std::pair<int64_t, int64_t>>>& created_entries =
+      scratch().created_entries;  // in order
+  created_buckets.clear();
+  created_entries.clear();
+  Bucket* last = nullptr;
+  int64_t last_key = 0;
   auto bucket_of = [&](const TokenMeta& m) -> Bucket* {
     const int64_t key = bucket_key(batch, m);
-    if (bucket != nullptr && key == bucket_at) return bucket;
-    auto [it, inserted] = buckets_.try_emplace(key);
+    if (last != nullptr && key == last_key) return last;
+    bool inserted = false;
+    last = &bucket(key, &inserted);  // std::map: stays valid while others are added
     if (inserted) created_buckets.push_back(key);
-    bucket = &it->second;  // std::map: stays valid while others are added
-    bucket_at = key;
-    return bucket;
+    last_key = key;
+    return last;
   };
-  std::vector<std::pair<Bucket*, uint32_t>> at;  // each row's entry
+  std::vector<std::pair<Bucket*, uint32_t>>& at = scratch().at;  // each row's entry
+  at.clear();
   at.reserve(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
     const TokenMeta& m = batch.tokens[i];
@@ -231,13 +288,16 @@ absl::Status TokenPool::add_expert_outputs(const TokenBatch& batch) {
       c->first->slots.pop_back();
       c->first->keys.pop_back();
     }
-    for (int64_t key : created_buckets) buckets_.erase(key);
+    for (int64_t key : created_buckets) remove(buckets_.find(key));
+    at.clear();
     return absl::InvalidArgumentError(
         absl::StrFormat("token pool: request %d position %d got top-k rank %d twice", m.request_id,
                         m.position, m.topk_rank));
   }
-  if (readiness_ == Readiness::kPerIteration) ++buckets_[batch.iteration].expert_messages;
-  std::vector<int64_t> touched;  // bucket keys, ascending and unique before use
+  if (readiness_ == Readiness::kPerIteration) ++bucket(batch.iteration).expert_messages;
+  // Bucket keys, ascending and unique before use.
+  std::vector<int64_t>& touched = scratch().touched;
+  touched.clear();
   for (int64_t i = 0; i < n; ++i) {
     const TokenMeta& m = batch.tokens[i];
     Bucket& b = *at[static_cast<size_t>(i)].first;
@@ -259,6 +319,8 @@ absl::Status TokenPool::add_expert_outputs(const TokenBatch& batch) {
   std::sort(touched.begin(), touched.end());
   touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
   for (int64_t key : touched) note_if_ready(key);
+  touched.clear();
+  at.clear();
   return absl::OkStatus();
 }
 
@@ -279,12 +341,15 @@ int64_t TokenPool::num_tokens(int64_t iteration) const {
 absl::Status TokenPool::merge_into(std::map<int64_t, Bucket>::iterator found, MergedTokens& out) {
   Bucket& b = found->second;
   out.h.reserve(out.h.size() + b.slots.size() * hidden_);
+  out.tokens.reserve(out.tokens.size() + b.slots.size());
   // The merge order: (request, position) ascending; keys are unique, so the order is total.
-  std::vector<uint32_t> order(b.slots.size());
+  std::vector<uint32_t>& order = scratch().order;
+  order.resize(b.slots.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<uint32_t>(i);
   std::sort(order.begin(), order.end(),
             [&](uint32_t x, uint32_t y) { return b.keys[x] < b.keys[y]; });
-  std::vector<const float*> rows(num_topk_);
+  std::vector<const float*>& rows = scratch().rows;
+  rows.resize(static_cast<size_t>(num_topk_));
   for (const uint32_t slot : order) {
     const std::pair<int64_t, int64_t>& key = b.keys[slot];
     Entry& e = b.slots[slot];
@@ -300,7 +365,7 @@ absl::Status TokenPool::merge_into(std::map<int64_t, Bucket>::iterator found, Me
     out.tokens.push_back(e.meta);
     out.h.insert(out.h.end(), e.residual.begin(), e.residual.end());
   }
-  buckets_.erase(found);
+  remove(found);
   return absl::OkStatus();
 }
 

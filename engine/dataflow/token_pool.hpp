@@ -134,6 +134,10 @@ class TokenPool {
   void note_if_ready(int64_t key);
   // Merges and removes one complete bucket, appending to `out`.
   absl::Status merge_into(std::map<int64_t, Bucket>::iterator found, MergedTokens& out);
+  // The bucket of `key`, added when missing (from spare_ when it has one); `added` tells.
+  Bucket& bucket(int64_t key, bool* added = nullptr);
+  // Removes a bucket, keeping its node and its containers' capacity in spare_.
+  void remove(std::map<int64_t, Bucket>::iterator found);
 
   Readiness readiness_;
   bool by_wave_ = false;
@@ -141,6 +145,14 @@ class TokenPool {
   std::map<int64_t, Bucket> buckets_;  ///< iteration or request id → bucket
   std::deque<int64_t> ready_order_;    ///< per request: ready groups, first-ready first
   int64_t ready_tokens_ = 0;           ///< per request: tokens in ready_order_'s groups
+  /// Removed buckets (emptied, their containers' capacity kept) and the scratch of
+  /// add_residual / add_expert_outputs / merge_into: one per thread, shared by the pools whose
+  /// stages run on it (token_pool.cpp). A per-iteration pool of a decode step holds a few
+  /// tokens; allocating a map node, its hash index and its vectors per iteration, or keeping
+  /// them per pool (cold in cache when one of thousands of stages runs), was most of the
+  /// pool's cost in a 256-device simulation (#19 item 6).
+  struct Scratch;
+  static Scratch& scratch();
 };
 
 }  // namespace muflow::engine::dataflow

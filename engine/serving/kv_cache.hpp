@@ -3,8 +3,9 @@
 /// Per-request key/value cache of one attention layer on one data-parallel rank.
 
 #include <cstdint>
-#include <unordered_map>
 #include <vector>
+
+#include "absl/container/flat_hash_map.h"
 
 namespace muflow::engine::serving {
 
@@ -40,7 +41,11 @@ class KvCache {
   };
   int64_t kv_width_;
   int64_t bytes_ = 0;
-  std::unordered_map<int64_t, Entry> entries_;
+  /// A flat table: a lookup is one probe of this stage's table, where the node map it
+  /// replaces chased a bucket and a node (every token of every layer looks its request up;
+  /// #19 item 6). The rows' pointers (keys(), values()) stay valid when the table moves its
+  /// entries: a vector's buffer moves with it.
+  absl::flat_hash_map<int64_t, Entry> entries_;
 };
 
 }  // namespace muflow::engine::serving

@@ -564,5 +564,53 @@ TEST(TokenPoolPerWave, AWaveIsReleasedWhole) {
   EXPECT_EQ(merged->h, (std::vector<float>{1.f, 4.f, 7.f}));
 }
 
+// Pools on one thread share their removed buckets (token_pool.cpp keeps them for reuse): a
+// bucket that one pool took or dropped must come back empty to another pool of other widths,
+// readiness and message counts. Interleaved over many iterations, each merge is checked
+// against its hand-computed value (exact in binary) and each completion rule against its
+// own counts.
+TEST(TokenPool, BucketsReusedAcrossPoolsOfOneThreadStartEmpty) {
+  dataflow::TokenPool two(/*hidden=*/2, /*num_topk=*/2, /*expected_expert_messages=*/2);
+  dataflow::TokenPool one(/*hidden=*/1, /*num_topk=*/1, /*expected_expert_messages=*/1);
+  dataflow::TokenPool per_request = dataflow::TokenPool::per_request(1, 1);
+  for (int64_t it = 0; it < 24; ++it) {
+    const auto f = static_cast<float>(it);
+    // `two` gets its residual and one of its two messages, then waits.
+    ASSERT_TRUE(two.add_residual(residual(it, 2, {{3, it, 0, 0.f, {f, 1.f}}})).ok());
+    ASSERT_TRUE(two.add_expert_outputs(outputs(it, 2, {{3, it, 0, 0.5f, {2.f, 4.f}}})).ok());
+    EXPECT_EQ(two.complete_iteration(), -1) << "iteration " << it << ": one of two messages";
+    // `one` completes and is taken (its bucket removed); a rejected batch on it creates and
+    // drops a bucket of a later iteration.
+    ASSERT_TRUE(
+        one.add_residual(residual(it, 1, {{5, it, 0, 0.f, {f}}, {6, it, 0, 0.f, {1.f}}})).ok());
+    EXPECT_FALSE(one.add_expert_outputs(
+                        outputs(it + 100, 1, {{5, it, 0, 1.f, {1.f}}, {5, it, 0, 1.f, {1.f}}}))
+                     .ok());
+    EXPECT_EQ(one.num_tokens(it + 100), 0);
+    ASSERT_TRUE(
+        one.add_expert_outputs(outputs(it, 1, {{6, it, 0, 2.f, {3.f}}, {5, it, 0, 1.f, {4.f}}}))
+            .ok());
+    absl::StatusOr<dataflow::MergedTokens> m1 = one.take_ready(100);
+    ASSERT_TRUE(m1.ok()) << m1.status();
+    ASSERT_EQ(m1->tokens.size(), 2u) << "iteration " << it;
+    EXPECT_EQ(m1->iteration, it);
+    EXPECT_EQ(m1->h, (std::vector<float>{f + 4.f, 7.f}));  // r + w·y: f + 4, 1 + 2·3
+    // A per-request group comes and goes.
+    ASSERT_TRUE(per_request.add_residual(residual(0, 1, {{it, 0, 0, 0.f, {1.f}}})).ok());
+    EXPECT_EQ(per_request.ready_tokens(), 0);
+    ASSERT_TRUE(per_request.add_expert_outputs(outputs(0, 1, {{it, 0, 0, 1.f, {f}}})).ok());
+    absl::StatusOr<dataflow::MergedTokens> mr = per_request.take_ready(100);
+    ASSERT_TRUE(mr.ok()) << mr.status();
+    EXPECT_EQ(mr->h, (std::vector<float>{1.f + f}));
+    EXPECT_EQ(per_request.num_held_requests(), 0);
+    // `two`'s second message completes it: r + 0.5·y0 + 0.25·y1.
+    ASSERT_TRUE(two.add_expert_outputs(outputs(it, 2, {{3, it, 1, 0.25f, {8.f, -4.f}}})).ok());
+    ASSERT_EQ(two.complete_iteration(), it);
+    absl::StatusOr<dataflow::MergedTokens> m2 = two.take(it);
+    ASSERT_TRUE(m2.ok()) << m2.status();
+    EXPECT_EQ(m2->h, (std::vector<float>{f + 3.f, 2.f}));  // f + (1 + 2), 1 + (2 - 1)
+  }
+}
+
 }  // namespace
 }  // namespace muflow::engine
