@@ -114,12 +114,21 @@ double port_load_lower_bound(const BigSwitchNetwork& network, const TrafficMatri
   return port_load_lower_bound(network, sparse_traffic(bytes));
 }
 
-std::vector<Transfer> order_row_major(const SparseTraffic& traffic, double ready_s) {
-  MUFLOW_ASSERT(well_formed(traffic), "sparse traffic is not well formed");
+namespace {
+
+// The entries as transfers, in their (row-major) order; `traffic` already checked.
+std::vector<Transfer> row_major(const SparseTraffic& traffic, double ready_s) {
   std::vector<Transfer> order;
   order.reserve(traffic.entries.size());
   for (const TrafficEntry& e : traffic.entries) order.push_back({e.src, e.dst, e.bytes, ready_s});
   return order;
+}
+
+}  // namespace
+
+std::vector<Transfer> order_row_major(const SparseTraffic& traffic, double ready_s) {
+  MUFLOW_ASSERT(well_formed(traffic), "sparse traffic is not well formed");
+  return row_major(traffic, ready_s);
 }
 
 std::vector<Transfer> order_row_major(const TrafficMatrix& bytes, double ready_s) {
@@ -127,7 +136,8 @@ std::vector<Transfer> order_row_major(const TrafficMatrix& bytes, double ready_s
 }
 
 std::vector<Transfer> order_random(const SparseTraffic& traffic, uint64_t seed, double ready_s) {
-  std::vector<Transfer> order = order_row_major(traffic, ready_s);
+  MUFLOW_ASSERT(well_formed(traffic), "sparse traffic is not well formed");
+  std::vector<Transfer> order = row_major(traffic, ready_s);
   engine::SplitMix64 rng(seed);
   for (size_t k = order.size(); k > 1; --k) {
     const auto pick = static_cast<size_t>(rng.uniform_int(0, static_cast<int64_t>(k) - 1));
@@ -141,7 +151,8 @@ std::vector<Transfer> order_random(const TrafficMatrix& bytes, uint64_t seed, do
 }
 
 std::vector<Transfer> order_sjf(const SparseTraffic& traffic, double ready_s) {
-  std::vector<Transfer> order = order_row_major(traffic, ready_s);
+  MUFLOW_ASSERT(well_formed(traffic), "sparse traffic is not well formed");
+  std::vector<Transfer> order = row_major(traffic, ready_s);
   std::sort(order.begin(), order.end(), [](const Transfer& a, const Transfer& b) {
     return std::tie(a.bytes, a.src, a.dst) < std::tie(b.bytes, b.src, b.dst);
   });

@@ -29,10 +29,14 @@ AllToAllTiming SimNetworkChannel::all_to_all(const SparseTraffic& traffic, doubl
   const auto& entries = traffic.entries;
   for (size_t i = 0; i < order.size(); ++i) {
     // The entries are sorted by (src, dst); an order may split a pair into several transfers.
-    const auto it = std::lower_bound(entries.begin(), entries.end(), order[i],
-                                     [](const TrafficEntry& e, const Transfer& x) {
-                                       return e.src != x.src ? e.src < x.src : e.dst < x.dst;
-                                     });
+    // Row-major order (sync's default) is the entries' own: no search.
+    const bool same =
+        i < entries.size() && entries[i].src == order[i].src && entries[i].dst == order[i].dst;
+    const auto it = same ? entries.begin() + static_cast<std::ptrdiff_t>(i)
+                         : std::lower_bound(entries.begin(), entries.end(), order[i],
+                                            [](const TrafficEntry& e, const Transfer& x) {
+                                              return e.src != x.src ? e.src < x.src : e.dst < x.dst;
+                                            });
     MUFLOW_ASSERT(it != entries.end() && it->src == order[i].src && it->dst == order[i].dst,
                   "all-to-all order moved a pair the traffic does not have");
     double& done = t.entry_done_s[static_cast<size_t>(it - entries.begin())];
