@@ -199,7 +199,11 @@ absl::Status TokenPool::add_residual(const TokenBatch& batch) {
       const size_t room = std::max(need, 2 * b.slots.capacity());
       b.slots.reserve(room);
       b.keys.reserve(room);
-      b.index.reserve(room);
+    }
+    // The index on its own: a reused bucket keeps its vectors' capacity, but clearing a large
+    // hash table frees it. (Its load factor is at most 7/8.)
+    if (b.index.capacity() - b.index.capacity() / 8 < need) {
+      b.index.reserve(std::max(need, 2 * b.index.size()));
     }
   }
   // Bucket keys, ascending and unique before use.
@@ -341,7 +345,10 @@ int64_t TokenPool::num_tokens(int64_t iteration) const {
 absl::Status TokenPool::merge_into(std::map<int64_t, Bucket>::iterator found, MergedTokens& out) {
   Bucket& b = found->second;
   out.h.reserve(out.h.size() + b.slots.size() * hidden_);
-  out.tokens.reserve(out.tokens.size() + b.slots.size());
+  // Geometric: take_ready merges group after group into one `out`.
+  if (const size_t need = out.tokens.size() + b.slots.size(); out.tokens.capacity() < need) {
+    out.tokens.reserve(std::max(need, 2 * out.tokens.capacity()));
+  }
   // The merge order: (request, position) ascending; keys are unique, so the order is total.
   std::vector<uint32_t>& order = scratch().order;
   order.resize(b.slots.size());

@@ -134,9 +134,10 @@ class TokenPool {
   void note_if_ready(int64_t key);
   // Merges and removes one complete bucket, appending to `out`.
   absl::Status merge_into(std::map<int64_t, Bucket>::iterator found, MergedTokens& out);
-  // The bucket of `key`, added when missing (from spare_ when it has one); `added` tells.
+  // The bucket of `key`, added when missing (a spare one of the thread's Scratch when it has
+  // one); `added` tells.
   Bucket& bucket(int64_t key, bool* added = nullptr);
-  // Removes a bucket, keeping its node and its containers' capacity in spare_.
+  // Removes a bucket, keeping its node and its containers' capacity in the thread's Scratch.
   void remove(std::map<int64_t, Bucket>::iterator found);
 
   Readiness readiness_;

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <utility>
@@ -15,7 +16,9 @@
 #include "engine/model/model_presets.hpp"
 #include "engine/routing/router_categorical.hpp"
 #include "engine/serving/kv_cache.hpp"
+#include "kernels/sim/measured_kernels.hpp"
 #include "kernels/sim/op_cost.hpp"
+#include "scratch_path.hpp"
 
 namespace muflow::engine {
 namespace {
@@ -42,7 +45,8 @@ class SimExecutorAttention : public ::testing::Test {
                                                    config_.num_layers);
     ASSERT_TRUE(router.ok()) << router.status();
     cost_ = std::make_shared<kernels::sim::CostModel>();
-    exec_ = std::make_unique<exec::SimExecutor>(config_, kind_, cost_, std::move(*router),
+    router_ = std::move(*router);
+    exec_ = std::make_unique<exec::SimExecutor>(config_, kind_, cost_, router_,
                                                 kernels::sim::Precision::kBF16);
   }
 
@@ -85,6 +89,7 @@ class SimExecutorAttention : public ::testing::Test {
   model::ModelConfig config_;
   kernels::sim::DeviceKind kind_;
   std::shared_ptr<kernels::sim::CostModel> cost_;
+  std::shared_ptr<const routing::RouterModel> router_;
   std::unique_ptr<exec::SimExecutor> exec_;
 };
 
@@ -134,6 +139,56 @@ TEST_F(SimExecutorAttention, AnEmptyBatchCostsNothing) {
   absl::StatusOr<Attended> a = attend({});
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->seconds, roofline({}, 0));
+}
+
+// With measured kernel times (`[cost] kernels`) the prefill sequences' times are summed in
+// the list's order: ascending request id, whatever order the batch holds them in. The
+// measured prefill curve is interpolated at non-integer points, so the sum's order shows.
+TEST_F(SimExecutorAttention, MeasuredTimesSumTheSequencesInAscendingRequestOrder) {
+  const std::string path = muflow::testing::scratch_path("sim_executor_measured.csv").string();
+  {
+    std::ofstream f(path);
+    f << "# muflow calibrate: test\n"
+         "# kind=cpu hidden=64 ffn=128 heads=4 kv_heads=2 head_dim=16 experts=4 topk=2 "
+         "vocab=256 gated=1 dtype=f32 threads=1 concurrent=1\n"
+         "op,tokens,context,width,seconds\n"
+         "attention,1,1,0,1.3e-05\nattention,16,1,0,4.1e-05\nattention,1,128,0,7.7e-05\n"
+         "attention,16,128,0,1.07e-03\n"
+         "prefill,3,3,0,4.99e-05\nprefill,11,11,0,2.22e-04\nprefill,37,37,0,8.73e-04\n"
+         "expert,1,0,128,2.3e-05\nexpert,64,0,128,2.1e-04\n"
+         "lm_head,1,0,0,6e-06\nlm_head,8,0,0,1.3e-05\nstage_overhead,0,0,0,7e-06\n";
+  }
+  absl::StatusOr<kernels::sim::MeasuredKernels> m = kernels::sim::MeasuredKernels::read_csv(path);
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto measured = std::make_shared<const kernels::sim::MeasuredKernels>(*std::move(m));
+  exec_ = std::make_unique<exec::SimExecutor>(config_, kind_, cost_, router_,
+                                              kernels::sim::Precision::kBF16, measured);
+  // Three prefill chunks (requests 8, 3, 5) and one decode token (request 6).
+  const std::vector<std::pair<int64_t, int64_t>> cached = {{3, 4}, {6, 20}};
+  std::vector<std::pair<int64_t, int64_t>> ascending;
+  for (int64_t p = 4; p < 9; ++p) ascending.push_back({3, p});
+  for (int64_t p = 0; p < 7; ++p) ascending.push_back({5, p});
+  ascending.push_back({6, 20});
+  for (int64_t p = 0; p < 13; ++p) ascending.push_back({8, p});
+  const double expected = measured->attention_seconds(
+      std::vector<kernels::sim::AttentionSequence>{{5, 9}, {7, 7}, {1, 21}, {13, 13}});
+  EXPECT_GT(expected, 0.0);
+  // The check can fail: summed in descending request order, the times differ (a long
+  // sequence's time next to short ones' loses low bits in another place).
+  EXPECT_NE(measured->attention_seconds(
+                std::vector<kernels::sim::AttentionSequence>{{13, 13}, {1, 21}, {7, 7}, {5, 9}}),
+            expected);
+  std::vector<std::pair<int64_t, int64_t>> descending;
+  for (int64_t r : {8, 6, 5, 3}) {
+    for (const auto& t : ascending) {
+      if (t.first == r) descending.push_back(t);
+    }
+  }
+  for (const auto& order : {ascending, descending}) {
+    absl::StatusOr<Attended> a = attend(order, cached);
+    ASSERT_TRUE(a.ok()) << a.status();
+    EXPECT_EQ(a->seconds, expected);
+  }
 }
 
 }  // namespace

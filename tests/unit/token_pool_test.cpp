@@ -580,16 +580,29 @@ TEST(TokenPool, BucketsReusedAcrossPoolsOfOneThreadStartEmpty) {
     ASSERT_TRUE(two.add_expert_outputs(outputs(it, 2, {{3, it, 0, 0.5f, {2.f, 4.f}}})).ok());
     EXPECT_EQ(two.complete_iteration(), -1) << "iteration " << it << ": one of two messages";
     // `one` completes and is taken (its bucket removed); a rejected batch on it creates and
-    // drops a bucket of a later iteration.
-    ASSERT_TRUE(
-        one.add_residual(residual(it, 1, {{5, it, 0, 0.f, {f}}, {6, it, 0, 0.f, {1.f}}})).ok());
-    EXPECT_FALSE(one.add_expert_outputs(
-                        outputs(it + 100, 1, {{5, it, 0, 1.f, {1.f}}, {5, it, 0, 1.f, {1.f}}}))
-                     .ok());
-    EXPECT_EQ(one.num_tokens(it + 100), 0);
-    ASSERT_TRUE(
-        one.add_expert_outputs(outputs(it, 1, {{6, it, 0, 2.f, {3.f}}, {5, it, 0, 1.f, {4.f}}}))
+    // drops a bucket of a later iteration. Its keys are the same every iteration (a stale
+    // index would find them), and on odd iterations its expert outputs come first, so a
+    // reused bucket is made by them (a stale residual mark would refuse the residual).
+    const auto one_residual = [&] {
+      return one.add_residual(residual(it, 1, {{5, 0, 0, 0.f, {f}}, {6, 0, 0, 0.f, {1.f}}}));
+    };
+    const auto one_outputs = [&] {
+      return one.add_expert_outputs(outputs(it, 1, {{6, 0, 0, 2.f, {3.f}}, {5, 0, 0, 1.f, {4.f}}}));
+    };
+    EXPECT_FALSE(
+        one.add_expert_outputs(outputs(it + 100, 1, {{5, 0, 0, 1.f, {1.f}}, {5, 0, 0, 1.f, {1.f}}}))
             .ok());
+    EXPECT_EQ(one.num_tokens(it + 100), 0);
+    if (it % 2 == 1) {
+      ASSERT_TRUE(one_outputs().ok()) << "iteration " << it;
+      EXPECT_EQ(one.complete_iteration(), -1) << "iteration " << it << ": no residual yet";
+      absl::Status s = one_residual();
+      ASSERT_TRUE(s.ok()) << "iteration " << it << ": " << s;
+    } else {
+      ASSERT_TRUE(one_residual().ok()) << "iteration " << it;
+      EXPECT_EQ(one.complete_iteration(), -1) << "iteration " << it << ": no outputs yet";
+      ASSERT_TRUE(one_outputs().ok()) << "iteration " << it;
+    }
     absl::StatusOr<dataflow::MergedTokens> m1 = one.take_ready(100);
     ASSERT_TRUE(m1.ok()) << m1.status();
     ASSERT_EQ(m1->tokens.size(), 2u) << "iteration " << it;
