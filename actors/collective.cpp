@@ -94,10 +94,27 @@ engine::dataflow::TokenBatchPtr empty_delivery(const RunContext& ctx, Collective
 
 // Concatenation in source order. Sources outermost, so a source costs only the parts it sent;
 // a destination no row goes to is left null (Delivery::out), so a combine to 1,024 ranks of
-// which a few took part makes a few batches.
-Delivery concat_parts(const RunContext& ctx, CollectiveKind kind, int32_t block,
-                      const std::vector<ContributionPtr>& slot, size_t num_dests, int64_t iteration,
-                      int64_t width) {
+// which a few took part makes a few batches. Errors: InvalidArgument for a part without its
+// batch or for a destination outside [0, num_dests) (its rows would be lost).
+absl::StatusOr<Delivery> concat_parts(const RunContext& ctx, CollectiveKind kind, int32_t block,
+                                      const std::vector<ContributionPtr>& slot, size_t num_dests,
+                                      int64_t iteration, int64_t width) {
+  for (const ContributionPtr& c : slot) {
+    if (c->parts.size() != c->dests.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("collective b%d: source %d sent %d parts for %d destinations", block,
+                          c->source, c->parts.size(), c->dests.size()));
+    }
+    for (size_t p = 0; p < c->dests.size(); ++p) {
+      const int32_t dst = c->dests[p];
+      const bool has_batch = c->parts[p] != nullptr;
+      if (dst < 0 || static_cast<size_t>(dst) >= num_dests || !has_batch) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("collective b%d: source %d sent a part for destination %d of [0, %d)%s",
+                            block, c->source, dst, num_dests, has_batch ? "" : " without rows"));
+      }
+    }
+  }
   Delivery d;
   d.out.resize(num_dests);
   // Sizes first, so each destination's rows are copied once, not again at every growth.
@@ -106,7 +123,7 @@ Delivery concat_parts(const RunContext& ctx, CollectiveKind kind, int32_t block,
   for (const ContributionPtr& c : slot) {
     for (size_t p = 0; p < c->parts.size(); ++p) {
       const auto dst = static_cast<size_t>(c->dests[p]);
-      if (dst >= num_dests || c->parts[p]->num_tokens() == 0) continue;
+      if (c->parts[p]->num_tokens() == 0) continue;
       rows[dst] += c->parts[p]->num_tokens();
       ++num_flows;
     }
@@ -122,7 +139,6 @@ Delivery concat_parts(const RunContext& ctx, CollectiveKind kind, int32_t block,
     const Contribution& c = *slot[src];
     for (size_t p = 0; p < c.parts.size(); ++p) {
       const auto dst = static_cast<size_t>(c.dests[p]);
-      if (dst >= num_dests) continue;
       const engine::dataflow::TokenBatch& part = *c.parts[p];
       if (part.num_tokens() == 0) continue;  // its destination may have no batch
       engine::dataflow::TokenBatch& out = *d.out[dst];

@@ -2,7 +2,8 @@
 /// \file
 /// Test helper: a RunContext whose wiring has started (no actors, no executors), as a wiring
 /// sees it when a run begins: `num_devices` cpu devices, the model dims given, the default
-/// placement for the wiring's traits. Failures are reported as gtest failures.
+/// placement for the wiring's traits. Failures are reported as gtest failures, and the step
+/// that failed throws (absl::BadStatusOrAccess from `value()`), which ends the test.
 
 #include <gtest/gtest.h>
 
@@ -32,17 +33,17 @@ inline std::shared_ptr<actors::RunContext> started_wiring(const std::string& nam
   ctx->config.num_experts = num_experts;
   ctx->config.num_topk = num_topk;
   absl::StatusOr<engine::planning::Placement> p = engine::planning::make_placement(
-      ctx->topology, num_experts, (*wiring)->traits().disaggregated_attention);
+      ctx->topology, num_experts, wiring.value()->traits().disaggregated_attention);
   EXPECT_TRUE(p.ok()) << p.status();
-  ctx->placement = *p;
+  ctx->placement = p.value();
   ctx->num_ranks = static_cast<int64_t>(p->rank_device.size());
   actors::WiringSetup setup{ctx->topology, ctx->config, ctx->placement};
   absl::StatusOr<std::shared_ptr<const actors::PreparedWiring>> prepared =
-      (*wiring)->prepare(setup);
+      wiring.value()->prepare(setup);
   EXPECT_TRUE(prepared.ok()) << prepared.status();
-  absl::StatusOr<std::shared_ptr<const actors::WiringRun>> run = (*prepared)->start_run(*ctx);
+  absl::StatusOr<std::shared_ptr<const actors::WiringRun>> run = prepared.value()->start_run(*ctx);
   EXPECT_TRUE(run.ok()) << run.status();
-  ctx->wiring = *run;
+  ctx->wiring = run.value();
   return ctx;
 }
 

@@ -52,6 +52,17 @@ int64_t TokenPool::bucket_key(const TokenBatch& batch, const TokenMeta& m) const
   return by_wave_ ? m.wave : m.request_id;
 }
 
+void TokenPool::Bucket::clear() {
+  residual_arrived = false;
+  residual_messages = 0;
+  expert_messages = 0;
+  complete_entries = 0;
+  in_ready_order = false;
+  index.clear();
+  slots.clear();
+  keys.clear();
+}
+
 TokenPool::Entry* TokenPool::Bucket::find(int64_t request_id, int64_t position) {
   const auto it = index.find({request_id, position});
   return it == index.end() ? nullptr : &slots[it->second];
@@ -105,15 +116,7 @@ void TokenPool::remove(std::map<int64_t, Bucket>::iterator found) {
     return;
   }
   auto node = buckets_.extract(found);
-  Bucket& b = node.mapped();
-  b.residual_arrived = false;
-  b.residual_messages = 0;
-  b.expert_messages = 0;
-  b.complete_entries = 0;
-  b.in_ready_order = false;
-  b.index.clear();
-  b.slots.clear();
-  b.keys.clear();
+  node.mapped().clear();
   spare.push_back(std::move(node));
 }
 

@@ -120,6 +120,9 @@ class TokenPool {
     std::vector<Entry> slots;                       ///< in order of arrival
     std::vector<std::pair<int64_t, int64_t>> keys;  ///< [slots] each slot's (request, position)
     int64_t size() const { return static_cast<int64_t>(slots.size()); }
+    /// Empties the bucket as a new one, keeping its containers' capacity (a removed bucket
+    /// reused by the next; every field above is reset here).
+    void clear();
     /// The entry of (request, position), or null.
     Entry* find(int64_t request_id, int64_t position);
     /// The index of (request, position)'s entry, added (empty) when missing; `added` tells.

@@ -139,6 +139,7 @@ TEST_F(SimExecutorAttention, AnEmptyBatchCostsNothing) {
   absl::StatusOr<Attended> a = attend({});
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->seconds, roofline({}, 0));
+  EXPECT_EQ(a->seconds, 0.0);
 }
 
 // With measured kernel times (`[cost] kernels`) the prefill sequences' times are summed in
