@@ -48,7 +48,13 @@ struct RequestOutput {
 /// A worker process lost during a run across processes, and the run's recovery from it (#18
 /// item 5; Server::run). Times are seconds since the run's start, on the driver's clock.
 struct RunRecovery {
-  std::string lost;         ///< which worker and why (ProcessGroup::LostWorker::description)
+  std::string lost;  ///< which worker and why (ProcessGroup::LostWorker::description)
+  /// Empty for a loss; for a ServingEngine that took a lost worker back (it answered again:
+  /// ProcessGroup::ReturnedWorker::description), which one, and `lost` is empty (or, when the
+  /// worker could not be joined or set up after all, why it was lost again: the new wiring
+  /// is the survivors'). The wiring is replaced the same way (its unfinished requests
+  /// re-admitted), so the fields below mean the same with "the loss" read as "the return".
+  std::string rejoined;
   double detected_s = 0.0;  ///< when the driver noticed the loss
   /// When the next attempt started (survivors re-joined, devices re-placed).
   double resumed_s = 0.0;
@@ -99,8 +105,13 @@ struct EngineStats {
   std::vector<std::vector<int64_t>> moe_tokens;
   /// Tokens waiting in the μ-queues of each stage kind now (filled by ServingEngine::stats).
   int64_t queued_attention_tokens = 0, queued_expert_tokens = 0, queued_sampler_tokens = 0;
-  /// Across processes: every worker lost and recovered from since start (ServingEngine).
+  /// Across processes: every worker lost and recovered from, or taken back, since start
+  /// (ServingEngine).
   std::vector<RunRecovery> recoveries;
+  /// Across processes: [device] the process that hosts it in the current wiring (0: the
+  /// driver; worker i of `[[cluster.workers]]`: i + 1), which changes when a worker is lost or
+  /// taken back (filled by ServingEngine::stats). Empty in one process.
+  std::vector<uint32_t> device_process;
 };
 using EngineStatsPtr = std::shared_ptr<EngineStats>;
 

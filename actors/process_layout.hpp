@@ -141,6 +141,21 @@ class ProcessGroup {
   /// so the coordinator ends the run), and hosts its devices on the survivors in later runs
   /// (Server::run then re-admits the run's unfinished requests: server.hpp). Any thread.
   virtual std::vector<LostWorker> lost_workers() const = 0;
+
+  /// A lost worker that answered again: a process at its address proved the cluster secret
+  /// (a restarted worker, or a hung one that resumed).
+  struct ReturnedWorker {
+    uint32_t process = 0;     ///< its process index, as when it was lost
+    std::string description;  ///< "worker 127.0.0.1:7101 (process 2) answers again"
+    std::chrono::steady_clock::time_point detected;  ///< when the group reached it
+  };
+  /// Every lost worker that came back since the group was made, in the order they came back
+  /// (a worker lost and back twice is listed twice). While a run is started the group tries to
+  /// reach its lost workers (ClusterDriverOptions::rejoin_interval); one that answers hosts its
+  /// own devices again from the group's next `open`, not in the run started now (a
+  /// ServingEngine replaces its wiring at once to take it back; Server::run at its next run).
+  /// The default (no workers) has none. Any thread.
+  virtual std::vector<ReturnedWorker> returned_workers() const { return {}; }
 };
 
 }  // namespace muflow::actors

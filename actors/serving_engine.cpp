@@ -1,6 +1,7 @@
 #include "actors/serving_engine.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -24,6 +25,9 @@ using Clock = std::chrono::steady_clock;
 
 // For an actor's or a worker's answer to a host's question (stats, KV bytes).
 constexpr std::chrono::seconds kAnswerTimeout{10};
+// How often the supervisor looks whether a lost worker answered again (the group tries to
+// reach them on its own schedule: ClusterDriverOptions::rejoin_interval).
+constexpr std::chrono::milliseconds kReturnPoll{100};
 
 double seconds_between(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double>(to - from).count();
@@ -58,8 +62,13 @@ struct ServingEngine::Incarnation {
   // Across processes: [device] hosted by this process (a copy: the group's layout lives only
   // until the group closes this wiring's run). Empty in one process (every device).
   std::vector<bool> hosted;
+  std::vector<uint32_t> device_process;  // [device] its process (EngineStats::device_process)
   double offset_s = 0;     // its clock's origin, in seconds after the engine's
   size_t lost_before = 0;  // workers the group had lost when it was built
+  size_t returned_before = 0;  // lost workers that had come back when it was built
+  // Set before the engine stops this wiring to replace it: its requests' failures are the
+  // replacement's, not the host's (read by their callbacks, on its coordinator's thread).
+  std::shared_ptr<std::atomic<bool>> retired = std::make_shared<std::atomic<bool>>(false);
 };
 
 struct ServingEngine::Ledger {
@@ -135,6 +144,9 @@ absl::StatusOr<std::shared_ptr<ServingEngine::Incarnation>> ServingEngine::build
   // Across processes the workers build their share before this process spawns anything.
   ProcessLayout* layout = nullptr;
   if (group_ != nullptr) {
+    // Counted before open takes them back: one that comes back during open is taken back
+    // by the next replacement, never missed.
+    inc->returned_before = group_->returned_workers().size();
     absl::StatusOr<ProcessLayout*> opened = group_->open(*inc->sys, inc->ctx);
     if (!opened.ok()) {
       group_->close();
@@ -145,6 +157,7 @@ absl::StatusOr<std::shared_ptr<ServingEngine::Incarnation>> ServingEngine::build
     layout = *opened;
     for (int64_t d = 0; d < static_cast<int64_t>(inc->ctx->placement.num_devices); ++d) {
       inc->hosted.push_back(layout->hosts_device(d));
+      inc->device_process.push_back(layout->process_of(d));
     }
   }
   build_wiring(*inc->sys, inc->ctx,
@@ -216,10 +229,11 @@ RequestCallbacks ServingEngine::wrap(int64_t id, std::shared_ptr<const RequestCa
     }
     if (user->on_token) user->on_token(token);
   };
-  w.on_finish = [this, user, id, lost_before = inc.lost_before, offset_s = inc.offset_s](
-                    const RequestOutput& out, const absl::Status& status) {
-    // Ended by a lost worker: the recovery serves it again and its host hears of it then.
-    if (!status.ok() && group_->lost_workers().size() > lost_before) return;
+  w.on_finish = [this, user, id, lost_before = inc.lost_before, retired = inc.retired,
+                 offset_s = inc.offset_s](const RequestOutput& out, const absl::Status& status) {
+    // Ended by a lost worker or by the replacement of its wiring: the next wiring serves it
+    // again and its host hears of it then.
+    if (!status.ok() && (retired->load() || group_->lost_workers().size() > lost_before)) return;
     RequestOutput merged;
     {
       std::lock_guard<std::mutex> lock(ledger_->mu);
@@ -250,13 +264,26 @@ void ServingEngine::supervise() {
       inc = inc_;
     }
     std::string why;
+    bool down = false;
     {
       // A lost worker's remote handles are stopped by the group (process_layout.hpp); any
-      // other actor that stops has failed the engine.
+      // other actor that stops has failed the engine. Meanwhile a lost worker that answers
+      // again is taken back.
       caf::scoped_actor self{*inc->sys, /*hide=*/true};
       self->monitor(inc->ctx->actors.coordinator);
       inc->ctx->actors.for_each_wiring_actor([&](const caf::actor& a) { self->monitor(a); });
-      self->receive([&](const caf::down_msg& down) { why = inc->sys->render(down.reason); });
+      while (!down && group_->returned_workers().size() <= inc->returned_before) {
+        self->receive(
+            [&](const caf::down_msg& d) {
+              why = inc->sys->render(d.reason);
+              down = true;
+            },
+            caf::after(kReturnPoll) >> [] {});
+      }
+    }
+    if (!down) {
+      take_back(inc);
+      continue;
     }
     if (group_->lost_workers().size() <= inc->lost_before) {
       // Another failure (the requests' on_finish and drain report the coordinator's error):
@@ -285,8 +312,26 @@ void ServingEngine::recover(const std::shared_ptr<Incarnation>& old) {
   for (size_t i = old->lost_before; i < lost.size(); ++i) what.push_back(lost[i].description);
   r.lost = absl::StrJoin(what, "; ");
   r.detected_s = seconds_between(ledger_->origin, lost[old->lost_before].detected);
+  const std::string what_failed = absl::StrCat("recovering from the loss of ", r.lost);
+  replace_wiring(old, std::move(r), what_failed);
+}
+
+void ServingEngine::take_back(const std::shared_ptr<Incarnation>& old) {
+  const std::vector<ProcessGroup::ReturnedWorker> back = group_->returned_workers();
+  RunRecovery r;
+  std::vector<std::string> what;
+  for (size_t i = old->returned_before; i < back.size(); ++i) what.push_back(back[i].description);
+  r.rejoined = absl::StrJoin(what, "; ");
+  r.detected_s = seconds_between(ledger_->origin, back[old->returned_before].detected);
+  const std::string what_failed = absl::StrCat("taking back ", r.rejoined);
+  replace_wiring(old, std::move(r), what_failed);
+}
+
+void ServingEngine::replace_wiring(const std::shared_ptr<Incarnation>& old, RunRecovery r,
+                                   const std::string& what) {
   // The old wiring stops (no callback of it runs after this), then the group forgets its run
-  // and builds the next one on the survivors.
+  // and builds the next one on the live workers.
+  old->retired->store(true);
   stop_actors(*old->ctx);
   old->sys->await_all_actors_done();
   absl::StatusOr<std::shared_ptr<Incarnation>> next;
@@ -300,8 +345,8 @@ void ServingEngine::recover(const std::shared_ptr<Incarnation>& old) {
     next = build_on_survivors();
   }
   if (!next.ok()) {
-    const absl::Status failure = absl::UnavailableError(
-        absl::StrCat("recovering from the loss of ", r.lost, ": ", next.status().message()));
+    const absl::Status failure =
+        absl::UnavailableError(absl::StrCat(what, ": ", next.status().message()));
     spdlog::error("muflow engine: {}", std::string(failure.message()));
     std::map<int64_t, Ledger::Entry> unfinished;
     {
@@ -332,6 +377,16 @@ void ServingEngine::recover(const std::shared_ptr<Incarnation>& old) {
   std::shared_ptr<Incarnation> inc = std::move(*next);
   inc->offset_s = seconds_between(ledger_->origin, inc->ctx->t0);
   r.resumed_s = inc->offset_s;
+  if (r.lost.empty() && inc->lost_before > old->lost_before) {
+    // A worker that came back and was lost again while the next wiring was built (it could
+    // not be joined or set up): the record says so, and the wiring is the survivors'.
+    const std::vector<ProcessGroup::LostWorker> lost = group_->lost_workers();
+    std::vector<std::string> what;
+    for (size_t i = old->lost_before; i < inc->lost_before && i < lost.size(); ++i) {
+      what.push_back(lost[i].description);
+    }
+    r.lost = absl::StrJoin(what, "; ");
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     // Shutdown, if it came meanwhile, stops this wiring (it is the current one).
@@ -356,8 +411,8 @@ void ServingEngine::recover(const std::shared_ptr<Incarnation>& old) {
         ledger_->awaiting_first_token = true;
         ledger_->recoveries.push_back(r);
       }
-      spdlog::warn("muflow engine: {}; re-admitting {} unfinished requests on the survivors",
-                   r.lost, r.readmitted_requests);
+      spdlog::warn("muflow engine: {}; re-admitting {} unfinished requests on the new wiring",
+                   r.lost.empty() ? r.rejoined : r.lost, r.readmitted_requests);
       const caf::actor& coordinator = inc->ctx->actors.coordinator;
       caf::anon_send(coordinator, submit_atom::value, std::move(sub));
       for (int64_t id : cancels) caf::anon_send(coordinator, cancel_atom::value, id);
@@ -551,13 +606,16 @@ absl::StatusOr<EngineStats> ServingEngine::stats_of(const Incarnation& inc) {
       stats.num_finished += ledger_->earlier_finished;
       stats.recoveries = ledger_->recoveries;
     }
+    stats.device_process = inc.device_process;
     add_earlier(stats.metrics);
   }
   return stats;
 }
 
 bool ServingEngine::await_replacement(const std::shared_ptr<Incarnation>& inc) {
-  if (!ledger_ || group_->lost_workers().size() <= inc->lost_before) return false;
+  if (!ledger_ || (!inc->retired->load() && group_->lost_workers().size() <= inc->lost_before)) {
+    return false;
+  }
   std::unique_lock<std::mutex> lock(mutex_);
   changed_.wait(lock, [&] { return stopped_ || !failed_.ok() || inc_ != inc; });
   return inc_ != inc && !stopped_;

@@ -90,7 +90,8 @@ class ServingEngine {
   /// The engine's state now: waiting / running / finished requests, metrics since start
   /// (per-device busy %, MoE balance, TTFT/ITL), expert tokens per block and device, and the
   /// tokens queued in every stage's μ-queue summed per stage kind (across processes the
-  /// workers' too), and the recoveries from lost workers. After a recovery the request and
+  /// workers' too), the recoveries from lost workers and the workers taken back when they
+  /// came back, and which process hosts each device now. After a recovery the request and
   /// token totals cover the engine's life, the latency, device, MoE and queue figures the
   /// wiring since the last recovery; during one, it waits for the next wiring. Asks the
   /// coordinator and every stage (one round trip each; cost grows with the requests served so
@@ -121,11 +122,20 @@ class ServingEngine {
   // record what it streams in the ledger and hand the host its output as one run's.
   RequestCallbacks wrap(int64_t id, std::shared_ptr<const RequestCallbacks> user,
                         const Incarnation& inc);
-  // Across processes: waits until an actor of the current wiring stops; when the group lost a
-  // worker, builds the next wiring and re-admits the unfinished requests. Runs on
-  // supervisor_ until shutdown or a failure that is not a lost worker.
+  // Across processes: waits until an actor of the current wiring stops or a lost worker comes
+  // back (ProcessGroup::returned_workers, polled); when the group lost a worker, or one came
+  // back, builds the next wiring and re-admits the unfinished requests. Runs on supervisor_
+  // until shutdown or a failure that is not a lost worker.
   void supervise();
   void recover(const std::shared_ptr<Incarnation>& old);
+  // Across processes, when a lost worker answered again (ProcessGroup::returned_workers):
+  // replaces the wiring with one that hosts its devices there again, as a recovery does.
+  void take_back(const std::shared_ptr<Incarnation>& old);
+  // Stops `old`, builds the next wiring on the group's live workers and re-admits the
+  // unfinished requests; `r` is recorded (its resumed_s and readmitted_requests set here);
+  // `what` names the cause in the engine's failure if no wiring can be built.
+  void replace_wiring(const std::shared_ptr<Incarnation>& old, RunRecovery r,
+                      const std::string& what);
   // Adds the requests and tokens of the wirings before the current one to `m`'s totals.
   void add_earlier(engine::serving::RunMetrics& m);
   // What `inc`'s stages hold, the workers' included; its coordinator's stats with them.

@@ -55,10 +55,8 @@ absl::StatusOr<std::unique_ptr<actors::cluster::LaunchedWorkers>> spawn_workers(
 }
 
 absl::Status attach_workers(actors::Server& server, const engine::topology::Topology& topo,
-                            std::chrono::milliseconds heartbeat_timeout) {
+                            const actors::cluster::ClusterDriverOptions& options) {
   if (topo.workers.empty()) return absl::OkStatus();
-  actors::cluster::ClusterDriverOptions options;
-  options.heartbeat_timeout = heartbeat_timeout;
   absl::StatusOr<std::shared_ptr<actors::ProcessGroup>> group =
       actors::cluster::make_cluster_driver(topo, options);
   if (!group.ok()) return group.status();
@@ -72,6 +70,16 @@ void add_heartbeat_option(CLI::App& app, int64_t* ms) {
                  "this long counts as lost (hung, or its machine gone) and its devices move to "
                  "the survivors; raise it over slow links (a large message delays the answer); "
                  "0 turns the heartbeat off (a dead process is still noticed by its connection)")
+      ->check(CLI::Range(int64_t{0}, int64_t{3'600'000}))
+      ->capture_default_str();
+}
+
+void add_rejoin_option(CLI::App& app, int64_t* ms) {
+  app.add_option("--rejoin-interval-ms", *ms,
+                 "with [[cluster.workers]]: how often the driver tries to reach a lost worker's "
+                 "address again; a worker there that proves the cluster secret (restarted at "
+                 "the same HOST:PORT) is taken back with its own devices (the requests in "
+                 "flight are re-admitted, outputs unchanged); 0: a lost worker stays lost")
       ->check(CLI::Range(int64_t{0}, int64_t{3'600'000}))
       ->capture_default_str();
 }

@@ -31,15 +31,18 @@ absl::StatusOr<std::unique_ptr<actors::cluster::LaunchedWorkers>> spawn_workers(
     engine::topology::Topology& topo, bool quiet, const std::string& who);
 
 /// Gives `server` the cluster driver for `topo`'s workers (nothing when it lists none), with
-/// `heartbeat_timeout` (ClusterDriverOptions: a worker whose ping stays unanswered this long
-/// is lost; 0 = no heartbeat). Errors: make_cluster_driver's (an address that does not parse,
-/// the cluster secret's).
+/// `options` (heartbeat timeout, rejoin interval). Errors: make_cluster_driver's (an address
+/// that does not parse, the cluster secret's).
 absl::Status attach_workers(actors::Server& server, const engine::topology::Topology& topo,
-                            std::chrono::milliseconds heartbeat_timeout =
-                                actors::cluster::ClusterDriverOptions{}.heartbeat_timeout);
+                            const actors::cluster::ClusterDriverOptions& options = {});
 
 /// The `--heartbeat-timeout-ms` option of `muflow run` and `muflow serve` (ms, 0 = off),
 /// bound to `*ms` (which keeps its default unless given).
 void add_heartbeat_option(CLI::App& app, int64_t* ms);
+
+/// The `--rejoin-interval-ms` option of `muflow serve` (ms, 0 = off;
+/// ClusterDriverOptions::rejoin_interval), bound to `*ms` (which keeps its default unless
+/// given).
+void add_rejoin_option(CLI::App& app, int64_t* ms);
 
 }  // namespace muflow::tools

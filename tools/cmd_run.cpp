@@ -216,9 +216,9 @@ Command add_run_command(CLI::App& app) {
     }
     absl::StatusOr<std::unique_ptr<actors::Server>> server = actors::Server::create(topo);
     if (!server.ok()) return fail(std::string(server.status().message()));
-    if (absl::Status s =
-            attach_workers(**server, topo, std::chrono::milliseconds(o->heartbeat_timeout_ms));
-        !s.ok()) {
+    actors::cluster::ClusterDriverOptions cluster;
+    cluster.heartbeat_timeout = std::chrono::milliseconds(o->heartbeat_timeout_ms);
+    if (absl::Status s = attach_workers(**server, topo, cluster); !s.ok()) {
       return fail(std::string(s.message()));
     }
     (*server)->set_trace_max_events(o->trace_max_events);

@@ -37,6 +37,7 @@ Command add_serve_command(CLI::App& app) {
     bool spawn_workers = false;
     int64_t heartbeat_timeout_ms =
         actors::cluster::ClusterDriverOptions{}.heartbeat_timeout.count();
+    int64_t rejoin_interval_ms = actors::cluster::ClusterDriverOptions{}.rejoin_interval.count();
   };
   auto o = std::make_shared<Options>();
   app.add_option("topology", o->topology,
@@ -69,6 +70,7 @@ Command add_serve_command(CLI::App& app) {
                "without a cluster token ($MUFLOW_CLUSTER_TOKEN, [cluster] token_file) a random "
                "one is made for them");
   add_heartbeat_option(app, &o->heartbeat_timeout_ms);
+  add_rejoin_option(app, &o->rejoin_interval_ms);
   return [o]() {
     // Signals go to one watcher thread: block them here, before any thread is spawned (CAF's
     // workers and cpp-httplib's pool inherit the mask).
@@ -106,9 +108,10 @@ Command add_serve_command(CLI::App& app) {
     }
     absl::StatusOr<std::unique_ptr<actors::Server>> server = actors::Server::create(topo);
     if (!server.ok()) return fail(std::string(server.status().message()));
-    if (absl::Status s =
-            attach_workers(**server, topo, std::chrono::milliseconds(o->heartbeat_timeout_ms));
-        !s.ok()) {
+    actors::cluster::ClusterDriverOptions cluster;
+    cluster.heartbeat_timeout = std::chrono::milliseconds(o->heartbeat_timeout_ms);
+    cluster.rejoin_interval = std::chrono::milliseconds(o->rejoin_interval_ms);
+    if (absl::Status s = attach_workers(**server, topo, cluster); !s.ok()) {
       return fail(std::string(s.message()));
     }
     absl::StatusOr<std::unique_ptr<actors::ServingEngine>> engine =

@@ -5,6 +5,7 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -90,8 +91,15 @@ void on_frame(Inbox& inbox, Heartbeats& beats, Received&& r) {
 // moment: it holds this, never the driver).
 struct LostState {
   mutable std::mutex mu;
-  std::set<uint32_t> processes;
+  std::set<uint32_t> processes;  // lost now (returned ones included until the next open)
   std::vector<ProcessGroup::LostWorker> list;
+  std::set<uint32_t> returned;  // lost, answered again: back in the next open
+  std::vector<ProcessGroup::ReturnedWorker> returned_list;
+  // [process]: a worker that came back and could not be joined or set up is not tried again
+  // before this time (each such failure doubles the wait), so a misconfigured worker does not
+  // make the engine replace its wiring every second.
+  std::map<uint32_t, std::chrono::steady_clock::time_point> retry_after;
+  std::map<uint32_t, int> failed_returns;
 };
 
 // Monitors every live worker's gate (its CAF proxy: the middleman stops it, with a down
@@ -116,9 +124,106 @@ struct HeartbeatPlan {
   std::shared_ptr<Outbox> outbox;
 };
 
+// Every `interval` the watcher also tries to reach each lost worker's address again (CAF's
+// middleman actor, asynchronously: a host that does not answer holds no thread) and runs the
+// secret's challenge-response with whatever answers there; one that proves the secret is
+// recorded in `LostState::returned` and hosts its devices again from the next open.
+struct RejoinPlan {
+  std::chrono::milliseconds interval{0}, timeout{0};  // interval 0: off
+  struct Worker {
+    uint32_t process = 0;
+    std::string name;  // "worker HOST:PORT (process N)"
+    ListenAddress address;
+  };
+  std::vector<Worker> workers;  // every worker of the group
+  std::shared_ptr<const ClusterSecret> secret;
+};
+
+// What the watcher knows of its tries ([process]): one under way (a slow try is not started
+// twice), and the last refusal logged (a process that keeps refusing is logged once, not at
+// every try).
+struct Probes {
+  explicit Probes(size_t processes) : under_way(processes, false), logged(processes) {}
+  std::vector<bool> under_way;
+  std::vector<std::string> logged;
+};
+
+// One try to reach lost worker `w` again (see RejoinPlan).
+void probe_lost_worker(caf::event_based_actor* self, const RejoinPlan::Worker& w,
+                       const RejoinPlan& plan, const std::shared_ptr<LostState>& lost,
+                       const std::shared_ptr<Probes>& probes) {
+  probes->under_way[w.process] = true;
+  // A refusal, logged when it is not the one logged last for this worker.
+  auto refused = [probes, process = w.process](const std::string& why) {
+    if (probes->logged[process] == why) return;
+    probes->logged[process] = why;
+    spdlog::error("muflow driver: {} (logged once until it changes; tried again meanwhile)", why);
+  };
+  auto done = [probes, process = w.process] { probes->under_way[process] = false; };
+  auto failed = [done](const caf::error&) { done(); };  // still lost: tried again later
+  const std::chrono::milliseconds timeout = plan.timeout;
+  const std::shared_ptr<const ClusterSecret> secret = plan.secret;
+  self->request(self->home_system().middleman().actor_handle(), timeout, caf::connect_atom::value,
+                w.address.host, w.address.port)
+      .then(
+          [=](const caf::node_id&, const caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
+            const auto gate = caf::actor_cast<caf::actor>(ptr);
+            if (!gate) return done();
+            self->request(gate, timeout, hello_atom::value)
+                .then(
+                    [=](const std::string& challenge) {
+                      absl::StatusOr<AuthAnswer> mine =
+                          answer_challenge(*secret, challenge, w.name);
+                      if (!mine.ok()) {
+                        refused(absl::StrFormat("%s answers but is not taken back: %s", w.name,
+                                                mine.status().message()));
+                        return done();
+                      }
+                      self->request(gate, timeout, auth_atom::value, mine->proof,
+                                    std::string(mine->nonce.begin(), mine->nonce.end()))
+                          .then(
+                              [=](const std::string& proof) {
+                                done();
+                                if (!worker_proved(*secret, *mine, proof)) {
+                                  refused(w.name +
+                                          " answers but failed to prove the cluster secret: not "
+                                          "taken back");
+                                  return;
+                                }
+                                probes->logged[w.process].clear();
+                                ProcessGroup::ReturnedWorker r;
+                                r.process = w.process;
+                                r.description = w.name + " answers again";
+                                r.detected = std::chrono::steady_clock::now();
+                                {
+                                  std::lock_guard<std::mutex> lock(lost->mu);
+                                  if (lost->processes.count(w.process) == 0 ||
+                                      !lost->returned.insert(w.process).second) {
+                                    return;
+                                  }
+                                  lost->returned_list.push_back(r);
+                                }
+                                spdlog::warn(
+                                    "muflow driver: {}; it hosts its devices again from the "
+                                    "next run",
+                                    r.description);
+                              },
+                              [=](const caf::error& err) {
+                                // Refused: another token (the gate logs it too).
+                                refused(absl::StrFormat("%s answers but refused this driver: %s",
+                                                        w.name, self->home_system().render(err)));
+                                done();
+                              });
+                    },
+                    failed);
+          },
+          failed);
+}
+
 caf::behavior gate_watcher(caf::event_based_actor* self, std::vector<WatchedGate> gates,
                            std::vector<std::pair<uint32_t, caf::actor>> remotes,
-                           std::shared_ptr<LostState> lost, HeartbeatPlan heartbeat) {
+                           std::shared_ptr<LostState> lost, HeartbeatPlan heartbeat,
+                           RejoinPlan rejoin) {
   // Records `g` as lost (once) and stops its process's remote handles.
   auto declare_lost = [remotes, lost](const WatchedGate& g, std::string description) {
     ProcessGroup::LostWorker w;
@@ -154,9 +259,27 @@ caf::behavior gate_watcher(caf::event_based_actor* self, std::vector<WatchedGate
   self->set_error_handler([](caf::error&) {});
   // [process]: when the oldest ping not answered yet was sent (steady ns), 0 when none is.
   auto pending = std::make_shared<std::vector<int64_t>>(heartbeat.beats->size, 0);
+  if (rejoin.interval.count() > 0) self->delayed_send(self, rejoin.interval, rejoin_atom::value);
+  auto probes = std::make_shared<Probes>(rejoin.workers.size() + 1);
   return {
       [](run_stop_atom) {},       // lives until close() stops it
       [](const std::string&) {},  // a gate's answer to cl_stop
+      [self, lost, rejoin, probes](rejoin_atom) {
+        for (const RejoinPlan::Worker& w : rejoin.workers) {
+          {
+            std::lock_guard<std::mutex> lock(lost->mu);
+            if (lost->processes.count(w.process) == 0 || lost->returned.count(w.process) != 0) {
+              continue;
+            }
+            if (auto it = lost->retry_after.find(w.process);
+                it != lost->retry_after.end() && std::chrono::steady_clock::now() < it->second) {
+              continue;
+            }
+          }
+          if (!probes->under_way[w.process]) probe_lost_worker(self, w, rejoin, lost, probes);
+        }
+        self->delayed_send(self, rejoin.interval, rejoin_atom::value);
+      },
       [self, gates, lost, heartbeat, declare_lost, pending](heartbeat_atom) {
         const int64_t now = steady_ns();
         const auto timeout_ns =
@@ -193,7 +316,9 @@ class ClusterDriver final : public ProcessGroup {
  public:
   ClusterDriver(std::vector<ListenAddress> workers, ClusterSecret secret,
                 ClusterDriverOptions options)
-      : workers_(std::move(workers)), secret_(std::move(secret)), options_(options) {}
+      : workers_(std::move(workers)),
+        secret_(std::make_shared<const ClusterSecret>(std::move(secret))),
+        options_(options) {}
   ~ClusterDriver() override { close(); }
 
   void configure(caf::actor_system_config& cfg) override { cfg.load<caf::io::middleman>(); }
@@ -221,9 +346,13 @@ class ClusterDriver final : public ProcessGroup {
     plane_ = std::move(*plane);
     // A lost worker's devices go to the survivors (its address stays empty: nobody connects
     // to it, and it gets no run).
-    std::set<uint32_t> lost;
+    std::set<uint32_t> lost, returning;
     {
       std::lock_guard<std::mutex> lock(lost_->mu);
+      // A lost worker that answered again is joined like the others; if it cannot be joined or
+      // set up after all, it is lost again (below), never the run's error.
+      for (uint32_t p : lost_->returned) lost_->processes.erase(p);
+      returning.swap(lost_->returned);
       lost = lost_->processes;
     }
     const auto num_processes = static_cast<uint32_t>(workers_.size() + 1);
@@ -234,14 +363,18 @@ class ClusterDriver final : public ProcessGroup {
     for (size_t i = 0; i < workers_.size(); ++i) {
       if (lost.count(static_cast<uint32_t>(i + 1)) != 0) continue;
       absl::StatusOr<WorkerLink> link = join_worker(
-          sys, workers_[i], secret_, static_cast<uint32_t>(i + 1), *plane_, options_.join_timeout);
+          sys, workers_[i], *secret_, static_cast<uint32_t>(i + 1), *plane_, options_.join_timeout);
       if (!link.ok()) {
         // One that served this driver before and cannot be reached now (Unavailable) is lost
         // (it died between runs, or while a recovery sets up the next attempt): the run goes
         // on without it. One never reached, or one that refuses the driver (PermissionDenied:
         // another token, another driver's process index), is a configuration error: the run
         // fails.
-        if (!joined_[i] || !absl::IsUnavailable(link.status())) return link.status();
+        const bool came_back = returning.count(static_cast<uint32_t>(i + 1)) != 0;
+        if (!came_back && (!joined_[i] || !absl::IsUnavailable(link.status()))) {
+          return link.status();
+        }
+        if (came_back) back_off(i);
         note_lost(i, absl::StrFormat("%s was lost (it cannot be reached again: %s)", worker_name(i),
                                      link.status().message()));
         lost.insert(static_cast<uint32_t>(i + 1));
@@ -265,12 +398,24 @@ class ClusterDriver final : public ProcessGroup {
         // this run fails, and the caller's next attempt (Server::run, ServingEngine) sets up
         // on the survivors. An answer that refuses the run (FailedPrecondition: e.g. the model
         // is not at the path on that machine) is the run's error.
-        if (absl::IsUnavailable(s)) {
+        // A worker that came back and refuses (e.g. restarted with another model folder) is
+        // lost again, so the caller's next attempt leaves it out, and tried again later.
+        const bool came_back = returning.count(static_cast<uint32_t>(i + 1)) != 0;
+        if (absl::IsUnavailable(s) || came_back) {
           stop_quietly(i);  // one that was only slow drops the run it may still set up
+          if (came_back) back_off(i);
           note_lost(i, absl::StrFormat("%s was lost while setting up the run (%s)", worker_name(i),
                                        s.message()));
         }
         return s;
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(lost_->mu);
+      for (uint32_t p : returning) {
+        if (lost_->processes.count(p) != 0) continue;  // lost again above: its back-off stays
+        lost_->failed_returns.erase(p);  // taken back: a later loss starts its back-off afresh
+        lost_->retry_after.erase(p);
       }
     }
     outbox_ = std::make_shared<Outbox>(plane_.get(), 0);
@@ -313,8 +458,12 @@ class ClusterDriver final : public ProcessGroup {
     // Hidden: not an actor of the run (the run awaits its own actors before close stops this).
     HeartbeatPlan heartbeat{options_.heartbeat_interval, options_.heartbeat_timeout, beats_,
                             outbox_};
+    RejoinPlan rejoin{options_.rejoin_interval, options_.join_timeout, {}, secret_};
+    for (size_t i = 0; i < workers_.size(); ++i) {
+      rejoin.workers.push_back({static_cast<uint32_t>(i + 1), worker_name(i), workers_[i]});
+    }
     watcher_ = sys_->spawn<caf::hidden>(gate_watcher, std::move(watched), layout_->remotes(), lost_,
-                                        std::move(heartbeat));
+                                        std::move(heartbeat), std::move(rejoin));
     return absl::OkStatus();
   }
 
@@ -447,6 +596,11 @@ class ClusterDriver final : public ProcessGroup {
     return lost_->list;
   }
 
+  std::vector<ReturnedWorker> returned_workers() const override {
+    std::lock_guard<std::mutex> lock(lost_->mu);
+    return lost_->returned_list;
+  }
+
  private:
   // Sends cl_stop to worker `i` without waiting for its answer (from this node, which the
   // gate authenticated; an anonymous sender is refused).
@@ -454,6 +608,19 @@ class ClusterDriver final : public ProcessGroup {
     if (i >= gates_.size() || !gates_[i]) return;
     caf::scoped_actor self{*sys_};
     self->send(gates_[i], run_stop_atom::value);
+  }
+
+  // Worker `i` came back but could not be joined or set up: its next try waits
+  // rejoin_interval x 2^failures, at most 5 minutes.
+  void back_off(size_t i) {
+    const auto p = static_cast<uint32_t>(i + 1);
+    std::lock_guard<std::mutex> lock(lost_->mu);
+    const int n = std::min(++lost_->failed_returns[p], 16);
+    const auto wait = std::min<std::chrono::milliseconds>(
+        options_.rejoin_interval * (int64_t{1} << n), std::chrono::minutes(5));
+    lost_->retry_after[p] = std::chrono::steady_clock::now() + wait;
+    spdlog::error("muflow driver: {} came back but could not take part; tried again in {} s",
+                  worker_name(i), std::chrono::duration<double>(wait).count());
   }
 
   // Records worker `i` as lost outside a started run (no watcher: nothing of a run to stop).
@@ -494,7 +661,7 @@ class ClusterDriver final : public ProcessGroup {
   }
 
   const std::vector<ListenAddress> workers_;
-  const ClusterSecret secret_;
+  const std::shared_ptr<const ClusterSecret> secret_;  // shared with the gate watcher
   const ClusterDriverOptions options_;
   caf::actor_system* sys_ = nullptr;
   std::shared_ptr<Inbox> inbox_;

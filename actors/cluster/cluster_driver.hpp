@@ -8,7 +8,8 @@
 /// started it monitors every worker's gate and pings every worker over the data plane: a worker
 /// that dies, or stops answering pings (ClusterDriverOptions::heartbeat_timeout), fails the run
 /// at once (`lost_workers`), and later runs host its devices on the survivors (Server::run
-/// re-admits the run's unfinished requests: server.hpp).
+/// re-admits the run's unfinished requests: server.hpp). A lost worker that can be reached
+/// again and proves the secret takes its devices back in a later run (`returned_workers`).
 
 #include <chrono>
 #include <cstdint>
@@ -37,6 +38,13 @@ struct ClusterDriverOptions {
   /// TCP's timeouts (minutes). A message larger than the link moves in this time delays the
   /// answer: raise it for slow links. 0: no heartbeat (the monitor alone).
   std::chrono::milliseconds heartbeat_timeout{1'500};
+  /// While a run is started the driver tries to reach each lost worker's address again this
+  /// often (asynchronously, from the gate watcher; each try bounded by `join_timeout` per
+  /// step). A worker there that proves the cluster secret (restarted at the same HOST:PORT,
+  /// or a hung one that resumed) is listed in `returned_workers` and hosts its own devices
+  /// again from the next run (a ServingEngine replaces its wiring at once). 0: a lost worker
+  /// stays lost for the group's life.
+  std::chrono::milliseconds rejoin_interval{1'000};
 };
 
 /// A process group for `topology`'s workers (their addresses as listed; the topology must

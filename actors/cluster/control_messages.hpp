@@ -42,6 +42,8 @@ using run_trace_atom = caf::atom_constant<caf::atom("cltrace")>;
 using run_stats_atom = caf::atom_constant<caf::atom("clstats")>;
 /// The driver's gate watcher, to itself: time to ping the workers (not sent to a worker).
 using heartbeat_atom = caf::atom_constant<caf::atom("clbeat")>;
+/// The driver's gate watcher, to itself: time to reach the lost workers again (rejoin).
+using rejoin_atom = caf::atom_constant<caf::atom("clrejoin")>;
 
 /// Role strings of the two proofs (never equal: a proof cannot be reflected).
 inline constexpr const char* kConnectorRole = "connector";

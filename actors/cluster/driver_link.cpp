@@ -1,5 +1,6 @@
 #include "actors/cluster/driver_link.hpp"
 
+#include <algorithm>
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 #include <string>
@@ -10,6 +11,29 @@
 namespace muflow::actors::cluster {
 
 using transport::cluster::Nonce;
+
+absl::StatusOr<AuthAnswer> answer_challenge(const transport::cluster::ClusterSecret& secret,
+                                            const std::string& challenge,
+                                            const std::string& where) {
+  if (challenge.size() != Nonce{}.size()) {
+    return absl::PermissionDeniedError(where + ": sent a malformed challenge");
+  }
+  Nonce worker_nonce{};
+  std::copy(challenge.begin(), challenge.end(), worker_nonce.begin());
+  auto own = transport::cluster::make_nonce();
+  if (!own.ok()) return own.status();
+  const auto proof = secret.prove(worker_nonce, kConnectorRole);
+  AuthAnswer a;
+  a.proof.assign(proof.begin(), proof.end());
+  a.nonce = *own;
+  return a;
+}
+
+bool worker_proved(const transport::cluster::ClusterSecret& secret, const AuthAnswer& answer,
+                   const std::string& proof) {
+  return secret.verify(answer.nonce, kAcceptorRole,
+                       {reinterpret_cast<const uint8_t*>(proof.data()), proof.size()});
+}
 
 absl::StatusOr<WorkerLink> join_worker(caf::actor_system& sys, const ListenAddress& address,
                                        const transport::cluster::ClusterSecret& secret,
@@ -43,21 +67,14 @@ absl::StatusOr<WorkerLink> join_worker(caf::actor_system& sys, const ListenAddre
   self->request(*gate, timeout, hello_atom::value)
       .receive([&](const std::string& n) { challenge = n; }, on_error("hello", true));
   if (!failure.ok()) return failure;
-  if (challenge.size() != Nonce{}.size()) {
-    return absl::PermissionDeniedError(where + ": sent a malformed challenge");
-  }
-  Nonce worker_nonce{};
-  std::copy(challenge.begin(), challenge.end(), worker_nonce.begin());
-  auto own = transport::cluster::make_nonce();
-  if (!own.ok()) return own.status();
-  const auto proof = secret.prove(worker_nonce, kConnectorRole);
+  absl::StatusOr<AuthAnswer> mine_auth = answer_challenge(secret, challenge, where);
+  if (!mine_auth.ok()) return mine_auth.status();
   std::string answer;
-  self->request(*gate, timeout, auth_atom::value, std::string(proof.begin(), proof.end()),
-                std::string(own->begin(), own->end()))
+  self->request(*gate, timeout, auth_atom::value, mine_auth->proof,
+                std::string(mine_auth->nonce.begin(), mine_auth->nonce.end()))
       .receive([&](const std::string& a) { answer = a; }, on_error("cluster token", true));
   if (!failure.ok()) return failure;
-  if (!secret.verify(*own, kAcceptorRole,
-                     {reinterpret_cast<const uint8_t*>(answer.data()), answer.size()})) {
+  if (!worker_proved(secret, *mine_auth, answer)) {
     return absl::PermissionDeniedError(
         where +
         ": failed to prove the cluster secret (a different token, or not a muflow "

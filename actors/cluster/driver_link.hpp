@@ -8,6 +8,7 @@
 #include <caf/fwd.hpp>
 #include <chrono>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -23,6 +24,23 @@ struct WorkerLink {
   std::vector<char> ucx_address;  ///< its data plane's address (the driver connected to it)
   caf::actor gate;                ///< its gate actor (CAF middleman proxy): the run's messages
 };
+
+/// The driver's answer to a gate's challenge (the `auth` step): its proof of the secret, and
+/// its own nonce for the worker's proof.
+struct AuthAnswer {
+  std::string proof;
+  transport::cluster::Nonce nonce{};
+};
+
+/// Answers the challenge a gate sent to `hello` (its nonce, as bytes). Errors:
+/// PermissionDenied for a challenge of the wrong size (`where` names the worker); OpenSSL's
+/// RNG failing. Any thread.
+absl::StatusOr<AuthAnswer> answer_challenge(const transport::cluster::ClusterSecret& secret,
+                                            const std::string& challenge, const std::string& where);
+
+/// True when `proof` (the gate's answer to `auth`) proves the secret for `answer`'s nonce.
+bool worker_proved(const transport::cluster::ClusterSecret& secret, const AuthAnswer& answer,
+                   const std::string& proof);
 
 /// Joins the worker at `address` as data-plane process `process` (>= 1; 0 is the driver).
 /// `sys` must have loaded `caf::io::middleman`; `plane` is the driver's data plane (process 0).

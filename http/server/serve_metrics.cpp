@@ -129,7 +129,15 @@ std::string ServeMetrics::render(const actors::EngineStats& stats, int64_t kv_ca
   p.sample("muflow:all_to_all_seconds_total", model, stats.metrics.all_to_all_s);
   p.family("muflow:worker_recoveries_total", "counter",
            "Worker processes lost and recovered from (an engine across processes; 0 in one).");
-  p.sample("muflow:worker_recoveries_total", model, static_cast<double>(stats.recoveries.size()));
+  int64_t lost = 0, rejoined = 0;
+  for (const actors::RunRecovery& r : stats.recoveries) {
+    if (!r.lost.empty()) ++lost;  // a worker that came back but was lost again counts here
+    if (!r.rejoined.empty() && r.lost.empty()) ++rejoined;
+  }
+  p.sample("muflow:worker_recoveries_total", model, static_cast<double>(lost));
+  p.family("muflow:worker_rejoins_total", "counter",
+           "Lost worker processes that answered again and were taken back.");
+  p.sample("muflow:worker_rejoins_total", model, static_cast<double>(rejoined));
   if (kv_cache_bytes >= 0) {
     p.family("muflow:kv_cache_bytes", "gauge", "KV-cache bytes held by all attention stages.");
     p.sample("muflow:kv_cache_bytes", model, static_cast<double>(kv_cache_bytes));

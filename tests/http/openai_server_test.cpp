@@ -157,12 +157,13 @@ TEST(OpenAiServer, MetricsHaveEveryFamily) {
         "muflow:inter_token_latency_seconds", "muflow:e2e_request_latency_seconds",
         "muflow:device_busy_ratio", "muflow:moe_expert_tokens_total", "muflow:moe_balance",
         "muflow:mu_queue_tokens", "muflow:all_to_all_seconds_total", "muflow:kv_cache_bytes",
-        "muflow:worker_recoveries_total"}) {
+        "muflow:worker_recoveries_total", "muflow:worker_rejoins_total"}) {
     EXPECT_THAT(res->body, HasSubstr(std::string("# TYPE ") + family)) << family;
   }
   EXPECT_THAT(res->body, HasSubstr("muflow:generation_tokens_total{model_name=\"muflow\"} 4\n"));
   EXPECT_THAT(res->body, HasSubstr("muflow:prompt_tokens_total{model_name=\"muflow\"} 3\n"));
   EXPECT_THAT(res->body, HasSubstr("muflow:worker_recoveries_total{model_name=\"muflow\"} 0\n"));
+  EXPECT_THAT(res->body, HasSubstr("muflow:worker_rejoins_total{model_name=\"muflow\"} 0\n"));
 }
 
 }  // namespace

@@ -8,7 +8,10 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <atomic>
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -21,11 +24,14 @@
 #include <vector>
 
 #include "actors/cluster/cluster_driver.hpp"
+#include "actors/cluster/control_messages.hpp"
+#include "actors/cluster/listen_address.hpp"
 #include "actors/cluster/worker_launcher.hpp"
 #include "actors/server.hpp"
 #include "actors/serving_engine.hpp"
 #include "engine/topology/topology.hpp"
 #include "multiproc/cluster_test_topology.hpp"
+#include "transport/cluster/cluster_secret.hpp"
 
 namespace muflow::actors::cluster {
 namespace {
@@ -294,6 +300,223 @@ TEST(ServingEngineClusterSetup, AWorkerLostBeforeTheEngineStartsIsLeftOutAndTheE
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_TRUE(stats->recoveries.empty());
   EXPECT_TRUE((*engine)->shutdown().ok());
+}
+
+// Waits (at most 60 s) until the engine lists `n` recoveries; returns its stats then.
+EngineStats await_recoveries(ServingEngine& engine, size_t n) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (;;) {
+    auto stats = engine.stats();
+    EXPECT_TRUE(stats.ok()) << stats.status();
+    if (!stats.ok() || stats->recoveries.size() >= n) return stats.ok() ? *stats : EngineStats{};
+    if (std::chrono::steady_clock::now() > deadline) {
+      ADD_FAILURE() << "the engine lists " << stats->recoveries.size() << " recoveries, not " << n;
+      return *stats;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+// A worker killed while the engine serves and started again at its address (#18 item 5,
+// rejoin) is taken back: the engine replaces its wiring with one that hosts the worker's own
+// devices there again, re-admitting what was in flight; requests served before, across and
+// after every change give the one-process outputs, each finishing once. The devices'
+// processes show the change; and once the other original worker is killed too, its devices
+// go to the restarted one (a worker that was not taken back could not take them).
+TEST(ServingEngineClusterRejoin, AWorkerRestartedAtItsAddressIsTakenBackWithItsDevices) {
+  LoopbackCluster c;
+  ClusterDriverOptions options;
+  options.rejoin_interval = std::chrono::milliseconds(100);
+  ASSERT_NO_FATAL_FAILURE(
+      start_loopback_cluster("sync", {{0, 2}, {1, 3}}, "temperature = 0.0\n", kToken, options, &c));
+  auto engine = ServingEngine::start(*c.server);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  const std::vector<Request> reqs = requests(c.server->config().vocab_size);
+  // Submits every request, waits for each and compares it with the one-process output.
+  auto serve_all = [&](const std::string& what) {
+    std::vector<std::shared_ptr<Seen>> seen;
+    for (const Request& r : reqs) {
+      seen.push_back(std::make_shared<Seen>());
+      ASSERT_TRUE((*engine)->submit(r, watch(seen.back())).ok()) << what;
+    }
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      ASSERT_EQ(seen[i]->done.get_future().wait_for(std::chrono::seconds(60)),
+                std::future_status::ready)
+          << what << ": request " << i << " never finished";
+      std::lock_guard<std::mutex> lock(seen[i]->mu);
+      EXPECT_TRUE(seen[i]->status.ok()) << what << ", request " << i << ": " << seen[i]->status;
+      EXPECT_EQ(seen[i]->finishes, 1) << what << ", request " << i;
+      EXPECT_EQ(seen[i]->out.output, c.one.outputs[i].output) << what << ", request " << i;
+      EXPECT_EQ(seen[i]->streamed, seen[i]->out.output) << what << ", request " << i;
+    }
+  };
+  const std::vector<uint32_t> original = {1, 2, 1, 2};
+  {
+    auto stats = (*engine)->stats();
+    ASSERT_TRUE(stats.ok()) << stats.status();
+    EXPECT_EQ(stats->device_process, original);
+  }
+  ASSERT_NO_FATAL_FAILURE(serve_all("before the loss"));
+
+  const std::string address = c.workers->addresses()[0];
+  ASSERT_EQ(0, ::kill(c.workers->pid(0), SIGKILL));
+  c.workers->reap(0);
+  EngineStats stats = await_recoveries(**engine, 1);
+  ASSERT_EQ(stats.recoveries.size(), 1u);
+  EXPECT_EQ(stats.device_process, std::vector<uint32_t>({2, 2, 2, 2}));
+  ASSERT_NO_FATAL_FAILURE(serve_all("on the survivor"));
+
+  // Started again at its address while requests are served: they go on across the change.
+  // One stage thread, as each of the two first workers has on this machine's 2 cores.
+  auto again = LaunchedWorkers::launch(MUFLOW_BINARY, {address}, kToken, {"--threads", "1"});
+  ASSERT_TRUE(again.ok()) << again.status();
+  for (int round = 0; round < 100; ++round) {
+    ASSERT_NO_FATAL_FAILURE(serve_all("while the worker comes back"));
+    auto now = (*engine)->stats();
+    ASSERT_TRUE(now.ok()) << now.status();
+    if (now->recoveries.size() >= 2) break;
+  }
+  stats = await_recoveries(**engine, 2);
+  ASSERT_EQ(stats.recoveries.size(), 2u);
+  const RunRecovery& back = stats.recoveries[1];
+  EXPECT_TRUE(back.lost.empty()) << back.lost;
+  EXPECT_NE(back.rejoined.find("process 1"), std::string::npos) << back.rejoined;
+  EXPECT_GE(back.detected_s, stats.recoveries[0].resumed_s);
+  EXPECT_GE(back.resumed_s, back.detected_s);
+  EXPECT_EQ(stats.device_process, original) << "the restarted worker hosts its devices again";
+  ASSERT_NO_FATAL_FAILURE(serve_all("after the worker was taken back"));
+
+  // The other original worker dies: the restarted one takes every device.
+  ASSERT_EQ(0, ::kill(c.workers->pid(1), SIGKILL));
+  c.workers->reap(1);
+  stats = await_recoveries(**engine, 3);
+  ASSERT_EQ(stats.recoveries.size(), 3u);
+  EXPECT_NE(stats.recoveries[2].lost.find("process 2"), std::string::npos)
+      << stats.recoveries[2].lost;
+  EXPECT_EQ(stats.device_process, std::vector<uint32_t>({1, 1, 1, 1}));
+  ASSERT_NO_FATAL_FAILURE(serve_all("on the restarted worker alone"));
+  std::printf("[engine rejoin] taken back %.3f s after it answered (readmitted %d requests)\n",
+              back.resumed_s - back.detected_s, static_cast<int>(back.readmitted_requests));
+  EXPECT_TRUE((*engine)->shutdown().ok());
+}
+
+// A process at a lost worker's address that does not prove the cluster secret (another
+// token) is not taken back: the engine keeps serving on the survivor, with its devices there.
+TEST(ServingEngineClusterRejoin, AProcessWithAnotherTokenAtALostWorkersAddressIsNotTakenBack) {
+  LoopbackCluster c;
+  ClusterDriverOptions options;
+  options.rejoin_interval = std::chrono::milliseconds(100);
+  ASSERT_NO_FATAL_FAILURE(
+      start_loopback_cluster("sync", {{0, 2}, {1, 3}}, "temperature = 0.0\n", kToken, options, &c));
+  auto engine = ServingEngine::start(*c.server);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  const std::string address = c.workers->addresses()[0];
+  ASSERT_EQ(0, ::kill(c.workers->pid(0), SIGKILL));
+  c.workers->reap(0);
+  EngineStats stats = await_recoveries(**engine, 1);
+  ASSERT_EQ(stats.recoveries.size(), 1u);
+  auto impostor =
+      LaunchedWorkers::launch(MUFLOW_BINARY, {address}, "another-cluster-token-0123456789abcdef");
+  ASSERT_TRUE(impostor.ok()) << impostor.status();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // 15 tries
+  const std::vector<Request> reqs = requests(c.server->config().vocab_size);
+  auto seen = std::make_shared<Seen>();
+  ASSERT_TRUE((*engine)->submit(reqs[2], watch(seen)).ok());
+  ASSERT_EQ(seen->done.get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  EXPECT_TRUE(seen->status.ok()) << seen->status;
+  EXPECT_EQ(seen->out.output, c.one.outputs[2].output);
+  auto now = (*engine)->stats();
+  ASSERT_TRUE(now.ok()) << now.status();
+  EXPECT_EQ(now->recoveries.size(), 1u) << "nothing was taken back";
+  EXPECT_EQ(now->device_process, std::vector<uint32_t>({2, 2, 2, 2}));
+  EXPECT_TRUE(c.group->returned_workers().empty());
+  EXPECT_TRUE((*engine)->shutdown().ok());
+}
+
+// A gate at a lost worker's address that proves the cluster secret but refuses to join (a
+// worker that came back misconfigured); counts the joins it is asked for.
+caf::behavior refusing_gate(caf::event_based_actor* self,
+                            std::shared_ptr<const transport::cluster::ClusterSecret> secret,
+                            std::shared_ptr<std::atomic<int>> joins) {
+  (void)self;
+  auto challenge = std::make_shared<transport::cluster::Nonce>();
+  return {
+      [=](hello_atom) -> std::string {
+        *challenge = transport::cluster::make_nonce().value();
+        return std::string(challenge->begin(), challenge->end());
+      },
+      [=](auth_atom, const std::string& proof,
+          const std::string& nonce) -> caf::result<std::string> {
+        const auto* p = reinterpret_cast<const uint8_t*>(proof.data());
+        if (!secret->verify(*challenge, kConnectorRole, {p, proof.size()}) ||
+            nonce.size() != transport::cluster::Nonce{}.size()) {
+          return caf::make_error(caf::sec::request_receiver_down, "refused: wrong proof");
+        }
+        transport::cluster::Nonce theirs{};
+        std::copy(nonce.begin(), nonce.end(), theirs.begin());
+        const transport::cluster::Proof answer = secret->prove(theirs, kAcceptorRole);
+        return std::string(answer.begin(), answer.end());
+      },
+      [=](join_atom, uint32_t, const std::string&) -> caf::result<std::string> {
+        ++*joins;
+        return caf::make_error(caf::sec::request_receiver_down, "refused: misconfigured");
+      },
+  };
+}
+
+// A worker that comes back but cannot take part (it proves the secret, then refuses to
+// join) is lost again at each try, and tried less and less often (the wait doubles): the
+// engine goes on serving on the survivor with the one-process outputs, instead of replacing
+// its wiring at every try.
+TEST(ServingEngineClusterRejoin, AWorkerThatComesBackButCannotJoinIsTriedLessAndLessOften) {
+  LoopbackCluster c;
+  ClusterDriverOptions options;
+  options.rejoin_interval = std::chrono::milliseconds(100);
+  ASSERT_NO_FATAL_FAILURE(
+      start_loopback_cluster("sync", {{0, 2}, {1, 3}}, "temperature = 0.0\n", kToken, options, &c));
+  auto engine = ServingEngine::start(*c.server);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  absl::StatusOr<ListenAddress> address = parse_listen_address(c.workers->addresses()[0]);
+  ASSERT_TRUE(address.ok()) << address.status();
+  ASSERT_EQ(0, ::kill(c.workers->pid(0), SIGKILL));
+  c.workers->reap(0);
+  ASSERT_EQ(await_recoveries(**engine, 1).recoveries.size(), 1u);
+
+  auto secret = transport::cluster::ClusterSecret::load("");
+  ASSERT_TRUE(secret.ok()) << secret.status();
+  auto joins = std::make_shared<std::atomic<int>>(0);
+  caf::actor_system_config cfg;
+  cfg.load<caf::io::middleman>();
+  caf::actor_system sys{cfg};
+  caf::actor gate = sys.spawn(
+      refusing_gate, std::make_shared<const transport::cluster::ClusterSecret>(*secret), joins);
+  auto port = sys.middleman().publish(gate, address->port, address->host.c_str(), true);
+  ASSERT_TRUE(port) << sys.render(port.error());
+  // 2.5 s: ~24 tries at 100 ms apart without the back-off; with it the waits after each
+  // failure are 0.2, 0.4, 0.8, 1.6 s.
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  const int tried = joins->load();
+  EXPECT_GE(tried, 2);
+  EXPECT_LE(tried, 5);
+
+  const std::vector<Request> reqs = requests(c.server->config().vocab_size);
+  auto seen = std::make_shared<Seen>();
+  ASSERT_TRUE((*engine)->submit(reqs[3], watch(seen)).ok());
+  ASSERT_EQ(seen->done.get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  EXPECT_TRUE(seen->status.ok()) << seen->status;
+  EXPECT_EQ(seen->out.output, c.one.outputs[3].output);
+  auto stats = (*engine)->stats();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->device_process, std::vector<uint32_t>({2, 2, 2, 2}));
+  // One record per try that was lost again (a later try may have come meanwhile).
+  EXPECT_GE(stats->recoveries.size(), static_cast<size_t>(1 + tried));
+  EXPECT_LE(stats->recoveries.size(), static_cast<size_t>(1 + joins->load()));
+  for (size_t i = 1; i < stats->recoveries.size(); ++i) {
+    EXPECT_NE(stats->recoveries[i].rejoined.find("process 1"), std::string::npos) << i;
+    EXPECT_NE(stats->recoveries[i].lost.find("process 1"), std::string::npos) << i;
+  }
+  EXPECT_TRUE((*engine)->shutdown().ok());
+  caf::anon_send_exit(gate, caf::exit_reason::user_shutdown);
 }
 
 TEST(ServingEngineClusterSetup, ATopologyWithWorkersButNoProcessGroupIsRefused) {
