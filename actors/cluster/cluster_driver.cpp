@@ -569,24 +569,45 @@ class ClusterDriver final : public ProcessGroup {
     }
     StageLoad total;
     caf::scoped_actor self{*sys_, /*hide=*/true};
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
     for (size_t i = 0; i < gates_.size(); ++i) {
       if (!gates_[i] || lost.count(static_cast<uint32_t>(i + 1)) != 0) continue;
-      absl::Status status = absl::OkStatus();
-      self->request(gates_[i], timeout, run_stats_atom::value)
-          .receive(
-              [&](int64_t kv, int64_t attention, int64_t expert, int64_t sampler) {
-                StageLoad w;
-                w.kv_bytes = std::max<int64_t>(0, kv);
-                w.queued_attention_tokens = std::max<int64_t>(0, attention);
-                w.queued_expert_tokens = std::max<int64_t>(0, expert);
-                w.queued_sampler_tokens = std::max<int64_t>(0, sampler);
-                total += w;
-              },
-              [&](caf::error& err) {
-                status = absl::UnavailableError(absl::StrFormat("%s did not report its stages: %s",
-                                                                worker_name(i), sys_->render(err)));
-              });
-      if (!status.ok()) return status;
+      // Asked in tries of growing length (an answer to an earlier try is dropped), so that a
+      // worker lost meanwhile ends the wait within a try instead of at `timeout`: a question
+      // sent just before its connection broke is never answered, and the caller holds the
+      // group, which the recovery needs.
+      std::chrono::milliseconds try_for{250};
+      for (bool answered = false; !answered;) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            deadline - std::chrono::steady_clock::now());
+        caf::error failure;
+        self->request(gates_[i], std::max(std::chrono::milliseconds(1), std::min(try_for, left)),
+                      run_stats_atom::value)
+            .receive(
+                [&](int64_t kv, int64_t attention, int64_t expert, int64_t sampler) {
+                  StageLoad w;
+                  w.kv_bytes = std::max<int64_t>(0, kv);
+                  w.queued_attention_tokens = std::max<int64_t>(0, attention);
+                  w.queued_expert_tokens = std::max<int64_t>(0, expert);
+                  w.queued_sampler_tokens = std::max<int64_t>(0, sampler);
+                  total += w;
+                  answered = true;
+                },
+                [&](caf::error& err) { failure = std::move(err); });
+        if (answered) break;
+        bool lost_now = false;
+        {
+          std::lock_guard<std::mutex> lock(lost_->mu);
+          lost_now = lost_->processes.count(static_cast<uint32_t>(i + 1)) != 0;
+        }
+        if (lost_now || failure != caf::sec::request_timeout ||
+            std::chrono::steady_clock::now() >= deadline) {
+          return absl::UnavailableError(
+              absl::StrFormat("%s did not report its stages: %s", worker_name(i),
+                              lost_now ? std::string("it was lost") : sys_->render(failure)));
+        }
+        try_for *= 2;
+      }
     }
     return total;
   }
