@@ -378,7 +378,7 @@ TEST(ServingEngineClusterRejoin, AWorkerRestartedAtItsAddressIsTakenBackWithItsD
   }
   stats = await_recoveries(**engine, 2);
   ASSERT_EQ(stats.recoveries.size(), 2u);
-  const RunRecovery& back = stats.recoveries[1];
+  const RunRecovery back = stats.recoveries[1];  // a copy: `stats` is assigned again below
   EXPECT_TRUE(back.lost.empty()) << back.lost;
   EXPECT_NE(back.rejoined.find("process 1"), std::string::npos) << back.rejoined;
   EXPECT_GE(back.detected_s, stats.recoveries[0].resumed_s);
@@ -395,8 +395,11 @@ TEST(ServingEngineClusterRejoin, AWorkerRestartedAtItsAddressIsTakenBackWithItsD
       << stats.recoveries[2].lost;
   EXPECT_EQ(stats.device_process, std::vector<uint32_t>({1, 1, 1, 1}));
   ASSERT_NO_FATAL_FAILURE(serve_all("on the restarted worker alone"));
-  std::printf("[engine rejoin] taken back %.3f s after it answered (readmitted %d requests)\n",
-              back.resumed_s - back.detected_s, static_cast<int>(back.readmitted_requests));
+  std::printf(
+      "[engine rejoin] answered at %.3f s, new wiring at %.3f s, first token on it at %.3f s "
+      "(%d requests re-admitted)\n",
+      back.detected_s, back.resumed_s, back.first_token_s,
+      static_cast<int>(back.readmitted_requests));
   EXPECT_TRUE((*engine)->shutdown().ok());
 }
 
