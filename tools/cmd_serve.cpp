@@ -3,10 +3,13 @@
 #include <pthread.h>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -66,9 +69,10 @@ Command add_serve_command(CLI::App& app) {
       ->check(CLI::Range(0.0, 3600.0));
   app.add_flag("--spawn-workers", o->spawn_workers,
                "start the topology's [[cluster.workers]] here as loopback `muflow worker` "
-               "processes (port 0: any free port), and stop them when the server stops; "
-               "without a cluster token ($MUFLOW_CLUSTER_TOKEN, [cluster] token_file) a random "
-               "one is made for them");
+               "processes (port 0: any free port), and stop them when the server stops; one "
+               "that dies is started again on its port and taken back (unless "
+               "--rejoin-interval-ms 0); without a cluster token ($MUFLOW_CLUSTER_TOKEN, "
+               "[cluster] token_file) a random one is made for them");
   add_heartbeat_option(app, &o->heartbeat_timeout_ms);
   add_rejoin_option(app, &o->rejoin_interval_ms);
   return [o]() {
@@ -146,6 +150,35 @@ Command add_serve_command(CLI::App& app) {
                  options.api_key.empty() ? "" : "; API key required");
     std::fflush(stderr);
 
+    // Workers started here that die are started again at their address (after a doubling wait
+    // while they keep dying), and the engine takes them back once they answer
+    // (--rejoin-interval-ms). Stopped before the engine shuts down.
+    std::mutex restart_mu;
+    std::condition_variable restart_cv;
+    bool restart_stop = false;
+    std::thread restarter;
+    if (workers && o->rejoin_interval_ms > 0) {
+      restarter = std::thread([&] {
+        std::unique_lock<std::mutex> lock(restart_mu);
+        while (!restart_cv.wait_for(lock, std::chrono::milliseconds(250),
+                                    [&] { return restart_stop; })) {
+          lock.unlock();
+          for (const std::string& line : workers->restart_exited()) {
+            std::fprintf(stderr, "muflow serve: %s\n", line.c_str());
+          }
+          lock.lock();
+        }
+      });
+    }
+    auto stop_restarter = [&] {
+      {
+        std::lock_guard<std::mutex> lock(restart_mu);
+        restart_stop = true;
+      }
+      restart_cv.notify_all();
+      if (restarter.joinable()) restarter.join();
+    };
+
     std::atomic<bool> exiting{false};
     std::thread watcher([&signals, &http_server, &exiting, grace = o->shutdown_grace_s] {
       int sig = 0;
@@ -163,6 +196,7 @@ Command add_serve_command(CLI::App& app) {
     exiting.store(true);
     pthread_kill(watcher.native_handle(), SIGTERM);
     watcher.join();
+    stop_restarter();
     if (absl::Status s = (*engine)->shutdown(); !s.ok()) return fail(std::string(s.message()));
     std::fprintf(stderr, "muflow serve: stopped\n");
     return 0;

@@ -45,8 +45,36 @@ class LaunchedWorkers {
   /// for again. Returns its wait status.
   int reap(size_t i);
 
+  /// Without waiting: reaps every worker that exited (a crash, `kill -9`) and starts it again
+  /// at the address it listened on (same port, arguments and token), so that a driver that
+  /// lost it takes it back (ClusterDriverOptions::rejoin_interval). A worker is started again
+  /// at most once per `min_gap`, doubling while it keeps dying within a minute of its start
+  /// (at most 5 min). Returns one line per worker that exited or was started again, for the
+  /// caller's log; a restart that fails (the port taken meanwhile, the binary gone) is reported
+  /// there and tried again later. Blocks while a restarted worker starts (at most the
+  /// launch timeout).
+  std::vector<std::string> restart_exited(
+      std::chrono::milliseconds min_gap = std::chrono::seconds(1));
+
  private:
   LaunchedWorkers() = default;
+  // Starts `binary_ worker --listen address` with the shared arguments; its pid, stdout's
+  // read end and the address it printed. Errors: as launch's.
+  struct Started {
+    pid_t pid = 0;
+    int stdout_fd = -1;
+    std::string address;
+  };
+  absl::StatusOr<Started> start_one(const std::string& address);
+
+  std::string binary_;
+  std::vector<std::string> env_;          // the children's environment (token included)
+  std::vector<std::string> shared_args_;  // after `worker --listen A --exit-with-parent`
+  std::chrono::milliseconds timeout_{0};
+  // [worker]: when it was last started, and the wait before its next restart.
+  std::vector<std::chrono::steady_clock::time_point> started_at_;
+  std::vector<std::chrono::milliseconds> next_gap_;
+  std::vector<std::chrono::steady_clock::time_point> exited_at_;  // 0: running
   std::vector<pid_t> pids_;
   std::vector<int> stdout_fds_;  // read ends of the workers' stdout pipes
   std::vector<std::string> addresses_;

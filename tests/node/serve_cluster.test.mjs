@@ -2,8 +2,9 @@
 // of two loopback workers that `--spawn-workers` starts, driven with the official OpenAI Node
 // client. Completions are those of a one-process server on the same model (greedy); `kill -9`
 // of a worker while a completion streams loses nothing: the stream ends with the one-process
-// text, later requests are served by the survivor, /metrics counts the recovery, and SIGTERM
-// still stops the server and its workers cleanly.
+// text, later requests are served by the survivor, /metrics counts the recovery; the server
+// starts the killed worker again on its port and takes it back (a rejoin, with the same
+// completions), and SIGTERM still stops the server and its workers cleanly.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -88,10 +89,26 @@ test('kill -9 of a worker while a completion streams loses nothing', async () =>
   assert.equal(sampleValue(m['muflow:num_requests_running']), 0);
   assert.equal(sampleValue(m['muflow:kv_cache_bytes']), 0);
 
-  // SIGTERM stops the server, and its surviving worker with it.
+  // The server starts the killed worker again on its port, and the engine takes it back.
+  let rejoins = 0;
+  for (let i = 0; i < 300 && rejoins === 0; ++i) {
+    await new Promise((r) => setTimeout(r, 100));
+    rejoins = sampleValue((await metrics(cluster.url, 'none'))['muflow:worker_rejoins_total']);
+  }
+  assert.equal(rejoins, 1, cluster.log());
+  const restarted = cluster.log().match(/worker 1 started again on \S+ \(pid (\d+)\)/);
+  assert.ok(restarted, cluster.log());
+  const back = { model: 'm', prompt: PROMPTS[2], max_tokens: 24, temperature: 0 };
+  const [afterBack, refBack] = await Promise.all(
+    [clientOf(cluster).completions.create(back), clientOf(single).completions.create(back)]);
+  assert.equal(afterBack.choices[0].text, refBack.choices[0].text);
+
+  // SIGTERM stops the server, and its workers (the restarted one too) with it.
   cluster.proc.kill('SIGTERM');
   const exit = await cluster.exit;
   assert.equal(exit.code, 0, exit.log);
-  for (let i = 0; i < 50 && alive(pids[1]); ++i) await new Promise((r) => setTimeout(r, 100));
-  assert.ok(!alive(pids[1]), 'the surviving worker stopped with the server');
+  for (const pid of [pids[1], Number(restarted[1])]) {
+    for (let i = 0; i < 50 && alive(pid); ++i) await new Promise((r) => setTimeout(r, 100));
+    assert.ok(!alive(pid), `worker pid ${pid} stopped with the server`);
+  }
 });
