@@ -49,11 +49,13 @@ struct RequestOutput {
 /// item 5; Server::run). Times are seconds since the run's start, on the driver's clock.
 struct RunRecovery {
   std::string lost;  ///< which worker and why (ProcessGroup::LostWorker::description)
-  /// Empty for a loss; for a ServingEngine that took a lost worker back (it answered again:
-  /// ProcessGroup::ReturnedWorker::description), which one, and `lost` is empty (or, when the
-  /// worker could not be joined or set up after all, why it was lost again: the new wiring
-  /// is the survivors'). The wiring is replaced the same way (its unfinished requests
-  /// re-admitted), so the fields below mean the same with "the loss" read as "the return".
+  /// For a ServingEngine: the lost workers that had answered again and that the new wiring's
+  /// setup took back (ProcessGroup::ReturnedWorker::description), whether a return or a loss
+  /// made the engine replace its wiring; empty if none. A record of a return alone has `lost`
+  /// empty; one whose returned worker could not be joined or set up after all has `lost` say
+  /// why (the new wiring is then the survivors'). The wiring is replaced the same way (its
+  /// unfinished requests re-admitted), so the fields below mean the same with "the loss" read
+  /// as "the return".
   std::string rejoined;
   double detected_s = 0.0;  ///< when the driver noticed the loss
   /// When the next attempt started (survivors re-joined, devices re-placed).

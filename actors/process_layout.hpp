@@ -153,7 +153,8 @@ class ProcessGroup {
   /// (a worker lost and back twice is listed twice). While a run is started the group tries to
   /// reach its lost workers (ClusterDriverOptions::rejoin_interval); one that answers hosts its
   /// own devices again from the group's next `open`, not in the run started now (a
-  /// ServingEngine replaces its wiring at once to take it back; Server::run at its next run).
+  /// ServingEngine replaces its wiring at once to take it back; Server::run at its next run or
+  /// attempt).
   /// The default (no workers) has none. Any thread.
   virtual std::vector<ReturnedWorker> returned_workers() const { return {}; }
 };

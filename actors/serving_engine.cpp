@@ -377,6 +377,16 @@ void ServingEngine::replace_wiring(const std::shared_ptr<Incarnation>& old, RunR
   std::shared_ptr<Incarnation> inc = std::move(*next);
   inc->offset_s = seconds_between(ledger_->origin, inc->ctx->t0);
   r.resumed_s = inc->offset_s;
+  if (inc->returned_before > old->returned_before) {
+    // The workers the new wiring's open took back, whatever made the engine replace the wiring
+    // (a recovery's open also takes back a worker that came back meanwhile).
+    const std::vector<ProcessGroup::ReturnedWorker> back = group_->returned_workers();
+    std::vector<std::string> what;
+    for (size_t i = old->returned_before; i < inc->returned_before && i < back.size(); ++i) {
+      what.push_back(back[i].description);
+    }
+    r.rejoined = absl::StrJoin(what, "; ");
+  }
   if (r.lost.empty() && inc->lost_before > old->lost_before) {
     // A worker that came back and was lost again while the next wiring was built (it could
     // not be joined or set up): the record says so, and the wiring is the survivors'.

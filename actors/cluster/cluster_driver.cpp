@@ -20,6 +20,7 @@
 #include "actors/cluster/frame_kinds.hpp"
 #include "actors/cluster/listen_address.hpp"
 #include "actors/cluster/remote_actor.hpp"
+#include "actors/cluster/tcp_probe.hpp"
 #include "engine/trace/trace_merge.hpp"
 #include "spdlog/spdlog.h"
 #include "transport/cluster/cluster_secret.hpp"
@@ -95,12 +96,39 @@ struct LostState {
   std::vector<ProcessGroup::LostWorker> list;
   std::set<uint32_t> returned;  // lost, answered again: back in the next open
   std::vector<ProcessGroup::ReturnedWorker> returned_list;
-  // [process]: a worker that came back and could not be joined or set up is not tried again
-  // before this time (each such failure doubles the wait), so a misconfigured worker does not
-  // make the engine replace its wiring every second.
-  std::map<uint32_t, std::chrono::steady_clock::time_point> retry_after;
+  // [process]: when an open last tried to take it back. A worker lost again within
+  // kStayUp of that (it could not be joined, set up or started, or died soon after) is not
+  // tried again before `retry_after` (the wait doubles with each such failure: `failed_returns`),
+  // so a misconfigured or crashing worker does not make the engine replace its wiring every
+  // second.
+  std::map<uint32_t, std::chrono::steady_clock::time_point> taken_back_at, retry_after;
   std::map<uint32_t, int> failed_returns;
 };
+
+// How long a worker that was taken back must stay up for its back-off to start afresh.
+constexpr std::chrono::seconds kStayUp{60};
+
+// Process `p` was just lost (under `s.mu`): a worker taken back less than kStayUp ago waits
+// `interval` x 2^failures (at most 5 min) before it is tried again; any other starts afresh.
+void back_off_if_returned_lately(LostState& s, uint32_t p, std::chrono::milliseconds interval,
+                                 const std::string& name) {
+  const auto now = std::chrono::steady_clock::now();
+  auto it = s.taken_back_at.find(p);
+  if (it == s.taken_back_at.end() || now - it->second >= kStayUp) {
+    s.failed_returns.erase(p);
+    s.retry_after.erase(p);
+    return;
+  }
+  const int n = std::min(++s.failed_returns[p], 16);
+  const auto wait =
+      std::min<std::chrono::milliseconds>(interval * (int64_t{1} << n), std::chrono::minutes(5));
+  s.retry_after[p] = now + wait;
+  spdlog::error(
+      "muflow driver: {} was lost again {:.1f} s after it was taken back; tried again "
+      "in {:.1f} s",
+      name, std::chrono::duration<double>(now - it->second).count(),
+      std::chrono::duration<double>(wait).count());
+}
 
 // Monitors every live worker's gate (its CAF proxy: the middleman stops it, with a down
 // message, once the worker's connection breaks, e.g. when the process died). A lost worker is
@@ -124,10 +152,13 @@ struct HeartbeatPlan {
   std::shared_ptr<Outbox> outbox;
 };
 
-// Every `interval` the watcher also tries to reach each lost worker's address again (CAF's
-// middleman actor, asynchronously: a host that does not answer holds no thread) and runs the
-// secret's challenge-response with whatever answers there; one that proves the secret is
-// recorded in `LostState::returned` and hosts its devices again from the next open.
+// Every `interval` the watcher also tries to reach each lost worker's address again and runs
+// the secret's challenge-response with whatever answers there; one that proves the secret is
+// recorded in `LostState::returned` and hosts its devices again from the next open. The address
+// is first checked with a bounded TCP connect (tcp_probe.hpp) on a thread of its own (the
+// `checker` actor, detached): CAF's middleman connects with a blocking connect(2) on its own
+// thread, which a silent host would hold for minutes, and the middleman is asked only once that
+// check passed, at most once per worker at a time.
 struct RejoinPlan {
   std::chrono::milliseconds interval{0}, timeout{0};  // interval 0: off
   struct Worker {
@@ -139,6 +170,15 @@ struct RejoinPlan {
   std::shared_ptr<const ClusterSecret> secret;
 };
 
+// The bounded TCP check of an address (the watcher's helper on a thread of its own).
+caf::behavior tcp_checker() {
+  return {
+      [](rejoin_atom, const std::string& host, uint16_t port, int64_t timeout_ms) -> bool {
+        return tcp_accepts(host, port, std::chrono::milliseconds(timeout_ms));
+      },
+  };
+}
+
 // What the watcher knows of its tries ([process]): one under way (a slow try is not started
 // twice), and the last refusal logged (a process that keeps refusing is logged once, not at
 // every try).
@@ -149,8 +189,9 @@ struct Probes {
 };
 
 // One try to reach lost worker `w` again (see RejoinPlan).
-void probe_lost_worker(caf::event_based_actor* self, const RejoinPlan::Worker& w,
-                       const RejoinPlan& plan, const std::shared_ptr<LostState>& lost,
+void probe_lost_worker(caf::event_based_actor* self, const caf::actor& checker,
+                       const RejoinPlan::Worker& w, const RejoinPlan& plan,
+                       const std::shared_ptr<LostState>& lost,
                        const std::shared_ptr<Probes>& probes) {
   probes->under_way[w.process] = true;
   // A refusal, logged when it is not the one logged last for this worker.
@@ -163,61 +204,72 @@ void probe_lost_worker(caf::event_based_actor* self, const RejoinPlan::Worker& w
   auto failed = [done](const caf::error&) { done(); };  // still lost: tried again later
   const std::chrono::milliseconds timeout = plan.timeout;
   const std::shared_ptr<const ClusterSecret> secret = plan.secret;
-  self->request(self->home_system().middleman().actor_handle(), timeout, caf::connect_atom::value,
-                w.address.host, w.address.port)
-      .then(
-          [=](const caf::node_id&, const caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
-            const auto gate = caf::actor_cast<caf::actor>(ptr);
-            if (!gate) return done();
-            self->request(gate, timeout, hello_atom::value)
-                .then(
-                    [=](const std::string& challenge) {
-                      absl::StatusOr<AuthAnswer> mine =
-                          answer_challenge(*secret, challenge, w.name);
-                      if (!mine.ok()) {
-                        refused(absl::StrFormat("%s answers but is not taken back: %s", w.name,
-                                                mine.status().message()));
-                        return done();
-                      }
-                      self->request(gate, timeout, auth_atom::value, mine->proof,
-                                    std::string(mine->nonce.begin(), mine->nonce.end()))
-                          .then(
-                              [=](const std::string& proof) {
-                                done();
-                                if (!worker_proved(*secret, *mine, proof)) {
-                                  refused(w.name +
-                                          " answers but failed to prove the cluster secret: not "
-                                          "taken back");
-                                  return;
-                                }
-                                probes->logged[w.process].clear();
-                                ProcessGroup::ReturnedWorker r;
-                                r.process = w.process;
-                                r.description = w.name + " answers again";
-                                r.detected = std::chrono::steady_clock::now();
-                                {
-                                  std::lock_guard<std::mutex> lock(lost->mu);
-                                  if (lost->processes.count(w.process) == 0 ||
-                                      !lost->returned.insert(w.process).second) {
+  const auto check = std::min(timeout, std::chrono::milliseconds(1000));
+  // The middleman's answer is waited for as long as its connect(2) may take (the kernel's SYN
+  // timeout), so that no second request for this worker queues behind a first.
+  const auto connect_wait = std::chrono::minutes(5);
+  auto connect = [=](bool accepts) {
+    if (!accepts) return done();
+    self->request(self->home_system().middleman().actor_handle(), connect_wait,
+                  caf::connect_atom::value, w.address.host, w.address.port)
+        .then(
+            [=](const caf::node_id&, const caf::strong_actor_ptr& ptr,
+                const std::set<std::string>&) {
+              const auto gate = caf::actor_cast<caf::actor>(ptr);
+              if (!gate) return done();
+              self->request(gate, timeout, hello_atom::value)
+                  .then(
+                      [=](const std::string& challenge) {
+                        absl::StatusOr<AuthAnswer> mine =
+                            answer_challenge(*secret, challenge, w.name);
+                        if (!mine.ok()) {
+                          refused(absl::StrFormat("%s answers but is not taken back: %s", w.name,
+                                                  mine.status().message()));
+                          return done();
+                        }
+                        self->request(gate, timeout, auth_atom::value, mine->proof,
+                                      std::string(mine->nonce.begin(), mine->nonce.end()))
+                            .then(
+                                [=](const std::string& proof) {
+                                  done();
+                                  if (!worker_proved(*secret, *mine, proof)) {
+                                    refused(w.name +
+                                            " answers but failed to prove the cluster secret: not "
+                                            "taken back");
                                     return;
                                   }
-                                  lost->returned_list.push_back(r);
-                                }
-                                spdlog::warn(
-                                    "muflow driver: {}; it hosts its devices again from the "
-                                    "next run",
-                                    r.description);
-                              },
-                              [=](const caf::error& err) {
-                                // Refused: another token (the gate logs it too).
-                                refused(absl::StrFormat("%s answers but refused this driver: %s",
-                                                        w.name, self->home_system().render(err)));
-                                done();
-                              });
-                    },
-                    failed);
-          },
-          failed);
+                                  probes->logged[w.process].clear();
+                                  ProcessGroup::ReturnedWorker r;
+                                  r.process = w.process;
+                                  r.description = w.name + " answers again";
+                                  r.detected = std::chrono::steady_clock::now();
+                                  {
+                                    std::lock_guard<std::mutex> lock(lost->mu);
+                                    if (lost->processes.count(w.process) == 0 ||
+                                        !lost->returned.insert(w.process).second) {
+                                      return;
+                                    }
+                                    lost->returned_list.push_back(r);
+                                  }
+                                  spdlog::warn(
+                                      "muflow driver: {}; it hosts its devices again from the "
+                                      "next run",
+                                      r.description);
+                                },
+                                [=](const caf::error& err) {
+                                  // Refused: another token (the gate logs it too).
+                                  refused(absl::StrFormat("%s answers but refused this driver: %s",
+                                                          w.name, self->home_system().render(err)));
+                                  done();
+                                });
+                      },
+                      failed);
+            },
+            failed);
+  };
+  self->request(checker, check + std::chrono::seconds(2), rejoin_atom::value, w.address.host,
+                w.address.port, static_cast<int64_t>(check.count()))
+      .then(connect, failed);
 }
 
 caf::behavior gate_watcher(caf::event_based_actor* self, std::vector<WatchedGate> gates,
@@ -225,7 +277,8 @@ caf::behavior gate_watcher(caf::event_based_actor* self, std::vector<WatchedGate
                            std::shared_ptr<LostState> lost, HeartbeatPlan heartbeat,
                            RejoinPlan rejoin) {
   // Records `g` as lost (once) and stops its process's remote handles.
-  auto declare_lost = [remotes, lost](const WatchedGate& g, std::string description) {
+  auto declare_lost = [remotes, lost, interval = rejoin.interval](const WatchedGate& g,
+                                                                  std::string description) {
     ProcessGroup::LostWorker w;
     w.process = g.process;
     w.description = std::move(description);
@@ -234,6 +287,7 @@ caf::behavior gate_watcher(caf::event_based_actor* self, std::vector<WatchedGate
       std::lock_guard<std::mutex> lock(lost->mu);
       if (!lost->processes.insert(g.process).second) return false;
       lost->list.push_back(w);
+      back_off_if_returned_lately(*lost, g.process, interval, g.name);
     }
     spdlog::error("muflow driver: {}; the run fails and its devices move to the survivors",
                   w.description);
@@ -259,12 +313,17 @@ caf::behavior gate_watcher(caf::event_based_actor* self, std::vector<WatchedGate
   self->set_error_handler([](caf::error&) {});
   // [process]: when the oldest ping not answered yet was sent (steady ns), 0 when none is.
   auto pending = std::make_shared<std::vector<int64_t>>(heartbeat.beats->size, 0);
-  if (rejoin.interval.count() > 0) self->delayed_send(self, rejoin.interval, rejoin_atom::value);
+  caf::actor checker;
+  if (rejoin.interval.count() > 0) {
+    // Linked: it stops with the watcher (after the check under way, at most ~1 s).
+    checker = self->spawn<caf::detached + caf::hidden + caf::linked>(tcp_checker);
+    self->delayed_send(self, rejoin.interval, rejoin_atom::value);
+  }
   auto probes = std::make_shared<Probes>(rejoin.workers.size() + 1);
   return {
       [](run_stop_atom) {},       // lives until close() stops it
       [](const std::string&) {},  // a gate's answer to cl_stop
-      [self, lost, rejoin, probes](rejoin_atom) {
+      [self, lost, rejoin, probes, checker](rejoin_atom) {
         for (const RejoinPlan::Worker& w : rejoin.workers) {
           {
             std::lock_guard<std::mutex> lock(lost->mu);
@@ -276,7 +335,9 @@ caf::behavior gate_watcher(caf::event_based_actor* self, std::vector<WatchedGate
               continue;
             }
           }
-          if (!probes->under_way[w.process]) probe_lost_worker(self, w, rejoin, lost, probes);
+          if (!probes->under_way[w.process]) {
+            probe_lost_worker(self, checker, w, rejoin, lost, probes);
+          }
         }
         self->delayed_send(self, rejoin.interval, rejoin_atom::value);
       },
@@ -351,7 +412,10 @@ class ClusterDriver final : public ProcessGroup {
       std::lock_guard<std::mutex> lock(lost_->mu);
       // A lost worker that answered again is joined like the others; if it cannot be joined or
       // set up after all, it is lost again (below), never the run's error.
-      for (uint32_t p : lost_->returned) lost_->processes.erase(p);
+      for (uint32_t p : lost_->returned) {
+        lost_->processes.erase(p);
+        lost_->taken_back_at[p] = std::chrono::steady_clock::now();
+      }
       returning.swap(lost_->returned);
       lost = lost_->processes;
     }
@@ -374,7 +438,6 @@ class ClusterDriver final : public ProcessGroup {
         if (!came_back && (!joined_[i] || !absl::IsUnavailable(link.status()))) {
           return link.status();
         }
-        if (came_back) back_off(i);
         note_lost(i, absl::StrFormat("%s was lost (it cannot be reached again: %s)", worker_name(i),
                                      link.status().message()));
         lost.insert(static_cast<uint32_t>(i + 1));
@@ -403,19 +466,10 @@ class ClusterDriver final : public ProcessGroup {
         const bool came_back = returning.count(static_cast<uint32_t>(i + 1)) != 0;
         if (absl::IsUnavailable(s) || came_back) {
           stop_quietly(i);  // one that was only slow drops the run it may still set up
-          if (came_back) back_off(i);
           note_lost(i, absl::StrFormat("%s was lost while setting up the run (%s)", worker_name(i),
                                        s.message()));
         }
         return s;
-      }
-    }
-    {
-      std::lock_guard<std::mutex> lock(lost_->mu);
-      for (uint32_t p : returning) {
-        if (lost_->processes.count(p) != 0) continue;  // lost again above: its back-off stays
-        lost_->failed_returns.erase(p);  // taken back: a later loss starts its back-off afresh
-        lost_->retry_after.erase(p);
       }
     }
     outbox_ = std::make_shared<Outbox>(plane_.get(), 0);
@@ -631,19 +685,6 @@ class ClusterDriver final : public ProcessGroup {
     self->send(gates_[i], run_stop_atom::value);
   }
 
-  // Worker `i` came back but could not be joined or set up: its next try waits
-  // rejoin_interval x 2^failures, at most 5 minutes.
-  void back_off(size_t i) {
-    const auto p = static_cast<uint32_t>(i + 1);
-    std::lock_guard<std::mutex> lock(lost_->mu);
-    const int n = std::min(++lost_->failed_returns[p], 16);
-    const auto wait = std::min<std::chrono::milliseconds>(
-        options_.rejoin_interval * (int64_t{1} << n), std::chrono::minutes(5));
-    lost_->retry_after[p] = std::chrono::steady_clock::now() + wait;
-    spdlog::error("muflow driver: {} came back but could not take part; tried again in {} s",
-                  worker_name(i), std::chrono::duration<double>(wait).count());
-  }
-
   // Records worker `i` as lost outside a started run (no watcher: nothing of a run to stop).
   void note_lost(size_t i, std::string description) {
     ProcessGroup::LostWorker w;
@@ -652,7 +693,11 @@ class ClusterDriver final : public ProcessGroup {
     w.detected = std::chrono::steady_clock::now();
     spdlog::error("muflow driver: {}; its devices move to the survivors", w.description);
     std::lock_guard<std::mutex> lock(lost_->mu);
-    if (lost_->processes.insert(w.process).second) lost_->list.push_back(std::move(w));
+    if (lost_->processes.insert(w.process).second) {
+      lost_->list.push_back(std::move(w));
+      back_off_if_returned_lately(*lost_, static_cast<uint32_t>(i + 1), options_.rejoin_interval,
+                                  worker_name(i));
+    }
     if (i < gates_.size()) gates_[i] = caf::actor{};
   }
 

@@ -39,11 +39,12 @@ struct ClusterDriverOptions {
   /// answer: raise it for slow links. 0: no heartbeat (the monitor alone).
   std::chrono::milliseconds heartbeat_timeout{1'500};
   /// While a run is started the driver tries to reach each lost worker's address again this
-  /// often (asynchronously, from the gate watcher; each try bounded by `join_timeout` per
-  /// step). A worker there that proves the cluster secret (restarted at the same HOST:PORT,
-  /// or a hung one that resumed) is listed in `returned_workers` and hosts its own devices
-  /// again from the next run (a ServingEngine replaces its wiring at once). 0: a lost worker
-  /// stays lost for the group's life.
+  /// often (from the gate watcher: a TCP connect bounded by 1 s on a thread of its own, then
+  /// the handshake, each step bounded by `join_timeout`). A worker there that proves the
+  /// cluster secret (restarted at the same HOST:PORT, or a hung one that resumed) is listed in
+  /// `returned_workers` and hosts its own devices again from the next open (a ServingEngine
+  /// replaces its wiring at once); one lost again within 60 s of that waits this x 2^failures
+  /// (at most 5 min) before the next try. 0: a lost worker stays lost for the group's life.
   std::chrono::milliseconds rejoin_interval{1'000};
 };
 

@@ -131,12 +131,12 @@ std::string ServeMetrics::render(const actors::EngineStats& stats, int64_t kv_ca
            "Worker processes lost and recovered from (an engine across processes; 0 in one).");
   int64_t lost = 0, rejoined = 0;
   for (const actors::RunRecovery& r : stats.recoveries) {
-    if (!r.lost.empty()) ++lost;  // a worker that came back but was lost again counts here
-    if (!r.rejoined.empty() && r.lost.empty()) ++rejoined;
+    if (!r.lost.empty()) ++lost;
+    if (!r.rejoined.empty()) ++rejoined;  // one record may hold both (actors/coordinator.hpp)
   }
   p.sample("muflow:worker_recoveries_total", model, static_cast<double>(lost));
   p.family("muflow:worker_rejoins_total", "counter",
-           "Lost worker processes that answered again and were taken back.");
+           "Wirings rebuilt to take back lost worker processes that answered again.");
   p.sample("muflow:worker_rejoins_total", model, static_cast<double>(rejoined));
   if (kv_cache_bytes >= 0) {
     p.family("muflow:kv_cache_bytes", "gauge", "KV-cache bytes held by all attention stages.");

@@ -366,7 +366,18 @@ TEST(ServingEngineClusterRejoin, AWorkerRestartedAtItsAddressIsTakenBackWithItsD
   EXPECT_EQ(stats.device_process, std::vector<uint32_t>({2, 2, 2, 2}));
   ASSERT_NO_FATAL_FAILURE(serve_all("on the survivor"));
 
-  // Started again at its address while requests are served: they go on across the change.
+  // Started again at its address while requests are served: they go on across the change. A
+  // long request (1,900 tokens, seconds of decode) is surely in flight when the wiring is
+  // replaced, so the old wiring's failures are hidden from it and it is re-admitted.
+  Request longer = reqs[0];
+  longer.max_new_tokens = 1900;
+  longer.return_prompt_logits = false;
+  const std::vector<Request> longer_reqs = {longer};
+  auto longer_want =
+      run_text(topology_text("sync", 4, false, {}, {}, "temperature = 0.0\n"), &longer_reqs);
+  ASSERT_TRUE(longer_want.ok()) << longer_want.status();
+  auto in_flight = std::make_shared<Seen>();
+  ASSERT_TRUE((*engine)->submit(longer, watch(in_flight)).ok());
   // One stage thread, as each of the two first workers has on this machine's 2 cores.
   auto again = LaunchedWorkers::launch(MUFLOW_BINARY, {address}, kToken, {"--threads", "1"});
   ASSERT_TRUE(again.ok()) << again.status();
@@ -380,6 +391,16 @@ TEST(ServingEngineClusterRejoin, AWorkerRestartedAtItsAddressIsTakenBackWithItsD
   ASSERT_EQ(stats.recoveries.size(), 2u);
   const RunRecovery back = stats.recoveries[1];  // a copy: `stats` is assigned again below
   EXPECT_TRUE(back.lost.empty()) << back.lost;
+  EXPECT_GE(back.readmitted_requests, 1);
+  ASSERT_EQ(in_flight->done.get_future().wait_for(std::chrono::seconds(120)),
+            std::future_status::ready);
+  {
+    std::lock_guard<std::mutex> lock(in_flight->mu);
+    EXPECT_TRUE(in_flight->status.ok()) << in_flight->status;
+    EXPECT_EQ(in_flight->finishes, 1);
+    EXPECT_EQ(in_flight->out.output, longer_want->outputs[0].output);
+    EXPECT_EQ(in_flight->streamed, in_flight->out.output);
+  }
   EXPECT_NE(back.rejoined.find("process 1"), std::string::npos) << back.rejoined;
   EXPECT_GE(back.detected_s, stats.recoveries[0].resumed_s);
   EXPECT_GE(back.resumed_s, back.detected_s);
@@ -438,9 +459,21 @@ TEST(ServingEngineClusterRejoin, AProcessWithAnotherTokenAtALostWorkersAddressIs
 
 // A gate at a lost worker's address that proves the cluster secret but refuses to join (a
 // worker that came back misconfigured); counts the joins it is asked for.
+// When the gate was asked to join, steady clock; shared with the test thread.
+struct Joins {
+  std::mutex mu;
+  std::vector<std::chrono::steady_clock::time_point> at;
+  size_t count() {
+    std::lock_guard<std::mutex> lock(mu);
+    return at.size();
+  }
+};
+
+// `bogus_proof`: instead a gate that takes any proof and answers one that proves nothing (a
+// process that does not know the secret, posing as a worker).
 caf::behavior refusing_gate(caf::event_based_actor* self,
                             std::shared_ptr<const transport::cluster::ClusterSecret> secret,
-                            std::shared_ptr<std::atomic<int>> joins) {
+                            std::shared_ptr<Joins> joins, bool bogus_proof) {
   (void)self;
   auto challenge = std::make_shared<transport::cluster::Nonce>();
   return {
@@ -450,6 +483,7 @@ caf::behavior refusing_gate(caf::event_based_actor* self,
       },
       [=](auth_atom, const std::string& proof,
           const std::string& nonce) -> caf::result<std::string> {
+        if (bogus_proof) return std::string(32, 'x');
         const auto* p = reinterpret_cast<const uint8_t*>(proof.data());
         if (!secret->verify(*challenge, kConnectorRole, {p, proof.size()}) ||
             nonce.size() != transport::cluster::Nonce{}.size()) {
@@ -461,7 +495,10 @@ caf::behavior refusing_gate(caf::event_based_actor* self,
         return std::string(answer.begin(), answer.end());
       },
       [=](join_atom, uint32_t, const std::string&) -> caf::result<std::string> {
-        ++*joins;
+        {
+          std::lock_guard<std::mutex> lock(joins->mu);
+          joins->at.push_back(std::chrono::steady_clock::now());
+        }
         return caf::make_error(caf::sec::request_receiver_down, "refused: misconfigured");
       },
   };
@@ -487,20 +524,33 @@ TEST(ServingEngineClusterRejoin, AWorkerThatComesBackButCannotJoinIsTriedLessAnd
 
   auto secret = transport::cluster::ClusterSecret::load("");
   ASSERT_TRUE(secret.ok()) << secret.status();
-  auto joins = std::make_shared<std::atomic<int>>(0);
+  auto joins = std::make_shared<Joins>();
   caf::actor_system_config cfg;
   cfg.load<caf::io::middleman>();
   caf::actor_system sys{cfg};
-  caf::actor gate = sys.spawn(
-      refusing_gate, std::make_shared<const transport::cluster::ClusterSecret>(*secret), joins);
+  caf::actor gate =
+      sys.spawn(refusing_gate, std::make_shared<const transport::cluster::ClusterSecret>(*secret),
+                joins, /*bogus_proof=*/false);
   auto port = sys.middleman().publish(gate, address->port, address->host.c_str(), true);
   ASSERT_TRUE(port) << sys.render(port.error());
-  // 2.5 s: ~24 tries at 100 ms apart without the back-off; with it the waits after each
-  // failure are 0.2, 0.4, 0.8, 1.6 s.
-  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
-  const int tried = joins->load();
-  EXPECT_GE(tried, 2);
-  EXPECT_LE(tried, 5);
+  // Five tries: after each failure the wait doubles (0.2, 0.4, 0.8, 1.6 s), on top of the
+  // replacement's own time, which is about the same every time; without the back-off the gaps
+  // would be about equal (every 0.1 s probe).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (joins->count() < 5 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::vector<double> gaps;
+  {
+    std::lock_guard<std::mutex> lock(joins->mu);
+    ASSERT_GE(joins->at.size(), 5u);
+    for (size_t k = 1; k < 5; ++k) {
+      gaps.push_back(std::chrono::duration<double>(joins->at[k] - joins->at[k - 1]).count());
+    }
+  }
+  EXPECT_GT(gaps[3] - gaps[2], 0.5) << gaps[2] << " s, then " << gaps[3] << " s";
+  EXPECT_GT(gaps[2] - gaps[1], 0.2) << gaps[1] << " s, then " << gaps[2] << " s";
+  const size_t tried = joins->count();
 
   const std::vector<Request> reqs = requests(c.server->config().vocab_size);
   auto seen = std::make_shared<Seen>();
@@ -512,12 +562,50 @@ TEST(ServingEngineClusterRejoin, AWorkerThatComesBackButCannotJoinIsTriedLessAnd
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_EQ(stats->device_process, std::vector<uint32_t>({2, 2, 2, 2}));
   // One record per try that was lost again (a later try may have come meanwhile).
-  EXPECT_GE(stats->recoveries.size(), static_cast<size_t>(1 + tried));
-  EXPECT_LE(stats->recoveries.size(), static_cast<size_t>(1 + joins->load()));
+  EXPECT_GE(stats->recoveries.size(), 1 + tried);
+  EXPECT_LE(stats->recoveries.size(), 1 + joins->count());
   for (size_t i = 1; i < stats->recoveries.size(); ++i) {
     EXPECT_NE(stats->recoveries[i].rejoined.find("process 1"), std::string::npos) << i;
     EXPECT_NE(stats->recoveries[i].lost.find("process 1"), std::string::npos) << i;
   }
+  EXPECT_TRUE((*engine)->shutdown().ok());
+  caf::anon_send_exit(gate, caf::exit_reason::user_shutdown);
+}
+
+// A process at a lost worker's address that takes the driver's proof but cannot prove the
+// secret itself is not taken back (the driver checks the gate's answer): the engine keeps its
+// wiring on the survivor, and the process is never asked to join.
+TEST(ServingEngineClusterRejoin, AGateThatCannotProveTheSecretIsNotTakenBack) {
+  LoopbackCluster c;
+  ClusterDriverOptions options;
+  options.rejoin_interval = std::chrono::milliseconds(100);
+  ASSERT_NO_FATAL_FAILURE(
+      start_loopback_cluster("sync", {{0, 2}, {1, 3}}, "temperature = 0.0\n", kToken, options, &c));
+  auto engine = ServingEngine::start(*c.server);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  absl::StatusOr<ListenAddress> address = parse_listen_address(c.workers->addresses()[0]);
+  ASSERT_TRUE(address.ok()) << address.status();
+  ASSERT_EQ(0, ::kill(c.workers->pid(0), SIGKILL));
+  c.workers->reap(0);
+  ASSERT_EQ(await_recoveries(**engine, 1).recoveries.size(), 1u);
+  auto secret = transport::cluster::ClusterSecret::load("");
+  ASSERT_TRUE(secret.ok()) << secret.status();
+  auto joins = std::make_shared<Joins>();
+  caf::actor_system_config cfg;
+  cfg.load<caf::io::middleman>();
+  caf::actor_system sys{cfg};
+  caf::actor gate =
+      sys.spawn(refusing_gate, std::make_shared<const transport::cluster::ClusterSecret>(*secret),
+                joins, /*bogus_proof=*/true);
+  auto port = sys.middleman().publish(gate, address->port, address->host.c_str(), true);
+  ASSERT_TRUE(port) << sys.render(port.error());
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // ~15 tries
+  EXPECT_EQ(joins->count(), 0u);
+  EXPECT_TRUE(c.group->returned_workers().empty());
+  auto stats = (*engine)->stats();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->recoveries.size(), 1u);
+  EXPECT_EQ(stats->device_process, std::vector<uint32_t>({2, 2, 2, 2}));
   EXPECT_TRUE((*engine)->shutdown().ok());
   caf::anon_send_exit(gate, caf::exit_reason::user_shutdown);
 }
