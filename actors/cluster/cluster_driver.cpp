@@ -170,11 +170,14 @@ struct RejoinPlan {
   std::shared_ptr<const ClusterSecret> secret;
 };
 
-// The bounded TCP check of an address (the watcher's helper on a thread of its own).
-caf::behavior tcp_checker() {
+// The bounded TCP check of an address (the watcher's helper on a thread of its own), each
+// bounded by `bound`. (An argument also keeps CAF 0.17 from spawning it with an empty argument
+// tuple, which it dereferences: UBSan.)
+caf::behavior tcp_checker(caf::event_based_actor* self, std::chrono::milliseconds bound) {
+  (void)self;
   return {
-      [](rejoin_atom, const std::string& host, uint16_t port, int64_t timeout_ms) -> bool {
-        return tcp_accepts(host, port, std::chrono::milliseconds(timeout_ms));
+      [bound](rejoin_atom, const std::string& host, uint16_t port) -> bool {
+        return tcp_accepts(host, port, bound);
       },
   };
 }
@@ -268,7 +271,7 @@ void probe_lost_worker(caf::event_based_actor* self, const caf::actor& checker,
             failed);
   };
   self->request(checker, check + std::chrono::seconds(2), rejoin_atom::value, w.address.host,
-                w.address.port, static_cast<int64_t>(check.count()))
+                w.address.port)
       .then(connect, failed);
 }
 
@@ -316,7 +319,8 @@ caf::behavior gate_watcher(caf::event_based_actor* self, std::vector<WatchedGate
   caf::actor checker;
   if (rejoin.interval.count() > 0) {
     // Linked: it stops with the watcher (after the check under way, at most ~1 s).
-    checker = self->spawn<caf::detached + caf::hidden + caf::linked>(tcp_checker);
+    checker = self->spawn<caf::detached + caf::hidden + caf::linked>(
+        tcp_checker, std::min(rejoin.timeout, std::chrono::milliseconds(1000)));
     self->delayed_send(self, rejoin.interval, rejoin_atom::value);
   }
   auto probes = std::make_shared<Probes>(rejoin.workers.size() + 1);
