@@ -504,35 +504,52 @@ caf::behavior refusing_gate(caf::event_based_actor* self,
   };
 }
 
+// An engine on two loopback workers whose worker 0 was killed (and recovered from), and, at that
+// worker's address, a gate of this process (`refusing_gate`) instead of a worker.
+class GateAtLostAddress : public ::testing::Test {
+ protected:
+  void start(bool bogus_proof) {
+    ClusterDriverOptions options;
+    options.rejoin_interval = std::chrono::milliseconds(100);
+    ASSERT_NO_FATAL_FAILURE(start_loopback_cluster("sync", {{0, 2}, {1, 3}}, "temperature = 0.0\n",
+                                                   kToken, options, &c));
+    auto started = ServingEngine::start(*c.server);
+    ASSERT_TRUE(started.ok()) << started.status();
+    engine = std::move(*started);
+    absl::StatusOr<ListenAddress> address = parse_listen_address(c.workers->addresses()[0]);
+    ASSERT_TRUE(address.ok()) << address.status();
+    ASSERT_EQ(0, ::kill(c.workers->pid(0), SIGKILL));
+    c.workers->reap(0);
+    ASSERT_EQ(await_recoveries(*engine, 1).recoveries.size(), 1u);
+    auto secret = transport::cluster::ClusterSecret::load("");
+    ASSERT_TRUE(secret.ok()) << secret.status();
+    cfg.load<caf::io::middleman>();
+    sys = std::make_unique<caf::actor_system>(cfg);
+    gate = sys->spawn(refusing_gate,
+                      std::make_shared<const transport::cluster::ClusterSecret>(*secret), joins,
+                      bogus_proof);
+    auto port = sys->middleman().publish(gate, address->port, address->host.c_str(), true);
+    ASSERT_TRUE(port) << sys->render(port.error());
+  }
+  void TearDown() override {
+    if (engine) EXPECT_TRUE(engine->shutdown().ok());
+    if (gate) caf::anon_send_exit(gate, caf::exit_reason::user_shutdown);
+  }
+
+  LoopbackCluster c;
+  std::unique_ptr<ServingEngine> engine;
+  std::shared_ptr<Joins> joins = std::make_shared<Joins>();
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;  // destroyed before the engine
+  caf::actor gate;
+};
+
 // A worker that comes back but cannot take part (it proves the secret, then refuses to
 // join) is lost again at each try, and tried less and less often (the wait doubles): the
 // engine goes on serving on the survivor with the one-process outputs, instead of replacing
 // its wiring at every try.
-TEST(ServingEngineClusterRejoin, AWorkerThatComesBackButCannotJoinIsTriedLessAndLessOften) {
-  LoopbackCluster c;
-  ClusterDriverOptions options;
-  options.rejoin_interval = std::chrono::milliseconds(100);
-  ASSERT_NO_FATAL_FAILURE(
-      start_loopback_cluster("sync", {{0, 2}, {1, 3}}, "temperature = 0.0\n", kToken, options, &c));
-  auto engine = ServingEngine::start(*c.server);
-  ASSERT_TRUE(engine.ok()) << engine.status();
-  absl::StatusOr<ListenAddress> address = parse_listen_address(c.workers->addresses()[0]);
-  ASSERT_TRUE(address.ok()) << address.status();
-  ASSERT_EQ(0, ::kill(c.workers->pid(0), SIGKILL));
-  c.workers->reap(0);
-  ASSERT_EQ(await_recoveries(**engine, 1).recoveries.size(), 1u);
-
-  auto secret = transport::cluster::ClusterSecret::load("");
-  ASSERT_TRUE(secret.ok()) << secret.status();
-  auto joins = std::make_shared<Joins>();
-  caf::actor_system_config cfg;
-  cfg.load<caf::io::middleman>();
-  caf::actor_system sys{cfg};
-  caf::actor gate =
-      sys.spawn(refusing_gate, std::make_shared<const transport::cluster::ClusterSecret>(*secret),
-                joins, /*bogus_proof=*/false);
-  auto port = sys.middleman().publish(gate, address->port, address->host.c_str(), true);
-  ASSERT_TRUE(port) << sys.render(port.error());
+TEST_F(GateAtLostAddress, AWorkerThatComesBackButCannotJoinIsTriedLessAndLessOften) {
+  ASSERT_NO_FATAL_FAILURE(start(/*bogus_proof=*/false));
   // Five tries: after each failure the wait doubles (0.2, 0.4, 0.8, 1.6 s), on top of the
   // replacement's own time, which is about the same every time; without the back-off the gaps
   // would be about equal (every 0.1 s probe).
@@ -554,11 +571,11 @@ TEST(ServingEngineClusterRejoin, AWorkerThatComesBackButCannotJoinIsTriedLessAnd
 
   const std::vector<Request> reqs = requests(c.server->config().vocab_size);
   auto seen = std::make_shared<Seen>();
-  ASSERT_TRUE((*engine)->submit(reqs[3], watch(seen)).ok());
+  ASSERT_TRUE(engine->submit(reqs[3], watch(seen)).ok());
   ASSERT_EQ(seen->done.get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready);
   EXPECT_TRUE(seen->status.ok()) << seen->status;
   EXPECT_EQ(seen->out.output, c.one.outputs[3].output);
-  auto stats = (*engine)->stats();
+  auto stats = engine->stats();
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_EQ(stats->device_process, std::vector<uint32_t>({2, 2, 2, 2}));
   // One record per try that was lost again (a later try may have come meanwhile).
@@ -568,46 +585,20 @@ TEST(ServingEngineClusterRejoin, AWorkerThatComesBackButCannotJoinIsTriedLessAnd
     EXPECT_NE(stats->recoveries[i].rejoined.find("process 1"), std::string::npos) << i;
     EXPECT_NE(stats->recoveries[i].lost.find("process 1"), std::string::npos) << i;
   }
-  EXPECT_TRUE((*engine)->shutdown().ok());
-  caf::anon_send_exit(gate, caf::exit_reason::user_shutdown);
 }
 
 // A process at a lost worker's address that takes the driver's proof but cannot prove the
 // secret itself is not taken back (the driver checks the gate's answer): the engine keeps its
 // wiring on the survivor, and the process is never asked to join.
-TEST(ServingEngineClusterRejoin, AGateThatCannotProveTheSecretIsNotTakenBack) {
-  LoopbackCluster c;
-  ClusterDriverOptions options;
-  options.rejoin_interval = std::chrono::milliseconds(100);
-  ASSERT_NO_FATAL_FAILURE(
-      start_loopback_cluster("sync", {{0, 2}, {1, 3}}, "temperature = 0.0\n", kToken, options, &c));
-  auto engine = ServingEngine::start(*c.server);
-  ASSERT_TRUE(engine.ok()) << engine.status();
-  absl::StatusOr<ListenAddress> address = parse_listen_address(c.workers->addresses()[0]);
-  ASSERT_TRUE(address.ok()) << address.status();
-  ASSERT_EQ(0, ::kill(c.workers->pid(0), SIGKILL));
-  c.workers->reap(0);
-  ASSERT_EQ(await_recoveries(**engine, 1).recoveries.size(), 1u);
-  auto secret = transport::cluster::ClusterSecret::load("");
-  ASSERT_TRUE(secret.ok()) << secret.status();
-  auto joins = std::make_shared<Joins>();
-  caf::actor_system_config cfg;
-  cfg.load<caf::io::middleman>();
-  caf::actor_system sys{cfg};
-  caf::actor gate =
-      sys.spawn(refusing_gate, std::make_shared<const transport::cluster::ClusterSecret>(*secret),
-                joins, /*bogus_proof=*/true);
-  auto port = sys.middleman().publish(gate, address->port, address->host.c_str(), true);
-  ASSERT_TRUE(port) << sys.render(port.error());
+TEST_F(GateAtLostAddress, AGateThatCannotProveTheSecretIsNotTakenBack) {
+  ASSERT_NO_FATAL_FAILURE(start(/*bogus_proof=*/true));
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // ~15 tries
   EXPECT_EQ(joins->count(), 0u);
   EXPECT_TRUE(c.group->returned_workers().empty());
-  auto stats = (*engine)->stats();
+  auto stats = engine->stats();
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_EQ(stats->recoveries.size(), 1u);
   EXPECT_EQ(stats->device_process, std::vector<uint32_t>({2, 2, 2, 2}));
-  EXPECT_TRUE((*engine)->shutdown().ok());
-  caf::anon_send_exit(gate, caf::exit_reason::user_shutdown);
 }
 
 TEST(ServingEngineClusterSetup, ATopologyWithWorkersButNoProcessGroupIsRefused) {
