@@ -19,8 +19,9 @@
 #include "actors/cluster/driver_link.hpp"
 #include "actors/cluster/frame_kinds.hpp"
 #include "actors/cluster/listen_address.hpp"
+#include "actors/cluster/lost_workers.hpp"
+#include "actors/cluster/rejoin_probe.hpp"
 #include "actors/cluster/remote_actor.hpp"
-#include "actors/cluster/tcp_probe.hpp"
 #include "engine/trace/trace_merge.hpp"
 #include "spdlog/spdlog.h"
 #include "transport/cluster/cluster_secret.hpp"
@@ -88,48 +89,6 @@ void on_frame(Inbox& inbox, Heartbeats& beats, Received&& r) {
   }
 }
 
-// The workers a driver lost, shared with its gate watcher (which may outlive a run's close by a
-// moment: it holds this, never the driver).
-struct LostState {
-  mutable std::mutex mu;
-  std::set<uint32_t> processes;  // lost now (returned ones included until the next open)
-  std::vector<ProcessGroup::LostWorker> list;
-  std::set<uint32_t> returned;  // lost, answered again: back in the next open
-  std::vector<ProcessGroup::ReturnedWorker> returned_list;
-  // [process]: when an open last tried to take it back. A worker lost again within
-  // kStayUp of that (it could not be joined, set up or started, or died soon after) is not
-  // tried again before `retry_after` (the wait doubles with each such failure: `failed_returns`),
-  // so a misconfigured or crashing worker does not make the engine replace its wiring every
-  // second.
-  std::map<uint32_t, std::chrono::steady_clock::time_point> taken_back_at, retry_after;
-  std::map<uint32_t, int> failed_returns;
-};
-
-// How long a worker that was taken back must stay up for its back-off to start afresh.
-constexpr std::chrono::seconds kStayUp{60};
-
-// Process `p` was just lost (under `s.mu`): a worker taken back less than kStayUp ago waits
-// `interval` x 2^failures (at most 5 min) before it is tried again; any other starts afresh.
-void back_off_if_returned_lately(LostState& s, uint32_t p, std::chrono::milliseconds interval,
-                                 const std::string& name) {
-  const auto now = std::chrono::steady_clock::now();
-  auto it = s.taken_back_at.find(p);
-  if (it == s.taken_back_at.end() || now - it->second >= kStayUp) {
-    s.failed_returns.erase(p);
-    s.retry_after.erase(p);
-    return;
-  }
-  const int n = std::min(++s.failed_returns[p], 16);
-  const auto wait =
-      std::min<std::chrono::milliseconds>(interval * (int64_t{1} << n), std::chrono::minutes(5));
-  s.retry_after[p] = now + wait;
-  spdlog::error(
-      "muflow driver: {} was lost again {:.1f} s after it was taken back; tried again "
-      "in {:.1f} s",
-      name, std::chrono::duration<double>(now - it->second).count(),
-      std::chrono::duration<double>(wait).count());
-}
-
 // Monitors every live worker's gate (its CAF proxy: the middleman stops it, with a down
 // message, once the worker's connection breaks, e.g. when the process died). A lost worker is
 // recorded in `lost`, and its process's remote handles are stopped: the coordinator monitors
@@ -151,129 +110,6 @@ struct HeartbeatPlan {
   std::shared_ptr<Heartbeats> beats;
   std::shared_ptr<Outbox> outbox;
 };
-
-// Every `interval` the watcher also tries to reach each lost worker's address again and runs
-// the secret's challenge-response with whatever answers there; one that proves the secret is
-// recorded in `LostState::returned` and hosts its devices again from the next open. The address
-// is first checked with a bounded TCP connect (tcp_probe.hpp) on a thread of its own (the
-// `checker` actor, detached): CAF's middleman connects with a blocking connect(2) on its own
-// thread, which a silent host would hold for minutes, and the middleman is asked only once that
-// check passed, at most once per worker at a time.
-struct RejoinPlan {
-  std::chrono::milliseconds interval{0}, timeout{0};  // interval 0: off
-  struct Worker {
-    uint32_t process = 0;
-    std::string name;  // "worker HOST:PORT (process N)"
-    ListenAddress address;
-  };
-  std::vector<Worker> workers;  // every worker of the group
-  std::shared_ptr<const ClusterSecret> secret;
-};
-
-// The bounded TCP check of an address (the watcher's helper on a thread of its own), each
-// bounded by `bound`. (An argument also keeps CAF 0.17 from spawning it with an empty argument
-// tuple, which it dereferences: UBSan.)
-caf::behavior tcp_checker(caf::event_based_actor* self, std::chrono::milliseconds bound) {
-  (void)self;
-  return {
-      [bound](rejoin_atom, const std::string& host, uint16_t port) -> bool {
-        return tcp_accepts(host, port, bound);
-      },
-  };
-}
-
-// What the watcher knows of its tries ([process]): one under way (a slow try is not started
-// twice), and the last refusal logged (a process that keeps refusing is logged once, not at
-// every try).
-struct Probes {
-  explicit Probes(size_t processes) : under_way(processes, false), logged(processes) {}
-  std::vector<bool> under_way;
-  std::vector<std::string> logged;
-};
-
-// One try to reach lost worker `w` again (see RejoinPlan).
-void probe_lost_worker(caf::event_based_actor* self, const caf::actor& checker,
-                       const RejoinPlan::Worker& w, const RejoinPlan& plan,
-                       const std::shared_ptr<LostState>& lost,
-                       const std::shared_ptr<Probes>& probes) {
-  probes->under_way[w.process] = true;
-  // A refusal, logged when it is not the one logged last for this worker.
-  auto refused = [probes, process = w.process](const std::string& why) {
-    if (probes->logged[process] == why) return;
-    probes->logged[process] = why;
-    spdlog::error("muflow driver: {} (logged once until it changes; tried again meanwhile)", why);
-  };
-  auto done = [probes, process = w.process] { probes->under_way[process] = false; };
-  auto failed = [done](const caf::error&) { done(); };  // still lost: tried again later
-  const std::chrono::milliseconds timeout = plan.timeout;
-  const std::shared_ptr<const ClusterSecret> secret = plan.secret;
-  const auto check = std::min(timeout, std::chrono::milliseconds(1000));
-  // The middleman's answer is waited for as long as its connect(2) may take (the kernel's SYN
-  // timeout), so that no second request for this worker queues behind a first.
-  const auto connect_wait = std::chrono::minutes(5);
-  auto connect = [=](bool accepts) {
-    if (!accepts) return done();
-    self->request(self->home_system().middleman().actor_handle(), connect_wait,
-                  caf::connect_atom::value, w.address.host, w.address.port)
-        .then(
-            [=](const caf::node_id&, const caf::strong_actor_ptr& ptr,
-                const std::set<std::string>&) {
-              const auto gate = caf::actor_cast<caf::actor>(ptr);
-              if (!gate) return done();
-              self->request(gate, timeout, hello_atom::value)
-                  .then(
-                      [=](const std::string& challenge) {
-                        absl::StatusOr<AuthAnswer> mine =
-                            answer_challenge(*secret, challenge, w.name);
-                        if (!mine.ok()) {
-                          refused(absl::StrFormat("%s answers but is not taken back: %s", w.name,
-                                                  mine.status().message()));
-                          return done();
-                        }
-                        self->request(gate, timeout, auth_atom::value, mine->proof,
-                                      std::string(mine->nonce.begin(), mine->nonce.end()))
-                            .then(
-                                [=](const std::string& proof) {
-                                  done();
-                                  if (!worker_proved(*secret, *mine, proof)) {
-                                    refused(w.name +
-                                            " answers but failed to prove the cluster secret: not "
-                                            "taken back");
-                                    return;
-                                  }
-                                  probes->logged[w.process].clear();
-                                  ProcessGroup::ReturnedWorker r;
-                                  r.process = w.process;
-                                  r.description = w.name + " answers again";
-                                  r.detected = std::chrono::steady_clock::now();
-                                  {
-                                    std::lock_guard<std::mutex> lock(lost->mu);
-                                    if (lost->processes.count(w.process) == 0 ||
-                                        !lost->returned.insert(w.process).second) {
-                                      return;
-                                    }
-                                    lost->returned_list.push_back(r);
-                                  }
-                                  spdlog::warn(
-                                      "muflow driver: {}; it hosts its devices again from the "
-                                      "next run",
-                                      r.description);
-                                },
-                                [=](const caf::error& err) {
-                                  // Refused: another token (the gate logs it too).
-                                  refused(absl::StrFormat("%s answers but refused this driver: %s",
-                                                          w.name, self->home_system().render(err)));
-                                  done();
-                                });
-                      },
-                      failed);
-            },
-            failed);
-  };
-  self->request(checker, check + std::chrono::seconds(2), rejoin_atom::value, w.address.host,
-                w.address.port)
-      .then(connect, failed);
-}
 
 caf::behavior gate_watcher(caf::event_based_actor* self, std::vector<WatchedGate> gates,
                            std::vector<std::pair<uint32_t, caf::actor>> remotes,
@@ -319,8 +155,8 @@ caf::behavior gate_watcher(caf::event_based_actor* self, std::vector<WatchedGate
   caf::actor checker;
   if (rejoin.interval.count() > 0) {
     // Linked: it stops with the watcher (after the check under way, at most ~1 s).
-    checker = self->spawn<caf::detached + caf::hidden + caf::linked>(
-        tcp_checker, std::min(rejoin.timeout, std::chrono::milliseconds(1000)));
+    checker = self->spawn<caf::detached + caf::hidden + caf::linked>(tcp_checker,
+                                                                     tcp_check_bound(rejoin));
     self->delayed_send(self, rejoin.interval, rejoin_atom::value);
   }
   auto probes = std::make_shared<Probes>(rejoin.workers.size() + 1);

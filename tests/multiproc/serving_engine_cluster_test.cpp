@@ -317,6 +317,18 @@ EngineStats await_recoveries(ServingEngine& engine, size_t n) {
   }
 }
 
+// The engine of the rejoin tests: sync on two loopback workers ({0, 2} and {1, 3}) whose driver
+// tries lost workers again every 100 ms (gtest assertions: call under ASSERT_NO_FATAL_FAILURE).
+void start_rejoin_engine(LoopbackCluster* c, std::unique_ptr<ServingEngine>* engine) {
+  ClusterDriverOptions options;
+  options.rejoin_interval = std::chrono::milliseconds(100);
+  ASSERT_NO_FATAL_FAILURE(
+      start_loopback_cluster("sync", {{0, 2}, {1, 3}}, "temperature = 0.0\n", kToken, options, c));
+  auto started = ServingEngine::start(*c->server);
+  ASSERT_TRUE(started.ok()) << started.status();
+  *engine = std::move(*started);
+}
+
 // A worker killed while the engine serves and started again at its address (#18 item 5,
 // rejoin) is taken back: the engine replaces its wiring with one that hosts the worker's own
 // devices there again, re-admitting what was in flight; requests served before, across and
@@ -325,19 +337,15 @@ EngineStats await_recoveries(ServingEngine& engine, size_t n) {
 // go to the restarted one (a worker that was not taken back could not take them).
 TEST(ServingEngineClusterRejoin, AWorkerRestartedAtItsAddressIsTakenBackWithItsDevices) {
   LoopbackCluster c;
-  ClusterDriverOptions options;
-  options.rejoin_interval = std::chrono::milliseconds(100);
-  ASSERT_NO_FATAL_FAILURE(
-      start_loopback_cluster("sync", {{0, 2}, {1, 3}}, "temperature = 0.0\n", kToken, options, &c));
-  auto engine = ServingEngine::start(*c.server);
-  ASSERT_TRUE(engine.ok()) << engine.status();
+  std::unique_ptr<ServingEngine> engine;
+  ASSERT_NO_FATAL_FAILURE(start_rejoin_engine(&c, &engine));
   const std::vector<Request> reqs = requests(c.server->config().vocab_size);
   // Submits every request, waits for each and compares it with the one-process output.
   auto serve_all = [&](const std::string& what) {
     std::vector<std::shared_ptr<Seen>> seen;
     for (const Request& r : reqs) {
       seen.push_back(std::make_shared<Seen>());
-      ASSERT_TRUE((*engine)->submit(r, watch(seen.back())).ok()) << what;
+      ASSERT_TRUE(engine->submit(r, watch(seen.back())).ok()) << what;
     }
     for (size_t i = 0; i < reqs.size(); ++i) {
       ASSERT_EQ(seen[i]->done.get_future().wait_for(std::chrono::seconds(60)),
@@ -352,7 +360,7 @@ TEST(ServingEngineClusterRejoin, AWorkerRestartedAtItsAddressIsTakenBackWithItsD
   };
   const std::vector<uint32_t> original = {1, 2, 1, 2};
   {
-    auto stats = (*engine)->stats();
+    auto stats = engine->stats();
     ASSERT_TRUE(stats.ok()) << stats.status();
     EXPECT_EQ(stats->device_process, original);
   }
@@ -361,7 +369,7 @@ TEST(ServingEngineClusterRejoin, AWorkerRestartedAtItsAddressIsTakenBackWithItsD
   const std::string address = c.workers->addresses()[0];
   ASSERT_EQ(0, ::kill(c.workers->pid(0), SIGKILL));
   c.workers->reap(0);
-  EngineStats stats = await_recoveries(**engine, 1);
+  EngineStats stats = await_recoveries(*engine, 1);
   ASSERT_EQ(stats.recoveries.size(), 1u);
   EXPECT_EQ(stats.device_process, std::vector<uint32_t>({2, 2, 2, 2}));
   ASSERT_NO_FATAL_FAILURE(serve_all("on the survivor"));
@@ -377,17 +385,17 @@ TEST(ServingEngineClusterRejoin, AWorkerRestartedAtItsAddressIsTakenBackWithItsD
       run_text(topology_text("sync", 4, false, {}, {}, "temperature = 0.0\n"), &longer_reqs);
   ASSERT_TRUE(longer_want.ok()) << longer_want.status();
   auto in_flight = std::make_shared<Seen>();
-  ASSERT_TRUE((*engine)->submit(longer, watch(in_flight)).ok());
+  ASSERT_TRUE(engine->submit(longer, watch(in_flight)).ok());
   // One stage thread, as each of the two first workers has on this machine's 2 cores.
   auto again = LaunchedWorkers::launch(MUFLOW_BINARY, {address}, kToken, {"--threads", "1"});
   ASSERT_TRUE(again.ok()) << again.status();
   for (int round = 0; round < 100; ++round) {
     ASSERT_NO_FATAL_FAILURE(serve_all("while the worker comes back"));
-    auto now = (*engine)->stats();
+    auto now = engine->stats();
     ASSERT_TRUE(now.ok()) << now.status();
     if (now->recoveries.size() >= 2) break;
   }
-  stats = await_recoveries(**engine, 2);
+  stats = await_recoveries(*engine, 2);
   ASSERT_EQ(stats.recoveries.size(), 2u);
   const RunRecovery back = stats.recoveries[1];  // a copy: `stats` is assigned again below
   EXPECT_TRUE(back.lost.empty()) << back.lost;
@@ -410,7 +418,7 @@ TEST(ServingEngineClusterRejoin, AWorkerRestartedAtItsAddressIsTakenBackWithItsD
   // The other original worker dies: the restarted one takes every device.
   ASSERT_EQ(0, ::kill(c.workers->pid(1), SIGKILL));
   c.workers->reap(1);
-  stats = await_recoveries(**engine, 3);
+  stats = await_recoveries(*engine, 3);
   ASSERT_EQ(stats.recoveries.size(), 3u);
   EXPECT_NE(stats.recoveries[2].lost.find("process 2"), std::string::npos)
       << stats.recoveries[2].lost;
@@ -421,23 +429,19 @@ TEST(ServingEngineClusterRejoin, AWorkerRestartedAtItsAddressIsTakenBackWithItsD
       "(%d requests re-admitted)\n",
       back.detected_s, back.resumed_s, back.first_token_s,
       static_cast<int>(back.readmitted_requests));
-  EXPECT_TRUE((*engine)->shutdown().ok());
+  EXPECT_TRUE(engine->shutdown().ok());
 }
 
 // A process at a lost worker's address that does not prove the cluster secret (another
 // token) is not taken back: the engine keeps serving on the survivor, with its devices there.
 TEST(ServingEngineClusterRejoin, AProcessWithAnotherTokenAtALostWorkersAddressIsNotTakenBack) {
   LoopbackCluster c;
-  ClusterDriverOptions options;
-  options.rejoin_interval = std::chrono::milliseconds(100);
-  ASSERT_NO_FATAL_FAILURE(
-      start_loopback_cluster("sync", {{0, 2}, {1, 3}}, "temperature = 0.0\n", kToken, options, &c));
-  auto engine = ServingEngine::start(*c.server);
-  ASSERT_TRUE(engine.ok()) << engine.status();
+  std::unique_ptr<ServingEngine> engine;
+  ASSERT_NO_FATAL_FAILURE(start_rejoin_engine(&c, &engine));
   const std::string address = c.workers->addresses()[0];
   ASSERT_EQ(0, ::kill(c.workers->pid(0), SIGKILL));
   c.workers->reap(0);
-  EngineStats stats = await_recoveries(**engine, 1);
+  EngineStats stats = await_recoveries(*engine, 1);
   ASSERT_EQ(stats.recoveries.size(), 1u);
   auto impostor =
       LaunchedWorkers::launch(MUFLOW_BINARY, {address}, "another-cluster-token-0123456789abcdef");
@@ -445,16 +449,16 @@ TEST(ServingEngineClusterRejoin, AProcessWithAnotherTokenAtALostWorkersAddressIs
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // 15 tries
   const std::vector<Request> reqs = requests(c.server->config().vocab_size);
   auto seen = std::make_shared<Seen>();
-  ASSERT_TRUE((*engine)->submit(reqs[2], watch(seen)).ok());
+  ASSERT_TRUE(engine->submit(reqs[2], watch(seen)).ok());
   ASSERT_EQ(seen->done.get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready);
   EXPECT_TRUE(seen->status.ok()) << seen->status;
   EXPECT_EQ(seen->out.output, c.one.outputs[2].output);
-  auto now = (*engine)->stats();
+  auto now = engine->stats();
   ASSERT_TRUE(now.ok()) << now.status();
   EXPECT_EQ(now->recoveries.size(), 1u) << "nothing was taken back";
   EXPECT_EQ(now->device_process, std::vector<uint32_t>({2, 2, 2, 2}));
   EXPECT_TRUE(c.group->returned_workers().empty());
-  EXPECT_TRUE((*engine)->shutdown().ok());
+  EXPECT_TRUE(engine->shutdown().ok());
 }
 
 // A gate at a lost worker's address that proves the cluster secret but refuses to join (a
@@ -509,13 +513,7 @@ caf::behavior refusing_gate(caf::event_based_actor* self,
 class GateAtLostAddress : public ::testing::Test {
  protected:
   void start(bool bogus_proof) {
-    ClusterDriverOptions options;
-    options.rejoin_interval = std::chrono::milliseconds(100);
-    ASSERT_NO_FATAL_FAILURE(start_loopback_cluster("sync", {{0, 2}, {1, 3}}, "temperature = 0.0\n",
-                                                   kToken, options, &c));
-    auto started = ServingEngine::start(*c.server);
-    ASSERT_TRUE(started.ok()) << started.status();
-    engine = std::move(*started);
+    ASSERT_NO_FATAL_FAILURE(start_rejoin_engine(&c, &engine));
     absl::StatusOr<ListenAddress> address = parse_listen_address(c.workers->addresses()[0]);
     ASSERT_TRUE(address.ok()) << address.status();
     ASSERT_EQ(0, ::kill(c.workers->pid(0), SIGKILL));
