@@ -145,6 +145,8 @@ absl::StatusOr<LaunchedWorkers::Started> LaunchedWorkers::start_one(const std::s
 
 std::vector<std::string> LaunchedWorkers::restart_exited(std::chrono::milliseconds min_gap) {
   std::vector<std::string> log;
+  // At least 1 ms: a wait of 0 would double to 0 and never back off.
+  min_gap = std::max(min_gap, std::chrono::milliseconds(1));
   const auto now = std::chrono::steady_clock::now();
   for (size_t i = 0; i < addresses_.size(); ++i) {
     if (pids_[i] > 0) {

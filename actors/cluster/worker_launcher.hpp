@@ -48,10 +48,10 @@ class LaunchedWorkers {
   /// Without waiting: reaps every worker that exited (a crash, `kill -9`) and starts it again
   /// at the address it listened on (same port, arguments and token), so that a driver that
   /// lost it takes it back (ClusterDriverOptions::rejoin_interval). A worker is started again
-  /// at most once per `min_gap`, doubling while it keeps dying within a minute of its start
-  /// (at most 5 min). Returns one line per worker that exited or was started again, for the
-  /// caller's log; a restart that fails (the port taken meanwhile, the binary gone) is reported
-  /// there and tried again later. Blocks while a restarted worker starts (at most the
+  /// `min_gap` (at least 1 ms) after it exited, the wait doubling while it keeps dying within
+  /// a minute of its start (at most 5 min). Returns one line per worker that exited or was started
+  /// again, for the caller's log; a restart that fails (the port taken meanwhile, the binary gone)
+  /// is reported there and tried again later. Blocks while a restarted worker starts (at most the
   /// launch timeout).
   std::vector<std::string> restart_exited(
       std::chrono::milliseconds min_gap = std::chrono::seconds(1));
