@@ -1,17 +1,20 @@
 // #19 item 3, CI-sized: `muflow calibrate`'s measurement (actors::calibrate_cpu) of a small
 // synthetic Mixtral on this machine feeds the sim (`[cost] kernels`, the cpu run's recorded
 // routing, in-process links), which must then predict the cpu backend's mean inter-token
-// latency and throughput on the same workload. The bound is loose (a factor of 2: CI
-// machines are shared and the model is tiny); the full-size table with the measured ratios
-// is in bench/README.md (bench/sim_prediction.sh).
+// latency and throughput on the same workload, measured warm (median of three runs after a
+// warm-up run, as the calibration measures). The bound is loose (a factor of 2: CI machines
+// are shared and the model is tiny); the full-size table with the measured ratios is in
+// bench/README.md (bench/sim_prediction.sh).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
 
 #include "actors/cpu_calibration.hpp"
+#include "actors/server.hpp"
 #include "invariance_fixtures.hpp"
 #include "kernels/sim/measured_kernels.hpp"
 #include "scratch_path.hpp"
@@ -36,7 +39,7 @@ TEST(SimPrediction, CalibratedSimPredictsTheCpuBackend) {
   actors::CpuCalibrationOptions options;
   options.max_tokens = 64;
   options.max_context = 128;
-  options.repeats = 3;
+  options.repeats = 7;
   {
     std::ofstream out(kernels);
     ASSERT_TRUE(actors::calibrate_cpu(cpu, options, out).ok());
@@ -59,10 +62,29 @@ TEST(SimPrediction, CalibratedSimPredictsTheCpuBackend) {
     r.max_new_tokens = 24;
     r.return_prompt_logits = false;  // the sim has no math
   }
+  // The sim predicts a warm engine: the measured side is the median of three runs on one
+  // server after a run that warms it (oneDNN primitives, first touch of the weights and the
+  // KV cache), as calibrate_cpu measures. One cold run on a shared CI machine once took 4x
+  // the warm time in its prefill alone.
   Topology recorded = cpu;
   recorded.routing_record_file = routing.string();
-  const actors::RunOutcome measured = run_topology(recorded, requests);
-  ASSERT_TRUE(measured.status.ok()) << measured.status;
+  absl::StatusOr<std::unique_ptr<actors::Server>> server = actors::Server::create(recorded);
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::vector<double> measured_itl_ms, measured_tokens_per_s;
+  int64_t measured_tokens = 0;
+  for (int round = 0; round < 4; ++round) {
+    absl::StatusOr<actors::RunOutcome> out = (*server)->run(requests);
+    ASSERT_TRUE(out.ok()) << out.status();
+    ASSERT_TRUE(out->status.ok()) << out->status;
+    if (round == 0) continue;  // the warm-up run
+    measured_itl_ms.push_back(out->metrics.itl.mean_ms);
+    measured_tokens_per_s.push_back(out->metrics.output_tokens_per_s);
+    measured_tokens = out->metrics.num_output_tokens;
+  }
+  std::sort(measured_itl_ms.begin(), measured_itl_ms.end());
+  std::sort(measured_tokens_per_s.begin(), measured_tokens_per_s.end());
+  const double measured_itl = measured_itl_ms[1];
+  const double measured_tput = measured_tokens_per_s[1];
 
   Topology sim = cpu;
   sim.backend = "sim";
@@ -75,13 +97,13 @@ TEST(SimPrediction, CalibratedSimPredictsTheCpuBackend) {
   sim.cost.kernels_where = "<test>";
   const actors::RunOutcome predicted = run_topology(sim, requests);
   ASSERT_TRUE(predicted.status.ok()) << predicted.status;
-  ASSERT_EQ(predicted.metrics.num_output_tokens, measured.metrics.num_output_tokens);
+  ASSERT_EQ(predicted.metrics.num_output_tokens, measured_tokens);
 
-  const double itl = predicted.metrics.itl.mean_ms / measured.metrics.itl.mean_ms;
-  const double tput = predicted.metrics.output_tokens_per_s / measured.metrics.output_tokens_per_s;
+  const double itl = predicted.metrics.itl.mean_ms / measured_itl;
+  const double tput = predicted.metrics.output_tokens_per_s / measured_tput;
   std::printf("predicted / measured: ITL %.3f / %.3f ms = %.2f, throughput %.1f / %.1f = %.2f\n",
-              predicted.metrics.itl.mean_ms, measured.metrics.itl.mean_ms, itl,
-              predicted.metrics.output_tokens_per_s, measured.metrics.output_tokens_per_s, tput);
+              predicted.metrics.itl.mean_ms, measured_itl, itl,
+              predicted.metrics.output_tokens_per_s, measured_tput, tput);
   EXPECT_GT(itl, 0.5);
   EXPECT_LT(itl, 2.0);
   EXPECT_GT(tput, 0.5);
