@@ -91,7 +91,11 @@ for _n in ("float8_e4m3fn", "float8_e5m2"):  # torch < 2.1 (Debian 12's 1.13): n
     if not hasattr(torch, _n):
         setattr(torch, _n, torch.uint8)
 import convert_hf_to_gguf as c
-c.LlamaModel.set_vocab = lambda self: self._set_vocab_none()
+try:  # llama.cpp from mid-2026 on: the model classes live in the conversion/ package
+    from conversion.llama import LlamaModel
+except ImportError:  # older llama.cpp: in convert_hf_to_gguf.py itself
+    LlamaModel = c.LlamaModel
+LlamaModel.set_vocab = lambda self: self._set_vocab_none()
 c.main()
 EOF
   # Only where `pip install safetensors` is impossible: a read-only stand-in for safe_open.
@@ -130,6 +134,16 @@ class _File:
 def safe_open(path, framework="pt", device="cpu"):
     return _File(path)
 EOF
+  # Only where `pip install transformers` is impossible: the converter (mid-2026 on) imports
+  # AutoConfig at start-up and, when it fails, reads config.json itself, which is all a
+  # synthetic folder needs.
+  mkdir -p "$WORK/py/shim-transformers/transformers"
+  cat > "$WORK/py/shim-transformers/transformers/__init__.py" << 'EOF'
+class AutoConfig:
+    @staticmethod
+    def from_pretrained(*args, **kwargs):
+        raise OSError("transformers is not installed: the converter falls back to config.json")
+EOF
 }
 for dt in $DTYPES; do
   g="$WORK/gguf/synth-$dt.gguf"
@@ -137,6 +151,8 @@ for dt in $DTYPES; do
   py="$(pick_python)"; [ -n "$py" ] || die "no python with numpy and torch for convert_hf_to_gguf.py (pip install -r $LLAMA_CPP_DIR/requirements/requirements-convert_hf_to_gguf.txt, or set PYTHON)"
   write_converter_wrapper
   pp=""; "$py" -c 'import safetensors' 2> /dev/null || { pp="$WORK/py/shim"; log "python package safetensors missing: using the read-only stand-in in $pp"; }
+  "$py" -c 'import transformers' 2> /dev/null || {
+    pp="$WORK/py/shim-transformers${pp:+:$pp}"; log "python package transformers missing: the converter reads config.json (stand-in in $WORK/py/shim-transformers)"; }
   log "convert_hf_to_gguf.py --outtype $dt -> $g"
   PYTHONPATH="$pp${PYTHONPATH:+:$PYTHONPATH}" "$py" "$WORK/py/convert_novocab.py" "$LLAMA_CPP_DIR" \
     "$WORK/models/synth-$dt" --outtype "$dt" --outfile "$g.part" > "$WORK/logs/convert-$dt.log" 2>&1 \
