@@ -210,7 +210,9 @@ absl::Status CpuModel::attention(int64_t block, serving::KvCache& kv, const int6
   }
   // Each row's attention is computed by one thread in a fixed order, so splitting the rows
   // over the device's GEMM threads (kernels/cpu/gemm_threads.hpp) never changes a bit. The
-  // cache is only read here (appends happened above).
+  // cache is only read here (appends happened above). Rows are dealt round-robin: a prefill's
+  // row i attends over i + 1 positions, so contiguous halves would give one thread 3/4 of the
+  // work.
   std::vector<const float*> keys(static_cast<std::size_t>(n)), values(keys.size());
   int64_t context_rows = 0;
   for (int64_t i = 0; i < n; ++i) {
@@ -221,7 +223,7 @@ absl::Status CpuModel::attention(int64_t block, serving::KvCache& kv, const int6
   const int threads = static_cast<int>(std::min<int64_t>(
       {static_cast<int64_t>(kernels::cpu::gemm_threads()), n,
        std::max<int64_t>(1, context_rows * c.num_heads * hd / kAttentionWorkPerThread)}));
-#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
+#pragma omp parallel for num_threads(threads) schedule(static, 1) if (threads > 1)
   for (int64_t i = 0; i < n; ++i) {
     kernels::cpu::gqa_attention(qkv.data() + i * W, keys[i], values[i], positions[i] + 1,
                                 c.num_heads, c.num_kv_heads, hd, attn.data() + i * qd);

@@ -1,79 +1,250 @@
 #include "kernels/cpu/attention.hpp"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "kernels/assert.hpp"
 
+#define MUFLOW_TARGET_AVX512 __attribute__((target("avx512f")))
+
 namespace muflow::kernels::cpu {
 namespace {
 
-/// Positions whose scores are computed together (independent dot products).
-constexpr int64_t kScorePositions = 8;
+/// Lanes of every sum (one AVX-512 vector of floats).
+constexpr int64_t kLanes = 16;
+/// Largest head_dim the vector path holds in registers (32 vectors); larger ones run generic.
+constexpr int64_t kMaxVectorHeadDim = 512;
 
-}  // namespace
+// softmax_exp's constants: below kExpMin the result is 0; ln 2 = kLn2Hi + kLn2Lo (kLn2Hi has
+// few significant bits, so n·kLn2Hi is exact for |n| ≤ 126); P's coefficients (Cephes expf).
+constexpr float kExpMin = -87.0f;
+constexpr float kLog2e = 1.44269504088896341f;
+constexpr float kLn2Hi = 0.693359375f;
+constexpr float kLn2Lo = -2.12194440e-4f;
+constexpr float kP0 = 1.9875691500e-4f, kP1 = 1.3981999507e-3f, kP2 = 8.3334519073e-3f,
+                kP3 = 4.1665795894e-2f, kP4 = 1.6666665459e-1f, kP5 = 5.0000001201e-1f;
 
-void gqa_attention(const float* q, const float* k_cache, const float* v_cache, int64_t ctx_len,
-                   int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float* out) {
+/// The halving tree over 16 lanes: lane i + lane i+8, then i + i+4, i + i+2, i + i+1.
+float tree_sum(const float* lanes) {
+  float y[8], z[4], w[2];
+  for (int i = 0; i < 8; ++i) y[i] = lanes[i] + lanes[i + 8];
+  for (int i = 0; i < 4; ++i) z[i] = y[i] + y[i + 4];
+  for (int i = 0; i < 2; ++i) w[i] = z[i] + z[i + 2];
+  return w[0] + w[1];
+}
+
+/// Score buffer of this thread, at least `n` floats rounded up to whole vectors.
+float* score_buffer(int64_t n) {
+  thread_local std::vector<float> scores;
+  const auto want = static_cast<std::size_t>((n + kLanes - 1) / kLanes * kLanes);
+  if (scores.size() < want) scores.resize(want);
+  return scores.data();
+}
+
+void check_sizes(int64_t ctx_len, int64_t num_heads, int64_t num_kv_heads, int64_t head_dim) {
   MUFLOW_ASSERT(ctx_len > 0, "gqa_attention: ctx_len must be >= 1 (the token's own K/V)");
   MUFLOW_ASSERT(num_heads > 0 && num_kv_heads > 0 && head_dim > 0, "gqa_attention: bad sizes");
   MUFLOW_ASSERT(num_heads % num_kv_heads == 0,
                 "gqa_attention: num_heads must be a multiple of num_kv_heads");
+}
+
+// ---- AVX-512F: the same operations, 16 lanes at a time ------------------------------------
+
+MUFLOW_TARGET_AVX512 __m512 exp16(__m512 x) {
+  const __mmask16 zero = _mm512_cmp_ps_mask(x, _mm512_set1_ps(kExpMin), _CMP_LT_OQ);
+  x = _mm512_max_ps(x, _mm512_set1_ps(kExpMin));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(kLog2e)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Hi), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Lo), r);
+  __m512 p = _mm512_set1_ps(kP0);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP1));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP2));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP3));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP4));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP5));
+  const __m512 r2 = _mm512_mul_ps(r, r);
+  const __m512 e = _mm512_add_ps(_mm512_fmadd_ps(p, r2, r), _mm512_set1_ps(1.0f));
+  const __m512i bits =
+      _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+  return _mm512_maskz_mul_ps(static_cast<__mmask16>(~zero), e, _mm512_castsi512_ps(bits));
+}
+
+/// tree_sum of 16 vectors at once: lane j of the result is tree_sum(a[j]).
+MUFLOW_TARGET_AVX512 __m512 tree_sum16(const __m512* a) {
+  __m512 s1[8], s2[4], s3[2];
+  // Halves of a[j] and a[j+8] side by side: lanes 0-7 = a[j]'s i + i+8, 8-15 = a[j+8]'s.
+  for (int j = 0; j < 8; ++j) {
+    s1[j] = _mm512_add_ps(_mm512_shuffle_f32x4(a[j], a[j + 8], 0x44),
+                          _mm512_shuffle_f32x4(a[j], a[j + 8], 0xEE));
+  }
+  // 128-bit blocks: [z of j, z of j+8, z of j+4, z of j+12] (i + i+4 within each half).
+  for (int j = 0; j < 4; ++j) {
+    s2[j] = _mm512_add_ps(_mm512_shuffle_f32x4(s1[j], s1[j + 4], 0x88),
+                          _mm512_shuffle_f32x4(s1[j], s1[j + 4], 0xDD));
+  }
+  // Within each block: [w0, w1 of s2[j]'s, w0, w1 of s2[j+2]'s] (i + i+2).
+  for (int j = 0; j < 2; ++j) {
+    s3[j] = _mm512_add_ps(_mm512_shuffle_ps(s2[j], s2[j + 2], 0x44),
+                          _mm512_shuffle_ps(s2[j], s2[j + 2], 0xEE));
+  }
+  // i + i+1: lanes now hold the sums of a[0, 2, 1, 3, 8, 10, 9, 11, 4, 6, 5, 7, 12, 14, 13, 15].
+  const __m512 s4 =
+      _mm512_add_ps(_mm512_shuffle_ps(s3[0], s3[1], 0x88), _mm512_shuffle_ps(s3[0], s3[1], 0xDD));
+  const __m512i order = _mm512_setr_epi32(0, 2, 1, 3, 8, 10, 9, 11, 4, 6, 5, 7, 12, 14, 13, 15);
+  return _mm512_permutexvar_ps(order, s4);
+}
+
+MUFLOW_TARGET_AVX512 void attention_avx512(const float* q, const float* k_cache,
+                                           const float* v_cache, int64_t ctx_len, int64_t num_heads,
+                                           int64_t num_kv_heads, int64_t head_dim, float* out) {
   const int64_t group = num_heads / num_kv_heads;
   const int64_t kv_stride = num_kv_heads * head_dim;  // floats between two positions
-  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-  thread_local std::vector<float> scores;
-  scores.resize(static_cast<std::size_t>(ctx_len));
+  const int64_t chunks = (head_dim + kLanes - 1) / kLanes;
+  const auto last_mask =
+      static_cast<__mmask16>(head_dim % kLanes == 0 ? 0xFFFF : (1u << (head_dim % kLanes)) - 1);
+  const __m512 scale = _mm512_set1_ps(1.0f / std::sqrt(static_cast<float>(head_dim)));
+  float* scores = score_buffer(ctx_len);
+  __m512 qv[kMaxVectorHeadDim / kLanes], acc[kMaxVectorHeadDim / kLanes];
 
   for (int64_t h = 0; h < num_heads; ++h) {
-    const float* q_head = q + h * head_dim;
-    const int64_t kv_head = h / group;
-    const float* k_head = k_cache + kv_head * head_dim;
-    const float* v_head = v_cache + kv_head * head_dim;
-    float* out_head = out + h * head_dim;
-
-    // Scores q·k / sqrt(d), each dot product summed in dimension order. kScorePositions
-    // positions at a time: their sums are independent chains the CPU overlaps (one chain is
-    // bound by the add latency), each still in dimension order, so the bits are those of
-    // one position at a time.
-    float max_score = -INFINITY;
-    int64_t t = 0;
-    for (; t + kScorePositions <= ctx_len; t += kScorePositions) {
-      float dot[kScorePositions] = {};
-      const float* k_rows = k_head + t * kv_stride;
-      for (int64_t d = 0; d < head_dim; ++d) {
-        const float qd = q_head[d];
-        for (int64_t j = 0; j < kScorePositions; ++j) dot[j] += qd * k_rows[j * kv_stride + d];
+    const float* k_head = k_cache + (h / group) * head_dim;
+    const float* v_head = v_cache + (h / group) * head_dim;
+    for (int64_t c = 0; c < chunks; ++c) {
+      qv[c] = _mm512_maskz_loadu_ps(c + 1 == chunks ? last_mask : 0xFFFF,
+                                    q + h * head_dim + c * kLanes);
+    }
+    // Scores of 16 positions at a time (positions past the context are zeros, not stored).
+    __m512 max16 = _mm512_set1_ps(-INFINITY);
+    for (int64_t t0 = 0; t0 < ctx_len; t0 += kLanes) {
+      const int64_t count = std::min(kLanes, ctx_len - t0);
+      __m512 dots[kLanes];
+      for (int64_t j = 0; j < kLanes; ++j) {
+        __m512 d = _mm512_setzero_ps();
+        if (j < count) {
+          const float* k_row = k_head + (t0 + j) * kv_stride;
+          for (int64_t c = 0; c < chunks; ++c) {
+            d = _mm512_fmadd_ps(
+                qv[c],
+                _mm512_maskz_loadu_ps(c + 1 == chunks ? last_mask : 0xFFFF, k_row + c * kLanes), d);
+          }
+        }
+        dots[j] = d;
       }
-      for (int64_t j = 0; j < kScorePositions; ++j) {
-        scores[t + j] = dot[j] * scale;
-        max_score = std::max(max_score, scores[t + j]);
+      const auto valid = static_cast<__mmask16>(count == kLanes ? 0xFFFF : (1u << count) - 1);
+      const __m512 s = _mm512_mul_ps(tree_sum16(dots), scale);
+      _mm512_mask_storeu_ps(scores + t0, valid, s);
+      max16 = _mm512_mask_max_ps(max16, valid, max16, s);
+    }
+    const __m512 max_score = _mm512_set1_ps(_mm512_reduce_max_ps(max16));
+    // Softmax numerators in place; the denominator in 16 lanes (lane l: positions l, l+16, ...).
+    __m512 denominator16 = _mm512_setzero_ps();
+    for (int64_t t0 = 0; t0 < ctx_len; t0 += kLanes) {
+      const int64_t count = std::min(kLanes, ctx_len - t0);
+      const auto valid = static_cast<__mmask16>(count == kLanes ? 0xFFFF : (1u << count) - 1);
+      const __m512 p = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(valid, scores + t0), max_score));
+      _mm512_mask_storeu_ps(scores + t0, valid, p);
+      denominator16 = _mm512_mask_add_ps(denominator16, valid, denominator16, p);
+    }
+    alignas(64) float lanes[kLanes];
+    _mm512_store_ps(lanes, denominator16);
+    const __m512 inv_denominator = _mm512_set1_ps(1.0f / tree_sum(lanes));
+    // out = Σ_t p_t v_t in position order, then / denominator.
+    for (int64_t c = 0; c < chunks; ++c) acc[c] = _mm512_setzero_ps();
+    for (int64_t t = 0; t < ctx_len; ++t) {
+      const __m512 p = _mm512_set1_ps(scores[t]);
+      const float* v_row = v_head + t * kv_stride;
+      for (int64_t c = 0; c < chunks; ++c) {
+        acc[c] = _mm512_fmadd_ps(
+            p, _mm512_maskz_loadu_ps(c + 1 == chunks ? last_mask : 0xFFFF, v_row + c * kLanes),
+            acc[c]);
       }
     }
-    for (; t < ctx_len; ++t) {
+    float* out_head = out + h * head_dim;
+    for (int64_t c = 0; c < chunks; ++c) {
+      _mm512_mask_storeu_ps(out_head + c * kLanes, c + 1 == chunks ? last_mask : 0xFFFF,
+                            _mm512_mul_ps(acc[c], inv_denominator));
+    }
+  }
+}
+
+bool have_avx512() {
+  static const bool available = __builtin_cpu_supports("avx512f") != 0;
+  return available;
+}
+
+}  // namespace
+
+float softmax_exp(float x) {
+  if (x < kExpMin) return 0.0f;
+  const float n = std::nearbyint(x * kLog2e);
+  float r = std::fma(-n, kLn2Hi, x);
+  r = std::fma(-n, kLn2Lo, r);
+  float p = kP0;
+  p = std::fma(p, r, kP1);
+  p = std::fma(p, r, kP2);
+  p = std::fma(p, r, kP3);
+  p = std::fma(p, r, kP4);
+  p = std::fma(p, r, kP5);
+  const float r2 = r * r;
+  const float e = std::fma(p, r2, r) + 1.0f;
+  const uint32_t bits = static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23;
+  float pow2;
+  std::memcpy(&pow2, &bits, sizeof(pow2));
+  return e * pow2;
+}
+
+void gqa_attention_generic(const float* q, const float* k_cache, const float* v_cache,
+                           int64_t ctx_len, int64_t num_heads, int64_t num_kv_heads,
+                           int64_t head_dim, float* out) {
+  check_sizes(ctx_len, num_heads, num_kv_heads, head_dim);
+  const int64_t group = num_heads / num_kv_heads;
+  const int64_t kv_stride = num_kv_heads * head_dim;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  float* scores = score_buffer(ctx_len);
+  for (int64_t h = 0; h < num_heads; ++h) {
+    const float* q_head = q + h * head_dim;
+    const float* k_head = k_cache + (h / group) * head_dim;
+    const float* v_head = v_cache + (h / group) * head_dim;
+    float max_score = -INFINITY;
+    for (int64_t t = 0; t < ctx_len; ++t) {
       const float* k_row = k_head + t * kv_stride;
-      float dot = 0.0f;
-      for (int64_t d = 0; d < head_dim; ++d) dot += q_head[d] * k_row[d];
-      scores[t] = dot * scale;
+      float lanes[kLanes] = {};
+      for (int64_t d = 0; d < head_dim; ++d) {
+        lanes[d % kLanes] = std::fma(q_head[d], k_row[d], lanes[d % kLanes]);
+      }
+      scores[t] = tree_sum(lanes) * scale;
       max_score = std::max(max_score, scores[t]);
     }
-    // Softmax numerators and their sum, in position order.
-    float denominator = 0.0f;
-    for (t = 0; t < ctx_len; ++t) {
-      scores[t] = std::exp(scores[t] - max_score);
-      denominator += scores[t];
+    float lanes[kLanes] = {};
+    for (int64_t t = 0; t < ctx_len; ++t) {
+      scores[t] = softmax_exp(scores[t] - max_score);
+      lanes[t % kLanes] += scores[t];
     }
-    // out = Σ_t p_t v_t / Σ_t p_t, accumulated in position order for every dimension.
+    const float inv_denominator = 1.0f / tree_sum(lanes);
+    float* out_head = out + h * head_dim;
     std::fill(out_head, out_head + head_dim, 0.0f);
-    for (t = 0; t < ctx_len; ++t) {
-      const float p = scores[t];
+    for (int64_t t = 0; t < ctx_len; ++t) {
       const float* v_row = v_head + t * kv_stride;
-      for (int64_t d = 0; d < head_dim; ++d) out_head[d] += p * v_row[d];
+      for (int64_t d = 0; d < head_dim; ++d)
+        out_head[d] = std::fma(scores[t], v_row[d], out_head[d]);
     }
-    const float inv_denominator = 1.0f / denominator;
     for (int64_t d = 0; d < head_dim; ++d) out_head[d] *= inv_denominator;
   }
+}
+
+void gqa_attention(const float* q, const float* k_cache, const float* v_cache, int64_t ctx_len,
+                   int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float* out) {
+  if (!have_avx512() || head_dim > kMaxVectorHeadDim) {
+    return gqa_attention_generic(q, k_cache, v_cache, ctx_len, num_heads, num_kv_heads, head_dim,
+                                 out);
+  }
+  check_sizes(ctx_len, num_heads, num_kv_heads, head_dim);
+  attention_avx512(q, k_cache, v_cache, ctx_len, num_heads, num_kv_heads, head_dim, out);
 }
 
 }  // namespace muflow::kernels::cpu

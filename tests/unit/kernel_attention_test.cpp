@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "kernels/cpu/attention.hpp"
@@ -99,6 +100,55 @@ TEST(GqaAttentionTest, LargeScoresDoNotOverflow) {
   EXPECT_TRUE(std::isfinite(out[0]) && std::isfinite(out[1]));
   EXPECT_NEAR(out[0], out_ref[0], 1e-5f);
   EXPECT_NEAR(out[1], out_ref[1], 1e-5f);
+}
+
+TEST(GqaAttentionTest, VectorPathIsBitwiseTheScalarForm) {
+  // gqa_attention (16-float vectors where the CPU has AVX-512F) and gqa_attention_generic (the
+  // same operations one lane at a time) must give the same bits: contexts around multiples of
+  // 16 (the vector path's blocks), head_dim not a multiple of 16, and past the vector path's
+  // 512 (where both are the scalar form).
+  SplitMix64 rng(reference::test_seed("GqaAttentionTest.VectorPathIsBitwise", 6004));
+  const AttentionCase cases[] = {
+      {1, 4, 1, 64},  {15, 4, 1, 64},  {16, 4, 1, 64},   {17, 8, 2, 64},  {33, 4, 4, 7},
+      {47, 6, 3, 24}, {95, 16, 4, 64}, {300, 6, 1, 128}, {513, 2, 1, 80}, {9, 2, 2, 520},
+  };
+  for (const AttentionCase& c : cases) {
+    for (float q_scale : {0.5f, 8.0f}) {
+      SCOPED_TRACE(testing::Message() << "ctx=" << c.ctx_len << " heads=" << c.num_heads
+                                      << " kv_heads=" << c.num_kv_heads << " d=" << c.head_dim
+                                      << " q_scale=" << q_scale);
+      const int64_t kv_size = c.ctx_len * c.num_kv_heads * c.head_dim;
+      const std::vector<float> q = random_floats(rng, c.num_heads * c.head_dim, -q_scale, q_scale);
+      const std::vector<float> k = random_floats(rng, kv_size, -1.0f, 1.0f);
+      const std::vector<float> v = random_floats(rng, kv_size, -3.0f, 3.0f);
+      std::vector<float> fast(q.size(), -99.0f), scalar(q.size(), 99.0f);
+      gqa_attention(q.data(), k.data(), v.data(), c.ctx_len, c.num_heads, c.num_kv_heads,
+                    c.head_dim, fast.data());
+      gqa_attention_generic(q.data(), k.data(), v.data(), c.ctx_len, c.num_heads, c.num_kv_heads,
+                            c.head_dim, scalar.data());
+      for (std::size_t i = 0; i < fast.size(); ++i) {
+        ASSERT_EQ(std::memcmp(&fast[i], &scalar[i], sizeof(float)), 0)
+            << "element " << i << ": " << fast[i] << " vs " << scalar[i];
+      }
+    }
+  }
+}
+
+TEST(GqaAttentionTest, SoftmaxExpIsWithinTwoUlpAndExactAtZero) {
+  EXPECT_EQ(softmax_exp(0.0f), 1.0f);
+  EXPECT_EQ(softmax_exp(-0.0f), 1.0f);
+  EXPECT_EQ(softmax_exp(-87.5f), 0.0f);
+  EXPECT_EQ(softmax_exp(-1e30f), 0.0f);
+  float worst_ulp = 0.0f;
+  for (int i = 0; i <= 200000; ++i) {
+    const float x = -87.0f * static_cast<float>(i) / 200000.0f;
+    const double want = std::exp(static_cast<double>(x));
+    const float got = softmax_exp(x);
+    const double ulp =
+        std::nextafter(static_cast<float>(want), INFINITY) - static_cast<float>(want);
+    worst_ulp = std::max(worst_ulp, static_cast<float>(std::fabs(got - want) / ulp));
+  }
+  EXPECT_LE(worst_ulp, 2.0f);
 }
 
 }  // namespace
