@@ -4,10 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <vector>
 
 #include "kernels/assert.hpp"
+#include "kernels/cpu/fast_exp.hpp"
 
 #define MUFLOW_TARGET_AVX512 __attribute__((target("avx512f")))
 
@@ -18,15 +18,6 @@ namespace {
 constexpr int64_t kLanes = 16;
 /// Largest head_dim the vector path holds in registers (32 vectors); larger ones run generic.
 constexpr int64_t kMaxVectorHeadDim = 512;
-
-// softmax_exp's constants: below kExpMin the result is 0; ln 2 = kLn2Hi + kLn2Lo (kLn2Hi has
-// few significant bits, so n·kLn2Hi is exact for |n| ≤ 126); P's coefficients (Cephes expf).
-constexpr float kExpMin = -87.0f;
-constexpr float kLog2e = 1.44269504088896341f;
-constexpr float kLn2Hi = 0.693359375f;
-constexpr float kLn2Lo = -2.12194440e-4f;
-constexpr float kP0 = 1.9875691500e-4f, kP1 = 1.3981999507e-3f, kP2 = 8.3334519073e-3f,
-                kP3 = 4.1665795894e-2f, kP4 = 1.6666665459e-1f, kP5 = 5.0000001201e-1f;
 
 /// The halving tree over 16 lanes: lane i + lane i+8, then i + i+4, i + i+2, i + i+1.
 float tree_sum(const float* lanes) {
@@ -53,26 +44,6 @@ void check_sizes(int64_t ctx_len, int64_t num_heads, int64_t num_kv_heads, int64
 }
 
 // ---- AVX-512F: the same operations, 16 lanes at a time ------------------------------------
-
-MUFLOW_TARGET_AVX512 __m512 exp16(__m512 x) {
-  const __mmask16 zero = _mm512_cmp_ps_mask(x, _mm512_set1_ps(kExpMin), _CMP_LT_OQ);
-  x = _mm512_max_ps(x, _mm512_set1_ps(kExpMin));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(kLog2e)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Hi), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Lo), r);
-  __m512 p = _mm512_set1_ps(kP0);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP1));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP2));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP3));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP4));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP5));
-  const __m512 r2 = _mm512_mul_ps(r, r);
-  const __m512 e = _mm512_add_ps(_mm512_fmadd_ps(p, r2, r), _mm512_set1_ps(1.0f));
-  const __m512i bits =
-      _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-  return _mm512_maskz_mul_ps(static_cast<__mmask16>(~zero), e, _mm512_castsi512_ps(bits));
-}
 
 /// tree_sum of 16 vectors at once: lane j of the result is tree_sum(a[j]).
 MUFLOW_TARGET_AVX512 __m512 tree_sum16(const __m512* a) {
@@ -146,7 +117,8 @@ MUFLOW_TARGET_AVX512 void attention_avx512(const float* q, const float* k_cache,
     for (int64_t t0 = 0; t0 < ctx_len; t0 += kLanes) {
       const int64_t count = std::min(kLanes, ctx_len - t0);
       const auto valid = static_cast<__mmask16>(count == kLanes ? 0xFFFF : (1u << count) - 1);
-      const __m512 p = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(valid, scores + t0), max_score));
+      const __m512 p =
+          fast_exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(valid, scores + t0), max_score));
       _mm512_mask_storeu_ps(scores + t0, valid, p);
       denominator16 = _mm512_mask_add_ps(denominator16, valid, denominator16, p);
     }
@@ -179,25 +151,6 @@ bool have_avx512() {
 
 }  // namespace
 
-float softmax_exp(float x) {
-  if (x < kExpMin) return 0.0f;
-  const float n = std::nearbyint(x * kLog2e);
-  float r = std::fma(-n, kLn2Hi, x);
-  r = std::fma(-n, kLn2Lo, r);
-  float p = kP0;
-  p = std::fma(p, r, kP1);
-  p = std::fma(p, r, kP2);
-  p = std::fma(p, r, kP3);
-  p = std::fma(p, r, kP4);
-  p = std::fma(p, r, kP5);
-  const float r2 = r * r;
-  const float e = std::fma(p, r2, r) + 1.0f;
-  const uint32_t bits = static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23;
-  float pow2;
-  std::memcpy(&pow2, &bits, sizeof(pow2));
-  return e * pow2;
-}
-
 void gqa_attention_generic(const float* q, const float* k_cache, const float* v_cache,
                            int64_t ctx_len, int64_t num_heads, int64_t num_kv_heads,
                            int64_t head_dim, float* out) {
@@ -222,7 +175,7 @@ void gqa_attention_generic(const float* q, const float* k_cache, const float* v_
     }
     float lanes[kLanes] = {};
     for (int64_t t = 0; t < ctx_len; ++t) {
-      scores[t] = softmax_exp(scores[t] - max_score);
+      scores[t] = fast_exp(scores[t] - max_score);
       lanes[t % kLanes] += scores[t];
     }
     const float inv_denominator = 1.0f / tree_sum(lanes);

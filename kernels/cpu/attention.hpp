@@ -19,7 +19,7 @@ namespace muflow::kernels::cpu {
 /// - a score q·k: lane l sums the products of dimensions l, l+16, ... in ascending order, each
 ///   a fused multiply-add from +0; the 16 lanes are added as a halving tree (lane i + lane i+8,
 ///   then i + i+4, i + i+2, i + i+1);
-/// - exp: `softmax_exp` below (Cody–Waite reduction and a degree-5 polynomial, ≤ 2 ulp);
+/// - exp: `fast_exp` (kernels/cpu/fast_exp.hpp, ≤ 2 ulp), not libm's;
 /// - the softmax denominator: lane l sums positions l, l+16, ... ascending, then the same tree;
 /// - out = Σ_t p_t · v_t, one fused multiply-add chain per element in position order from +0,
 ///   then times 1 / denominator.
@@ -35,13 +35,5 @@ void gqa_attention(const float* q, const float* k_cache, const float* v_cache, i
 void gqa_attention_generic(const float* q, const float* k_cache, const float* v_cache,
                            int64_t ctx_len, int64_t num_heads, int64_t num_kv_heads,
                            int64_t head_dim, float* out);
-
-/// exp(x) for x ≤ 0 as the softmax computes it: 0 below -87; else x = n·ln 2 + r with
-/// n = round-to-nearest-even(x·log2 e) (ln 2 split in two for the reduction, Cody–Waite),
-/// exp(r) ≈ 1 + r + r²·P(r) with P the degree-5 minimax polynomial of Cephes' expf
-/// (S. L. Moshier, Cephes Math Library, expf.c), times 2^n. Relative error ≤ 2 ulp on
-/// [-87, 0]; exp(0) = 1 exactly. Each step a single IEEE operation (fused where written so),
-/// so the vector lanes give the same bits.
-float softmax_exp(float x);
 
 }  // namespace muflow::kernels::cpu

@@ -1,5 +1,7 @@
 #include "kernels/cpu/expert_ffn.hpp"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -7,6 +9,8 @@
 #include <vector>
 
 #include "kernels/assert.hpp"
+#include "kernels/cpu/fast_exp.hpp"
+#include "kernels/cpu/gemm_threads.hpp"
 
 namespace muflow::kernels::cpu {
 namespace {
@@ -102,15 +106,49 @@ void ExpertFfn::forward_packed(const void* packed, const float* x, int64_t num_r
   }
 }
 
-void swiglu(const float* gate_up, int64_t num_rows, int64_t ffn, float* out) {
+namespace {
+
+/// Elements of a swiglu call below which it stays on the calling thread.
+constexpr int64_t kSwigluElementsPerThread = int64_t{1} << 16;
+
+__attribute__((target("avx512f"))) void swiglu_row_avx512(const float* gate, const float* up,
+                                                          int64_t ffn, float* out) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  for (int64_t j = 0; j < ffn; j += 16) {
+    const auto mask = static_cast<__mmask16>(ffn - j >= 16 ? 0xFFFF : (1u << (ffn - j)) - 1);
+    const __m512 g = _mm512_maskz_loadu_ps(mask, gate + j);
+    const __m512 e = fast_exp16(_mm512_sub_ps(_mm512_setzero_ps(), g));
+    const __m512 silu = _mm512_div_ps(g, _mm512_add_ps(one, e));
+    _mm512_mask_storeu_ps(out + j, mask, _mm512_mul_ps(silu, _mm512_maskz_loadu_ps(mask, up + j)));
+  }
+}
+
+void swiglu_row(const float* gate, const float* up, int64_t ffn, float* out) {
+  for (int64_t j = 0; j < ffn; ++j) out[j] = (gate[j] / (1.0f + fast_exp(-gate[j]))) * up[j];
+}
+
+}  // namespace
+
+void swiglu_generic(const float* gate_up, int64_t num_rows, int64_t ffn, float* out) {
   MUFLOW_ASSERT(num_rows >= 0 && ffn > 0, "swiglu: bad sizes");
   for (int64_t r = 0; r < num_rows; ++r) {
+    swiglu_row(gate_up + r * 2 * ffn, gate_up + r * 2 * ffn + ffn, ffn, out + r * ffn);
+  }
+}
+
+void swiglu(const float* gate_up, int64_t num_rows, int64_t ffn, float* out) {
+  MUFLOW_ASSERT(num_rows >= 0 && ffn > 0, "swiglu: bad sizes");
+  static const bool avx512 = __builtin_cpu_supports("avx512f") != 0;
+  const int threads = static_cast<int>(std::min<int64_t>(
+      {gemm_threads(), num_rows, std::max<int64_t>(1, num_rows * ffn / kSwigluElementsPerThread)}));
+  // Element-wise: how rows are split over threads changes no bit.
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
+  for (int64_t r = 0; r < num_rows; ++r) {
     const float* gate = gate_up + r * 2 * ffn;
-    const float* up = gate + ffn;
-    float* row_out = out + r * ffn;
-    for (int64_t j = 0; j < ffn; ++j) {
-      const float g = gate[j];
-      row_out[j] = (g / (1.0f + std::exp(-g))) * up[j];
+    if (avx512) {
+      swiglu_row_avx512(gate, gate + ffn, ffn, out + r * ffn);
+    } else {
+      swiglu_row(gate, gate + ffn, ffn, out + r * ffn);
     }
   }
 }

@@ -10,10 +10,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
 #include "kernels/cpu/expert_ffn.hpp"
+#include "kernels/cpu/gemm_threads.hpp"
 #include "kernels/reference/expert_ffn.hpp"
 #include "kernels/reference/test_inputs.hpp"
 
@@ -97,6 +99,23 @@ TEST(SwigluTest, MatchesReference) {
       for (std::size_t i = 0; i < out.size(); ++i) {
         ASSERT_LE(std::fabs(out[i] - out_ref[i]), 1e-6f * std::fabs(out_ref[i]) + 1e-30f) << i;
       }
+    }
+  }
+}
+
+TEST(SwigluTest, VectorPathAndThreadsGiveTheScalarFormsBits) {
+  // swiglu (16 lanes where the CPU has AVX-512F, rows over 2 threads when big enough) against
+  // swiglu_generic (one element at a time): bitwise, ffn not a multiple of 16 included.
+  SplitMix64 rng(reference::test_seed("SwigluTest.VectorPathIsBitwise", 8004));
+  GemmThreadsScope two(2);
+  for (int64_t rows : {1, 3, 64}) {
+    for (int64_t ffn : {5, 16, 1408, 2050}) {
+      SCOPED_TRACE(testing::Message() << rows << " rows, ffn " << ffn);
+      const std::vector<float> gate_up = random_floats(rng, rows * 2 * ffn, -100.0f, 100.0f);
+      std::vector<float> fast(rows * ffn, -1.0f), scalar(rows * ffn, 1.0f);
+      swiglu(gate_up.data(), rows, ffn, fast.data());
+      swiglu_generic(gate_up.data(), rows, ffn, scalar.data());
+      ASSERT_EQ(std::memcmp(fast.data(), scalar.data(), fast.size() * sizeof(float)), 0);
     }
   }
 }
