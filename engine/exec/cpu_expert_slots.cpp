@@ -20,7 +20,7 @@ CpuExpertSlots::CpuExpertSlots(std::shared_ptr<const CpuModel> model, int64_t nu
   bytes = (bytes + 63) / 64 * 64;
   slots_.resize(static_cast<std::size_t>(num_slots));
   for (Slot& s : slots_) {
-    s.data = {static_cast<unsigned char*>(std::aligned_alloc(64, bytes)), &std::free};
+    s.data = kernels::cpu::allocate_weights(bytes);
     MUFLOW_ASSERT(s.data != nullptr, "CpuExpertSlots: out of memory for a slot");
   }
   worker_ = std::thread([this] { work(); });

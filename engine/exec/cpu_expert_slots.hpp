@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "engine/exec/cpu_model.hpp"
+#include "kernels/cpu/weight_memory.hpp"
 
 namespace muflow::engine::exec {
 
@@ -59,7 +60,7 @@ class CpuExpertSlots {
     std::promise<void> done;
   };
   struct Slot {
-    std::unique_ptr<unsigned char, void (*)(void*)> data{nullptr, nullptr};
+    kernels::cpu::WeightMemory data;  ///< 64-byte aligned, huge pages where the OS allows
     int64_t block = -1, expert = -1;  ///< what it holds (for the forward check)
   };
   void work();

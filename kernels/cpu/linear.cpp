@@ -20,6 +20,7 @@
 #include "kernels/cpu/bf16.hpp"
 #include "kernels/cpu/fixed_order_gemm.hpp"
 #include "kernels/cpu/gemm_threads.hpp"
+#include "kernels/cpu/weight_memory.hpp"
 
 namespace muflow::kernels::cpu {
 namespace {
@@ -133,10 +134,6 @@ std::vector<float> probe_rows(int64_t in) {
   return rows;
 }
 
-struct FreeDeleter {
-  void operator()(void* p) const { std::free(p); }
-};
-
 /// Whether `options` asks for the fixed-order kernel (it may still be unavailable).
 bool wants_fixed_order(const LinearOptions& options) {
   return options.kernel != LinearKernel::kOneDnnTiles;
@@ -162,7 +159,7 @@ struct Linear::Impl {
   enum class Fixed { kF32, kBf16, kBf16Weights };  // f32; bf16 dot products; bf16 W, f32 math
   LinearKernel kernel = LinearKernel::kOneDnnTiles;
   Fixed fixed = Fixed::kF32;
-  std::unique_ptr<void, FreeDeleter> fixed_packed;
+  WeightMemory fixed_packed;
   std::size_t fixed_bytes = 0;
   std::vector<float> fixed_bias;
 
@@ -180,7 +177,7 @@ struct Linear::Impl {
         break;
     }
     fixed_bytes = (bytes + 63) / 64 * 64;
-    fixed_packed.reset(std::aligned_alloc(64, fixed_bytes));
+    fixed_packed = allocate_weights(fixed_bytes);
     MUFLOW_ASSERT(fixed_packed != nullptr, "Linear: out of memory packing weights");
     auto* bits = static_cast<const uint16_t*>(weight);
     auto* packed16 = static_cast<uint16_t*>(fixed_packed.get());
