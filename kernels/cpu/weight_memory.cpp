@@ -17,12 +17,13 @@ void WeightMemoryDeleter::operator()(void* p) const { std::free(p); }
 
 WeightMemory allocate_weights(std::size_t bytes) {
   if (bytes < kHugePage) return WeightMemory(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
-  const std::size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
-  WeightMemory block(std::aligned_alloc(kHugePage, rounded));
+  void* block = nullptr;
+  if (posix_memalign(&block, kHugePage, bytes) != 0) return WeightMemory();
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-  if (block) madvise(block.get(), rounded, MADV_HUGEPAGE);
+  // Only whole 2 MiB pages inside the block: the range advised belongs to it alone.
+  madvise(block, bytes / kHugePage * kHugePage, MADV_HUGEPAGE);
 #endif
-  return block;
+  return WeightMemory(block);
 }
 
 }  // namespace muflow::kernels::cpu

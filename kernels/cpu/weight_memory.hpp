@@ -17,11 +17,12 @@ struct WeightMemoryDeleter {
 using WeightMemory = std::unique_ptr<void, WeightMemoryDeleter>;
 
 /// `bytes` (> 0) of uninitialised memory, 64-byte aligned. From 2 MiB on, the block is
-/// 2 MiB aligned and rounded up to whole 2 MiB (at most 2 MiB − 1 bytes of padding), and on
-/// Linux advised MADV_HUGEPAGE before anything touches it, so the pages faulted in when it is
-/// written are huge pages where /sys/kernel/mm/transparent_hugepage/enabled is `always` or
-/// `madvise` (a refused advice is ignored: the memory works either way). Null when out of
-/// memory. Any thread.
+/// 2 MiB aligned (no padding: the alignment costs address space, not memory) and, on Linux,
+/// the whole 2 MiB pages inside it are advised MADV_HUGEPAGE before anything touches them, so
+/// the pages faulted in when it is written are huge pages where
+/// /sys/kernel/mm/transparent_hugepage/enabled is `always` or `madvise`; the tail under 2 MiB
+/// keeps 4 KiB pages. A refused advice is ignored (the memory works either way). Null when
+/// out of memory. Any thread.
 WeightMemory allocate_weights(std::size_t bytes);
 
 }  // namespace muflow::kernels::cpu
