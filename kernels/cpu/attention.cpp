@@ -16,7 +16,8 @@ namespace {
 
 /// Lanes of every sum (one AVX-512 vector of floats).
 constexpr int64_t kLanes = 16;
-/// Largest head_dim the vector path holds in registers (32 vectors); larger ones run generic.
+/// Largest head_dim the vector path takes (its query and output rows as 32 vectors each, on
+/// the stack); larger ones run the scalar form.
 constexpr int64_t kMaxVectorHeadDim = 512;
 
 /// The halving tree over 16 lanes: lane i + lane i+8, then i + i+4, i + i+2, i + i+1.
@@ -151,9 +152,11 @@ bool have_avx512() {
 
 }  // namespace
 
-void gqa_attention_generic(const float* q, const float* k_cache, const float* v_cache,
-                           int64_t ctx_len, int64_t num_heads, int64_t num_kv_heads,
-                           int64_t head_dim, float* out) {
+// Hardware FMA and roundss where the CPU has them (x86-64-v3: AVX2, FMA); std::fma and
+// std::nearbyint are otherwise library calls. Same bits either way.
+__attribute__((target_clones("arch=x86-64-v3", "default"))) void gqa_attention_generic(
+    const float* q, const float* k_cache, const float* v_cache, int64_t ctx_len, int64_t num_heads,
+    int64_t num_kv_heads, int64_t head_dim, float* out) {
   check_sizes(ctx_len, num_heads, num_kv_heads, head_dim);
   const int64_t group = num_heads / num_kv_heads;
   const int64_t kv_stride = num_kv_heads * head_dim;

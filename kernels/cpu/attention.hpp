@@ -24,7 +24,9 @@ namespace muflow::kernels::cpu {
 /// - out = Σ_t p_t · v_t, one fused multiply-add chain per element in position order from +0,
 ///   then times 1 / denominator.
 /// Where the CPU has AVX-512F this runs in 16-float vectors (16 positions' scores at a time);
-/// elsewhere the same operations one lane at a time (`gqa_attention_generic`), bitwise equal.
+/// elsewhere the same operations one lane at a time (`gqa_attention_generic`), bitwise equal
+/// for finite inputs (a NaN or ±inf in q/K/V gives NaN outputs in both, possibly of another
+/// sign or payload).
 /// Any thread; no state but a thread-local score buffer. Sizes are trusted (MUFLOW_ASSERT).
 void gqa_attention(const float* q, const float* k_cache, const float* v_cache, int64_t ctx_len,
                    int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float* out);

@@ -123,7 +123,12 @@ __attribute__((target("avx512f"))) void swiglu_row_avx512(const float* gate, con
   }
 }
 
-void swiglu_row(const float* gate, const float* up, int64_t ffn, float* out) {
+// Hardware FMA and roundss where the CPU has them (x86-64-v3), library calls otherwise; same
+// bits either way.
+__attribute__((target_clones("arch=x86-64-v3", "default"))) void swiglu_row(const float* gate,
+                                                                            const float* up,
+                                                                            int64_t ffn,
+                                                                            float* out) {
   for (int64_t j = 0; j < ffn; ++j) out[j] = (gate[j] / (1.0f + fast_exp(-gate[j]))) * up[j];
 }
 

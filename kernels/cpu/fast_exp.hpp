@@ -10,8 +10,9 @@
 /// Range: 0 below -87, +inf above 88 (exp(88) ≈ 1.65e38; libm gives finite values up to
 /// 88.72 and subnormals down to -103.9, where every caller here adds 1 or normalises).
 /// Relative error ≤ 2 ulp on [-87, 88] (kernel_fast_exp_test); exp(0) = 1 exactly. Every step
-/// is one IEEE operation, fused multiply-adds where written so (the project builds with
-/// -ffp-contract=off, kernels/README.md), so the two forms give the same bits.
+/// is one IEEE operation, fused multiply-adds where written so (muflow_kernels builds with
+/// -ffp-contract=off, kernels/README.md), so the two forms give the same bits for every input
+/// but NaN (a NaN input gives NaN in both).
 
 #include <immintrin.h>
 

@@ -18,11 +18,12 @@ using WeightMemory = std::unique_ptr<void, WeightMemoryDeleter>;
 
 /// `bytes` (> 0) of uninitialised memory, 64-byte aligned. From 2 MiB on, the block is
 /// 2 MiB aligned (no padding: the alignment costs address space, not memory) and, on Linux,
-/// the whole 2 MiB pages inside it are advised MADV_HUGEPAGE before anything touches them, so
-/// the pages faulted in when it is written are huge pages where
-/// /sys/kernel/mm/transparent_hugepage/enabled is `always` or `madvise`; the tail under 2 MiB
-/// keeps 4 KiB pages. A refused advice is ignored (the memory works either way). Null when
-/// out of memory. Any thread.
+/// the whole 2 MiB pages inside it are advised MADV_HUGEPAGE, so pages faulted in when it is
+/// first written are huge pages where /sys/kernel/mm/transparent_hugepage/enabled is `always`
+/// or `madvise`. Pages the allocator hands back already faulted in (memory it reuses) stay
+/// 4 KiB until the kernel's khugepaged collapses them; the tail under 2 MiB keeps 4 KiB pages.
+/// A refused advice is ignored (the memory works either way). Null when out of memory. Any
+/// thread.
 WeightMemory allocate_weights(std::size_t bytes);
 
 }  // namespace muflow::kernels::cpu

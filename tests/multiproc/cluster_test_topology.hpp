@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -105,6 +106,17 @@ inline void expect_same(const RunOutcome& want, const RunOutcome& got, const std
     EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
         << what << ", request " << i << ": prompt logits not bitwise equal";
   }
+}
+
+// Driver options for the kill -9 tests: CAF's monitor and the data plane's endpoint notice a
+// dead process at once, so these tests do not exercise the heartbeat (worker_fault_test's
+// SIGSTOP test does). With the default 1.5 s timeout, a live survivor starved of CPU for that
+// long (a parallel ctest on 2 cores runs other multi-process tests beside it) was counted
+// lost too: a second recovery the test did not cause.
+inline ClusterDriverOptions kill_test_options() {
+  ClusterDriverOptions options;
+  options.heartbeat_timeout = std::chrono::seconds(10);
+  return options;
 }
 
 // A wiring's one-process reference outputs, and the same 4-device topology with its devices

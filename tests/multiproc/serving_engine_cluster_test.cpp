@@ -71,7 +71,7 @@ RequestCallbacks watch(const std::shared_ptr<Seen>& seen) {
 // The wiring's one-process reference and its 4 devices in two loopback workers (`layout`).
 void set_up(const std::string& wiring, const std::vector<std::vector<int>>& layout,
             LoopbackCluster* c) {
-  start_loopback_cluster(wiring, layout, "temperature = 0.0\n", kToken, {}, c);
+  start_loopback_cluster(wiring, layout, "temperature = 0.0\n", kToken, kill_test_options(), c);
 }
 
 class ServingEngineCluster : public ::testing::TestWithParam<std::string> {};
@@ -200,7 +200,9 @@ TEST_P(ServingEngineCluster, KillNineWhileServingLosesNoRequestAndGivesTheFaultF
   ASSERT_TRUE(drained.ok()) << drained.status();
   after->done.get_future().wait();
   EXPECT_EQ(after->out.output, one->outputs[1].output);
-  ASSERT_EQ(drained->recoveries.size(), 1u);
+  std::string all_lost;
+  for (const RunRecovery& each : drained->recoveries) all_lost += "[" + each.lost + "] ";
+  ASSERT_EQ(drained->recoveries.size(), 1u) << all_lost;
   const RunRecovery& r = drained->recoveries[0];
   EXPECT_NE(r.lost.find("process 1"), std::string::npos) << r.lost;
   EXPECT_GE(r.readmitted_requests, 1);

@@ -57,7 +57,7 @@ TEST_P(WorkerFault, KillNineDuringDecodeLosesNoRequestAndGivesTheFaultFreeOutput
   const std::string sampling = c.sampled ? "temperature = 0.9\nseed = 17\n" : "temperature = 0.0\n";
   LoopbackCluster cluster;
   ASSERT_NO_FATAL_FAILURE(
-      start_loopback_cluster(c.wiring, c.layout, sampling, kToken, {}, &cluster));
+      start_loopback_cluster(c.wiring, c.layout, sampling, kToken, kill_test_options(), &cluster));
 
   // Kill worker 0 once 6 tokens were streamed (requests are then in prefill, in decode and
   // still waiting); stream every token and every finish as the host sees them.
