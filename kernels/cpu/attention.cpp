@@ -7,9 +7,8 @@
 #include <vector>
 
 #include "kernels/assert.hpp"
+#include "kernels/cpu/cpu_features.hpp"
 #include "kernels/cpu/fast_exp.hpp"
-
-#define MUFLOW_TARGET_AVX512 __attribute__((target("avx512f")))
 
 namespace muflow::kernels::cpu {
 namespace {
@@ -145,11 +144,6 @@ MUFLOW_TARGET_AVX512 void attention_avx512(const float* q, const float* k_cache,
   }
 }
 
-bool have_avx512() {
-  static const bool available = __builtin_cpu_supports("avx512f") != 0;
-  return available;
-}
-
 }  // namespace
 
 // Hardware FMA and roundss where the CPU has them (x86-64-v3: AVX2, FMA); std::fma and
@@ -195,7 +189,7 @@ __attribute__((target_clones("arch=x86-64-v3", "default"))) void gqa_attention_g
 
 void gqa_attention(const float* q, const float* k_cache, const float* v_cache, int64_t ctx_len,
                    int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float* out) {
-  if (!have_avx512() || head_dim > kMaxVectorHeadDim) {
+  if (!cpu_has_avx512f() || head_dim > kMaxVectorHeadDim) {
     return gqa_attention_generic(q, k_cache, v_cache, ctx_len, num_heads, num_kv_heads, head_dim,
                                  out);
   }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/assert.hpp"
+#include "kernels/cpu/cpu_features.hpp"
 #include "kernels/cpu/fast_exp.hpp"
 #include "kernels/cpu/gemm_threads.hpp"
 
@@ -111,8 +112,8 @@ namespace {
 /// Elements of a swiglu call below which it stays on the calling thread.
 constexpr int64_t kSwigluElementsPerThread = int64_t{1} << 16;
 
-__attribute__((target("avx512f"))) void swiglu_row_avx512(const float* gate, const float* up,
-                                                          int64_t ffn, float* out) {
+MUFLOW_TARGET_AVX512 void swiglu_row_avx512(const float* gate, const float* up, int64_t ffn,
+                                            float* out) {
   const __m512 one = _mm512_set1_ps(1.0f);
   for (int64_t j = 0; j < ffn; j += 16) {
     const auto mask = static_cast<__mmask16>(ffn - j >= 16 ? 0xFFFF : (1u << (ffn - j)) - 1);
@@ -143,7 +144,7 @@ void swiglu_generic(const float* gate_up, int64_t num_rows, int64_t ffn, float* 
 
 void swiglu(const float* gate_up, int64_t num_rows, int64_t ffn, float* out) {
   MUFLOW_ASSERT(num_rows >= 0 && ffn > 0, "swiglu: bad sizes");
-  static const bool avx512 = __builtin_cpu_supports("avx512f") != 0;
+  const bool avx512 = cpu_has_avx512f();
   const int threads = static_cast<int>(std::min<int64_t>(
       {gemm_threads(), num_rows, std::max<int64_t>(1, num_rows * ffn / kSwigluElementsPerThread)}));
   // Element-wise: how rows are split over threads changes no bit.

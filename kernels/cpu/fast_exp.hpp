@@ -20,6 +20,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cpu/cpu_features.hpp"
+
 namespace muflow::kernels::cpu {
 
 namespace fast_exp_constants {
@@ -57,8 +59,8 @@ inline float fast_exp(float x) {
 }
 
 /// fast_exp of 16 lanes (the same bits as fast_exp on each). Call only where the CPU has
-/// AVX-512F (__builtin_cpu_supports("avx512f")), from a function compiled for it.
-__attribute__((target("avx512f"))) inline __m512 fast_exp16(__m512 x) {
+/// AVX-512F (cpu_has_avx512f()), from a function compiled for it.
+MUFLOW_TARGET_AVX512 inline __m512 fast_exp16(__m512 x) {
   namespace k = fast_exp_constants;
   const __mmask16 low = _mm512_cmp_ps_mask(x, _mm512_set1_ps(k::kMin), _CMP_LT_OQ);
   const __mmask16 high = _mm512_cmp_ps_mask(x, _mm512_set1_ps(k::kMax), _CMP_GT_OQ);

@@ -9,12 +9,11 @@
 #include <type_traits>
 
 #include "kernels/assert.hpp"
+#include "kernels/cpu/cpu_features.hpp"
 
 // The kernels are compiled for AVX-512 per function (target attributes), never for the whole
 // file, so nothing else here can pick up an instruction an older CPU lacks; callers check
 // fixed_order_gemm_*_available() first.
-#define MUFLOW_TARGET_AVX512 __attribute__((target("avx512f")))
-#define MUFLOW_TARGET_AVX512_BF16 __attribute__((target("avx512f,avx512bf16")))
 
 namespace muflow::kernels::cpu {
 namespace {
@@ -305,16 +304,9 @@ void pack_panels(const T* w, int64_t n, int64_t k, T* packed) {
 
 }  // namespace
 
-bool fixed_order_gemm_f32_available() {
-  static const bool available = __builtin_cpu_supports("avx512f") != 0;
-  return available;
-}
+bool fixed_order_gemm_f32_available() { return cpu_has_avx512f(); }
 
-bool fixed_order_gemm_bf16_available() {
-  static const bool available =
-      __builtin_cpu_supports("avx512f") != 0 && __builtin_cpu_supports("avx512bf16") != 0;
-  return available;
-}
+bool fixed_order_gemm_bf16_available() { return cpu_has_avx512_bf16(); }
 
 int64_t fixed_order_padded_n(int64_t n) { return (n + kLanes - 1) / kLanes * kLanes; }
 

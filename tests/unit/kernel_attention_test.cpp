@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/cpu_features.hpp"
 #include "kernels/reference/attention.hpp"
 #include "kernels/reference/test_inputs.hpp"
 
@@ -24,6 +25,27 @@ struct AttentionCase {
   int64_t ctx_len, num_heads, num_kv_heads, head_dim;
 };
 
+/// One case's query and KV cache: q uniform in ±q_scale, K in ±1, V in ±3 (drawn in that
+/// order from `rng`).
+struct AttentionInputs {
+  std::vector<float> q, k, v;
+};
+
+AttentionInputs random_inputs(SplitMix64& rng, const AttentionCase& c, float q_scale) {
+  const int64_t kv_size = c.ctx_len * c.num_kv_heads * c.head_dim;
+  AttentionInputs in;
+  in.q = random_floats(rng, c.num_heads * c.head_dim, -q_scale, q_scale);
+  in.k = random_floats(rng, kv_size, -1.0f, 1.0f);
+  in.v = random_floats(rng, kv_size, -3.0f, 3.0f);
+  return in;
+}
+
+testing::Message describe(const AttentionCase& c, float q_scale) {
+  return testing::Message() << "ctx=" << c.ctx_len << " heads=" << c.num_heads
+                            << " kv_heads=" << c.num_kv_heads << " d=" << c.head_dim
+                            << " q_scale=" << q_scale;
+}
+
 TEST(GqaAttentionTest, MatchesReference) {
   SplitMix64 rng(reference::test_seed("GqaAttentionTest.MatchesReference", 6001));
   const AttentionCase cases[] = {
@@ -33,13 +55,8 @@ TEST(GqaAttentionTest, MatchesReference) {
   };
   for (const AttentionCase& c : cases) {
     for (float q_scale : {0.5f, 4.0f}) {  // soft and peaked softmax
-      SCOPED_TRACE(testing::Message() << "ctx=" << c.ctx_len << " heads=" << c.num_heads
-                                      << " kv_heads=" << c.num_kv_heads << " d=" << c.head_dim
-                                      << " q_scale=" << q_scale);
-      const int64_t kv_size = c.ctx_len * c.num_kv_heads * c.head_dim;
-      const std::vector<float> q = random_floats(rng, c.num_heads * c.head_dim, -q_scale, q_scale);
-      const std::vector<float> k = random_floats(rng, kv_size, -1.0f, 1.0f);
-      const std::vector<float> v = random_floats(rng, kv_size, -3.0f, 3.0f);
+      SCOPED_TRACE(describe(c, q_scale));
+      const auto [q, k, v] = random_inputs(rng, c, q_scale);
       std::vector<float> out(q.size(), -99.0f), out_ref(q.size());
       gqa_attention(q.data(), k.data(), v.data(), c.ctx_len, c.num_heads, c.num_kv_heads,
                     c.head_dim, out.data());
@@ -103,8 +120,7 @@ TEST(GqaAttentionTest, LargeScoresDoNotOverflow) {
 }
 
 TEST(GqaAttentionTest, VectorPathIsBitwiseTheScalarForm) {
-  if (__builtin_cpu_supports("avx512f") == 0)
-    GTEST_SKIP() << "no AVX-512F: both are the scalar form";
+  if (!cpu_has_avx512f()) GTEST_SKIP() << "no AVX-512F: both are the scalar form";
   // gqa_attention (16-float vectors where the CPU has AVX-512F) and gqa_attention_generic (the
   // same operations one lane at a time) must give the same bits: contexts around multiples of
   // 16 (the vector path's blocks), head_dim not a multiple of 16, and past the vector path's
@@ -116,13 +132,8 @@ TEST(GqaAttentionTest, VectorPathIsBitwiseTheScalarForm) {
   };
   for (const AttentionCase& c : cases) {
     for (float q_scale : {0.5f, 8.0f}) {
-      SCOPED_TRACE(testing::Message() << "ctx=" << c.ctx_len << " heads=" << c.num_heads
-                                      << " kv_heads=" << c.num_kv_heads << " d=" << c.head_dim
-                                      << " q_scale=" << q_scale);
-      const int64_t kv_size = c.ctx_len * c.num_kv_heads * c.head_dim;
-      const std::vector<float> q = random_floats(rng, c.num_heads * c.head_dim, -q_scale, q_scale);
-      const std::vector<float> k = random_floats(rng, kv_size, -1.0f, 1.0f);
-      const std::vector<float> v = random_floats(rng, kv_size, -3.0f, 3.0f);
+      SCOPED_TRACE(describe(c, q_scale));
+      const auto [q, k, v] = random_inputs(rng, c, q_scale);
       std::vector<float> fast(q.size(), -99.0f), scalar(q.size(), 99.0f);
       gqa_attention(q.data(), k.data(), v.data(), c.ctx_len, c.num_heads, c.num_kv_heads,
                     c.head_dim, fast.data());

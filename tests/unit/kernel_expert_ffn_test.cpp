@@ -14,6 +14,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/cpu/cpu_features.hpp"
 #include "kernels/cpu/expert_ffn.hpp"
 #include "kernels/cpu/gemm_threads.hpp"
 #include "kernels/reference/expert_ffn.hpp"
@@ -104,8 +105,7 @@ TEST(SwigluTest, MatchesReference) {
 }
 
 TEST(SwigluTest, VectorPathAndThreadsGiveTheScalarFormsBits) {
-  if (__builtin_cpu_supports("avx512f") == 0)
-    GTEST_SKIP() << "no AVX-512F: both are the scalar form";
+  if (!cpu_has_avx512f()) GTEST_SKIP() << "no AVX-512F: both are the scalar form";
   // swiglu (16 lanes where the CPU has AVX-512F, rows over 2 threads when big enough) against
   // swiglu_generic (one element at a time): bitwise, ffn not a multiple of 16 included.
   SplitMix64 rng(reference::test_seed("SwigluTest.VectorPathIsBitwise", 8004));

@@ -51,15 +51,14 @@ TEST(FastExpTest, RangeEndsAndSpecialValues) {
   EXPECT_TRUE(std::isnan(fast_exp(std::numeric_limits<float>::quiet_NaN())));
 }
 
-__attribute__((target("avx512f"))) void exp16_all(const std::vector<float>& xs,
-                                                  std::vector<float>& out) {
+MUFLOW_TARGET_AVX512 void exp16_all(const std::vector<float>& xs, std::vector<float>& out) {
   for (std::size_t i = 0; i + 16 <= xs.size(); i += 16) {
     _mm512_storeu_ps(out.data() + i, fast_exp16(_mm512_loadu_ps(xs.data() + i)));
   }
 }
 
 TEST(FastExpTest, VectorFormGivesTheScalarFormsBits) {
-  if (__builtin_cpu_supports("avx512f") == 0) GTEST_SKIP() << "no AVX-512F: no vector form to run";
+  if (!cpu_has_avx512f()) GTEST_SKIP() << "no AVX-512F: no vector form to run";
   std::vector<float> xs = sweep();
   xs.push_back(std::numeric_limits<float>::infinity());
   xs.push_back(-std::numeric_limits<float>::infinity());
