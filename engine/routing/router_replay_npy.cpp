@@ -61,7 +61,12 @@ absl::StatusOr<std::unique_ptr<ReplayNpyRouter>> ReplayNpyRouter::load(
     }
     max_id = std::max(max_id, v);
   }
-  if (max_id != num_experts - 1) {
+  if (max_id >= num_experts) {  // an id the model does not have (any size, INT64_MAX too)
+    return invalid(absl::StrFormat(
+        "routing trace holds expert id %d, but the model has %d experts (ids 0 to %d)", max_id,
+        num_experts, num_experts - 1));
+  }
+  if (max_id != num_experts - 1) {  // here max_id < num_experts, so max_id + 1 cannot overflow
     return invalid(absl::StrFormat(
         "routing trace holds expert ids up to %d (recorded with %d experts), but the model has "
         "%d experts",

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -540,6 +541,16 @@ TEST(ReplayNpyRouter, Errors) {
   const fs::path neg = write_file("neg.npy", npy_bytes(shape_dict("(1, 2)"), {-1, 1}));
   r = routing::ReplayNpyRouter::load(neg.string(), 2, 1, 2, 0, 10, true);
   EXPECT_THAT(r.status().message(), HasSubstr("negative"));
+  // An id past the model's experts, up to INT64_MAX (fuzz_npy found max_id + 1 overflowing).
+  const fs::path huge = write_file(
+      "huge.npy", npy_bytes(shape_dict("(1, 2)"), {0, std::numeric_limits<int64_t>::max()}));
+  r = routing::ReplayNpyRouter::load(huge.string(), 8, 1, 2, 0, 10, true);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(),
+              HasSubstr("expert id 9223372036854775807, but the model has 8 experts"));
+  const fs::path over = write_file("over.npy", npy_bytes(shape_dict("(1, 2)"), {0, 8}));
+  r = routing::ReplayNpyRouter::load(over.string(), 8, 1, 2, 0, 10, true);
+  EXPECT_THAT(r.status().message(), HasSubstr("expert id 8, but the model has 8 experts"));
 }
 
 // ---------------------------------------------------------------------------------------
