@@ -18,12 +18,13 @@ class CpuBackend final : public Backend {
  public:
   CpuBackend(std::shared_ptr<const engine::model::ModelWeights> weights,
              std::shared_ptr<const engine::exec::CpuModel> model, int64_t num_devices,
-             int64_t gemm_threads)
+             int64_t gemm_threads, kernels::sim::Precision precision)
       : weights_(std::move(weights)),
         model_(std::move(model)),
         num_devices_(num_devices),
         gemm_threads_(gemm_threads) {
     config_ = model_->config();
+    precision_ = precision;  // the rates planners read for a cpu device (e.g. HarMoEny's q)
   }
   std::string_view name() const override { return "cpu"; }
   bool virtual_time() const override { return false; }
@@ -111,8 +112,10 @@ absl::StatusOr<std::unique_ptr<Backend>> make_cpu_backend(
   }
   const int64_t gemm_threads = engine::topology::resolve_threads_per_device(
       topology, static_cast<int64_t>(std::thread::hardware_concurrency()));
-  return std::make_unique<CpuBackend>(std::move(weights), *model,
-                                      static_cast<int64_t>(topology.devices.size()), gemm_threads);
+  return std::make_unique<CpuBackend>(
+      std::move(weights), *model, static_cast<int64_t>(topology.devices.size()), gemm_threads,
+      topology.model.dtype == "bf16" ? kernels::sim::Precision::kBF16
+                                     : kernels::sim::Precision::kF32);
 }
 
 }  // namespace muflow::actors

@@ -61,6 +61,16 @@ absl::Status check_measured_dims(const kernels::sim::MeasuredKernels& m,
 
 }  // namespace
 
+absl::StatusOr<transport::LinkClass> host_link_for(const engine::topology::Topology& t,
+                                                   const kernels::sim::DeviceKind& kind) {
+  if (t.network.host_link.empty() && kind.name == "cpu") {
+    // A cpu device's weights already sit in host memory: a "host copy" is a memcpy at the
+    // kind's measured memory rate (kernels/sim/device_kind.cpp), not a PCIe transfer.
+    return transport::LinkClass{kind.host_link_bytes_per_s, 0.0};
+  }
+  return link(t, "host_link", t.network.host_link, default_host_link(kind.name));
+}
+
 absl::StatusOr<SimSetup> make_sim_setup(const engine::topology::Topology& t,
                                         const engine::model::ModelConfig& config) {
   SimSetup setup;
@@ -113,7 +123,7 @@ absl::StatusOr<SimSetup> make_sim_setup(const engine::topology::Topology& t,
     if (!intra.ok()) return intra.status();
     auto inter = link(t, "inter_node", t.network.inter_node, "ib-200g");
     if (!inter.ok()) return inter.status();
-    auto host = link(t, "host_link", t.network.host_link, default_host_link(d.kind));
+    absl::StatusOr<transport::LinkClass> host = host_link_for(t, *kind);
     if (!host.ok()) return host.status();
     const auto node = nodes.emplace(d.node, static_cast<int32_t>(nodes.size())).first->second;
     setup.kinds.push_back(*kind);

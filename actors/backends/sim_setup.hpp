@@ -38,10 +38,18 @@ struct SimSetup {
 
 /// Builds the sim setup of `topology` for a model with `config`. Default links per device
 /// kind: NVLink of that generation inside a node ("cpu" devices: PCIe 4 peer copies), IB
-/// 200 Gb/s between nodes, the kind's PCIe generation to the host; `[network]` overrides.
+/// 200 Gb/s between nodes, `host_link_for` to the host; `[network]` overrides.
 /// Errors: unknown device kind, link class or router (message names the topology key).
 absl::StatusOr<SimSetup> make_sim_setup(const engine::topology::Topology& topology,
                                         const engine::model::ModelConfig& config);
+
+/// The host link of a device of `kind` (what HarMoEny copies an expert's weights over): the
+/// topology's `[network] host_link`, else the kind's PCIe generation (H*: PCIe 5, A100: PCIe
+/// 4, V100: PCIe 3, others PCIe 4), except a "cpu" device, whose weights are in host memory
+/// already: a copy at the kind's memory rate (`DeviceKind::host_link_bytes_per_s`, no
+/// latency). Errors: an unknown link class (message names the topology key).
+absl::StatusOr<transport::LinkClass> host_link_for(const engine::topology::Topology& topology,
+                                                   const kernels::sim::DeviceKind& kind);
 
 /// One SimExecutor per device (indexed like topology.devices), costing ops at `precision`.
 std::vector<std::shared_ptr<engine::exec::Executor>> make_sim_executors(

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_format.h"
 #include "engine/planning/harmoeny_rebalance.hpp"
+#include "kernels/sim/device_kind.hpp"
 #include "transport/link_model.hpp"
 
 namespace muflow::actors {
@@ -46,17 +47,31 @@ absl::StatusOr<HarmoenyParams> resolve_harmoeny(const engine::topology::Topology
   }
   if (spec.q > 0) {
     p.q = spec.q;
-  } else if (sim) {
+  } else {
+    // Eq. 4 from device 0's rates on both backends: on sim its modeled kind and host link, on
+    // cpu the "cpu" kind's table (the rates the sim models this host with), so a sim of a cpu
+    // topology rebalances with the q its cpu run uses (#19 item 3).
+    kernels::sim::DeviceKind kind;
+    transport::LinkClass host;
+    if (sim) {
+      kind = sim->kinds.front();
+      host = sim->links.front().host;
+    } else {
+      const std::string name = topology.devices.empty() ? "cpu" : topology.devices.front().kind;
+      absl::StatusOr<kernels::sim::DeviceKind> found = kernels::sim::find_device_kind(name);
+      if (!found.ok()) return found.status();  // the parser checked the kind
+      kind = *found;
+      absl::StatusOr<transport::LinkClass> link = host_link_for(topology, kind);
+      if (!link.ok()) return link.status();
+      host = *link;
+    }
     absl::StatusOr<int64_t> q = engine::planning::harmoeny_default_q(
-        sim->kinds.front().peak_flops(precision), sim->links.front().host.bandwidth_bytes_per_s,
-        static_cast<double>(weight_bytes));
+        kind.peak_flops(precision), host.bandwidth_bytes_per_s, static_cast<double>(weight_bytes));
     if (!q.ok()) {
       return absl::InvalidArgumentError(absl::StrFormat("%s: [harmoeny] q from Eq. 4: %s",
                                                         topology.source, q.status().message()));
     }
     p.q = *q;
-  } else {
-    p.q = kHarmoenyCodeDefaultQ;
   }
   return p;
 }

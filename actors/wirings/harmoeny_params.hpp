@@ -18,7 +18,7 @@ namespace muflow::actors {
 /// The `harmoeny` wiring's resolved options (engine::topology::HarmoenySpec with defaults filled
 /// in).
 struct HarmoenyParams {
-  int64_t q = 150;       ///< token transfer threshold (HarMoEny Eq. 4), tokens
+  int64_t q = 1;         ///< token transfer threshold (HarMoEny Eq. 4), tokens, >= 1
   bool paper = true;     ///< Algorithm 2 (true) or the public code's variant
   int64_t slots = 0;     ///< expert slots per device
   bool prefetch = true;  ///< asynchronous copies into freed slots
@@ -27,21 +27,19 @@ struct HarmoenyParams {
   std::vector<double> copy_s;
 };
 
-/// The code default of q where no rates are modeled (cpu backend): HarMoEny's public code
-/// uses 150 (../shared/seeds/NOTES.md).
-inline constexpr int64_t kHarmoenyCodeDefaultQ = 150;
-
 /// HarmoenyParams for `topology` (its [harmoeny] table) with the model `config` placed by
 /// `placement`:
 ///  - slots: topology value, or the most experts any device hosts (E / devices);
-///  - q: topology value, or on sim Eq. 4 (engine::planning::harmoeny_default_q) from device 0's
-///  peak
-///    FLOP/s at `precision` and its host-link bandwidth, with d_type = `weight_bytes` per
-///    element; on cpu kHarmoenyCodeDefaultQ;
+///  - q: topology value, or Eq. 4 (engine::planning::harmoeny_default_q) from device 0's
+///    peak FLOP/s at `precision` and its host link's bandwidth (`host_link_for`), with d_type =
+///    `weight_bytes` per element: on sim the modeled kind, on cpu the "cpu" kind's table
+///    (kernels/sim/device_kind.cpp), so a cpu run and its sim use the same q (f32: 11, bf16:
+///    12; HarMoEny's public code hard-codes 150 for its GPUs, ../shared/seeds/NOTES.md);
 ///  - copy_s[d]: on sim the host link's time for one expert's weights (gate, up, down:
 ///    3 · hidden · ffn · weight_bytes, or 2 · for ungated experts); on cpu 0.
 /// `sim` is null on cpu. Errors: InvalidArgument naming `[harmoeny] slots` when the slots
-/// cannot hold a device's home experts or exceed the model's experts, or when Eq. 4 fails.
+/// cannot hold a device's home experts or exceed the model's experts, or when Eq. 4 fails;
+/// NotFound for an unknown device kind or link class (the parser checks both first).
 absl::StatusOr<HarmoenyParams> resolve_harmoeny(const engine::topology::Topology& topology,
                                                 const engine::model::ModelConfig& config,
                                                 const engine::planning::Placement& placement,
