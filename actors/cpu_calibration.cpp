@@ -76,6 +76,7 @@ struct Point {
   int64_t tokens = 0, context = 0, width = 0;
   std::function<void(Worker&, int)> prepare;
   std::function<void(Worker&, int)> call;
+  bool alone = false;  ///< timed on worker 0 with the others idle (`expert_alone` rows)
 };
 
 class Measurer {
@@ -98,11 +99,13 @@ class Measurer {
     }
   }
 
-  /// Times `p` on every worker at once; returns worker 0's median seconds.
+  /// Times `p` on every worker at once (on worker 0 alone where p.alone); returns worker 0's
+  /// median seconds.
   double measure(const Point& p) {
     const int total = repeats_ + 1;  // the first call warms up and is not kept
     std::vector<double> times;
-    std::barrier sync(static_cast<std::ptrdiff_t>(workers_.size()));
+    const size_t num_workers = p.alone ? 1 : workers_.size();
+    std::barrier sync(static_cast<std::ptrdiff_t>(num_workers));
     auto body = [&](size_t wi) {
       Worker& w = workers_[wi];
       for (int r = 0; r < total; ++r) {
@@ -117,7 +120,7 @@ class Measurer {
       }
     };
     std::vector<std::thread> others;
-    for (size_t i = 1; i < workers_.size(); ++i) others.emplace_back(body, i);
+    for (size_t i = 1; i < num_workers; ++i) others.emplace_back(body, i);
     body(0);
     for (std::thread& t : others) t.join();
     return median(times);
@@ -179,25 +182,30 @@ class Measurer {
     for (int64_t n : grid) {
       if (n >= 8) out.push_back(attention(n, n, true));
     }
-    // Experts: (block, expert) rotate so the weights are cold, as in a run.
-    for (int64_t n : grid) {
-      Point p;
-      p.op = "expert";
-      p.tokens = n;
-      p.width = c.expert_ffn;
-      p.prepare = [=](Worker& w, int) {
-        w.x.assign(static_cast<size_t>(n * width), 0.03f);
-        w.y.assign(static_cast<size_t>(n * width), 0.f);
-      };
-      p.call = [=](Worker& w, int r) {
-        // Worker i starts i / concurrent of the way round: workers read different experts.
-        const int64_t slots = c.num_layers * c.num_experts;
-        const int64_t slot = (r + w.index * slots / num_workers) % slots;
-        double unused = 0;
-        w.exec->expert(slot / c.num_experts, slot % c.num_experts, w.x.data(), n, w.y.data(),
-                       &unused);
-      };
-      out.push_back(std::move(p));
+    // Experts: (block, expert) rotate so the weights are cold, as in a run. With several
+    // workers, each size also alone: the devices of one host share its memory bandwidth.
+    for (const bool alone : {false, true}) {
+      if (alone && num_workers < 2) continue;
+      for (int64_t n : grid) {
+        Point p;
+        p.op = alone ? "expert_alone" : "expert";
+        p.alone = alone;
+        p.tokens = n;
+        p.width = c.expert_ffn;
+        p.prepare = [=](Worker& w, int) {
+          w.x.assign(static_cast<size_t>(n * width), 0.03f);
+          w.y.assign(static_cast<size_t>(n * width), 0.f);
+        };
+        p.call = [=](Worker& w, int r) {
+          // Worker i starts i / concurrent of the way round: workers read different experts.
+          const int64_t slots = c.num_layers * c.num_experts;
+          const int64_t slot = (r + w.index * slots / num_workers) % slots;
+          double unused = 0;
+          w.exec->expert(slot / c.num_experts, slot % c.num_experts, w.x.data(), n, w.y.data(),
+                         &unused);
+        };
+        out.push_back(std::move(p));
+      }
     }
     // LM head + sampling; a 64 MiB read before each call evicts its weights.
     for (int64_t n : grid) {

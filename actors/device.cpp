@@ -18,6 +18,7 @@ struct DeviceState {
   /// (a device of a 1,024-device run hosts ~120 stages and is told `done` after every run).
   int64_t num_queued = 0;
   int64_t device_index = 0;
+  int64_t granted = -1;  ///< local index of the stage running now (-1: none)
   uint64_t next_seq = 0;
   double wake_at_s = -1;  ///< batch hold: a wake-up is scheduled for this time (-1 = none)
   /// FIFO policy without batch hold (sync's default): the queued stages as (ready_seq, local
@@ -55,6 +56,14 @@ double now_s(caf::stateful_actor<DeviceState>* self, const RunContext& ctx) {
   return ctx.seconds_since_start(self->home_system().clock().now());
 }
 
+// Tells the granted stage's run's executor of this device that it runs (sim: contention-
+// dependent kernel times read which devices are busy; a no-op on real backends).
+void set_device_busy(DeviceState& st, bool busy) {
+  const RunContext& run = *st.stage_ctx[static_cast<size_t>(st.granted)];
+  const auto d = static_cast<size_t>(st.device_index);
+  if (d < run.executors.size() && run.executors[d]) run.executors[d]->set_device_busy(busy);
+}
+
 void try_grant(caf::stateful_actor<DeviceState>* self, const RunContext& ctx,
                const engine::serving::SchedulingPolicy& policy) {
   auto& st = self->state;
@@ -88,6 +97,8 @@ void try_grant(caf::stateful_actor<DeviceState>* self, const RunContext& ctx,
   st.busy = true;
   st.stages[pick].queued_tokens = 0;  // re-reported by the stage with `done`
   --st.num_queued;
+  st.granted = pick;
+  set_device_busy(st, true);
   trace_busy(self, ctx, 1);
   self->send(stage_actor(*st.stage_ctx[pick], st.stages[pick].layer), grant_atom::value);
 }
@@ -122,7 +133,12 @@ caf::behavior device_behavior(caf::stateful_actor<DeviceState>* self, RunContext
       },
       [=](wake_atom) { try_grant(self, *ctx, *policy); },
       [=](done_atom, int32_t local, int64_t queued) {
-        self->state.busy = false;
+        auto& st = self->state;
+        if (st.granted >= 0) {
+          set_device_busy(st, false);
+          st.granted = -1;
+        }
+        st.busy = false;
         update(self->state, local, queued, now_s(self, *ctx));
         trace_busy(self, *ctx, 0);
         try_grant(self, *ctx, *policy);

@@ -3,6 +3,7 @@
 #include <map>
 
 #include "absl/strings/str_format.h"
+#include "engine/exec/device_activity.hpp"
 #include "engine/exec/sim_executor.hpp"
 
 namespace muflow::actors {
@@ -145,10 +146,19 @@ absl::StatusOr<SimSetup> make_sim_setup(const engine::topology::Topology& t,
 std::vector<std::shared_ptr<engine::exec::Executor>> make_sim_executors(
     const SimSetup& setup, const engine::model::ModelConfig& c, kernels::sim::Precision precision) {
   std::vector<std::shared_ptr<engine::exec::Executor>> out;
-  for (const kernels::sim::DeviceKind& kind : setup.kinds) {
+  // Measured kernels with `expert_alone` rows depend on which devices of a node are busy.
+  std::shared_ptr<engine::exec::DeviceActivity> activity;
+  if (setup.measured && setup.measured->has_expert_alone()) {
+    std::vector<int32_t> nodes;
+    for (const transport::DeviceLinks& l : setup.links) nodes.push_back(l.node);
+    activity = std::make_shared<engine::exec::DeviceActivity>(std::move(nodes));
+  }
+  for (size_t d = 0; d < setup.kinds.size(); ++d) {
+    const kernels::sim::DeviceKind& kind = setup.kinds[d];
+    const bool measured = setup.measured && setup.measured->kind() == kind.name;
     out.push_back(std::make_shared<engine::exec::SimExecutor>(
-        c, kind, setup.cost, setup.router, precision,
-        setup.measured && setup.measured->kind() == kind.name ? setup.measured : nullptr));
+        c, kind, setup.cost, setup.router, precision, measured ? setup.measured : nullptr,
+        measured ? activity : nullptr, static_cast<int64_t>(d)));
   }
   return out;
 }

@@ -67,6 +67,11 @@ class Executor {
   virtual double stage_host_seconds(dataflow::StageKind kind, int64_t num_tokens) const {
     return 0.0;
   }
+  /// The device actor tells its device's executor when a stage starts running on it (true,
+  /// at the grant) and when it is done (false). Default: nothing (real backends); the sim
+  /// records it in the run's DeviceActivity (engine/exec/device_activity.hpp), which
+  /// contention-dependent kernel times read.
+  virtual void set_device_busy(bool busy) {}
 };
 
 }  // namespace muflow::engine::exec

@@ -16,13 +16,30 @@ SimExecutor::SimExecutor(const model::ModelConfig& config, kernels::sim::DeviceK
                          std::shared_ptr<const kernels::sim::CostModel> cost,
                          std::shared_ptr<const routing::RouterModel> router,
                          kernels::sim::Precision precision,
-                         std::shared_ptr<const kernels::sim::MeasuredKernels> measured)
+                         std::shared_ptr<const kernels::sim::MeasuredKernels> measured,
+                         std::shared_ptr<DeviceActivity> activity, int64_t device)
     : config_(config),
       kind_(std::move(kind)),
       cost_(std::move(cost)),
       router_(std::move(router)),
       precision_(precision),
-      measured_(std::move(measured)) {}
+      measured_(std::move(measured)),
+      activity_(std::move(activity)),
+      device_(device) {}
+
+void SimExecutor::set_device_busy(bool busy) {
+  if (activity_) activity_->set_busy(device_, busy);
+}
+
+double SimExecutor::measured_expert_seconds(int64_t n, int64_t ffn) const {
+  // The calibration timed `concurrent` devices at once; 0 = this one ran alone.
+  const int64_t others = measured_->concurrent() - 1;
+  const double busy_share =
+      activity_ && others > 0 ? std::min(1.0, static_cast<double>(activity_->busy_peers(device_)) /
+                                                  static_cast<double>(others))
+                              : 1.0;
+  return measured_->expert_seconds(n, ffn, busy_share);
+}
 
 double SimExecutor::seconds_for(const kernels::sim::OpCost& cost, int64_t num_tokens) const {
   return cost_->seconds(kind_, precision_, cost, num_tokens);
@@ -92,7 +109,7 @@ absl::Status SimExecutor::attention(int64_t block, serving::KvCache& kv,
 void SimExecutor::expert(int64_t block, int64_t expert, const float* x, int64_t n, float* y,
                          double* seconds) {
   if (measured_) {
-    *seconds = measured_->expert_seconds(n, config_.expert_ffn);
+    *seconds = measured_expert_seconds(n, config_.expert_ffn);
     return;
   }
   *seconds = seconds_for(
@@ -111,7 +128,7 @@ void SimExecutor::expert_shard(int64_t block, int64_t expert, int64_t shard, int
                 "SimExecutor::expert_shard: bad shard index or count");
   const int64_t ffn = plan->ranges[shard].size();
   if (measured_) {
-    *seconds = ffn == 0 ? 0.0 : measured_->expert_seconds(n, ffn);
+    *seconds = ffn == 0 ? 0.0 : measured_expert_seconds(n, ffn);
     return;
   }
   *seconds = ffn == 0 ? 0.0

@@ -8,6 +8,7 @@
 
 #include <memory>
 
+#include "engine/exec/device_activity.hpp"
 #include "engine/exec/executor.hpp"
 #include "engine/model/model_config.hpp"
 #include "engine/routing/router_model.hpp"
@@ -25,9 +26,9 @@ class SimExecutor final : public Executor {
  public:
   SimExecutor(const model::ModelConfig& config, kernels::sim::DeviceKind kind,
               std::shared_ptr<const kernels::sim::CostModel> cost,
-              std::shared_ptr<const routing::RouterModel> router,
-              kernels::sim::Precision precision,
-              std::shared_ptr<const kernels::sim::MeasuredKernels> measured = nullptr);
+              std::shared_ptr<const routing::RouterModel> router, kernels::sim::Precision precision,
+              std::shared_ptr<const kernels::sim::MeasuredKernels> measured = nullptr,
+              std::shared_ptr<DeviceActivity> activity = nullptr, int64_t device = 0);
 
   int64_t activation_width() const override { return 0; }
   bool virtual_time() const override { return true; }
@@ -44,11 +45,16 @@ class SimExecutor final : public Executor {
               std::vector<std::vector<float>>* logits, double* seconds) override;
   /// The measured in-run host time (`[cost] kernels`' host_* rows); 0 on the roofline.
   double stage_host_seconds(dataflow::StageKind kind, int64_t num_tokens) const override;
+  /// Records this device (`device`) busy or idle in the run's DeviceActivity, if any.
+  void set_device_busy(bool busy) override;
 
   const kernels::sim::DeviceKind& kind() const { return kind_; }
 
  private:
   double seconds_for(const kernels::sim::OpCost& cost, int64_t num_tokens) const;
+  /// Measured expert time at width `ffn` on `n` rows with this node's other devices as busy
+  /// as they are now (MeasuredKernels::expert_seconds' `busy_share`).
+  double measured_expert_seconds(int64_t n, int64_t ffn) const;
 
   model::ModelConfig config_;
   kernels::sim::DeviceKind kind_;
@@ -56,6 +62,8 @@ class SimExecutor final : public Executor {
   std::shared_ptr<const routing::RouterModel> router_;
   kernels::sim::Precision precision_;
   std::shared_ptr<const kernels::sim::MeasuredKernels> measured_;  ///< null: the roofline
+  std::shared_ptr<DeviceActivity> activity_;  ///< the run's busy devices (null: not tracked)
+  int64_t device_ = 0;                        ///< this executor's device index in activity_
 };
 
 }  // namespace muflow::engine::exec

@@ -103,13 +103,28 @@ double MeasuredKernels::attention_seconds(std::span<const AttentionSequence> seq
   return attention_t0_.at(static_cast<double>(n)) + k_decode_ * decode_pairs + prefill_time;
 }
 
-double MeasuredKernels::expert_seconds(int64_t num_tokens, int64_t ffn) const {
-  if (num_tokens <= 0 || expert_.empty()) return 0.0;
-  if (auto it = expert_.find(ffn); it != expert_.end()) {
+namespace {
+
+// Time at width `ffn` from tables by width: that width's row, or the widest one scaled.
+double at_width(const std::map<int64_t, InterpolatedTimes>& tables, int64_t num_tokens,
+                int64_t ffn) {
+  if (auto it = tables.find(ffn); it != tables.end()) {
     return it->second.at(static_cast<double>(num_tokens));
   }
-  return expert_.at(full_ffn_).at(static_cast<double>(num_tokens)) * static_cast<double>(ffn) /
-         static_cast<double>(full_ffn_);
+  const auto& [widest, table] = *tables.rbegin();
+  return table.at(static_cast<double>(num_tokens)) * static_cast<double>(ffn) /
+         static_cast<double>(widest);
+}
+
+}  // namespace
+
+double MeasuredKernels::expert_seconds(int64_t num_tokens, int64_t ffn, double busy_share) const {
+  if (num_tokens <= 0 || expert_.empty()) return 0.0;
+  const double together = at_width(expert_, num_tokens, ffn);
+  if (expert_alone_.empty()) return together;
+  const double alone = at_width(expert_alone_, num_tokens, ffn);
+  const double s = std::clamp(busy_share, 0.0, 1.0);
+  return alone + s * (together - alone);
 }
 
 double MeasuredKernels::lm_head_seconds(int64_t num_rows) const {
@@ -177,13 +192,13 @@ absl::StatusOr<MeasuredKernels> MeasuredKernels::read_csv(const std::string& pat
       return row_error(path, line, "seconds must be a finite non-negative number");
     }
     const bool host = r.op == "host_attention" || r.op == "host_expert" || r.op == "host_sampler";
-    const bool sized =
-        r.op == "attention" || r.op == "prefill" || r.op == "expert" || r.op == "lm_head" || host;
+    const bool sized = r.op == "attention" || r.op == "prefill" || r.op == "expert" ||
+                       r.op == "expert_alone" || r.op == "lm_head" || host;
     if (!sized && r.op != "stage_overhead") {
       return row_error(path, line,
                        absl::StrCat("unknown op '", r.op,
-                                    "'; expected attention, prefill, expert, lm_head, "
-                                    "stage_overhead, host_attention, host_expert or "
+                                    "'; expected attention, prefill, expert, expert_alone, "
+                                    "lm_head, stage_overhead, host_attention, host_expert or "
                                     "host_sampler"));
     }
     if (sized && r.tokens < 1) return row_error(path, line, "tokens must be >= 1");
@@ -191,7 +206,9 @@ absl::StatusOr<MeasuredKernels> MeasuredKernels::read_csv(const std::string& pat
         r.context < (r.op == "prefill" ? r.tokens : 1)) {
       return row_error(path, line, "context must be >= 1 (attention) or >= tokens (prefill)");
     }
-    if (r.op == "expert" && r.width < 1) return row_error(path, line, "expert width must be >= 1");
+    if ((r.op == "expert" || r.op == "expert_alone") && r.width < 1) {
+      return row_error(path, line, "expert width must be >= 1");
+    }
     rows.push_back(std::move(r));
   }
   if (!header) return row_error(path, line, absl::StrCat("no header '", kHeader, "'"));
@@ -205,13 +222,14 @@ absl::StatusOr<MeasuredKernels> MeasuredKernels::read_csv(const std::string& pat
   }
 
   std::vector<std::pair<double, double>> t0, lm;
-  std::map<int64_t, std::vector<std::pair<double, double>>> expert;
+  std::map<int64_t, std::vector<std::pair<double, double>>> expert, expert_alone;
   std::map<RunKind, std::vector<std::pair<double, double>>> host;
   double overhead = 0;
   int64_t overhead_rows = 0;
   for (const Row& r : rows) {
     if (r.op == "attention" && r.context == 1) t0.emplace_back(r.tokens, r.seconds);
     if (r.op == "expert") expert[r.width].emplace_back(r.tokens, r.seconds);
+    if (r.op == "expert_alone") expert_alone[r.width].emplace_back(r.tokens, r.seconds);
     if (r.op == "lm_head") lm.emplace_back(r.tokens, r.seconds);
     for (RunKind k : {RunKind::kAttention, RunKind::kExpert, RunKind::kSampler}) {
       if (r.op == host_op_name(k)) host[k].emplace_back(r.tokens, r.seconds);
@@ -267,6 +285,17 @@ absl::StatusOr<MeasuredKernels> MeasuredKernels::read_csv(const std::string& pat
     core.emplace_back(0.0, 0.0);
     for (auto& [x, y] : core) y = std::max(0.0, y);
     out.prefill_core_ = InterpolatedTimes(std::move(core));
+  }
+  for (auto& [width, pts] : expert_alone) {
+    out.expert_alone_.emplace(width, InterpolatedTimes(std::move(pts)));
+  }
+  if (auto it = out.meta_.find("concurrent"); it != out.meta_.end()) {
+    int64_t c = 0;
+    if (!absl::SimpleAtoi(it->second, &c) || c < 1 || c > 1024) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": metadata 'concurrent=", it->second,
+                                                     "': expected an integer in [1, 1024]"));
+    }
+    out.concurrent_ = c;
   }
   std::map<RunKind, InterpolatedTimes> host_tables;
   for (auto& [kind, pts] : host) host_tables.emplace(kind, InterpolatedTimes(std::move(pts)));

@@ -18,7 +18,12 @@
 ///    sequences of one new token each at context c (the new token included; c = 1: first
 ///    position).
 ///  - `prefill,P,P,0,s`: the same stage for one sequence of P new tokens from position 0.
-///  - `expert,n,0,f,s`: one expert FFN of width f on n rows.
+///  - `expert,n,0,f,s`: one expert FFN of width f on n rows, timed while the other
+///    `concurrent` threads run theirs (as the devices of a barrier wiring do).
+///  - `expert_alone,n,0,f,s` (optional): the same with the other threads idle. On a host
+///    whose devices share DRAM a weight-streaming run is faster alone (measured on the dev VM:
+///    210 µs against 346 µs for 4 rows of a 6 MiB expert); a wiring whose expert device often
+///    runs alone (async) sees that time.
 ///  - `lm_head,n,0,0,s`: final norm, LM head and sampling of n rows.
 ///  - `stage_overhead,0,0,0,s`: host time per stage run around the runs (actor messages, the
 ///    device scheduler, collectives), measured end to end on a tiny model (so it also holds
@@ -41,6 +46,11 @@
 ///    width for experts; another width scales the full width's time by width ratio), linear
 ///    extrapolation beyond the last two points, the first point's time below it; no host_*
 ///    rows of a kind: 0.
+///  - contention (with `expert_alone` rows): t = t_alone + s · (t_expert − t_alone), s = the
+///    share of the other measured threads whose devices are busy when the run starts (busy
+///    devices of the node beside this one / (concurrent − 1), at most 1). A model of shared
+///    memory bandwidth by occupancy at the start, not a flow model: a run does not speed up
+///    when its neighbour finishes halfway.
 ///
 /// Value type; const methods may be called from any thread.
 
@@ -99,8 +109,15 @@ class MeasuredKernels {
 
   /// Seconds of the attention stage for `sequences` (see the file comment).
   double attention_seconds(std::span<const AttentionSequence> sequences) const;
-  /// Seconds of one expert FFN of width `ffn` on `num_tokens` rows (0 for none).
-  double expert_seconds(int64_t num_tokens, int64_t ffn) const;
+  /// Seconds of one expert FFN of width `ffn` on `num_tokens` rows (0 for none), with
+  /// `busy_share` ∈ [0, 1] of the other measured threads' devices busy beside it (1: as the
+  /// `expert` rows were measured; 0: alone, the `expert_alone` rows). Without `expert_alone`
+  /// rows the share is ignored.
+  double expert_seconds(int64_t num_tokens, int64_t ffn, double busy_share = 1.0) const;
+  /// meta()["concurrent"]: threads that measured at once (1 when absent or malformed).
+  int64_t concurrent() const { return concurrent_; }
+  /// Whether the file has `expert_alone` rows.
+  bool has_expert_alone() const { return !expert_alone_.empty(); }
   /// Seconds of the LM head and sampling on `num_rows` rows (0 for none).
   double lm_head_seconds(int64_t num_rows) const;
   /// Host seconds per stage run outside the runs (0 when not measured).
@@ -122,6 +139,8 @@ class MeasuredKernels {
   /// used instead of k_prefill when the file has 2 or more prefill rows.
   InterpolatedTimes prefill_core_;
   std::map<int64_t, InterpolatedTimes> expert_;  ///< by width
+  std::map<int64_t, InterpolatedTimes> expert_alone_;  ///< by width (`expert_alone` rows)
+  int64_t concurrent_ = 1;
   int64_t full_ffn_ = 0;                         ///< the widest measured width
   InterpolatedTimes lm_head_;
   double stage_overhead_s_ = 0;

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "actors/server.hpp"
 #include "engine/model/model_presets.hpp"
 #include "engine/model/npy_reader.hpp"
@@ -575,6 +576,74 @@ TEST(Sim, AttentionAndExpertOverheadsChargeTheirStageTypeOnly) {
   const double base = ttft_s(0, 0);
   EXPECT_NEAR(ttft_s(1000, 0) - base, (layers + 1) * 1e-3, 1e-9);
   EXPECT_NEAR(ttft_s(0, 1000) - base, layers * 1e-3, 1e-9);
+}
+
+}  // namespace
+}  // namespace muflow
+
+namespace muflow {
+namespace {
+
+// Measured kernels (`[cost] kernels`) with `expert_alone` rows: devices of one node share its
+// memory, so an expert run is charged its alone time when no other device of the node is
+// busy at its start and its concurrent time when the other measured device is. On async
+// (attention and experts on different devices) the expert device often runs while the
+// attention device waits (attention runs here take about as long as expert runs, so both
+// cases occur): with alone rows half the concurrent time, its busy time and the run's
+// duration fall, by less than half; alone rows equal to the concurrent ones change no time at all;
+// the tokens never change.
+TEST(Sim, ExpertRunsAloneOnANodeAreChargedTheirAloneTime) {
+  const engine::model::ModelConfig c = *engine::model::model_preset("switch-base-8");
+  const fs::path dir = scratch_dir("expert_alone");
+  fs::create_directories(dir);
+  auto write_kernels = [&](const std::string& name, double alone_factor) {
+    std::string text = absl::StrFormat(
+        "# kind=cpu hidden=%d ffn=%d heads=%d kv_heads=%d head_dim=%d experts=%d topk=%d "
+        "vocab=%d gated=0 dtype=bf16 threads=1 concurrent=2\nop,tokens,context,width,seconds\n",
+        c.hidden_size, c.expert_ffn, c.num_heads, c.num_kv_heads, c.head_dim, c.num_experts,
+        c.num_topk, c.vocab_size);
+    for (int n : {1, 64}) {
+      text += absl::StrFormat("attention,%d,1,0,%.9g\n", n, (300 + n) * 1e-6);
+      text += absl::StrFormat("attention,%d,64,0,%.9g\n", n, (300 + 2 * n) * 1e-6);
+      text += absl::StrFormat("expert,%d,0,%d,%.9g\n", n, c.expert_ffn, (200 + 2 * n) * 1e-6);
+      if (alone_factor > 0) {
+        text += absl::StrFormat("expert_alone,%d,0,%d,%.9g\n", n, c.expert_ffn,
+                                alone_factor * (200 + 2 * n) * 1e-6);
+      }
+      text += absl::StrFormat("lm_head,%d,0,0,%.9g\n", n, (30 + n) * 1e-6);
+    }
+    const fs::path p = dir / name;
+    std::ofstream(p) << text;
+    return p.string();
+  };
+  auto run = [&](const std::string& kernels) {
+    Topology t = sim_topology(2, "cpu", "switch-base-8");
+    t.wiring = "async";
+    t.cost.kernels = kernels;
+    auto server = actors::Server::create(t);
+    EXPECT_TRUE(server.ok()) << server.status();
+    auto out = (*server)->run(closed_batch(8, 24, 6));
+    EXPECT_TRUE(out.ok()) << out.status();
+    return std::move(*out);
+  };
+  const actors::RunOutcome beside = run(write_kernels("beside.csv", 0));
+  const actors::RunOutcome same = run(write_kernels("same.csv", 1.0));
+  const actors::RunOutcome alone = run(write_kernels("alone.csv", 0.5));
+  EXPECT_EQ(same.metrics.duration_s, beside.metrics.duration_s);
+  EXPECT_EQ(same.metrics.device_busy_pct, beside.metrics.device_busy_pct);
+  EXPECT_LT(alone.metrics.duration_s, beside.metrics.duration_s);
+  // Busy seconds of the expert device (async: device 1); every expert run alone would halve
+  // them, none alone would leave them.
+  const double busy_beside = beside.metrics.device_busy_pct[1] * beside.metrics.duration_s;
+  const double busy_alone = alone.metrics.device_busy_pct[1] * alone.metrics.duration_s;
+  EXPECT_LT(busy_alone, busy_beside * 0.99);
+  EXPECT_GT(busy_alone, busy_beside * 0.52);
+  std::printf("expert device busy: %.6f s beside, %.6f s with alone rows\n", busy_beside,
+              busy_alone);
+  ASSERT_EQ(alone.outputs.size(), beside.outputs.size());
+  for (size_t i = 0; i < alone.outputs.size(); ++i) {
+    EXPECT_EQ(alone.outputs[i].output, beside.outputs[i].output);
+  }
 }
 
 }  // namespace

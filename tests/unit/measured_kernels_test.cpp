@@ -111,6 +111,37 @@ TEST(MeasuredKernelsTest, PrefillFollowsTheMeasuredCurveAndHostTimesInterpolate)
   EXPECT_EQ(m->host_seconds(K::kAttention, 0), 0.0);             // no token, no run
 }
 
+// Expert rows timed alone (the other measuring threads idle) and beside them: the time
+// moves linearly from the alone row to the concurrent one with the share of the other
+// measured threads' devices busy; without alone rows the share changes nothing.
+TEST(MeasuredKernelsTest, ExpertTimeFollowsTheShareOfBusyNeighbours) {
+  std::string text = model_file();
+  const size_t at = text.find("concurrent=1");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, 12, "concurrent=3");
+  const std::string without = text;
+  for (int n : {1, 8, 64}) {
+    text += absl::StrFormat("expert_alone,%d,0,128,%.12g\n", n, (10 + 2.0 * n) * 1e-6);
+  }
+  absl::StatusOr<MeasuredKernels> m = MeasuredKernels::read_csv(write("measured_alone.csv", text));
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->concurrent(), 3);
+  EXPECT_TRUE(m->has_expert_alone());
+  EXPECT_NEAR(m->expert_seconds(8, 128), (20 + 24.0) * 1e-6, 1e-12);  // default: beside
+  EXPECT_NEAR(m->expert_seconds(8, 128, 1.0), (20 + 24.0) * 1e-6, 1e-12);
+  EXPECT_NEAR(m->expert_seconds(8, 128, 0.0), (10 + 16.0) * 1e-6, 1e-12);  // alone
+  EXPECT_NEAR(m->expert_seconds(8, 128, 0.5), (26 + 0.5 * 18) * 1e-6, 1e-12);
+  EXPECT_NEAR(m->expert_seconds(8, 128, 7.0), (20 + 24.0) * 1e-6, 1e-12);     // clamped
+  EXPECT_NEAR(m->expert_seconds(8, 64, 0.0), (10 + 16.0) * 1e-6 / 2, 1e-12);  // half width
+  EXPECT_EQ(m->expert_seconds(0, 128, 0.0), 0.0);
+
+  absl::StatusOr<MeasuredKernels> plain =
+      MeasuredKernels::read_csv(write("measured_beside.csv", without));
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_FALSE(plain->has_expert_alone());
+  EXPECT_EQ(plain->expert_seconds(8, 128, 0.0), plain->expert_seconds(8, 128, 1.0));
+}
+
 TEST(MeasuredKernelsTest, BadFilesAreRefusedWithFileAndLine) {
   struct Bad {
     std::string text, expected;
@@ -124,6 +155,7 @@ TEST(MeasuredKernelsTest, BadFilesAreRefusedWithFileAndLine) {
            {head + "expert,4,0,128,nan\n", ":3: seconds must be"},
            {head + "prefill,8,4,0,0.1\n", ":3: context must be"},
            {head + "host_expert,0,0,0,0.1\n", ":3: tokens must be >= 1"},
+           {head + "expert_alone,4,0,0,0.1\n", ":3: expert width must be >= 1"},
            {head + "attention,1,1,0,1e-5\nattention,2,1,0,2e-5\n", "need expert rows"},
            {"op,tokens,context,width,seconds\n", "no '# kind=...'"},
        }) {
@@ -133,6 +165,13 @@ TEST(MeasuredKernelsTest, BadFilesAreRefusedWithFileAndLine) {
     EXPECT_THAT(std::string(m.status().message()), HasSubstr(b.expected)) << b.text;
     EXPECT_THAT(std::string(m.status().message()), HasSubstr("measured_bad.csv"));
   }
+  // A malformed `concurrent` metadata value (it scales the contention model).
+  std::string bad_meta = model_file();
+  bad_meta.replace(bad_meta.find("concurrent=1"), 12, "concurrent=0");
+  absl::StatusOr<MeasuredKernels> m =
+      MeasuredKernels::read_csv(write("measured_bad.csv", bad_meta));
+  ASSERT_FALSE(m.ok());
+  EXPECT_THAT(std::string(m.status().message()), HasSubstr("'concurrent=0'"));
   EXPECT_EQ(MeasuredKernels::read_csv("/nonexistent/k.csv").status().code(),
             absl::StatusCode::kNotFound);
 }
