@@ -394,34 +394,18 @@ absl::StatusOr<Slices> read_slices(const fs::path& path) {
   return out;
 }
 
-/// In-run host time per stage kind (see calibrate_cpu): the rows "host_<kind>,n,0,0,s".
-absl::StatusOr<std::string> measure_host_times(const Topology& topology, const ModelConfig& config,
-                                               const std::string& kernel_rows,
-                                               const fs::path& scratch) {
-  const std::vector<engine::serving::Request> requests = host_time_requests(config.vocab_size);
-  // The real model on the cpu backend, traced, its routing recorded.
-  Topology cpu = topology;
-  cpu.trace_file = (scratch / "host-cpu-trace.json").string();
-  cpu.routing_record_file = (scratch / "host-routing.csv").string();
-  cpu.sampling.stop_at_eos = false;
-  if (absl::StatusOr<RunOutcome> out = run_to_end(cpu, requests); !out.ok()) return out.status();
-  // The same runs in the sim: the kernel times just measured, no overheads.
-  const fs::path kernels = scratch / "host-kernels.csv";
-  std::ofstream(kernels) << kernel_rows;
-  Topology sim = replay_in_sim(cpu, config, cpu.routing_record_file, kernels);
-  sim.trace_file = (scratch / "host-sim-trace.json").string();
-  if (absl::StatusOr<RunOutcome> out = run_to_end(sim, requests); !out.ok()) return out.status();
-  absl::StatusOr<Slices> measured = read_slices(cpu.trace_file);
-  if (!measured.ok()) return measured.status();
-  absl::StatusOr<Slices> modeled = read_slices(sim.trace_file);
-  if (!modeled.ok()) return modeled.status();
+using HostBuckets = std::map<std::pair<kernels::sim::MeasuredKernels::RunKind, int>,
+                             std::vector<std::pair<int64_t, double>>>;
+
+/// Adds one traced run's in-run host times to `buckets`: each measured stage run's span minus
+/// the sim's span of the same run.
+void add_host_time_samples(const Slices& measured, const Slices& modeled, HostBuckets& buckets) {
+  using Kind = kernels::sim::MeasuredKernels::RunKind;
   // Excess of each measured run over the kernel time of the same run (same stage, iteration
   // and tokens), by stage kind and power-of-two token bucket.
-  using Kind = kernels::sim::MeasuredKernels::RunKind;
-  std::map<std::pair<Kind, int>, std::vector<std::pair<int64_t, double>>> buckets;
-  for (const auto& [key, cpu_us] : *measured) {
-    auto found = modeled->find(key);
-    if (found == modeled->end()) continue;
+  for (const auto& [key, cpu_us] : measured) {
+    auto found = modeled.find(key);
+    if (found == modeled.end()) continue;
     const auto& [name, iteration, tokens] = key;
     if (tokens < 1) continue;
     Kind kind;
@@ -441,6 +425,43 @@ absl::StatusOr<std::string> measure_host_times(const Topology& topology, const M
     for (size_t i = 0; i < std::min(cpu_us.size(), found->second.size()); ++i) {
       buckets[{kind, bucket}].emplace_back(tokens, (cpu_us[i] - found->second[i]) * 1e-6);
     }
+  }
+}
+
+/// In-run host time per stage kind (see calibrate_cpu): the rows "host_<kind>,n,0,0,s".
+absl::StatusOr<std::string> measure_host_times(const Topology& topology, const ModelConfig& config,
+                                               const std::string& kernel_rows,
+                                               const fs::path& scratch) {
+  const std::vector<engine::serving::Request> requests = host_time_requests(config.vocab_size);
+  // The real model on the cpu backend, traced, its routing recorded (each run overwrites
+  // both files). One server: a warm-up run first, since a fresh server's first run pays page
+  // faults and cold caches (SimPrediction's model: 44 ms of prefill cold, 7 ms warm), then
+  // kHostTimeRuns measured runs whose samples are pooled (with one cold run, the medians of
+  // the larger buckets moved by up to 24x between three calibrations on one machine).
+  Topology cpu = topology;
+  cpu.trace_file = (scratch / "host-cpu-trace.json").string();
+  cpu.routing_record_file = (scratch / "host-routing.csv").string();
+  cpu.sampling.stop_at_eos = false;
+  absl::StatusOr<std::unique_ptr<Server>> cpu_server = Server::create(cpu);
+  if (!cpu_server.ok()) return cpu_server.status();
+  const fs::path kernels = scratch / "host-kernels.csv";
+  std::ofstream(kernels) << kernel_rows;
+  HostBuckets buckets;
+  constexpr int kHostTimeRuns = 3;
+  for (int run = 0; run <= kHostTimeRuns; ++run) {
+    absl::StatusOr<RunOutcome> out = (*cpu_server)->run(requests);
+    if (!out.ok()) return out.status();
+    if (!out->status.ok()) return out->status;
+    if (run == 0) continue;  // the warm-up
+    // The same runs in the sim: the kernel times just measured, no overheads.
+    Topology sim = replay_in_sim(cpu, config, cpu.routing_record_file, kernels);
+    sim.trace_file = (scratch / "host-sim-trace.json").string();
+    if (absl::StatusOr<RunOutcome> o = run_to_end(sim, requests); !o.ok()) return o.status();
+    absl::StatusOr<Slices> measured = read_slices(cpu.trace_file);
+    if (!measured.ok()) return measured.status();
+    absl::StatusOr<Slices> modeled = read_slices(sim.trace_file);
+    if (!modeled.ok()) return modeled.status();
+    add_host_time_samples(*measured, *modeled, buckets);
   }
   std::string rows;
   for (auto& [key, samples] : buckets) {

@@ -33,11 +33,14 @@ struct CpuCalibrationOptions {
 ///  - attention decode (n sequences × context), prefill (one sequence of P tokens), expert
 ///    FFN (n rows; widths ffn and the MoEShard shard widths of 2 and of the device count),
 ///    LM head + sampling (n rows), each the median of `repeats` calls on cold weights (calls
-///    rotate over blocks and experts; the LM head reads a 64 MiB buffer between calls);
+///    rotate over blocks and experts; the LM head reads a 64 MiB buffer between calls); with
+///    `concurrent` > 1 each expert size again on one thread while the others idle
+///    (`expert_alone`: the devices of one host share its memory bandwidth);
 ///  - host_attention / host_expert / host_sampler (in-run host time vs tokens): the real
 ///    model serves a closed batch of 24 requests (8–96 prompt, 16–32 new tokens) on the cpu
-///    backend with a trace, then the sim replays it (the recorded routing, the kernel rows
-///    above, no overheads) with a trace; each stage run's measured span minus the sim's
+///    backend, once to warm up and then three times with a trace, and after each traced run
+///    the sim replays it (the recorded routing, the kernel rows above, no overheads) with a
+///    trace; the three runs' samples are pooled; each stage run's measured span minus the sim's
 ///    span of the same run (same stage, iteration and tokens) is its host time beyond the
 ///    kernels (μ-queue merge, batch assembly, output scatter, allocation, and what sharing the
 ///    cores with the other devices costs). One row per stage kind and power-of-two token
