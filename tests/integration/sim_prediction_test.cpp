@@ -56,6 +56,10 @@ TEST(SimPrediction, CalibratedSimPredictsTheCpuBackend) {
     EXPECT_NE(text.find("\nhost_attention,"), std::string::npos);
   }
   EXPECT_GT(table->expert_seconds(8, c.expert_ffn), 0.0);
+  // Two devices measured at once, and each expert size again alone (shared memory bandwidth).
+  EXPECT_EQ(table->concurrent(), 2);
+  EXPECT_TRUE(table->has_expert_alone());
+  EXPECT_GT(table->expert_seconds(8, c.expert_ffn, 0.0), 0.0);
 
   std::vector<Request> requests = make_requests(c.vocab_size, 1, 8, 11);
   for (Request& r : requests) {
