@@ -68,7 +68,9 @@ class Executor {
     return 0.0;
   }
   /// The device actor tells its device's executor when a stage starts running on it (true,
-  /// at the grant) and when it is done (false). Default: nothing (real backends); the sim
+  /// at the grant) and when it is done (false). Unlike the methods above, it is called from
+  /// the device actor, possibly while a stage of this device runs on another thread: the
+  /// default does nothing (real backends); the sim, whose actors all run on one thread,
   /// records it in the run's DeviceActivity (engine/exec/device_activity.hpp), which
   /// contention-dependent kernel times read.
   virtual void set_device_busy(bool busy) {}
