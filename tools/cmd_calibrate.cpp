@@ -36,7 +36,9 @@ Command add_calibrate_command(CLI::App& app) {
   app.add_option("--repeats", o->calibration.repeats, "timed calls per point (default 5)")
       ->check(CLI::Range(1, 100));
   app.add_option("--concurrent", o->calibration.concurrent,
-                 "threads measuring at once (default: the topology's device count)")
+                 "threads measuring at once, as the devices of one host run (default: the "
+                 "topology's device count); with 2 or more, expert sizes are also timed alone "
+                 "(expert_alone rows: the devices share the host's memory bandwidth)")
       ->check(CLI::Range(0, 64));
   return [o]() {
     absl::StatusOr<engine::topology::Topology> topology = load_topology_arg(o->topology);
