@@ -188,8 +188,10 @@ absl::StatusOr<MeasuredKernels> MeasuredKernels::read_csv(const std::string& pat
         !absl::SimpleAtoi(f[3], &r.width) || r.tokens < 0 || r.context < 0 || r.width < 0) {
       return row_error(path, line, "tokens, context and width must be non-negative integers");
     }
-    if (!absl::SimpleAtod(f[4], &r.seconds) || !std::isfinite(r.seconds) || r.seconds < 0) {
-      return row_error(path, line, "seconds must be a finite non-negative number");
+    if (!absl::SimpleAtod(f[4], &r.seconds) || !std::isfinite(r.seconds) || r.seconds < 0 ||
+        r.seconds > kMaxRowSeconds) {
+      return row_error(path, line,
+                       absl::StrCat("seconds must be a number in [0, ", kMaxRowSeconds, "]"));
     }
     const bool host = r.op == "host_attention" || r.op == "host_expert" || r.op == "host_sampler";
     const bool sized = r.op == "attention" || r.op == "prefill" || r.op == "expert" ||

@@ -87,13 +87,17 @@ class MeasuredKernels {
 
   /// Most data rows a file may hold (bounded before anything is stored).
   static constexpr int64_t kMaxRows = 100'000;
+  /// Largest time a row may give, seconds (one kernel call or host time: an hour is already
+  /// absurd; bounded so that sums and fits over the rows stay finite).
+  static constexpr double kMaxRowSeconds = 3600.0;
 
   /// Reads and fits `path`. Errors (messages start with "path:line:" where a line is at
   /// fault): NotFound when it cannot be opened; InvalidArgument for a missing `# kind=...`
-  /// line, a header other than `op,tokens,context,width,seconds`, an unknown op, a size or
-  /// time that is not a finite non-negative number (sizes: integers >= 1, context >= tokens
-  /// for prefill), more than kMaxRows rows, or too few rows to fit: attention at c = 1 for
-  /// 2 distinct n, expert at the file's `ffn` for 2 distinct n, lm_head for 2 distinct n.
+  /// line, a header other than `op,tokens,context,width,seconds`, an unknown op, a size that
+  /// is not a non-negative integer (tokens >= 1 where sized, context >= tokens for prefill),
+  /// a time outside [0, kMaxRowSeconds], more than kMaxRows rows, a malformed `concurrent`
+  /// value, or too few rows to fit: attention at c = 1 for 2 distinct n, expert at the
+  /// file's `ffn` for 2 distinct n, lm_head for 2 distinct n.
   static absl::StatusOr<MeasuredKernels> read_csv(const std::string& path);
 
   /// A table built in memory (tests, and the stage-overhead measurement).

@@ -4,6 +4,7 @@
 // file's width and half of it, alone and beside busy neighbours, the LM head, in-run host
 // times): sanitizer findings only (extrapolated fits are not checked for sign).
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -37,6 +38,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       (void)m->host_seconds(k, n);
     }
   }
+  // Row times are bounded (kMaxRowSeconds), so their mean is finite and non-negative.
+  if (!std::isfinite(m->stage_overhead_s()) || m->stage_overhead_s() < 0) std::abort();
   if (m->concurrent() < 1) std::abort();
   return 0;
 }

@@ -153,6 +153,7 @@ TEST(MeasuredKernelsTest, BadFilesAreRefusedWithFileAndLine) {
            {head + "softmax,1,1,0,0.1\n", ":3: unknown op 'softmax'"},
            {head + "expert,-1,0,128,0.1\n", ":3: tokens, context and width"},
            {head + "expert,4,0,128,nan\n", ":3: seconds must be"},
+           {head + "stage_overhead,0,0,0,1e308\n", ":3: seconds must be a number in [0, 3600]"},
            {head + "prefill,8,4,0,0.1\n", ":3: context must be"},
            {head + "host_expert,0,0,0,0.1\n", ":3: tokens must be >= 1"},
            {head + "expert_alone,4,0,0,0.1\n", ":3: expert width must be >= 1"},
