@@ -43,11 +43,14 @@ struct SimSetup {
 absl::StatusOr<SimSetup> make_sim_setup(const engine::topology::Topology& topology,
                                         const engine::model::ModelConfig& config);
 
-/// The host link of a device of `kind` (what HarMoEny copies an expert's weights over): the
-/// topology's `[network] host_link`, else the kind's PCIe generation (H*: PCIe 5, A100: PCIe
-/// 4, V100: PCIe 3, others PCIe 4), except a "cpu" device, whose weights are in host memory
-/// already: a copy at the kind's memory rate (`DeviceKind::host_link_bytes_per_s`, no
-/// latency). Errors: an unknown link class (message names the topology key).
+/// The host link of a device of `kind` (what HarMoEny copies an expert's weights over;
+/// bandwidth in bytes/s per direction, latency in s): the topology's `[network] host_link`,
+/// else the kind's PCIe generation (H*: PCIe 5, A100: PCIe 4, V100: PCIe 3, others PCIe 4;
+/// transport/link_model.hpp's presets), except a "cpu" device, whose weights are in host
+/// memory already: a copy at the kind's measured memory rate
+/// (`DeviceKind::host_link_bytes_per_s`, 19 GB/s for "cpu", kernels/sim/device_kind.cpp; no
+/// latency). Pure; any thread. Errors: InvalidArgument for an unknown link class, naming
+/// the topology key `network.host_link`.
 absl::StatusOr<transport::LinkClass> host_link_for(const engine::topology::Topology& topology,
                                                    const kernels::sim::DeviceKind& kind);
 

@@ -14,39 +14,51 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/assert.hpp"
+
 namespace muflow::engine::exec {
 
+/// Busy flags of one run's devices and the count of busy devices per node.
 class DeviceActivity {
  public:
-  /// `node_of_device[d]`: the host (node index, >= 0) device d sits on; devices of one node
-  /// share its memory.
-  explicit DeviceActivity(std::vector<int32_t> node_of_device) : node_(std::move(node_of_device)) {
-    busy_.assign(node_.size(), 0);
+  /// `node_of_device[d]`: the host (node index) device d sits on, dense indices in
+  /// [0, devices) (SimSetup's node numbering); devices of one node share its memory.
+  explicit DeviceActivity(std::vector<int32_t> node_of_device)
+      : node_(std::move(node_of_device)), busy_(node_.size(), 0) {
+    node_busy_.assign(node_.size(), 0);
+    node_size_.assign(node_.size(), 0);
     for (int32_t n : node_) {
-      if (static_cast<size_t>(n) >= node_busy_.size()) node_busy_.resize(n + 1, 0);
-      if (static_cast<size_t>(n) >= node_size_.size()) node_size_.resize(n + 1, 0);
+      MUFLOW_ASSERT(n >= 0 && static_cast<size_t>(n) < node_.size(),
+                    "DeviceActivity: node index out of [0, devices)");
       ++node_size_[static_cast<size_t>(n)];
     }
   }
 
-  /// Marks `device` as running a stage (true) or not. device in [0, devices).
+  /// Marks `device` as running a stage (true) or not; marking it twice counts it once.
+  /// device in [0, devices) (asserted).
   void set_busy(int64_t device, bool busy) {
-    const auto d = static_cast<size_t>(device);
-    if (static_cast<bool>(busy_.at(d)) == busy) return;
+    const size_t d = checked(device);
+    if (static_cast<bool>(busy_[d]) == busy) return;
     busy_[d] = busy;
     node_busy_[static_cast<size_t>(node_[d])] += busy ? 1 : -1;
   }
   /// Devices other than `device` on its node that are running a stage now. O(1).
   int64_t busy_peers(int64_t device) const {
-    const auto d = static_cast<size_t>(device);
-    return node_busy_[static_cast<size_t>(node_.at(d))] - busy_[d];
+    const size_t d = checked(device);
+    return node_busy_[static_cast<size_t>(node_[d])] - busy_[d];
   }
   /// Devices on `device`'s node, itself included.
   int64_t node_size(int64_t device) const {
-    return node_size_[static_cast<size_t>(node_.at(static_cast<size_t>(device)))];
+    return node_size_[static_cast<size_t>(node_[checked(device)])];
   }
 
  private:
+  size_t checked(int64_t device) const {
+    MUFLOW_ASSERT(device >= 0 && static_cast<size_t>(device) < node_.size(),
+                  "DeviceActivity: device index out of range");
+    return static_cast<size_t>(device);
+  }
+
   std::vector<int32_t> node_;
   std::vector<uint8_t> busy_;
   std::vector<int64_t> node_busy_;  ///< [node] busy devices

@@ -118,7 +118,8 @@ class MeasuredKernels {
   /// `expert` rows were measured; 0: alone, the `expert_alone` rows). Without `expert_alone`
   /// rows the share is ignored.
   double expert_seconds(int64_t num_tokens, int64_t ffn, double busy_share = 1.0) const;
-  /// meta()["concurrent"]: threads that measured at once (1 when absent or malformed).
+  /// meta()["concurrent"]: threads that measured at once (1 when absent; read_csv refuses
+  /// a value outside [1, 1024]).
   int64_t concurrent() const { return concurrent_; }
   /// Whether the file has `expert_alone` rows.
   bool has_expert_alone() const { return !expert_alone_.empty(); }

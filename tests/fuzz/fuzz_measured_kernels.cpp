@@ -2,7 +2,9 @@
 // reads (kernels/sim/measured_kernels.hpp): MeasuredKernels::read_csv, then, when it parses,
 // every lookup the sim makes (attention for decode and prefill sequences, experts at the
 // file's width and half of it, alone and beside busy neighbours, the LM head, in-run host
-// times): sanitizer findings only (extrapolated fits are not checked for sign).
+// times). Besides sanitizer findings it aborts when the mean stage overhead is not finite
+// and non-negative or `concurrent` < 1 (both bounded by the parser); the lookups' values are
+// not checked (an extrapolated fit may go negative).
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
