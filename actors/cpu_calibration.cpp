@@ -429,9 +429,9 @@ void add_host_time_samples(const Slices& measured, const Slices& modeled, HostBu
 }
 
 /// In-run host time per stage kind (see calibrate_cpu): the rows "host_<kind>,n,0,0,s".
-absl::StatusOr<std::string> measure_host_times(const Topology& topology, const ModelConfig& config,
-                                               const std::string& kernel_rows,
-                                               const fs::path& scratch) {
+absl::StatusOr<std::string> measure_host_times(
+    const Topology& topology, const ModelConfig& config, const std::string& kernel_rows,
+    const fs::path& scratch, const std::function<void(const std::string&)>& progress) {
   const std::vector<engine::serving::Request> requests = host_time_requests(config.vocab_size);
   // The real model on the cpu backend, traced, its routing recorded (each run overwrites
   // both files). One server: a warm-up run first, since a fresh server's first run pays page
@@ -462,6 +462,8 @@ absl::StatusOr<std::string> measure_host_times(const Topology& topology, const M
     absl::StatusOr<Slices> modeled = read_slices(sim.trace_file);
     if (!modeled.ok()) return modeled.status();
     add_host_time_samples(*measured, *modeled, buckets);
+    progress(absl::StrFormat("in-run host time: traced run %d/%d and its sim replay done", run,
+                             kHostTimeRuns));
   }
   std::string rows;
   for (auto& [key, samples] : buckets) {
@@ -537,7 +539,8 @@ absl::Status calibrate_cpu(const Topology& topology, const CpuCalibrationOptions
   fs::create_directories(scratch);
   // In-run host time per stage kind, on the real model.
   // The rows are optional: a failed run costs them only, with a warning.
-  absl::StatusOr<std::string> host = measure_host_times(cpu, config, kernel_rows, scratch);
+  absl::StatusOr<std::string> host =
+      measure_host_times(cpu, config, kernel_rows, scratch, progress);
   if (host.ok()) {
     out << *host;
     out.flush();
