@@ -79,13 +79,15 @@ void on_frame(Inbox& inbox, Heartbeats& beats, Received&& r) {
   }
   std::lock_guard<std::mutex> lock(inbox.mu);
   // Late messages of a run that ended (a failed attempt's stragglers): nothing to deliver to.
+  // One of an earlier attempt that reaches this one is not delivered either (kOtherRun).
   if (!inbox.ctx) return;
-  if (absl::Status s = deliver_actor_frame(*inbox.ctx, *inbox.layout, *frame, inbox.limits);
-      !s.ok()) {
-    reject(std::string(s.message()));
-    fail_run(
-        *inbox.ctx, *inbox.layout, nullptr,
-        absl::StrFormat("the driver rejected a message from process %d: %s", r.tag, s.message()));
+  absl::StatusOr<FrameDelivery> done =
+      deliver_actor_frame(*inbox.ctx, *inbox.layout, *frame, inbox.limits);
+  if (!done.ok()) {
+    reject(std::string(done.status().message()));
+    fail_run(*inbox.ctx, *inbox.layout, nullptr,
+             absl::StrFormat("the driver rejected a message from process %d: %s", r.tag,
+                             done.status().message()));
   }
 }
 
@@ -235,6 +237,7 @@ class ClusterDriver final : public ProcessGroup {
           topo.source));
     }
     sys_ = &sys;
+    ++run_number_;  // this attempt's: stamps its frames (a worker drops an earlier one's)
     inbox_ = std::make_shared<Inbox>();
     DataPlane::Options o;
     o.process = 0;
@@ -293,9 +296,9 @@ class ClusterDriver final : public ProcessGroup {
     for (size_t i = 0; i < gates_.size(); ++i) {
       if (!gates_[i]) continue;
       const int64_t trace_max_events = ctx->trace ? ctx->trace->max_events() : int64_t{-1};
-      if (absl::Status s = ask(i, options_.setup_timeout, "set up the run", setup_atom::value,
-                               topo.source_text, topo.base_dir, addresses, device_map,
-                               trace_max_events);
+      if (absl::Status s =
+              ask(i, options_.setup_timeout, "set up the run", setup_atom::value, topo.source_text,
+                  topo.base_dir, addresses, device_map, trace_max_events, run_number_);
           !s.ok()) {
         // No answer (Unavailable: the worker died or hangs while it sets up) loses the worker:
         // this run fails, and the caller's next attempt (Server::run, ServingEngine) sets up
@@ -312,8 +315,9 @@ class ClusterDriver final : public ProcessGroup {
         return s;
       }
     }
-    outbox_ = std::make_shared<Outbox>(plane_.get(), 0);
-    layout_ = std::make_unique<ClusterLayout>(sys, 0, std::move(device_process), outbox_);
+    outbox_ = std::make_shared<Outbox>(plane_.get(), 0, run_number_);
+    layout_ =
+        std::make_unique<ClusterLayout>(sys, 0, std::move(device_process), outbox_, run_number_);
     ctx_ = ctx;
     limits_ = limits_for(ctx->config, topo);
     return layout_.get();
@@ -583,6 +587,7 @@ class ClusterDriver final : public ProcessGroup {
   // [worker]: when its run's clock started, on this process's steady clock (start)
   std::vector<std::chrono::steady_clock::time_point> started_at_;
   std::vector<bool> stopped_;  // [worker]: finish stopped its share of the run
+  uint64_t run_number_ = 0;    // the attempt `open` set up last (1, 2, ...; frame.hpp's `run`)
   std::shared_ptr<LostState> lost_ = std::make_shared<LostState>();
 };
 

@@ -233,9 +233,11 @@ absl::Status check_ranks(const RunContext& ctx, const ActorAddress& to,
 
 }  // namespace
 
-absl::Status deliver_actor_frame(const RunContext& ctx, const ClusterLayout& layout,
-                                 const transport::cluster::FrameView& frame,
-                                 const ActorMessageLimits& limits) {
+absl::StatusOr<FrameDelivery> deliver_actor_frame(const RunContext& ctx,
+                                                  const ClusterLayout& layout,
+                                                  const transport::cluster::FrameView& frame,
+                                                  const ActorMessageLimits& limits) {
+  if (frame.prefix.run != layout.run()) return FrameDelivery::kOtherRun;
   absl::StatusOr<DecodedMessage> m = decode_actor_message(frame.header, frame.payload, limits);
   if (!m.ok()) return m.status();
   const int64_t device = device_of(ctx, m->to);
@@ -291,7 +293,7 @@ absl::Status deliver_actor_frame(const RunContext& ctx, const ClusterLayout& lay
         absl::StrFormat("a message for %s, which this run does not have", to_string(m->to)));
   }
   for (caf::message& message : messages) caf::anon_send(dest, std::move(message));
-  return absl::OkStatus();
+  return FrameDelivery::kDelivered;
 }
 
 }  // namespace muflow::actors::cluster

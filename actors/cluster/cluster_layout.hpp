@@ -52,15 +52,17 @@ absl::StatusOr<std::vector<uint32_t>> parse_device_processes(const std::string& 
 ActorMessageLimits limits_for(const engine::model::ModelConfig& config,
                               const engine::topology::Topology& topology);
 
-/// The layout of process `self`: hosts the devices `device_process` gives it (and the
-/// coordinator when it is process 0); remote handles send through `outbox`.
+/// The layout of process `self` in run attempt `run` (the driver's number, frame.hpp): hosts
+/// the devices `device_process` gives it (and the coordinator when it is process 0); remote
+/// handles send through `outbox`.
 /// Used by one thread while the run is built; then read-only (any thread).
 class ClusterLayout final : public ProcessLayout {
  public:
   ClusterLayout(caf::actor_system& sys, uint32_t self, std::vector<uint32_t> device_process,
-                std::shared_ptr<Outbox> outbox)
+                std::shared_ptr<Outbox> outbox, uint64_t run)
       : sys_(sys),
         self_(self),
+        run_(run),
         device_process_(std::move(device_process)),
         outbox_(std::move(outbox)) {}
 
@@ -69,6 +71,8 @@ class ClusterLayout final : public ProcessLayout {
   caf::actor remote_in(const ActorAddress& address, uint32_t process) override;
 
   uint32_t self() const override { return self_; }
+  /// The run attempt this layout belongs to: frames stamped with another are not delivered.
+  uint64_t run() const { return run_; }
   /// The process of `device` (0 for -1: the driver's actors); process 0 for an index out of
   /// range.
   uint32_t process_of(int64_t device) const override {
@@ -83,6 +87,7 @@ class ClusterLayout final : public ProcessLayout {
  private:
   caf::actor_system& sys_;
   const uint32_t self_;
+  const uint64_t run_;
   const std::vector<uint32_t> device_process_;
   std::shared_ptr<Outbox> outbox_;
   std::vector<std::pair<uint32_t, caf::actor>> remotes_;
@@ -97,12 +102,20 @@ class ClusterLayout final : public ProcessLayout {
 /// [0, num_ranks)), and for reports to
 /// the coordinator that they fit the run (device and block in range, one entry per device,
 /// finite times); then sends it (anonymously) to that actor, a kReports bundle as its reports
-/// one by one, in order, and only when every one of them passed. Errors: InvalidArgument
-/// naming what was wrong (the frame is dropped). Any thread (the data plane's
-/// progress thread) while `ctx` lives.
-absl::Status deliver_actor_frame(const RunContext& ctx, const ClusterLayout& layout,
-                                 const transport::cluster::FrameView& frame,
-                                 const ActorMessageLimits& limits);
+/// one by one, in order, and only when every one of them passed. A frame stamped with another
+/// run attempt than `layout.run()` is neither decoded nor delivered (kOtherRun): a straggler
+/// of an attempt that failed when a worker was lost, which the next attempt's actors, under
+/// the same addresses, must not see (#18 item 5: outputs identical to a fault-free run).
+/// Errors: InvalidArgument naming what was wrong (the frame is dropped). Any thread (the data
+/// plane's progress thread) while `ctx` lives.
+enum class FrameDelivery {
+  kDelivered,  ///< sent to its actor
+  kOtherRun,   ///< of another run attempt: dropped unread (the caller counts it as late)
+};
+absl::StatusOr<FrameDelivery> deliver_actor_frame(const RunContext& ctx,
+                                                  const ClusterLayout& layout,
+                                                  const transport::cluster::FrameView& frame,
+                                                  const ActorMessageLimits& limits);
 
 /// Fails the run `ctx` with `what` (e.g. a rejected frame: the run cannot finish without the
 /// message, so it ends with an error instead of waiting forever): the coordinator gets

@@ -13,12 +13,14 @@
 ///
 /// A run (only from an authenticated, joined node; each answers "" or an error):
 /// 4. `(cl_setup, topology TOML text, its base folder, every process's UCX address, device
-///    map, trace max events)`: the worker parses the same topology, loads the model (or keeps the one it loaded
-///    for the same text), connects to the other workers (an empty address: a worker the
-///    driver lost) and spawns the devices the device map gives its process index (the map:
-///    `[[cluster.workers]]`, or its re-placement after a lost worker; cluster_layout.hpp's
-///    `format_device_processes`); it records a trace of its devices when the last argument
-///    is >= 0 (the driver's recorder cap), none when -1
+///    map, trace max events, run number)`: the worker parses the same topology, loads the
+///    model (or keeps the one it loaded for the same text), connects to the other workers (an
+///    empty address: a worker the driver lost) and spawns the devices the device map gives its
+///    process index (the map: `[[cluster.workers]]`, or its re-placement after a lost worker;
+///    cluster_layout.hpp's `format_device_processes`); it records a trace of its devices when
+///    the trace cap is >= 0 (the driver's recorder cap), none when -1; the run number (u64,
+///    > 0, new for each attempt of the driver) stamps every data-plane frame of the run both
+///    ways, and a frame with another is not delivered (transport/cluster/frame.hpp)
 /// 5. `(cl_start)`: the run's clock starts; actor messages for it are delivered from now on
 /// 6. `(cl_stop)`: the worker stops the run's actors (waits for them) and forgets the run,
 ///    keeping its trace until the next setup

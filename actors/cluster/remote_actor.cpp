@@ -81,6 +81,7 @@ absl::StatusOr<Outbox::Framed> Outbox::frame(const ActorAddress& to,
   transport::cluster::FramePrefix p;
   p.kind = static_cast<uint16_t>(FrameKind::kActorMessage);
   p.source = self_;
+  p.run = run_;
   p.header_bytes = static_cast<uint32_t>(m->header_bytes);
   p.payload_bytes = m->payload_bytes;
   Framed f;
@@ -109,6 +110,7 @@ absl::Status Outbox::ping(uint32_t process) {
   transport::cluster::FramePrefix p;
   p.kind = static_cast<uint16_t>(FrameKind::kPing);
   p.source = self_;
+  p.run = run_;
   std::lock_guard<std::mutex> reports_lock(reports_mu_);  // the sequence, in hand-over order
   std::shared_lock<std::shared_mutex> lock(mu_);
   if (plane_ == nullptr) return absl::FailedPreconditionError("the run's data plane is closed");

@@ -40,8 +40,11 @@ class Outbox {
   static constexpr size_t kMaxPendingReports = 64;
   static constexpr std::chrono::milliseconds kReportsFlushAfter{20};
 
-  /// `plane` must stay alive until `close` returned.
-  Outbox(transport::cluster::DataPlane* plane, uint32_t self) : plane_(plane), self_(self) {}
+  /// `plane` must stay alive until `close` returned. `run`: the run attempt every frame is
+  /// stamped with (frame.hpp; the driver's number from cl_setup), so that a receiver hosting
+  /// another attempt drops it.
+  Outbox(transport::cluster::DataPlane* plane, uint32_t self, uint64_t run)
+      : plane_(plane), self_(self), run_(run) {}
   /// Encodes `content` for the actor at `to` in process `process` and sends it. Errors: those
   /// of encode_actor_message (nothing is sent); FailedPrecondition after `close`. A send that
   /// UCX fails later is logged.
@@ -56,6 +59,7 @@ class Outbox {
   /// FailedPrecondition; after it returns the plane may be destroyed.
   void close();
   uint32_t self() const { return self_; }
+  uint64_t run() const { return run_; }
 
  private:
   struct PendingReports {
@@ -63,7 +67,7 @@ class Outbox {
     std::chrono::steady_clock::time_point oldest;
   };
   // A frame before it is handed over: its prefix's fields (sequence not yet set) and the
-  // whole message, the prefix's 32 bytes left at its front (written at hand-over), so that
+  // whole message, the prefix's 40 bytes left at its front (written at hand-over), so that
   // it leaves as one contiguous buffer (so that UCX's rendezvous is zero-copy: data_plane.hpp).
   struct Framed {
     transport::cluster::FramePrefix prefix;
@@ -82,6 +86,7 @@ class Outbox {
   std::shared_mutex mu_;  // shared: a send in progress; exclusive: close
   transport::cluster::DataPlane* plane_;
   const uint32_t self_;
+  const uint64_t run_;
   std::map<uint32_t, uint64_t>
       next_sequence_;  // process → its next frame's sequence; under reports_mu_
   // Held from taking waiting reports until their frame and the message that follows them

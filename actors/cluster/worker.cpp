@@ -70,7 +70,8 @@ struct WorkerNode {
   std::unique_ptr<DataPlane> plane;  // created by the first join
   std::atomic<DataPlane*> plane_ptr{nullptr};
   std::atomic<uint64_t> rejected_frames{0};
-  std::atomic<uint64_t> late_frames{0};  // actor messages that came while no run was started
+  // actor messages that came while no run was started, or of another run attempt
+  std::atomic<uint64_t> late_frames{0};
   std::mutex run_mu;               // guards run (the gate writes it, the progress thread reads)
   std::shared_ptr<HostedRun> run;  // the run this worker hosts, if any
   // The last run's model, kept for the next run of the same topology text and folder (the
@@ -148,12 +149,16 @@ void on_message(WorkerNode& node, Received&& r) {
         node.late_frames.fetch_add(1, std::memory_order_relaxed);
         return;
       }
-      if (absl::Status s = deliver_actor_frame(*run->ctx, *run->layout, *frame, run->limits);
-          !s.ok()) {
-        reject(std::string(s.message()));
+      absl::StatusOr<FrameDelivery> done =
+          deliver_actor_frame(*run->ctx, *run->layout, *frame, run->limits);
+      if (!done.ok()) {
+        reject(std::string(done.status().message()));
         fail_run(*run->ctx, *run->layout, run->outbox.get(),
                  absl::StrFormat("worker process %d rejected a message from process %d: %s",
-                                 run->layout->self(), r.tag, s.message()));
+                                 run->layout->self(), r.tag, done.status().message()));
+      } else if (*done == FrameDelivery::kOtherRun) {
+        // A straggler of an earlier attempt (the run was set up again after a lost worker).
+        node.late_frames.fetch_add(1, std::memory_order_relaxed);
       }
       return;
     }
@@ -170,12 +175,10 @@ std::shared_ptr<HostedRun> take_run(WorkerNode& node) {
 
 // Builds this worker's share of a run: the driver's topology parsed here, the model loaded,
 // the other workers' data planes connected, the hosted devices spawned.
-absl::StatusOr<std::shared_ptr<HostedRun>> setup_run(caf::actor_system& sys, WorkerNode& node,
-                                                     const std::string& text,
-                                                     const std::string& base_dir,
-                                                     const std::vector<std::string>& addresses,
-                                                     const std::string& device_map,
-                                                     int64_t trace_max_events) {
+absl::StatusOr<std::shared_ptr<HostedRun>> setup_run(
+    caf::actor_system& sys, WorkerNode& node, const std::string& text, const std::string& base_dir,
+    const std::vector<std::string>& addresses, const std::string& device_map,
+    int64_t trace_max_events, uint64_t run_number) {
   const uint32_t self = node.plane->options().process;
   absl::StatusOr<engine::topology::Topology> topo = engine::topology::parse_topology_string(
       text, absl::StrFormat("the driver's topology (folder %s)", base_dir), base_dir);
@@ -217,8 +220,9 @@ absl::StatusOr<std::shared_ptr<HostedRun>> setup_run(caf::actor_system& sys, Wor
   for (size_t d = 0; d < device_process->size(); ++d) {
     if ((*device_process)[d] == self) hosted.push_back(static_cast<int64_t>(d));
   }
-  run->outbox = std::make_shared<Outbox>(node.plane.get(), self);
-  run->layout = std::make_unique<ClusterLayout>(sys, self, std::move(*device_process), run->outbox);
+  run->outbox = std::make_shared<Outbox>(node.plane.get(), self, run_number);
+  run->layout = std::make_unique<ClusterLayout>(sys, self, std::move(*device_process), run->outbox,
+                                                run_number);
   absl::StatusOr<std::shared_ptr<RunContext>> ctx =
       run->server->host_share(sys, *run->layout, trace_max_events);
   if (!ctx.ok()) return ctx.status();
@@ -309,7 +313,7 @@ caf::behavior gate_actor(caf::stateful_actor<GateState>* self, std::shared_ptr<W
       },
       [=](setup_atom, const std::string& text, const std::string& base_dir,
           const std::vector<std::string>& addresses, const std::string& device_map,
-          int64_t trace_max_events) -> caf::result<std::string> {
+          int64_t trace_max_events, uint64_t run_number) -> caf::result<std::string> {
         const caf::node_id from = sender_node();
         WorkerNode& node = *self->state.node;
         if (self->state.authenticated.count(from) == 0 || !node.plane) {
@@ -324,8 +328,10 @@ caf::behavior gate_actor(caf::stateful_actor<GateState>* self, std::shared_ptr<W
           return absl::StrFormat("a trace cap of %d events (expected -1 or 0 .. 2^32)",
                                  trace_max_events);
         }
-        absl::StatusOr<std::shared_ptr<HostedRun>> run = setup_run(
-            node.run_system, node, text, base_dir, addresses, device_map, trace_max_events);
+        if (run_number == 0) return std::string("run number 0 (expected a driver's attempt, > 0)");
+        absl::StatusOr<std::shared_ptr<HostedRun>> run =
+            setup_run(node.run_system, node, text, base_dir, addresses, device_map,
+                      trace_max_events, run_number);
         if (!run.ok()) {
           spdlog::error("muflow worker: run setup failed: {}", std::string(run.status().message()));
           return std::string(run.status().message());

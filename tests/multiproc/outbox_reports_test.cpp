@@ -2,7 +2,8 @@
 // a barrier's metrics wait and leave as one kReports message right before the next other
 // message to the same process, in the order they were made; they leave on their own once
 // kMaxPendingReports wait, once the oldest waited kReportsFlushAfter (at the next send or
-// `flush_aged`), and at `close`. Two UCX data planes in this process carry them.
+// `flush_aged`), and at `close`. Every frame carries the outbox's run attempt. Two UCX data
+// planes in this process carry them.
 
 #include <gtest/gtest.h>
 
@@ -27,6 +28,7 @@ namespace {
 using transport::cluster::DataPlane;
 
 const ActorAddress kCoordinator{ActorRole::kCoordinator, 0, 0};
+constexpr uint64_t kRun = 3;  // the run attempt the outbox stamps on every frame
 
 std::unique_ptr<DataPlane> make_plane(uint32_t process, transport::cluster::ReceivedQueue& in) {
   DataPlane::Options o;
@@ -52,6 +54,7 @@ std::optional<DecodedMessage> next(transport::cluster::ReceivedQueue& in,
   EXPECT_TRUE(frame.ok()) << frame.status();
   if (!frame.ok()) return std::nullopt;
   if (sequence != nullptr) *sequence = frame->prefix.sequence;
+  EXPECT_EQ(frame->prefix.run, kRun) << "a frame without the outbox's run attempt";
   auto d = decode_actor_message(frame->header, frame->payload);
   EXPECT_TRUE(d.ok()) << d.status();
   if (!d.ok()) return std::nullopt;
@@ -75,7 +78,7 @@ class OutboxReports : public ::testing::Test {
     worker_ = make_plane(1, to_worker_);
     ASSERT_TRUE(driver_ && worker_);
     ASSERT_TRUE(worker_->connect(0, driver_->address()).ok());
-    outbox_ = std::make_unique<Outbox>(worker_.get(), 1);
+    outbox_ = std::make_unique<Outbox>(worker_.get(), 1, kRun);
   }
   void TearDown() override {
     if (outbox_) outbox_->close();

@@ -230,7 +230,7 @@ TEST(WorkerJoin, MalformedDataPlaneMessagesAreRejectedAndTheWorkerLivesOn) {
       << "a malformed message was answered";
   EXPECT_EQ(w.stop(), 0) << "the worker crashed:\n" << w.log();
   const std::string log = w.log();
-  for (const char* why : {"shorter than the 32-byte prefix", "announces", "claims process 7",
+  for (const char* why : {"shorter than the 40-byte prefix", "announces", "claims process 7",
                           "unknown frame kind 999", "larger than the"}) {
     EXPECT_NE(log.find(why), std::string::npos) << why << "\n" << log;
   }

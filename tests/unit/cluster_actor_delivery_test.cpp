@@ -4,8 +4,8 @@
 // device another process hosts, for an actor outside the run, for an actor slot without a
 // handle, a token batch whose rows are not the model's width or name a DP rank the run does
 // not have, or bytes that do not decode are refused with an error naming what was wrong, and
-// nothing reaches any actor. A refused message fails the run on the driver through its
-// coordinator.
+// nothing reaches any actor; a message stamped with another run attempt is dropped unread. A
+// refused message fails the run on the driver through its coordinator.
 
 #include <gtest/gtest.h>
 
@@ -34,6 +34,7 @@ using engine::dataflow::TokenBatch;
 using engine::dataflow::TokenBatchPtr;
 
 constexpr int64_t kHidden = 8;
+constexpr uint64_t kRun = 7;  // the run attempt of every TestRun and of frame_of's frames
 
 TokenBatchPtr batch(int rows, int width) {
   auto b = std::make_shared<TokenBatch>();
@@ -64,6 +65,7 @@ std::unique_ptr<Frame> frame_of(const ActorAddress& to, const caf::message& m) {
   auto f = std::make_unique<Frame>();
   f->encoded = std::move(*enc);
   f->view.prefix.kind = static_cast<uint16_t>(FrameKind::kActorMessage);
+  f->view.prefix.run = kRun;
   f->view.prefix.header_bytes = static_cast<uint32_t>(f->encoded.header.size());
   f->view.prefix.payload_bytes = f->encoded.payload.size();
   f->view.header = f->encoded.header;
@@ -76,7 +78,7 @@ std::unique_ptr<Frame> frame_of(const ActorAddress& to, const caf::message& m) {
 // run are one test actor (`probe`), except expert slot 0 of layer 0 when `missing_slot`.
 struct TestRun {
   explicit TestRun(uint32_t self, bool missing_slot = false)
-      : sys(cfg), probe(sys), layout(sys, self, {1, 2}, nullptr) {
+      : sys(cfg), probe(sys), layout(sys, self, {1, 2}, nullptr, kRun) {
     ctx.config.hidden_size = kHidden;
     ctx.config.num_layers = 1;
     ctx.placement.num_devices = 2;
@@ -121,11 +123,21 @@ struct TestRun {
   ClusterLayout layout;
 };
 
+// deliver_actor_frame's error, OK for a delivered frame; a frame of another run is a failure.
+absl::Status delivery_status(const RunContext& ctx, const ClusterLayout& layout,
+                             const transport::cluster::FrameView& frame,
+                             const ActorMessageLimits& limits) {
+  absl::StatusOr<FrameDelivery> done = deliver_actor_frame(ctx, layout, frame, limits);
+  if (!done.ok()) return done.status();
+  if (*done != FrameDelivery::kDelivered) return absl::InternalError("not delivered");
+  return absl::OkStatus();
+}
+
 TEST(ClusterActorDelivery, AMessageForAHostedActorArrivesBitForBit) {
   TestRun run(/*self=*/1);
   TokenBatchPtr sent = batch(2, kHidden);
   auto f = frame_of({ActorRole::kExpert, 0, 0}, caf::make_message(batch_atom::value, sent));
-  ASSERT_TRUE(deliver_actor_frame(run.ctx, run.layout, f->view, {}).ok());
+  ASSERT_TRUE(delivery_status(run.ctx, run.layout, f->view, {}).ok());
   bool got = false;
   run.probe->receive(
       [&](batch_atom, const TokenBatchPtr& b) {
@@ -142,7 +154,35 @@ TEST(ClusterActorDelivery, AMessageForAHostedActorArrivesBitForBit) {
   // A shared expert's output (two hidden widths) is a model width too.
   auto wide = frame_of({ActorRole::kExpert, 0, 0},
                        caf::make_message(batch_atom::value, batch(1, 2 * kHidden)));
-  EXPECT_TRUE(deliver_actor_frame(run.ctx, run.layout, wide->view, {}).ok());
+  EXPECT_TRUE(delivery_status(run.ctx, run.layout, wide->view, {}).ok());
+  EXPECT_FALSE(run.nothing_received());
+}
+
+// A straggler of another run attempt (one that failed when a worker was lost, sent before its
+// sender stopped it) must not reach the actors of the attempt now running, which have the same
+// addresses: it is dropped unread, whether it would decode or not, and does not fail the run.
+TEST(ClusterActorDelivery, AFrameOfAnotherRunAttemptIsDroppedUnread) {
+  TestRun run(/*self=*/1);
+  for (const uint64_t other : {kRun - 1, kRun + 1, uint64_t{0}}) {
+    auto f = frame_of({ActorRole::kExpert, 0, 0},
+                      caf::make_message(batch_atom::value, batch(2, kHidden)));
+    f->view.prefix.run = other;
+    absl::StatusOr<FrameDelivery> done = deliver_actor_frame(run.ctx, run.layout, f->view, {});
+    ASSERT_TRUE(done.ok()) << "run " << other << ": " << done.status();
+    EXPECT_EQ(*done, FrameDelivery::kOtherRun) << "run " << other;
+    EXPECT_TRUE(run.nothing_received()) << "a frame of run " << other << " was delivered";
+    // Bytes that would not decode are not looked at either.
+    f->view.header = f->view.header.first(3);
+    done = deliver_actor_frame(run.ctx, run.layout, f->view, {});
+    ASSERT_TRUE(done.ok()) << "run " << other << ": " << done.status();
+    EXPECT_EQ(*done, FrameDelivery::kOtherRun) << "run " << other;
+  }
+  // The same frame stamped with this run's attempt arrives.
+  auto f =
+      frame_of({ActorRole::kExpert, 0, 0}, caf::make_message(batch_atom::value, batch(2, kHidden)));
+  absl::StatusOr<FrameDelivery> done = deliver_actor_frame(run.ctx, run.layout, f->view, {});
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(*done, FrameDelivery::kDelivered);
   EXPECT_FALSE(run.nothing_received());
 }
 
@@ -190,7 +230,7 @@ TEST(ClusterActorDelivery, MessagesThisProcessMustNotTakeAreRefusedAndNotDeliver
                      "for DP rank 3"});
   }
   for (Case& c : cases) {
-    absl::Status s = deliver_actor_frame(run.ctx, run.layout, c.frame->view, {});
+    absl::Status s = delivery_status(run.ctx, run.layout, c.frame->view, {});
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.what << ": " << s;
     EXPECT_NE(s.message().find(c.error), std::string::npos) << c.what << ": " << s;
   }
@@ -198,7 +238,7 @@ TEST(ClusterActorDelivery, MessagesThisProcessMustNotTakeAreRefusedAndNotDeliver
   auto cut = frame_of({ActorRole::kExpert, 0, 0},
                       caf::make_message(batch_atom::value, batch(1, kHidden)));
   cut->view.header = cut->view.header.first(cut->view.header.size() - 1);
-  absl::Status s = deliver_actor_frame(run.ctx, run.layout, cut->view, {});
+  absl::Status s = delivery_status(run.ctx, run.layout, cut->view, {});
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_TRUE(run.nothing_received()) << "a refused message reached an actor";
 }
@@ -256,7 +296,7 @@ TEST(ClusterActorDelivery, ReportsForTheCoordinatorAreCheckedAgainstTheRun) {
   };
   for (const Case& c : cases) {
     auto f = frame_of(coordinator, c.message);
-    absl::Status s = deliver_actor_frame(driver.ctx, driver.layout, f->view, {});
+    absl::Status s = delivery_status(driver.ctx, driver.layout, f->view, {});
     if (c.error == nullptr) {
       EXPECT_TRUE(s.ok()) << c.what << ": " << s;
       EXPECT_FALSE(driver.nothing_received_any()) << c.what << " did not arrive";
@@ -278,7 +318,7 @@ TEST(ClusterActorDelivery, ABundleOfReportsArrivesInOrderOrNotAtAll) {
       caf::make_message(rows_atom::value, true, int64_t{1}, int64_t{4}),
       caf::make_message(busy_atom::value, int64_t{1}, 0.5, 0.75)};
   auto f = frame_of(coordinator, caf::make_message(reports_atom::value, reports));
-  ASSERT_TRUE(deliver_actor_frame(driver.ctx, driver.layout, f->view, {}).ok());
+  ASSERT_TRUE(delivery_status(driver.ctx, driver.layout, f->view, {}).ok());
   std::vector<std::string> got;
   for (int i = 0; i < 3; ++i) {
     driver.probe->receive([&](busy_atom, int64_t device, double,
@@ -291,7 +331,7 @@ TEST(ClusterActorDelivery, ABundleOfReportsArrivesInOrderOrNotAtAll) {
   EXPECT_EQ(got, (std::vector<std::string>{"busy 0", "rows 4", "busy 1"}));
   reports.push_back(caf::make_message(busy_atom::value, int64_t{9}, 0.5, 0.75));
   auto bad = frame_of(coordinator, caf::make_message(reports_atom::value, reports));
-  absl::Status s = deliver_actor_frame(driver.ctx, driver.layout, bad->view, {});
+  absl::Status s = delivery_status(driver.ctx, driver.layout, bad->view, {});
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_NE(s.message().find("device 9"), std::string::npos) << s;
   EXPECT_TRUE(driver.nothing_received_any()) << "part of a refused bundle was delivered";
@@ -301,7 +341,7 @@ TEST(ClusterActorDelivery, AHostedSlotWithoutAnActorIsRefused) {
   TestRun run(/*self=*/1, /*missing_slot=*/true);
   auto f = frame_of({ActorRole::kExpert, 0, 0},
                     caf::make_message(batch_atom::value, batch(1, kHidden)));
-  absl::Status s = deliver_actor_frame(run.ctx, run.layout, f->view, {});
+  absl::Status s = delivery_status(run.ctx, run.layout, f->view, {});
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_NE(s.message().find("which this run does not have"), std::string::npos) << s;
   EXPECT_TRUE(run.nothing_received());

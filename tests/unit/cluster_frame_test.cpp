@@ -27,17 +27,19 @@ FramePrefix prefix(uint32_t header_bytes, uint64_t payload_bytes) {
   p.header_bytes = header_bytes;
   p.payload_bytes = payload_bytes;
   p.sequence = 0x0123456789abcdefull;
+  p.run = 0xfedcba9876543210ull;
   return p;
 }
 
 TEST(ClusterFrame, RoundTripsEveryField) {
   const auto m = message(prefix(5, 3), "hello", "xyz");
-  ASSERT_EQ(m.size(), 32u + 5 + 3);
+  ASSERT_EQ(m.size(), 40u + 5 + 3);
   auto v = parse_frame(m);
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_EQ(v->prefix.kind, 7);
   EXPECT_EQ(v->prefix.source, 3u);
   EXPECT_EQ(v->prefix.sequence, 0x0123456789abcdefull);
+  EXPECT_EQ(v->prefix.run, 0xfedcba9876543210ull);
   EXPECT_EQ(std::string(v->header.begin(), v->header.end()), "hello");
   EXPECT_EQ(std::string(v->payload.begin(), v->payload.end()), "xyz");
 }
@@ -52,7 +54,7 @@ TEST(ClusterFrame, EmptyHeaderAndPayload) {
 
 TEST(ClusterFrame, RejectsShortWrongMagicWrongVersion) {
   auto m = message(prefix(0, 0), "", "");
-  EXPECT_NE(parse_frame(std::span<const char>(m.data(), 31)).status().message().find("prefix"),
+  EXPECT_NE(parse_frame(std::span<const char>(m.data(), 39)).status().message().find("prefix"),
             std::string::npos);
   auto bad_magic = m;
   bad_magic[0] ^= 1;
@@ -60,6 +62,11 @@ TEST(ClusterFrame, RejectsShortWrongMagicWrongVersion) {
   auto bad_version = m;
   bad_version[4] = 9;
   EXPECT_NE(parse_frame(bad_version).status().message().find("version"), std::string::npos);
+  // A version-1 frame (32-byte prefix, no run attempt) is refused by its version.
+  auto v1 = m;
+  v1[4] = 1;
+  EXPECT_NE(parse_frame(v1).status().message().find("version 1, expected 2"), std::string::npos)
+      << parse_frame(v1).status();
 }
 
 TEST(ClusterFrame, RejectsLengthsThatDisagreeWithTheMessage) {
@@ -70,7 +77,7 @@ TEST(ClusterFrame, RejectsLengthsThatDisagreeWithTheMessage) {
   EXPECT_NE(s.message().find("announces"), std::string::npos) << s;
   auto trailing = message(prefix(1, 1), "a", "bcd");
   EXPECT_NE(parse_frame(trailing).status().message().find("announces"), std::string::npos);
-  // A huge announced payload (would overflow a naive 32 + h + p) is refused by the limit.
+  // A huge announced payload (would overflow a naive 40 + h + p) is refused by the limit.
   auto huge = message(prefix(0, ~uint64_t{0}), "", "");
   EXPECT_NE(parse_frame(huge).status().message().find("payload"), std::string::npos);
 }
@@ -83,7 +90,7 @@ TEST(ClusterFrame, EnforcesLimits) {
   EXPECT_FALSE(parse_frame(message(prefix(5, 0), "abcde", ""), limits).ok());
   EXPECT_FALSE(parse_frame(message(prefix(0, 3), "", "efg"), limits).ok());
   EXPECT_FALSE(frame_message_bytes(5, 0, limits).ok());
-  EXPECT_EQ(*frame_message_bytes(4, 2, limits), 38);
+  EXPECT_EQ(*frame_message_bytes(4, 2, limits), 46);
 }
 
 TEST(ClusterFrame, EveryTruncationOfAValidMessageIsAnErrorNotACrash) {

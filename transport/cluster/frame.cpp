@@ -31,6 +31,7 @@ void write_frame_prefix(const FramePrefix& prefix,
   put_le<uint32_t>(out.data() + 12, prefix.header_bytes);
   put_le<uint64_t>(out.data() + 16, prefix.payload_bytes);
   put_le<uint64_t>(out.data() + 24, prefix.sequence);
+  put_le<uint64_t>(out.data() + 32, prefix.run);
 }
 
 std::vector<char> encode_frame_prefix(const FramePrefix& prefix) {
@@ -74,6 +75,7 @@ absl::StatusOr<FrameView> parse_frame(std::span<const char> message, const Frame
   view.prefix.header_bytes = get_le<uint32_t>(p + 12);
   view.prefix.payload_bytes = get_le<uint64_t>(p + 16);
   view.prefix.sequence = get_le<uint64_t>(p + 24);
+  view.prefix.run = get_le<uint64_t>(p + 32);
   if (view.prefix.payload_bytes > static_cast<uint64_t>(limits.max_payload_bytes)) {
     return absl::InvalidArgumentError(
         absl::StrFormat("frame: payload of %d bytes, expected at most %d",
@@ -84,8 +86,9 @@ absl::StatusOr<FrameView> parse_frame(std::span<const char> message, const Frame
   if (!total.ok()) return total.status();
   if (*total != static_cast<int64_t>(message.size())) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "frame: message of %d bytes, but its prefix announces %d (32 + header %d + payload %d)",
-        message.size(), *total, view.prefix.header_bytes, view.prefix.payload_bytes));
+        "frame: message of %d bytes, but its prefix announces %d (%d + header %d + payload %d)",
+        message.size(), *total, kFramePrefixBytes, view.prefix.header_bytes,
+        view.prefix.payload_bytes));
   }
   view.header = message.subspan(kFramePrefixBytes, view.prefix.header_bytes);
   view.payload = message.subspan(kFramePrefixBytes + view.prefix.header_bytes);
