@@ -93,6 +93,12 @@ class ClusterLayout final : public ProcessLayout {
   std::vector<std::pair<uint32_t, caf::actor>> remotes_;
 };
 
+/// What `deliver_actor_frame` did with a frame it did not refuse.
+enum class FrameDelivery {
+  kDelivered,  ///< sent to its actor
+  kOtherRun,   ///< of another run attempt: dropped unread (the caller counts it as late)
+};
+
 /// Delivers one kActorMessage frame received from process `from` to its actor in this
 /// process of the run `ctx` (built with `layout`): decodes it within `limits`, checks that its
 /// destination is an actor this process hosts (a collective: a replica that gathers here, see
@@ -108,10 +114,6 @@ class ClusterLayout final : public ProcessLayout {
 /// the same addresses, must not see (#18 item 5: outputs identical to a fault-free run).
 /// Errors: InvalidArgument naming what was wrong (the frame is dropped). Any thread (the data
 /// plane's progress thread) while `ctx` lives.
-enum class FrameDelivery {
-  kDelivered,  ///< sent to its actor
-  kOtherRun,   ///< of another run attempt: dropped unread (the caller counts it as late)
-};
 absl::StatusOr<FrameDelivery> deliver_actor_frame(const RunContext& ctx,
                                                   const ClusterLayout& layout,
                                                   const transport::cluster::FrameView& frame,

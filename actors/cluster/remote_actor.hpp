@@ -59,7 +59,6 @@ class Outbox {
   /// FailedPrecondition; after it returns the plane may be destroyed.
   void close();
   uint32_t self() const { return self_; }
-  uint64_t run() const { return run_; }
 
  private:
   struct PendingReports {

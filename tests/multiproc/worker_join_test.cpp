@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "actors/cluster/control_messages.hpp"
 #include "actors/cluster/driver_link.hpp"
 #include "actors/cluster/frame_kinds.hpp"
 #include "scratch_path.hpp"
@@ -184,6 +185,29 @@ TEST(WorkerJoin, TheRightTokenJoinsAndTheDataPlaneCarriesPings) {
   expect_pong(d, 1, "", "");
   EXPECT_EQ(w.stop(), 0) << w.log();
   EXPECT_NE(w.log().find("authenticated"), std::string::npos) << w.log();
+}
+
+// A run's frames are stamped with the driver's attempt number (frame.hpp); 0 marks frames of no
+// run, so a setup that asks for it is refused before anything of the run is built.
+TEST(WorkerJoin, ASetupWithRunNumberZeroIsRefused) {
+  WorkerProcess w({"--listen", "127.0.0.1:0"}, kToken);
+  const uint16_t port = w.port();
+  ASSERT_NE(port, 0) << w.log();
+  Driver d;
+  auto secret = ClusterSecret::from_string(kToken);
+  ASSERT_TRUE(secret.ok());
+  auto link = join_worker(d.sys, {"127.0.0.1", port}, *secret, 1, *d.plane);
+  ASSERT_TRUE(link.ok()) << link.status() << "\nworker log:\n" << w.log();
+  caf::scoped_actor self{d.sys};
+  std::string answer = "(no answer)";
+  self->request(link->gate, std::chrono::seconds(20), setup_atom::value, std::string("x = 1"),
+                std::string("."), std::vector<std::string>{"", ""}, std::string("1"), int64_t{-1},
+                uint64_t{0})
+      .receive([&](const std::string& a) { answer = a; },
+               [&](const caf::error& e) { answer = "error: " + d.sys.render(e); });
+  EXPECT_NE(answer.find("run number 0"), std::string::npos) << answer;
+  expect_pong(d, 1, "still alive", "");
+  EXPECT_EQ(w.stop(), 0) << w.log();
 }
 
 TEST(WorkerJoin, AWrongTokenIsRefusedWithALogLineAndTheRightOneStillJoins) {
