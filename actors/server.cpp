@@ -110,6 +110,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::create(engine::topology::Topolog
   setup.weight_bytes = topology.model.dtype == "bf16" ? 2 : 4;
   setup.weights = be.weights();
   setup.model = be.cpu_model();
+  setup.rate_kind = be.rate_kind();
   absl::StatusOr<std::shared_ptr<const PreparedWiring>> prepared = (*wiring)->prepare(setup);
   if (!prepared.ok()) return prepared.status();
   server->wiring_ = std::move(*prepared);
@@ -211,6 +212,10 @@ void run_virtual_time(caf::actor_system& sys, const std::function<bool()>& betwe
 constexpr std::chrono::milliseconds kStopPollInterval{50};
 
 }  // namespace
+
+std::vector<std::shared_ptr<engine::exec::Executor>> Server::make_executors() const {
+  return backend_->make_executors(*wiring_);
+}
 
 absl::StatusOr<std::shared_ptr<RunContext>> Server::make_context(
     const transport::Channel* share_links_with) const {

@@ -46,6 +46,11 @@ class Server {
   std::shared_ptr<const engine::exec::CpuModel> model() const { return backend_->cpu_model(); }
   /// Threads each device's GEMMs use (cpu backend; `[cluster] threads_per_device` resolved).
   int64_t gemm_threads_per_device() const { return backend_->gemm_threads_per_device(); }
+  /// Fresh executors of this server's backend, one per device, outside any run (calibration
+  /// times stage kernels through them). Owner's thread.
+  std::vector<std::shared_ptr<engine::exec::Executor>> make_executors() const;
+  /// The sim device kind whose rates stand for this backend's devices (Backend::rate_kind).
+  std::string rate_kind() const { return backend_->rate_kind(); }
   /// The sim backend's models (cost model, links, step overheads, calibration fit); null on
   /// other backends.
   const SimSetup* sim_setup() const { return backend_->sim(); }

@@ -6,22 +6,35 @@
 # measured output throughput, TTFT and ITL (means) as a Markdown table. Rows are written to
 # $OUT/prediction.csv as each wiring finishes.
 #
+# With BACKEND=cuda (issue #20 item 4) the same on a GPU: `muflow calibrate --backend cuda`,
+# the topology on the cuda backend (default bench/topologies/predict-synthetic-1gpu.toml), and
+# the sim with the GPU's kind (the CSV's `# kind=`, e.g. H200) twice: with the measured
+# kernels and without them (the kind's datasheet roofline), so the table shows what the
+# calibration buys.
+#
 # Usage: bench/sim_prediction.sh [WIRINGS...]   (default: sync async harmoeny moeshard exflow)
 # Env: MUFLOW (the binary, default build/release/tools/muflow), OUT (default out/prediction),
-#      TOPOLOGY (default bench/topologies/predict-synthetic-2cpu.toml), REPEATS (cpu runs per
-#      wiring, median kept; default 3).
+#      BACKEND (cpu or cuda; default cpu), TOPOLOGY (default
+#      bench/topologies/predict-synthetic-2cpu.toml, or -1gpu.toml with BACKEND=cuda), REPEATS
+#      (real runs per wiring, median kept; default 3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MUFLOW="${MUFLOW:-build/release/tools/muflow}"
 OUT="${OUT:-out/prediction}"
-TOPOLOGY="${TOPOLOGY:-bench/topologies/predict-synthetic-2cpu.toml}"
+BACKEND="${BACKEND:-cpu}"
+case "$BACKEND" in
+  cpu) TOPOLOGY="${TOPOLOGY:-bench/topologies/predict-synthetic-2cpu.toml}" ;;
+  cuda) TOPOLOGY="${TOPOLOGY:-bench/topologies/predict-synthetic-1gpu.toml}" ;;
+  *) echo "sim_prediction.sh: BACKEND must be cpu or cuda" >&2; exit 2 ;;
+esac
 REPEATS="${REPEATS:-3}"
 WIRINGS=("$@")
 [ ${#WIRINGS[@]} -gt 0 ] || WIRINGS=(sync async harmoeny moeshard exflow)
 [ -x "$MUFLOW" ] || { echo "sim_prediction.sh: $MUFLOW not built" >&2; exit 1; }
 mkdir -p "$OUT"
-KERNELS="$(realpath -m "$OUT/cpu-kernels.csv")"
-"$MUFLOW" calibrate "$TOPOLOGY" -o "$KERNELS" --repeats 9
+KERNELS="$(realpath -m "$OUT/$BACKEND-kernels.csv")"
+"$MUFLOW" calibrate "$TOPOLOGY" --backend "$BACKEND" -o "$KERNELS" --repeats 9
+KIND="$(sed -n 's/^# kind=\([^ ]*\).*/\1/p' "$KERNELS" | head -1)"
 
 metrics() {  # metrics LOG -> "tok/s ttft_ms itl_ms"
   awk '/output throughput/ {t=$3} /time to first token/ {f=$6} /inter-token latency/ {i=$4}
@@ -29,9 +42,9 @@ metrics() {  # metrics LOG -> "tok/s ttft_ms itl_ms"
 }
 median3() { sort -g | awk '{v[NR]=$1} END {print v[int((NR + 1) / 2)]}'; }
 
-echo "wiring,measured_tok_s,predicted_tok_s,measured_ttft_ms,predicted_ttft_ms,measured_itl_ms,predicted_itl_ms" > "$OUT/prediction.csv"
+echo "wiring,measured_tok_s,predicted_tok_s,measured_ttft_ms,predicted_ttft_ms,measured_itl_ms,predicted_itl_ms,roofline_tok_s,roofline_ttft_ms,roofline_itl_ms" > "$OUT/prediction.csv"
 for w in "${WIRINGS[@]}"; do
-  cpu="$OUT/$w-cpu.toml"; sim="$OUT/$w-sim.toml"; routing="$(realpath -m "$OUT/$w-routing.csv")"
+  cpu="$OUT/$w-$BACKEND.toml"; sim="$OUT/$w-sim.toml"; routing="$(realpath -m "$OUT/$w-routing.csv")"
   sed -e "s/^wiring = .*/wiring = \"$w\"/" "$TOPOLOGY" > "$cpu"
   rows=()
   for r in $(seq "$REPEATS"); do
@@ -41,7 +54,8 @@ for w in "${WIRINGS[@]}"; do
   m_tok=$(printf '%s\n' "${rows[@]}" | awk '{print $1}' | median3)
   m_ttft=$(printf '%s\n' "${rows[@]}" | awk '{print $2}' | median3)
   m_itl=$(printf '%s\n' "${rows[@]}" | awk '{print $3}' | median3)
-  sed -e 's/^backend = "cpu"/backend = "sim"/' -e '/^threads_per_device/d' "$cpu" > "$sim"
+  sed -e 's/^backend = "\(cpu\|cuda\)"/backend = "sim"/' -e '/^threads_per_device/d' \
+      -e "s/^kind = \"\(cpu\|cuda\)\"/kind = \"$KIND\"/" "$cpu" > "$sim"
   cat >> "$sim" << TOML
 
 [router]
@@ -58,10 +72,25 @@ kernels = "$KERNELS"
 TOML
   "$MUFLOW" run "$sim" --no-trace --quiet > "$OUT/$w-sim.log" 2>&1
   read -r p_tok p_ttft p_itl <<< "$(metrics "$OUT/$w-sim.log")"
-  echo "$w,$m_tok,$p_tok,$m_ttft,$p_ttft,$m_itl,$p_itl" >> "$OUT/prediction.csv"
+  # Without calibration: the kind's roofline (the same routing and links, no [cost] table).
+  r_tok=""; r_ttft=""; r_itl=""
+  if [ "$BACKEND" = cuda ]; then
+    sed -e '/^\[cost\]/,$d' "$sim" > "$OUT/$w-roofline.toml"
+    "$MUFLOW" run "$OUT/$w-roofline.toml" --no-trace --quiet > "$OUT/$w-roofline.log" 2>&1
+    read -r r_tok r_ttft r_itl <<< "$(metrics "$OUT/$w-roofline.log")"
+  fi
+  echo "$w,$m_tok,$p_tok,$m_ttft,$p_ttft,$m_itl,$p_itl,$r_tok,$r_ttft,$r_itl" >> "$OUT/prediction.csv"
 done
 
 echo "| wiring | tok/s measured | predicted | ratio | TTFT ms measured | predicted | ratio | ITL ms measured | predicted | ratio |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
 tail -n +2 "$OUT/prediction.csv" | awk -F, '{printf "| %s | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n",
   $1, $2, $3, $3 / $2, $4, $5, $5 / $4, $6, $7, $7 / $6}'
+if [ "$BACKEND" = cuda ]; then
+  echo
+  echo "Without calibration ($KIND roofline):"
+  echo "| wiring | tok/s predicted | ratio | TTFT ms predicted | ratio | ITL ms predicted | ratio |"
+  echo "|---|---|---|---|---|---|---|"
+  tail -n +2 "$OUT/prediction.csv" | awk -F, '{printf "| %s | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f |\n",
+    $1, $8, $8 / $2, $9, $9 / $4, $10, $10 / $6}'
+fi

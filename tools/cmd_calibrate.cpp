@@ -1,12 +1,12 @@
 // `muflow calibrate`: measure this machine's stage kernels for a topology's model on the cpu
-// backend and write the CSV the sim reads with `[cost] kernels` (actors/cpu_calibration.hpp).
+// backend and write the CSV the sim reads with `[cost] kernels` (actors/calibration.hpp).
 
 #include <cstdio>
 #include <fstream>
 #include <memory>
 #include <string>
 
-#include "actors/cpu_calibration.hpp"
+#include "actors/calibration.hpp"
 #include "tools/commands.hpp"
 #include "tools/topology_arg.hpp"
 
@@ -15,16 +15,17 @@ namespace muflow::tools {
 Command add_calibrate_command(CLI::App& app) {
   struct Options {
     std::string topology;
-    std::string backend = "cpu";
     std::string output;
-    actors::CpuCalibrationOptions calibration;
+    actors::CalibrationOptions calibration;
   };
   auto o = std::make_shared<Options>();
   app.add_option("TOPOLOGY", o->topology,
                  "topology whose model (and wiring, devices, threads_per_device) is measured; "
                  "default: the embedded kjv model");
-  app.add_option("--backend", o->backend, "backend to measure (only cpu today)")
-      ->check(CLI::IsMember({"cpu"}));
+  app.add_option("--backend", o->calibration.backend,
+                 "backend to measure: cpu, or cuda (the first GPU; the rows then describe its "
+                 "sim kind, e.g. H200)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("-o,--output", o->output, "CSV to write (kernels/sim/measured_kernels.hpp)")
       ->required();
   app.add_option("--max-tokens", o->calibration.max_tokens,
@@ -55,7 +56,7 @@ Command add_calibrate_command(CLI::App& app) {
     o->calibration.progress = [](const std::string& line) {
       std::fprintf(stderr, "muflow calibrate: %s\n", line.c_str());
     };
-    if (absl::Status s = actors::calibrate_cpu(*topology, o->calibration, out); !s.ok()) {
+    if (absl::Status s = actors::calibrate(*topology, o->calibration, out); !s.ok()) {
       std::fprintf(stderr, "muflow calibrate: %s (rows measured so far are in %s)\n",
                    std::string(s.message()).c_str(), o->output.c_str());
       return 1;

@@ -45,7 +45,7 @@ int fail(const std::string& what) {
 
 Command add_generate_command(CLI::App& app) {
   struct Options {
-    std::string model, prompt, prompt_ids, logits_out;
+    std::string model, prompt, prompt_ids, logits_out, backend = "cpu";
     int64_t max_new_tokens = 32, devices = 1, threads = 0;
     double temperature = 0.0, top_p = 1.0;
     uint64_t seed = 0;
@@ -60,8 +60,13 @@ Command add_generate_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   app.add_option("--logits-out", o->logits_out,
                  "write float32 logits of every prompt position as .npy [num_prompt_tokens, vocab]");
-  app.add_option("--devices", o->devices, "virtual CPU devices (sync wiring)")
+  app.add_option("--devices", o->devices,
+                 "virtual devices (sync wiring): CPU devices, or on cuda devices spread over the "
+                 "GPUs")
       ->check(CLI::Range(1, 256));
+  app.add_option("--backend", o->backend,
+                 "cpu, or cuda (NVIDIA GPUs; needs a build with the CUDA toolkit)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--threads", o->threads,
                  "threads per device for the GEMMs (0 = the machine's hardware threads divided by "
                  "--devices; the output is bitwise the same for any count)")
@@ -77,7 +82,10 @@ Command add_generate_command(CLI::App& app) {
     if (o->prompt.empty() && o->prompt_ids.empty()) return fail("give --prompt or --prompt-ids");
     engine::topology::Topology t;
     t.source = "<muflow generate>";
-    for (int64_t d = 0; d < o->devices; ++d) t.devices.push_back({"cpu" + std::to_string(d)});
+    t.backend = o->backend;
+    for (int64_t d = 0; d < o->devices; ++d) {
+      t.devices.push_back({o->backend + std::to_string(d), o->backend});
+    }
     t.threads_per_device = o->threads;
     t.model.path = o->model;
     t.sampling.temperature = o->temperature;

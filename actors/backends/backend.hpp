@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -56,6 +57,10 @@ class Backend {
   virtual int64_t gemm_threads_per_device() const { return 1; }
   /// Simulation: the router, cost and link models (planners read them); else null.
   virtual const SimSetup* sim() const { return nullptr; }
+  /// Real backends: the sim device kind (kernels/sim/device_kind.hpp) whose datasheet rates
+  /// stand for this backend's devices where a planner needs rates (HarMoEny's Eq. 4): "cpu"
+  /// on cpu, the GPU's kind on cuda (e.g. "H200"); empty on sim, whose devices have kinds.
+  virtual std::string rate_kind() const { return ""; }
   /// Precision the cost model charges ops at (`[model] dtype`).
   kernels::sim::Precision precision() const { return precision_; }
 

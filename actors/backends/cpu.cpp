@@ -5,11 +5,9 @@
 #include <thread>
 
 #include "absl/strings/str_format.h"
+#include "actors/backends/model_source.hpp"
 #include "actors/wirings/wiring.hpp"
 #include "engine/exec/cpu_executor.hpp"
-#include "engine/model/model_loader.hpp"
-#include "engine/model/model_memory.hpp"
-#include "engine/model/synthetic_model.hpp"
 
 namespace muflow::actors {
 namespace {
@@ -47,6 +45,7 @@ class CpuBackend final : public Backend {
   void release_weights() override { weights_.reset(); }
   std::shared_ptr<const engine::exec::CpuModel> cpu_model() const override { return model_; }
   int64_t gemm_threads_per_device() const override { return gemm_threads_; }
+  std::string rate_kind() const override { return "cpu"; }
 
   std::vector<std::shared_ptr<engine::exec::Executor>> make_executors(
       const PreparedWiring& wiring) const override {
@@ -74,29 +73,10 @@ class CpuBackend final : public Backend {
 
 absl::StatusOr<std::unique_ptr<Backend>> make_cpu_backend(
     const engine::topology::Topology& topology) {
-  std::shared_ptr<const engine::model::ModelWeights> weights;
-  if (!topology.model.path.empty()) {
-    absl::StatusOr<std::shared_ptr<const engine::model::ModelWeights>> loaded =
-        engine::model::load_hf_model(topology.model.path);
-    if (!loaded.ok()) return loaded.status();
-    weights = *loaded;
-  } else if (topology.model.synthetic) {
-    if (absl::Status s = topology.model.synthetic->validate(); !s.ok()) return s;
-    const engine::model::DType dtype =
-        topology.model.dtype == "bf16" ? engine::model::DType::kBF16 : engine::model::DType::kF32;
-    // The weights and their prepacked copy, before either is built.
-    if (absl::Status s = engine::model::check_weights_fit_in_memory(
-            *topology.model.synthetic, dtype == engine::model::DType::kBF16 ? 2.0 : 4.0, 2.0,
-            topology.source + ": [model]");
-        !s.ok()) {
-      return s;
-    }
-    weights = std::make_shared<const engine::model::ModelWeights>(
-        engine::model::make_synthetic_model(*topology.model.synthetic, topology.model.seed, dtype));
-  } else {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%s: [model] needs either 'path' or synthetic dims", topology.source));
-  }
+  absl::StatusOr<std::shared_ptr<const engine::model::ModelWeights>> loaded =
+      load_model_weights(topology, /*prepared_copies=*/2.0);
+  if (!loaded.ok()) return loaded.status();
+  std::shared_ptr<const engine::model::ModelWeights> weights = *loaded;
   absl::StatusOr<std::shared_ptr<const engine::exec::CpuModel>> model =
       engine::exec::CpuModel::prepare(
           weights,

@@ -14,7 +14,8 @@ absl::StatusOr<HarmoenyParams> resolve_harmoeny(const engine::topology::Topology
                                                 const engine::planning::Placement& placement,
                                                 const SimSetup* sim,
                                                 kernels::sim::Precision precision,
-                                                int64_t weight_bytes) {
+                                                int64_t weight_bytes,
+                                                const std::string& rate_kind) {
   const engine::topology::HarmoenySpec& spec = topology.harmoeny;
   HarmoenyParams p;
   p.paper = spec.rebalance == "paper";
@@ -57,7 +58,9 @@ absl::StatusOr<HarmoenyParams> resolve_harmoeny(const engine::topology::Topology
       kind = sim->kinds.front();
       host = sim->links.front().host;
     } else {
-      const std::string name = topology.devices.empty() ? "cpu" : topology.devices.front().kind;
+      const std::string name = !rate_kind.empty()        ? rate_kind
+                               : topology.devices.empty() ? "cpu"
+                                                          : topology.devices.front().kind;
       absl::StatusOr<kernels::sim::DeviceKind> found = kernels::sim::find_device_kind(name);
       if (!found.ok()) return found.status();  // the parser checked the kind
       kind = *found;

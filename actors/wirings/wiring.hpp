@@ -50,6 +50,9 @@ struct WiringSetup {
   int64_t weight_bytes = 4;  ///< bytes per weight element (2 for bf16)
   std::shared_ptr<const engine::model::ModelWeights> weights;  ///< cpu backend; null on sim
   std::shared_ptr<const engine::exec::CpuModel> model;         ///< cpu backend; null on sim
+  /// Real backends: the sim device kind whose rates stand for their devices in planners'
+  /// formulas (Backend::rate_kind); empty on sim (SimSetup has the kinds).
+  std::string rate_kind;
 };
 
 /// A wiring prepared for one Server: immutable, shared by its runs (any host thread).

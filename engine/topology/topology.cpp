@@ -73,7 +73,7 @@ absl::Status parse_cluster(const TomlTableReader& r, const std::string& backend,
   }
   if (!r.has("devices")) {
     int64_t num_devices = static_cast<int64_t>(devices->size());
-    std::string kind = "cpu";
+    std::string kind = backend == "cuda" ? "cuda" : "cpu";
     MUFLOW_TOPO_RETURN_IF_ERROR(r.read_int("num_devices", &num_devices, 1, kMaxDevices));
     // 0: every device on node0 (one node).
     MUFLOW_TOPO_RETURN_IF_ERROR(r.read_int("devices_per_node", devices_per_node, 0, kMaxDevices));
@@ -404,11 +404,11 @@ absl::StatusOr<Topology> parse_document(const toml::table& doc, const std::strin
   MUFLOW_TOPO_RETURN_IF_ERROR(with_table(root, "cost", [&](const TomlTableReader& r) {
     return topology_detail::parse_cost_table(r, base_dir, &topo.cost);
   }));
-  if (topo.backend == "cpu" && !topo.model.preset.empty()) {
+  if (topo.backend != "sim" && !topo.model.preset.empty()) {
     return absl::InvalidArgumentError(
         sv_cat(source,
                ": key 'model.preset': preset models have no weights; they run on "
-               "backend = \"sim\" (give synthetic dims or a model folder for cpu)"));
+               "backend = \"sim\" (give synthetic dims or a model folder for cpu and cuda)"));
   }
   if (topo.model.synthetic) {
     MUFLOW_TOPO_RETURN_IF_ERROR(check_topology_against_model(topo, *topo.model.synthetic));

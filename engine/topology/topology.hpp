@@ -284,8 +284,9 @@ inline constexpr std::array<std::string_view, 6> kKnownA2aOrders = {
 inline constexpr std::array<std::string_view, 2> kKnownRebalances = {"paper", "code"};
 /// Network models accepted as `[network] model = "..."`.
 inline constexpr std::array<std::string_view, 2> kKnownNetworkModels = {"serial", "fair-share"};
-/// Backends this build implements (`backend = "..."`).
-inline constexpr std::array<std::string_view, 2> kKnownBackends = {"cpu", "sim"};
+/// Backends a topology may name (`backend = "..."`); `cuda` needs a build with the CUDA
+/// toolkit and a GPU where it runs (actors/backends/backend.hpp says when it is missing).
+inline constexpr std::array<std::string_view, 3> kKnownBackends = {"cpu", "cuda", "sim"};
 /// Expert placement names accepted as `[placement] experts = "..."`.
 inline constexpr std::array<std::string_view, 4> kKnownPlacements = {"round-robin", "contiguous",
                                                                      "affinity", "capability"};

@@ -111,6 +111,12 @@ absl::Status parse_cost_table(const TomlTableReader& r, const std::filesystem::p
 
 absl::Status check_device_kind(const TomlTableReader& reader, std::string_view key,
                                const std::string& backend, const std::string& kind) {
+  if (backend == "cuda") {
+    if (kind == "cuda") return absl::OkStatus();
+    return reader.error(key, sv_cat("backend 'cuda' runs devices of kind 'cuda' only (each a "
+                                    "virtual device on one of the process's GPUs); got '",
+                                    kind, "'"));
+  }
   if (backend == "cpu") {
     if (kind == "cpu") return absl::OkStatus();
     return reader.error(key, sv_cat("backend 'cpu' runs devices of kind 'cpu' only; got '", kind,

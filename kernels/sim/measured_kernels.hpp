@@ -32,7 +32,7 @@
 ///    time inside one stage run of that kind on n tokens beyond its kernels' time (merging the
 ///    μ-queue's batches, assembling inputs, scattering outputs, allocation), measured in situ:
 ///    the stage spans of a real run of the model minus the sim's kernel times for the same
-///    runs (actors/cpu_calibration.hpp).
+///    runs (actors/calibration.hpp).
 ///
 /// Model (fitted at load; stated so that a reader can check it against the file):
 ///  - attention: t = T0(n) + k_decode · (S_decode − n_decode) + Σ_prefill seqs core(S − P),

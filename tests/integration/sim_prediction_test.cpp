@@ -1,4 +1,4 @@
-// #19 item 3, CI-sized: `muflow calibrate`'s measurement (actors::calibrate_cpu) of a small
+// #19 item 3, CI-sized: `muflow calibrate`'s measurement (actors::calibrate) of a small
 // synthetic Mixtral on this machine feeds the sim (`[cost] kernels`, the cpu run's recorded
 // routing, in-process links), which must then predict the cpu backend's mean inter-token
 // latency and throughput on the same workload, measured warm (median of three runs after a
@@ -13,7 +13,7 @@
 #include <iterator>
 #include <string>
 
-#include "actors/cpu_calibration.hpp"
+#include "actors/calibration.hpp"
 #include "actors/server.hpp"
 #include "invariance_fixtures.hpp"
 #include "kernels/sim/measured_kernels.hpp"
@@ -36,13 +36,13 @@ TEST(SimPrediction, CalibratedSimPredictsTheCpuBackend) {
   cpu.scheduler.max_prefill_tokens = 128;
   cpu.sampling.stop_at_eos = false;
 
-  actors::CpuCalibrationOptions options;
+  actors::CalibrationOptions options;
   options.max_tokens = 64;
   options.max_context = 128;
   options.repeats = 7;
   {
     std::ofstream out(kernels);
-    ASSERT_TRUE(actors::calibrate_cpu(cpu, options, out).ok());
+    ASSERT_TRUE(actors::calibrate(cpu, options, out).ok());
   }
   absl::StatusOr<kernels::sim::MeasuredKernels> table =
       kernels::sim::MeasuredKernels::read_csv(kernels.string());
@@ -68,7 +68,7 @@ TEST(SimPrediction, CalibratedSimPredictsTheCpuBackend) {
   }
   // The sim predicts a warm engine: the measured side is the median of three runs on one
   // server after a run that warms it (oneDNN primitives, first touch of the weights and the
-  // KV cache), as calibrate_cpu measures. One cold run on a shared CI machine once took 4x
+  // KV cache), as calibrate measures. One cold run on a shared CI machine once took 4x
   // the warm time in its prefill alone.
   Topology recorded = cpu;
   recorded.routing_record_file = routing.string();

@@ -275,7 +275,7 @@ TEST(Topology, UnknownWiringListsTheKnownOnes) {
             "async-replicated; got 'warp'");
   absl::StatusOr<topology::Topology> backend = parse("backend = \"tpu\"\n");
   ASSERT_FALSE(backend.ok());
-  EXPECT_THAT(msg(backend.status()), HasSubstr("expected one of: cpu, sim; got 'tpu'"));
+  EXPECT_THAT(msg(backend.status()), HasSubstr("expected one of: cpu, cuda, sim; got 'tpu'"));
 }
 
 TEST(Topology, AsyncKeys) {

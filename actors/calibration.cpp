@@ -1,4 +1,4 @@
-#include "actors/cpu_calibration.hpp"
+#include "actors/calibration.hpp"
 
 #include <unistd.h>
 
@@ -18,7 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "actors/server.hpp"
-#include "engine/exec/cpu_executor.hpp"
+#include "engine/exec/executor.hpp"
 #include "engine/serving/kv_cache.hpp"
 #include "engine/trace/trace_reader.hpp"
 #include "kernels/sim/measured_kernels.hpp"
@@ -42,12 +42,12 @@ std::vector<int64_t> token_grid(int64_t max_tokens) {
 }
 
 /// The `# kind=... ` metadata line of a model (kernels/sim/measured_kernels.hpp).
-std::string meta_line(const ModelConfig& c, const std::string& dtype, int64_t threads,
-                      int concurrent) {
+std::string meta_line(const std::string& kind, const ModelConfig& c, const std::string& dtype,
+                      int64_t threads, int concurrent) {
   return absl::StrFormat(
-      "# kind=cpu hidden=%d ffn=%d heads=%d kv_heads=%d head_dim=%d experts=%d topk=%d vocab=%d "
+      "# kind=%s hidden=%d ffn=%d heads=%d kv_heads=%d head_dim=%d experts=%d topk=%d vocab=%d "
       "gated=%d dtype=%s threads=%d concurrent=%d\n",
-      c.hidden_size, c.expert_ffn, c.num_heads, c.num_kv_heads, c.head_dim, c.num_experts,
+      kind, c.hidden_size, c.expert_ffn, c.num_heads, c.num_kv_heads, c.head_dim, c.num_experts,
       c.num_topk, c.vocab_size, c.gated_experts ? 1 : 0, dtype, threads, concurrent);
 }
 
@@ -58,7 +58,7 @@ double median(std::vector<double> v) {
 
 /// One measuring thread's state: its own executor, KV caches and buffers.
 struct Worker {
-  std::unique_ptr<engine::exec::CpuExecutor> exec;
+  std::shared_ptr<engine::exec::Executor> exec;
   std::vector<engine::serving::KvCache> kv;  ///< [num_layers]
   std::vector<float> x, y, h, expert_x, shared;
   std::vector<int32_t> topk_ids;
@@ -81,18 +81,18 @@ struct Point {
 
 class Measurer {
  public:
-  Measurer(std::shared_ptr<const engine::exec::CpuModel> model, int threads, int concurrent,
+  /// `executors`: one per concurrent worker (each a device's executor of the backend).
+  Measurer(ModelConfig config, std::vector<std::shared_ptr<engine::exec::Executor>> executors,
            int repeats)
-      : model_(std::move(model)),
-        config_(model_->config()),
+      : config_(std::move(config)),
         repeats_(repeats),
-        concurrent_(concurrent) {
+        concurrent_(static_cast<int>(executors.size())) {
     const ModelConfig& c = config_;
-    workers_.resize(static_cast<size_t>(concurrent));
+    workers_.resize(executors.size());
     for (size_t i = 0; i < workers_.size(); ++i) {
       Worker& w = workers_[i];
       w.index = static_cast<int>(i);
-      w.exec = std::make_unique<engine::exec::CpuExecutor>(model_, nullptr, threads);
+      w.exec = std::move(executors[i]);
       w.kv.assign(static_cast<size_t>(c.num_layers),
                   engine::serving::KvCache(c.num_kv_heads * c.head_dim));
       w.flush.assign(size_t{16} << 20, 1.0f);
@@ -236,7 +236,6 @@ class Measurer {
   }
 
  private:
-  std::shared_ptr<const engine::exec::CpuModel> model_;
   ModelConfig config_;
   int repeats_;
   int concurrent_;
@@ -274,9 +273,10 @@ std::vector<engine::serving::Request> overhead_requests(int64_t vocab) {
 /// the routing it recorded to `routing`, in-process links, the kernel table `kernels` and no
 /// other overheads, no trace or routing record.
 Topology replay_in_sim(const Topology& cpu, const ModelConfig& config, const fs::path& routing,
-                       const fs::path& kernels) {
+                       const fs::path& kernels, const std::string& sim_kind) {
   Topology sim = cpu;
   sim.backend = "sim";
+  for (auto& d : sim.devices) d.kind = sim_kind;
   sim.model.synthetic = config;
   sim.model.path.clear();
   sim.model.preset.clear();
@@ -304,11 +304,10 @@ absl::StatusOr<RunOutcome> run_to_end(const Topology& topology,
   return out;
 }
 
-/// Host seconds per stage run (see calibrate_cpu).
-absl::StatusOr<double> measure_stage_overhead(const Topology& topology, const fs::path& scratch) {
-  Topology cpu = topology;
-  cpu.backend = "cpu";
-  for (auto& d : cpu.devices) d.kind = "cpu";
+/// Host seconds per stage run (see calibrate).
+absl::StatusOr<double> measure_stage_overhead(const Topology& topology, const fs::path& scratch,
+                                              const std::string& sim_kind) {
+  Topology cpu = topology;  // already on the measured backend
   const ModelConfig tiny = tiny_model(*cpu.model.synthetic);
   cpu.model.synthetic = tiny;
   cpu.model.path.clear();
@@ -332,13 +331,13 @@ absl::StatusOr<double> measure_stage_overhead(const Topology& topology, const fs
   const fs::path zero = scratch / "zero-kernels.csv";
   {
     std::ofstream z(zero);
-    z << meta_line(tiny, cpu.model.dtype, 1, 1) << "op,tokens,context,width,seconds\n";
+    z << meta_line(sim_kind, tiny, cpu.model.dtype, 1, 1) << "op,tokens,context,width,seconds\n";
     for (int n : {1, 2}) {
       z << "attention," << n << ",1,0,0\nexpert," << n << ",0," << tiny.expert_ffn << ",0\nlm_head,"
         << n << ",0,0,0\n";
     }
   }
-  Topology sim = replay_in_sim(cpu, *cpu.model.synthetic, scratch / "routing.csv", zero);
+  Topology sim = replay_in_sim(cpu, *cpu.model.synthetic, scratch / "routing.csv", zero, sim_kind);
   sim.cost.overheads.stage_us = 1.0;
   absl::StatusOr<RunOutcome> s = run_to_end(sim, requests);
   if (!s.ok()) return s.status();
@@ -428,10 +427,11 @@ void add_host_time_samples(const Slices& measured, const Slices& modeled, HostBu
   }
 }
 
-/// In-run host time per stage kind (see calibrate_cpu): the rows "host_<kind>,n,0,0,s".
+/// In-run host time per stage kind (see calibrate): the rows "host_<kind>,n,0,0,s".
 absl::StatusOr<std::string> measure_host_times(
     const Topology& topology, const ModelConfig& config, const std::string& kernel_rows,
-    const fs::path& scratch, const std::function<void(const std::string&)>& progress) {
+    const fs::path& scratch, const std::string& sim_kind,
+    const std::function<void(const std::string&)>& progress) {
   const std::vector<engine::serving::Request> requests = host_time_requests(config.vocab_size);
   // The real model on the cpu backend, traced, its routing recorded (each run overwrites
   // both files). One server: a warm-up run first, since a fresh server's first run pays page
@@ -454,7 +454,7 @@ absl::StatusOr<std::string> measure_host_times(
     if (!out->status.ok()) return out->status;
     if (run == 0) continue;  // the warm-up
     // The same runs in the sim: the kernel times just measured, no overheads.
-    Topology sim = replay_in_sim(cpu, config, cpu.routing_record_file, kernels);
+    Topology sim = replay_in_sim(cpu, config, cpu.routing_record_file, kernels, sim_kind);
     sim.trace_file = (scratch / "host-sim-trace.json").string();
     if (absl::StatusOr<RunOutcome> o = run_to_end(sim, requests); !o.ok()) return o.status();
     absl::StatusOr<Slices> measured = read_slices(cpu.trace_file);
@@ -482,8 +482,8 @@ absl::StatusOr<std::string> measure_host_times(
 
 }  // namespace
 
-absl::Status calibrate_cpu(const Topology& topology, const CpuCalibrationOptions& options,
-                           std::ostream& out) {
+absl::Status calibrate(const Topology& topology, const CalibrationOptions& options,
+                       std::ostream& out) {
   if (options.max_tokens < 8 || options.max_tokens > 2048 || options.max_context < 1 ||
       options.max_context > 2048 || options.repeats < 1 || options.repeats > 100 ||
       options.concurrent < 0 || options.concurrent > 64) {
@@ -491,9 +491,14 @@ absl::Status calibrate_cpu(const Topology& topology, const CpuCalibrationOptions
         "calibrate: max tokens in [8, 2048], max context in [1, 2048], repeats in [1, 100], "
         "concurrent in [0, 64]");
   }
+  if (options.backend != "cpu" && options.backend != "cuda") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("calibrate: backend '", options.backend, "': expected cpu or cuda"));
+  }
+  // `cpu` is the topology on the measured backend (cpu or cuda).
   Topology cpu = topology;
-  cpu.backend = "cpu";
-  for (auto& d : cpu.devices) d.kind = "cpu";
+  cpu.backend = options.backend;
+  for (auto& d : cpu.devices) d.kind = options.backend;
   cpu.trace_file.clear();
   cpu.routing_record_file.clear();
   if (!cpu.model.preset.empty()) {
@@ -502,24 +507,31 @@ absl::Status calibrate_cpu(const Topology& topology, const CpuCalibrationOptions
   }
   absl::StatusOr<std::unique_ptr<Server>> server = Server::create(cpu);
   if (!server.ok()) return server.status();
-  const std::shared_ptr<const engine::exec::CpuModel> model = (*server)->model();
   const ModelConfig config = (*server)->config();
   const int threads = static_cast<int>((*server)->gemm_threads_per_device());
   const int concurrent =
       options.concurrent > 0 ? options.concurrent : static_cast<int>(cpu.devices.size());
+  // The sim kind the rows describe: "cpu", or the GPU's (e.g. "H200").
+  const std::string sim_kind = (*server)->rate_kind();
+  std::vector<std::shared_ptr<engine::exec::Executor>> executors;
+  while (static_cast<int>(executors.size()) < concurrent) {
+    for (std::shared_ptr<engine::exec::Executor>& e : (*server)->make_executors()) {
+      if (static_cast<int>(executors.size()) < concurrent) executors.push_back(std::move(e));
+    }
+  }
   auto progress = [&](const std::string& line) {
     if (options.progress) options.progress(line);
   };
 
-  out << "# muflow calibrate: cpu backend, " << concurrent
+  out << "# muflow calibrate: " << options.backend << " backend, " << concurrent
       << " device thread(s) measuring at once, median of " << options.repeats << " calls\n"
-      << meta_line(config, cpu.model.dtype, threads, concurrent)
+      << meta_line(sim_kind, config, cpu.model.dtype, threads, concurrent)
       << "op,tokens,context,width,seconds\n";
   out.flush();
   // Everything written so far, for the sim run of the in-run host time measurement.
-  std::string kernel_rows = absl::StrCat(meta_line(config, cpu.model.dtype, threads, concurrent),
+  std::string kernel_rows = absl::StrCat(meta_line(sim_kind, config, cpu.model.dtype, threads, concurrent),
                                          "op,tokens,context,width,seconds\n");
-  Measurer m(model, threads, concurrent, options.repeats);
+  Measurer m(config, std::move(executors), options.repeats);
   const std::vector<Point> points = m.points(options.max_tokens, options.max_context);
   std::string last_op;
   for (size_t i = 0; i < points.size(); ++i) {
@@ -540,7 +552,7 @@ absl::Status calibrate_cpu(const Topology& topology, const CpuCalibrationOptions
   // In-run host time per stage kind, on the real model.
   // The rows are optional: a failed run costs them only, with a warning.
   absl::StatusOr<std::string> host =
-      measure_host_times(cpu, config, kernel_rows, scratch, progress);
+      measure_host_times(cpu, config, kernel_rows, scratch, sim_kind, progress);
   if (host.ok()) {
     out << *host;
     out.flush();
@@ -552,7 +564,7 @@ absl::Status calibrate_cpu(const Topology& topology, const CpuCalibrationOptions
   }
   // Host overhead per stage run, on a tiny model with the same structure and wiring.
   cpu.model.synthetic = config;
-  absl::StatusOr<double> overhead = measure_stage_overhead(cpu, scratch);
+  absl::StatusOr<double> overhead = measure_stage_overhead(cpu, scratch, sim_kind);
   std::error_code ec;
   fs::remove_all(scratch, ec);
   if (!overhead.ok()) {

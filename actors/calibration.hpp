@@ -1,9 +1,10 @@
 #pragma once
 /// \file
-/// `muflow calibrate --backend cpu`: measures this machine's stage kernels for a topology's
-/// model on the cpu backend, and the per-stage host overhead of its actors, and writes them
-/// as the CSV the sim reads with `[cost] kernels` (kernels/sim/measured_kernels.hpp), so that
-/// the sim predicts this machine's cpu-backend runs (issue #19 item 3).
+/// `muflow calibrate --backend cpu|cuda`: measures this machine's stage kernels for a
+/// topology's model on a real backend, and the per-stage host overhead of its actors, and
+/// writes them as the CSV the sim reads with `[cost] kernels` (kernels/sim/measured_kernels.hpp),
+/// so that the sim predicts this machine's runs on that backend (issue #19 item 3; on cuda,
+/// issue #20 item 4: the CSV's `# kind=` is the GPU's sim kind, e.g. H200).
 
 #include <cstdint>
 #include <functional>
@@ -15,7 +16,9 @@
 
 namespace muflow::actors {
 
-struct CpuCalibrationOptions {
+struct CalibrationOptions {
+  /// The backend measured: "cpu", or "cuda" (the process's first GPU; a build with CUDA).
+  std::string backend = "cpu";
   int64_t max_tokens = 512;    ///< largest batch (expert rows, prefill tokens, LM-head rows)
   int64_t max_context = 1024;  ///< largest decode context measured
   int repeats = 5;             ///< timed calls per point (median kept), after one warm-up
@@ -28,7 +31,8 @@ struct CpuCalibrationOptions {
 };
 
 /// Measures `topology`'s model (its [model], dtype and `[cluster] threads_per_device`; run on
-/// the cpu backend whatever its `backend` says) and writes the CSV to `out`, one row per
+/// `options.backend` whatever the topology's `backend` says; "cpu" below reads "cuda" there,
+/// and the sim replays use the GPU's sim kind) and writes the CSV to `out`, one row per
 /// point as it is measured (flushed, so an interrupted run keeps what it finished):
 ///  - attention decode (n sequences × context), prefill (one sequence of P tokens), expert
 ///    FFN (n rows; widths ffn and the MoEShard shard widths of 2 and of the device count),
@@ -57,7 +61,7 @@ struct CpuCalibrationOptions {
 /// Blocks the calling thread (seconds for small models, minutes for large ones). Errors: the
 /// topology's (model folder, dims), InvalidArgument for options out of range, Internal when a run
 /// fails.
-absl::Status calibrate_cpu(const engine::topology::Topology& topology,
-                           const CpuCalibrationOptions& options, std::ostream& out);
+absl::Status calibrate(const engine::topology::Topology& topology,
+                       const CalibrationOptions& options, std::ostream& out);
 
 }  // namespace muflow::actors

@@ -1,0 +1,65 @@
+#pragma once
+/// \file
+/// The KV cache of one GPU executor: a paged pool on the device that mirrors the host
+/// KvCaches of its attention stages (issue #20). The host cache (engine/serving/kv_cache.hpp)
+/// stays the authority: admission, replication (KvRows) and release read it; the device
+/// copy is what attention reads. Before each attention run the mirror brings a request's
+/// device rows up to the host's (rows that reached the host another way, e.g. a replica's
+/// apply_kv_rows, are uploaded) and drops requests the host released or restarted.
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "engine/dataflow/token_batch.hpp"
+#include "engine/exec/cuda_model.hpp"
+#include "engine/serving/kv_cache.hpp"
+#include "kernels/cuda/device_buffer.hpp"
+
+namespace muflow::engine::exec {
+
+/// Paged K/V rows on one GPU (kernels/cuda/attention.hpp for the page layout). Owned by one
+/// executor; its calls come one at a time (see Executor).
+class CudaKvCache {
+ public:
+  explicit CudaKvCache(int64_t kv_width) : kv_width_(kv_width) {}
+
+  /// Where a batch's rows go and what each attends to: page/slot of row i's new K/V,
+  /// table_start[i] into `table` (its request's pages), context_len[i] = position + 1.
+  struct Plan {
+    std::vector<int32_t> page, slot, table_start, context_len, table;
+  };
+
+  /// Syncs the device copy of `host`'s requests in `tokens` (rows the host has that the device
+  /// lacks are uploaded on `stream`), drops this host cache's requests whose host length fell
+  /// below the device's (released or restarted), allocates pages for the batch's rows (their
+  /// positions already checked to continue the host cache) and returns the plan. Device
+  /// lengths count the batch's rows from here on. Errors: ResourceExhausted when the pool
+  /// cannot grow; scratch allocation errors.
+  absl::StatusOr<Plan> prepare(const serving::KvCache& host,
+                               const std::vector<dataflow::TokenMeta>& tokens,
+                               CudaScratch& scratch, int scratch_slot, cudaStream_t stream);
+
+  /// The device pool (page p at p · kv_page_floats(kv_width)); changes when the pool grows.
+  float* pool() const { return pool_.as<float>(); }
+  int64_t pages_in_use() const { return capacity_ - static_cast<int64_t>(free_.size()); }
+
+ private:
+  struct Entry {
+    std::vector<int32_t> pages;
+    int64_t len = 0;
+  };
+  absl::StatusOr<int32_t> allocate_page(cudaStream_t stream);
+  void free_entry(Entry& e);
+
+  int64_t kv_width_;
+  int64_t capacity_ = 0;  // pages
+  kernels::cuda::DeviceBuffer pool_;
+  std::vector<int32_t> free_;
+  absl::flat_hash_map<const serving::KvCache*, absl::flat_hash_map<int64_t, Entry>> entries_;
+};
+
+}  // namespace muflow::engine::exec

@@ -1,0 +1,45 @@
+#include "kernels/cuda/device_info.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
+
+namespace muflow::kernels::cuda {
+
+int device_count(std::string* why_none) {
+  int count = 0;  // left untouched by a failing call
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky-free error so later calls start clean
+    if (why_none != nullptr) *why_none = cudaGetErrorString(e);
+    return 0;
+  }
+  if (count == 0 && why_none != nullptr) *why_none = "no CUDA device";
+  return count;
+}
+
+std::string device_description(int gpu) {
+  cudaDeviceProp p{};
+  if (cudaGetDeviceProperties(&p, gpu) != cudaSuccess) return "";
+  char buf[256];
+  std::snprintf(buf, sizeof(buf), "%s (sm_%d%d, %d SMs, %.1f GiB)", p.name, p.major, p.minor,
+                p.multiProcessorCount, static_cast<double>(p.totalGlobalMem) / (1 << 30));
+  return buf;
+}
+
+std::string sim_device_kind(int gpu) {
+  cudaDeviceProp p{};
+  if (cudaGetDeviceProperties(&p, gpu) != cudaSuccess) return "H100-SXM";
+  const std::string name = p.name;
+  if (name.find("H200") != std::string::npos) return "H200";
+  if (name.find("H100") != std::string::npos) return "H100-SXM";
+  if (name.find("A100") != std::string::npos) {
+    return p.totalGlobalMem > (size_t{60} << 30) ? "A100-80GB" : "A100-40GB";
+  }
+  if (name.find("V100") != std::string::npos) return "V100-32GB";
+  if (p.major == 8) return "A100-80GB";
+  if (p.major == 7) return "V100-32GB";
+  return "H100-SXM";
+}
+
+}  // namespace muflow::kernels::cuda

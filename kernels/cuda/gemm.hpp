@@ -1,0 +1,70 @@
+#pragma once
+/// \file
+/// muflow's GEMMs on NVIDIA GPUs: C = A·Wᵀ (+ bias) with W in HF layout [N, K], one fixed
+/// reduction order per output element whatever M, the row's position in the batch or the
+/// tile shape chosen for M (kernels/README.md "The batch-invariance rule"; issue #20):
+///
+/// - f32 (`gemm_f32`): CUDA cores, every element one `fmaf` chain over k ascending from +0,
+///   bias added last: the same operations, in the same order, as the cpu fixed-order GEMM
+///   (kernels/cpu/fixed_order_gemm.hpp), so the same bits.
+/// - bf16 (`gemm_bf16`): tensor cores (WMMA 16×16×16, bf16 in, f32 accumulate), k in
+///   32-wide tiles ascending, each tile two MMAs (k 0–15, then 16–31); no split-K. The tile
+///   height (32 or 128 rows) is picked from M but only changes which warp computes a row,
+///   never the MMA sequence an element goes through.
+/// - grouped (`grouped_gemm_*`): many A blocks against their own W of one shape [N, K], in
+///   one launch (the experts of one MoE block), each element computed as by the dense form.
+///
+/// All pointers are device pointers; sizes are elements; every call is asynchronous on
+/// `stream`. Preconditions (aborting through MUFLOW_ASSERT): m, n, k ≥ 0; lda, ldw ≥ k;
+/// ldc ≥ n; bf16 forms: k, lda and ldw multiples of 8 and A and W 16-byte aligned (cp.async).
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace muflow::kernels::cuda {
+
+/// c[m, n] = Σ_k a[m, k]·w[n, k] (+ bias[n]); f32. bias may be null.
+void gemm_f32(const float* a, int64_t lda, const float* w, int64_t ldw, const float* bias,
+              float* c, int64_t ldc, int64_t m, int64_t n, int64_t k, cudaStream_t stream);
+
+/// As gemm_f32 with bf16 A and W (raw bits), f32 accumulate and output. Round A to bf16
+/// first (`round_to_bf16`), as the cpu Linear's bf16 contract does.
+void gemm_bf16(const uint16_t* a, int64_t lda, const uint16_t* w, int64_t ldw,
+               const float* bias, float* c, int64_t ldc, int64_t m, int64_t n, int64_t k,
+               cudaStream_t stream);
+
+/// One group of a grouped GEMM: rows [0, m) of `a` (ld = k) against `w` [n, k], into `c`
+/// (ld = n). `a` is uint16_t bf16 bits or float, as the call's dtype.
+struct GemmGroup {
+  const void* a = nullptr;
+  const void* w = nullptr;
+  float* c = nullptr;
+  int64_t m = 0;
+};
+
+/// The launch plan of a grouped GEMM, built on the host: the groups and, per group, the
+/// index of its first row tile. Upload `groups` and `tile_start` to the device (`bytes()`
+/// bytes, `pack` writes them into one host buffer) and pass that copy to `grouped_gemm_*`.
+struct GroupedGemmPlan {
+  int32_t tile_rows = 0;    ///< rows per tile (the launch's BM)
+  int32_t total_tiles = 0;  ///< Σ ceil(m_g / tile_rows)
+  std::vector<GemmGroup> groups;
+  std::vector<int32_t> tile_start;  ///< [groups + 1]
+  /// Plans `groups` for a bf16 (`bf16` true) or f32 launch.
+  static GroupedGemmPlan make(std::vector<GemmGroup> groups, bool bf16);
+  /// Bytes of the packed form: the groups, then tile_start (8-byte aligned).
+  std::size_t bytes() const;
+  /// Writes the packed form into `out` (bytes() bytes).
+  void pack(void* out) const;
+};
+
+/// Runs every group of `plan` in one launch; `packed` is the device copy of plan.pack().
+/// bf16: the groups' a and w are bf16 bits (k multiple of 8, 16-byte aligned rows).
+void grouped_gemm_bf16(const GroupedGemmPlan& plan, const void* packed, int64_t n, int64_t k,
+                       cudaStream_t stream);
+void grouped_gemm_f32(const GroupedGemmPlan& plan, const void* packed, int64_t n, int64_t k,
+                      cudaStream_t stream);
+
+}  // namespace muflow::kernels::cuda
