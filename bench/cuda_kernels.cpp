@@ -9,7 +9,7 @@
 //     measured here), and the executor's wall time per stage (uploads, launches, downloads,
 //     synchronization) minus its kernels' time: the per-stage overhead.
 // Each result is printed, and appended to --csv as soon as it is measured.
-// Usage: cuda_kernels [--csv FILE] [--quick]
+// Usage: cuda_kernels [--csv FILE] [--quick] [--decode-only]
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,7 @@
 #include "kernels/cuda/rms_norm.hpp"
 #include "kernels/cuda/rope.hpp"
 #include "kernels/cuda/router.hpp"
+#include "kernels/cuda/swiglu.hpp"
 
 namespace {
 
@@ -273,6 +275,46 @@ void decode_step(Csv& csv, bool quick, cudaStream_t stream) {
     (void)(*model)->expert(0, 0, dn, 1, dy, scratch, stream);
     (void)(*model)->expert(0, 1, dn, 1, dy, scratch, stream);
   }, steps, stream);
+  // Each op of the step alone (the same buffers), to see where the time goes.
+  {
+    const ex::CudaMatrix& gate_up_w = blk.gate_up[0];
+    const ex::CudaMatrix& down_w = blk.down[0];
+    auto* dg = static_cast<float*>(buf(11, 2 * c.expert_ffn * 4));
+    auto* dact = static_cast<uint16_t*>(buf(16, c.expert_ffn * 2));  // not a model slot
+    auto* dxb = static_cast<uint16_t*>(buf(17, H * 2));
+    kc::round_to_bf16(dn, H, dxb, stream);
+    struct Op {
+      const char* name;
+      std::function<void()> run;
+    };
+    const std::vector<Op> ops = {
+        {"input_norm", [&] { kc::rms_norm(dh, blk.input_norm.as<float>(), 1, H, 1e-5f, dn, stream); }},
+        {"qkv_gemm", [&] { (void)(*model)->linear(blk.qkv, nullptr, dn, 1, dqkv, scratch, 12, stream); }},
+        {"rope", [&] { kc::rope_qk(dqkv, W, dpos, 1, c.num_heads, c.num_kv_heads, c.head_dim, c.rope_theta, stream); }},
+        {"kv_write", [&] { kc::kv_write(pool.as<float>(), kvd, dqkv, W, qd, dmeta, dmeta + 1, 1, stream); }},
+        {"paged_attention", [&] {
+           kc::paged_attention(dqkv, W, pool.as<float>(), dmeta + 4, dmeta + 2, dmeta + 3, 1,
+                               c.num_heads, c.num_kv_heads, c.head_dim, da, stream);
+         }},
+        {"o_gemm", [&] { (void)(*model)->linear(blk.o, nullptr, da, 1, dp, scratch, 12, stream); }},
+        {"residual_add", [&] { kc::add_inplace(dh, dp, H, stream); }},
+        {"router_gemm_f32", [&] { (void)(*model)->linear(blk.router, nullptr, dn, 1, dl, scratch, 12, stream); }},
+        {"router_topk", [&] { kc::router_topk(dl, 1, c.num_experts, 2, true, di, dw, stream); }},
+        {"expert_gate_up_gemm", [&] {
+           kc::gemm_bf16(dxb, H, gate_up_w.data.as<uint16_t>(), H, nullptr, dg, 2 * c.expert_ffn, 1,
+                         2 * c.expert_ffn, H, stream);
+         }},
+        {"expert_swiglu", [&] { kc::swiglu(dg, 1, c.expert_ffn, nullptr, dact, stream); }},
+        {"expert_down_gemm", [&] {
+           kc::gemm_bf16(dact, c.expert_ffn, down_w.data.as<uint16_t>(), c.expert_ffn, nullptr, dy, H,
+                         1, H, c.expert_ffn, stream);
+         }},
+    };
+    csv.row("section,op,us");
+    for (const Op& op : ops) {
+      csv.row(fmt("decode_op,%s,%.1f", op.name, time_ms(op.run, steps, stream) * 1e3));
+    }
+  }
   const double kernels_us = (attn_ms + expert_ms) * 1e3;
   const double bound_us = step_bytes / bw * 1e6;
   csv.row("section,ffn,weight_bytes,copy_bw_gbs,hbm_bound_us,kernels_us,kernels_vs_bound,"
@@ -289,7 +331,7 @@ void decode_step(Csv& csv, bool quick, cudaStream_t stream) {
 
 int main(int argc, char** argv) {
   Csv csv;
-  bool quick = false;
+  bool quick = false, decode_only = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--csv" && i + 1 < argc) {
@@ -300,8 +342,10 @@ int main(int argc, char** argv) {
       }
     } else if (a == "--quick") {
       quick = true;
+    } else if (a == "--decode-only") {
+      decode_only = true;
     } else {
-      std::fprintf(stderr, "usage: cuda_kernels [--csv FILE] [--quick]\n");
+      std::fprintf(stderr, "usage: cuda_kernels [--csv FILE] [--quick] [--decode-only]\n");
       return 2;
     }
   }
@@ -313,7 +357,7 @@ int main(int argc, char** argv) {
   std::printf("# device: %s\n", kc::device_description(0).c_str());
   cudaStream_t stream;
   MUFLOW_CUDA_ASSERT(cudaStreamCreate(&stream));
-  grouped_gemm_vs_cublas(csv, quick, stream);
+  if (!decode_only) grouped_gemm_vs_cublas(csv, quick, stream);
   decode_step(csv, quick, stream);
   cudaStreamDestroy(stream);
   return 0;

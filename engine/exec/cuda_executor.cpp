@@ -226,6 +226,13 @@ absl::Status CudaExecutor::attention_impl(int64_t block, serving::KvCache& kv,
   return absl::OkStatus();
 }
 
+absl::Status CudaExecutor::sync_kv(const serving::KvCache& kv,
+                                   const std::vector<int64_t>& request_ids) {
+  use_gpu();
+  if (absl::Status s = kv_.sync(kv, request_ids, scratch_, kKvStage, stream_); !s.ok()) return s;
+  return finish(stream_);
+}
+
 absl::Status CudaExecutor::expert_impl(int64_t block, int64_t expert, const float* x, int64_t n,
                                        float* y, int64_t range_begin, int64_t range_end) {
   const int64_t H = model_->config().hidden_size;

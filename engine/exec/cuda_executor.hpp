@@ -51,6 +51,9 @@ class CudaExecutor final : public Executor {
               const std::vector<topology::SamplingSpec>& sampling, std::vector<int32_t>* tokens,
               std::vector<std::vector<float>>* logits, double* seconds) override;
 
+  absl::Status sync_kv(const serving::KvCache& kv,
+                       const std::vector<int64_t>& request_ids) override;
+
   /// Pages of the device KV cache in use (tests).
   int64_t kv_pages_in_use() const { return kv_.pages_in_use(); }
 

@@ -43,6 +43,12 @@ class CudaKvCache {
                                const std::vector<dataflow::TokenMeta>& tokens,
                                CudaScratch& scratch, int scratch_slot, cudaStream_t stream);
 
+  /// The sync step of `prepare` alone, for `request_ids` (distinct): drops released or
+  /// restarted requests of `host`, then uploads the rows the host has and the device lacks
+  /// (asynchronously on `stream`). Errors: as prepare.
+  absl::Status sync(const serving::KvCache& host, const std::vector<int64_t>& request_ids,
+                    CudaScratch& scratch, int scratch_slot, cudaStream_t stream);
+
   /// The device pool (page p at p · kv_page_floats(kv_width)); changes when the pool grows.
   float* pool() const { return pool_.as<float>(); }
   int64_t pages_in_use() const { return capacity_ - static_cast<int64_t>(free_.size()); }

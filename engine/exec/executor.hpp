@@ -74,6 +74,15 @@ class Executor {
   /// records it in the run's DeviceActivity (engine/exec/device_activity.hpp), which
   /// contention-dependent kernel times read.
   virtual void set_device_busy(bool busy) {}
+  /// Brings this executor's own copy of `kv`'s rows of `request_ids` up to the host cache,
+  /// for a backend that keeps one (cuda: the device KV cache, engine/exec/cuda_kv_cache.hpp),
+  /// and waits for it. attention does this by itself for its rows; calibration calls it
+  /// before timing a call so that the copy is not timed. Default: nothing (the host cache is
+  /// the cache). Errors: the copy's (cuda: out of device memory).
+  virtual absl::Status sync_kv(const serving::KvCache& kv,
+                               const std::vector<int64_t>& request_ids) {
+    return absl::OkStatus();
+  }
 };
 
 }  // namespace muflow::engine::exec

@@ -41,12 +41,21 @@ __device__ __forceinline__ void f32_tile(const float* __restrict__ a, int64_t ld
   }
   for (int64_t k0 = 0; k0 < k; k0 += kF32K) {
     const int kend = static_cast<int>(k - k0 < kF32K ? k - k0 : kF32K);
-    for (int e = tid; e < kF32Tile * kF32K; e += kF32Threads) {
-      const int row = e / kF32K, kk = e % kF32K;
+    // All loads first (independent, so they overlap), then the shared stores.
+    constexpr int kLoads = kF32Tile * kF32K / kF32Threads;
+    float ra[kLoads], rw[kLoads];
+#pragma unroll
+    for (int i = 0; i < kLoads; ++i) {
+      const int e = tid + i * kF32Threads, row = e / kF32K, kk = e % kF32K;
       const int64_t gk = k0 + kk;
-      const int64_t gm = m0 + row, gn = n0 + row;
-      as[kk][row] = (gm < m && gk < k) ? a[gm * lda + gk] : 0.f;
-      ws[kk][row] = (gn < n && gk < k) ? w[gn * ldw + gk] : 0.f;
+      ra[i] = (m0 + row < m && gk < k) ? a[(m0 + row) * lda + gk] : 0.f;
+      rw[i] = (n0 + row < n && gk < k) ? w[(n0 + row) * ldw + gk] : 0.f;
+    }
+#pragma unroll
+    for (int i = 0; i < kLoads; ++i) {
+      const int e = tid + i * kF32Threads;
+      as[e % kF32K][e / kF32K] = ra[i];
+      ws[e % kF32K][e / kF32K] = rw[i];
     }
     __syncthreads();
     for (int kk = 0; kk < kend; ++kk) {
@@ -71,6 +80,57 @@ __device__ __forceinline__ void f32_tile(const float* __restrict__ a, int64_t ld
       if (gm < m && gn < n) c[gm * ldc + gn] = bias != nullptr ? acc[i][j] + bias[gn] : acc[i][j];
     }
   }
+}
+
+// Narrow weights (N ≤ 16, e.g. a router's experts): the tile kernel would run one block over
+// all of K, a load-latency-bound loop. Here a block owns 8 rows × all N columns and walks K in
+// 384-wide chunks that all its threads load at once; thread (r, j) then runs the same fmaf
+// chain over k ascending from +0 for element (r, j), so the bits are the tile kernel's.
+constexpr int kNarrowN = 16, kNarrowRows = 8, kNarrowK = 384;
+constexpr int kNarrowThreads = kNarrowN * kNarrowRows;
+
+__global__ void __launch_bounds__(kNarrowThreads)
+    gemm_f32_narrow_kernel(const float* __restrict__ a, int64_t lda, const float* __restrict__ w,
+                           int64_t ldw, const float* __restrict__ bias, float* __restrict__ c,
+                           int64_t ldc, int64_t m, int64_t n, int64_t k) {
+  __shared__ float as[kNarrowRows][kNarrowK + 1];
+  __shared__ float ws[kNarrowN][kNarrowK + 1];
+  const int tid = static_cast<int>(threadIdx.x);
+  const int r = tid / kNarrowN, j = tid % kNarrowN;
+  const int64_t m0 = static_cast<int64_t>(blockIdx.x) * kNarrowRows;
+  float acc = 0.f;
+  for (int64_t k0 = 0; k0 < k; k0 += kNarrowK) {
+    const int kend = static_cast<int>(k - k0 < kNarrowK ? k - k0 : kNarrowK);
+    // All loads first (independent, so they overlap), then the shared stores.
+    constexpr int kA = kNarrowRows * kNarrowK / kNarrowThreads;
+    constexpr int kW = kNarrowN * kNarrowK / kNarrowThreads;
+    float ra[kA], rw[kW];
+#pragma unroll
+    for (int i = 0; i < kA; ++i) {
+      const int e = tid + i * kNarrowThreads, row = e / kNarrowK, kk = e % kNarrowK;
+      ra[i] = (m0 + row < m && kk < kend) ? a[(m0 + row) * lda + k0 + kk] : 0.f;
+    }
+#pragma unroll
+    for (int i = 0; i < kW; ++i) {
+      const int e = tid + i * kNarrowThreads, col = e / kNarrowK, kk = e % kNarrowK;
+      rw[i] = (col < n && kk < kend) ? w[col * ldw + k0 + kk] : 0.f;
+    }
+#pragma unroll
+    for (int i = 0; i < kA; ++i) {
+      const int e = tid + i * kNarrowThreads;
+      as[e / kNarrowK][e % kNarrowK] = ra[i];
+    }
+#pragma unroll
+    for (int i = 0; i < kW; ++i) {
+      const int e = tid + i * kNarrowThreads;
+      ws[e / kNarrowK][e % kNarrowK] = rw[i];
+    }
+    __syncthreads();
+    for (int kk = 0; kk < kend; ++kk) acc = fmaf(as[r][kk], ws[j][kk], acc);
+    __syncthreads();
+  }
+  const int64_t gm = m0 + r;
+  if (gm < m && j < n) c[gm * ldc + j] = bias != nullptr ? acc + bias[j] : acc;
 }
 
 __global__ void __launch_bounds__(kF32Threads)
@@ -106,7 +166,7 @@ struct Bf16Config {
 };
 // Decode: a few rows, weights streamed by many narrow blocks with deep pipelines (bytes in
 // flight per SM); mid-size batches; prefill and large expert batches.
-using SmallM = Bf16Config<16, 32, 128, 4, 1, 2>;
+using SmallM = Bf16Config<16, 32, 128, 8, 1, 2>;
 using MidM = Bf16Config<64, 64, 64, 4, 2, 2>;
 using LargeM = Bf16Config<128, 256, 64, 3, 2, 4>;
 
@@ -176,9 +236,8 @@ __device__ __forceinline__ void bf16_tile(const uint16_t* __restrict__ a, int64_
     const int s = static_cast<int>(kt % C::STAGES);
     const uint16_t* sa = as + s * C::BM * C::kLd;
     const uint16_t* sw = ws + s * C::BN * C::kLd;
-#pragma unroll
-    for (int kk = 0; kk < C::BK; kk += 16) {
-      if (kt * C::BK + kk >= k) break;  // uniform over the block
+    // One 16-wide chunk of k: the fragments of this warp's tile, then their MMAs.
+    auto chunk = [&](int kk) {
       wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa[C::kFragsM];
       wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> fb[C::kFragsN];
 #pragma unroll
@@ -200,6 +259,14 @@ __device__ __forceinline__ void bf16_tile(const uint16_t* __restrict__ a, int64_
 #pragma unroll
         for (int j = 0; j < C::kFragsN; ++j) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
       }
+    };
+    if ((kt + 1) * C::BK <= k) {
+      // A whole tile: every chunk, unrolled without a bound check.
+#pragma unroll
+      for (int kk = 0; kk < C::BK; kk += 16) chunk(kk);
+    } else {
+      // The last, partial tile: only the chunks that start below K (uniform over the block).
+      for (int kk = 0; kk < C::BK && kt * C::BK + kk < k; kk += 16) chunk(kk);
     }
   }
   cp_async_wait<0>();
@@ -332,6 +399,13 @@ void gemm_f32(const float* a, int64_t lda, const float* w, int64_t ldw, const fl
               float* c, int64_t ldc, int64_t m, int64_t n, int64_t k, cudaStream_t stream) {
   check_sizes(lda, ldw, ldc, m, n, k);
   if (m == 0 || n == 0) return;
+  if (n <= kNarrowN) {  // the same bits as the tile kernel (see gemm_f32_narrow_kernel)
+    MUFLOW_ASSERT(ceil_div(m, kNarrowRows) <= INT32_MAX, "cuda gemm_f32: too many rows");
+    gemm_f32_narrow_kernel<<<static_cast<unsigned>(ceil_div(m, kNarrowRows)), kNarrowThreads, 0,
+                             stream>>>(a, lda, w, ldw, bias, c, ldc, m, n, k);
+    MUFLOW_CUDA_LAUNCH_CHECK();
+    return;
+  }
   MUFLOW_ASSERT(ceil_div(m, kF32Tile) <= 65535, "cuda gemm_f32: too many rows for one launch");
   const dim3 grid(static_cast<unsigned>(ceil_div(n, kF32Tile)),
                   static_cast<unsigned>(ceil_div(m, kF32Tile)));

@@ -219,6 +219,11 @@ TEST(CudaExecutorKv, MirrorFollowsTheHostCache) {
   for (int64_t p = 0; p < 5; ++p) {
     ASSERT_TRUE(replica.append(7, p, kv.keys(7) + p * kvd, kv.values(7) + p * kvd));
   }
+  // sync_kv uploads them ahead (what calibration does before timing); attention then finds
+  // the device copy current.
+  ASSERT_TRUE(b.sync_kv(replica, {7}).ok());
+  const int64_t pages_b = b.kv_pages_in_use();
+  EXPECT_EQ(pages_b, 1);
   const std::vector<float> h6 = hidden(1, 2.f);
   const Out on_a = attend(a, kv, rows(7, 5, 6), h6, &s);
   ASSERT_TRUE(s.ok()) << s;

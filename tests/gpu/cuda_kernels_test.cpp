@@ -1,7 +1,8 @@
 // The cuda kernels (kernels/cuda/) against kernels/reference, and their batch invariance
 // (kernels/README.md): a row's bits never depend on the batch it ran in. Needs a GPU; skips
 // with a message elsewhere. Tolerances per op are stated where they are checked:
-//   gemm_f32      bitwise a plain std::fma chain over k ascending from +0, bias last
+//   gemm_f32      bitwise a plain std::fma chain over k ascending from +0, bias last (both
+//                 its kernels: narrow weights, N ≤ 16, and tiles)
 //   gemm_bf16     1e-5 · Σ_k |x_k·w_k| · max(1, K/256) (+|bias|) against the bf16 reference
 //   rms_norm      4e-6 · |ref| + 1e-7        rope      2e-6 · (|x_i| + |x_{i+d/2}|) + 1e-7
 //   swiglu        2e-6 · |ref| + 1e-30       router    ids equal; weights 2e-6 · w
@@ -62,7 +63,8 @@ TEST(CudaGemm, F32IsBitwiseTheFmaChainOfTheCpuFixedOrderGemm) {
   struct Shape { int64_t m, n, k, pad; bool bias; };
   for (const Shape s : {Shape{1, 1, 1, 0, false}, Shape{5, 70, 33, 3, true},
                         Shape{100, 130, 257, 0, true}, Shape{64, 64, 16, 0, false},
-                        Shape{67, 9, 200, 5, true}}) {
+                        Shape{67, 9, 200, 5, true}, Shape{1, 8, 4096, 0, false},
+                        Shape{300, 16, 1000, 7, true}, Shape{33, 17, 777, 0, true}}) {
     const int64_t lda = s.k + s.pad, ldw = s.k + s.pad;
     std::vector<float> a = ref::random_floats(rng, s.m * lda, -1.f, 1.f);
     std::vector<float> w = ref::random_floats(rng, s.n * ldw, -1.f, 1.f);
