@@ -1,6 +1,7 @@
 #include "engine/exec/cuda_executor.hpp"
 
 #include <cstring>
+#include <tuple>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_format.h"
