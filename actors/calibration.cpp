@@ -534,8 +534,9 @@ absl::Status calibrate(const Topology& topology, const CalibrationOptions& optio
       << "op,tokens,context,width,seconds\n";
   out.flush();
   // Everything written so far, for the sim run of the in-run host time measurement.
-  std::string kernel_rows = absl::StrCat(meta_line(sim_kind, config, cpu.model.dtype, threads, concurrent),
-                                         "op,tokens,context,width,seconds\n");
+  std::string kernel_rows =
+      absl::StrCat(meta_line(sim_kind, config, cpu.model.dtype, threads, concurrent),
+                   "op,tokens,context,width,seconds\n");
   Measurer m(config, std::move(executors), options.repeats);
   const std::vector<Point> points = m.points(options.max_tokens, options.max_context);
   std::string last_op;

@@ -15,8 +15,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdarg>
 #include <cmath>
+#include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -82,8 +82,8 @@ kc::DeviceBuffer device_random_bf16(size_t count, uint64_t seed) {
       std::memcpy(&bits, &f, 4);
       v = static_cast<uint16_t>(bits >> 16);
     }
-    MUFLOW_CUDA_ASSERT(cudaMemcpy(b.as<uint16_t>() + off, chunk.data(), chunk.size() * 2,
-                                  cudaMemcpyHostToDevice));
+    MUFLOW_CUDA_ASSERT(
+        cudaMemcpy(b.as<uint16_t>() + off, chunk.data(), chunk.size() * 2, cudaMemcpyHostToDevice));
   }
   return b;
 }
@@ -113,9 +113,12 @@ double copy_bandwidth(cudaStream_t stream) {
   MUFLOW_CUDA_ASSERT(src.allocate(bytes));
   MUFLOW_CUDA_ASSERT(dst.allocate(bytes));
   MUFLOW_CUDA_ASSERT(cudaMemset(src.get(), 1, bytes));
-  const double ms = time_ms([&] {
-    MUFLOW_CUDA_ASSERT(cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice, stream));
-  }, 10, stream);
+  const double ms = time_ms(
+      [&] {
+        MUFLOW_CUDA_ASSERT(
+            cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice, stream));
+      },
+      10, stream);
   return 2.0 * static_cast<double>(bytes) / (ms * 1e-3);
 }
 
@@ -134,8 +137,9 @@ void grouped_gemm_vs_cublas(Csv& csv, bool quick, cudaStream_t stream) {
     std::exit(1);
   }
   cublasSetStream(h, stream);
-  csv.row("section,tokens_per_expert,experts,n,k,grouped_tflops,dense_muflow_tflops,cublas_tflops,"
-          "grouped_vs_cublas,grouped_vs_peak");
+  csv.row(
+      "section,tokens_per_expert,experts,n,k,grouped_tflops,dense_muflow_tflops,cublas_tflops,"
+      "grouped_vs_cublas,grouped_vs_peak");
   for (int64_t t : {1, 16, 64, 256, 512, 1024, 2048, 4096}) {
     if (t > max_t) break;
     std::vector<kc::GemmGroup> groups;
@@ -147,22 +151,28 @@ void grouped_gemm_vs_cublas(Csv& csv, bool quick, cudaStream_t stream) {
     plan.pack(packed.data());
     kc::DeviceBuffer dpacked;
     MUFLOW_CUDA_ASSERT(dpacked.allocate(packed.size()));
-    MUFLOW_CUDA_ASSERT(cudaMemcpy(dpacked.get(), packed.data(), packed.size(), cudaMemcpyHostToDevice));
+    MUFLOW_CUDA_ASSERT(
+        cudaMemcpy(dpacked.get(), packed.data(), packed.size(), cudaMemcpyHostToDevice));
     const double flops = 2.0 * static_cast<double>(E * t) * N * K;
     const int reps = t >= 1024 ? 3 : 10;
-    const double g_ms = time_ms([&] { kc::grouped_gemm_bf16(plan, dpacked.get(), N, K, stream); }, reps, stream);
-    const double d_ms = time_ms([&] {
-      kc::gemm_bf16(x.as<uint16_t>(), K, wall.as<uint16_t>(), K, nullptr, c.as<float>(), N, E * t, N,
-                    K, stream);
-    }, reps, stream);
+    const double g_ms =
+        time_ms([&] { kc::grouped_gemm_bf16(plan, dpacked.get(), N, K, stream); }, reps, stream);
+    const double d_ms = time_ms(
+        [&] {
+          kc::gemm_bf16(x.as<uint16_t>(), K, wall.as<uint16_t>(), K, nullptr, c.as<float>(), N,
+                        E * t, N, K, stream);
+        },
+        reps, stream);
     const float alpha = 1.f, beta = 0.f;
     // Column-major cuBLAS: C^T [N, M] = W [N, K] (row-major = col-major [K, N], transposed) · X^T.
-    const double b_ms = time_ms([&] {
-      cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(E * t),
-                   static_cast<int>(K), &alpha, wall.get(), CUDA_R_16BF, static_cast<int>(K),
-                   x.get(), CUDA_R_16BF, static_cast<int>(K), &beta, c.get(), CUDA_R_32F,
-                   static_cast<int>(N), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-    }, reps, stream);
+    const double b_ms = time_ms(
+        [&] {
+          cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(E * t),
+                       static_cast<int>(K), &alpha, wall.get(), CUDA_R_16BF, static_cast<int>(K),
+                       x.get(), CUDA_R_16BF, static_cast<int>(K), &beta, c.get(), CUDA_R_32F,
+                       static_cast<int>(N), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        },
+        reps, stream);
     const double g = flops / (g_ms * 1e9), d = flops / (d_ms * 1e9), b = flops / (b_ms * 1e9);
     csv.row(fmt("grouped_gemm,%lld,%lld,%lld,%lld,%.1f,%.1f,%.1f,%.3f,%.3f", (long long)t,
                 (long long)E, (long long)N, (long long)K, g, d, b, g / b, g / kH100Bf16PeakTflops));
@@ -186,8 +196,8 @@ void decode_step(Csv& csv, bool quick, cudaStream_t stream) {
   std::printf("# building a synthetic bf16 layer of Mixtral-8x7B shape (ffn %lld)...\n",
               (long long)c.expert_ffn);
   std::fflush(stdout);
-  const auto weights = muflow::engine::model::make_synthetic_model(
-      c, 5, muflow::engine::model::DType::kBF16);
+  const auto weights =
+      muflow::engine::model::make_synthetic_model(c, 5, muflow::engine::model::DType::kBF16);
   auto model = ex::CudaModel::prepare(weights, 0);
   if (!model.ok()) {
     std::fprintf(stderr, "cuda_kernels: %s\n", std::string(model.status().message()).c_str());
@@ -195,8 +205,9 @@ void decode_step(Csv& csv, bool quick, cudaStream_t stream) {
   }
   const double bw = copy_bandwidth(stream);
   const int64_t H = c.hidden_size, qd = c.num_heads * c.head_dim, kvd = c.num_kv_heads * c.head_dim;
-  const double attn_bytes = 2.0 * (static_cast<double>(qd + 2 * kvd) * H + static_cast<double>(H) * qd) +
-                            4.0 * c.num_experts * H;
+  const double attn_bytes =
+      2.0 * (static_cast<double>(qd + 2 * kvd) * H + static_cast<double>(H) * qd) +
+      4.0 * c.num_experts * H;
   const double expert_bytes = 2.0 * 3.0 * static_cast<double>(c.expert_ffn) * H;
   const double step_bytes = attn_bytes + 2 * expert_bytes;
   // The executor path: prefill 128 positions, then time decode steps at positions 128.. .
@@ -208,7 +219,8 @@ void decode_step(Csv& csv, bool quick, cudaStream_t stream) {
   std::vector<float> h(ctx * H, 0.01f), x(ctx * H), w(ctx * 2), y(H);
   std::vector<int32_t> ids(ctx * 2);
   double unused = 0;
-  if (absl::Status s = exec.attention(0, kv, prefill, h.data(), {x.data(), ids.data(), w.data(), nullptr}, &unused);
+  if (absl::Status s = exec.attention(0, kv, prefill, h.data(),
+                                      {x.data(), ids.data(), w.data(), nullptr}, &unused);
       !s.ok()) {
     std::fprintf(stderr, "cuda_kernels: prefill: %s\n", std::string(s.message()).c_str());
     std::exit(1);
@@ -218,7 +230,8 @@ void decode_step(Csv& csv, bool quick, cudaStream_t stream) {
   for (int i = 0; i < steps; ++i) {
     std::vector<muflow::engine::dataflow::TokenMeta> one = {{.request_id = 1, .position = ctx + i}};
     const auto t0 = std::chrono::steady_clock::now();
-    if (absl::Status s = exec.attention(0, kv, one, h.data(), {x.data(), ids.data(), w.data(), nullptr}, &unused);
+    if (absl::Status s = exec.attention(0, kv, one, h.data(),
+                                        {x.data(), ids.data(), w.data(), nullptr}, &unused);
         !s.ok()) {
       std::fprintf(stderr, "cuda_kernels: decode: %s\n", std::string(s.message()).c_str());
       std::exit(1);
@@ -258,23 +271,28 @@ void decode_step(Csv& csv, bool quick, cudaStream_t stream) {
   MUFLOW_CUDA_ASSERT(cudaMemset(dh, 0, H * 4));
   MUFLOW_CUDA_ASSERT(cudaMemset(dpos, 0, 8));
   const int W = static_cast<int>(qd + 2 * kvd);
-  const double attn_ms = time_ms([&] {
-    kc::rms_norm(dh, blk.input_norm.as<float>(), 1, H, 1e-5f, dn, stream);
-    (void)(*model)->linear(blk.qkv, nullptr, dn, 1, dqkv, scratch, 12, stream);
-    kc::rope_qk(dqkv, W, dpos, 1, c.num_heads, c.num_kv_heads, c.head_dim, c.rope_theta, stream);
-    kc::kv_write(pool.as<float>(), kvd, dqkv, W, qd, dmeta, dmeta + 1, 1, stream);
-    kc::paged_attention(dqkv, W, pool.as<float>(), dmeta + 4, dmeta + 2, dmeta + 3, 1, c.num_heads,
-                        c.num_kv_heads, c.head_dim, da, stream);
-    (void)(*model)->linear(blk.o, nullptr, da, 1, dp, scratch, 12, stream);
-    kc::add_inplace(dh, dp, H, stream);
-    kc::rms_norm(dh, blk.post_attn_norm.as<float>(), 1, H, 1e-5f, dn, stream);
-    (void)(*model)->linear(blk.router, nullptr, dn, 1, dl, scratch, 12, stream);
-    kc::router_topk(dl, 1, c.num_experts, 2, true, di, dw, stream);
-  }, steps, stream);
-  const double expert_ms = time_ms([&] {
-    (void)(*model)->expert(0, 0, dn, 1, dy, scratch, stream);
-    (void)(*model)->expert(0, 1, dn, 1, dy, scratch, stream);
-  }, steps, stream);
+  const double attn_ms = time_ms(
+      [&] {
+        kc::rms_norm(dh, blk.input_norm.as<float>(), 1, H, 1e-5f, dn, stream);
+        (void)(*model)->linear(blk.qkv, nullptr, dn, 1, dqkv, scratch, 12, stream);
+        kc::rope_qk(dqkv, W, dpos, 1, c.num_heads, c.num_kv_heads, c.head_dim, c.rope_theta,
+                    stream);
+        kc::kv_write(pool.as<float>(), kvd, dqkv, W, qd, dmeta, dmeta + 1, 1, stream);
+        kc::paged_attention(dqkv, W, pool.as<float>(), dmeta + 4, dmeta + 2, dmeta + 3, 1,
+                            c.num_heads, c.num_kv_heads, c.head_dim, da, stream);
+        (void)(*model)->linear(blk.o, nullptr, da, 1, dp, scratch, 12, stream);
+        kc::add_inplace(dh, dp, H, stream);
+        kc::rms_norm(dh, blk.post_attn_norm.as<float>(), 1, H, 1e-5f, dn, stream);
+        (void)(*model)->linear(blk.router, nullptr, dn, 1, dl, scratch, 12, stream);
+        kc::router_topk(dl, 1, c.num_experts, 2, true, di, dw, stream);
+      },
+      steps, stream);
+  const double expert_ms = time_ms(
+      [&] {
+        (void)(*model)->expert(0, 0, dn, 1, dy, scratch, stream);
+        (void)(*model)->expert(0, 1, dn, 1, dy, scratch, stream);
+      },
+      steps, stream);
   // Each op of the step alone (the same buffers), to see where the time goes.
   {
     const ex::CudaMatrix& gate_up_w = blk.gate_up[0];
@@ -288,26 +306,37 @@ void decode_step(Csv& csv, bool quick, cudaStream_t stream) {
       std::function<void()> run;
     };
     const std::vector<Op> ops = {
-        {"input_norm", [&] { kc::rms_norm(dh, blk.input_norm.as<float>(), 1, H, 1e-5f, dn, stream); }},
-        {"qkv_gemm", [&] { (void)(*model)->linear(blk.qkv, nullptr, dn, 1, dqkv, scratch, 12, stream); }},
-        {"rope", [&] { kc::rope_qk(dqkv, W, dpos, 1, c.num_heads, c.num_kv_heads, c.head_dim, c.rope_theta, stream); }},
-        {"kv_write", [&] { kc::kv_write(pool.as<float>(), kvd, dqkv, W, qd, dmeta, dmeta + 1, 1, stream); }},
-        {"paged_attention", [&] {
+        {"input_norm",
+         [&] { kc::rms_norm(dh, blk.input_norm.as<float>(), 1, H, 1e-5f, dn, stream); }},
+        {"qkv_gemm",
+         [&] { (void)(*model)->linear(blk.qkv, nullptr, dn, 1, dqkv, scratch, 12, stream); }},
+        {"rope",
+         [&] {
+           kc::rope_qk(dqkv, W, dpos, 1, c.num_heads, c.num_kv_heads, c.head_dim, c.rope_theta,
+                       stream);
+         }},
+        {"kv_write",
+         [&] { kc::kv_write(pool.as<float>(), kvd, dqkv, W, qd, dmeta, dmeta + 1, 1, stream); }},
+        {"paged_attention",
+         [&] {
            kc::paged_attention(dqkv, W, pool.as<float>(), dmeta + 4, dmeta + 2, dmeta + 3, 1,
                                c.num_heads, c.num_kv_heads, c.head_dim, da, stream);
          }},
         {"o_gemm", [&] { (void)(*model)->linear(blk.o, nullptr, da, 1, dp, scratch, 12, stream); }},
         {"residual_add", [&] { kc::add_inplace(dh, dp, H, stream); }},
-        {"router_gemm_f32", [&] { (void)(*model)->linear(blk.router, nullptr, dn, 1, dl, scratch, 12, stream); }},
+        {"router_gemm_f32",
+         [&] { (void)(*model)->linear(blk.router, nullptr, dn, 1, dl, scratch, 12, stream); }},
         {"router_topk", [&] { kc::router_topk(dl, 1, c.num_experts, 2, true, di, dw, stream); }},
-        {"expert_gate_up_gemm", [&] {
+        {"expert_gate_up_gemm",
+         [&] {
            kc::gemm_bf16(dxb, H, gate_up_w.data.as<uint16_t>(), H, nullptr, dg, 2 * c.expert_ffn, 1,
                          2 * c.expert_ffn, H, stream);
          }},
         {"expert_swiglu", [&] { kc::swiglu(dg, 1, c.expert_ffn, nullptr, dact, stream); }},
-        {"expert_down_gemm", [&] {
-           kc::gemm_bf16(dact, c.expert_ffn, down_w.data.as<uint16_t>(), c.expert_ffn, nullptr, dy, H,
-                         1, H, c.expert_ffn, stream);
+        {"expert_down_gemm",
+         [&] {
+           kc::gemm_bf16(dact, c.expert_ffn, down_w.data.as<uint16_t>(), c.expert_ffn, nullptr, dy,
+                         H, 1, H, c.expert_ffn, stream);
          }},
     };
     csv.row("section,op,us");
@@ -317,9 +346,10 @@ void decode_step(Csv& csv, bool quick, cudaStream_t stream) {
   }
   const double kernels_us = (attn_ms + expert_ms) * 1e3;
   const double bound_us = step_bytes / bw * 1e6;
-  csv.row("section,ffn,weight_bytes,copy_bw_gbs,hbm_bound_us,kernels_us,kernels_vs_bound,"
-          "attn_kernels_us,experts_kernels_us,attn_stage_wall_us,expert_stages_wall_us,"
-          "attn_stage_overhead_us,expert_stage_overhead_us");
+  csv.row(
+      "section,ffn,weight_bytes,copy_bw_gbs,hbm_bound_us,kernels_us,kernels_vs_bound,"
+      "attn_kernels_us,experts_kernels_us,attn_stage_wall_us,expert_stages_wall_us,"
+      "attn_stage_overhead_us,expert_stage_overhead_us");
   csv.row(fmt("decode_step,%lld,%.0f,%.0f,%.1f,%.1f,%.2f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f",
               (long long)c.expert_ffn, step_bytes, bw / 1e9, bound_us, kernels_us,
               kernels_us / bound_us, attn_ms * 1e3, expert_ms * 1e3, attn_wall * 1e6,

@@ -16,8 +16,9 @@ absl::StatusOr<std::unique_ptr<Backend>> make_backend(const engine::topology::To
   if (topology.backend == "cuda") return make_cuda_backend(topology);
   constexpr const char* kBuilt = "cpu, cuda, sim";
 #else
-  constexpr const char* kBuilt = "cpu, sim (cuda needs a build with the CUDA toolkit: nvcc found "
-                                 "by CMake, MUFLOW_WITH_CUDA=ON)";
+  constexpr const char* kBuilt =
+      "cpu, sim (cuda needs a build with the CUDA toolkit: nvcc found "
+      "by CMake, MUFLOW_WITH_CUDA=ON)";
 #endif
   return absl::UnimplementedError(
       absl::StrFormat("%s: backend '%s' is not available in this build; expected: %s",

@@ -62,8 +62,8 @@ absl::StatusOr<std::unique_ptr<Backend>> make_cuda_backend(
   std::string why;
   const int gpus = kernels::cuda::device_count(&why);
   if (gpus == 0) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "%s: backend 'cuda': no CUDA device found (%s)", topology.source, why));
+    return absl::FailedPreconditionError(
+        absl::StrFormat("%s: backend 'cuda': no CUDA device found (%s)", topology.source, why));
   }
   absl::StatusOr<std::shared_ptr<const engine::model::ModelWeights>> weights =
       load_model_weights(topology, /*prepared_copies=*/1.0);

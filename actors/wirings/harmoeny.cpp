@@ -226,9 +226,8 @@ class HarmoenyWiring final : public Wiring {
   }
   absl::StatusOr<std::shared_ptr<const PreparedWiring>> prepare(
       const WiringSetup& s) const override {
-    absl::StatusOr<HarmoenyParams> p =
-        resolve_harmoeny(s.topology, s.config, s.placement, s.sim, s.precision, s.weight_bytes,
-                         s.rate_kind);
+    absl::StatusOr<HarmoenyParams> p = resolve_harmoeny(s.topology, s.config, s.placement, s.sim,
+                                                        s.precision, s.weight_bytes, s.rate_kind);
     if (!p.ok()) return p.status();
     return std::make_shared<const PreparedHarmoeny>(std::move(*p));
   }

@@ -9,13 +9,10 @@
 
 namespace muflow::actors {
 
-absl::StatusOr<HarmoenyParams> resolve_harmoeny(const engine::topology::Topology& topology,
-                                                const engine::model::ModelConfig& config,
-                                                const engine::planning::Placement& placement,
-                                                const SimSetup* sim,
-                                                kernels::sim::Precision precision,
-                                                int64_t weight_bytes,
-                                                const std::string& rate_kind) {
+absl::StatusOr<HarmoenyParams> resolve_harmoeny(
+    const engine::topology::Topology& topology, const engine::model::ModelConfig& config,
+    const engine::planning::Placement& placement, const SimSetup* sim,
+    kernels::sim::Precision precision, int64_t weight_bytes, const std::string& rate_kind) {
   const engine::topology::HarmoenySpec& spec = topology.harmoeny;
   HarmoenyParams p;
   p.paper = spec.rebalance == "paper";
@@ -58,7 +55,7 @@ absl::StatusOr<HarmoenyParams> resolve_harmoeny(const engine::topology::Topology
       kind = sim->kinds.front();
       host = sim->links.front().host;
     } else {
-      const std::string name = !rate_kind.empty()        ? rate_kind
+      const std::string name = !rate_kind.empty()         ? rate_kind
                                : topology.devices.empty() ? "cpu"
                                                           : topology.devices.front().kind;
       absl::StatusOr<kernels::sim::DeviceKind> found = kernels::sim::find_device_kind(name);

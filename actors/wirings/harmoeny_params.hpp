@@ -39,15 +39,13 @@ struct HarmoenyParams {
 ///  - copy_s[d]: on sim the host link's time for one expert's weights (gate, up, down:
 ///    3 · hidden · ffn · weight_bytes, or 2 · for ungated experts); on cpu 0.
 /// `sim` is null on real backends; `rate_kind` is their Backend::rate_kind (the kind whose
-/// table gives q on cuda, e.g. "H200"; empty: device 0's topology kind, "cpu" on cpu). Errors: InvalidArgument naming `[harmoeny] slots` when the slots
-/// cannot hold a device's home experts or exceed the model's experts, or when Eq. 4 fails;
-/// NotFound for an unknown device kind or link class (the parser checks both first).
-absl::StatusOr<HarmoenyParams> resolve_harmoeny(const engine::topology::Topology& topology,
-                                                const engine::model::ModelConfig& config,
-                                                const engine::planning::Placement& placement,
-                                                const SimSetup* sim,
-                                                kernels::sim::Precision precision,
-                                                int64_t weight_bytes,
-                                                const std::string& rate_kind = "");
+/// table gives q on cuda, e.g. "H200"; empty: device 0's topology kind, "cpu" on cpu). Errors:
+/// InvalidArgument naming `[harmoeny] slots` when the slots cannot hold a device's home experts or
+/// exceed the model's experts, or when Eq. 4 fails; NotFound for an unknown device kind or link
+/// class (the parser checks both first).
+absl::StatusOr<HarmoenyParams> resolve_harmoeny(
+    const engine::topology::Topology& topology, const engine::model::ModelConfig& config,
+    const engine::planning::Placement& placement, const SimSetup* sim,
+    kernels::sim::Precision precision, int64_t weight_bytes, const std::string& rate_kind = "");
 
 }  // namespace muflow::actors

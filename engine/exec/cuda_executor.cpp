@@ -21,17 +21,17 @@ namespace kc = kernels::cuda;
 
 // Scratch slots of the executor (CudaModel's functions use 12–15).
 enum Slot : int {
-  kIn = 0,        // h or x rows uploaded
-  kOut = 1,       // expert output / normed rows
+  kIn = 0,   // h or x rows uploaded
+  kOut = 1,  // expert output / normed rows
   kQkv = 2,
   kAttn = 3,
   kProj = 4,
-  kX = 5,         // post-attention norm (expert input)
-  kLogits = 6,    // router or LM-head logits
+  kX = 5,       // post-attention norm (expert input)
+  kLogits = 6,  // router or LM-head logits
   kIds = 7,
   kWeights = 8,
   kShared = 9,
-  kMeta = 10,     // int32 page plan
+  kMeta = 10,  // int32 page plan
   kPositions = 11,
   kBf16Input = 12,
   kKvStage = 16,
@@ -71,8 +71,7 @@ absl::Status finish(cudaStream_t stream) {
 }  // namespace
 
 CudaExecutor::CudaExecutor(std::shared_ptr<const CudaModel> model)
-    : model_(std::move(model)),
-      kv_(model_->config().num_kv_heads * model_->config().head_dim) {
+    : model_(std::move(model)), kv_(model_->config().num_kv_heads * model_->config().head_dim) {
   use_gpu();
   MUFLOW_CUDA_ASSERT(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
 }
@@ -113,8 +112,8 @@ absl::Status CudaExecutor::attention(int64_t block, serving::KvCache& kv,
 }
 
 absl::Status CudaExecutor::attention_impl(int64_t block, serving::KvCache& kv,
-                                          const std::vector<dataflow::TokenMeta>& tokens,
-                                          float* h, const AttentionResult& out) {
+                                          const std::vector<dataflow::TokenMeta>& tokens, float* h,
+                                          const AttentionResult& out) {
   const model::ModelConfig& c = model_->config();
   const CudaModel::Block& blk = model_->block(block);
   const auto n = static_cast<int64_t>(tokens.size());
@@ -126,7 +125,8 @@ absl::Status CudaExecutor::attention_impl(int64_t block, serving::KvCache& kv,
     absl::flat_hash_map<int64_t, int64_t> next;
     for (int64_t i = 0; i < n; ++i) {
       auto it = next.find(tokens[i].request_id);
-      if (it == next.end()) it = next.emplace(tokens[i].request_id, kv.length(tokens[i].request_id)).first;
+      if (it == next.end())
+        it = next.emplace(tokens[i].request_id, kv.length(tokens[i].request_id)).first;
       if (tokens[i].position != it->second) {
         return absl::FailedPreconditionError(absl::StrFormat(
             "block %d: request %d position %d does not continue its KV cache (length %d)", block,
@@ -186,7 +186,8 @@ absl::Status CudaExecutor::attention_impl(int64_t block, serving::KvCache& kv,
   kc::kv_write(kv_.pool(), kvd, d_qkv, W, qd, d_page, d_slot, n, stream_);
   kc::paged_attention(d_qkv, W, kv_.pool(), d_table, d_table_start, d_context, n, c.num_heads,
                       c.num_kv_heads, hd, d_attn, stream_);
-  if (s = model_->linear(blk.o, nullptr, d_attn, n, d_proj, scratch_, kBf16Input, stream_); !s.ok()) {
+  if (s = model_->linear(blk.o, nullptr, d_attn, n, d_proj, scratch_, kBf16Input, stream_);
+      !s.ok()) {
     return s;
   }
   kc::add_inplace(d_h, d_proj, n * H, stream_);
@@ -219,9 +220,9 @@ absl::Status CudaExecutor::attention_impl(int64_t block, serving::KvCache& kv,
   for (int64_t i = 0; i < n; ++i) {
     const float* row = qkv.data() + i * W;
     if (!kv.append(tokens[i].request_id, tokens[i].position, row + qd, row + qd + kvd)) {
-      return absl::InternalError(absl::StrFormat(
-          "block %d: request %d position %d: host KV cache refused a checked row", block,
-          tokens[i].request_id, tokens[i].position));
+      return absl::InternalError(
+          absl::StrFormat("block %d: request %d position %d: host KV cache refused a checked row",
+                          block, tokens[i].request_id, tokens[i].position));
     }
   }
   return absl::OkStatus();
@@ -289,7 +290,8 @@ void CudaExecutor::sample(const std::vector<dataflow::TokenMeta>& rows, const fl
     absl::Status s;
     float* d_h = slot<float>(scratch_, kIn, n * c.hidden_size, &s);
     float* d_logits = slot<float>(scratch_, kLogits, n * c.vocab_size, &s);
-    if (s.ok()) s = copy(d_h, h, n * c.hidden_size * sizeof(float), cudaMemcpyHostToDevice, stream_);
+    if (s.ok())
+      s = copy(d_h, h, n * c.hidden_size * sizeof(float), cudaMemcpyHostToDevice, stream_);
     if (s.ok()) s = model_->logits(d_h, n, d_logits, scratch_, stream_);
     if (s.ok()) {
       s = copy(all.data(), d_logits, all.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_);

@@ -40,8 +40,8 @@ class CudaKvCache {
   /// lengths count the batch's rows from here on. Errors: ResourceExhausted when the pool
   /// cannot grow; scratch allocation errors.
   absl::StatusOr<Plan> prepare(const serving::KvCache& host,
-                               const std::vector<dataflow::TokenMeta>& tokens,
-                               CudaScratch& scratch, int scratch_slot, cudaStream_t stream);
+                               const std::vector<dataflow::TokenMeta>& tokens, CudaScratch& scratch,
+                               int scratch_slot, cudaStream_t stream);
 
   /// The sync step of `prepare` alone, for `request_ids` (distinct): drops released or
   /// restarted requests of `host`, then uploads the rows the host has and the device lacks

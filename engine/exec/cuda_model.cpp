@@ -57,7 +57,8 @@ class Uploader {
     if (bf16) {
       std::vector<uint16_t> all;
       all.reserve(static_cast<std::size_t>(rows * out->cols));
-      for (const model::WeightTensor* p : parts) all.insert(all.end(), p->bf16.begin(), p->bf16.end());
+      for (const model::WeightTensor* p : parts)
+        all.insert(all.end(), p->bf16.begin(), p->bf16.end());
       return copy(all.data(), all.size() * sizeof(uint16_t), &out->data);
     }
     std::vector<float> all;
@@ -79,11 +80,13 @@ class Uploader {
  private:
   absl::Status copy(const void* src, std::size_t bytes, kc::DeviceBuffer* out) {
     if (cudaError_t e = out->allocate(bytes); e != cudaSuccess) {
-      return cuda_status(e, absl::StrFormat("allocating %d bytes of weights (%d already on the GPU)",
-                                            bytes, *bytes_));
+      return cuda_status(
+          e, absl::StrFormat("allocating %d bytes of weights (%d already on the GPU)", bytes,
+                             *bytes_));
     }
     if (bytes > 0) {
-      if (cudaError_t e = cudaMemcpy(out->get(), src, bytes, cudaMemcpyHostToDevice); e != cudaSuccess) {
+      if (cudaError_t e = cudaMemcpy(out->get(), src, bytes, cudaMemcpyHostToDevice);
+          e != cudaSuccess) {
         return cuda_status(e, "uploading weights");
       }
     }
@@ -97,8 +100,8 @@ class Uploader {
 
 absl::Status cuda_status(cudaError_t e, std::string_view what) {
   cudaGetLastError();  // clear a non-sticky error
-  const std::string msg = absl::StrFormat("CUDA: %s: %s (%s)", what, cudaGetErrorName(e),
-                                          cudaGetErrorString(e));
+  const std::string msg =
+      absl::StrFormat("CUDA: %s: %s (%s)", what, cudaGetErrorName(e), cudaGetErrorString(e));
   return e == cudaErrorMemoryAllocation ? absl::ResourceExhaustedError(msg)
                                         : absl::InternalError(msg);
 }
@@ -123,9 +126,9 @@ absl::StatusOr<std::shared_ptr<const CudaModel>> CudaModel::prepare(
   if (absl::Status s = check_shape(weights.final_norm, {H}); !s.ok()) return s;
   if (absl::Status s = check_shape(weights.lm_head, {c.vocab_size, H}); !s.ok()) return s;
   if (static_cast<int64_t>(weights.blocks.size()) != c.num_layers) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "model has %d blocks, config says num_hidden_layers = %d", weights.blocks.size(),
-        c.num_layers));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("model has %d blocks, config says num_hidden_layers = %d",
+                        weights.blocks.size(), c.num_layers));
   }
   auto m = std::shared_ptr<CudaModel>(new CudaModel());
   m->config_ = c;
@@ -136,8 +139,12 @@ absl::StatusOr<std::shared_ptr<const CudaModel>> CudaModel::prepare(
     const model::BlockWeights& bw = weights.blocks[b];
     Block& blk = m->blocks_[b];
     for (auto [t, shape] : std::vector<std::pair<const model::WeightTensor*, std::vector<int64_t>>>{
-             {&bw.input_norm, {H}}, {&bw.post_attn_norm, {H}}, {&bw.q, {qd, H}},
-             {&bw.k, {kvd, H}}, {&bw.v, {kvd, H}}, {&bw.o, {H, qd}},
+             {&bw.input_norm, {H}},
+             {&bw.post_attn_norm, {H}},
+             {&bw.q, {qd, H}},
+             {&bw.k, {kvd, H}},
+             {&bw.v, {kvd, H}},
+             {&bw.o, {H, qd}},
              {&bw.router, {c.num_experts, H}}}) {
       if (absl::Status s = check_shape(*t, shape); !s.ok()) return s;
     }
@@ -146,7 +153,8 @@ absl::StatusOr<std::shared_ptr<const CudaModel>> CudaModel::prepare(
                                                         b, bw.experts.size(), c.num_experts));
     }
     if (absl::Status s = up.floats(bw.input_norm.to_f32(), &blk.input_norm); !s.ok()) return s;
-    if (absl::Status s = up.floats(bw.post_attn_norm.to_f32(), &blk.post_attn_norm); !s.ok()) return s;
+    if (absl::Status s = up.floats(bw.post_attn_norm.to_f32(), &blk.post_attn_norm); !s.ok())
+      return s;
     if (absl::Status s = up.matrix({&bw.q, &bw.k, &bw.v}, &blk.qkv); !s.ok()) return s;
     if (c.attention_bias) {
       std::vector<float> bias;
@@ -161,14 +169,16 @@ absl::StatusOr<std::shared_ptr<const CudaModel>> CudaModel::prepare(
       if (absl::Status s = up.floats(bias, &blk.qkv_bias); !s.ok()) return s;
     }
     if (absl::Status s = up.matrix({&bw.o}, &blk.o); !s.ok()) return s;
-    if (absl::Status s = up.f32_matrix(bw.router, &blk.router); !s.ok()) return s;  // routing in f32
+    if (absl::Status s = up.f32_matrix(bw.router, &blk.router); !s.ok())
+      return s;  // routing in f32
     blk.gate_up.resize(c.num_experts);
     blk.down.resize(c.num_experts);
     for (int64_t e = 0; e < c.num_experts; ++e) {
       const model::ExpertWeights& ew = bw.experts[e];
       for (auto [t, shape] :
            std::vector<std::pair<const model::WeightTensor*, std::vector<int64_t>>>{
-               {&ew.gate, {c.expert_ffn, H}}, {&ew.up, {c.expert_ffn, H}},
+               {&ew.gate, {c.expert_ffn, H}},
+               {&ew.up, {c.expert_ffn, H}},
                {&ew.down, {H, c.expert_ffn}}}) {
         if (absl::Status s = check_shape(*t, shape); !s.ok()) return s;
       }
@@ -180,8 +190,10 @@ absl::StatusOr<std::shared_ptr<const CudaModel>> CudaModel::prepare(
       const model::ExpertWeights& se = bw.shared_expert;
       for (auto [t, shape] :
            std::vector<std::pair<const model::WeightTensor*, std::vector<int64_t>>>{
-               {&se.gate, {c.shared_expert_ffn, H}}, {&se.up, {c.shared_expert_ffn, H}},
-               {&se.down, {H, c.shared_expert_ffn}}, {&bw.shared_expert_gate, {1, H}}}) {
+               {&se.gate, {c.shared_expert_ffn, H}},
+               {&se.up, {c.shared_expert_ffn, H}},
+               {&se.down, {H, c.shared_expert_ffn}},
+               {&bw.shared_expert_gate, {1, H}}}) {
         if (absl::Status s = check_shape(*t, shape); !s.ok()) return s;
       }
       if (absl::Status s = up.matrix({&se.gate, &se.up}, &blk.shared_gate_up); !s.ok()) return s;
@@ -261,8 +273,8 @@ absl::Status CudaModel::ffn(const CudaMatrix& gu, const CudaMatrix& dn, const fl
     } else {
       kc::gemm_f32(x, H, reinterpret_cast<const float*>(gate_rows), H, nullptr, g, 2 * f, n, f, H,
                    stream);
-      kc::gemm_f32(x, H, reinterpret_cast<const float*>(up_rows), H, nullptr, g + f, 2 * f, n, f,
-                   H, stream);
+      kc::gemm_f32(x, H, reinterpret_cast<const float*>(up_rows), H, nullptr, g + f, 2 * f, n, f, H,
+                   stream);
     }
     kc::swiglu(g, n, f, static_cast<float*>(*act), nullptr, stream);
     kc::gemm_f32(static_cast<const float*>(*act), f, reinterpret_cast<const float*>(down_cols), F,
@@ -274,11 +286,11 @@ absl::Status CudaModel::ffn(const CudaMatrix& gu, const CudaMatrix& dn, const fl
   auto* xbf = static_cast<uint16_t*>(*xb);
   kc::round_to_bf16(x, n * H, xbf, stream);
   if (b == 0 && e == F) {
-    kc::gemm_bf16(xbf, H, static_cast<const uint16_t*>(gu.ptr()), H, nullptr, g, 2 * F, n, 2 * F,
-                  H, stream);
+    kc::gemm_bf16(xbf, H, static_cast<const uint16_t*>(gu.ptr()), H, nullptr, g, 2 * F, n, 2 * F, H,
+                  stream);
   } else {
-    kc::gemm_bf16(xbf, H, reinterpret_cast<const uint16_t*>(gate_rows), H, nullptr, g, 2 * f, n,
-                  f, H, stream);
+    kc::gemm_bf16(xbf, H, reinterpret_cast<const uint16_t*>(gate_rows), H, nullptr, g, 2 * f, n, f,
+                  H, stream);
     kc::gemm_bf16(xbf, H, reinterpret_cast<const uint16_t*>(up_rows), H, nullptr, g + f, 2 * f, n,
                   f, H, stream);
   }

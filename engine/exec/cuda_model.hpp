@@ -29,8 +29,9 @@ struct CudaMatrix {
 class CudaScratch {
  public:
   static constexpr int kSlots = 20;
-  /// A buffer of at least `bytes`, slot `slot` (< kSlots; CudaModel's own functions use 12–15); contents undefined. Errors: the
-  /// allocation's (out of memory), as a status naming the bytes asked for.
+  /// A buffer of at least `bytes`, slot `slot` (< kSlots; CudaModel's own functions use 12–15);
+  /// contents undefined. Errors: the allocation's (out of memory), as a status naming the bytes
+  /// asked for.
   absl::StatusOr<void*> get(int slot, std::size_t bytes);
 
  private:
@@ -65,9 +66,8 @@ class CudaModel {
   /// y [n, out] = x [n, in] · Wᵀ (+ bias) for any matrix of this model: f32 GEMM, or x
   /// rounded to bf16 into scratch slot `scratch_slot` then the bf16 GEMM. Errors: scratch
   /// allocation.
-  absl::Status linear(const CudaMatrix& w, const float* bias, const float* x, int64_t n,
-                      float* y, CudaScratch& scratch, int scratch_slot,
-                      cudaStream_t stream) const;
+  absl::Status linear(const CudaMatrix& w, const float* bias, const float* x, int64_t n, float* y,
+                      CudaScratch& scratch, int scratch_slot, cudaStream_t stream) const;
 
   /// One expert's SwiGLU FFN on the GPU: y [n, hidden] from x [n, hidden] (device, f32).
   /// With `range` (MoEShard, engine/planning/moeshard_plan.hpp) only intermediate units
@@ -89,8 +89,8 @@ class CudaModel {
     CudaMatrix qkv, o, router;
     kernels::cuda::DeviceBuffer qkv_bias;  ///< [qd + 2·kvd] f32, empty without attention bias
     kernels::cuda::DeviceBuffer input_norm, post_attn_norm;  ///< [hidden] f32
-    std::vector<CudaMatrix> gate_up;  ///< [num_experts] of [2·ffn, hidden]
-    std::vector<CudaMatrix> down;     ///< [num_experts] of [hidden, ffn]
+    std::vector<CudaMatrix> gate_up;                         ///< [num_experts] of [2·ffn, hidden]
+    std::vector<CudaMatrix> down;                            ///< [num_experts] of [hidden, ffn]
     CudaMatrix shared_gate_up, shared_down;
     kernels::cuda::DeviceBuffer shared_gate;  ///< [hidden] f32, empty without shared expert
   };

@@ -1,6 +1,5 @@
-#include "kernels/cuda/attention.hpp"
-
 #include "kernels/assert.hpp"
+#include "kernels/cuda/attention.hpp"
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/cuda_check.hpp"
 
@@ -99,15 +98,13 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
-void kv_write(float* pool, int64_t kv_width, const float* src, int64_t row_stride,
-              int64_t k_offset, const int32_t* page, const int32_t* slot, int64_t rows,
-              cudaStream_t stream) {
+void kv_write(float* pool, int64_t kv_width, const float* src, int64_t row_stride, int64_t k_offset,
+              const int32_t* page, const int32_t* slot, int64_t rows, cudaStream_t stream) {
   MUFLOW_ASSERT(rows >= 0 && kv_width > 0 && row_stride >= k_offset + 2 * kv_width,
                 "cuda kv_write: bad sizes");
   if (rows == 0) return;
-  kv_write_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(pool, kv_width, src,
-                                                                        row_stride, k_offset, page,
-                                                                        slot);
+  kv_write_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
+      pool, kv_width, src, row_stride, k_offset, page, slot);
   MUFLOW_CUDA_LAUNCH_CHECK();
 }
 

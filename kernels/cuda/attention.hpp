@@ -20,9 +20,8 @@ inline constexpr int64_t kv_page_floats(int64_t kv_width) { return 2 * kKvPageTo
 
 /// Copies row r's K (src[r·row_stride + k_offset .. + kv_width)) and V (the kv_width floats
 /// after it) into page page[r], slot slot[r] of `pool`. page, slot: [rows] int32 device.
-void kv_write(float* pool, int64_t kv_width, const float* src, int64_t row_stride,
-              int64_t k_offset, const int32_t* page, const int32_t* slot, int64_t rows,
-              cudaStream_t stream);
+void kv_write(float* pool, int64_t kv_width, const float* src, int64_t row_stride, int64_t k_offset,
+              const int32_t* page, const int32_t* slot, int64_t rows, cudaStream_t stream);
 
 /// out[r, h·d .. ] = softmax(q_{r,h}·Kᵀ / sqrt(head_dim))·V over the context_len[r] first
 /// positions of row r's pages (page_table[table_start[r] ..]), query head h on KV head

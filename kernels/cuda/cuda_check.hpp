@@ -12,15 +12,15 @@
 
 /// Aborts with the CUDA error's name and the failing expression when `expr` is not
 /// cudaSuccess. Any thread.
-#define MUFLOW_CUDA_ASSERT(expr)                                                            \
-  do {                                                                                      \
-    const cudaError_t muflow_cuda_err_ = (expr);                                            \
-    if (muflow_cuda_err_ != cudaSuccess) {                                                  \
-      std::fprintf(stderr, "muflow: CUDA call failed at %s:%d: %s: %s (%s)\n", __FILE__,    \
-                   __LINE__, #expr, cudaGetErrorName(muflow_cuda_err_),                     \
-                   cudaGetErrorString(muflow_cuda_err_));                                   \
-      std::abort();                                                                         \
-    }                                                                                       \
+#define MUFLOW_CUDA_ASSERT(expr)                                                                   \
+  do {                                                                                             \
+    const cudaError_t muflow_cuda_err_ = (expr);                                                   \
+    if (muflow_cuda_err_ != cudaSuccess) {                                                         \
+      std::fprintf(stderr, "muflow: CUDA call failed at %s:%d: %s: %s (%s)\n", __FILE__, __LINE__, \
+                   #expr, cudaGetErrorName(muflow_cuda_err_),                                      \
+                   cudaGetErrorString(muflow_cuda_err_));                                          \
+      std::abort();                                                                                \
+    }                                                                                              \
   } while (0)
 
 /// After a kernel launch: the launch's configuration error, if any (asynchronous execution

@@ -42,9 +42,7 @@ class DeviceBuffer {
     return cudaSuccess;
   }
   /// Grows to at least `bytes` (contents are not kept); no-op when large enough.
-  cudaError_t reserve(std::size_t bytes) {
-    return bytes <= bytes_ ? cudaSuccess : allocate(bytes);
-  }
+  cudaError_t reserve(std::size_t bytes) { return bytes <= bytes_ ? cudaSuccess : allocate(bytes); }
   void reset() {
     if (ptr_ != nullptr) {
       int current = 0;

@@ -1,10 +1,9 @@
-#include "kernels/cuda/elementwise.hpp"
-
 #include <algorithm>
 
 #include "kernels/assert.hpp"
 #include "kernels/cuda/bf16.cuh"
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/elementwise.hpp"
 
 namespace muflow::kernels::cuda {
 namespace {
@@ -12,7 +11,8 @@ namespace {
 constexpr int kThreads = 256;
 
 unsigned grid_for(int64_t count) {
-  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((count + kThreads - 1) / kThreads, 65535)));
+  return static_cast<unsigned>(
+      std::max<int64_t>(1, std::min<int64_t>((count + kThreads - 1) / kThreads, 65535)));
 }
 
 __global__ void embed_kernel(const float* table, const int32_t* ids, int64_t dim, float* h) {
@@ -72,8 +72,8 @@ void round_to_bf16(const float* x, int64_t count, uint16_t* out, cudaStream_t st
   MUFLOW_CUDA_LAUNCH_CHECK();
 }
 
-void shared_expert_gate(const float* x, const float* gate, int64_t rows, int64_t dim,
-                        float* shared, cudaStream_t stream) {
+void shared_expert_gate(const float* x, const float* gate, int64_t rows, int64_t dim, float* shared,
+                        cudaStream_t stream) {
   MUFLOW_ASSERT(rows >= 0 && dim > 0, "cuda shared_expert_gate: bad sizes");
   if (rows == 0) return;
   shared_gate_kernel<<<grid_for(rows), kThreads, 0, stream>>>(x, gate, rows, dim, shared);

@@ -23,7 +23,7 @@ void round_to_bf16(const float* x, int64_t count, uint16_t* out, cudaStream_t st
 
 /// The shared expert's gate (HF `Qwen2MoeSparseMoeBlock`): shared[r, :] *= sigmoid(x[r, :] ·
 /// gate), the dot product summed in index order. x, shared: [rows, dim]; gate: [dim].
-void shared_expert_gate(const float* x, const float* gate, int64_t rows, int64_t dim,
-                        float* shared, cudaStream_t stream);
+void shared_expert_gate(const float* x, const float* gate, int64_t rows, int64_t dim, float* shared,
+                        cudaStream_t stream);
 
 }  // namespace muflow::kernels::cuda

@@ -1,7 +1,5 @@
-#include "kernels/cuda/gemm.hpp"
-
-#include <mma.h>
 #include <cuda_bf16.h>
+#include <mma.h>
 
 #include <algorithm>
 #include <cstring>
@@ -11,6 +9,7 @@
 
 #include "kernels/assert.hpp"
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/gemm.hpp"
 
 namespace muflow::kernels::cuda {
 namespace {
@@ -203,8 +202,8 @@ template <typename C>
 __device__ __forceinline__ void bf16_tile(const uint16_t* __restrict__ a, int64_t lda,
                                           const uint16_t* __restrict__ w, int64_t ldw,
                                           const float* __restrict__ bias, float* __restrict__ c,
-                                          int64_t ldc, int64_t m, int64_t n, int64_t k,
-                                          int64_t m0, int64_t n0, unsigned char* smem) {
+                                          int64_t ldc, int64_t m, int64_t n, int64_t k, int64_t m0,
+                                          int64_t n0, unsigned char* smem) {
   using namespace nvcuda;
   uint16_t* as = reinterpret_cast<uint16_t*>(smem);
   uint16_t* ws = as + C::STAGES * C::BM * C::kLd;
@@ -242,17 +241,17 @@ __device__ __forceinline__ void bf16_tile(const uint16_t* __restrict__ a, int64_
       wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> fb[C::kFragsN];
 #pragma unroll
       for (int i = 0; i < C::kFragsM; ++i) {
-        wmma::load_matrix_sync(fa[i],
-                               reinterpret_cast<const __nv_bfloat16*>(
-                                   sa + (wm * C::kWarpRows + i * 16) * C::kLd + kk),
-                               C::kLd);
+        wmma::load_matrix_sync(
+            fa[i],
+            reinterpret_cast<const __nv_bfloat16*>(sa + (wm * C::kWarpRows + i * 16) * C::kLd + kk),
+            C::kLd);
       }
 #pragma unroll
       for (int j = 0; j < C::kFragsN; ++j) {
-        wmma::load_matrix_sync(fb[j],
-                               reinterpret_cast<const __nv_bfloat16*>(
-                                   sw + (wn * C::kWarpCols + j * 16) * C::kLd + kk),
-                               C::kLd);
+        wmma::load_matrix_sync(
+            fb[j],
+            reinterpret_cast<const __nv_bfloat16*>(sw + (wn * C::kWarpCols + j * 16) * C::kLd + kk),
+            C::kLd);
       }
 #pragma unroll
       for (int i = 0; i < C::kFragsM; ++i) {
@@ -333,8 +332,8 @@ __global__ void __launch_bounds__(kF32Threads)
   const int tile = static_cast<int>(blockIdx.y);
   const int g = group_of_tile(tile_start, num_groups, tile);
   const GemmGroup gr = groups[g];
-  f32_tile(static_cast<const float*>(gr.a), k, static_cast<const float*>(gr.w), k, nullptr,
-           gr.c, n, gr.m, n, k, static_cast<int64_t>(tile - tile_start[g]) * kF32Tile,
+  f32_tile(static_cast<const float*>(gr.a), k, static_cast<const float*>(gr.w), k, nullptr, gr.c, n,
+           gr.m, n, k, static_cast<int64_t>(tile - tile_start[g]) * kF32Tile,
            static_cast<int64_t>(blockIdx.x) * kF32Tile);
 }
 
@@ -362,8 +361,8 @@ void launch_dense_bf16(const uint16_t* a, int64_t lda, const uint16_t* w, int64_
   allow_shared_memory(gemm_bf16_kernel<C>, C::kSmemBytes);
   const dim3 grid(static_cast<unsigned>((n + C::BN - 1) / C::BN),
                   static_cast<unsigned>((m + C::BM - 1) / C::BM));
-  gemm_bf16_kernel<C><<<grid, C::kThreads, C::kSmemBytes, stream>>>(a, lda, w, ldw, bias, c, ldc,
-                                                                    m, n, k);
+  gemm_bf16_kernel<C>
+      <<<grid, C::kThreads, C::kSmemBytes, stream>>>(a, lda, w, ldw, bias, c, ldc, m, n, k);
 }
 
 template <typename C>
@@ -372,12 +371,14 @@ void launch_grouped_bf16(const GemmGroup* groups, const int32_t* starts, int num
   allow_shared_memory(grouped_bf16_kernel<C>, C::kSmemBytes);
   const dim3 grid(static_cast<unsigned>((n + C::BN - 1) / C::BN),
                   static_cast<unsigned>(total_tiles));
-  grouped_bf16_kernel<C><<<grid, C::kThreads, C::kSmemBytes, stream>>>(groups, starts, num_groups,
-                                                                      n, k);
+  grouped_bf16_kernel<C>
+      <<<grid, C::kThreads, C::kSmemBytes, stream>>>(groups, starts, num_groups, n, k);
 }
 
 // The configuration for batches of `rows` rows (per group, on average, when grouped).
-int bf16_tile_rows(int64_t rows) { return rows <= 16 ? SmallM::BM : rows <= 64 ? MidM::BM : LargeM::BM; }
+int bf16_tile_rows(int64_t rows) {
+  return rows <= 16 ? SmallM::BM : rows <= 64 ? MidM::BM : LargeM::BM;
+}
 
 void check_sizes(int64_t lda, int64_t ldw, int64_t ldc, int64_t m, int64_t n, int64_t k) {
   MUFLOW_ASSERT(m >= 0 && n >= 0 && k >= 0, "cuda gemm: negative size");
@@ -387,16 +388,17 @@ void check_sizes(int64_t lda, int64_t ldw, int64_t ldc, int64_t m, int64_t n, in
 void check_bf16_layout(const void* a, int64_t lda, const void* w, int64_t ldw, int64_t k) {
   MUFLOW_ASSERT(k % 8 == 0 && lda % 8 == 0 && ldw % 8 == 0,
                 "cuda gemm_bf16: k, lda and ldw must be multiples of 8");
-  MUFLOW_ASSERT(reinterpret_cast<uintptr_t>(a) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0,
-                "cuda gemm_bf16: A and W must be 16-byte aligned");
+  MUFLOW_ASSERT(
+      reinterpret_cast<uintptr_t>(a) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0,
+      "cuda gemm_bf16: A and W must be 16-byte aligned");
 }
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
 
-void gemm_f32(const float* a, int64_t lda, const float* w, int64_t ldw, const float* bias,
-              float* c, int64_t ldc, int64_t m, int64_t n, int64_t k, cudaStream_t stream) {
+void gemm_f32(const float* a, int64_t lda, const float* w, int64_t ldw, const float* bias, float* c,
+              int64_t ldc, int64_t m, int64_t n, int64_t k, cudaStream_t stream) {
   check_sizes(lda, ldw, ldc, m, n, k);
   if (m == 0 || n == 0) return;
   if (n <= kNarrowN) {  // the same bits as the tile kernel (see gemm_f32_narrow_kernel)
@@ -413,16 +415,21 @@ void gemm_f32(const float* a, int64_t lda, const float* w, int64_t ldw, const fl
   MUFLOW_CUDA_LAUNCH_CHECK();
 }
 
-void gemm_bf16(const uint16_t* a, int64_t lda, const uint16_t* w, int64_t ldw,
-               const float* bias, float* c, int64_t ldc, int64_t m, int64_t n, int64_t k,
-               cudaStream_t stream) {
+void gemm_bf16(const uint16_t* a, int64_t lda, const uint16_t* w, int64_t ldw, const float* bias,
+               float* c, int64_t ldc, int64_t m, int64_t n, int64_t k, cudaStream_t stream) {
   check_sizes(lda, ldw, ldc, m, n, k);
   check_bf16_layout(a, lda, w, ldw, k);
   if (m == 0 || n == 0) return;
   switch (bf16_tile_rows(m)) {
-    case SmallM::BM: launch_dense_bf16<SmallM>(a, lda, w, ldw, bias, c, ldc, m, n, k, stream); break;
-    case MidM::BM: launch_dense_bf16<MidM>(a, lda, w, ldw, bias, c, ldc, m, n, k, stream); break;
-    default: launch_dense_bf16<LargeM>(a, lda, w, ldw, bias, c, ldc, m, n, k, stream); break;
+    case SmallM::BM:
+      launch_dense_bf16<SmallM>(a, lda, w, ldw, bias, c, ldc, m, n, k, stream);
+      break;
+    case MidM::BM:
+      launch_dense_bf16<MidM>(a, lda, w, ldw, bias, c, ldc, m, n, k, stream);
+      break;
+    default:
+      launch_dense_bf16<LargeM>(a, lda, w, ldw, bias, c, ldc, m, n, k, stream);
+      break;
   }
   MUFLOW_CUDA_LAUNCH_CHECK();
 }

@@ -26,14 +26,13 @@
 namespace muflow::kernels::cuda {
 
 /// c[m, n] = Σ_k a[m, k]·w[n, k] (+ bias[n]); f32. bias may be null.
-void gemm_f32(const float* a, int64_t lda, const float* w, int64_t ldw, const float* bias,
-              float* c, int64_t ldc, int64_t m, int64_t n, int64_t k, cudaStream_t stream);
+void gemm_f32(const float* a, int64_t lda, const float* w, int64_t ldw, const float* bias, float* c,
+              int64_t ldc, int64_t m, int64_t n, int64_t k, cudaStream_t stream);
 
 /// As gemm_f32 with bf16 A and W (raw bits), f32 accumulate and output. Round A to bf16
 /// first (`round_to_bf16`), as the cpu Linear's bf16 contract does.
-void gemm_bf16(const uint16_t* a, int64_t lda, const uint16_t* w, int64_t ldw,
-               const float* bias, float* c, int64_t ldc, int64_t m, int64_t n, int64_t k,
-               cudaStream_t stream);
+void gemm_bf16(const uint16_t* a, int64_t lda, const uint16_t* w, int64_t ldw, const float* bias,
+               float* c, int64_t ldc, int64_t m, int64_t n, int64_t k, cudaStream_t stream);
 
 /// One group of a grouped GEMM: rows [0, m) of `a` (ld = k) against `w` [n, k], into `c`
 /// (ld = n). `a` is uint16_t bf16 bits or float, as the call's dtype.

@@ -1,8 +1,7 @@
-#include "kernels/cuda/rms_norm.hpp"
-
 #include "kernels/assert.hpp"
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/rms_norm.hpp"
 
 namespace muflow::kernels::cuda {
 namespace {

@@ -1,7 +1,6 @@
-#include "kernels/cuda/rope.hpp"
-
 #include "kernels/assert.hpp"
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/rope.hpp"
 
 namespace muflow::kernels::cuda {
 namespace {
@@ -18,7 +17,8 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t e = static_cast<int64_t>(blockIdx.y) * kThreads + threadIdx.x;
   if (e < heads * half) {
     const int64_t h = e / half, i = e % half;
-    const double inv_freq = pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+    const double inv_freq =
+        pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
     const double angle = p * inv_freq;
     const float cs = static_cast<float>(cos(angle)), sn = static_cast<float>(sin(angle));
     float* head = row + h * head_dim;
@@ -39,9 +39,10 @@ void rope_qk(float* qkv, int64_t row_stride, const int64_t* positions, int64_t r
   if (rows == 0) return;
   // q and k heads are contiguous at the start of each row: one pass over num_heads + kv heads.
   const int64_t pairs = (num_heads + num_kv_heads) * head_dim / 2;
-  const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>((pairs + kThreads - 1) / kThreads));
-  rope_kernel<<<grid, kThreads, 0, stream>>>(
-      qkv, row_stride, positions, num_heads + num_kv_heads, head_dim, static_cast<double>(theta));
+  const dim3 grid(static_cast<unsigned>(rows),
+                  static_cast<unsigned>((pairs + kThreads - 1) / kThreads));
+  rope_kernel<<<grid, kThreads, 0, stream>>>(qkv, row_stride, positions, num_heads + num_kv_heads,
+                                             head_dim, static_cast<double>(theta));
   MUFLOW_CUDA_LAUNCH_CHECK();
 }
 

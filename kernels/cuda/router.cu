@@ -1,7 +1,6 @@
-#include "kernels/cuda/router.hpp"
-
 #include "kernels/assert.hpp"
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/router.hpp"
 
 namespace muflow::kernels::cuda {
 namespace {

@@ -1,10 +1,9 @@
-#include "kernels/cuda/swiglu.hpp"
-
 #include <algorithm>
 
 #include "kernels/assert.hpp"
 #include "kernels/cuda/bf16.cuh"
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/swiglu.hpp"
 
 namespace muflow::kernels::cuda {
 namespace {

@@ -4,14 +4,14 @@
 // prompt logits (moeshard: the same tokens; its shard sum reorders the down projection's
 // additions, as on cpu). Needs a GPU and skips elsewhere, except the test of the error a
 // machine without one gets.
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "../integration/invariance_fixtures.hpp"
 #include "actors/backends/backend.hpp"
@@ -58,7 +58,8 @@ TEST(CudaBackend, WithoutAGpuTheBackendSaysSo) {
 
 TEST(CudaBackend, KjvMixtralTinyLogitsWithin1e3OfCpuAndTheSameGreedyTokens) {
   MUFLOW_REQUIRE_GPU();
-  const std::filesystem::path model = std::filesystem::path(MUFLOW_DATA_DIR) / "models/kjv-mixtral-tiny";
+  const std::filesystem::path model =
+      std::filesystem::path(MUFLOW_DATA_DIR) / "models/kjv-mixtral-tiny";
   if (!std::filesystem::exists(model / "model.safetensors")) {
     GTEST_SKIP() << model << " not found";
   }
@@ -123,8 +124,12 @@ void expect_every_wiring_alike(Topology base, bool cpu_tokens) {
       EXPECT_EQ(on_cpu.outputs[i].output, tokens[i]) << "cpu vs cuda, request " << i;
     }
   }
-  const std::vector<WiringCase> cases = {{"sync", 2},     {"sync", 4},      {"async", 3, 1},
-                                         {"harmoeny", 3}, {"exflow", 2},    {"moeshard", 2},
+  const std::vector<WiringCase> cases = {{"sync", 2},
+                                         {"sync", 4},
+                                         {"async", 3, 1},
+                                         {"harmoeny", 3},
+                                         {"exflow", 2},
+                                         {"moeshard", 2},
                                          {"async-replicated", 3, 1, {0, 3}}};
   for (const WiringCase& k : cases) {
     Topology t = on_cuda(base, k.devices, k.wiring);
@@ -175,7 +180,8 @@ TEST(CudaBackend, SharedExpertAndAttentionBiasModel) {
 TEST(CudaExecutorKv, MirrorFollowsTheHostCache) {
   MUFLOW_REQUIRE_GPU();
   const engine::model::ModelConfig c = small_mixtral(2);
-  const engine::model::ModelWeights w = engine::model::make_synthetic_model(c, 41, engine::model::DType::kF32);
+  const engine::model::ModelWeights w =
+      engine::model::make_synthetic_model(c, 41, engine::model::DType::kF32);
   absl::StatusOr<std::shared_ptr<const engine::exec::CudaModel>> model =
       engine::exec::CudaModel::prepare(w, 0);
   ASSERT_TRUE(model.ok()) << model.status();
@@ -201,8 +207,8 @@ TEST(CudaExecutorKv, MirrorFollowsTheHostCache) {
     Out o{std::move(h), std::vector<float>(n * H), std::vector<float>(n * K),
           std::vector<int32_t>(n * K)};
     double seconds = -1.0;
-    *status = e.attention(0, kv, t, o.h.data(),
-                          {o.x.data(), o.ids.data(), o.w.data(), nullptr}, &seconds);
+    *status = e.attention(0, kv, t, o.h.data(), {o.x.data(), o.ids.data(), o.w.data(), nullptr},
+                          &seconds);
     EXPECT_EQ(seconds, 0.0);
     return o;
   };

@@ -7,13 +7,13 @@
 //   rms_norm      4e-6 · |ref| + 1e-7        rope      2e-6 · (|x_i| + |x_{i+d/2}|) + 1e-7
 //   swiglu        2e-6 · |ref| + 1e-30       router    ids equal; weights 2e-6 · w
 //   attention     2e-5 · max|v| + 1e-7
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <numeric>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "gpu_test_support.hpp"
 #include "kernels/cpu/bf16.hpp"
@@ -60,15 +60,19 @@ std::vector<float> fma_chain(const std::vector<float>& a, int64_t lda, const std
 TEST(CudaGemm, F32IsBitwiseTheFmaChainOfTheCpuFixedOrderGemm) {
   MUFLOW_REQUIRE_GPU();
   ref::SplitMix64 rng(ref::test_seed("CudaGemm.F32", 101));
-  struct Shape { int64_t m, n, k, pad; bool bias; };
-  for (const Shape s : {Shape{1, 1, 1, 0, false}, Shape{5, 70, 33, 3, true},
-                        Shape{100, 130, 257, 0, true}, Shape{64, 64, 16, 0, false},
-                        Shape{67, 9, 200, 5, true}, Shape{1, 8, 4096, 0, false},
-                        Shape{300, 16, 1000, 7, true}, Shape{33, 17, 777, 0, true}}) {
+  struct Shape {
+    int64_t m, n, k, pad;
+    bool bias;
+  };
+  for (const Shape s :
+       {Shape{1, 1, 1, 0, false}, Shape{5, 70, 33, 3, true}, Shape{100, 130, 257, 0, true},
+        Shape{64, 64, 16, 0, false}, Shape{67, 9, 200, 5, true}, Shape{1, 8, 4096, 0, false},
+        Shape{300, 16, 1000, 7, true}, Shape{33, 17, 777, 0, true}}) {
     const int64_t lda = s.k + s.pad, ldw = s.k + s.pad;
     std::vector<float> a = ref::random_floats(rng, s.m * lda, -1.f, 1.f);
     std::vector<float> w = ref::random_floats(rng, s.n * ldw, -1.f, 1.f);
-    std::vector<float> bias = s.bias ? ref::random_floats(rng, s.n, -1.f, 1.f) : std::vector<float>{};
+    std::vector<float> bias =
+        s.bias ? ref::random_floats(rng, s.n, -1.f, 1.f) : std::vector<float>{};
     auto da = upload(a), dw = upload(w), db = upload(bias);
     auto dc = zeros<float>(s.m * s.n);
     kc::gemm_f32(da.as<float>(), lda, dw.as<float>(), ldw, s.bias ? db.as<float>() : nullptr,
@@ -83,9 +87,11 @@ TEST(CudaGemm, F32IsBitwiseTheFmaChainOfTheCpuFixedOrderGemm) {
 TEST(CudaGemm, Bf16MatchesTheReferenceWithinTolerance) {
   MUFLOW_REQUIRE_GPU();
   ref::SplitMix64 rng(ref::test_seed("CudaGemm.Bf16", 102));
-  struct Shape { int64_t m, n, k; };
-  for (const Shape s : {Shape{1, 8, 8}, Shape{3, 130, 64}, Shape{33, 200, 136}, Shape{129, 257, 512},
-                        Shape{300, 128, 256}}) {
+  struct Shape {
+    int64_t m, n, k;
+  };
+  for (const Shape s : {Shape{1, 8, 8}, Shape{3, 130, 64}, Shape{33, 200, 136},
+                        Shape{129, 257, 512}, Shape{300, 128, 256}}) {
     std::vector<float> x = ref::random_floats(rng, s.m * s.k, -2.f, 2.f);
     std::vector<uint16_t> xb(x.size());
     for (size_t i = 0; i < x.size(); ++i) xb[i] = f32_to_bf16(x[i]);
@@ -103,7 +109,8 @@ TEST(CudaGemm, Bf16MatchesTheReferenceWithinTolerance) {
       for (int64_t j = 0; j < s.n; ++j) {
         double mag = std::fabs(bias[j]);
         for (int64_t q = 0; q < s.k; ++q) {
-          mag += std::fabs(static_cast<double>(bf16_to_f32(xb[i * s.k + q])) * bf16_to_f32(w[j * s.k + q]));
+          mag += std::fabs(static_cast<double>(bf16_to_f32(xb[i * s.k + q])) *
+                           bf16_to_f32(w[j * s.k + q]));
         }
         ASSERT_NEAR(got[i * s.n + j], want[i * s.n + j], 1e-5 * mag * scale + 1e-7)
             << "m " << s.m << " n " << s.n << " k " << s.k << " at (" << i << ", " << j << ")";
@@ -117,24 +124,31 @@ TEST(CudaGemm, Bf16MatchesTheReferenceWithinTolerance) {
 // of the bf16 kernel), at several offsets.
 template <typename In>
 void expect_batch_invariant(bool bf16) {
-  ref::SplitMix64 rng(ref::test_seed(bf16 ? "CudaGemm.Bf16Invariance" : "CudaGemm.F32Invariance", 103));
+  ref::SplitMix64 rng(
+      ref::test_seed(bf16 ? "CudaGemm.Bf16Invariance" : "CudaGemm.F32Invariance", 103));
   const int64_t rows = 512, n = 136, k = 264;
   std::vector<float> xf = ref::random_floats(rng, rows * k, -2.f, 2.f);
   std::vector<In> x(xf.size());
   std::vector<In> w(n * k);
   std::vector<float> wf = ref::random_floats(rng, n * k, -1.f, 1.f);
   for (size_t i = 0; i < x.size(); ++i) {
-    if constexpr (sizeof(In) == 2) x[i] = f32_to_bf16(xf[i]); else x[i] = xf[i];
+    if constexpr (sizeof(In) == 2)
+      x[i] = f32_to_bf16(xf[i]);
+    else
+      x[i] = xf[i];
   }
   for (size_t i = 0; i < w.size(); ++i) {
-    if constexpr (sizeof(In) == 2) w[i] = f32_to_bf16(wf[i]); else w[i] = wf[i];
+    if constexpr (sizeof(In) == 2)
+      w[i] = f32_to_bf16(wf[i]);
+    else
+      w[i] = wf[i];
   }
   auto dx = upload(x), dw = upload(w);
   auto run = [&](int64_t start, int64_t m) {
     auto dc = zeros<float>(m * n);
     if constexpr (sizeof(In) == 2) {
-      kc::gemm_bf16(dx.template as<uint16_t>() + start * k, k, dw.template as<uint16_t>(), k, nullptr,
-                    dc.as<float>(), n, m, n, k, nullptr);
+      kc::gemm_bf16(dx.template as<uint16_t>() + start * k, k, dw.template as<uint16_t>(), k,
+                    nullptr, dc.as<float>(), n, m, n, k, nullptr);
     } else {
       kc::gemm_f32(dx.template as<float>() + start * k, k, dw.template as<float>(), k, nullptr,
                    dc.as<float>(), n, m, n, k, nullptr);
@@ -177,11 +191,17 @@ void expect_grouped_equals_dense(bool bf16) {
     std::vector<In> x(m * k), w(n * k);
     for (In& v : x) {
       const float f = rng.uniform(-2.f, 2.f);
-      if constexpr (sizeof(In) == 2) v = f32_to_bf16(f); else v = f;
+      if constexpr (sizeof(In) == 2)
+        v = f32_to_bf16(f);
+      else
+        v = f;
     }
     for (In& v : w) {
       const float f = rng.uniform(-1.f, 1.f);
-      if constexpr (sizeof(In) == 2) v = f32_to_bf16(f); else v = f;
+      if constexpr (sizeof(In) == 2)
+        v = f32_to_bf16(f);
+      else
+        v = f;
     }
     xs.push_back(upload(x));
     ws.push_back(upload(w));
@@ -260,7 +280,8 @@ TEST(CudaOps, RopeRotatesQAndKHeadsAndLeavesV) {
         const int64_t base = r * stride + h * hd;
         const int64_t pair = i < hd / 2 ? i + hd / 2 : i - hd / 2;
         const double tol = 2e-6 * (std::fabs(qkv[base + i]) + std::fabs(qkv[base + pair])) + 1e-7;
-        ASSERT_NEAR(got[base + i], want[base + i], tol) << "row " << r << " head " << h << " dim " << i;
+        ASSERT_NEAR(got[base + i], want[base + i], tol)
+            << "row " << r << " head " << h << " dim " << i;
       }
     }
     // v untouched
@@ -300,7 +321,8 @@ TEST(CudaOps, RouterPicksTheReferenceExpertsTiesToTheLowerId) {
       auto dl = upload(logits);
       auto di = zeros<int32_t>(rows * k);
       auto dw = zeros<float>(rows * k);
-      kc::router_topk(dl.as<float>(), rows, experts, k, renorm, di.as<int32_t>(), dw.as<float>(), nullptr);
+      kc::router_topk(dl.as<float>(), rows, experts, k, renorm, di.as<int32_t>(), dw.as<float>(),
+                      nullptr);
       const std::vector<int32_t> ids = download<int32_t>(di, rows * k);
       const std::vector<float> w = download<float>(dw, rows * k);
       std::vector<int32_t> want_ids(rows * k);
@@ -331,11 +353,12 @@ TEST(CudaOps, EmbedGatherAddAndRound) {
   kc::add_inplace(dh.as<float>(), dt.as<float>(), rows * dim, nullptr);
   const std::vector<float> sum = download<float>(dh, rows * dim);
   for (int64_t i = 0; i < rows * dim; ++i) ASSERT_EQ(sum[i], h[i] + table[i]);
-  std::vector<float> special = {1.0f, -0.0f, 3.14159f, 1e-40f, INFINITY, -INFINITY, NAN, 65504.f,
-                                3.3895314e38f, 1.00390625f, 1.01171875f};
+  std::vector<float> special = {1.0f, -0.0f,   3.14159f,      1e-40f,      INFINITY,   -INFINITY,
+                                NAN,  65504.f, 3.3895314e38f, 1.00390625f, 1.01171875f};
   auto ds = upload(special);
   auto db = zeros<uint16_t>(special.size());
-  kc::round_to_bf16(ds.as<float>(), static_cast<int64_t>(special.size()), db.as<uint16_t>(), nullptr);
+  kc::round_to_bf16(ds.as<float>(), static_cast<int64_t>(special.size()), db.as<uint16_t>(),
+                    nullptr);
   const std::vector<uint16_t> bits = download<uint16_t>(db, special.size());
   for (size_t i = 0; i < special.size(); ++i) ASSERT_EQ(bits[i], f32_to_bf16(special[i])) << i;
 }
@@ -383,7 +406,8 @@ TEST(CudaAttention, PagedAttentionMatchesReferenceAndIsBatchInvariant) {
   const auto rows = static_cast<int64_t>(lens.size());
   std::vector<float> qkv = ref::random_floats(rng, rows * stride, -1.f, 1.f);
   std::vector<int32_t> context(lens.begin(), lens.end());
-  auto dq = upload(qkv), dtable = upload(table), dstart = upload(table_start), dctx = upload(context);
+  auto dq = upload(qkv), dtable = upload(table), dstart = upload(table_start),
+       dctx = upload(context);
   auto dout = zeros<float>(rows * qd);
   kc::paged_attention(dq.as<float>(), stride, pool.as<float>(), dtable.as<int32_t>(),
                       dstart.as<int32_t>(), dctx.as<int32_t>(), rows, heads, kv_heads, hd,
@@ -396,8 +420,8 @@ TEST(CudaAttention, PagedAttentionMatchesReferenceAndIsBatchInvariant) {
     float vmax = 0.f;
     for (float v : values[r]) vmax = std::max(vmax, std::fabs(v));
     for (int64_t i = 0; i < qd; ++i) {
-      ASSERT_NEAR(got[r * qd + i], want[i], 2e-5 * vmax + 1e-7) << "row " << r << " (context "
-                                                                << lens[r] << ") element " << i;
+      ASSERT_NEAR(got[r * qd + i], want[i], 2e-5 * vmax + 1e-7)
+          << "row " << r << " (context " << lens[r] << ") element " << i;
     }
     // The same row alone.
     std::vector<int32_t> one_start = {table_start[r]}, one_ctx = {context[r]};

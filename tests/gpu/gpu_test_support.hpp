@@ -1,11 +1,10 @@
 #pragma once
 // What the gpu tests share: skipping where no GPU is found, and host <-> device copies.
 #include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "kernels/cuda/device_buffer.hpp"
 #include "kernels/cuda/device_info.hpp"
@@ -13,12 +12,12 @@
 namespace muflow::testing {
 
 /// GTEST_SKIP()s the calling test where this process sees no CUDA device, naming why.
-#define MUFLOW_REQUIRE_GPU()                                                   \
-  do {                                                                         \
-    std::string muflow_why_;                                                   \
-    if (::muflow::kernels::cuda::device_count(&muflow_why_) == 0) {            \
+#define MUFLOW_REQUIRE_GPU()                                                      \
+  do {                                                                            \
+    std::string muflow_why_;                                                      \
+    if (::muflow::kernels::cuda::device_count(&muflow_why_) == 0) {               \
       GTEST_SKIP() << "no CUDA device (" << muflow_why_ << "): GPU test skipped"; \
-    }                                                                          \
+    }                                                                             \
   } while (0)
 
 /// A device copy of `v`.
@@ -39,7 +38,8 @@ std::vector<T> download(const kernels::cuda::DeviceBuffer& b, size_t count) {
   std::vector<T> v(count);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   if (count > 0) {
-    EXPECT_EQ(cudaMemcpy(v.data(), b.get(), count * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(v.data(), b.get(), count * sizeof(T), cudaMemcpyDeviceToHost),
+              cudaSuccess);
   }
   return v;
 }
