@@ -80,6 +80,10 @@ class Backend {
   kernels::sim::Precision precision_ = kernels::sim::Precision::kF32;
 };
 
+/// The clock of a real-time backend (cpu, cuda): CAF worker threads, one per device and at most
+/// the cores, with work sharing (backend.cpp says why). Before the system starts.
+void configure_real_time_clock(caf::actor_system_config& cfg, int64_t num_devices);
+
 /// The backend `topology.backend` names, with its model loaded and checked against the
 /// topology. Errors: Unimplemented for a backend this build lacks; the loaders' errors (file
 /// and tensor named); InvalidArgument for a topology that does not fit the model.

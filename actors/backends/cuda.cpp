@@ -26,12 +26,7 @@ class CudaBackend final : public Backend {
   std::string rate_kind() const override { return kernels::cuda::sim_device_kind(0); }
   bool virtual_time() const override { return false; }
   void configure_clock(caf::actor_system_config& cfg) const override {
-    // As cpu (actors/backends/cpu.cpp says why work sharing): one worker per device, at most
-    // the cores; a device's thread mostly waits for its stream.
-    const auto threads = std::max<size_t>(1, std::min<size_t>(std::thread::hardware_concurrency(),
-                                                              static_cast<size_t>(num_devices_)));
-    cfg.set("scheduler.max-threads", threads);
-    cfg.set("scheduler.policy", caf::atom("sharing"));
+    configure_real_time_clock(cfg, num_devices_);  // a device's thread mostly waits for its stream
   }
   std::vector<std::shared_ptr<engine::exec::Executor>> make_executors(
       const PreparedWiring&) const override {

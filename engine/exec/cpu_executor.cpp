@@ -1,6 +1,6 @@
 #include "engine/exec/cpu_executor.hpp"
 
-#include "engine/serving/sampling.hpp"
+#include "engine/exec/sample_rows.hpp"
 #include "kernels/assert.hpp"
 #include "kernels/cpu/gemm_threads.hpp"
 
@@ -53,16 +53,7 @@ void CpuExecutor::sample(const std::vector<dataflow::TokenMeta>& rows, const flo
   const auto n = static_cast<int64_t>(rows.size());
   std::vector<float> all(n * c.vocab_size);
   if (n > 0) model_->logits(h, n, all.data());
-  tokens->assign(n, -1);
-  logits->assign(n, {});
-  for (int64_t i = 0; i < n; ++i) {
-    const float* row = all.data() + i * c.vocab_size;
-    if (rows[i].flags & dataflow::kSample) {
-      (*tokens)[i] = serving::sample_token(row, c.vocab_size, sampling[i], rows[i].request_id,
-                                           rows[i].position + 1);
-    }
-    if (rows[i].flags & dataflow::kNeedsLogits) (*logits)[i].assign(row, row + c.vocab_size);
-  }
+  sample_rows(rows, all.data(), c.vocab_size, sampling, tokens, logits);
 }
 
 }  // namespace muflow::engine::exec

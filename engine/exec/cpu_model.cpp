@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "engine/model/weight_shapes.hpp"
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/gemm_threads.hpp"
 #include "kernels/cpu/rms_norm.hpp"
@@ -21,17 +22,6 @@ constexpr int64_t kAttentionWorkPerThread = int64_t{1} << 20;
 
 using kernels::cpu::ExpertFfn;
 using kernels::cpu::Linear;
-
-absl::Status check_shape(const model::WeightTensor& t, std::vector<int64_t> expected) {
-  if (t.shape != expected) {
-    std::string got, want;
-    for (int64_t d : t.shape) got += absl::StrFormat("%s%d", got.empty() ? "" : ",", d);
-    for (int64_t d : expected) want += absl::StrFormat("%s%d", want.empty() ? "" : ",", d);
-    return absl::InvalidArgumentError(
-        absl::StrFormat("tensor '%s' has shape [%s], expected [%s]", t.name, got, want));
-  }
-  return absl::OkStatus();
-}
 
 // Concatenates matrices [rows_i, cols] of one dtype into one [Σ rows_i, cols] weight.
 model::WeightTensor concat_rows(const std::vector<const model::WeightTensor*>& parts) {
@@ -85,56 +75,20 @@ absl::StatusOr<std::shared_ptr<const CpuModel>> CpuModel::prepare(
     std::shared_ptr<const model::ModelWeights> weights, kernels::cpu::Bf16Compute bf16_compute,
     kernels::cpu::LinearKernel gemm) {
   if (!weights) return absl::InvalidArgumentError("CpuModel::prepare: null weights");
+  if (absl::Status s = model::check_weight_shapes(*weights); !s.ok()) return s;
   const model::ModelConfig& c = weights->config;
-  if (absl::Status s = c.validate(); !s.ok()) return s;
-  const int64_t H = c.hidden_size, qd = c.num_heads * c.head_dim, kvd = c.num_kv_heads * c.head_dim;
-  if (absl::Status s = check_shape(weights->embed, {c.vocab_size, H}); !s.ok()) return s;
-  if (absl::Status s = check_shape(weights->final_norm, {H}); !s.ok()) return s;
-  if (absl::Status s = check_shape(weights->lm_head, {c.vocab_size, H}); !s.ok()) return s;
-  if (static_cast<int64_t>(weights->blocks.size()) != c.num_layers) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "model has %d blocks, config says num_hidden_layers = %d", weights->blocks.size(),
-        c.num_layers));
-  }
+  const int64_t H = c.hidden_size;
   auto model = std::shared_ptr<CpuModel>(new CpuModel(c));
   model->blocks_.resize(c.num_layers);
   for (int64_t b = 0; b < c.num_layers; ++b) {
     const model::BlockWeights& bw = weights->blocks[b];
     Block& blk = model->blocks_[b];
-    for (auto [t, shape] : std::vector<std::pair<const model::WeightTensor*, std::vector<int64_t>>>{
-             {&bw.input_norm, {H}},
-             {&bw.post_attn_norm, {H}},
-             {&bw.q, {qd, H}},
-             {&bw.k, {kvd, H}},
-             {&bw.v, {kvd, H}},
-             {&bw.o, {H, qd}},
-             {&bw.router, {c.num_experts, H}}}) {
-      if (absl::Status s = check_shape(*t, shape); !s.ok()) return s;
-    }
-    if (static_cast<int64_t>(bw.experts.size()) != c.num_experts) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "block %d has %d experts, config says %d", b, bw.experts.size(), c.num_experts));
-    }
     blk.input_norm = bw.input_norm.to_f32();
     blk.post_attn_norm = bw.post_attn_norm.to_f32();
     model::WeightTensor qkv = concat_rows({&bw.q, &bw.k, &bw.v});
-    std::vector<float> qkv_bias;
-    if (c.attention_bias) {
-      for (const model::WeightTensor* bias : {&bw.q_bias, &bw.k_bias, &bw.v_bias}) {
-        std::vector<float> f = bias->to_f32();
-        if (static_cast<int64_t>(f.size()) != bias->rows() || f.empty()) {
-          return absl::InvalidArgumentError(
-              absl::StrFormat("tensor '%s' missing or empty (attention bias)", bias->name));
-        }
-        qkv_bias.insert(qkv_bias.end(), f.begin(), f.end());
-      }
-      if (static_cast<int64_t>(qkv_bias.size()) != qd + 2 * kvd) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "block %d: q/k/v biases have %d values, expected %d", b, qkv_bias.size(),
-            qd + 2 * kvd));
-      }
-    }
-    blk.qkv = make_linear(qkv, qkv_bias.empty() ? nullptr : qkv_bias.data(), bf16_compute, gemm);
+    absl::StatusOr<std::vector<float>> qkv_bias = model::fused_qkv_bias(c, bw, b);
+    if (!qkv_bias.ok()) return qkv_bias.status();
+    blk.qkv = make_linear(qkv, qkv_bias->empty() ? nullptr : qkv_bias->data(), bf16_compute, gemm);
     blk.o = make_linear(bw.o, nullptr, bf16_compute, gemm);
     std::vector<float> router = bw.router.to_f32();  // routing always in f32
     kernels::cpu::LinearOptions router_options;
@@ -142,13 +96,6 @@ absl::StatusOr<std::shared_ptr<const CpuModel>> CpuModel::prepare(
     blk.router = std::make_unique<Linear>(router.data(), c.num_experts, H, nullptr, router_options);
     for (int64_t e = 0; e < c.num_experts; ++e) {
       const model::ExpertWeights& ew = bw.experts[e];
-      for (auto [t, shape] :
-           std::vector<std::pair<const model::WeightTensor*, std::vector<int64_t>>>{
-               {&ew.gate, {c.expert_ffn, H}},
-               {&ew.up, {c.expert_ffn, H}},
-               {&ew.down, {H, c.expert_ffn}}}) {
-        if (absl::Status s = check_shape(*t, shape); !s.ok()) return s;
-      }
       if (ew.gate.dtype == model::DType::kBF16) model->weights_dtype_ = "bf16";
       blk.experts.push_back(make_ffn(ew, H, c.expert_ffn, bf16_compute, gemm));
       if (blk.experts.back()->compute_type() == kernels::cpu::LinearWeightType::kBF16) {
@@ -160,14 +107,6 @@ absl::StatusOr<std::shared_ptr<const CpuModel>> CpuModel::prepare(
     }
     if (c.shared_expert_ffn > 0) {
       const model::ExpertWeights& se = bw.shared_expert;
-      for (auto [t, shape] :
-           std::vector<std::pair<const model::WeightTensor*, std::vector<int64_t>>>{
-               {&se.gate, {c.shared_expert_ffn, H}},
-               {&se.up, {c.shared_expert_ffn, H}},
-               {&se.down, {H, c.shared_expert_ffn}},
-               {&bw.shared_expert_gate, {1, H}}}) {
-        if (absl::Status s = check_shape(*t, shape); !s.ok()) return s;
-      }
       blk.shared_expert = make_ffn(se, H, c.shared_expert_ffn, bf16_compute, gemm);
       blk.shared_gate = bw.shared_expert_gate.to_f32();
     }

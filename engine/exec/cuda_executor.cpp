@@ -5,7 +5,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_format.h"
-#include "engine/serving/sampling.hpp"
+#include "engine/exec/sample_rows.hpp"
 #include "kernels/assert.hpp"
 #include "kernels/cuda/attention.hpp"
 #include "kernels/cuda/cuda_check.hpp"
@@ -299,16 +299,7 @@ void CudaExecutor::sample(const std::vector<dataflow::TokenMeta>& rows, const fl
     if (s.ok()) s = finish(stream_);
     if (!s.ok()) die(s, "sample");
   }
-  tokens->assign(n, -1);
-  logits->assign(n, {});
-  for (int64_t i = 0; i < n; ++i) {
-    const float* row = all.data() + i * c.vocab_size;
-    if (rows[i].flags & dataflow::kSample) {
-      (*tokens)[i] = serving::sample_token(row, c.vocab_size, sampling[i], rows[i].request_id,
-                                           rows[i].position + 1);
-    }
-    if (rows[i].flags & dataflow::kNeedsLogits) (*logits)[i].assign(row, row + c.vocab_size);
-  }
+  sample_rows(rows, all.data(), c.vocab_size, sampling, tokens, logits);
 }
 
 }  // namespace muflow::engine::exec

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "absl/strings/str_format.h"
+#include "engine/model/weight_shapes.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/elementwise.hpp"
 #include "kernels/cuda/gemm.hpp"
@@ -19,21 +20,6 @@ constexpr int kSlotLinearInput = 12;  // x rounded to bf16 for a bf16 linear
 constexpr int kSlotGateUp = 13;       // [n, 2·ffn] f32
 constexpr int kSlotActivation = 14;   // [n, ffn] f32 or bf16
 constexpr int kSlotNormed = 15;       // [n, hidden] f32 (final norm)
-
-std::string shape_string(const std::vector<int64_t>& shape) {
-  std::string s;
-  for (int64_t d : shape) s += absl::StrFormat("%s%d", s.empty() ? "" : ",", d);
-  return s;
-}
-
-absl::Status check_shape(const model::WeightTensor& t, const std::vector<int64_t>& expected) {
-  if (t.shape != expected) {
-    return absl::InvalidArgumentError(absl::StrFormat("tensor '%s' has shape [%s], expected [%s]",
-                                                      t.name, shape_string(t.shape),
-                                                      shape_string(expected)));
-  }
-  return absl::OkStatus();
-}
 
 class Uploader {
  public:
@@ -116,20 +102,12 @@ absl::StatusOr<void*> CudaScratch::get(int slot, std::size_t bytes) {
 
 absl::StatusOr<std::shared_ptr<const CudaModel>> CudaModel::prepare(
     const model::ModelWeights& weights, int gpu) {
+  if (absl::Status s = model::check_weight_shapes(weights); !s.ok()) return s;
   const model::ModelConfig& c = weights.config;
-  if (absl::Status s = c.validate(); !s.ok()) return s;
   if (cudaError_t e = cudaSetDevice(gpu); e != cudaSuccess) {
     return cuda_status(e, absl::StrFormat("selecting GPU %d", gpu));
   }
-  const int64_t H = c.hidden_size, qd = c.num_heads * c.head_dim, kvd = c.num_kv_heads * c.head_dim;
-  if (absl::Status s = check_shape(weights.embed, {c.vocab_size, H}); !s.ok()) return s;
-  if (absl::Status s = check_shape(weights.final_norm, {H}); !s.ok()) return s;
-  if (absl::Status s = check_shape(weights.lm_head, {c.vocab_size, H}); !s.ok()) return s;
-  if (static_cast<int64_t>(weights.blocks.size()) != c.num_layers) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("model has %d blocks, config says num_hidden_layers = %d",
-                        weights.blocks.size(), c.num_layers));
-  }
+  const int64_t H = c.hidden_size, qd = c.num_heads * c.head_dim;
   auto m = std::shared_ptr<CudaModel>(new CudaModel());
   m->config_ = c;
   m->gpu_ = gpu;
@@ -138,64 +116,29 @@ absl::StatusOr<std::shared_ptr<const CudaModel>> CudaModel::prepare(
   for (int64_t b = 0; b < c.num_layers; ++b) {
     const model::BlockWeights& bw = weights.blocks[b];
     Block& blk = m->blocks_[b];
-    for (auto [t, shape] : std::vector<std::pair<const model::WeightTensor*, std::vector<int64_t>>>{
-             {&bw.input_norm, {H}},
-             {&bw.post_attn_norm, {H}},
-             {&bw.q, {qd, H}},
-             {&bw.k, {kvd, H}},
-             {&bw.v, {kvd, H}},
-             {&bw.o, {H, qd}},
-             {&bw.router, {c.num_experts, H}}}) {
-      if (absl::Status s = check_shape(*t, shape); !s.ok()) return s;
-    }
-    if (static_cast<int64_t>(bw.experts.size()) != c.num_experts) {
-      return absl::InvalidArgumentError(absl::StrFormat("block %d has %d experts, config says %d",
-                                                        b, bw.experts.size(), c.num_experts));
-    }
     if (absl::Status s = up.floats(bw.input_norm.to_f32(), &blk.input_norm); !s.ok()) return s;
-    if (absl::Status s = up.floats(bw.post_attn_norm.to_f32(), &blk.post_attn_norm); !s.ok())
+    if (absl::Status s = up.floats(bw.post_attn_norm.to_f32(), &blk.post_attn_norm); !s.ok()) {
       return s;
+    }
     if (absl::Status s = up.matrix({&bw.q, &bw.k, &bw.v}, &blk.qkv); !s.ok()) return s;
-    if (c.attention_bias) {
-      std::vector<float> bias;
-      for (const model::WeightTensor* t : {&bw.q_bias, &bw.k_bias, &bw.v_bias}) {
-        std::vector<float> f = t->to_f32();
-        bias.insert(bias.end(), f.begin(), f.end());
-      }
-      if (static_cast<int64_t>(bias.size()) != qd + 2 * kvd) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "block %d: q/k/v biases have %d values, expected %d", b, bias.size(), qd + 2 * kvd));
-      }
-      if (absl::Status s = up.floats(bias, &blk.qkv_bias); !s.ok()) return s;
+    absl::StatusOr<std::vector<float>> bias = model::fused_qkv_bias(c, bw, b);
+    if (!bias.ok()) return bias.status();
+    if (!bias->empty()) {
+      if (absl::Status s = up.floats(*bias, &blk.qkv_bias); !s.ok()) return s;
     }
     if (absl::Status s = up.matrix({&bw.o}, &blk.o); !s.ok()) return s;
-    if (absl::Status s = up.f32_matrix(bw.router, &blk.router); !s.ok())
-      return s;  // routing in f32
+    // Routing in f32, whatever the weights' dtype.
+    if (absl::Status s = up.f32_matrix(bw.router, &blk.router); !s.ok()) return s;
     blk.gate_up.resize(c.num_experts);
     blk.down.resize(c.num_experts);
     for (int64_t e = 0; e < c.num_experts; ++e) {
       const model::ExpertWeights& ew = bw.experts[e];
-      for (auto [t, shape] :
-           std::vector<std::pair<const model::WeightTensor*, std::vector<int64_t>>>{
-               {&ew.gate, {c.expert_ffn, H}},
-               {&ew.up, {c.expert_ffn, H}},
-               {&ew.down, {H, c.expert_ffn}}}) {
-        if (absl::Status s = check_shape(*t, shape); !s.ok()) return s;
-      }
       if (ew.gate.dtype == model::DType::kBF16) m->weights_dtype_ = "bf16";
       if (absl::Status s = up.matrix({&ew.gate, &ew.up}, &blk.gate_up[e]); !s.ok()) return s;
       if (absl::Status s = up.matrix({&ew.down}, &blk.down[e]); !s.ok()) return s;
     }
     if (c.shared_expert_ffn > 0) {
       const model::ExpertWeights& se = bw.shared_expert;
-      for (auto [t, shape] :
-           std::vector<std::pair<const model::WeightTensor*, std::vector<int64_t>>>{
-               {&se.gate, {c.shared_expert_ffn, H}},
-               {&se.up, {c.shared_expert_ffn, H}},
-               {&se.down, {H, c.shared_expert_ffn}},
-               {&bw.shared_expert_gate, {1, H}}}) {
-        if (absl::Status s = check_shape(*t, shape); !s.ok()) return s;
-      }
       if (absl::Status s = up.matrix({&se.gate, &se.up}, &blk.shared_gate_up); !s.ok()) return s;
       if (absl::Status s = up.matrix({&se.down}, &blk.shared_down); !s.ok()) return s;
       if (absl::Status s = up.floats(bw.shared_expert_gate.to_f32(), &blk.shared_gate); !s.ok()) {

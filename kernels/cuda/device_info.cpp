@@ -21,10 +21,10 @@ int device_count(std::string* why_none) {
 std::string device_description(int gpu) {
   cudaDeviceProp p{};
   if (cudaGetDeviceProperties(&p, gpu) != cudaSuccess) return "";
-  char buf[256];
-  std::snprintf(buf, sizeof(buf), "%s (sm_%d%d, %d SMs, %.1f GiB)", p.name, p.major, p.minor,
-                p.multiProcessorCount, static_cast<double>(p.totalGlobalMem) / (1 << 30));
-  return buf;
+  char mem[32];
+  std::snprintf(mem, sizeof(mem), "%.1f", static_cast<double>(p.totalGlobalMem) / (1 << 30));
+  return std::string(p.name) + " (sm_" + std::to_string(p.major) + std::to_string(p.minor) + ", " +
+         std::to_string(p.multiProcessorCount) + " SMs, " + mem + " GiB)";
 }
 
 std::string sim_device_kind(int gpu) {
