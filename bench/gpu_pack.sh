@@ -21,6 +21,10 @@ for b in "${bins[@]}"; do ldd "$b"; done | awk '/=>/ {print $3}' | sort -u |
   while read -r lib; do cp -L "$lib" "$stage/lib/"; done
 tar cJf .devcarry/devbundle.tar.xz -C "$stage" bin lib
 data="${MUFLOW_DATA_DIR:-../shared/data}"
+# Where the gpu tests look for the data (compiled in): gpu_run.sh puts the model there.
+sed -n 's/^MUFLOW_DATA_DIR:PATH=//p' "$B/CMakeCache.txt" > .devcarry/data_dir.txt
+[ -d .devcarry/models/kjv-mixtral-tiny ] && chmod -R u+w .devcarry/models/kjv-mixtral-tiny
 rm -rf .devcarry/models/kjv-mixtral-tiny
 cp -r "$data/models/kjv-mixtral-tiny" .devcarry/models/
+chmod -R u+w .devcarry/models/kjv-mixtral-tiny  # the shared data is read-only
 du -sh .devcarry

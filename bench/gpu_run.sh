@@ -14,9 +14,10 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 CUB=$(find /usr/local /opt /usr/lib -name 'libcublas.so.13' 2>/dev/null | head -1)
 export LD_LIBRARY_PATH=/tmp/mf/lib:$(dirname "$CUB")
 rm -f /tmp/mf/lib/libstdc++.so.6 /tmp/mf/lib/libgcc_s.so.1
-# The tests look for the data where the build machine had it (MUFLOW_DATA_DIR, compiled in as
-# <checkout>/../shared/data): put kjv-mixtral-tiny there.
-data_dir="$(strings /tmp/mf/bin/cuda_backend_test | grep -m1 '/shared/data$' || true)"
+# The tests look for the data where the build machine had it (MUFLOW_DATA_DIR, compiled in;
+# gpu_pack.sh wrote it down): put kjv-mixtral-tiny there. mkdir -p creates each component of a
+# path like <checkout>/../shared/data, the checkout folder too, so the ".." resolves.
+data_dir="$(cat "$D/data_dir.txt" 2>/dev/null || true)"
 if [ -n "$data_dir" ]; then
   mkdir -p "$data_dir/models" && cp -r "$D/models/kjv-mixtral-tiny" "$data_dir/models/"
 fi
