@@ -278,6 +278,29 @@ TEST(Topology, UnknownWiringListsTheKnownOnes) {
   EXPECT_THAT(msg(backend.status()), HasSubstr("expected one of: cpu, cuda, sim; got 'tpu'"));
 }
 
+// backend "cuda": devices default to kind "cuda", and only that kind is accepted (whether a
+// GPU exists is the backend's question, not the parser's).
+TEST(Topology, CudaBackendTakesCudaDevicesOnly) {
+  absl::StatusOr<topology::Topology> topo =
+      parse("backend = \"cuda\"\n[cluster]\nnum_devices = 2\n[model]\nhidden = 64\n");
+  ASSERT_TRUE(topo.ok()) << topo.status();
+  EXPECT_EQ(topo->backend, "cuda");
+  ASSERT_EQ(topo->devices.size(), 2u);
+  EXPECT_EQ(topo->devices[0].kind, "cuda");
+  EXPECT_EQ(topo->devices[1].name, "cuda1");
+  absl::StatusOr<topology::Topology> cpu_kind =
+      parse("backend = \"cuda\"\n[cluster]\nnum_devices = 2\nkind = \"cpu\"\n");
+  ASSERT_FALSE(cpu_kind.ok());
+  EXPECT_THAT(
+      msg(cpu_kind.status()),
+      HasSubstr(
+          "topo.toml:4: key 'cluster.kind': backend 'cuda' runs devices of kind 'cuda' only"));
+  absl::StatusOr<topology::Topology> preset =
+      parse("backend = \"cuda\"\n[model]\npreset = \"mixtral-8x7b\"\n");
+  ASSERT_FALSE(preset.ok());
+  EXPECT_THAT(msg(preset.status()), HasSubstr("preset models have no weights"));
+}
+
 TEST(Topology, AsyncKeys) {
   absl::StatusOr<topology::Topology> topo = parse(
       "wiring = \"async\"\n[cluster]\nnum_devices = 6\n[placement]\nattention_devices = 2\n"
