@@ -248,14 +248,15 @@ class Measurer {
 };
 
 /// A tiny model with `c`'s structure (layers, experts, top-k, FFN kind): its kernels take
-/// microseconds, so a run of it is the actors' host time.
-ModelConfig tiny_model(const ModelConfig& c) {
+/// microseconds, so a run of it is the actors' host time. The FFN gives each of `devices`
+/// MoEShard shards a multiple of 8 units (cuda's bf16 GEMM reads 16-byte chunks).
+ModelConfig tiny_model(const ModelConfig& c, int64_t devices) {
   ModelConfig t = c;
   t.hidden_size = 16;
   t.num_heads = 2;
   t.num_kv_heads = 1;
   t.head_dim = 8;
-  t.expert_ffn = 16;
+  t.expert_ffn = std::max<int64_t>(16, 8 * devices);
   t.shared_expert_ffn = c.shared_expert_ffn > 0 ? 16 : 0;
   t.vocab_size = 64;
   return t;
@@ -313,7 +314,8 @@ absl::StatusOr<RunOutcome> run_to_end(const Topology& topology,
 absl::StatusOr<double> measure_stage_overhead(const Topology& topology, const fs::path& scratch,
                                               const std::string& sim_kind) {
   Topology cpu = topology;  // already on the measured backend
-  const ModelConfig tiny = tiny_model(*cpu.model.synthetic);
+  const ModelConfig tiny =
+      tiny_model(*cpu.model.synthetic, static_cast<int64_t>(cpu.devices.size()));
   cpu.model.synthetic = tiny;
   cpu.model.path.clear();
   cpu.model.preset.clear();
@@ -537,21 +539,25 @@ absl::Status calibrate(const Topology& topology, const CalibrationOptions& optio
   std::string kernel_rows =
       absl::StrCat(meta_line(sim_kind, config, cpu.model.dtype, threads, concurrent),
                    "op,tokens,context,width,seconds\n");
-  Measurer m(config, std::move(executors), options.repeats);
-  const std::vector<Point> points = m.points(options.max_tokens, options.max_context);
-  std::string last_op;
-  for (size_t i = 0; i < points.size(); ++i) {
-    const Point& p = points[i];
-    const double s = m.measure(p);
-    const std::string row =
-        absl::StrFormat("%s,%d,%d,%d,%.9g\n", p.op, p.tokens, p.context, p.width, s);
-    out << row;
-    kernel_rows += row;
-    out.flush();
-    if (i + 1 == points.size() || points[i + 1].op != p.op) {
-      progress(absl::StrFormat("measured %s (%d/%d points)", p.op, i + 1, points.size()));
+  {
+    Measurer m(config, std::move(executors), options.repeats);
+    const std::vector<Point> points = m.points(options.max_tokens, options.max_context);
+    for (size_t i = 0; i < points.size(); ++i) {
+      const Point& p = points[i];
+      const double s = m.measure(p);
+      const std::string row =
+          absl::StrFormat("%s,%d,%d,%d,%.9g\n", p.op, p.tokens, p.context, p.width, s);
+      out << row;
+      kernel_rows += row;
+      out.flush();
+      if (i + 1 == points.size() || points[i + 1].op != p.op) {
+        progress(absl::StrFormat("measured %s (%d/%d points)", p.op, i + 1, points.size()));
+      }
     }
   }
+  // The runs below start servers of their own: this one's model (on cuda, a copy in GPU
+  // memory) and the executors above are released first.
+  server->reset();
   const fs::path scratch =
       fs::temp_directory_path() / absl::StrCat("muflow_calibrate_", ::getpid());
   fs::create_directories(scratch);

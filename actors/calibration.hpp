@@ -17,7 +17,9 @@
 namespace muflow::actors {
 
 struct CalibrationOptions {
-  /// The backend measured: "cpu", or "cuda" (the process's first GPU; a build with CUDA).
+  /// The backend measured: "cpu", or "cuda" (a build with CUDA; the measuring threads'
+  /// executors are devices 0, 1, ... of the topology, on GPUs device mod the GPUs seen; the
+  /// rows' kind is GPU 0's).
   std::string backend = "cpu";
   int64_t max_tokens = 512;    ///< largest batch (expert rows, prefill tokens, LM-head rows)
   int64_t max_context = 1024;  ///< largest decode context measured
@@ -35,7 +37,8 @@ struct CalibrationOptions {
 /// and the sim replays use the GPU's sim kind) and writes the CSV to `out`, one row per
 /// point as it is measured (flushed, so an interrupted run keeps what it finished):
 ///  - attention decode (n sequences × context), prefill (one sequence of P tokens), expert
-///    FFN (n rows; widths ffn and the MoEShard shard widths of 2 and of the device count),
+///    FFN (n rows of the whole expert, width ffn: MoEShard's shard runs are not measured
+///    separately),
 ///    LM head + sampling (n rows), each the median of `repeats` calls on cold weights (calls
 ///    rotate over blocks and experts; the LM head reads a 64 MiB buffer between calls); with
 ///    `concurrent` > 1 each expert size again on one thread while the others idle

@@ -60,6 +60,14 @@ absl::StatusOr<std::unique_ptr<Backend>> make_cuda_backend(
     return absl::FailedPreconditionError(
         absl::StrFormat("%s: backend 'cuda': no CUDA device found (%s)", topology.source, why));
   }
+  const auto num_devices = static_cast<int64_t>(topology.devices.size());
+  const int used = static_cast<int>(std::min<int64_t>(gpus, num_devices));  // GPUs devices map to
+  for (int g = 0; g < used; ++g) {
+    if (const std::string why_not = kernels::cuda::unsupported_reason(g); !why_not.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrFormat("%s: backend 'cuda': GPU %d: %s", topology.source, g, why_not));
+    }
+  }
   absl::StatusOr<std::shared_ptr<const engine::model::ModelWeights>> weights =
       load_model_weights(topology, /*prepared_copies=*/1.0);
   if (!weights.ok()) return weights.status();
@@ -68,7 +76,6 @@ absl::StatusOr<std::unique_ptr<Backend>> make_cuda_backend(
   if (absl::Status s = engine::topology::check_topology_against_model(topology, c); !s.ok()) {
     return s;
   }
-  const auto num_devices = static_cast<int64_t>(topology.devices.size());
   const bool bf16 = !(*weights)->blocks.empty() && !(*weights)->blocks[0].experts.empty() &&
                     (*weights)->blocks[0].experts[0].gate.dtype == engine::model::DType::kBF16;
   if (topology.wiring == "moeshard" && bf16) {
@@ -86,7 +93,6 @@ absl::StatusOr<std::unique_ptr<Backend>> make_cuda_backend(
     }
   }
   std::vector<std::shared_ptr<const engine::exec::CudaModel>> models;
-  const int used = static_cast<int>(std::min<int64_t>(gpus, num_devices));
   for (int g = 0; g < used; ++g) {
     absl::StatusOr<std::shared_ptr<const engine::exec::CudaModel>> m =
         engine::exec::CudaModel::prepare(**weights, g);

@@ -14,7 +14,8 @@
 namespace muflow::actors {
 
 /// Loads the topology's model and uploads it to every GPU a device maps to. Errors: the
-/// loader's; FailedPrecondition when no GPU is found (the CUDA runtime's reason named);
+/// loader's; FailedPrecondition when no GPU is found (the CUDA runtime's reason named) or a GPU
+/// cannot run the kernels (older than sm_80, or too little shared memory per block: sm_86/89);
 /// InvalidArgument for a topology that does not fit the model (and for moeshard over bf16
 /// weights whose shard boundaries are not multiples of 8 intermediate units);
 /// ResourceExhausted when a GPU's memory is too small.

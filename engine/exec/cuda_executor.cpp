@@ -225,6 +225,7 @@ absl::Status CudaExecutor::attention_impl(int64_t block, serving::KvCache& kv,
                           block, tokens[i].request_id, tokens[i].position));
     }
   }
+  kv_.committed(kv, tokens);
   return absl::OkStatus();
 }
 
@@ -270,7 +271,8 @@ void CudaExecutor::expert_shard(int64_t block, int64_t expert, int64_t shard, in
   }
   if (n == 0) return;
   use_gpu();
-  const planning::ShardRange r = shard_plan_.ranges.at(shard);
+  MUFLOW_ASSERT(shard >= 0 && shard < num_shards, "CudaExecutor::expert_shard: shard out of range");
+  const planning::ShardRange r = shard_plan_.ranges[static_cast<size_t>(shard)];
   if (absl::Status s = expert_impl(block, expert, x, n, y, r.begin, r.end); !s.ok()) {
     die(s, "expert_shard");
   }

@@ -50,7 +50,8 @@ absl::Status CudaKvCache::sync(const serving::KvCache& host,
                                int scratch_slot, cudaStream_t stream) {
   auto& mine = entries_[&host];
   for (auto it = mine.begin(); it != mine.end();) {
-    if (host.length(it->first) < it->second.len) {
+    if (host.generation(it->first) != it->second.generation ||
+        host.length(it->first) < it->second.len) {
       free_entry(it->second);
       mine.erase(it++);
     } else {
@@ -63,6 +64,10 @@ absl::Status CudaKvCache::sync(const serving::KvCache& host,
   std::vector<int32_t> stage_page, stage_slot;
   for (int64_t rid : request_ids) {
     Entry& e = mine[rid];
+    if (e.generation != host.generation(rid)) {  // new here, or swept above and recreated
+      free_entry(e);
+      e.generation = host.generation(rid);
+    }
     const int64_t host_len = host.length(rid);
     const float* k = host.keys(rid);
     const float* v = host.values(rid);
@@ -99,6 +104,15 @@ absl::Status CudaKvCache::sync(const serving::KvCache& host,
   kc::kv_write(pool(), kv_width_, reinterpret_cast<const float*>(dst), 2 * kv_width_, 0, pages,
                pages + rows, rows, stream);
   return absl::OkStatus();
+}
+
+void CudaKvCache::committed(const serving::KvCache& host,
+                            const std::vector<dataflow::TokenMeta>& tokens) {
+  auto& mine = entries_[&host];
+  for (const dataflow::TokenMeta& t : tokens) {
+    auto it = mine.find(t.request_id);
+    if (it != mine.end()) it->second.generation = host.generation(t.request_id);
+  }
 }
 
 absl::StatusOr<CudaKvCache::Plan> CudaKvCache::prepare(

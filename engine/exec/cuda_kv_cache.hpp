@@ -5,7 +5,8 @@
 /// stays the authority: admission, replication (KvRows) and release read it; the device
 /// copy is what attention reads. Before each attention run the mirror brings a request's
 /// device rows up to the host's (rows that reached the host another way, e.g. a replica's
-/// apply_kv_rows, are uploaded) and drops requests the host released or restarted.
+/// apply_kv_rows, are uploaded) and drops requests the host released or restarted (another
+/// KvCache::generation, or fewer rows).
 
 #include <cuda_runtime_api.h>
 
@@ -49,6 +50,11 @@ class CudaKvCache {
   absl::Status sync(const serving::KvCache& host, const std::vector<int64_t>& request_ids,
                     CudaScratch& scratch, int scratch_slot, cudaStream_t stream);
 
+  /// After the batch's rows reached `host` too (the executor appends them there once the
+  /// device is done): records the host entries' generations, which a request's first rows
+  /// create, so the next sync keeps these device rows.
+  void committed(const serving::KvCache& host, const std::vector<dataflow::TokenMeta>& tokens);
+
   /// The device pool (page p at p · kv_page_floats(kv_width)); changes when the pool grows.
   float* pool() const { return pool_.as<float>(); }
   int64_t pages_in_use() const { return capacity_ - static_cast<int64_t>(free_.size()); }
@@ -57,6 +63,7 @@ class CudaKvCache {
   struct Entry {
     std::vector<int32_t> pages;
     int64_t len = 0;
+    uint64_t generation = 0;  ///< the host entry's (KvCache::generation) these rows copy
   };
   absl::StatusOr<int32_t> allocate_page(cudaStream_t stream);
   void free_entry(Entry& e);

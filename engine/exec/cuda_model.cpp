@@ -4,10 +4,12 @@
 
 #include "absl/strings/str_format.h"
 #include "engine/model/weight_shapes.hpp"
+#include "kernels/cuda/attention.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/elementwise.hpp"
 #include "kernels/cuda/gemm.hpp"
 #include "kernels/cuda/rms_norm.hpp"
+#include "kernels/cuda/router.hpp"
 #include "kernels/cuda/swiglu.hpp"
 
 namespace muflow::engine::exec {
@@ -82,6 +84,22 @@ class Uploader {
   int64_t* bytes_;
 };
 
+// Whether any matrix the model uploads is bf16.
+bool any_bf16(const model::ModelWeights& w) {
+  auto bf16 = [](const model::WeightTensor& t) { return t.dtype == model::DType::kBF16; };
+  if (bf16(w.lm_head)) return true;
+  for (const model::BlockWeights& b : w.blocks) {
+    if (bf16(b.q) || bf16(b.k) || bf16(b.v) || bf16(b.o) || bf16(b.shared_expert.gate) ||
+        bf16(b.shared_expert.up) || bf16(b.shared_expert.down)) {
+      return true;
+    }
+    for (const model::ExpertWeights& e : b.experts) {
+      if (bf16(e.gate) || bf16(e.up) || bf16(e.down)) return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 absl::Status cuda_status(cudaError_t e, std::string_view what) {
@@ -108,6 +126,25 @@ absl::StatusOr<std::shared_ptr<const CudaModel>> CudaModel::prepare(
     return cuda_status(e, absl::StrFormat("selecting GPU %d", gpu));
   }
   const int64_t H = c.hidden_size, qd = c.num_heads * c.head_dim;
+  // What the kernels take, checked before anything is uploaded.
+  if (c.head_dim > kc::kMaxAttentionHeadDim || c.head_dim % 2 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("cuda backend: head_dim must be even and at most %d (got %d)",
+                        kc::kMaxAttentionHeadDim, c.head_dim));
+  }
+  if (c.num_experts > kc::kMaxRouterExperts) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("cuda backend: at most %d experts per block (got %d)",
+                        kc::kMaxRouterExperts, c.num_experts));
+  }
+  // bf16 GEMMs read 16-byte chunks: every k (hidden, ffn, q width) must be a multiple of 8.
+  if (any_bf16(weights) && (H % 8 != 0 || c.expert_ffn % 8 != 0 || qd % 8 != 0 ||
+                            (c.shared_expert_ffn > 0 && c.shared_expert_ffn % 8 != 0))) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "cuda backend: bf16 weights need hidden_size, intermediate_size (and the shared "
+        "expert's) and heads·head_dim to be multiples of 8 (got %d, %d, %d, %d)",
+        H, c.expert_ffn, c.shared_expert_ffn, qd));
+  }
   auto m = std::shared_ptr<CudaModel>(new CudaModel());
   m->config_ = c;
   m->gpu_ = gpu;
@@ -149,15 +186,6 @@ absl::StatusOr<std::shared_ptr<const CudaModel>> CudaModel::prepare(
   if (absl::Status s = up.matrix({&weights.lm_head}, &m->lm_head_); !s.ok()) return s;
   if (absl::Status s = up.floats(weights.embed.to_f32(), &m->embed_); !s.ok()) return s;
   if (absl::Status s = up.floats(weights.final_norm.to_f32(), &m->final_norm_); !s.ok()) return s;
-  // bf16 GEMMs read 16-byte chunks: every k (hidden, ffn, q width) must be a multiple of 8.
-  if (std::string(m->weights_dtype_) == "bf16" &&
-      (H % 8 != 0 || c.expert_ffn % 8 != 0 || qd % 8 != 0 ||
-       (c.shared_expert_ffn > 0 && c.shared_expert_ffn % 8 != 0))) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "cuda backend: bf16 weights need hidden_size, intermediate_size and heads·head_dim to be "
-        "multiples of 8 (got %d, %d, %d)",
-        H, c.expert_ffn, qd));
-  }
   return std::shared_ptr<const CudaModel>(m);
 }
 
@@ -195,22 +223,29 @@ absl::Status CudaModel::ffn(const CudaMatrix& gu, const CudaMatrix& dn, const fl
   if (n == 0) return absl::OkStatus();
   const int64_t H = config_.hidden_size, F = gu.rows / 2;
   const int64_t b = range_begin, e = range_end < 0 ? F : range_end, f = e - b;
-  const std::size_t elem = gu.bf16 ? sizeof(uint16_t) : sizeof(float);
+  if (f == 0) {  // an empty MoEShard shard: its partial output is zero
+    if (cudaError_t err = cudaMemsetAsync(y, 0, n * H * sizeof(float), stream);
+        err != cudaSuccess) {
+      return cuda_status(err, "zeroing an empty shard's output");
+    }
+    return absl::OkStatus();
+  }
+  // Each matrix in its own dtype (gate|up and down may differ).
+  const std::size_t gu_elem = gu.bf16 ? sizeof(uint16_t) : sizeof(float);
+  const std::size_t dn_elem = dn.bf16 ? sizeof(uint16_t) : sizeof(float);
+  const auto* gate_rows = static_cast<const unsigned char*>(gu.ptr()) + b * H * gu_elem;
+  const auto* up_rows = static_cast<const unsigned char*>(gu.ptr()) + (F + b) * H * gu_elem;
+  const auto* down_cols = static_cast<const unsigned char*>(dn.ptr()) + b * dn_elem;
   absl::StatusOr<void*> gate_up = scratch.get(kSlotGateUp, n * 2 * f * sizeof(float));
   if (!gate_up.ok()) return gate_up.status();
   absl::StatusOr<void*> act = scratch.get(kSlotActivation, n * f * sizeof(float));
   if (!act.ok()) return act.status();
   auto* g = static_cast<float*>(*gate_up);
-  const auto* gate_rows = static_cast<const unsigned char*>(gu.ptr()) + b * H * elem;
-  const auto* up_rows = static_cast<const unsigned char*>(gu.ptr()) + (F + b) * H * elem;
-  const auto* down_cols = static_cast<const unsigned char*>(dn.ptr()) + b * elem;
-  if (f == 0) {
-    MUFLOW_CUDA_ASSERT(cudaMemsetAsync(y, 0, n * H * sizeof(float), stream));
-    return absl::OkStatus();
-  }
+  // gate and up halves side by side in one [n, 2f] buffer (ld 2f): the whole expert's fused
+  // [2F, H] weight in one GEMM, a shard's two row ranges in two.
+  const bool whole = b == 0 && e == F;
   if (!gu.bf16) {
-    // gate and up halves side by side in one [n, 2f] buffer (ld 2f), then swiglu and down.
-    if (b == 0 && e == F) {
+    if (whole) {
       kc::gemm_f32(x, H, static_cast<const float*>(gu.ptr()), H, nullptr, g, 2 * F, n, 2 * F, H,
                    stream);
     } else {
@@ -219,28 +254,31 @@ absl::Status CudaModel::ffn(const CudaMatrix& gu, const CudaMatrix& dn, const fl
       kc::gemm_f32(x, H, reinterpret_cast<const float*>(up_rows), H, nullptr, g + f, 2 * f, n, f, H,
                    stream);
     }
+  } else {
+    absl::StatusOr<void*> xb = scratch.get(kSlotLinearInput, n * H * sizeof(uint16_t));
+    if (!xb.ok()) return xb.status();
+    auto* xbf = static_cast<uint16_t*>(*xb);
+    kc::round_to_bf16(x, n * H, xbf, stream);
+    if (whole) {
+      kc::gemm_bf16(xbf, H, static_cast<const uint16_t*>(gu.ptr()), H, nullptr, g, 2 * F, n, 2 * F,
+                    H, stream);
+    } else {
+      kc::gemm_bf16(xbf, H, reinterpret_cast<const uint16_t*>(gate_rows), H, nullptr, g, 2 * f, n,
+                    f, H, stream);
+      kc::gemm_bf16(xbf, H, reinterpret_cast<const uint16_t*>(up_rows), H, nullptr, g + f, 2 * f, n,
+                    f, H, stream);
+    }
+  }
+  if (!dn.bf16) {
     kc::swiglu(g, n, f, static_cast<float*>(*act), nullptr, stream);
     kc::gemm_f32(static_cast<const float*>(*act), f, reinterpret_cast<const float*>(down_cols), F,
                  nullptr, y, H, n, H, f, stream);
-    return absl::OkStatus();
-  }
-  absl::StatusOr<void*> xb = scratch.get(kSlotLinearInput, n * H * sizeof(uint16_t));
-  if (!xb.ok()) return xb.status();
-  auto* xbf = static_cast<uint16_t*>(*xb);
-  kc::round_to_bf16(x, n * H, xbf, stream);
-  if (b == 0 && e == F) {
-    kc::gemm_bf16(xbf, H, static_cast<const uint16_t*>(gu.ptr()), H, nullptr, g, 2 * F, n, 2 * F, H,
-                  stream);
   } else {
-    kc::gemm_bf16(xbf, H, reinterpret_cast<const uint16_t*>(gate_rows), H, nullptr, g, 2 * f, n, f,
-                  H, stream);
-    kc::gemm_bf16(xbf, H, reinterpret_cast<const uint16_t*>(up_rows), H, nullptr, g + f, 2 * f, n,
-                  f, H, stream);
+    auto* ab = static_cast<uint16_t*>(*act);
+    kc::swiglu(g, n, f, nullptr, ab, stream);
+    kc::gemm_bf16(ab, f, reinterpret_cast<const uint16_t*>(down_cols), F, nullptr, y, H, n, H, f,
+                  stream);
   }
-  auto* ab = static_cast<uint16_t*>(*act);
-  kc::swiglu(g, n, f, nullptr, ab, stream);
-  kc::gemm_bf16(ab, f, reinterpret_cast<const uint16_t*>(down_cols), F, nullptr, y, H, n, H, f,
-                stream);
   return absl::OkStatus();
 }
 

@@ -24,6 +24,11 @@ class KvCache {
 
   /// Number of cached positions of a request (0 if unknown).
   int64_t length(int64_t request_id) const;
+  /// Which life of the request's entry this is: a process-wide unique number (≥ 1) given when
+  /// its first row is appended, so a copy of the cache elsewhere (the cuda backend's device
+  /// KV cache) can tell a request that was released and started again from one that only
+  /// grew, even at the same length. 0 if unknown.
+  uint64_t generation(int64_t request_id) const;
   /// K rows `[length, kv_width]` of a request (nullptr if unknown).
   const float* keys(int64_t request_id) const;
   /// V rows `[length, kv_width]` of a request (nullptr if unknown).
@@ -38,6 +43,7 @@ class KvCache {
   struct Entry {
     std::vector<float> k, v;
     int64_t len = 0;
+    uint64_t generation = 0;
   };
   int64_t kv_width_;
   int64_t bytes_ = 0;

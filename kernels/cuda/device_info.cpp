@@ -4,6 +4,8 @@
 
 #include <cstdio>
 
+#include "kernels/cuda/gemm.hpp"
+
 namespace muflow::kernels::cuda {
 
 int device_count(std::string* why_none) {
@@ -25,6 +27,25 @@ std::string device_description(int gpu) {
   std::snprintf(mem, sizeof(mem), "%.1f", static_cast<double>(p.totalGlobalMem) / (1 << 30));
   return std::string(p.name) + " (sm_" + std::to_string(p.major) + std::to_string(p.minor) + ", " +
          std::to_string(p.multiProcessorCount) + " SMs, " + mem + " GiB)";
+}
+
+std::string unsupported_reason(int gpu) {
+  cudaDeviceProp p{};
+  if (cudaError_t e = cudaGetDeviceProperties(&p, gpu); e != cudaSuccess) {
+    return std::string("cannot read its properties: ") + cudaGetErrorString(e);
+  }
+  if (p.major < 8) {
+    return std::string(p.name) + " is sm_" + std::to_string(p.major) + std::to_string(p.minor) +
+           "; muflow's kernels need sm_80 or newer";
+  }
+  int optin = 0;
+  cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, gpu);
+  if (static_cast<std::size_t>(optin) < gemm_bf16_shared_bytes()) {
+    return std::string(p.name) + " allows " + std::to_string(optin) +
+           " bytes of shared memory per block; muflow's bf16 GEMMs need " +
+           std::to_string(gemm_bf16_shared_bytes()) + " (H100, H200, A100)";
+  }
+  return "";
 }
 
 std::string sim_device_kind(int gpu) {

@@ -35,17 +35,24 @@ __global__ void round_kernel(const float* x, int64_t count, uint16_t* out) {
   }
 }
 
-// One thread per row: the dot product in index order, as the cpu stage computes it.
-__global__ void shared_gate_kernel(const float* x, const float* gate, int64_t rows, int64_t dim,
-                                   float* shared) {
-  const int64_t r = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
-  if (r >= rows) return;
+// One row: the dot product in index order, as the cpu stage computes it.
+__device__ __forceinline__ void shared_gate_row(const float* x, const float* gate, int64_t r,
+                                                int64_t dim, float* shared) {
   const float* xr = x + r * dim;
   float dot = 0.f;
   for (int64_t j = 0; j < dim; ++j) dot += xr[j] * gate[j];
   const float g = 1.f / (1.f + expf(-dot));
   float* sr = shared + r * dim;
   for (int64_t j = 0; j < dim; ++j) sr[j] *= g;
+}
+
+// One thread per row, grid-stride (the grid is capped at 65,535 blocks).
+__global__ void shared_gate_kernel(const float* x, const float* gate, int64_t rows, int64_t dim,
+                                   float* shared) {
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; r < rows;
+       r += static_cast<int64_t>(gridDim.x) * kThreads) {
+    shared_gate_row(x, gate, r, dim, shared);
+  }
 }
 
 }  // namespace

@@ -397,6 +397,11 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
 
+std::size_t gemm_bf16_shared_bytes() {
+  return static_cast<std::size_t>(
+      std::max({SmallM::kSmemBytes, MidM::kSmemBytes, LargeM::kSmemBytes}));
+}
+
 void gemm_f32(const float* a, int64_t lda, const float* w, int64_t ldw, const float* bias, float* c,
               int64_t ldc, int64_t m, int64_t n, int64_t k, cudaStream_t stream) {
   check_sizes(lda, ldw, ldc, m, n, k);

@@ -7,10 +7,11 @@
 /// - f32 (`gemm_f32`): CUDA cores, every element one `fmaf` chain over k ascending from +0,
 ///   bias added last: the same operations, in the same order, as the cpu fixed-order GEMM
 ///   (kernels/cpu/fixed_order_gemm.hpp), so the same bits.
-/// - bf16 (`gemm_bf16`): tensor cores (WMMA 16×16×16, bf16 in, f32 accumulate), k in
-///   32-wide tiles ascending, each tile two MMAs (k 0–15, then 16–31); no split-K. The tile
-///   height (32 or 128 rows) is picked from M but only changes which warp computes a row,
-///   never the MMA sequence an element goes through.
+/// - bf16 (`gemm_bf16`): tensor cores (WMMA 16×16×16, bf16 in, f32 accumulate); every element
+///   is one MMA per 16-wide chunk of k, ascending, for the chunks that start below K; no
+///   split-K. The tile configuration (16, 64 or 128 rows, with its width, k stage and pipeline
+///   depth) is picked from M but only changes which warp computes a row, never the MMA
+///   sequence an element goes through (gemm.cu).
 /// - grouped (`grouped_gemm_*`): many A blocks against their own W of one shape [N, K], in
 ///   one launch (the experts of one MoE block), each element computed as by the dense form.
 ///
@@ -20,10 +21,16 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
 namespace muflow::kernels::cuda {
+
+/// Shared memory per block the bf16 kernels ask for (their largest configuration), bytes: a
+/// GPU must allow it (cudaDevAttrMaxSharedMemoryPerBlockOptin; H100, H200 and A100 do, sm_86
+/// and sm_89 parts do not).
+std::size_t gemm_bf16_shared_bytes();
 
 /// c[m, n] = Σ_k a[m, k]·w[n, k] (+ bias[n]); f32. bias may be null.
 void gemm_f32(const float* a, int64_t lda, const float* w, int64_t ldw, const float* bias, float* c,

@@ -6,7 +6,7 @@ namespace muflow::kernels::cuda {
 namespace {
 
 constexpr int kThreads = 128;
-constexpr int kMaxExperts = 1024;
+constexpr int kMaxExperts = static_cast<int>(kMaxRouterExperts);
 
 __device__ __forceinline__ float prob_of(float logit, float max_logit, float denominator) {
   if (isnan(logit)) return 0.f;

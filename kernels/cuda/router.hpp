@@ -9,6 +9,9 @@
 
 namespace muflow::kernels::cuda {
 
+/// The most experts router_topk takes (its per-row bitmask).
+inline constexpr int64_t kMaxRouterExperts = 1024;
+
 /// logits: [rows, num_experts] f32 device; expert_ids: [rows, num_topk] int32 device out,
 /// descending probability, ties to the lower expert id (the cpu op's order); weights:
 /// [rows, num_topk] f32 device out. Softmax in f32 with the denominator summed in expert

@@ -117,5 +117,27 @@ TEST(KvCache, UnknownIds) {
   expect_rows(kv, 1, 1);
 }
 
+// A request's entry keeps its generation while it grows; released and started again it gets a
+// new one, unique across caches too (the cuda backend's device copy tells the two apart by it).
+TEST(KvCache, GenerationIsPerLifeOfAnEntry) {
+  serving::KvCache kv(kWidth), other(kWidth);
+  EXPECT_EQ(kv.generation(5), 0u);
+  ASSERT_TRUE(append(kv, 5, 0));
+  const uint64_t first = kv.generation(5);
+  EXPECT_GT(first, 0u);
+  ASSERT_TRUE(append(kv, 5, 1));
+  EXPECT_EQ(kv.generation(5), first);
+  ASSERT_FALSE(append(kv, 5, 7));  // refused: no entry change
+  EXPECT_EQ(kv.generation(5), first);
+  kv.release(5);
+  EXPECT_EQ(kv.generation(5), 0u);
+  ASSERT_TRUE(append(kv, 5, 0));
+  ASSERT_TRUE(append(kv, 5, 1));
+  EXPECT_NE(kv.generation(5), first);
+  ASSERT_TRUE(append(other, 5, 0));
+  EXPECT_NE(other.generation(5), kv.generation(5));
+  EXPECT_NE(other.generation(5), first);
+}
+
 }  // namespace
 }  // namespace muflow::engine
