@@ -65,6 +65,12 @@ struct Worker {
   std::vector<float> topk_weights;
   std::vector<float> flush;  ///< 64 MiB read between LM-head calls (cold weights)
   double sink = 0;
+  /// The first error of an executor call (attention, KV sync): the point's time would be that
+  /// of a failed call, so calibration stops with it instead of writing it.
+  absl::Status error;
+  void keep(const absl::Status& s) {
+    if (!s.ok() && error.ok()) error = s;
+  }
   int index = 0;  ///< which concurrent worker: offsets the blocks and experts it reads, so
                   ///< workers stream different weights, as different devices do in a run
 };
@@ -100,8 +106,8 @@ class Measurer {
   }
 
   /// Times `p` on every worker at once (on worker 0 alone where p.alone); returns worker 0's
-  /// median seconds.
-  double measure(const Point& p) {
+  /// median seconds. Errors: the first failed executor call of any worker (Worker::error).
+  absl::StatusOr<double> measure(const Point& p) {
     const int total = repeats_ + 1;  // the first call warms up and is not kept
     std::vector<double> times;
     const size_t num_workers = p.alone ? 1 : workers_.size();
@@ -123,6 +129,9 @@ class Measurer {
     for (size_t i = 1; i < num_workers; ++i) others.emplace_back(body, i);
     body(0);
     for (std::thread& t : others) t.join();
+    for (Worker& w : workers_) {
+      if (!w.error.ok()) return w.error;
+    }
     return median(times);
   }
 
@@ -152,7 +161,7 @@ class Measurer {
         }
         // A backend with its own copy of the cache (cuda) takes the rows now, untimed: in a
         // run they are already there.
-        (void)w.exec->sync_kv(kv, ids);
+        w.keep(w.exec->sync_kv(kv, ids));
         w.h.assign(static_cast<size_t>(n * width), 0.02f);
         w.expert_x.assign(static_cast<size_t>(n * width), 0.f);
         w.topk_ids.assign(static_cast<size_t>(n * K), 0);
@@ -170,8 +179,8 @@ class Measurer {
                                           w.topk_weights.data(),
                                           w.shared.empty() ? nullptr : w.shared.data()};
         double unused = 0;
-        (void)w.exec->attention(block, w.kv[static_cast<size_t>(block)], tokens, w.h.data(), res,
-                                &unused);
+        w.keep(w.exec->attention(block, w.kv[static_cast<size_t>(block)], tokens, w.h.data(), res,
+                                 &unused));
       };
       return p;
     };
@@ -544,9 +553,14 @@ absl::Status calibrate(const Topology& topology, const CalibrationOptions& optio
     const std::vector<Point> points = m.points(options.max_tokens, options.max_context);
     for (size_t i = 0; i < points.size(); ++i) {
       const Point& p = points[i];
-      const double s = m.measure(p);
+      absl::StatusOr<double> s = m.measure(p);
+      if (!s.ok()) {
+        return absl::InternalError(absl::StrFormat("calibrate: %s with %d tokens, context %d: %s",
+                                                   p.op, p.tokens, p.context,
+                                                   s.status().message()));
+      }
       const std::string row =
-          absl::StrFormat("%s,%d,%d,%d,%.9g\n", p.op, p.tokens, p.context, p.width, s);
+          absl::StrFormat("%s,%d,%d,%d,%.9g\n", p.op, p.tokens, p.context, p.width, *s);
       out << row;
       kernel_rows += row;
       out.flush();

@@ -16,7 +16,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -24,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "engine/exec/cuda_executor.hpp"
 #include "engine/exec/cuda_model.hpp"
 #include "engine/model/synthetic_model.hpp"
@@ -38,6 +38,7 @@
 #include "kernels/cuda/rope.hpp"
 #include "kernels/cuda/router.hpp"
 #include "kernels/cuda/swiglu.hpp"
+#include "kernels/reference/test_inputs.hpp"
 
 namespace {
 
@@ -57,33 +58,19 @@ struct Csv {
   }
 };
 
-std::string fmt(const char* f, ...) {
-  char buf[512];
-  va_list ap;
-  va_start(ap, f);
-  std::vsnprintf(buf, sizeof(buf), f, ap);
-  va_end(ap);
-  return buf;
-}
-
+// A device buffer of `count` bf16 values uniform in [-1/64, 1/64) (kernels/reference's seeded
+// generator: finite, non-trivial data), filled from the host in 64 Mi-value chunks.
 kc::DeviceBuffer device_random_bf16(size_t count, uint64_t seed) {
-  // Values in about [-1/64, 1/64) from an LCG (the bench needs finite, non-trivial data, not
-  // a particular distribution); filled on the host in 64 Mi-value chunks.
   kc::DeviceBuffer b;
   MUFLOW_CUDA_ASSERT(b.allocate(count * 2));
-  std::vector<uint16_t> chunk;
-  uint64_t s = seed;
-  for (size_t off = 0; off < count; off += chunk.size()) {
-    chunk.resize(std::min<size_t>(count - off, size_t{1} << 26));
-    for (uint16_t& v : chunk) {
-      s = s * 6364136223846793005ull + 1442695040888963407ull;
-      const float f = (static_cast<float>(s >> 40) / 16777216.0f - 0.5f) / 32.0f;
-      uint32_t bits;
-      std::memcpy(&bits, &f, 4);
-      v = static_cast<uint16_t>(bits >> 16);
-    }
+  muflow::kernels::reference::SplitMix64 rng(seed);
+  for (size_t off = 0; off < count;) {
+    const auto n = static_cast<int64_t>(std::min<size_t>(count - off, size_t{1} << 26));
+    const std::vector<uint16_t> chunk =
+        muflow::kernels::reference::random_bf16(rng, n, -1.f / 64, 1.f / 64);
     MUFLOW_CUDA_ASSERT(
         cudaMemcpy(b.as<uint16_t>() + off, chunk.data(), chunk.size() * 2, cudaMemcpyHostToDevice));
+    off += chunk.size();
   }
   return b;
 }
@@ -174,8 +161,8 @@ void grouped_gemm_vs_cublas(Csv& csv, bool quick, cudaStream_t stream) {
         },
         reps, stream);
     const double g = flops / (g_ms * 1e9), d = flops / (d_ms * 1e9), b = flops / (b_ms * 1e9);
-    csv.row(fmt("grouped_gemm,%lld,%lld,%lld,%lld,%.1f,%.1f,%.1f,%.3f,%.3f", (long long)t,
-                (long long)E, (long long)N, (long long)K, g, d, b, g / b, g / kH100Bf16PeakTflops));
+    csv.row(absl::StrFormat("grouped_gemm,%d,%d,%d,%d,%.1f,%.1f,%.1f,%.3f,%.3f", t, E, N, K, g, d,
+                            b, g / b, g / kH100Bf16PeakTflops));
   }
   cublasDestroy(h);
 }
@@ -341,7 +328,7 @@ void decode_step(Csv& csv, bool quick, cudaStream_t stream) {
     };
     csv.row("section,op,us");
     for (const Op& op : ops) {
-      csv.row(fmt("decode_op,%s,%.1f", op.name, time_ms(op.run, steps, stream) * 1e3));
+      csv.row(absl::StrFormat("decode_op,%s,%.1f", op.name, time_ms(op.run, steps, stream) * 1e3));
     }
   }
   const double kernels_us = (attn_ms + expert_ms) * 1e3;
@@ -350,11 +337,11 @@ void decode_step(Csv& csv, bool quick, cudaStream_t stream) {
       "section,ffn,weight_bytes,copy_bw_gbs,hbm_bound_us,kernels_us,kernels_vs_bound,"
       "attn_kernels_us,experts_kernels_us,attn_stage_wall_us,expert_stages_wall_us,"
       "attn_stage_overhead_us,expert_stage_overhead_us");
-  csv.row(fmt("decode_step,%lld,%.0f,%.0f,%.1f,%.1f,%.2f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f",
-              (long long)c.expert_ffn, step_bytes, bw / 1e9, bound_us, kernels_us,
-              kernels_us / bound_us, attn_ms * 1e3, expert_ms * 1e3, attn_wall * 1e6,
-              expert_wall * 1e6, attn_wall * 1e6 - attn_ms * 1e3,
-              (expert_wall * 1e6 - expert_ms * 1e3) / 2.0));
+  csv.row(absl::StrFormat("decode_step,%d,%.0f,%.0f,%.1f,%.1f,%.2f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f",
+                          c.expert_ffn, step_bytes, bw / 1e9, bound_us, kernels_us,
+                          kernels_us / bound_us, attn_ms * 1e3, expert_ms * 1e3, attn_wall * 1e6,
+                          expert_wall * 1e6, attn_wall * 1e6 - attn_ms * 1e3,
+                          (expert_wall * 1e6 - expert_ms * 1e3) / 2.0));
 }
 
 }  // namespace

@@ -76,9 +76,15 @@ absl::StatusOr<std::unique_ptr<Backend>> make_cuda_backend(
   if (absl::Status s = engine::topology::check_topology_against_model(topology, c); !s.ok()) {
     return s;
   }
-  const bool bf16 = !(*weights)->blocks.empty() && !(*weights)->blocks[0].experts.empty() &&
-                    (*weights)->blocks[0].experts[0].gate.dtype == engine::model::DType::kBF16;
-  if (topology.wiring == "moeshard" && bf16) {
+  // A MoEShard shard reads columns [begin, end) of each bf16 down projection: the tensor-core
+  // GEMM needs that start and width in 16-byte chunks (gate and up rows are aligned anyway).
+  bool bf16_down = false;
+  for (const engine::model::BlockWeights& b : (*weights)->blocks) {
+    for (const engine::model::ExpertWeights& e : b.experts) {
+      bf16_down = bf16_down || e.down.dtype == engine::model::DType::kBF16;
+    }
+  }
+  if (topology.wiring == "moeshard" && bf16_down) {
     absl::StatusOr<engine::planning::ShardPlan> plan =
         engine::planning::moeshard_plan(c.expert_ffn, num_devices);
     if (!plan.ok()) return plan.status();

@@ -60,18 +60,23 @@ class CudaModel {
   /// Bytes of weights on the GPU.
   int64_t device_bytes() const { return device_bytes_; }
 
-  /// h [n, hidden] = embed[ids]; ids: [n] int32 device.
+  /// h [n, hidden] f32 = embed[ids]; ids: [n] int32, each in [0, vocab) (the caller's check:
+  /// workloads validate prompts). All device pointers; asynchronous on `stream`, which must
+  /// belong to this model's GPU (as for every method below).
   void embed(const int32_t* ids, int64_t n, float* h, cudaStream_t stream) const;
 
-  /// y [n, out] = x [n, in] · Wᵀ (+ bias) for any matrix of this model: f32 GEMM, or x
-  /// rounded to bf16 into scratch slot `scratch_slot` then the bf16 GEMM. Errors: scratch
-  /// allocation.
+  /// y [n, out] f32 = x [n, in] f32 · Wᵀ (+ bias [out] f32, may be null) for any matrix of this
+  /// model (in = w.cols, out = w.rows): the f32 GEMM, or x rounded to bf16 into scratch slot
+  /// `scratch_slot` then the bf16 GEMM (kernels/cuda/gemm.hpp). Errors: ResourceExhausted when
+  /// the scratch cannot grow.
   absl::Status linear(const CudaMatrix& w, const float* bias, const float* x, int64_t n, float* y,
                       CudaScratch& scratch, int scratch_slot, cudaStream_t stream) const;
 
-  /// One expert's SwiGLU FFN on the GPU: y [n, hidden] from x [n, hidden] (device, f32).
-  /// With `range` (MoEShard, engine/planning/moeshard_plan.hpp) only intermediate units
-  /// [begin, end) of it: the shard's partial output. Errors: scratch allocation.
+  /// One expert's SwiGLU FFN on the GPU (HF `MixtralBlockSparseTop2MLP`): y [n, hidden] from
+  /// x [n, hidden] (device, f32). With a range (MoEShard §3.2, engine/planning/moeshard_plan.hpp)
+  /// only intermediate units [range_begin, range_end) of it: the shard's partial output
+  /// (zeros for an empty range); range_end −1 = the whole FFN. Errors: ResourceExhausted when
+  /// the scratch cannot grow; Internal for another CUDA error.
   absl::Status expert(int64_t block, int64_t expert, const float* x, int64_t n, float* y,
                       CudaScratch& scratch, cudaStream_t stream, int64_t range_begin = 0,
                       int64_t range_end = -1) const;
@@ -81,7 +86,8 @@ class CudaModel {
                    float* y, CudaScratch& scratch, cudaStream_t stream, int64_t range_begin = 0,
                    int64_t range_end = -1) const;
 
-  /// Final RMSNorm and LM head: logits [n, vocab] from h [n, hidden] (device).
+  /// Final RMSNorm and LM head: logits [n, vocab] f32 from h [n, hidden] f32 (device; h
+  /// unchanged). Errors: ResourceExhausted when the scratch cannot grow.
   absl::Status logits(const float* h, int64_t n, float* logits, CudaScratch& scratch,
                       cudaStream_t stream) const;
 

@@ -5,6 +5,12 @@
 /// page table. Pages hold kKvPageTokens positions: [2][kKvPageTokens][kv_width] f32, K rows
 /// then V rows, kv_width = num_kv_heads · head_dim, position t in page table[t / 16] at slot
 /// t % 16. The pool and the page tables belong to the caller (engine/exec/cuda_kv_cache.hpp).
+///
+/// Sources: the paged cache follows vLLM's PagedAttention (Kwon et al., SOSP 2023: fixed-size
+/// blocks of positions reached through a per-request block table); the one-pass softmax with
+/// a running maximum is Milakov & Gimelshein, "Online normalizer calculation for softmax"
+/// (2018), as FlashAttention uses it. The kernel itself is muflow's (one block per row and
+/// head, no tiling over queries), written for a fixed reduction order, not for speed.
 
 #include <cuda_runtime_api.h>
 

@@ -15,6 +15,11 @@
 /// - grouped (`grouped_gemm_*`): many A blocks against their own W of one shape [N, K], in
 ///   one launch (the experts of one MoE block), each element computed as by the dense form.
 ///
+/// Source: muflow's own kernels. The bf16 path uses CUDA's WMMA API (CUDA C++ Programming
+/// Guide, "Warp Matrix Functions") and a multistage `cp.async` shared-memory pipeline in the
+/// manner of CUTLASS's Ampere GEMMs (the stage count and tile shapes are ours, gemm.cu); it
+/// has no split-K, which is what keeps the per-element order fixed.
+///
 /// All pointers are device pointers; sizes are elements; every call is asynchronous on
 /// `stream`. Preconditions (aborting through MUFLOW_ASSERT): m, n, k ≥ 0; lda, ldw ≥ k;
 /// ldc ≥ n; bf16 forms: k, lda and ldw multiples of 8 and A and W 16-byte aligned (cp.async).
@@ -58,7 +63,10 @@ struct GroupedGemmPlan {
   int32_t total_tiles = 0;  ///< Σ ceil(m_g / tile_rows)
   std::vector<GemmGroup> groups;
   std::vector<int32_t> tile_start;  ///< [groups + 1]
-  /// Plans `groups` for a bf16 (`bf16` true) or f32 launch.
+  /// Plans `groups` (any number, each m ≥ 0 rows) for a bf16 (`bf16` true) or f32 launch: the
+  /// tile height from the mean rows of the non-empty groups (any height gives the same bits),
+  /// each group's first tile. Host only, any thread. Aborts (MUFLOW_ASSERT) on a negative m or
+  /// more than 65,535 row tiles in all (one launch's grid).
   static GroupedGemmPlan make(std::vector<GemmGroup> groups, bool bf16);
   /// Bytes of the packed form: the groups, then tile_start (8-byte aligned).
   std::size_t bytes() const;

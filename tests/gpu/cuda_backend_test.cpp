@@ -13,12 +13,12 @@
 #include <string>
 #include <vector>
 
-#include "../integration/invariance_fixtures.hpp"
 #include "actors/backends/backend.hpp"
 #include "actors/server.hpp"
 #include "engine/exec/cuda_executor.hpp"
 #include "engine/model/synthetic_model.hpp"
 #include "gpu_test_support.hpp"
+#include "integration/invariance_fixtures.hpp"
 
 namespace muflow {
 namespace {

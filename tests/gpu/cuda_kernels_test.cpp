@@ -122,27 +122,23 @@ TEST(CudaGemm, Bf16MatchesTheReferenceWithinTolerance) {
 // Row r of a batch of M rows starting at row `start` of the same inputs must equal, bitwise,
 // row start + r of one 512-row run: batches of 1..33, 64, 100 and 512 rows (both tile heights
 // of the bf16 kernel), at several offsets.
+// `count` seeded values in [lo, hi): bf16 bits (In = uint16_t) or f32.
+template <typename In>
+std::vector<In> random_values(ref::SplitMix64& rng, int64_t count, float lo, float hi) {
+  if constexpr (sizeof(In) == 2) {
+    return ref::random_bf16(rng, count, lo, hi);
+  } else {
+    return ref::random_floats(rng, count, lo, hi);
+  }
+}
+
 template <typename In>
 void expect_batch_invariant(bool bf16) {
   ref::SplitMix64 rng(
       ref::test_seed(bf16 ? "CudaGemm.Bf16Invariance" : "CudaGemm.F32Invariance", 103));
   const int64_t rows = 512, n = 136, k = 264;
-  std::vector<float> xf = ref::random_floats(rng, rows * k, -2.f, 2.f);
-  std::vector<In> x(xf.size());
-  std::vector<In> w(n * k);
-  std::vector<float> wf = ref::random_floats(rng, n * k, -1.f, 1.f);
-  for (size_t i = 0; i < x.size(); ++i) {
-    if constexpr (sizeof(In) == 2)
-      x[i] = f32_to_bf16(xf[i]);
-    else
-      x[i] = xf[i];
-  }
-  for (size_t i = 0; i < w.size(); ++i) {
-    if constexpr (sizeof(In) == 2)
-      w[i] = f32_to_bf16(wf[i]);
-    else
-      w[i] = wf[i];
-  }
+  const std::vector<In> x = random_values<In>(rng, rows * k, -2.f, 2.f);
+  const std::vector<In> w = random_values<In>(rng, n * k, -1.f, 1.f);
   auto dx = upload(x), dw = upload(w);
   auto run = [&](int64_t start, int64_t m) {
     auto dc = zeros<float>(m * n);
@@ -188,21 +184,8 @@ void expect_grouped_equals_dense(bool bf16) {
   std::vector<kernels::cuda::DeviceBuffer> xs, ws, cs;
   std::vector<kc::GemmGroup> groups;
   for (int64_t m : ms) {
-    std::vector<In> x(m * k), w(n * k);
-    for (In& v : x) {
-      const float f = rng.uniform(-2.f, 2.f);
-      if constexpr (sizeof(In) == 2)
-        v = f32_to_bf16(f);
-      else
-        v = f;
-    }
-    for (In& v : w) {
-      const float f = rng.uniform(-1.f, 1.f);
-      if constexpr (sizeof(In) == 2)
-        v = f32_to_bf16(f);
-      else
-        v = f;
-    }
+    const std::vector<In> x = random_values<In>(rng, m * k, -2.f, 2.f);
+    const std::vector<In> w = random_values<In>(rng, n * k, -1.f, 1.f);
     xs.push_back(upload(x));
     ws.push_back(upload(w));
     cs.push_back(zeros<float>(std::max<int64_t>(1, m) * n));

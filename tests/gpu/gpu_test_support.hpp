@@ -49,7 +49,9 @@ template <typename T>
 kernels::cuda::DeviceBuffer zeros(size_t count) {
   kernels::cuda::DeviceBuffer b;
   EXPECT_EQ(b.allocate(count * sizeof(T)), cudaSuccess);
-  if (count > 0) EXPECT_EQ(cudaMemset(b.get(), 0, count * sizeof(T)), cudaSuccess);
+  if (count > 0) {
+    EXPECT_EQ(cudaMemset(b.get(), 0, count * sizeof(T)), cudaSuccess);
+  }
   return b;
 }
 

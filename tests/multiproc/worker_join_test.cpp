@@ -171,14 +171,20 @@ void expect_pong(Driver& d, uint32_t process, const std::string& header,
   EXPECT_EQ(std::string(f->payload.begin(), f->payload.end()), payload);
 }
 
+// Joins the worker listening on `port` with the cluster token `token` (kToken unless given).
+absl::StatusOr<WorkerLink> join(Driver& d, uint16_t port, const std::string& token = kToken) {
+  absl::StatusOr<ClusterSecret> secret = ClusterSecret::from_string(token);
+  EXPECT_TRUE(secret.ok()) << secret.status();  // every token here is a valid one
+  if (!secret.ok()) return secret.status();
+  return join_worker(d.sys, {"127.0.0.1", port}, *secret, 1, *d.plane);
+}
+
 TEST(WorkerJoin, TheRightTokenJoinsAndTheDataPlaneCarriesPings) {
   WorkerProcess w({"--listen", "127.0.0.1:0"}, kToken);
   const uint16_t port = w.port();
   ASSERT_NE(port, 0) << w.log();
   Driver d;
-  auto secret = ClusterSecret::from_string(kToken);
-  ASSERT_TRUE(secret.ok());
-  auto link = join_worker(d.sys, {"127.0.0.1", port}, *secret, 1, *d.plane);
+  auto link = join(d, port);
   ASSERT_TRUE(link.ok()) << link.status() << "\nworker log:\n" << w.log();
   EXPECT_FALSE(link->ucx_address.empty());
   expect_pong(d, 1, "hdr", std::string(1 << 20, 'p'));  // 1 MiB: UCX rendezvous
@@ -194,9 +200,7 @@ TEST(WorkerJoin, ASetupWithRunNumberZeroIsRefused) {
   const uint16_t port = w.port();
   ASSERT_NE(port, 0) << w.log();
   Driver d;
-  auto secret = ClusterSecret::from_string(kToken);
-  ASSERT_TRUE(secret.ok());
-  auto link = join_worker(d.sys, {"127.0.0.1", port}, *secret, 1, *d.plane);
+  auto link = join(d, port);
   ASSERT_TRUE(link.ok()) << link.status() << "\nworker log:\n" << w.log();
   caf::scoped_actor self{d.sys};
   std::string answer = "(no answer)";
@@ -215,17 +219,14 @@ TEST(WorkerJoin, AWrongTokenIsRefusedWithALogLineAndTheRightOneStillJoins) {
   const uint16_t port = w.port();
   ASSERT_NE(port, 0) << w.log();
   Driver d;
-  auto wrong = ClusterSecret::from_string("a-different-token-of-enough-length");
-  ASSERT_TRUE(wrong.ok());
-  auto refused = join_worker(d.sys, {"127.0.0.1", port}, *wrong, 1, *d.plane);
+  auto refused = join(d, port, "a-different-token-of-enough-length");
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied) << refused.status();
   EXPECT_NE(refused.status().message().find("MUFLOW_CLUSTER_TOKEN"), std::string::npos);
   // Nothing was exchanged: the driver's data plane has no endpoint to the worker.
   EXPECT_EQ(d.plane->send_and_wait(1, {frame(FrameKind::kPing, 0, "", "")}).code(),
             absl::StatusCode::kFailedPrecondition);
-  auto right = ClusterSecret::from_string(kToken);
-  auto link = join_worker(d.sys, {"127.0.0.1", port}, *right, 1, *d.plane);
+  auto link = join(d, port);
   ASSERT_TRUE(link.ok()) << link.status() << "\n" << w.log();
   expect_pong(d, 1, "after refusal", "x");
   EXPECT_EQ(w.stop(), 0);
@@ -239,8 +240,7 @@ TEST(WorkerJoin, MalformedDataPlaneMessagesAreRejectedAndTheWorkerLivesOn) {
   const uint16_t port = w.port();
   ASSERT_NE(port, 0) << w.log();
   Driver d;
-  auto secret = ClusterSecret::from_string(kToken);
-  auto link = join_worker(d.sys, {"127.0.0.1", port}, *secret, 1, *d.plane);
+  auto link = join(d, port);
   ASSERT_TRUE(link.ok()) << link.status();
   std::vector<char> truncated = frame(FrameKind::kPing, 0, "header", "payload");
   truncated.resize(truncated.size() - 3);
