@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Packs what bench/gpu_run.sh needs on a GPU machine that has none of the project's libraries
 # and no network (the lent H100/H200 machines): the muflow CLI, the gpu test executables and
-# the cuda_kernels benchmark from build/release (stripped), every shared library they load
+# the cuda_kernels benchmark and the wgmma_bits probe from build/release (stripped), every shared library they load
 # except glibc's and the CUDA toolkit's (cuBLAS comes from the machine's CUDA), as
 # .devcarry/devbundle.tar.xz, and kjv-mixtral-tiny under .devcarry/models. .devcarry is
 # ignored by git; carry it with the device tool (carry = [".devcarry"]).
@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=build/release
-bins=("$B/tools/muflow" "$B/tests/cuda_kernels_test" "$B/tests/cuda_backend_test" "$B/bench/cuda_kernels")
+bins=("$B/tools/muflow" "$B/tests/cuda_kernels_test" "$B/tests/cuda_backend_test" "$B/bench/cuda_kernels" "$B/bench/wgmma_bits")
 for b in "${bins[@]}"; do [ -x "$b" ] || { echo "gpu_pack.sh: $b not built (nvcc found?)" >&2; exit 1; }; done
 stage="$(mktemp -d)"
 trap 'rm -rf "$stage"' EXIT

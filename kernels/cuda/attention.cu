@@ -57,6 +57,7 @@ __global__ void __launch_bounds__(kThreads)
       const float* key = pool + static_cast<int64_t>(table[pos / kKvPageTokens]) * page_floats +
                          (pos % kKvPageTokens) * kv_width + kv_head * head_dim;
       float dot = 0.f;
+#pragma unroll 8
       for (int64_t d = 0; d < head_dim; ++d) dot = fmaf(q[d], key[d], dot);
       scores[t] = dot * scale;
       local_max = fmaxf(local_max, scores[t]);
@@ -73,6 +74,9 @@ __global__ void __launch_bounds__(kThreads)
     denominator = denominator * factor + chunk_sum;
 #pragma unroll
     for (int i = 0; i < kDimsPerThread; ++i) acc[i] *= factor;
+    // Unrolled so that the loads of several positions are in flight; each acc[i] is still one
+    // fmaf chain over the positions in order.
+#pragma unroll 8
     for (int t = 0; t < cn; ++t) {
       const int64_t pos = c0 + t;
       const float* value = pool + static_cast<int64_t>(table[pos / kKvPageTokens]) * page_floats +

@@ -3,13 +3,13 @@
 
 #include <algorithm>
 #include <cstring>
-#include <mutex>
-#include <set>
 #include <utility>
 
 #include "kernels/assert.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/gemm.hpp"
+#include "kernels/cuda/gemm_common.cuh"
+#include "kernels/cuda/gemm_sm90.hpp"
 
 namespace muflow::kernels::cuda {
 namespace {
@@ -83,51 +83,83 @@ __device__ __forceinline__ void f32_tile(const float* __restrict__ a, int64_t ld
 
 // Narrow weights (N ≤ 16, e.g. a router's experts): the tile kernel would run one block over
 // all of K, a load-latency-bound loop. Here a block owns 8 rows × all N columns and walks K in
-// 384-wide chunks that all its threads load at once; thread (r, j) then runs the same fmaf
-// chain over k ascending from +0 for element (r, j), so the bits are the tile kernel's.
-constexpr int kNarrowN = 16, kNarrowRows = 8, kNarrowK = 384;
+// chunks of 128 through a ring of kNarrowStages shared-memory stages filled by cp.async
+// (thread t copies k t of every row: coalesced, no division), so several chunks' loads are in
+// flight while thread (r, j) runs its fmaf chain for element (r, j) over the current chunk,
+// reading its operands four k at a time. The chain is over k ascending from +0, padded k
+// never entering it, so the bits are the tile kernel's; at one row its K dependent fmaf are
+// the kernel's floor (~4 cycles each).
+constexpr int kNarrowN = 16, kNarrowRows = 8, kNarrowK = 128, kNarrowStages = 6;
+constexpr int kNarrowLd = kNarrowK + 4;  // 16-byte rows; a quarter warp's float4 reads: no conflict
 constexpr int kNarrowThreads = kNarrowN * kNarrowRows;
+constexpr int kNarrowStageFloats = (kNarrowRows + kNarrowN) * kNarrowLd;
+constexpr int kNarrowSmemBytes = kNarrowStages * kNarrowStageFloats * 4;
+static_assert(kNarrowThreads == kNarrowK, "thread t copies k t of each row");
+
+// 4 bytes global → shared, `src_bytes` (0 or 4) read, zeros for the rest.
+__device__ __forceinline__ void cp_async4_zfill(void* smem_dst, const void* gmem_src,
+                                                int src_bytes) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(gmem_src),
+               "r"(src_bytes));
+}
 
 __global__ void __launch_bounds__(kNarrowThreads)
     gemm_f32_narrow_kernel(const float* __restrict__ a, int64_t lda, const float* __restrict__ w,
                            int64_t ldw, const float* __restrict__ bias, float* __restrict__ c,
                            int64_t ldc, int64_t m, int64_t n, int64_t k) {
-  __shared__ float as[kNarrowRows][kNarrowK + 1];
-  __shared__ float ws[kNarrowN][kNarrowK + 1];
+  extern __shared__ __align__(16) float narrow_smem[];
   const int tid = static_cast<int>(threadIdx.x);
   const int r = tid / kNarrowN, j = tid % kNarrowN;
   const int64_t m0 = static_cast<int64_t>(blockIdx.x) * kNarrowRows;
-  float acc = 0.f;
-  for (int64_t k0 = 0; k0 < k; k0 += kNarrowK) {
-    const int kend = static_cast<int>(k - k0 < kNarrowK ? k - k0 : kNarrowK);
-    // All loads first (independent, so they overlap), then the shared stores.
-    constexpr int kA = kNarrowRows * kNarrowK / kNarrowThreads;
-    constexpr int kW = kNarrowN * kNarrowK / kNarrowThreads;
-    float ra[kA], rw[kW];
+  const int num_chunks = static_cast<int>((k + kNarrowK - 1) / kNarrowK);
+  // Stage: A's 8 rows, then W's 16, kNarrowLd floats each. Outside the matrix: zeros (no
+  // bytes read; the address given is the matrix's first element).
+  auto load = [&](int chunk) {
+    float* stage = narrow_smem + (chunk % kNarrowStages) * kNarrowStageFloats;
+    const int64_t kk = static_cast<int64_t>(chunk) * kNarrowK + tid;
+    const bool in_k = kk < k;
 #pragma unroll
-    for (int i = 0; i < kA; ++i) {
-      const int e = tid + i * kNarrowThreads, row = e / kNarrowK, kk = e % kNarrowK;
-      ra[i] = (m0 + row < m && kk < kend) ? a[(m0 + row) * lda + k0 + kk] : 0.f;
+    for (int i = 0; i < kNarrowRows; ++i) {
+      const bool in = in_k && m0 + i < m;
+      cp_async4_zfill(stage + i * kNarrowLd + tid, in ? a + (m0 + i) * lda + kk : a, in ? 4 : 0);
     }
 #pragma unroll
-    for (int i = 0; i < kW; ++i) {
-      const int e = tid + i * kNarrowThreads, col = e / kNarrowK, kk = e % kNarrowK;
-      rw[i] = (col < n && kk < kend) ? w[col * ldw + k0 + kk] : 0.f;
+    for (int i = 0; i < kNarrowN; ++i) {
+      const bool in = in_k && i < n;
+      cp_async4_zfill(stage + (kNarrowRows + i) * kNarrowLd + tid, in ? w + i * ldw + kk : w,
+                      in ? 4 : 0);
     }
+  };
 #pragma unroll
-    for (int i = 0; i < kA; ++i) {
-      const int e = tid + i * kNarrowThreads;
-      as[e / kNarrowK][e % kNarrowK] = ra[i];
-    }
-#pragma unroll
-    for (int i = 0; i < kW; ++i) {
-      const int e = tid + i * kNarrowThreads;
-      ws[e / kNarrowK][e % kNarrowK] = rw[i];
-    }
-    __syncthreads();
-    for (int kk = 0; kk < kend; ++kk) acc = fmaf(as[r][kk], ws[j][kk], acc);
-    __syncthreads();
+  for (int t = 0; t < kNarrowStages - 1; ++t) {
+    if (t < num_chunks) load(t);
+    cp_async_commit();
   }
+  float acc = 0.f;
+  for (int ch = 0; ch < num_chunks; ++ch) {
+    cp_async_wait<kNarrowStages - 2>();
+    __syncthreads();  // chunk ch landed for every thread; stage (ch − 1) is free again
+    if (ch + kNarrowStages - 1 < num_chunks) load(ch + kNarrowStages - 1);
+    cp_async_commit();
+    const float* stage = narrow_smem + (ch % kNarrowStages) * kNarrowStageFloats;
+    const float* ar = stage + r * kNarrowLd;
+    const float* wr = stage + (kNarrowRows + j) * kNarrowLd;
+    const int64_t left = k - static_cast<int64_t>(ch) * kNarrowK;
+    const int kend = left < kNarrowK ? static_cast<int>(left) : kNarrowK;
+    const float4* a4 = reinterpret_cast<const float4*>(ar);
+    const float4* w4 = reinterpret_cast<const float4*>(wr);
+#pragma unroll 4
+    for (int q = 0; q < kend / 4; ++q) {
+      const float4 x = a4[q], y = w4[q];
+      acc = fmaf(x.x, y.x, acc);
+      acc = fmaf(x.y, y.y, acc);
+      acc = fmaf(x.z, y.z, acc);
+      acc = fmaf(x.w, y.w, acc);
+    }
+    for (int kk = kend & ~3; kk < kend; ++kk) acc = fmaf(ar[kk], wr[kk], acc);
+  }
+  cp_async_wait<0>();
   const int64_t gm = m0 + r;
   if (gm < m && j < n) c[gm * ldc + j] = bias != nullptr ? acc + bias[j] : acc;
 }
@@ -163,20 +195,187 @@ struct Bf16Config {
   static_assert(kWarpRows % 16 == 0 && kWarpCols % 16 == 0 && BK % 16 == 0, "WMMA tiles");
   static_assert((kLd * 2 * 16) % 32 == 0, "fragment rows must stay 32-byte aligned");
 };
-// Decode: a few rows, weights streamed by many narrow blocks with deep pipelines (bytes in
-// flight per SM); mid-size batches; prefill and large expert batches.
-using SmallM = Bf16Config<16, 32, 128, 8, 1, 2>;
+// Mid-size batches; prefill and large expert batches. (Decode batches of up to 16 rows run
+// the warp-streaming kernel below, DecodeConfig.)
 using MidM = Bf16Config<64, 64, 64, 4, 2, 2>;
 using LargeM = Bf16Config<128, 256, 64, 3, 2, 4>;
+static_assert(LargeM::BM == sm90::kTileRows, "a plan's 128-row tiles serve either kernel");
 
-__device__ __forceinline__ void cp_async16(void* smem_dst, const void* gmem_src) {
-  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem_src));
+// ---- bf16 decode: up to 16 rows, weights streamed warp by warp --------------------------------
+//
+// At a few rows a GEMM is a stream over the weights: the time is the bytes of W over the
+// bandwidth the SM keeps in flight. Here every warp owns 8 columns of C over all of K and
+// streams its 8 rows of W (and the MA rows of A) through its own ring of `STAGES` shared-memory
+// stages of 128 k, filled by cp.async and read by ldmatrix, with no barrier but __syncwarp:
+// the SM holds 2·(STAGES − 1) KiB of W in flight per warp whatever the other warps do. An element of
+// C is the same sequence as in bf16_tile: acc = +0, then one m16n8k16 MMA (PTX mma.sync, the
+// instruction a WMMA 16×16×16 bf16 MMA is two of, one per 8 columns) per 16-wide chunk of k
+// in ascending order, for the chunks that start below K; a chunk's k at or beyond K holds zeros
+// in both operands, as in bf16_stage_load. So a row's bits do not change when M moves a batch
+// between this kernel and the tile kernels (CudaGemm.Bf16RowsAreBatchInvariant checks it).
+
+template <int MA_, int STAGES_>
+struct DecodeConfig {
+  static constexpr int MA = MA_;  // rows of A per tile: 8 (rows 8..15 of the MMA are zero) or 16
+  static constexpr int STAGES = STAGES_;
+  static constexpr int kWarps = 4, kThreads = 32 * kWarps;
+  static constexpr int BN = 8 * kWarps;  // columns per block
+  static constexpr int BK = 128;         // k per stage: eight 16-wide chunks
+  static constexpr int kChunks = BK / 16;
+  static constexpr int kLd = BK + 8;     // 272-byte rows: ldmatrix's 8 rows hit distinct banks
+  static constexpr int kStageElems = (8 + MA) * kLd;  // W's 8 rows, then A's MA rows
+  static constexpr int kWarpElems = STAGES * kStageElems;
+  static constexpr int kSmemBytes = kWarps * kWarpElems * 2;
+};
+// Ring depth against warps per SM, by the columns there are to share out: under 8,192 columns
+// (fewer than ~1,000 warps of 8) each warp needs a deep ring, ~26 KiB: 8 warps per SM with
+// 10 (M ≤ 8) or 6 KiB of W in flight each; from 8,192 columns there are warps enough for
+// 16 per SM with half the depth (M ≤ 16: 3 stages, 12 warps), twice the instructions in
+// flight to stream the same bytes.
+template <int MA, bool kWide>
+using DecodeFor = DecodeConfig<MA, kWide ? 3 : (MA == 8 ? 6 : 4)>;
+constexpr int64_t kDecodeWideN = 8192;
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldmatrix_x2(unsigned& r0, unsigned& r1, const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
+               : "=r"(r0), "=r"(r1)
+               : "r"(smem_addr(p)));
+}
+// acc (16×8, f32) = a (16×16, bf16, row) · b (16×8, bf16, col) + acc: mma.sync m16n8k16.
+__device__ __forceinline__ void mma_bf16_16816(float (&acc)[4], const unsigned (&a)[4],
+                                               unsigned b0, unsigned b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+      "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Columns [n0, n0 + 8) × rows [m0, m0 + MA) of C, by one warp, through `ring` (its
+// STAGES × kStageElems shared elements).
+template <typename C>
+__device__ __forceinline__ void bf16_decode_warp(const uint16_t* __restrict__ a, int64_t lda,
+                                                 const uint16_t* __restrict__ w, int64_t ldw,
+                                                 const float* __restrict__ bias,
+                                                 float* __restrict__ c, int64_t ldc, int64_t m,
+                                                 int64_t n, int64_t k, int64_t m0, int64_t n0,
+                                                 uint16_t* ring) {
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const int num_tiles = static_cast<int>((k + C::BK - 1) / C::BK);
+  // This lane's 16-byte pieces of a stage: W's 8 rows, then A's MA rows, 8 pieces a row. A
+  // piece of a row past N or M has no source and stays zero in every slot (zeroed here, never
+  // written again); a piece of a real row is copied, or zeroed where it lies past K (K is a
+  // multiple of 8: a piece is all in or all out).
+  constexpr int kPieces = (8 + C::MA) * (C::BK / 8) / 32;
+  const uint16_t* src[kPieces];
+  int dst[kPieces], kc[kPieces];
+#pragma unroll
+  for (int i = 0; i < kPieces; ++i) {
+    const int p = lane + 32 * i, row = p / (C::BK / 8);
+    kc[i] = (p % (C::BK / 8)) * 8;
+    dst[i] = row * C::kLd + kc[i];
+    const bool is_w = row < 8;
+    const int64_t gr = is_w ? n0 + row : m0 + row - 8;
+    src[i] = gr >= (is_w ? n : m) ? nullptr : is_w ? w + gr * ldw + kc[i] : a + gr * lda + kc[i];
+    if (src[i] == nullptr) {
+      for (int s = 0; s < C::STAGES; ++s) {
+        *reinterpret_cast<uint4*>(ring + s * C::kStageElems + dst[i]) = make_uint4(0, 0, 0, 0);
+      }
+    }
+  }
+  // A piece past K is filled with zeros by cp.async itself (source size 0, no bytes read; the
+  // address given is the row's first piece, in bounds).
+  auto load = [&](int tile) {
+    uint16_t* slot = ring + (tile % C::STAGES) * C::kStageElems;
+    const int64_t k0 = static_cast<int64_t>(tile) * C::BK;
+#pragma unroll
+    for (int i = 0; i < kPieces; ++i) {
+      if (src[i] == nullptr) continue;
+      const bool in_k = k0 + kc[i] < k;
+      cp_async16_zfill(slot + dst[i], in_k ? src[i] + k0 : src[i], in_k ? 16 : 0);
+    }
+  };
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+  for (int t = 0; t < C::STAGES - 1; ++t) {
+    if (t < num_tiles) load(t);
+    cp_async_commit();
+  }
+  // ldmatrix row addresses: lane l gives row l % 8 of matrix l / 8.
+  const int q = lane / 8, r8 = lane % 8;
+  for (int kt = 0; kt < num_tiles; ++kt) {
+    cp_async_wait<C::STAGES - 2>();  // this lane's pieces of tile kt have landed
+    __syncwarp();                    // ... every lane's; slot (kt − 1) is free again
+    if (kt + C::STAGES - 1 < num_tiles) load(kt + C::STAGES - 1);
+    cp_async_commit();
+    const uint16_t* slot = ring + (kt % C::STAGES) * C::kStageElems;
+    const uint16_t* as = slot + 8 * C::kLd;
+    // Every fragment of the tile first, so that their shared-memory latency overlaps; then the
+    // chain of MMAs. W: per pair of chunks, k 0–7 and 8–15 of each (b0, b1 of both).
+    unsigned b[C::kChunks / 2][4], fa[C::kChunks][4];
+#pragma unroll
+    for (int pair = 0; pair < C::kChunks / 2; ++pair) {
+      ldmatrix_x4(b[pair], slot + r8 * C::kLd + pair * 32 + q * 8);
+    }
+#pragma unroll
+    for (int chunk = 0; chunk < C::kChunks; ++chunk) {
+      if constexpr (C::MA == 16) {
+        // Matrices (rows 0–7, k 0–7), (rows 8–15, k 0–7), (rows 0–7, k 8–15), (8–15, 8–15).
+        ldmatrix_x4(fa[chunk], as + (r8 + 8 * (q & 1)) * C::kLd + chunk * 16 + 8 * (q >> 1));
+      } else {
+        // Rows 8–15 do not exist: a1 = a3 = 0. Lanes 0–7 address k 0–7, lanes 8–15 k 8–15.
+        ldmatrix_x2(fa[chunk][0], fa[chunk][2], as + r8 * C::kLd + chunk * 16 + 8 * (q & 1));
+        fa[chunk][1] = 0;
+        fa[chunk][3] = 0;
+      }
+    }
+    const int64_t left = k - static_cast<int64_t>(kt) * C::BK;  // > 0
+    if (left >= C::BK) {
+#pragma unroll
+      for (int chunk = 0; chunk < C::kChunks; ++chunk) {
+        mma_bf16_16816(acc, fa[chunk], b[chunk / 2][2 * (chunk % 2)], b[chunk / 2][2 * (chunk % 2) + 1]);
+      }
+    } else {
+      // The last, partial tile: only the chunks that start below K.
+#pragma unroll
+      for (int chunk = 0; chunk < C::kChunks; ++chunk) {
+        if (16 * chunk >= left) break;
+        mma_bf16_16816(acc, fa[chunk], b[chunk / 2][2 * (chunk % 2)], b[chunk / 2][2 * (chunk % 2) + 1]);
+      }
+    }
+  }
+  cp_async_wait<0>();
+  // acc: (row g, columns 2t, 2t + 1), then (row g + 8, the same columns); g = lane / 4.
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const int64_t gm = m0 + g + 8 * (e / 2), gn = n0 + 2 * t + (e % 2);
+    if (gm < m && gm < m0 + C::MA && gn < n) {
+      c[gm * ldc + gn] = bias != nullptr ? acc[e] + bias[gn] : acc[e];
+    }
+  }
+}
+
+template <typename C>
+__global__ void __launch_bounds__(C::kThreads)
+    gemm_bf16_decode_kernel(const uint16_t* a, int64_t lda, const uint16_t* w, int64_t ldw,
+                            const float* bias, float* c, int64_t ldc, int64_t m, int64_t n,
+                            int64_t k) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * C::kWarps + warp) * 8;
+  if (n0 >= n) return;
+  bf16_decode_warp<C>(a, lda, w, ldw, bias, c, ldc, m, n, k,
+                      static_cast<int64_t>(blockIdx.y) * C::MA, n0,
+                      reinterpret_cast<uint16_t*>(smem) + warp * C::kWarpElems);
 }
 
 // Copies rows [r0, r0 + ROWS) × k [k0, k0 + BK) of a bf16 matrix into shared [ROWS, kLd];
@@ -298,20 +497,6 @@ __global__ void __launch_bounds__(C::kThreads)
                static_cast<int64_t>(blockIdx.x) * C::BN, smem);
 }
 
-// The group of row tile `tile`: the last group whose first tile is ≤ tile (empty groups own
-// no tile and are skipped by taking the last).
-__device__ __forceinline__ int group_of_tile(const int32_t* tile_start, int num_groups, int tile) {
-  int lo = 0, hi = num_groups - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (tile_start[mid] <= tile) {
-      lo = mid;
-    } else {
-      hi = mid - 1;
-    }
-  }
-  return lo;
-}
 
 template <typename C>
 __global__ void __launch_bounds__(C::kThreads)
@@ -326,6 +511,23 @@ __global__ void __launch_bounds__(C::kThreads)
                static_cast<int64_t>(blockIdx.x) * C::BN, smem);
 }
 
+template <typename C>
+__global__ void __launch_bounds__(C::kThreads)
+    grouped_bf16_decode_kernel(const GemmGroup* groups, const int32_t* tile_start, int num_groups,
+                               int64_t n, int64_t k) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * C::kWarps + warp) * 8;
+  if (n0 >= n) return;
+  const int tile = static_cast<int>(blockIdx.y);
+  const int g = group_of_tile(tile_start, num_groups, tile);
+  const GemmGroup gr = groups[g];
+  bf16_decode_warp<C>(static_cast<const uint16_t*>(gr.a), k, static_cast<const uint16_t*>(gr.w), k,
+                      nullptr, gr.c, n, gr.m, n, k,
+                      static_cast<int64_t>(tile - tile_start[g]) * C::MA, n0,
+                      reinterpret_cast<uint16_t*>(smem) + warp * C::kWarpElems);
+}
+
 __global__ void __launch_bounds__(kF32Threads)
     grouped_f32_kernel(const GemmGroup* groups, const int32_t* tile_start, int num_groups,
                        int64_t n, int64_t k) {
@@ -337,21 +539,6 @@ __global__ void __launch_bounds__(kF32Threads)
            static_cast<int64_t>(blockIdx.x) * kF32Tile);
 }
 
-// Dynamic shared memory above 48 KiB must be allowed once per kernel and device (the
-// instantiations share one function type, so the record is keyed by the kernel's address).
-template <typename Kernel>
-void allow_shared_memory(Kernel kernel, int bytes) {
-  static std::mutex mu;
-  static std::set<std::pair<const void*, int>> done;
-  int device = 0;
-  MUFLOW_CUDA_ASSERT(cudaGetDevice(&device));
-  const std::pair<const void*, int> key{reinterpret_cast<const void*>(kernel), device};
-  std::lock_guard<std::mutex> lock(mu);
-  if (done.count(key) > 0) return;
-  MUFLOW_CUDA_ASSERT(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  done.insert(key);
-}
 
 template <typename C>
 void launch_dense_bf16(const uint16_t* a, int64_t lda, const uint16_t* w, int64_t ldw,
@@ -366,6 +553,52 @@ void launch_dense_bf16(const uint16_t* a, int64_t lda, const uint16_t* w, int64_
 }
 
 template <typename C>
+void launch_dense_bf16_decode_config(const uint16_t* a, int64_t lda, const uint16_t* w, int64_t ldw,
+                              const float* bias, float* c, int64_t ldc, int64_t m, int64_t n,
+                              int64_t k, cudaStream_t stream) {
+  allow_shared_memory(gemm_bf16_decode_kernel<C>, C::kSmemBytes);
+  const dim3 grid(static_cast<unsigned>((n + C::BN - 1) / C::BN),
+                  static_cast<unsigned>((m + C::MA - 1) / C::MA));
+  gemm_bf16_decode_kernel<C>
+      <<<grid, C::kThreads, C::kSmemBytes, stream>>>(a, lda, w, ldw, bias, c, ldc, m, n, k);
+}
+
+template <typename C>
+void launch_grouped_bf16_decode_config(const GemmGroup* groups, const int32_t* starts, int num_groups,
+                                int total_tiles, int64_t n, int64_t k, cudaStream_t stream) {
+  allow_shared_memory(grouped_bf16_decode_kernel<C>, C::kSmemBytes);
+  const dim3 grid(static_cast<unsigned>((n + C::BN - 1) / C::BN),
+                  static_cast<unsigned>(total_tiles));
+  grouped_bf16_decode_kernel<C>
+      <<<grid, C::kThreads, C::kSmemBytes, stream>>>(groups, starts, num_groups, n, k);
+}
+
+template <int MA>
+void launch_dense_bf16_decode(const uint16_t* a, int64_t lda, const uint16_t* w, int64_t ldw,
+                              const float* bias, float* c, int64_t ldc, int64_t m, int64_t n,
+                              int64_t k, cudaStream_t stream) {
+  if (n >= kDecodeWideN) {
+    launch_dense_bf16_decode_config<DecodeFor<MA, true>>(a, lda, w, ldw, bias, c, ldc, m, n, k,
+                                                         stream);
+  } else {
+    launch_dense_bf16_decode_config<DecodeFor<MA, false>>(a, lda, w, ldw, bias, c, ldc, m, n, k,
+                                                          stream);
+  }
+}
+
+template <int MA>
+void launch_grouped_bf16_decode(const GemmGroup* groups, const int32_t* starts, int num_groups,
+                                int total_tiles, int64_t n, int64_t k, cudaStream_t stream) {
+  if (n >= kDecodeWideN) {
+    launch_grouped_bf16_decode_config<DecodeFor<MA, true>>(groups, starts, num_groups,
+                                                           total_tiles, n, k, stream);
+  } else {
+    launch_grouped_bf16_decode_config<DecodeFor<MA, false>>(groups, starts, num_groups,
+                                                            total_tiles, n, k, stream);
+  }
+}
+
+template <typename C>
 void launch_grouped_bf16(const GemmGroup* groups, const int32_t* starts, int num_groups,
                          int total_tiles, int64_t n, int64_t k, cudaStream_t stream) {
   allow_shared_memory(grouped_bf16_kernel<C>, C::kSmemBytes);
@@ -377,7 +610,10 @@ void launch_grouped_bf16(const GemmGroup* groups, const int32_t* starts, int num
 
 // The configuration for batches of `rows` rows (per group, on average, when grouped).
 int bf16_tile_rows(int64_t rows) {
-  return rows <= 16 ? SmallM::BM : rows <= 64 ? MidM::BM : LargeM::BM;
+  return rows <= 8    ? 8
+         : rows <= 16 ? 16
+         : rows <= 64 ? MidM::BM
+                      : LargeM::BM;
 }
 
 void check_sizes(int64_t lda, int64_t ldw, int64_t ldc, int64_t m, int64_t n, int64_t k) {
@@ -399,7 +635,8 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 std::size_t gemm_bf16_shared_bytes() {
   return static_cast<std::size_t>(
-      std::max({SmallM::kSmemBytes, MidM::kSmemBytes, LargeM::kSmemBytes}));
+      std::max({DecodeFor<8, false>::kSmemBytes, DecodeFor<16, false>::kSmemBytes, MidM::kSmemBytes,
+                LargeM::kSmemBytes}));
 }
 
 void gemm_f32(const float* a, int64_t lda, const float* w, int64_t ldw, const float* bias, float* c,
@@ -408,8 +645,9 @@ void gemm_f32(const float* a, int64_t lda, const float* w, int64_t ldw, const fl
   if (m == 0 || n == 0) return;
   if (n <= kNarrowN) {  // the same bits as the tile kernel (see gemm_f32_narrow_kernel)
     MUFLOW_ASSERT(ceil_div(m, kNarrowRows) <= INT32_MAX, "cuda gemm_f32: too many rows");
-    gemm_f32_narrow_kernel<<<static_cast<unsigned>(ceil_div(m, kNarrowRows)), kNarrowThreads, 0,
-                             stream>>>(a, lda, w, ldw, bias, c, ldc, m, n, k);
+    allow_shared_memory(gemm_f32_narrow_kernel, kNarrowSmemBytes);
+    gemm_f32_narrow_kernel<<<static_cast<unsigned>(ceil_div(m, kNarrowRows)), kNarrowThreads,
+                             kNarrowSmemBytes, stream>>>(a, lda, w, ldw, bias, c, ldc, m, n, k);
     MUFLOW_CUDA_LAUNCH_CHECK();
     return;
   }
@@ -426,14 +664,22 @@ void gemm_bf16(const uint16_t* a, int64_t lda, const uint16_t* w, int64_t ldw, c
   check_bf16_layout(a, lda, w, ldw, k);
   if (m == 0 || n == 0) return;
   switch (bf16_tile_rows(m)) {
-    case SmallM::BM:
-      launch_dense_bf16<SmallM>(a, lda, w, ldw, bias, c, ldc, m, n, k, stream);
+    case 8:
+      launch_dense_bf16_decode<8>(a, lda, w, ldw, bias, c, ldc, m, n, k, stream);
+      break;
+    case 16:
+      launch_dense_bf16_decode<16>(a, lda, w, ldw, bias, c, ldc, m, n, k, stream);
       break;
     case MidM::BM:
       launch_dense_bf16<MidM>(a, lda, w, ldw, bias, c, ldc, m, n, k, stream);
       break;
     default:
-      launch_dense_bf16<LargeM>(a, lda, w, ldw, bias, c, ldc, m, n, k, stream);
+      // Hopper: warpgroup MMAs, the same bits (gemm_sm90.hpp).
+      if (sm90::available()) {
+        sm90::gemm_bf16(a, lda, w, ldw, bias, c, ldc, m, n, k, stream);
+      } else {
+        launch_dense_bf16<LargeM>(a, lda, w, ldw, bias, c, ldc, m, n, k, stream);
+      }
       break;
   }
   MUFLOW_CUDA_LAUNCH_CHECK();
@@ -492,14 +738,21 @@ void grouped_gemm_bf16(const GroupedGemmPlan& plan, const void* packed, int64_t 
   const auto [groups, starts] = unpack(plan, packed);
   const int num_groups = static_cast<int>(plan.groups.size());
   switch (plan.tile_rows) {
-    case SmallM::BM:
-      launch_grouped_bf16<SmallM>(groups, starts, num_groups, plan.total_tiles, n, k, stream);
+    case 8:
+      launch_grouped_bf16_decode<8>(groups, starts, num_groups, plan.total_tiles, n, k, stream);
+      break;
+    case 16:
+      launch_grouped_bf16_decode<16>(groups, starts, num_groups, plan.total_tiles, n, k, stream);
       break;
     case MidM::BM:
       launch_grouped_bf16<MidM>(groups, starts, num_groups, plan.total_tiles, n, k, stream);
       break;
     case LargeM::BM:
-      launch_grouped_bf16<LargeM>(groups, starts, num_groups, plan.total_tiles, n, k, stream);
+      if (sm90::available()) {
+        sm90::grouped_gemm_bf16(groups, starts, num_groups, plan.total_tiles, n, k, stream);
+      } else {
+        launch_grouped_bf16<LargeM>(groups, starts, num_groups, plan.total_tiles, n, k, stream);
+      }
       break;
     default:
       MUFLOW_ASSERT(false, "grouped_gemm_bf16: plan made for f32");

@@ -90,8 +90,10 @@ TEST(CudaGemm, Bf16MatchesTheReferenceWithinTolerance) {
   struct Shape {
     int64_t m, n, k;
   };
-  for (const Shape s : {Shape{1, 8, 8}, Shape{3, 130, 64}, Shape{33, 200, 136},
-                        Shape{129, 257, 512}, Shape{300, 128, 256}}) {
+  // The decode kernels (m ≤ 8, m ≤ 16) with columns that end mid-warp, a K tail of 2.5
+  // chunks and Ks that wrap their stage rings several times; the tile kernels.
+  for (const Shape s : {Shape{1, 8, 8}, Shape{3, 130, 64}, Shape{5, 61, 2056}, Shape{12, 37, 1000},
+                        Shape{33, 200, 136}, Shape{129, 257, 512}, Shape{300, 128, 256}}) {
     std::vector<float> x = ref::random_floats(rng, s.m * s.k, -2.f, 2.f);
     std::vector<uint16_t> xb(x.size());
     for (size_t i = 0; i < x.size(); ++i) xb[i] = f32_to_bf16(x[i]);
@@ -120,8 +122,10 @@ TEST(CudaGemm, Bf16MatchesTheReferenceWithinTolerance) {
 }
 
 // Row r of a batch of M rows starting at row `start` of the same inputs must equal, bitwise,
-// row start + r of one 512-row run: batches of 1..33, 64, 100 and 512 rows (both tile heights
-// of the bf16 kernel), at several offsets.
+// row start + r of one 512-row run: batches of 1..33, 64, 100 and 512 rows (every tile height
+// of the bf16 kernels: 8 and 16 rows streamed by warps, 64 and 128 by tiles, the 128-row ones
+// by warpgroup MMAs on sm_90), at several offsets; 140 columns end mid-warp and mid-tile,
+// k = 264 ends mid-chunk.
 // `count` seeded values in [lo, hi): bf16 bits (In = uint16_t) or f32.
 template <typename In>
 std::vector<In> random_values(ref::SplitMix64& rng, int64_t count, float lo, float hi) {
@@ -136,7 +140,7 @@ template <typename In>
 void expect_batch_invariant(bool bf16) {
   ref::SplitMix64 rng(
       ref::test_seed(bf16 ? "CudaGemm.Bf16Invariance" : "CudaGemm.F32Invariance", 103));
-  const int64_t rows = 512, n = 136, k = 264;
+  const int64_t rows = 512, n = 140, k = 264;
   const std::vector<In> x = random_values<In>(rng, rows * k, -2.f, 2.f);
   const std::vector<In> w = random_values<In>(rng, n * k, -1.f, 1.f);
   auto dx = upload(x), dw = upload(w);
@@ -174,13 +178,12 @@ TEST(CudaGemm, F32RowsAreBatchInvariant) {
   expect_batch_invariant<float>(false);
 }
 
-// One launch over groups of 0, 3, 40, 1 and 130 rows (each with its own weights) gives each
-// group bitwise what the dense GEMM gives it alone.
+// One launch over groups of `ms` rows (each with its own weights) gives each group bitwise
+// what the dense GEMM gives it alone (whose tile height its own m picks).
 template <typename In>
-void expect_grouped_equals_dense(bool bf16) {
+void expect_grouped_equals_dense(bool bf16, const std::vector<int64_t>& ms) {
   ref::SplitMix64 rng(ref::test_seed("CudaGemm.Grouped", 104));
   const int64_t n = 200, k = 72;
-  const std::vector<int64_t> ms = {0, 3, 40, 1, 130};
   std::vector<kernels::cuda::DeviceBuffer> xs, ws, cs;
   std::vector<kc::GemmGroup> groups;
   for (int64_t m : ms) {
@@ -219,12 +222,17 @@ void expect_grouped_equals_dense(bool bf16) {
 
 TEST(CudaGemm, GroupedBf16EqualsDenseBitwise) {
   MUFLOW_REQUIRE_GPU();
-  expect_grouped_equals_dense<uint16_t>(true);
+  // Mean rows 43 (64-row tiles), 2.75 (8-row decode tiles), 14.25 (16-row decode tiles), 133
+  // (128-row tiles: warpgroup MMAs on sm_90).
+  for (const std::vector<int64_t>& ms : std::vector<std::vector<int64_t>>{
+           {0, 3, 40, 1, 130}, {1, 2, 0, 5, 3}, {12, 9, 16, 0, 20}, {200, 0, 70, 129}}) {
+    expect_grouped_equals_dense<uint16_t>(true, ms);
+  }
 }
 
 TEST(CudaGemm, GroupedF32EqualsDenseBitwise) {
   MUFLOW_REQUIRE_GPU();
-  expect_grouped_equals_dense<float>(false);
+  expect_grouped_equals_dense<float>(false, {0, 3, 40, 1, 130});
 }
 
 TEST(CudaOps, RmsNormMatchesReference) {

@@ -1,0 +1,45 @@
+#pragma once
+/// \file
+/// The Hopper (sm_90) form of muflow's bf16 GEMM for batches of more than 64 rows: warpgroup
+/// MMAs (PTX `wgmma.mma_async` m64n128k16, bf16 in, f32 accumulate) on 128×256 tiles, fed by a
+/// four-stage `cp.async` shared-memory pipeline. Internal to kernels/cuda: gemm.cu calls it in
+/// place of its 128-row WMMA tile kernel where `available()`, so callers see `gemm_bf16` and
+/// `grouped_gemm_bf16` only (gemm.hpp).
+///
+/// Bits: an element of C is acc = +0, then one m16n8k16-equivalent product of a 16-wide chunk
+/// of k per chunk, ascending, for the chunks that start below K: the sequence of gemm.cu's
+/// kernels. On an H200, wgmma m64nNk16 and mma.sync m16n8k16 give the same bits for the same
+/// chunk chain (bench/wgmma_bits.cu: 2,048 of 2,048 elements over K = 4,096 with exponents
+/// spanning 2^±10; bench/README.md "CUDA backend"), so a row's result does not depend on
+/// which kernel its batch size picked; CudaGemm.Bf16RowsAreBatchInvariant checks it on the GPU.
+///
+/// Source: the PTX ISA's warpgroup-level MMA chapter (instruction, matrix descriptors, the
+/// 128-byte-swizzled K-major shared-memory layout, the fence/commit/wait protocol); the tile
+/// shape and pipeline are ours. No TMA, no warp specialization, no split-K. Shared memory per
+/// block: 197,632 bytes (sm_90 allows 232,448).
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/gemm.hpp"
+
+namespace muflow::kernels::cuda::sm90 {
+
+/// Rows per tile (and per grouped tile): the same as gemm.cu's largest WMMA tile.
+inline constexpr int kTileRows = 128;
+
+/// True where the current device is sm_90 (H100, H200) and this build holds sm_90a code for the
+/// kernel (CMAKE_CUDA_ARCHITECTURES lists 90a). Host, any thread.
+bool available();
+
+/// As kernels::cuda::gemm_bf16 (same preconditions, checked by the caller), any m.
+void gemm_bf16(const uint16_t* a, int64_t lda, const uint16_t* w, int64_t ldw, const float* bias,
+               float* c, int64_t ldc, int64_t m, int64_t n, int64_t k, cudaStream_t stream);
+
+/// One launch over a grouped plan made with tile_rows == kTileRows: `groups` and `tile_start`
+/// are the device copies of GroupedGemmPlan::pack's two parts.
+void grouped_gemm_bf16(const GemmGroup* groups, const int32_t* tile_start, int num_groups,
+                       int total_tiles, int64_t n, int64_t k, cudaStream_t stream);
+
+}  // namespace muflow::kernels::cuda::sm90
