@@ -9,7 +9,7 @@
 //     measured here), and the executor's wall time per stage (uploads, launches, downloads,
 //     synchronization) minus its kernels' time: the per-stage overhead.
 // Each result is printed, and appended to --csv as soon as it is measured.
-// Usage: cuda_kernels [--csv FILE] [--quick] [--decode-only]
+// Usage: cuda_kernels [--csv FILE] [--quick] [--decode-only | --gemm-only]
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
@@ -348,7 +348,7 @@ void decode_step(Csv& csv, bool quick, cudaStream_t stream) {
 
 int main(int argc, char** argv) {
   Csv csv;
-  bool quick = false, decode_only = false;
+  bool quick = false, decode_only = false, gemm_only = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--csv" && i + 1 < argc) {
@@ -361,8 +361,11 @@ int main(int argc, char** argv) {
       quick = true;
     } else if (a == "--decode-only") {
       decode_only = true;
+    } else if (a == "--gemm-only") {
+      gemm_only = true;
     } else {
-      std::fprintf(stderr, "usage: cuda_kernels [--csv FILE] [--quick] [--decode-only]\n");
+      std::fprintf(stderr,
+                   "usage: cuda_kernels [--csv FILE] [--quick] [--decode-only | --gemm-only]\n");
       return 2;
     }
   }
@@ -375,7 +378,7 @@ int main(int argc, char** argv) {
   cudaStream_t stream;
   MUFLOW_CUDA_ASSERT(cudaStreamCreate(&stream));
   if (!decode_only) grouped_gemm_vs_cublas(csv, quick, stream);
-  decode_step(csv, quick, stream);
+  if (!gemm_only) decode_step(csv, quick, stream);
   cudaStreamDestroy(stream);
   return 0;
 }

@@ -83,85 +83,138 @@ __device__ __forceinline__ void f32_tile(const float* __restrict__ a, int64_t ld
 
 // Narrow weights (N ≤ 16, e.g. a router's experts): the tile kernel would run one block over
 // all of K, a load-latency-bound loop. Here a block owns 8 rows × all N columns and walks K in
-// chunks of 128 through a ring of kNarrowStages shared-memory stages filled by cp.async
-// (thread t copies k t of every row: coalesced, no division), so several chunks' loads are in
-// flight while thread (r, j) runs its fmaf chain for element (r, j) over the current chunk,
-// reading its operands four k at a time. The chain is over k ascending from +0, padded k
-// never entering it, so the bits are the tile kernel's; at one row its K dependent fmaf are
-// the kernel's floor (~4 cycles each).
-constexpr int kNarrowN = 16, kNarrowRows = 8, kNarrowK = 128, kNarrowStages = 6;
-constexpr int kNarrowLd = kNarrowK + 4;  // 16-byte rows; a quarter warp's float4 reads: no conflict
+// chunks of 128·V through a ring of stages filled by cp.async (thread t copies k V·t ..
+// V·t + V − 1 of every row: coalesced, no division; V = 4 where rows are 16-byte aligned), so
+// several chunks' loads are in flight while thread (r, j) runs its fmaf chain for element
+// (r, j) over the current chunk, reading its operands four k at a time. Rows past M or N are
+// never copied (their threads store nothing); k past K is zero-filled but never enters a
+// chain. The chain is over k ascending from +0, so the bits are the tile kernel's; at one row
+// its K dependent fmaf are the kernel's floor (~4 cycles each).
+constexpr int kNarrowN = 16, kNarrowRows = 8;
 constexpr int kNarrowThreads = kNarrowN * kNarrowRows;
-constexpr int kNarrowStageFloats = (kNarrowRows + kNarrowN) * kNarrowLd;
-constexpr int kNarrowSmemBytes = kNarrowStages * kNarrowStageFloats * 4;
-static_assert(kNarrowThreads == kNarrowK, "thread t copies k t of each row");
 
-// 4 bytes global → shared, `src_bytes` (0 or 4) read, zeros for the rest.
-__device__ __forceinline__ void cp_async4_zfill(void* smem_dst, const void* gmem_src,
-                                                int src_bytes) {
+template <int V>
+struct NarrowConfig {
+  static constexpr int kK = 128 * V;          // k per chunk: V per thread
+  static constexpr int kLd = kK + 4;          // 16-byte rows; float4 reads: no conflict
+  static constexpr int kStages = V == 4 ? 3 : 6;
+  static constexpr int kStageFloats = (kNarrowRows + kNarrowN) * kLd;
+  static constexpr int kSmemBytes = kStages * kStageFloats * 4;
+};
+
+// 4·V bytes global → shared, `src_bytes` (0 .. 4·V) read, zeros for the rest.
+template <int V>
+__device__ __forceinline__ void cp_async_zfill(void* smem_dst, const void* gmem_src,
+                                               int src_bytes) {
   const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(gmem_src),
-               "r"(src_bytes));
+  if constexpr (V == 4) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem_src),
+                 "r"(src_bytes));
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(gmem_src),
+                 "r"(src_bytes));
+  }
 }
 
+template <int V>
 __global__ void __launch_bounds__(kNarrowThreads)
     gemm_f32_narrow_kernel(const float* __restrict__ a, int64_t lda, const float* __restrict__ w,
                            int64_t ldw, const float* __restrict__ bias, float* __restrict__ c,
                            int64_t ldc, int64_t m, int64_t n, int64_t k) {
+  using C = NarrowConfig<V>;
   extern __shared__ __align__(16) float narrow_smem[];
   const int tid = static_cast<int>(threadIdx.x);
   const int r = tid / kNarrowN, j = tid % kNarrowN;
   const int64_t m0 = static_cast<int64_t>(blockIdx.x) * kNarrowRows;
-  const int num_chunks = static_cast<int>((k + kNarrowK - 1) / kNarrowK);
-  // Stage: A's 8 rows, then W's 16, kNarrowLd floats each. Outside the matrix: zeros (no
-  // bytes read; the address given is the matrix's first element).
+  const int num_chunks = static_cast<int>((k + C::kK - 1) / C::kK);
+  // Stage: A's 8 rows, then W's 16, kLd floats each.
   auto load = [&](int chunk) {
-    float* stage = narrow_smem + (chunk % kNarrowStages) * kNarrowStageFloats;
-    const int64_t kk = static_cast<int64_t>(chunk) * kNarrowK + tid;
-    const bool in_k = kk < k;
+    float* stage = narrow_smem + (chunk % C::kStages) * C::kStageFloats;
+    const int64_t kk = static_cast<int64_t>(chunk) * C::kK + V * tid;
+    const int64_t left = k - kk;  // floats of this thread's piece inside the matrix
+    const int bytes = left >= V ? 4 * V : left > 0 ? static_cast<int>(4 * left) : 0;
+    const int64_t kin = bytes > 0 ? kk : 0;  // an address in bounds when nothing is read
 #pragma unroll
     for (int i = 0; i < kNarrowRows; ++i) {
-      const bool in = in_k && m0 + i < m;
-      cp_async4_zfill(stage + i * kNarrowLd + tid, in ? a + (m0 + i) * lda + kk : a, in ? 4 : 0);
+      if (m0 + i < m) {
+        cp_async_zfill<V>(stage + i * C::kLd + V * tid, a + (m0 + i) * lda + kin, bytes);
+      }
     }
 #pragma unroll
     for (int i = 0; i < kNarrowN; ++i) {
-      const bool in = in_k && i < n;
-      cp_async4_zfill(stage + (kNarrowRows + i) * kNarrowLd + tid, in ? w + i * ldw + kk : w,
-                      in ? 4 : 0);
+      if (i < n) {
+        cp_async_zfill<V>(stage + (kNarrowRows + i) * C::kLd + V * tid, w + i * ldw + kin, bytes);
+      }
     }
   };
 #pragma unroll
-  for (int t = 0; t < kNarrowStages - 1; ++t) {
+  for (int t = 0; t < C::kStages - 1; ++t) {
     if (t < num_chunks) load(t);
     cp_async_commit();
   }
   float acc = 0.f;
   for (int ch = 0; ch < num_chunks; ++ch) {
-    cp_async_wait<kNarrowStages - 2>();
+    cp_async_wait<C::kStages - 2>();
     __syncthreads();  // chunk ch landed for every thread; stage (ch − 1) is free again
-    if (ch + kNarrowStages - 1 < num_chunks) load(ch + kNarrowStages - 1);
-    cp_async_commit();
-    const float* stage = narrow_smem + (ch % kNarrowStages) * kNarrowStageFloats;
-    const float* ar = stage + r * kNarrowLd;
-    const float* wr = stage + (kNarrowRows + j) * kNarrowLd;
-    const int64_t left = k - static_cast<int64_t>(ch) * kNarrowK;
-    const int kend = left < kNarrowK ? static_cast<int>(left) : kNarrowK;
+    const float* stage = narrow_smem + (ch % C::kStages) * C::kStageFloats;
+    const float* ar = stage + r * C::kLd;
+    const float* wr = stage + (kNarrowRows + j) * C::kLd;
+    const int64_t left = k - static_cast<int64_t>(ch) * C::kK;
+    const int kend = left < C::kK ? static_cast<int>(left) : C::kK;
     const float4* a4 = reinterpret_cast<const float4*>(ar);
     const float4* w4 = reinterpret_cast<const float4*>(wr);
-#pragma unroll 4
-    for (int q = 0; q < kend / 4; ++q) {
-      const float4 x = a4[q], y = w4[q];
-      acc = fmaf(x.x, y.x, acc);
-      acc = fmaf(x.y, y.y, acc);
-      acc = fmaf(x.z, y.z, acc);
-      acc = fmaf(x.w, y.w, acc);
+    // Groups of 16 k: the next group's operands are read while this group's 16 fmaf run, so
+    // the chain does not wait on shared memory.
+    const int groups = kend / 16;
+    float4 x[4], y[4];
+    if (groups > 0) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        x[i] = a4[i];
+        y[i] = w4[i];
+      }
     }
-    for (int kk = kend & ~3; kk < kend; ++kk) acc = fmaf(ar[kk], wr[kk], acc);
+    for (int g = 0; g < groups; ++g) {
+      float4 xn[4], yn[4];
+      if (g + 1 < groups) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          xn[i] = a4[4 * (g + 1) + i];
+          yn[i] = w4[4 * (g + 1) + i];
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        acc = fmaf(x[i].x, y[i].x, acc);
+        acc = fmaf(x[i].y, y[i].y, acc);
+        acc = fmaf(x[i].z, y[i].z, acc);
+        acc = fmaf(x[i].w, y[i].w, acc);
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        x[i] = xn[i];
+        y[i] = yn[i];
+      }
+    }
+    for (int kk = 16 * groups; kk < kend; ++kk) acc = fmaf(ar[kk], wr[kk], acc);
+    // The chunk after the stages in flight, into the stage chunk ch − 1 used (every thread
+    // passed this iteration's barrier, so none still reads it); issued after the chain so
+    // that the chain starts right after the barrier.
+    if (ch + C::kStages - 1 < num_chunks) load(ch + C::kStages - 1);
+    cp_async_commit();
   }
   cp_async_wait<0>();
   const int64_t gm = m0 + r;
   if (gm < m && j < n) c[gm * ldc + j] = bias != nullptr ? acc + bias[j] : acc;
+}
+
+template <int V>
+void launch_narrow(const float* a, int64_t lda, const float* w, int64_t ldw, const float* bias,
+                   float* c, int64_t ldc, int64_t m, int64_t n, int64_t k, cudaStream_t stream) {
+  allow_shared_memory(gemm_f32_narrow_kernel<V>, NarrowConfig<V>::kSmemBytes);
+  gemm_f32_narrow_kernel<V><<<static_cast<unsigned>((m + kNarrowRows - 1) / kNarrowRows),
+                              kNarrowThreads, NarrowConfig<V>::kSmemBytes, stream>>>(
+      a, lda, w, ldw, bias, c, ldc, m, n, k);
 }
 
 __global__ void __launch_bounds__(kF32Threads)
@@ -645,9 +698,14 @@ void gemm_f32(const float* a, int64_t lda, const float* w, int64_t ldw, const fl
   if (m == 0 || n == 0) return;
   if (n <= kNarrowN) {  // the same bits as the tile kernel (see gemm_f32_narrow_kernel)
     MUFLOW_ASSERT(ceil_div(m, kNarrowRows) <= INT32_MAX, "cuda gemm_f32: too many rows");
-    allow_shared_memory(gemm_f32_narrow_kernel, kNarrowSmemBytes);
-    gemm_f32_narrow_kernel<<<static_cast<unsigned>(ceil_div(m, kNarrowRows)), kNarrowThreads,
-                             kNarrowSmemBytes, stream>>>(a, lda, w, ldw, bias, c, ldc, m, n, k);
+    // 16-byte copies where every row starts 16-byte aligned.
+    const bool aligned = lda % 4 == 0 && ldw % 4 == 0 && reinterpret_cast<uintptr_t>(a) % 16 == 0 &&
+                         reinterpret_cast<uintptr_t>(w) % 16 == 0;
+    if (aligned) {
+      launch_narrow<4>(a, lda, w, ldw, bias, c, ldc, m, n, k, stream);
+    } else {
+      launch_narrow<1>(a, lda, w, ldw, bias, c, ldc, m, n, k, stream);
+    }
     MUFLOW_CUDA_LAUNCH_CHECK();
     return;
   }

@@ -8,8 +8,12 @@ namespace muflow::kernels::cuda::sm90 {
 namespace {
 
 // Tile 128 × 256 × 64 k per stage; two warpgroups, each the tile's 64-row half against all 256
-// columns (one m64n256k16 per 16-wide chunk of k); four stages, two tiles loading ahead.
+// columns (one m64n256k16 per 16-wide chunk of k); four stages.
 constexpr int BM = kTileRows, BN = 256, BK = 64, STAGES = 4;
+// MMAs a warpgroup leaves in flight past the end of a k tile: 0, so three tiles load ahead
+// (1, one tile's MMAs overlapping the next tile's barrier, loads two ahead: measured 1–12 %
+// slower at 256–4,096 tokens per expert on the H200, bench/README.md "CUDA backend").
+[[maybe_unused]] constexpr int kMmaInFlight = 0;
 constexpr int kThreads = 256;
 constexpr int kAStageBytes = BM * BK * 2, kBStageBytes = BN * BK * 2;
 constexpr int kStageBytes = kAStageBytes + kBStageBytes;
@@ -111,19 +115,20 @@ __device__ __forceinline__ void tile(const uint16_t* __restrict__ a, int64_t lda
   float acc[128];
 #pragma unroll
   for (int i = 0; i < 128; ++i) acc[i] = 0.f;
-  // Tiles 0 .. STAGES − 3 in flight. Tile t + STAGES − 2 is loaded into the slot tile t − 2
-  // used: its MMAs are complete, as each iteration waits for all but its own MMAs.
+  // kAhead tiles in flight. Tile t + kAhead is loaded into the slot tile t + kAhead − STAGES
+  // used: its MMAs are complete, as each iteration waits for all but its last kMmaInFlight.
+  constexpr int kAhead = STAGES - 1 - kMmaInFlight;
 #pragma unroll
-  for (int t = 0; t < STAGES - 2; ++t) {
+  for (int t = 0; t < kAhead; ++t) {
     if (t < num_k_tiles) load(t);
     cp_async_commit();
   }
   for (int kt = 0; kt < num_k_tiles; ++kt) {
-    cp_async_wait<STAGES - 3>();  // this thread's copies of tile kt have landed
+    cp_async_wait<kAhead - 1>();  // this thread's copies of tile kt have landed
     // cp.async wrote through the generic proxy, wgmma reads through the async one.
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    __syncthreads();  // every thread's copies; every warpgroup's MMAs of tile kt − 2 are done
-    if (kt + STAGES - 2 < num_k_tiles) load(kt + STAGES - 2);
+    __syncthreads();  // every thread's copies; every warpgroup's MMAs of the slot's last tile
+    if (kt + kAhead < num_k_tiles) load(kt + kAhead);
     cp_async_commit();
     const unsigned char* stage = smem + (kt % STAGES) * kStageBytes;
     const unsigned char* sa = stage + wg * 64 * 128;  // this warpgroup's rows 64wg .. 64wg + 63
@@ -144,7 +149,7 @@ __device__ __forceinline__ void tile(const uint16_t* __restrict__ a, int64_t lda
       }
     }
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kMmaInFlight) : "memory");
   }
   asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
   cp_async_wait<0>();
@@ -189,6 +194,23 @@ __global__ void __launch_bounds__(kThreads, 1)
        static_cast<int64_t>(blockIdx.y) * BN, smem);
 }
 
+
+
+void launch_dense(const uint16_t* a, int64_t lda, const uint16_t* w, int64_t ldw,
+                  const float* bias, float* c, int64_t ldc, int64_t m, int64_t n, int64_t k,
+                  cudaStream_t stream) {
+  allow_shared_memory(gemm_kernel, kSmemBytes);
+  const dim3 grid(static_cast<unsigned>((m + BM - 1) / BM), static_cast<unsigned>((n + BN - 1) / BN));
+  gemm_kernel<<<grid, kThreads, kSmemBytes, stream>>>(a, lda, w, ldw, bias, c, ldc, m, n, k);
+}
+
+void launch_grouped(const GemmGroup* groups, const int32_t* tile_start, int num_groups,
+                    int total_tiles, int64_t n, int64_t k, cudaStream_t stream) {
+  allow_shared_memory(grouped_kernel, kSmemBytes);
+  const dim3 grid(static_cast<unsigned>(total_tiles), static_cast<unsigned>((n + BN - 1) / BN));
+  grouped_kernel<<<grid, kThreads, kSmemBytes, stream>>>(groups, tile_start, num_groups, n, k);
+}
+
 }  // namespace
 
 bool available() {
@@ -207,17 +229,13 @@ bool available() {
 void gemm_bf16(const uint16_t* a, int64_t lda, const uint16_t* w, int64_t ldw, const float* bias,
                float* c, int64_t ldc, int64_t m, int64_t n, int64_t k, cudaStream_t stream) {
   MUFLOW_ASSERT((n + BN - 1) / BN <= 65535, "cuda gemm_bf16 (sm90): too many columns for one launch");
-  allow_shared_memory(gemm_kernel, kSmemBytes);
-  const dim3 grid(static_cast<unsigned>((m + BM - 1) / BM), static_cast<unsigned>((n + BN - 1) / BN));
-  gemm_kernel<<<grid, kThreads, kSmemBytes, stream>>>(a, lda, w, ldw, bias, c, ldc, m, n, k);
+  launch_dense(a, lda, w, ldw, bias, c, ldc, m, n, k, stream);
 }
 
 void grouped_gemm_bf16(const GemmGroup* groups, const int32_t* tile_start, int num_groups,
                        int total_tiles, int64_t n, int64_t k, cudaStream_t stream) {
   MUFLOW_ASSERT((n + BN - 1) / BN <= 65535, "cuda grouped_gemm_bf16 (sm90): too many columns");
-  allow_shared_memory(grouped_kernel, kSmemBytes);
-  const dim3 grid(static_cast<unsigned>(total_tiles), static_cast<unsigned>((n + BN - 1) / BN));
-  grouped_kernel<<<grid, kThreads, kSmemBytes, stream>>>(groups, tile_start, num_groups, n, k);
+  launch_grouped(groups, tile_start, num_groups, total_tiles, n, k, stream);
 }
 
 }  // namespace muflow::kernels::cuda::sm90
