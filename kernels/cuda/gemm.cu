@@ -156,6 +156,8 @@ __global__ void __launch_bounds__(kNarrowThreads)
   for (int ch = 0; ch < num_chunks; ++ch) {
     cp_async_wait<C::kStages - 2>();
     __syncthreads();  // chunk ch landed for every thread; stage (ch − 1) is free again
+    if (ch + C::kStages - 1 < num_chunks) load(ch + C::kStages - 1);
+    cp_async_commit();
     const float* stage = narrow_smem + (ch % C::kStages) * C::kStageFloats;
     const float* ar = stage + r * C::kLd;
     const float* wr = stage + (kNarrowRows + j) * C::kLd;
@@ -163,45 +165,15 @@ __global__ void __launch_bounds__(kNarrowThreads)
     const int kend = left < C::kK ? static_cast<int>(left) : C::kK;
     const float4* a4 = reinterpret_cast<const float4*>(ar);
     const float4* w4 = reinterpret_cast<const float4*>(wr);
-    // Groups of 16 k: the next group's operands are read while this group's 16 fmaf run, so
-    // the chain does not wait on shared memory.
-    const int groups = kend / 16;
-    float4 x[4], y[4];
-    if (groups > 0) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        x[i] = a4[i];
-        y[i] = w4[i];
-      }
+#pragma unroll 8
+    for (int q = 0; q < kend / 4; ++q) {
+      const float4 x = a4[q], y = w4[q];
+      acc = fmaf(x.x, y.x, acc);
+      acc = fmaf(x.y, y.y, acc);
+      acc = fmaf(x.z, y.z, acc);
+      acc = fmaf(x.w, y.w, acc);
     }
-    for (int g = 0; g < groups; ++g) {
-      float4 xn[4], yn[4];
-      if (g + 1 < groups) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          xn[i] = a4[4 * (g + 1) + i];
-          yn[i] = w4[4 * (g + 1) + i];
-        }
-      }
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        acc = fmaf(x[i].x, y[i].x, acc);
-        acc = fmaf(x[i].y, y[i].y, acc);
-        acc = fmaf(x[i].z, y[i].z, acc);
-        acc = fmaf(x[i].w, y[i].w, acc);
-      }
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        x[i] = xn[i];
-        y[i] = yn[i];
-      }
-    }
-    for (int kk = 16 * groups; kk < kend; ++kk) acc = fmaf(ar[kk], wr[kk], acc);
-    // The chunk after the stages in flight, into the stage chunk ch − 1 used (every thread
-    // passed this iteration's barrier, so none still reads it); issued after the chain so
-    // that the chain starts right after the barrier.
-    if (ch + C::kStages - 1 < num_chunks) load(ch + C::kStages - 1);
-    cp_async_commit();
+    for (int kk = kend & ~3; kk < kend; ++kk) acc = fmaf(ar[kk], wr[kk], acc);
   }
   cp_async_wait<0>();
   const int64_t gm = m0 + r;
