@@ -198,9 +198,10 @@ __global__ void __launch_bounds__(kF32Threads)
 
 // ---- bf16: tensor cores (WMMA), f32 accumulate -----------------------------------------------
 //
-// One kernel body for three tile configurations. Every one of them computes an output element
-// as the same sequence of MMAs: acc = 0, then for each 16-wide chunk of k in ascending order
-// that starts below K, acc = mma(a[chunk], w[chunk], acc) (the m16n8k16 instruction the WMMA
+// One tile-kernel body for two configurations (64 and 128 rows), beside the decode kernel
+// below and the sm_90 kernel (gemm_sm90.cu). Every one of them computes an output element as
+// the same sequence of MMAs: acc = 0, then for each 16-wide chunk of k in ascending order that
+// starts below K, acc = mma(a[chunk], w[chunk], acc) (the m16n8k16 instruction the WMMA
 // 16×16×16 fragment lowers to). Tile height, width, stage depth and warp layout only decide
 // which block and warp run that sequence, so a row gets the same bits in every configuration,
 // hence whatever M picked it. Chunks wholly beyond K are skipped, never run on zeros, so

@@ -7,18 +7,21 @@
 /// - f32 (`gemm_f32`): CUDA cores, every element one `fmaf` chain over k ascending from +0,
 ///   bias added last: the same operations, in the same order, as the cpu fixed-order GEMM
 ///   (kernels/cpu/fixed_order_gemm.hpp), so the same bits.
-/// - bf16 (`gemm_bf16`): tensor cores (WMMA 16×16×16, bf16 in, f32 accumulate); every element
-///   is one MMA per 16-wide chunk of k, ascending, for the chunks that start below K; no
-///   split-K. The tile configuration (16, 64 or 128 rows, with its width, k stage and pipeline
-///   depth) is picked from M but only changes which warp computes a row, never the MMA
-///   sequence an element goes through (gemm.cu).
+/// - bf16 (`gemm_bf16`): tensor cores (bf16 in, f32 accumulate); every element is one MMA per
+///   16-wide chunk of k, ascending, for the chunks that start below K; no split-K. The kernel
+///   is picked from M — up to 8 or 16 rows, warps streaming W through `cp.async` rings into
+///   m16n8k16 `mma.sync` (decode); up to 64, WMMA tiles; more, warpgroup MMAs on sm_90
+///   (gemm_sm90.hpp) or 128-row WMMA tiles — but only changes which warp computes a row, never
+///   the chunk sequence an element goes through (gemm.cu; the instructions' bits agree, see
+///   kernels/cuda/README.md).
 /// - grouped (`grouped_gemm_*`): many A blocks against their own W of one shape [N, K], in
 ///   one launch (the experts of one MoE block), each element computed as by the dense form.
 ///
-/// Source: muflow's own kernels. The bf16 path uses CUDA's WMMA API (CUDA C++ Programming
-/// Guide, "Warp Matrix Functions") and a multistage `cp.async` shared-memory pipeline in the
-/// manner of CUTLASS's Ampere GEMMs (the stage count and tile shapes are ours, gemm.cu); it
-/// has no split-K, which is what keeps the per-element order fixed.
+/// Source: muflow's own kernels. The bf16 paths use CUDA's WMMA API (CUDA C++ Programming
+/// Guide, "Warp Matrix Functions"), PTX `mma.sync`, `ldmatrix` and `wgmma` (PTX ISA), and
+/// multistage `cp.async` shared-memory pipelines in the manner of CUTLASS's Ampere GEMMs (the
+/// stage counts and tile shapes are ours, gemm.cu, gemm_sm90.cu); none has split-K, which is
+/// what keeps the per-element order fixed.
 ///
 /// All pointers are device pointers; sizes are elements; every call is asynchronous on
 /// `stream`. Preconditions (aborting through MUFLOW_ASSERT): m, n, k ≥ 0; lda, ldw ≥ k;
@@ -32,9 +35,9 @@
 
 namespace muflow::kernels::cuda {
 
-/// Shared memory per block the bf16 kernels ask for (their largest configuration), bytes: a
-/// GPU must allow it (cudaDevAttrMaxSharedMemoryPerBlockOptin; H100, H200 and A100 do, sm_86
-/// and sm_89 parts do not).
+/// Shared memory per block the portable bf16 kernels ask for (their largest configuration),
+/// bytes: a GPU must allow it (cudaDevAttrMaxSharedMemoryPerBlockOptin; H100, H200 and A100
+/// do, sm_86 and sm_89 parts do not). The sm_90 kernel's 197,632 bytes fit every sm_90 part.
 std::size_t gemm_bf16_shared_bytes();
 
 /// c[m, n] = Σ_k a[m, k]·w[n, k] (+ bias[n]); f32. bias may be null.
