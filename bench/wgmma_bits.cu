@@ -70,7 +70,8 @@ __global__ void wgmma_chain(const uint16_t* a, const uint16_t* w, float* c, int 
   for (int k0 = 0; k0 < k; k0 += 16) {
     for (int i = tid; i < kM * 16; i += 128) {
       const int r = i / 16, kk = i % 16;
-      sa[((r / 8) * 2 + kk / 8) * 64 + (r % 8) * 8 + kk % 8] = a[static_cast<int64_t>(r) * k + k0 + kk];
+      sa[((r / 8) * 2 + kk / 8) * 64 + (r % 8) * 8 + kk % 8] =
+          a[static_cast<int64_t>(r) * k + k0 + kk];
     }
     for (int i = tid; i < kN * 16; i += 128) {
       const int r = i / 16, kk = i % 16;

@@ -89,8 +89,8 @@ __global__ void __launch_bounds__(kThreads)
     denominator = denominator * factor + chunk_sum;
 #pragma unroll
     for (int i = 0; i < kDimsPerThread; ++i) acc[i] *= factor;
-    // Unrolled so that the loads of many positions are in flight; each acc[i] is still one
-    // fmaf chain over the positions in order.
+      // Unrolled so that the loads of many positions are in flight; each acc[i] is still one
+      // fmaf chain over the positions in order.
 #pragma unroll 32
     for (int t = 0; t < cn; ++t) {
       const int64_t pos = c0 + t;

@@ -95,8 +95,8 @@ constexpr int kNarrowThreads = kNarrowN * kNarrowRows;
 
 template <int V>
 struct NarrowConfig {
-  static constexpr int kK = 128 * V;          // k per chunk: V per thread
-  static constexpr int kLd = kK + 4;          // 16-byte rows; float4 reads: no conflict
+  static constexpr int kK = 128 * V;  // k per chunk: V per thread
+  static constexpr int kLd = kK + 4;  // 16-byte rows; float4 reads: no conflict
   static constexpr int kStages = V == 4 ? 3 : 6;
   static constexpr int kStageFloats = (kNarrowRows + kNarrowN) * kLd;
   static constexpr int kSmemBytes = kStages * kStageFloats * 4;
@@ -184,9 +184,9 @@ template <int V>
 void launch_narrow(const float* a, int64_t lda, const float* w, int64_t ldw, const float* bias,
                    float* c, int64_t ldc, int64_t m, int64_t n, int64_t k, cudaStream_t stream) {
   allow_shared_memory(gemm_f32_narrow_kernel<V>, NarrowConfig<V>::kSmemBytes);
-  gemm_f32_narrow_kernel<V><<<static_cast<unsigned>((m + kNarrowRows - 1) / kNarrowRows),
-                              kNarrowThreads, NarrowConfig<V>::kSmemBytes, stream>>>(
-      a, lda, w, ldw, bias, c, ldc, m, n, k);
+  gemm_f32_narrow_kernel<V>
+      <<<static_cast<unsigned>((m + kNarrowRows - 1) / kNarrowRows), kNarrowThreads,
+         NarrowConfig<V>::kSmemBytes, stream>>>(a, lda, w, ldw, bias, c, ldc, m, n, k);
 }
 
 __global__ void __launch_bounds__(kF32Threads)
@@ -233,8 +233,8 @@ static_assert(LargeM::BM == sm90::kTileRows, "a plan's 128-row tiles serve eithe
 // bandwidth the SM keeps in flight. Here every warp owns 8 columns of C over all of K and
 // streams its 8 rows of W (and the MA rows of A) through its own ring of `STAGES` shared-memory
 // stages of 128 k, filled by cp.async and read by ldmatrix, with no barrier but __syncwarp:
-// the SM holds 2·(STAGES − 1) KiB of W in flight per warp whatever the other warps do. An element of
-// C is the same sequence as in bf16_tile: acc = +0, then one m16n8k16 MMA (PTX mma.sync, the
+// the SM holds 2·(STAGES − 1) KiB of W in flight per warp whatever the other warps do. An element
+// of C is the same sequence as in bf16_tile: acc = +0, then one m16n8k16 MMA (PTX mma.sync, the
 // instruction a WMMA 16×16×16 bf16 MMA is two of, one per 8 columns) per 16-wide chunk of k
 // in ascending order, for the chunks that start below K; a chunk's k at or beyond K holds zeros
 // in both operands, as in bf16_stage_load. So a row's bits do not change when M moves a batch
@@ -248,7 +248,7 @@ struct DecodeConfig {
   static constexpr int BN = 8 * kWarps;  // columns per block
   static constexpr int BK = 128;         // k per stage: eight 16-wide chunks
   static constexpr int kChunks = BK / 16;
-  static constexpr int kLd = BK + 8;     // 272-byte rows: ldmatrix's 8 rows hit distinct banks
+  static constexpr int kLd = BK + 8;  // 272-byte rows: ldmatrix's 8 rows hit distinct banks
   static constexpr int kStageElems = (8 + MA) * kLd;  // W's 8 rows, then A's MA rows
   static constexpr int kWarpElems = STAGES * kStageElems;
   static constexpr int kSmemBytes = kWarps * kWarpElems * 2;
@@ -276,8 +276,8 @@ __device__ __forceinline__ void ldmatrix_x2(unsigned& r0, unsigned& r1, const vo
                : "r"(smem_addr(p)));
 }
 // acc (16×8, f32) = a (16×16, bf16, row) · b (16×8, bf16, col) + acc: mma.sync m16n8k16.
-__device__ __forceinline__ void mma_bf16_16816(float (&acc)[4], const unsigned (&a)[4],
-                                               unsigned b0, unsigned b1) {
+__device__ __forceinline__ void mma_bf16_16816(float (&acc)[4], const unsigned (&a)[4], unsigned b0,
+                                               unsigned b1) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
       "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
@@ -367,14 +367,16 @@ __device__ __forceinline__ void bf16_decode_warp(const uint16_t* __restrict__ a,
     if (left >= C::BK) {
 #pragma unroll
       for (int chunk = 0; chunk < C::kChunks; ++chunk) {
-        mma_bf16_16816(acc, fa[chunk], b[chunk / 2][2 * (chunk % 2)], b[chunk / 2][2 * (chunk % 2) + 1]);
+        mma_bf16_16816(acc, fa[chunk], b[chunk / 2][2 * (chunk % 2)],
+                       b[chunk / 2][2 * (chunk % 2) + 1]);
       }
     } else {
       // The last, partial tile: only the chunks that start below K.
 #pragma unroll
       for (int chunk = 0; chunk < C::kChunks; ++chunk) {
         if (16 * chunk >= left) break;
-        mma_bf16_16816(acc, fa[chunk], b[chunk / 2][2 * (chunk % 2)], b[chunk / 2][2 * (chunk % 2) + 1]);
+        mma_bf16_16816(acc, fa[chunk], b[chunk / 2][2 * (chunk % 2)],
+                       b[chunk / 2][2 * (chunk % 2) + 1]);
       }
     }
   }
@@ -523,7 +525,6 @@ __global__ void __launch_bounds__(C::kThreads)
                static_cast<int64_t>(blockIdx.x) * C::BN, smem);
 }
 
-
 template <typename C>
 __global__ void __launch_bounds__(C::kThreads)
     grouped_bf16_kernel(const GemmGroup* groups, const int32_t* tile_start, int num_groups,
@@ -565,7 +566,6 @@ __global__ void __launch_bounds__(kF32Threads)
            static_cast<int64_t>(blockIdx.x) * kF32Tile);
 }
 
-
 template <typename C>
 void launch_dense_bf16(const uint16_t* a, int64_t lda, const uint16_t* w, int64_t ldw,
                        const float* bias, float* c, int64_t ldc, int64_t m, int64_t n, int64_t k,
@@ -580,8 +580,8 @@ void launch_dense_bf16(const uint16_t* a, int64_t lda, const uint16_t* w, int64_
 
 template <typename C>
 void launch_dense_bf16_decode_config(const uint16_t* a, int64_t lda, const uint16_t* w, int64_t ldw,
-                              const float* bias, float* c, int64_t ldc, int64_t m, int64_t n,
-                              int64_t k, cudaStream_t stream) {
+                                     const float* bias, float* c, int64_t ldc, int64_t m, int64_t n,
+                                     int64_t k, cudaStream_t stream) {
   allow_shared_memory(gemm_bf16_decode_kernel<C>, C::kSmemBytes);
   const dim3 grid(static_cast<unsigned>((n + C::BN - 1) / C::BN),
                   static_cast<unsigned>((m + C::MA - 1) / C::MA));
@@ -590,8 +590,9 @@ void launch_dense_bf16_decode_config(const uint16_t* a, int64_t lda, const uint1
 }
 
 template <typename C>
-void launch_grouped_bf16_decode_config(const GemmGroup* groups, const int32_t* starts, int num_groups,
-                                int total_tiles, int64_t n, int64_t k, cudaStream_t stream) {
+void launch_grouped_bf16_decode_config(const GemmGroup* groups, const int32_t* starts,
+                                       int num_groups, int total_tiles, int64_t n, int64_t k,
+                                       cudaStream_t stream) {
   allow_shared_memory(grouped_bf16_decode_kernel<C>, C::kSmemBytes);
   const dim3 grid(static_cast<unsigned>((n + C::BN - 1) / C::BN),
                   static_cast<unsigned>(total_tiles));
@@ -616,11 +617,11 @@ template <int MA>
 void launch_grouped_bf16_decode(const GemmGroup* groups, const int32_t* starts, int num_groups,
                                 int total_tiles, int64_t n, int64_t k, cudaStream_t stream) {
   if (n >= kDecodeWideN) {
-    launch_grouped_bf16_decode_config<DecodeFor<MA, true>>(groups, starts, num_groups,
-                                                           total_tiles, n, k, stream);
+    launch_grouped_bf16_decode_config<DecodeFor<MA, true>>(groups, starts, num_groups, total_tiles,
+                                                           n, k, stream);
   } else {
-    launch_grouped_bf16_decode_config<DecodeFor<MA, false>>(groups, starts, num_groups,
-                                                            total_tiles, n, k, stream);
+    launch_grouped_bf16_decode_config<DecodeFor<MA, false>>(groups, starts, num_groups, total_tiles,
+                                                            n, k, stream);
   }
 }
 
@@ -636,10 +637,7 @@ void launch_grouped_bf16(const GemmGroup* groups, const int32_t* starts, int num
 
 // The configuration for batches of `rows` rows (per group, on average, when grouped).
 int bf16_tile_rows(int64_t rows) {
-  return rows <= 8    ? 8
-         : rows <= 16 ? 16
-         : rows <= 64 ? MidM::BM
-                      : LargeM::BM;
+  return rows <= 8 ? 8 : rows <= 16 ? 16 : rows <= 64 ? MidM::BM : LargeM::BM;
 }
 
 void check_sizes(int64_t lda, int64_t ldw, int64_t ldc, int64_t m, int64_t n, int64_t k) {

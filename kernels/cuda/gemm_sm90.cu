@@ -1,8 +1,7 @@
-#include "kernels/cuda/gemm_sm90.hpp"
-
 #include "kernels/assert.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/gemm_common.cuh"
+#include "kernels/cuda/gemm_sm90.hpp"
 
 namespace muflow::kernels::cuda::sm90 {
 namespace {
@@ -138,8 +137,7 @@ __device__ __forceinline__ void tile(const uint16_t* __restrict__ a, int64_t lda
     if (left >= BK) {
 #pragma unroll
       for (int ch = 0; ch < BK / 16; ++ch) {
-        wgmma_m64n256k16(acc, descriptor(sa + 32 * ch),
-                         descriptor(sb + 32 * ch));
+        wgmma_m64n256k16(acc, descriptor(sa + 32 * ch), descriptor(sb + 32 * ch));
       }
     } else {
       // The last, partial tile: only the chunks that start below K (uniform over the
@@ -155,7 +153,8 @@ __device__ __forceinline__ void tile(const uint16_t* __restrict__ a, int64_t lda
   cp_async_wait<0>();
   // acc[4j + e]: row 16·warp + lane / 4 (+ 8 for e ≥ 2) of this warpgroup's 64, column
   // 8j + 2·(lane % 4) + e % 2 (PTX ISA, the m64nNk16 accumulator fragment); bias added last.
-  const int warp = (static_cast<int>(threadIdx.x) % 128) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int warp = (static_cast<int>(threadIdx.x) % 128) / 32,
+            lane = static_cast<int>(threadIdx.x) % 32;
   const int64_t row = m0 + wg * 64 + 16 * warp + lane / 4;
 #pragma unroll
   for (int j = 0; j < 32; ++j) {
@@ -194,13 +193,11 @@ __global__ void __launch_bounds__(kThreads, 1)
        static_cast<int64_t>(blockIdx.y) * BN, smem);
 }
 
-
-
-void launch_dense(const uint16_t* a, int64_t lda, const uint16_t* w, int64_t ldw,
-                  const float* bias, float* c, int64_t ldc, int64_t m, int64_t n, int64_t k,
-                  cudaStream_t stream) {
+void launch_dense(const uint16_t* a, int64_t lda, const uint16_t* w, int64_t ldw, const float* bias,
+                  float* c, int64_t ldc, int64_t m, int64_t n, int64_t k, cudaStream_t stream) {
   allow_shared_memory(gemm_kernel, kSmemBytes);
-  const dim3 grid(static_cast<unsigned>((m + BM - 1) / BM), static_cast<unsigned>((n + BN - 1) / BN));
+  const dim3 grid(static_cast<unsigned>((m + BM - 1) / BM),
+                  static_cast<unsigned>((n + BN - 1) / BN));
   gemm_kernel<<<grid, kThreads, kSmemBytes, stream>>>(a, lda, w, ldw, bias, c, ldc, m, n, k);
 }
 
@@ -228,7 +225,8 @@ bool available() {
 
 void gemm_bf16(const uint16_t* a, int64_t lda, const uint16_t* w, int64_t ldw, const float* bias,
                float* c, int64_t ldc, int64_t m, int64_t n, int64_t k, cudaStream_t stream) {
-  MUFLOW_ASSERT((n + BN - 1) / BN <= 65535, "cuda gemm_bf16 (sm90): too many columns for one launch");
+  MUFLOW_ASSERT((n + BN - 1) / BN <= 65535,
+                "cuda gemm_bf16 (sm90): too many columns for one launch");
   launch_dense(a, lda, w, ldw, bias, c, ldc, m, n, k, stream);
 }
 
