@@ -2,6 +2,7 @@
 #include "kernels/cuda/attention.hpp"
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/fma_chain.cuh"
 
 namespace muflow::kernels::cuda {
 namespace {
@@ -64,11 +65,7 @@ __global__ void __launch_bounds__(kThreads)
         const float4* q4 = reinterpret_cast<const float4*>(q);
 #pragma unroll 16
         for (int64_t d4 = 0; d4 < head_dim / 4; ++d4) {
-          const float4 kv = k4[d4], qv = q4[d4];
-          dot = fmaf(qv.x, kv.x, dot);
-          dot = fmaf(qv.y, kv.y, dot);
-          dot = fmaf(qv.z, kv.z, dot);
-          dot = fmaf(qv.w, kv.w, dot);
+          dot = fma_chain4(q4[d4], k4[d4], dot);
         }
       } else {
 #pragma unroll 8

@@ -7,6 +7,7 @@
 
 #include "kernels/assert.hpp"
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/fma_chain.cuh"
 #include "kernels/cuda/gemm.hpp"
 #include "kernels/cuda/gemm_common.cuh"
 #include "kernels/cuda/gemm_sm90.hpp"
@@ -167,11 +168,7 @@ __global__ void __launch_bounds__(kNarrowThreads)
     const float4* w4 = reinterpret_cast<const float4*>(wr);
 #pragma unroll 8
     for (int q = 0; q < kend / 4; ++q) {
-      const float4 x = a4[q], y = w4[q];
-      acc = fmaf(x.x, y.x, acc);
-      acc = fmaf(x.y, y.y, acc);
-      acc = fmaf(x.z, y.z, acc);
-      acc = fmaf(x.w, y.w, acc);
+      acc = fma_chain4(a4[q], w4[q], acc);
     }
     for (int kk = kend & ~3; kk < kend; ++kk) acc = fmaf(ar[kk], wr[kk], acc);
   }
@@ -252,6 +249,7 @@ struct DecodeConfig {
   static constexpr int kStageElems = (8 + MA) * kLd;  // W's 8 rows, then A's MA rows
   static constexpr int kWarpElems = STAGES * kStageElems;
   static constexpr int kSmemBytes = kWarps * kWarpElems * 2;
+  static constexpr int BM = MA;  // rows a block (launch_dense)
 };
 // Ring depth against warps per SM, by the columns there are to share out: under 8,192 columns
 // (fewer than ~1,000 warps of 8) each warp needs a deep ring, ~26 KiB: 8 warps per SM with
@@ -566,73 +564,55 @@ __global__ void __launch_bounds__(kF32Threads)
            static_cast<int64_t>(blockIdx.x) * kF32Tile);
 }
 
-template <typename C>
-void launch_dense_bf16(const uint16_t* a, int64_t lda, const uint16_t* w, int64_t ldw,
-                       const float* bias, float* c, int64_t ldc, int64_t m, int64_t n, int64_t k,
-                       cudaStream_t stream) {
+// One launch of bf16 kernel `kernel` of configuration C (BN columns × BM rows a block).
+template <typename C, typename Kernel>
+void launch_dense(Kernel kernel, const uint16_t* a, int64_t lda, const uint16_t* w, int64_t ldw,
+                  const float* bias, float* c, int64_t ldc, int64_t m, int64_t n, int64_t k,
+                  cudaStream_t stream) {
   MUFLOW_ASSERT((m + C::BM - 1) / C::BM <= 65535, "cuda gemm_bf16: too many rows for one launch");
-  allow_shared_memory(gemm_bf16_kernel<C>, C::kSmemBytes);
+  allow_shared_memory(kernel, C::kSmemBytes);
   const dim3 grid(static_cast<unsigned>((n + C::BN - 1) / C::BN),
                   static_cast<unsigned>((m + C::BM - 1) / C::BM));
-  gemm_bf16_kernel<C>
-      <<<grid, C::kThreads, C::kSmemBytes, stream>>>(a, lda, w, ldw, bias, c, ldc, m, n, k);
+  kernel<<<grid, C::kThreads, C::kSmemBytes, stream>>>(a, lda, w, ldw, bias, c, ldc, m, n, k);
 }
 
-template <typename C>
-void launch_dense_bf16_decode_config(const uint16_t* a, int64_t lda, const uint16_t* w, int64_t ldw,
-                                     const float* bias, float* c, int64_t ldc, int64_t m, int64_t n,
-                                     int64_t k, cudaStream_t stream) {
-  allow_shared_memory(gemm_bf16_decode_kernel<C>, C::kSmemBytes);
-  const dim3 grid(static_cast<unsigned>((n + C::BN - 1) / C::BN),
-                  static_cast<unsigned>((m + C::MA - 1) / C::MA));
-  gemm_bf16_decode_kernel<C>
-      <<<grid, C::kThreads, C::kSmemBytes, stream>>>(a, lda, w, ldw, bias, c, ldc, m, n, k);
-}
-
-template <typename C>
-void launch_grouped_bf16_decode_config(const GemmGroup* groups, const int32_t* starts,
-                                       int num_groups, int total_tiles, int64_t n, int64_t k,
-                                       cudaStream_t stream) {
-  allow_shared_memory(grouped_bf16_decode_kernel<C>, C::kSmemBytes);
+// The same for a grouped kernel: `total_tiles` row tiles of BM rows.
+template <typename C, typename Kernel>
+void launch_grouped(Kernel kernel, const GemmGroup* groups, const int32_t* starts, int num_groups,
+                    int total_tiles, int64_t n, int64_t k, cudaStream_t stream) {
+  allow_shared_memory(kernel, C::kSmemBytes);
   const dim3 grid(static_cast<unsigned>((n + C::BN - 1) / C::BN),
                   static_cast<unsigned>(total_tiles));
-  grouped_bf16_decode_kernel<C>
-      <<<grid, C::kThreads, C::kSmemBytes, stream>>>(groups, starts, num_groups, n, k);
+  kernel<<<grid, C::kThreads, C::kSmemBytes, stream>>>(groups, starts, num_groups, n, k);
 }
 
 template <int MA>
 void launch_dense_bf16_decode(const uint16_t* a, int64_t lda, const uint16_t* w, int64_t ldw,
                               const float* bias, float* c, int64_t ldc, int64_t m, int64_t n,
                               int64_t k, cudaStream_t stream) {
+  using Wide = DecodeFor<MA, true>;
+  using Deep = DecodeFor<MA, false>;
   if (n >= kDecodeWideN) {
-    launch_dense_bf16_decode_config<DecodeFor<MA, true>>(a, lda, w, ldw, bias, c, ldc, m, n, k,
-                                                         stream);
+    launch_dense<Wide>(gemm_bf16_decode_kernel<Wide>, a, lda, w, ldw, bias, c, ldc, m, n, k,
+                       stream);
   } else {
-    launch_dense_bf16_decode_config<DecodeFor<MA, false>>(a, lda, w, ldw, bias, c, ldc, m, n, k,
-                                                          stream);
+    launch_dense<Deep>(gemm_bf16_decode_kernel<Deep>, a, lda, w, ldw, bias, c, ldc, m, n, k,
+                       stream);
   }
 }
 
 template <int MA>
 void launch_grouped_bf16_decode(const GemmGroup* groups, const int32_t* starts, int num_groups,
                                 int total_tiles, int64_t n, int64_t k, cudaStream_t stream) {
+  using Wide = DecodeFor<MA, true>;
+  using Deep = DecodeFor<MA, false>;
   if (n >= kDecodeWideN) {
-    launch_grouped_bf16_decode_config<DecodeFor<MA, true>>(groups, starts, num_groups, total_tiles,
-                                                           n, k, stream);
+    launch_grouped<Wide>(grouped_bf16_decode_kernel<Wide>, groups, starts, num_groups, total_tiles,
+                         n, k, stream);
   } else {
-    launch_grouped_bf16_decode_config<DecodeFor<MA, false>>(groups, starts, num_groups, total_tiles,
-                                                            n, k, stream);
+    launch_grouped<Deep>(grouped_bf16_decode_kernel<Deep>, groups, starts, num_groups, total_tiles,
+                         n, k, stream);
   }
-}
-
-template <typename C>
-void launch_grouped_bf16(const GemmGroup* groups, const int32_t* starts, int num_groups,
-                         int total_tiles, int64_t n, int64_t k, cudaStream_t stream) {
-  allow_shared_memory(grouped_bf16_kernel<C>, C::kSmemBytes);
-  const dim3 grid(static_cast<unsigned>((n + C::BN - 1) / C::BN),
-                  static_cast<unsigned>(total_tiles));
-  grouped_bf16_kernel<C>
-      <<<grid, C::kThreads, C::kSmemBytes, stream>>>(groups, starts, num_groups, n, k);
 }
 
 // The configuration for batches of `rows` rows (per group, on average, when grouped).
@@ -700,14 +680,15 @@ void gemm_bf16(const uint16_t* a, int64_t lda, const uint16_t* w, int64_t ldw, c
       launch_dense_bf16_decode<16>(a, lda, w, ldw, bias, c, ldc, m, n, k, stream);
       break;
     case MidM::BM:
-      launch_dense_bf16<MidM>(a, lda, w, ldw, bias, c, ldc, m, n, k, stream);
+      launch_dense<MidM>(gemm_bf16_kernel<MidM>, a, lda, w, ldw, bias, c, ldc, m, n, k, stream);
       break;
     default:
       // Hopper: warpgroup MMAs, the same bits (gemm_sm90.hpp).
       if (sm90::available()) {
         sm90::gemm_bf16(a, lda, w, ldw, bias, c, ldc, m, n, k, stream);
       } else {
-        launch_dense_bf16<LargeM>(a, lda, w, ldw, bias, c, ldc, m, n, k, stream);
+        launch_dense<LargeM>(gemm_bf16_kernel<LargeM>, a, lda, w, ldw, bias, c, ldc, m, n, k,
+                             stream);
       }
       break;
   }
@@ -774,13 +755,15 @@ void grouped_gemm_bf16(const GroupedGemmPlan& plan, const void* packed, int64_t 
       launch_grouped_bf16_decode<16>(groups, starts, num_groups, plan.total_tiles, n, k, stream);
       break;
     case MidM::BM:
-      launch_grouped_bf16<MidM>(groups, starts, num_groups, plan.total_tiles, n, k, stream);
+      launch_grouped<MidM>(grouped_bf16_kernel<MidM>, groups, starts, num_groups, plan.total_tiles,
+                           n, k, stream);
       break;
     case LargeM::BM:
       if (sm90::available()) {
         sm90::grouped_gemm_bf16(groups, starts, num_groups, plan.total_tiles, n, k, stream);
       } else {
-        launch_grouped_bf16<LargeM>(groups, starts, num_groups, plan.total_tiles, n, k, stream);
+        launch_grouped<LargeM>(grouped_bf16_kernel<LargeM>, groups, starts, num_groups,
+                               plan.total_tiles, n, k, stream);
       }
       break;
     default:
