@@ -235,6 +235,35 @@ TEST(CudaGemm, GroupedF32EqualsDenseBitwise) {
   expect_grouped_equals_dense<float>(false, {0, 3, 40, 1, 130});
 }
 
+// The plan alone (host only, no GPU): each group's first row tile, the tile count, and the tile
+// height from the mean rows of the non-empty groups: 8 or 16 (the decode kernel), 64 or 128.
+TEST(CudaGemm, GroupedPlanTilesEachGroupAtTheHeightItsMeanRowsPick) {
+  auto plan = [](const std::vector<int64_t>& ms, bool bf16) {
+    std::vector<kc::GemmGroup> groups;
+    for (int64_t m : ms) groups.push_back({nullptr, nullptr, nullptr, m});
+    return kc::GroupedGemmPlan::make(groups, bf16);
+  };
+  struct Case {
+    std::vector<int64_t> ms;
+    int32_t tile_rows;
+    std::vector<int32_t> tile_start;
+  };
+  for (const Case& c :
+       std::vector<Case>{{{1, 2, 0, 5, 3}, 8, {0, 1, 2, 2, 3, 4}},      // mean 2.75
+                         {{12, 9, 16, 0, 20}, 16, {0, 1, 2, 3, 3, 5}},  // mean 14.25
+                         {{0, 3, 40, 1, 130}, 64, {0, 0, 1, 2, 3, 6}},  // mean 43.5
+                         {{200, 0, 70, 129}, 128, {0, 2, 2, 3, 5}},     // mean 133
+                         {{0, 0}, 8, {0, 0, 0}}}) {                     // nothing to run
+    const kc::GroupedGemmPlan p = plan(c.ms, true);
+    EXPECT_EQ(p.tile_rows, c.tile_rows) << "first group " << c.ms[0];
+    EXPECT_EQ(p.tile_start, c.tile_start) << "first group " << c.ms[0];
+    EXPECT_EQ(p.total_tiles, c.tile_start.back());
+    EXPECT_EQ(p.bytes(), c.ms.size() * sizeof(kc::GemmGroup) + c.tile_start.size() * 4);
+  }
+  // f32 plans always take the f32 kernel's 64-row tiles.
+  EXPECT_EQ(plan({1, 2, 3}, false).tile_rows, 64);
+}
+
 TEST(CudaOps, RmsNormMatchesReference) {
   MUFLOW_REQUIRE_GPU();
   ref::SplitMix64 rng(ref::test_seed("CudaOps.RmsNorm", 105));
