@@ -9,8 +9,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=build/release
-bins=("$B/tools/muflow" "$B/tests/cuda_kernels_test" "$B/tests/cuda_backend_test" "$B/bench/cuda_kernels" "$B/bench/wgmma_bits")
+bins=("$B/tools/muflow" "$B/tests/cuda_kernels_test" "$B/tests/cuda_backend_test" "$B/bench/cuda_kernels")
 for b in "${bins[@]}"; do [ -x "$b" ] || { echo "gpu_pack.sh: $b not built (nvcc found?)" >&2; exit 1; }; done
+# wgmma_bits exists where the build targets sm_90a (CUDA 12 on).
+[ -x "$B/bench/wgmma_bits" ] && bins+=("$B/bench/wgmma_bits")
 stage="$(mktemp -d)"
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib" .devcarry/models

@@ -31,7 +31,9 @@ for be in cpu cuda; do
   timeout 60 $B/muflow generate --model $M --prompt "In the beginning God created" --max-new-tokens 24 --backend $be --json 2>&1
 done | tee -a $OUT/backend_test.log
 timeout 150 $B/cuda_kernels --csv $OUT/cuda_kernels.csv > $OUT/bench.log 2>&1; echo "bench rc $?"
-timeout 30 $B/wgmma_bits >> $OUT/bench.log 2>&1; echo "wgmma_bits rc $?"
+if [ -x $B/wgmma_bits ]; then
+  timeout 30 $B/wgmma_bits >> $OUT/bench.log 2>&1; echo "wgmma_bits rc $?"
+fi
 cat $OUT/bench.log
 # The machine code of the decode-path GEMMs, where the toolkit's cuobjdump is installed.
 OBJDUMP=$(command -v cuobjdump || ls /usr/local/cuda*/bin/cuobjdump 2>/dev/null | head -1)

@@ -30,7 +30,7 @@ __global__ void __launch_bounds__(kThreads)
     paged_attention_kernel(const float* qkv, int64_t row_stride, const float* pool,
                            const int32_t* page_table, const int32_t* table_start,
                            const int32_t* context_len, int64_t num_heads, int64_t num_kv_heads,
-                           int64_t head_dim, float* out) {
+                           int64_t head_dim, bool vector_keys, float* out) {
   __shared__ __align__(16) float q[kMaxAttentionHeadDim];
   __shared__ float scores[kChunk];
   __shared__ float scratch[32];
@@ -58,9 +58,9 @@ __global__ void __launch_bounds__(kThreads)
       const float* key = pool + static_cast<int64_t>(table[pos / kKvPageTokens]) * page_floats +
                          (pos % kKvPageTokens) * kv_width + kv_head * head_dim;
       float dot = 0.f;
-      if (head_dim % 4 == 0) {
-        // The same chain over d ascending, its loads 16 bytes at a time (rows are 16-byte
-        // aligned: head_dim and the pool's offsets are multiples of 4 floats), all in flight.
+      if (vector_keys) {
+        // The same chain over d ascending, its loads 16 bytes at a time (key rows are 16-byte
+        // aligned: the pool is, and head_dim is a multiple of 4 floats), all in flight.
         const float4* k4 = reinterpret_cast<const float4*>(key);
         const float4* q4 = reinterpret_cast<const float4*>(q);
 #pragma unroll 16
@@ -85,9 +85,11 @@ __global__ void __launch_bounds__(kThreads)
     const float chunk_sum = block_sum(local_sum, scratch);  // also publishes scores[]
     denominator = denominator * factor + chunk_sum;
 #pragma unroll
-    for (int i = 0; i < kDimsPerThread; ++i) acc[i] *= factor;
-      // Unrolled so that the loads of many positions are in flight; each acc[i] is still one
-      // fmaf chain over the positions in order.
+    for (int i = 0; i < kDimsPerThread; ++i) {
+      acc[i] *= factor;
+    }
+    // Unrolled so that the loads of many positions are in flight; each acc[i] is still one
+    // fmaf chain over the positions in order.
 #pragma unroll 32
     for (int t = 0; t < cn; ++t) {
       const int64_t pos = c0 + t;
@@ -135,9 +137,11 @@ void paged_attention(const float* qkv, int64_t row_stride, const float* pool,
   MUFLOW_ASSERT(num_heads <= 65535, "cuda paged_attention: too many heads");
   if (rows == 0) return;
   const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(num_heads));
+  // Keys read 16 bytes at a time where every key row is 16-byte aligned.
+  const bool vector_keys = head_dim % 4 == 0 && reinterpret_cast<uintptr_t>(pool) % 16 == 0;
   paged_attention_kernel<<<grid, kThreads, 0, stream>>>(qkv, row_stride, pool, page_table,
                                                         table_start, context_len, num_heads,
-                                                        num_kv_heads, head_dim, out);
+                                                        num_kv_heads, head_dim, vector_keys, out);
   MUFLOW_CUDA_LAUNCH_CHECK();
 }
 

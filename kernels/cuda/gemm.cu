@@ -107,11 +107,10 @@ struct NarrowConfig {
 template <int V>
 __device__ __forceinline__ void cp_async_zfill(void* smem_dst, const void* gmem_src,
                                                int src_bytes) {
-  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
   if constexpr (V == 4) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem_src),
-                 "r"(src_bytes));
+    cp_async16_zfill(smem_dst, gmem_src, src_bytes);
   } else {
+    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(gmem_src),
                  "r"(src_bytes));
   }
@@ -252,12 +251,13 @@ struct DecodeConfig {
   static constexpr int BM = MA;  // rows a block (launch_dense)
 };
 // Ring depth against warps per SM, by the columns there are to share out: under 8,192 columns
-// (fewer than ~1,000 warps of 8) each warp needs a deep ring, ~26 KiB: 8 warps per SM with
-// 10 (M ≤ 8) or 6 KiB of W in flight each; from 8,192 columns there are warps enough for
-// 16 per SM with half the depth (M ≤ 16: 3 stages, 12 warps), twice the instructions in
-// flight to stream the same bytes.
+// (fewer than ~1,000 warps of 8) each warp needs a deep ring, 26 KiB: 8 warps per SM (two
+// 102 KiB blocks) with 10 (M ≤ 8) or 6 KiB (M ≤ 16) of W in flight each. From 8,192 columns
+// M ≤ 8 takes 3 stages, 51 KiB a block: 16 warps per SM, twice the instructions in flight to
+// stream the same bytes. M ≤ 16 keeps its 4 stages there: 3 would still fit only two blocks
+// per SM (76.5 KiB each), the same 8 warps with a shallower ring.
 template <int MA, bool kWide>
-using DecodeFor = DecodeConfig<MA, kWide ? 3 : (MA == 8 ? 6 : 4)>;
+using DecodeFor = DecodeConfig<MA, MA == 8 ? (kWide ? 3 : 6) : 4>;
 constexpr int64_t kDecodeWideN = 8192;
 
 __device__ __forceinline__ unsigned smem_addr(const void* p) {
@@ -705,6 +705,7 @@ GroupedGemmPlan GroupedGemmPlan::make(std::vector<GemmGroup> groups, bool bf16) 
   }
   // Any tile height gives the same bits (gemm.hpp); pick the one that wastes less: decode
   // sends a few rows to each expert, prefill hundreds.
+  p.bf16 = bf16;
   p.tile_rows = !bf16 ? kF32Tile : bf16_tile_rows(busy > 0 ? (rows + busy - 1) / busy : 1);
   p.tile_start.reserve(groups.size() + 1);
   int64_t tiles = 0;
@@ -742,6 +743,7 @@ std::pair<const GemmGroup*, const int32_t*> unpack(const GroupedGemmPlan& plan,
 void grouped_gemm_bf16(const GroupedGemmPlan& plan, const void* packed, int64_t n, int64_t k,
                        cudaStream_t stream) {
   check_sizes(k, k, n, 0, n, k);
+  MUFLOW_ASSERT(plan.bf16, "cuda grouped_gemm_bf16: plan made for f32");
   MUFLOW_ASSERT(k % 8 == 0, "cuda grouped_gemm_bf16: k must be a multiple of 8");
   for (const GemmGroup& g : plan.groups) check_bf16_layout(g.a, k, g.w, k, k);
   if (plan.total_tiles == 0 || n == 0) return;
@@ -767,7 +769,7 @@ void grouped_gemm_bf16(const GroupedGemmPlan& plan, const void* packed, int64_t 
       }
       break;
     default:
-      MUFLOW_ASSERT(false, "grouped_gemm_bf16: plan made for f32");
+      MUFLOW_ASSERT(false, "grouped_gemm_bf16: a plan with an unknown tile height");
   }
   MUFLOW_CUDA_LAUNCH_CHECK();
 }
@@ -775,7 +777,7 @@ void grouped_gemm_bf16(const GroupedGemmPlan& plan, const void* packed, int64_t 
 void grouped_gemm_f32(const GroupedGemmPlan& plan, const void* packed, int64_t n, int64_t k,
                       cudaStream_t stream) {
   check_sizes(k, k, n, 0, n, k);
-  MUFLOW_ASSERT(plan.tile_rows == kF32Tile, "grouped_gemm_f32: plan made for bf16");
+  MUFLOW_ASSERT(!plan.bf16 && plan.tile_rows == kF32Tile, "grouped_gemm_f32: plan made for bf16");
   if (plan.total_tiles == 0 || n == 0) return;
   const auto [groups, starts] = unpack(plan, packed);
   const dim3 grid(static_cast<unsigned>(ceil_div(n, kF32Tile)),

@@ -62,6 +62,7 @@ struct GemmGroup {
 /// index of its first row tile. Upload `groups` and `tile_start` to the device (`bytes()`
 /// bytes, `pack` writes them into one host buffer) and pass that copy to `grouped_gemm_*`.
 struct GroupedGemmPlan {
+  bool bf16 = false;        ///< made for grouped_gemm_bf16 (else grouped_gemm_f32)
   int32_t tile_rows = 0;    ///< rows per tile (the launch's BM)
   int32_t total_tiles = 0;  ///< Σ ceil(m_g / tile_rows)
   std::vector<GemmGroup> groups;

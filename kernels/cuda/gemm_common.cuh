@@ -21,7 +21,7 @@ __device__ __forceinline__ void cp_async16(void* smem_dst, const void* gmem_src)
   const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem_src));
 }
-/// As cp_async16, reading `src_bytes` (0 or 16) bytes and filling the rest of the 16 with zeros.
+/// As cp_async16, reading `src_bytes` (0 .. 16) bytes and filling the rest of the 16 with zeros.
 __device__ __forceinline__ void cp_async16_zfill(void* smem_dst, const void* gmem_src,
                                                  int src_bytes) {
   const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
@@ -63,8 +63,9 @@ void allow_shared_memory(Kernel kernel, int bytes) {
   if (done.count(key) > 0) return;
   MUFLOW_CUDA_ASSERT(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  // The whole unified L1/shared array as shared memory, so that the decode kernels' two
-  // blocks per SM fit (the driver's default split may leave room for one).
+  // The whole unified L1/shared array as shared memory, for every kernel given here (they all
+  // keep their operands in shared memory; L1 keeps what is left): so that, e.g., the decode
+  // kernels' two or four blocks per SM fit (the driver's default split may leave room for one).
   MUFLOW_CUDA_ASSERT(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                           cudaSharedmemCarveoutMaxShared));
   done.insert(key);

@@ -1,3 +1,6 @@
+#include <array>
+#include <atomic>
+
 #include "kernels/assert.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/gemm_common.cuh"
@@ -212,11 +215,20 @@ void launch_grouped(const GemmGroup* groups, const int32_t* tile_start, int num_
 
 bool available() {
 #if defined(MUFLOW_CUDA_HAVE_SM90A)
+  // Per device: 0 not asked yet, 1 no, 2 yes (devices past the table are asked every time).
+  static std::array<std::atomic<int8_t>, 64> known{};
   int device = 0, major = 0;
   if (cudaGetDevice(&device) != cudaSuccess) return false;
+  const bool cached = device >= 0 && static_cast<size_t>(device) < known.size();
+  if (cached) {
+    const int8_t k = known[static_cast<size_t>(device)].load(std::memory_order_relaxed);
+    if (k != 0) return k == 2;
+  }
   if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
     return false;
   }
+  if (cached)
+    known[static_cast<size_t>(device)].store(major == 9 ? 2 : 1, std::memory_order_relaxed);
   return major == 9;
 #else
   return false;

@@ -1,17 +1,19 @@
 #pragma once
 /// \file
 /// The Hopper (sm_90) form of muflow's bf16 GEMM for batches of more than 64 rows: warpgroup
-/// MMAs (PTX `wgmma.mma_async` m64n128k16, bf16 in, f32 accumulate) on 128×256 tiles, fed by a
+/// MMAs (PTX `wgmma.mma_async` m64n256k16, bf16 in, f32 accumulate) on 128×256 tiles, fed by a
 /// four-stage `cp.async` shared-memory pipeline. Internal to kernels/cuda: gemm.cu calls it in
 /// place of its 128-row WMMA tile kernel where `available()`, so callers see `gemm_bf16` and
 /// `grouped_gemm_bf16` only (gemm.hpp).
 ///
 /// Bits: an element of C is acc = +0, then one m16n8k16-equivalent product of a 16-wide chunk
 /// of k per chunk, ascending, for the chunks that start below K: the sequence of gemm.cu's
-/// kernels. On an H200, wgmma m64nNk16 and mma.sync m16n8k16 give the same bits for the same
-/// chunk chain (bench/wgmma_bits.cu: 2,048 of 2,048 elements over K = 4,096 with exponents
-/// spanning 2^±10; bench/README.md "CUDA backend"), so a row's result does not depend on
-/// which kernel its batch size picked; CudaGemm.Bf16RowsAreBatchInvariant checks it on the GPU.
+/// kernels. On an H200, wgmma m64n8k16 (no swizzle) and mma.sync m16n8k16 give the same bits
+/// for the same chunk chain (bench/wgmma_bits.cu: 2,048 of 2,048 elements over K = 4,096 with
+/// exponents spanning 2^±10; bench/README.md "CUDA backend"); that this kernel's m64n256k16
+/// on swizzled tiles does too is what CudaGemm.Bf16RowsAreBatchInvariant and
+/// CudaGemm.GroupedBf16EqualsDenseBitwise check on the GPU (rows of 100 and 512-row batches,
+/// groups of 70–200 rows, against the other kernels' rows).
 ///
 /// Source: the PTX ISA's warpgroup-level MMA chapter (instruction, matrix descriptors, the
 /// 128-byte-swizzled K-major shared-memory layout, the fence/commit/wait protocol); the tile
@@ -30,7 +32,8 @@ namespace muflow::kernels::cuda::sm90 {
 inline constexpr int kTileRows = 128;
 
 /// True where the current device is sm_90 (H100, H200) and this build holds sm_90a code for the
-/// kernel (CMAKE_CUDA_ARCHITECTURES lists 90a). Host, any thread.
+/// kernel (CMAKE_CUDA_ARCHITECTURES lists 90a). Host, any thread; the answer is kept per device
+/// after the first call.
 bool available();
 
 /// As kernels::cuda::gemm_bf16 (same preconditions, checked by the caller), any m.

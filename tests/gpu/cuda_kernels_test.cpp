@@ -67,7 +67,8 @@ TEST(CudaGemm, F32IsBitwiseTheFmaChainOfTheCpuFixedOrderGemm) {
   for (const Shape s :
        {Shape{1, 1, 1, 0, false}, Shape{5, 70, 33, 3, true}, Shape{100, 130, 257, 0, true},
         Shape{64, 64, 16, 0, false}, Shape{67, 9, 200, 5, true}, Shape{1, 8, 4096, 0, false},
-        Shape{300, 16, 1000, 7, true}, Shape{33, 17, 777, 0, true}, Shape{5, 12, 1003, 1, true}}) {
+        Shape{300, 16, 1000, 7, true}, Shape{33, 17, 777, 0, true}, Shape{5, 12, 1003, 1, true},
+        Shape{300, 16, 1000, 0, true}}) {
     const int64_t lda = s.k + s.pad, ldw = s.k + s.pad;
     std::vector<float> a = ref::random_floats(rng, s.m * lda, -1.f, 1.f);
     std::vector<float> w = ref::random_floats(rng, s.n * ldw, -1.f, 1.f);
@@ -90,10 +91,12 @@ TEST(CudaGemm, Bf16MatchesTheReferenceWithinTolerance) {
   struct Shape {
     int64_t m, n, k;
   };
-  // The decode kernels (m ≤ 8, m ≤ 16) with columns that end mid-warp, a K tail of 2.5
-  // chunks and Ks that wrap their stage rings several times; the tile kernels.
-  for (const Shape s : {Shape{1, 8, 8}, Shape{3, 130, 64}, Shape{5, 61, 2056}, Shape{12, 37, 1000},
-                        Shape{33, 200, 136}, Shape{129, 257, 512}, Shape{300, 128, 256}}) {
+  // The decode kernels (m ≤ 8, m ≤ 16; 8,200 columns: their wide configuration) with columns
+  // that end mid-warp, K tails of half a chunk (2056, 264) and of 6.5 chunks (1000) in their
+  // 128-k stages, Ks that wrap their stage rings several times; the tile kernels.
+  for (const Shape s :
+       {Shape{1, 8, 8}, Shape{3, 130, 64}, Shape{5, 61, 2056}, Shape{12, 37, 1000},
+        Shape{3, 8200, 264}, Shape{33, 200, 136}, Shape{129, 257, 512}, Shape{300, 128, 256}}) {
     std::vector<float> x = ref::random_floats(rng, s.m * s.k, -2.f, 2.f);
     std::vector<uint16_t> xb(x.size());
     for (size_t i = 0; i < x.size(); ++i) xb[i] = f32_to_bf16(x[i]);
@@ -137,10 +140,11 @@ std::vector<In> random_values(ref::SplitMix64& rng, int64_t count, float lo, flo
 }
 
 template <typename In>
-void expect_batch_invariant(bool bf16) {
+void expect_batch_invariant(bool bf16, int64_t rows = 512, int64_t n = 140,
+                            int64_t max_small = 33) {
   ref::SplitMix64 rng(
       ref::test_seed(bf16 ? "CudaGemm.Bf16Invariance" : "CudaGemm.F32Invariance", 103));
-  const int64_t rows = 512, n = 140, k = 264;
+  const int64_t k = 264;
   const std::vector<In> x = random_values<In>(rng, rows * k, -2.f, 2.f);
   const std::vector<In> w = random_values<In>(rng, n * k, -1.f, 1.f);
   auto dx = upload(x), dw = upload(w);
@@ -156,9 +160,11 @@ void expect_batch_invariant(bool bf16) {
     return download<float>(dc, m * n);
   };
   const std::vector<float> all = run(0, rows);
-  std::vector<int64_t> sizes(33);
+  std::vector<int64_t> sizes(max_small);
   std::iota(sizes.begin(), sizes.end(), 1);
-  sizes.insert(sizes.end(), {64, 100, 512});
+  for (int64_t m : {int64_t{64}, int64_t{100}, rows}) {
+    if (m <= rows && m > max_small) sizes.push_back(m);
+  }
   for (int64_t m : sizes) {
     for (int64_t start : {int64_t{0}, rows - m, (rows - m) / 3}) {
       const std::vector<float> part = run(start, m);
@@ -171,6 +177,8 @@ void expect_batch_invariant(bool bf16) {
 TEST(CudaGemm, Bf16RowsAreBatchInvariant) {
   MUFLOW_REQUIRE_GPU();
   expect_batch_invariant<uint16_t>(true);
+  // 8,200 columns: the decode kernel's wide configuration (from 8,192 columns) at 1..17 rows.
+  expect_batch_invariant<uint16_t>(true, 128, 8200, 17);
 }
 
 TEST(CudaGemm, F32RowsAreBatchInvariant) {
@@ -222,8 +230,8 @@ void expect_grouped_equals_dense(bool bf16, const std::vector<int64_t>& ms) {
 
 TEST(CudaGemm, GroupedBf16EqualsDenseBitwise) {
   MUFLOW_REQUIRE_GPU();
-  // Mean rows 43 (64-row tiles), 2.75 (8-row decode tiles), 14.25 (16-row decode tiles), 133
-  // (128-row tiles: warpgroup MMAs on sm_90).
+  // Mean rows 43.5 (64-row tiles), 2.75 (8-row decode tiles), 14.25 (16-row decode tiles),
+  // 133 (128-row tiles: warpgroup MMAs on sm_90); the plan rounds the mean up.
   for (const std::vector<int64_t>& ms : std::vector<std::vector<int64_t>>{
            {0, 3, 40, 1, 130}, {1, 2, 0, 5, 3}, {12, 9, 16, 0, 20}, {200, 0, 70, 129}}) {
     expect_grouped_equals_dense<uint16_t>(true, ms);
