@@ -11,6 +11,7 @@
 #include <iterator>
 #include <map>
 #include <memory>
+#include <string_view>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -380,28 +381,74 @@ std::vector<engine::serving::Request> host_time_requests(int64_t vocab) {
 }
 
 /// Stage slices of a Chrome trace written by a run: (name, iteration, tokens) → durations in
-/// µs, in trace order (engine/trace/trace_reader.hpp streams the events: one in memory at a
-/// time besides the file's text). Errors: the file cannot be opened, or the reader's.
+/// µs, in trace order.
 using Slices = std::map<std::tuple<std::string, int64_t, int64_t>, std::vector<double>>;
-absl::StatusOr<Slices> read_slices(const fs::path& path) {
+
+/// One barrier of a traced run: when its last source's contribution arrived, when its first
+/// destination's run started (µs), and the rows it moved (the block's expert-stage tokens of
+/// that iteration: a dispatch delivers them, the combine sends them back).
+struct BarrierSpan {
+  double last_arrival_us = -1e300;
+  double first_dest_us = 1e300;
+};
+/// (dispatch?, block, iteration) → span; rows by (block, iteration).
+struct Barriers {
+  std::map<std::tuple<bool, int64_t, int64_t>, BarrierSpan> spans;
+  std::map<std::pair<int64_t, int64_t>, int64_t> rows;
+};
+
+/// What calibration reads of a trace (engine/trace/trace_reader.hpp streams the events: one in
+/// memory at a time besides the file's text). Errors: the file cannot be opened, or the
+/// reader's.
+struct TraceRuns {
+  Slices slices;
+  Barriers barriers;
+};
+absl::StatusOr<TraceRuns> read_trace_runs(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::InternalError(absl::StrCat(path.string(), ": cannot open the trace"));
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  Slices out;
+  TraceRuns out;
   nlohmann::json other;
+  auto int_arg = [](const nlohmann::json& a, const char* key, int64_t* v) {
+    const auto it = a.find(key);
+    if (it == a.end() || !it->is_number_integer()) return false;
+    *v = it->get<int64_t>();
+    return true;
+  };
   absl::Status s = engine::trace::stream_trace_events(
       text, path.string(),
       [&](const engine::trace::TraceEventView& e) {
         if (e.phase != 'X' || e.args == nullptr) return absl::OkStatus();
         const nlohmann::json& a = *e.args;
-        const auto tokens = a.find("tokens");
-        const auto iteration = a.find("iteration");
-        if (tokens == a.end() || !tokens->is_number_integer() || iteration == a.end() ||
-            !iteration->is_number_integer()) {
-          return absl::OkStatus();  // not a stage slice
+        const std::string_view name = e.name;
+        int64_t block = 0, iteration = 0, tokens = 0;
+        const bool has_block = int_arg(a, "block", &block);
+        if (!int_arg(a, "iteration", &iteration)) return absl::OkStatus();
+        // A source's wait at a barrier (not the network transfer after it): its arrival.
+        for (const bool dispatch : {true, false}) {
+          if (has_block && name.rfind(dispatch ? "wait dispatch b" : "wait combine b", 0) == 0 &&
+              name.find("transfer") == std::string_view::npos) {
+            BarrierSpan& b = out.barriers.spans[{dispatch, block, iteration}];
+            b.last_arrival_us = std::max(b.last_arrival_us, e.ts_us);
+            return absl::OkStatus();
+          }
         }
-        out[{std::string(e.name), iteration->get<int64_t>(), tokens->get<int64_t>()}].push_back(
-            e.dur_us);
+        if (!int_arg(a, "tokens", &tokens)) return absl::OkStatus();  // not a stage slice
+        out.slices[{std::string(name), iteration, tokens}].push_back(e.dur_us);
+        if (!has_block) return absl::OkStatus();
+        // A destination's run: an expert stage after block b's dispatch; an attention stage
+        // or the sampler (block = layers) after block b − 1's combine.
+        const bool expert = name.rfind("expert", 0) == 0 || name.rfind("shards", 0) == 0;
+        const bool after_combine = name.rfind("attn", 0) == 0 || name.rfind("sampler", 0) == 0;
+        if (expert) {
+          BarrierSpan& b = out.barriers.spans[{true, block, iteration}];
+          b.first_dest_us = std::min(b.first_dest_us, e.ts_us);
+          out.barriers.rows[{block, iteration}] += tokens;
+        } else if (after_combine && block > 0) {
+          BarrierSpan& b = out.barriers.spans[{false, block - 1, iteration}];
+          b.first_dest_us = std::min(b.first_dest_us, e.ts_us);
+        }
         return absl::OkStatus();
       },
       &other);
@@ -443,6 +490,32 @@ void add_host_time_samples(const Slices& measured, const Slices& modeled, HostBu
   }
 }
 
+/// Adds one traced run's barrier host times to `buckets`: each barrier's gap from its last
+/// arrival to its first destination's run, measured minus modeled (the same barrier: kind,
+/// block, iteration and rows), by power-of-two bucket of its rows.
+void add_barrier_samples(const Barriers& measured, const Barriers& modeled, HostBuckets& buckets) {
+  using Kind = kernels::sim::MeasuredKernels::RunKind;
+  for (const auto& [key, span] : measured.spans) {
+    const auto& [dispatch, block, iteration] = key;
+    if (iteration < 0) continue;  // barrier-free wirings have no barriers
+    const auto other = modeled.spans.find(key);
+    const auto rows = measured.rows.find({block, iteration});
+    const auto other_rows = modeled.rows.find({block, iteration});
+    if (other == modeled.spans.end() || rows == measured.rows.end() ||
+        other_rows == modeled.rows.end() || rows->second != other_rows->second ||
+        rows->second < 1) {
+      continue;  // not the same barrier in both runs
+    }
+    const double gap_us = span.first_dest_us - span.last_arrival_us;
+    const double modeled_us = other->second.first_dest_us - other->second.last_arrival_us;
+    if (!(gap_us >= 0 && gap_us < 1e12) || !(modeled_us >= 0 && modeled_us < 1e12)) continue;
+    int bucket = 0;
+    while ((int64_t{2} << bucket) <= rows->second) ++bucket;
+    buckets[{dispatch ? Kind::kDispatch : Kind::kCombine, bucket}].emplace_back(
+        rows->second, (gap_us - modeled_us) * 1e-6);
+  }
+}
+
 /// In-run host time per stage kind (see calibrate): the rows "host_<kind>,n,0,0,s".
 absl::StatusOr<std::string> measure_host_times(
     const Topology& topology, const ModelConfig& config, const std::string& kernel_rows,
@@ -473,14 +546,20 @@ absl::StatusOr<std::string> measure_host_times(
     Topology sim = replay_in_sim(cpu, config, cpu.routing_record_file, kernels, sim_kind);
     sim.trace_file = (scratch / "host-sim-trace.json").string();
     if (absl::StatusOr<RunOutcome> o = run_to_end(sim, requests); !o.ok()) return o.status();
-    absl::StatusOr<Slices> measured = read_slices(cpu.trace_file);
+    absl::StatusOr<TraceRuns> measured = read_trace_runs(cpu.trace_file);
     if (!measured.ok()) return measured.status();
-    absl::StatusOr<Slices> modeled = read_slices(sim.trace_file);
+    absl::StatusOr<TraceRuns> modeled = read_trace_runs(sim.trace_file);
     if (!modeled.ok()) return modeled.status();
-    add_host_time_samples(*measured, *modeled, buckets);
+    add_host_time_samples(measured->slices, modeled->slices, buckets);
+    add_barrier_samples(measured->barriers, modeled->barriers, buckets);
     progress(absl::StrFormat("in-run host time: traced run %d/%d and its sim replay done", run,
                              kHostTimeRuns));
   }
+  // Per kind and bucket with >= 5 samples: the median rows and the median excess. A barrier's
+  // time at its smallest bucket is already in stage_overhead (the tiny model's barriers, which
+  // that per-run figure spreads over the runs), so its rows keep only the growth beyond it.
+  using Kind = kernels::sim::MeasuredKernels::RunKind;
+  std::map<Kind, double> barrier_base;
   std::string rows;
   for (auto& [key, samples] : buckets) {
     if (samples.size() < 5) continue;  // too few runs of that size for a median
@@ -489,9 +568,13 @@ absl::StatusOr<std::string> measure_host_times(
       tokens.push_back(static_cast<double>(n));
       excess.push_back(s);
     }
+    double seconds = median(excess);
+    if (key.first == Kind::kDispatch || key.first == Kind::kCombine) {
+      seconds -= barrier_base.emplace(key.first, seconds).first->second;  // buckets ascend
+    }
     absl::StrAppend(&rows, kernels::sim::host_op_name(key.first), ",",
                     static_cast<int64_t>(std::llround(median(tokens))), ",0,0,",
-                    absl::StrFormat("%.9g", std::max(0.0, median(excess))), "\n");
+                    absl::StrFormat("%.9g", std::max(0.0, seconds)), "\n");
   }
   return rows;
 }

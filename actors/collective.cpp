@@ -328,12 +328,22 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
     if (ctx->channel->timed()) {
       net = network_delivery(*ctx, kind, block, c->iteration, delivery->flows, done_s);
     }
+    // The barrier's host time beyond the per-run overhead (sim with measured kernels: the
+    // collective's concatenation and the delivery of larger batches; 0 elsewhere): every
+    // destination gets its batch that much later.
+    double host_s = 0.0;
+    if (ctx->virtual_time) {
+      int64_t barrier_rows = 0;
+      for (const RowFlow& f : delivery->flows) barrier_rows += f.rows;
+      host_s = ctx->executors.front()->barrier_host_seconds(kind == CollectiveKind::kDispatch,
+                                                            barrier_rows);
+    }
     double a2a_end_s = done_s;
     // The coordinator hears this barrier's metrics before any destination gets its batch, so
     // they are counted before the iteration it completes (enqueued first, from any thread).
     struct Deferred {
       size_t dest;
-      double delay_s;  // > 0: after the network transfer (sim)
+      double delay_s;  // > 0: after the network transfer and the host time (sim)
     };
     std::vector<Deferred> deliveries;
     // Destination `d`'s delivery: counted, traced and deferred to when its parts arrived.
@@ -355,9 +365,9 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
               to.device, kWaitLaneTid, done_s * 1e6, (deliver_s - done_s) * 1e6,
               nlohmann::json{{"block", block}, {"iteration", c->iteration}});
         }
-        deliveries.push_back({d, deliver_s - done_s});
+        deliveries.push_back({d, deliver_s - done_s + host_s});
       } else {
-        deliveries.push_back({d, 0.0});
+        deliveries.push_back({d, host_s});
       }
     };
     if (ranks != nullptr && kind == CollectiveKind::kCombine) {

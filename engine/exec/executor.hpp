@@ -67,6 +67,12 @@ class Executor {
   virtual double stage_host_seconds(dataflow::StageKind kind, int64_t num_tokens) const {
     return 0.0;
   }
+  /// Modeled host seconds of one dispatch (`dispatch` true) or combine barrier moving `rows`
+  /// rows, between its last source's contribution and its destinations' runs, beyond what
+  /// `[cost]`'s per-run overhead already holds; the collective delays its deliveries by it.
+  /// Default 0 (real backends take it); the sim: the host_dispatch / host_combine rows of
+  /// `[cost] kernels`. Called from the collective actors (the sim runs them on one thread).
+  virtual double barrier_host_seconds(bool dispatch, int64_t rows) const { return 0.0; }
   /// The device actor tells its device's executor when a stage starts running on it (true,
   /// at the grant) and when it is done (false). Unlike the methods above, it is called from
   /// the device actor, possibly while a stage of this device runs on another thread: the

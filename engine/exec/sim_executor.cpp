@@ -153,6 +153,12 @@ double SimExecutor::stage_host_seconds(dataflow::StageKind kind, int64_t num_tok
   return 0.0;
 }
 
+double SimExecutor::barrier_host_seconds(bool dispatch, int64_t rows) const {
+  if (!measured_) return 0.0;
+  using K = kernels::sim::MeasuredKernels::RunKind;
+  return measured_->host_seconds(dispatch ? K::kDispatch : K::kCombine, rows);
+}
+
 void SimExecutor::sample(const std::vector<dataflow::TokenMeta>& rows, const float* h,
                          const std::vector<topology::SamplingSpec>& sampling, std::vector<int32_t>* tokens,
                          std::vector<std::vector<float>>* logits, double* seconds) {

@@ -45,6 +45,7 @@ class SimExecutor final : public Executor {
               std::vector<std::vector<float>>* logits, double* seconds) override;
   /// The measured in-run host time (`[cost] kernels`' host_* rows); 0 on the roofline.
   double stage_host_seconds(dataflow::StageKind kind, int64_t num_tokens) const override;
+  double barrier_host_seconds(bool dispatch, int64_t rows) const override;
   /// Records this device (`device`) busy or idle in the run's DeviceActivity, if any.
   void set_device_busy(bool busy) override;
 

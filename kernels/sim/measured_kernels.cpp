@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <iterator>
 #include <set>
 
 #include "absl/strings/numbers.h"
@@ -145,6 +146,10 @@ const char* host_op_name(MeasuredKernels::RunKind kind) {
       return "host_expert";
     case MeasuredKernels::RunKind::kSampler:
       return "host_sampler";
+    case MeasuredKernels::RunKind::kDispatch:
+      return "host_dispatch";
+    case MeasuredKernels::RunKind::kCombine:
+      return "host_combine";
   }
   return "host_attention";
 }
@@ -193,15 +198,16 @@ absl::StatusOr<MeasuredKernels> MeasuredKernels::read_csv(const std::string& pat
       return row_error(path, line,
                        absl::StrCat("seconds must be a number in [0, ", kMaxRowSeconds, "]"));
     }
-    const bool host = r.op == "host_attention" || r.op == "host_expert" || r.op == "host_sampler";
+    const bool host = std::any_of(std::begin(kRunKinds), std::end(kRunKinds),
+                                  [&](RunKind k) { return r.op == host_op_name(k); });
     const bool sized = r.op == "attention" || r.op == "prefill" || r.op == "expert" ||
                        r.op == "expert_alone" || r.op == "lm_head" || host;
     if (!sized && r.op != "stage_overhead") {
       return row_error(path, line,
                        absl::StrCat("unknown op '", r.op,
                                     "'; expected attention, prefill, expert, expert_alone, "
-                                    "lm_head, stage_overhead, host_attention, host_expert or "
-                                    "host_sampler"));
+                                    "lm_head, stage_overhead, host_attention, host_expert, "
+                                    "host_sampler, host_dispatch or host_combine"));
     }
     if (sized && r.tokens < 1) return row_error(path, line, "tokens must be >= 1");
     if ((r.op == "attention" || r.op == "prefill") &&
@@ -233,7 +239,7 @@ absl::StatusOr<MeasuredKernels> MeasuredKernels::read_csv(const std::string& pat
     if (r.op == "expert") expert[r.width].emplace_back(r.tokens, r.seconds);
     if (r.op == "expert_alone") expert_alone[r.width].emplace_back(r.tokens, r.seconds);
     if (r.op == "lm_head") lm.emplace_back(r.tokens, r.seconds);
-    for (RunKind k : {RunKind::kAttention, RunKind::kExpert, RunKind::kSampler}) {
+    for (RunKind k : kRunKinds) {
       if (r.op == host_op_name(k)) host[k].emplace_back(r.tokens, r.seconds);
     }
     if (r.op == "stage_overhead") {

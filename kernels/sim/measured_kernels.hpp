@@ -33,6 +33,11 @@
 ///    μ-queue's batches, assembling inputs, scattering outputs, allocation), measured in situ:
 ///    the stage spans of a real run of the model minus the sim's kernel times for the same
 ///    runs (actors/calibration.hpp).
+///  - `host_dispatch,n,0,0,s`, `host_combine,n,0,0,s` (optional): host time of one dispatch or
+///    combine barrier moving n rows, from its last source's contribution to its first
+///    destination's run, beyond what the same barrier costs at the fewest rows measured
+///    (that part is in `stage_overhead`): the collective's concatenation and the delivery of
+///    larger batches, measured in situ like the host_* stage rows.
 ///
 /// Model (fitted at load; stated so that a reader can check it against the file):
 ///  - attention: t = T0(n) + k_decode · (S_decode − n_decode) + Σ_prefill seqs core(S − P),
@@ -42,7 +47,8 @@
 ///    through the origin of t − T0 over S − n on the `attention` rows with c > 1; core(x)
 ///    interpolates t − T0(P) of the `prefill` rows over their x = S − P (with core(0) = 0),
 ///    or is k_prefill · x (the same kind of slope) when there is one prefill row.
-///  - expert, lm_head, host_*: piecewise-linear interpolation in n of the rows (at the same
+///  - expert, lm_head, host_* (stage runs and barriers): piecewise-linear interpolation in n of
+///    the rows (at the same
 ///    width for experts; another width scales the full width's time by width ratio), linear
 ///    extrapolation beyond the last two points, the first point's time below it; no host_*
 ///    rows of a kind: 0.
@@ -82,8 +88,12 @@ class InterpolatedTimes {
 
 class MeasuredKernels {
  public:
-  /// The stage kinds with an in-run host time (`host_*` rows).
-  enum class RunKind { kAttention, kExpert, kSampler };
+  /// What a `host_*` row times: a stage run of a kind, or a barrier (the dispatch or combine
+  /// all-to-all between stages; its tokens are the rows it moves).
+  enum class RunKind { kAttention, kExpert, kSampler, kDispatch, kCombine };
+  /// Every RunKind, in declaration order.
+  static constexpr RunKind kRunKinds[] = {RunKind::kAttention, RunKind::kExpert, RunKind::kSampler,
+                                          RunKind::kDispatch, RunKind::kCombine};
 
   /// Most data rows a file may hold (bounded before anything is stored).
   static constexpr int64_t kMaxRows = 100'000;
@@ -127,8 +137,9 @@ class MeasuredKernels {
   double lm_head_seconds(int64_t num_rows) const;
   /// Host seconds per stage run outside the runs (0 when not measured).
   double stage_overhead_s() const { return stage_overhead_s_; }
-  /// Host seconds inside one stage run of `kind` on `num_tokens` tokens beyond its kernels
-  /// (0 for no token or no `host_*` rows of that kind).
+  /// Host seconds inside one stage run of `kind` on `num_tokens` tokens beyond its kernels, or
+  /// of one barrier of `kind` moving `num_tokens` rows (0 for no token or no `host_*` rows of
+  /// that kind).
   double host_seconds(RunKind kind, int64_t num_tokens) const;
   /// Replaces the in-run host time tables (calibration builds the table first without them).
   void set_host_times(std::map<RunKind, InterpolatedTimes> tables) { host_ = std::move(tables); }
@@ -152,7 +163,7 @@ class MeasuredKernels {
   std::map<RunKind, InterpolatedTimes> host_;  ///< in-run host time by stage kind
 };
 
-/// The CSV op name of a kind's in-run host time rows ("host_attention", ...).
+/// The CSV op name of a kind's host time rows ("host_attention", ..., "host_combine").
 const char* host_op_name(MeasuredKernels::RunKind kind);
 
 }  // namespace muflow::kernels::sim

@@ -54,6 +54,9 @@ TEST(SimPrediction, CalibratedSimPredictsTheCpuBackend) {
     std::ifstream in(kernels);
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     EXPECT_NE(text.find("\nhost_attention,"), std::string::npos);
+    // And the barriers' (topology_for: the sync wiring, a dispatch and a combine per layer).
+    EXPECT_NE(text.find("\nhost_dispatch,"), std::string::npos);
+    EXPECT_NE(text.find("\nhost_combine,"), std::string::npos);
   }
   EXPECT_GT(table->expert_seconds(8, c.expert_ffn), 0.0);
   // Two devices measured at once, and each expert size again alone (shared memory bandwidth).

@@ -653,5 +653,53 @@ TEST(Sim, ExpertRunsAloneOnANodeAreChargedTheirAloneTime) {
   }
 }
 
+// Measured barrier host times (`host_dispatch` / `host_combine` rows of `[cost] kernels`): a
+// barrier's destinations get their batches that much later. In the sync wiring every layer's
+// dispatch and combine stand between its attention and the next, so with flat rows each decode
+// iteration takes layers · (dispatch + combine) longer, and so does the inter-token latency;
+// the tokens never change.
+TEST(Sim, BarrierHostTimesDelayEachBarriersDestinations) {
+  const engine::model::ModelConfig c = *engine::model::model_preset("switch-base-8");
+  const fs::path dir = scratch_dir("barrier_host");
+  fs::create_directories(dir);
+  auto write_kernels = [&](const std::string& name, double dispatch_s, double combine_s) {
+    std::string text = absl::StrFormat(
+        "# kind=cpu hidden=%d ffn=%d heads=%d kv_heads=%d head_dim=%d experts=%d topk=%d "
+        "vocab=%d gated=0 dtype=bf16 threads=1 concurrent=2\nop,tokens,context,width,seconds\n",
+        c.hidden_size, c.expert_ffn, c.num_heads, c.num_kv_heads, c.head_dim, c.num_experts,
+        c.num_topk, c.vocab_size);
+    for (int n : {1, 64}) {
+      text += absl::StrFormat("attention,%d,1,0,%.9g\n", n, (300 + n) * 1e-6);
+      text += absl::StrFormat("attention,%d,64,0,%.9g\n", n, (300 + 2 * n) * 1e-6);
+      text += absl::StrFormat("expert,%d,0,%d,%.9g\n", n, c.expert_ffn, (200 + 2 * n) * 1e-6);
+      text += absl::StrFormat("lm_head,%d,0,0,%.9g\n", n, (30 + n) * 1e-6);
+    }
+    if (dispatch_s > 0) text += absl::StrFormat("host_dispatch,4,0,0,%.9g\n", dispatch_s);
+    if (combine_s > 0) text += absl::StrFormat("host_combine,4,0,0,%.9g\n", combine_s);
+    const fs::path p = dir / name;
+    std::ofstream(p) << text;
+    return p.string();
+  };
+  auto run = [&](const std::string& kernels) {
+    Topology t = sim_topology(2, "cpu", "switch-base-8");
+    t.wiring = "sync";
+    t.cost.kernels = kernels;
+    auto server = actors::Server::create(t);
+    EXPECT_TRUE(server.ok()) << server.status();
+    auto out = (*server)->run(closed_batch(8, 24, 6));
+    EXPECT_TRUE(out.ok()) << out.status();
+    return std::move(*out);
+  };
+  const actors::RunOutcome plain = run(write_kernels("plain.csv", 0, 0));
+  const actors::RunOutcome slow = run(write_kernels("barriers.csv", 1e-3, 0.5e-3));
+  const double added_ms = c.num_layers * (1.0 + 0.5);
+  EXPECT_NEAR(slow.metrics.itl.mean_ms - plain.metrics.itl.mean_ms, added_ms, 0.02 * added_ms);
+  EXPECT_GT(slow.metrics.ttft.mean_ms, plain.metrics.ttft.mean_ms + added_ms * 0.98);
+  ASSERT_EQ(slow.outputs.size(), plain.outputs.size());
+  for (size_t i = 0; i < slow.outputs.size(); ++i) {
+    EXPECT_EQ(slow.outputs[i].output, plain.outputs[i].output);
+  }
+}
+
 }  // namespace
 }  // namespace muflow

@@ -77,7 +77,7 @@ TEST(MeasuredKernelsTest, FitRecoversTheModelThatWroteTheFile) {
 
 // Prefill attention follows the measured curve over (query, key) pairs, not one slope: the
 // rows below are quadratic in the pairs, so a slope fitted through them misses the middle.
-// In-run host time rows (host_*) interpolate per stage kind; a kind without rows costs 0.
+// Host time rows (host_*) interpolate per stage or barrier kind; a kind without rows costs 0.
 TEST(MeasuredKernelsTest, PrefillFollowsTheMeasuredCurveAndHostTimesInterpolate) {
   std::string text = std::string(kMeta) + "op,tokens,context,width,seconds\n";
   auto row = [&](const std::string& op, int n, int c, int w, double us) {
@@ -91,6 +91,8 @@ TEST(MeasuredKernelsTest, PrefillFollowsTheMeasuredCurveAndHostTimesInterpolate)
   row("host_attention", 1, 0, 0, 40);
   row("host_attention", 16, 0, 0, 100);
   row("host_sampler", 4, 0, 0, 70);
+  row("host_dispatch", 8, 0, 0, 30);
+  row("host_dispatch", 64, 0, 0, 100);
   absl::StatusOr<MeasuredKernels> m =
       MeasuredKernels::read_csv(write("measured_prefill.csv", text));
   ASSERT_TRUE(m.ok()) << m.status();
@@ -109,6 +111,8 @@ TEST(MeasuredKernelsTest, PrefillFollowsTheMeasuredCurveAndHostTimesInterpolate)
   EXPECT_NEAR(m->host_seconds(K::kSampler, 9), 70e-6, 1e-15);    // one point: flat
   EXPECT_EQ(m->host_seconds(K::kExpert, 9), 0.0);                // no rows
   EXPECT_EQ(m->host_seconds(K::kAttention, 0), 0.0);             // no token, no run
+  EXPECT_NEAR(m->host_seconds(K::kDispatch, 36), 65e-6, 1e-12);  // 30 + 70 · 28 / 56
+  EXPECT_EQ(m->host_seconds(K::kCombine, 36), 0.0);              // no rows
 }
 
 // Expert rows timed alone (the other measuring threads idle) and beside them: the time
