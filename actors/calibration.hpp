@@ -55,7 +55,14 @@ struct CalibrationOptions {
 ///    Runs are matched by (stage, iteration, tokens), then in trace order: for barrier-free
 ///    wirings (iteration -1) runs of the same size pair in order, not as the same run. The
 ///    rows describe the topology's wiring (a HarMoEny or MoEShard expert stage runs several
-///    experts or shards). Optional: if this run fails, calibration warns and writes none;
+///    experts or shards). From the same runs, host_dispatch / host_combine (barrier host time
+///    vs rows moved): each barrier's gap from its last source's contribution to its first
+///    destination's run, measured minus the sim's for the same barrier (kind, block,
+///    iteration, rows: the block's expert-stage tokens), per power-of-two rows bucket with
+///    >= 5 barriers, the median; less the smallest bucket's median (that much is in
+///    stage_overhead below, which spreads the tiny model's barriers over its runs), clamped
+///    at 0. Barrier-free wirings (async) have none. Optional: if these runs fail, calibration
+///    warns and writes none of the host_* rows;
 ///  - stage_overhead: a tiny model (hidden 16) with the topology's wiring and devices is run
 ///    on the cpu backend, and the same topology in the sim with zero kernel times and 1 µs
 ///    per stage run; the ratio of their inter-token latencies is the host time per stage
