@@ -60,5 +60,5 @@ fi
 [ "${PREDICT:-1}" = 0 ] && exit 0
 MUFLOW=$B/muflow BACKEND=cuda OUT=/tmp/pred REPEATS=3 timeout 240 bash bench/sim_prediction.sh sync async exflow moeshard harmoeny > $OUT/prediction.log 2>&1
 echo "prediction rc $?"
-cp /tmp/pred/prediction.csv /tmp/pred/cuda-kernels.csv $OUT/ 2>/dev/null
+cp /tmp/pred/prediction.csv /tmp/pred/sync-cuda-kernels.csv $OUT/ 2>/dev/null
 tail -16 $OUT/prediction.log

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Sim vs measured (issue #19 item 3): calibrates the sim on this machine (`muflow calibrate`),
-# then for each wiring runs bench/topologies/predict-synthetic-2cpu.toml on the cpu backend
-# (recording its routing) and the same topology in the sim (backend "sim", device kind "cpu",
-# the measured kernels, the recorded routing, in-process links), and prints predicted vs
-# measured output throughput, TTFT and ITL (means) as a Markdown table. Rows are written to
-# $OUT/prediction.csv as each wiring finishes.
+# Sim vs measured (issue #19 item 3): for each wiring, calibrates the sim on this machine
+# with bench/topologies/predict-synthetic-2cpu.toml in that wiring (`muflow calibrate`: the
+# in-run host times describe the wiring's own stage runs, e.g. HarMoEny's several experts per
+# run), runs the topology on the cpu backend (recording its routing) and the same topology in
+# the sim (backend "sim", device kind "cpu", the measured kernels, the recorded routing,
+# in-process links), and prints predicted vs measured output throughput, TTFT and ITL (means)
+# as a Markdown table. Rows are written to $OUT/prediction.csv as each wiring finishes.
 #
 # With BACKEND=cuda (issue #20 item 4) the same on a GPU: `muflow calibrate --backend cuda`,
 # the topology on the cuda backend (default bench/topologies/predict-synthetic-1gpu.toml), and
@@ -32,9 +33,6 @@ WIRINGS=("$@")
 [ ${#WIRINGS[@]} -gt 0 ] || WIRINGS=(sync async harmoeny moeshard exflow)
 [ -x "$MUFLOW" ] || { echo "sim_prediction.sh: $MUFLOW not built" >&2; exit 1; }
 mkdir -p "$OUT"
-KERNELS="$(realpath -m "$OUT/$BACKEND-kernels.csv")"
-"$MUFLOW" calibrate "$TOPOLOGY" --backend "$BACKEND" -o "$KERNELS" --repeats 9
-KIND="$(sed -n 's/^# kind=\([^ ]*\).*/\1/p' "$KERNELS" | head -1)"
 
 metrics() {  # metrics LOG -> "tok/s ttft_ms itl_ms"
   awk '/output throughput/ {t=$3} /time to first token/ {f=$6} /inter-token latency/ {i=$4}
@@ -46,6 +44,9 @@ echo "wiring,measured_tok_s,predicted_tok_s,measured_ttft_ms,predicted_ttft_ms,m
 for w in "${WIRINGS[@]}"; do
   cpu="$OUT/$w-$BACKEND.toml"; sim="$OUT/$w-sim.toml"; routing="$(realpath -m "$OUT/$w-routing.csv")"
   sed -e "s/^wiring = .*/wiring = \"$w\"/" "$TOPOLOGY" > "$cpu"
+  KERNELS="$(realpath -m "$OUT/$w-$BACKEND-kernels.csv")"
+  "$MUFLOW" calibrate "$cpu" --backend "$BACKEND" -o "$KERNELS" --repeats 9
+  KIND="$(sed -n 's/^# kind=\([^ ]*\).*/\1/p' "$KERNELS" | head -1)"
   rows=()
   for r in $(seq "$REPEATS"); do
     "$MUFLOW" run "$cpu" --no-trace --quiet --record-routing "$routing" > "$OUT/$w-cpu-$r.log" 2>&1
