@@ -607,6 +607,11 @@ absl::Status calibrate(const Topology& topology, const CalibrationOptions& optio
   absl::StatusOr<std::unique_ptr<Server>> server = Server::create(cpu);
   if (!server.ok()) return server.status();
   const ModelConfig config = (*server)->config();
+  if (config.vocab_size <= 3) {  // the workloads below draw tokens from [3, vocab)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "calibrate: the model's vocab_size is ", config.vocab_size,
+        "; calibration's requests need token ids above the 3 special ones (vocab_size >= 4)"));
+  }
   const int threads = static_cast<int>((*server)->gemm_threads_per_device());
   const int concurrent =
       options.concurrent > 0 ? options.concurrent : static_cast<int>(cpu.devices.size());
@@ -655,9 +660,14 @@ absl::Status calibrate(const Topology& topology, const CalibrationOptions& optio
   // The runs below start servers of their own: this one's model (on cuda, a copy in GPU
   // memory) and the executors above are released first.
   server->reset();
-  const fs::path scratch =
-      fs::temp_directory_path() / absl::StrCat("muflow_calibrate_", ::getpid());
-  fs::create_directories(scratch);
+  std::error_code ec;
+  const fs::path tmp = fs::temp_directory_path(ec);
+  const fs::path scratch = tmp / absl::StrCat("muflow_calibrate_", ::getpid());
+  if (ec || (fs::create_directories(scratch, ec), ec)) {
+    return absl::FailedPreconditionError(absl::StrCat("calibrate: cannot make the scratch folder ",
+                                                      scratch.string(), ": ", ec.message(),
+                                                      " (set TMPDIR to a writable folder)"));
+  }
   // In-run host time per stage kind, on the real model.
   // The rows are optional: a failed run costs them only, with a warning.
   absl::StatusOr<std::string> host =
@@ -674,7 +684,6 @@ absl::Status calibrate(const Topology& topology, const CalibrationOptions& optio
   // Host overhead per stage run, on a tiny model with the same structure and wiring.
   cpu.model.synthetic = config;
   absl::StatusOr<double> overhead = measure_stage_overhead(cpu, scratch, sim_kind);
-  std::error_code ec;
   fs::remove_all(scratch, ec);
   if (!overhead.ok()) {
     return absl::InternalError(

@@ -69,8 +69,12 @@ struct CalibrationOptions {
 ///    run (actor messages, the device scheduler, collectives; it also holds the tiny model's
 ///    own in-run host time, which host_* rows count again: a few µs per run).
 /// Blocks the calling thread (seconds for small models, minutes for large ones). Errors: the
-/// topology's (model folder, dims), InvalidArgument for options out of range, Internal when a run
-/// fails.
+/// topology's (model folder, dims) and the backend's (Unimplemented: cuda in a build without
+/// CUDA; FailedPrecondition: no GPU or an unsupported one; ResourceExhausted: out of GPU
+/// memory), InvalidArgument for options out of range, a backend other than cpu or cuda, a
+/// preset model (no weights) or a vocabulary of 3 tokens or fewer, FailedPrecondition when
+/// no scratch folder can be made under TMPDIR, Internal when a run fails. On cuda a GPU
+/// allocation that fails inside an expert or sampler call aborts (engine/exec/cuda_executor.hpp).
 absl::Status calibrate(const engine::topology::Topology& topology,
                        const CalibrationOptions& options, std::ostream& out);
 

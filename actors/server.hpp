@@ -47,7 +47,8 @@ class Server {
   /// Threads each device's GEMMs use (cpu backend; `[cluster] threads_per_device` resolved).
   int64_t gemm_threads_per_device() const { return backend_->gemm_threads_per_device(); }
   /// Fresh executors of this server's backend, one per device, outside any run (calibration
-  /// times stage kernels through them). Owner's thread.
+  /// times stage kernels through them). Owner's thread. On cuda each owns a CUDA stream on its
+  /// device's GPU (creating one that fails aborts, as CudaExecutor's constructor says).
   std::vector<std::shared_ptr<engine::exec::Executor>> make_executors() const;
   /// The sim device kind whose rates stand for this backend's devices (Backend::rate_kind).
   std::string rate_kind() const { return backend_->rate_kind(); }

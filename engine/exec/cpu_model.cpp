@@ -23,27 +23,6 @@ constexpr int64_t kAttentionWorkPerThread = int64_t{1} << 20;
 using kernels::cpu::ExpertFfn;
 using kernels::cpu::Linear;
 
-// Concatenates matrices [rows_i, cols] of one dtype into one [Σ rows_i, cols] weight.
-model::WeightTensor concat_rows(const std::vector<const model::WeightTensor*>& parts) {
-  model::WeightTensor out;
-  out.dtype = parts.front()->dtype;
-  for (const model::WeightTensor* p : parts) {
-    if (p->dtype != out.dtype) out.dtype = model::DType::kF32;  // mixed: fall back to f32
-  }
-  int64_t rows = 0;
-  for (const model::WeightTensor* p : parts) rows += p->rows();
-  out.shape = {rows, parts.front()->cols()};
-  for (const model::WeightTensor* p : parts) {
-    if (out.dtype == model::DType::kF32) {
-      std::vector<float> f = p->to_f32();
-      out.f32.insert(out.f32.end(), f.begin(), f.end());
-    } else {
-      out.bf16.insert(out.bf16.end(), p->bf16.begin(), p->bf16.end());
-    }
-  }
-  return out;
-}
-
 std::unique_ptr<Linear> make_linear(const model::WeightTensor& w, const float* bias,
                                     kernels::cpu::Bf16Compute compute,
                                     kernels::cpu::LinearKernel gemm) {
@@ -85,7 +64,7 @@ absl::StatusOr<std::shared_ptr<const CpuModel>> CpuModel::prepare(
     Block& blk = model->blocks_[b];
     blk.input_norm = bw.input_norm.to_f32();
     blk.post_attn_norm = bw.post_attn_norm.to_f32();
-    model::WeightTensor qkv = concat_rows({&bw.q, &bw.k, &bw.v});
+    model::WeightTensor qkv = model::concat_rows({&bw.q, &bw.k, &bw.v});
     absl::StatusOr<std::vector<float>> qkv_bias = model::fused_qkv_bias(c, bw, b);
     if (!qkv_bias.ok()) return qkv_bias.status();
     blk.qkv = make_linear(qkv, qkv_bias->empty() ? nullptr : qkv_bias->data(), bf16_compute, gemm);

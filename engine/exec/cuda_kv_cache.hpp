@@ -26,10 +26,13 @@ namespace muflow::engine::exec {
 /// executor; its calls come one at a time (see Executor).
 class CudaKvCache {
  public:
+  /// kv_width: floats per K (and per V) row, num_kv_heads · head_dim.
   explicit CudaKvCache(int64_t kv_width) : kv_width_(kv_width) {}
 
-  /// Where a batch's rows go and what each attends to: page/slot of row i's new K/V,
-  /// table_start[i] into `table` (its request's pages), context_len[i] = position + 1.
+  /// Where a batch's rows go and what each attends to, host-side int32 vectors for upload:
+  /// [rows] page/slot of row i's new K/V, table_start[i] into `table` (its request's pages,
+  /// in order), context_len[i] = position + 1; `table` holds each request of the batch's page
+  /// list once (its length the sum of their page counts), rows of one request sharing it.
   struct Plan {
     std::vector<int32_t> page, slot, table_start, context_len, table;
   };

@@ -33,29 +33,12 @@ class Uploader {
 
   // Rows of several tensors stacked into one matrix: bf16 when all are bf16, else f32.
   absl::Status matrix(const std::vector<const model::WeightTensor*>& parts, CudaMatrix* out) {
-    bool bf16 = true;
-    int64_t rows = 0;
-    for (const model::WeightTensor* p : parts) {
-      bf16 = bf16 && p->dtype == model::DType::kBF16;
-      rows += p->rows();
-    }
-    out->rows = rows;
-    out->cols = parts.front()->cols();
-    out->bf16 = bf16;
-    if (bf16) {
-      std::vector<uint16_t> all;
-      all.reserve(static_cast<std::size_t>(rows * out->cols));
-      for (const model::WeightTensor* p : parts)
-        all.insert(all.end(), p->bf16.begin(), p->bf16.end());
-      return copy(all.data(), all.size() * sizeof(uint16_t), &out->data);
-    }
-    std::vector<float> all;
-    all.reserve(static_cast<std::size_t>(rows * out->cols));
-    for (const model::WeightTensor* p : parts) {
-      std::vector<float> f = p->to_f32();
-      all.insert(all.end(), f.begin(), f.end());
-    }
-    return copy(all.data(), all.size() * sizeof(float), &out->data);
+    const model::WeightTensor all = model::concat_rows(parts);
+    out->rows = all.rows();
+    out->cols = all.cols();
+    out->bf16 = all.dtype == model::DType::kBF16;
+    return out->bf16 ? copy(all.bf16.data(), all.bf16.size() * sizeof(uint16_t), &out->data)
+                     : copy(all.f32.data(), all.f32.size() * sizeof(float), &out->data);
   }
 
   absl::Status f32_matrix(const model::WeightTensor& t, CudaMatrix* out) {
@@ -212,9 +195,11 @@ absl::Status CudaModel::linear(const CudaMatrix& w, const float* bias, const flo
 absl::Status CudaModel::expert(int64_t block, int64_t expert, const float* x, int64_t n, float* y,
                                CudaScratch& scratch, cudaStream_t stream, int64_t range_begin,
                                int64_t range_end) const {
-  const Block& blk = blocks_.at(block);
-  return ffn(blk.gate_up.at(expert), blk.down.at(expert), x, n, y, scratch, stream, range_begin,
-             range_end);
+  const Block& blk = this->block(block);
+  MUFLOW_ASSERT(expert >= 0 && expert < static_cast<int64_t>(blk.gate_up.size()),
+                "CudaModel::expert: no such expert");
+  return ffn(blk.gate_up[static_cast<size_t>(expert)], blk.down[static_cast<size_t>(expert)], x, n,
+             y, scratch, stream, range_begin, range_end);
 }
 
 absl::Status CudaModel::ffn(const CudaMatrix& gu, const CudaMatrix& dn, const float* x, int64_t n,

@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/model/model_weights.hpp"
+#include "kernels/assert.hpp"
 #include "kernels/cuda/device_buffer.hpp"
 
 namespace muflow::engine::exec {
@@ -75,8 +76,11 @@ class CudaModel {
   /// One expert's SwiGLU FFN on the GPU (HF `MixtralBlockSparseTop2MLP`): y [n, hidden] from
   /// x [n, hidden] (device, f32). With a range (MoEShard §3.2, engine/planning/moeshard_plan.hpp)
   /// only intermediate units [range_begin, range_end) of it: the shard's partial output
-  /// (zeros for an empty range); range_end −1 = the whole FFN. Errors: ResourceExhausted when
-  /// the scratch cannot grow; Internal for another CUDA error.
+  /// (zeros for an empty range); range_end −1 = the whole FFN. Preconditions (checked at
+  /// prepare and by the moeshard backend, aborting here if broken): block < num_layers,
+  /// expert < num_experts, 0 ≤ range_begin ≤ range_end ≤ ffn, and with bf16 weights
+  /// range_begin and the range's width multiples of 8 (the bf16 GEMM's k alignment). Errors:
+  /// ResourceExhausted when the scratch cannot grow; Internal for another CUDA error.
   absl::Status expert(int64_t block, int64_t expert, const float* x, int64_t n, float* y,
                       CudaScratch& scratch, cudaStream_t stream, int64_t range_begin = 0,
                       int64_t range_end = -1) const;
@@ -91,16 +95,27 @@ class CudaModel {
   absl::Status logits(const float* h, int64_t n, float* logits, CudaScratch& scratch,
                       cudaStream_t stream) const;
 
+  /// One decoder block's weights on the GPU, in the dtype `weights_dtype()` names except where
+  /// a field says f32 (qd = heads·head_dim, kvd = kv_heads·head_dim).
   struct Block {
-    CudaMatrix qkv, o, router;
+    CudaMatrix qkv;     ///< [qd + 2·kvd, hidden]: q, k and v rows fused
+    CudaMatrix o;       ///< [hidden, qd]
+    CudaMatrix router;  ///< [num_experts, hidden], always f32 (the cpu router's bits)
     kernels::cuda::DeviceBuffer qkv_bias;  ///< [qd + 2·kvd] f32, empty without attention bias
     kernels::cuda::DeviceBuffer input_norm, post_attn_norm;  ///< [hidden] f32
     std::vector<CudaMatrix> gate_up;                         ///< [num_experts] of [2·ffn, hidden]
     std::vector<CudaMatrix> down;                            ///< [num_experts] of [hidden, ffn]
+    /// The shared expert (Qwen2-MoE): [2·shared_ffn, hidden] and [hidden, shared_ffn]; empty
+    /// without one.
     CudaMatrix shared_gate_up, shared_down;
     kernels::cuda::DeviceBuffer shared_gate;  ///< [hidden] f32, empty without shared expert
   };
-  const Block& block(int64_t b) const { return blocks_.at(b); }
+  /// Block `b` (0 ≤ b < num_layers: an internal invariant, aborting when broken).
+  const Block& block(int64_t b) const {
+    MUFLOW_ASSERT(b >= 0 && b < static_cast<int64_t>(blocks_.size()),
+                  "CudaModel::block: no such block");
+    return blocks_[static_cast<size_t>(b)];
+  }
 
  private:
   CudaModel() = default;

@@ -29,4 +29,24 @@ std::vector<float> WeightTensor::to_f32() const {
   return out;
 }
 
+WeightTensor concat_rows(const std::vector<const WeightTensor*>& parts) {
+  WeightTensor out;
+  out.dtype = DType::kBF16;
+  int64_t rows = 0;
+  for (const WeightTensor* p : parts) {
+    if (p->dtype != DType::kBF16) out.dtype = DType::kF32;
+    rows += p->rows();
+  }
+  out.shape = {rows, parts.front()->cols()};
+  for (const WeightTensor* p : parts) {
+    if (out.dtype == DType::kF32) {
+      std::vector<float> f = p->to_f32();
+      out.f32.insert(out.f32.end(), f.begin(), f.end());
+    } else {
+      out.bf16.insert(out.bf16.end(), p->bf16.begin(), p->bf16.end());
+    }
+  }
+  return out;
+}
+
 }  // namespace muflow::engine::model

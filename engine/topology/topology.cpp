@@ -300,8 +300,10 @@ absl::Status parse_scheduler(const TomlTableReader& r, SchedulerSpec* s) {
   MUFLOW_TOPO_RETURN_IF_ERROR(r.check_keys(kSchedulerKeys));
   MUFLOW_TOPO_RETURN_IF_ERROR(r.read_choice("policy", &s->policy, kKnownSchedulerPolicies));
   MUFLOW_TOPO_RETURN_IF_ERROR(r.read_int("max_batch_requests", &s->max_batch_requests, 1));
-  MUFLOW_TOPO_RETURN_IF_ERROR(r.read_int("max_prefill_tokens", &s->max_prefill_tokens, 1));
-  MUFLOW_TOPO_RETURN_IF_ERROR(r.read_int("max_batch_tokens", &s->max_batch_tokens, 1));
+  MUFLOW_TOPO_RETURN_IF_ERROR(
+      r.read_int("max_prefill_tokens", &s->max_prefill_tokens, 1, kMaxBatchTokens));
+  MUFLOW_TOPO_RETURN_IF_ERROR(
+      r.read_int("max_batch_tokens", &s->max_batch_tokens, 1, kMaxBatchTokens));
   MUFLOW_TOPO_RETURN_IF_ERROR(r.read_int("hold_min_tokens", &s->hold_min_tokens, 0));
   MUFLOW_TOPO_RETURN_IF_ERROR(
       r.read_int("max_queued_requests", &s->max_queued_requests, 0, kMaxWorkloadRequests));

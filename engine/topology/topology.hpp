@@ -80,10 +80,11 @@ struct SamplingSpec {
 struct SchedulerSpec {
   std::string policy = "fifo";  ///< device scheduling: "fifo" | "most-tokens" | "flfs" | "defrag"
   int64_t max_batch_requests = 64;   ///< per attention DP rank
-  int64_t max_prefill_tokens = 512;  ///< prompt tokens per rank per iteration (chunked prefill)
+  /// prompt tokens per rank per iteration (chunked prefill), at most kMaxBatchTokens
+  int64_t max_prefill_tokens = 512;
   /// Barrier-free wirings (`async`): most tokens one stage run takes from its μ-queue (the
   /// batch is re-formed just in time from what is queued; AsyncMoE's public code uses 512).
-  /// Barrier wirings run whatever the barrier delivered.
+  /// Barrier wirings run whatever the barrier delivered. At most kMaxBatchTokens.
   int64_t max_batch_tokens = 512;
   /// Barrier-free wirings: a stage with fewer queued tokens than this waits up to
   /// hold_max_ms for more before its device may run it (0 = never hold).
@@ -275,6 +276,10 @@ int64_t resolve_threads_per_device(const Topology& topology, int64_t hardware_th
 /// Most requests a workload may generate up front (Poisson `num_requests`, trace
 /// `max_requests`); longer services submit to a running engine instead.
 inline constexpr int64_t kMaxWorkloadRequests = 10'000'000;
+/// Bound on `[scheduler] max_prefill_tokens` and `max_batch_tokens`: the rows of one stage
+/// run, so of one GEMM (the cuda kernels launch at most 65,535 row tiles of 64 or 128 rows;
+/// a bound here keeps that a clear error at load).
+inline constexpr int64_t kMaxBatchTokens = int64_t{1} << 20;
 /// Bound on `[placement] replicas` and the length of `replica_experts` (stages per block).
 inline constexpr int64_t kMaxExpertReplicas = 4096;
 /// HarMoEny rebalancing variants accepted as `[harmoeny] rebalance = "..."`.

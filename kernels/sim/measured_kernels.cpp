@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <set>
@@ -157,6 +158,12 @@ const char* host_op_name(MeasuredKernels::RunKind kind) {
 absl::StatusOr<MeasuredKernels> MeasuredKernels::read_csv(const std::string& path) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  std::error_code ec;
+  const uintmax_t bytes = std::filesystem::file_size(path, ec);
+  if (!ec && bytes > static_cast<uintmax_t>(kMaxFileBytes)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": ", bytes, " bytes; a kernel table is at most ", kMaxFileBytes, " bytes"));
+  }
   std::map<std::string, std::string> meta;
   std::vector<Row> rows;
   bool header = false;

@@ -97,6 +97,8 @@ class MeasuredKernels {
 
   /// Most data rows a file may hold (bounded before anything is stored).
   static constexpr int64_t kMaxRows = 100'000;
+  /// Largest file read, bytes (comment and metadata lines included: bounded before reading).
+  static constexpr int64_t kMaxFileBytes = int64_t{16} << 20;
   /// Largest time a row may give, seconds (one kernel call or host time: an hour is already
   /// absurd; bounded so that sums and fits over the rows stay finite).
   static constexpr double kMaxRowSeconds = 3600.0;
@@ -105,7 +107,8 @@ class MeasuredKernels {
   /// fault): NotFound when it cannot be opened; InvalidArgument for a missing `# kind=...`
   /// line, a header other than `op,tokens,context,width,seconds`, an unknown op, a size that
   /// is not a non-negative integer (tokens >= 1 where sized, context >= tokens for prefill),
-  /// a time outside [0, kMaxRowSeconds], more than kMaxRows rows, a malformed `concurrent`
+  /// a time outside [0, kMaxRowSeconds], more than kMaxRows rows or kMaxFileBytes bytes, a
+  /// malformed `concurrent`
   /// value, or too few rows to fit: attention at c = 1 for 2 distinct n, expert at the
   /// file's `ffn` for 2 distinct n, lm_head for 2 distinct n.
   static absl::StatusOr<MeasuredKernels> read_csv(const std::string& path);

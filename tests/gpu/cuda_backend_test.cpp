@@ -26,19 +26,16 @@ namespace {
 using engine::serving::Request;
 using engine::topology::Topology;
 using testing_fixtures::make_requests;
+using testing_fixtures::on_devices;
 using testing_fixtures::run_topology;
 using testing_fixtures::small_mixtral;
 using testing_fixtures::small_qwen2moe;
 using testing_fixtures::topology_for;
 
 Topology on_cuda(Topology base, int devices, const std::string& wiring) {
-  const Topology cluster = topology_for(devices);
-  base.devices = cluster.devices;
+  base = on_devices(std::move(base), devices, wiring);
   for (auto& d : base.devices) d.kind = "cuda";
-  base.scheduler = cluster.scheduler;
   base.backend = "cuda";
-  base.wiring = wiring;
-  base.source = "<test>";
   return base;
 }
 

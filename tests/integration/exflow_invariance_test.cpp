@@ -22,19 +22,11 @@ namespace {
 
 namespace fs = std::filesystem;
 using engine::topology::Topology;
+using testing_fixtures::on_devices;
 using testing_fixtures::run_topology;
 using testing_fixtures::small_mixtral;
 using testing_fixtures::small_qwen2moe;
 using testing_fixtures::topology_for;
-
-Topology on_devices(Topology base, int devices, const std::string& wiring) {
-  const Topology cluster = topology_for(devices);
-  base.devices = cluster.devices;
-  base.scheduler = cluster.scheduler;
-  base.wiring = wiring;
-  base.source = "<test>";
-  return base;
-}
 
 fs::path scratch(const std::string& name) {
   fs::path p = muflow::testing::scratch_path("exflow_" + name);

@@ -59,6 +59,17 @@ inline Topology topology_for(int num_devices) {
   return t;
 }
 
+// `base` (its model, sampling, ...) on topology_for(devices)'s devices and scheduler, wired
+// `wiring`.
+inline Topology on_devices(Topology base, int devices, const std::string& wiring) {
+  const Topology cluster = topology_for(devices);
+  base.devices = cluster.devices;
+  base.scheduler = cluster.scheduler;
+  base.wiring = wiring;
+  base.source = "<test>";
+  return base;
+}
+
 // Concurrent requests of different lengths; later ones arrive while earlier ones decode.
 inline std::vector<Request> make_requests(int64_t vocab, int64_t bos, int num_requests, uint64_t seed) {
   std::vector<Request> out;

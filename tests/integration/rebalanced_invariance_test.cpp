@@ -25,6 +25,7 @@ using engine::model::ModelConfig;
 using engine::serving::Request;
 using engine::topology::Topology;
 using testing_fixtures::make_requests;
+using testing_fixtures::on_devices;
 using testing_fixtures::small_mixtral;
 using testing_fixtures::small_qwen2moe;
 using testing_fixtures::topology_for;
@@ -39,14 +40,6 @@ using testing_fixtures::run_topology;
 
 Reference reference(const Topology& base, int num_requests) {
   return testing_fixtures::reference_for(base, num_requests, 13);
-}
-
-Topology on_devices(Topology base, int devices, const std::string& wiring) {
-  const Topology cluster = topology_for(devices);
-  base.devices = cluster.devices;
-  base.scheduler = cluster.scheduler;
-  base.wiring = wiring;
-  return base;
 }
 
 // HarMoEny on 2, 3 and 4 devices, paper and code rebalancing, with and without prefetch.

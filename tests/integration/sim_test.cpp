@@ -584,6 +584,26 @@ TEST(Sim, AttentionAndExpertOverheadsChargeTheirStageTypeOnly) {
 namespace muflow {
 namespace {
 
+// A `[cost] kernels` file for switch-base-8 (`c`) measured by 2 threads: attention, expert
+// and LM-head rows at 1 and 64 tokens (one expert row per width `c.expert_ffn`), then
+// `extra_rows` (CSV lines); written to `path`.
+std::string write_switch_kernels(const fs::path& path, const engine::model::ModelConfig& c,
+                                 const std::string& extra_rows) {
+  std::string text = absl::StrFormat(
+      "# kind=cpu hidden=%d ffn=%d heads=%d kv_heads=%d head_dim=%d experts=%d topk=%d "
+      "vocab=%d gated=0 dtype=bf16 threads=1 concurrent=2\nop,tokens,context,width,seconds\n",
+      c.hidden_size, c.expert_ffn, c.num_heads, c.num_kv_heads, c.head_dim, c.num_experts,
+      c.num_topk, c.vocab_size);
+  for (int n : {1, 64}) {
+    text += absl::StrFormat("attention,%d,1,0,%.9g\n", n, (300 + n) * 1e-6);
+    text += absl::StrFormat("attention,%d,64,0,%.9g\n", n, (300 + 2 * n) * 1e-6);
+    text += absl::StrFormat("expert,%d,0,%d,%.9g\n", n, c.expert_ffn, (200 + 2 * n) * 1e-6);
+    text += absl::StrFormat("lm_head,%d,0,0,%.9g\n", n, (30 + n) * 1e-6);
+  }
+  std::ofstream(path) << text << extra_rows;
+  return path.string();
+}
+
 // Measured kernels (`[cost] kernels`) with `expert_alone` rows: devices of one node share its
 // memory, so an expert run is charged its alone time when no other device of the node is
 // busy at its start and its concurrent time when the other measured device is. On async
@@ -598,24 +618,14 @@ TEST(Sim, ExpertRunsAloneOnANodeAreChargedTheirAloneTime) {
   const fs::path dir = scratch_dir("expert_alone");
   fs::create_directories(dir);
   auto write_kernels = [&](const std::string& name, double alone_factor) {
-    std::string text = absl::StrFormat(
-        "# kind=cpu hidden=%d ffn=%d heads=%d kv_heads=%d head_dim=%d experts=%d topk=%d "
-        "vocab=%d gated=0 dtype=bf16 threads=1 concurrent=2\nop,tokens,context,width,seconds\n",
-        c.hidden_size, c.expert_ffn, c.num_heads, c.num_kv_heads, c.head_dim, c.num_experts,
-        c.num_topk, c.vocab_size);
+    std::string alone;
     for (int n : {1, 64}) {
-      text += absl::StrFormat("attention,%d,1,0,%.9g\n", n, (300 + n) * 1e-6);
-      text += absl::StrFormat("attention,%d,64,0,%.9g\n", n, (300 + 2 * n) * 1e-6);
-      text += absl::StrFormat("expert,%d,0,%d,%.9g\n", n, c.expert_ffn, (200 + 2 * n) * 1e-6);
       if (alone_factor > 0) {
-        text += absl::StrFormat("expert_alone,%d,0,%d,%.9g\n", n, c.expert_ffn,
-                                alone_factor * (200 + 2 * n) * 1e-6);
+        alone += absl::StrFormat("expert_alone,%d,0,%d,%.9g\n", n, c.expert_ffn,
+                                 alone_factor * (200 + 2 * n) * 1e-6);
       }
-      text += absl::StrFormat("lm_head,%d,0,0,%.9g\n", n, (30 + n) * 1e-6);
     }
-    const fs::path p = dir / name;
-    std::ofstream(p) << text;
-    return p.string();
+    return write_switch_kernels(dir / name, c, alone);
   };
   auto run = [&](const std::string& kernels, bool two_nodes = false) {
     Topology t = sim_topology(2, "cpu", "switch-base-8");
@@ -663,22 +673,10 @@ TEST(Sim, BarrierHostTimesDelayEachBarriersDestinations) {
   const fs::path dir = scratch_dir("barrier_host");
   fs::create_directories(dir);
   auto write_kernels = [&](const std::string& name, double dispatch_s, double combine_s) {
-    std::string text = absl::StrFormat(
-        "# kind=cpu hidden=%d ffn=%d heads=%d kv_heads=%d head_dim=%d experts=%d topk=%d "
-        "vocab=%d gated=0 dtype=bf16 threads=1 concurrent=2\nop,tokens,context,width,seconds\n",
-        c.hidden_size, c.expert_ffn, c.num_heads, c.num_kv_heads, c.head_dim, c.num_experts,
-        c.num_topk, c.vocab_size);
-    for (int n : {1, 64}) {
-      text += absl::StrFormat("attention,%d,1,0,%.9g\n", n, (300 + n) * 1e-6);
-      text += absl::StrFormat("attention,%d,64,0,%.9g\n", n, (300 + 2 * n) * 1e-6);
-      text += absl::StrFormat("expert,%d,0,%d,%.9g\n", n, c.expert_ffn, (200 + 2 * n) * 1e-6);
-      text += absl::StrFormat("lm_head,%d,0,0,%.9g\n", n, (30 + n) * 1e-6);
-    }
-    if (dispatch_s > 0) text += absl::StrFormat("host_dispatch,4,0,0,%.9g\n", dispatch_s);
-    if (combine_s > 0) text += absl::StrFormat("host_combine,4,0,0,%.9g\n", combine_s);
-    const fs::path p = dir / name;
-    std::ofstream(p) << text;
-    return p.string();
+    std::string barriers;
+    if (dispatch_s > 0) barriers += absl::StrFormat("host_dispatch,4,0,0,%.9g\n", dispatch_s);
+    if (combine_s > 0) barriers += absl::StrFormat("host_combine,4,0,0,%.9g\n", combine_s);
+    return write_switch_kernels(dir / name, c, barriers);
   };
   auto run = [&](const std::string& kernels) {
     Topology t = sim_topology(2, "cpu", "switch-base-8");

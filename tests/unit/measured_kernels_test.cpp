@@ -179,6 +179,12 @@ TEST(MeasuredKernelsTest, BadFilesAreRefusedWithFileAndLine) {
   EXPECT_THAT(std::string(m.status().message()), HasSubstr("'concurrent=0'"));
   EXPECT_EQ(MeasuredKernels::read_csv("/nonexistent/k.csv").status().code(),
             absl::StatusCode::kNotFound);
+  // A file past kMaxFileBytes is refused before it is read (here: one long comment line).
+  const std::string big =
+      model_file() + "# " + std::string(static_cast<size_t>(MeasuredKernels::kMaxFileBytes), 'x');
+  absl::StatusOr<MeasuredKernels> huge = MeasuredKernels::read_csv(write("measured_big.csv", big));
+  ASSERT_FALSE(huge.ok());
+  EXPECT_THAT(std::string(huge.status().message()), HasSubstr("a kernel table is at most"));
 }
 
 }  // namespace

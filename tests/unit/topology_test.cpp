@@ -11,6 +11,7 @@
 #include <fstream>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "engine/topology/topology_override.hpp"
 #include "scratch_path.hpp"
 
@@ -318,6 +319,14 @@ TEST(Topology, AsyncKeys) {
   absl::StatusOr<topology::Topology> zero = parse("[scheduler]\nmax_batch_tokens = 0\n");
   ASSERT_FALSE(zero.ok());
   EXPECT_THAT(msg(zero.status()), HasSubstr("topo.toml:2: key 'scheduler.max_batch_tokens'"));
+  // A stage run's rows are bounded at load (kMaxBatchTokens), not by a failed launch later.
+  for (const char* key : {"max_batch_tokens", "max_prefill_tokens"}) {
+    absl::StatusOr<topology::Topology> huge =
+        parse(absl::StrCat("[scheduler]\n", key, " = 1048577\n"));
+    ASSERT_FALSE(huge.ok()) << key;
+    EXPECT_THAT(msg(huge.status()), HasSubstr(absl::StrCat("topo.toml:2: key 'scheduler.", key)));
+    EXPECT_TRUE(parse(absl::StrCat("[scheduler]\n", key, " = 1048576\n")).ok()) << key;
+  }
 }
 
 TEST(Topology, HarmoenyKeys) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "engine/model/synthetic_model.hpp"
 
@@ -90,6 +91,31 @@ TEST(WeightShapes, FusedQkvBiasConcatenatesOrNamesWhatIsMissing) {
   q.blocks[1].k_bias.name = "model.layers.1.self_attn.k_proj.bias";
   EXPECT_THAT(message(engine::model::fused_qkv_bias(qwen, q.blocks[1], 1).status()),
               HasSubstr("tensor 'model.layers.1.self_attn.k_proj.bias' missing or empty"));
+}
+
+// concat_rows (the fused q|k|v weight both backends upload): rows in part order, bf16 kept
+// when every part is bf16, else every part widened to f32 exactly.
+TEST(WeightShapes, ConcatRowsStacksPartsInOrderKeepingBf16OnlyWhenAllAre) {
+  using engine::model::DType;
+  using engine::model::WeightTensor;
+  WeightTensor a, b, c;
+  a.dtype = b.dtype = DType::kBF16;
+  a.shape = {1, 2};
+  a.bf16 = {0x3f80, 0x4000};  // 1, 2
+  b.shape = {2, 2};
+  b.bf16 = {0x4040, 0x4080, 0x40a0, 0x40c0};  // 3 .. 6
+  c.dtype = DType::kF32;
+  c.shape = {1, 2};
+  c.f32 = {7.f, 8.5f};
+  const WeightTensor ab = engine::model::concat_rows({&a, &b});
+  EXPECT_EQ(ab.dtype, DType::kBF16);
+  EXPECT_EQ(ab.shape, (std::vector<int64_t>{3, 2}));
+  EXPECT_EQ(ab.bf16, (std::vector<uint16_t>{0x3f80, 0x4000, 0x4040, 0x4080, 0x40a0, 0x40c0}));
+  const WeightTensor mixed = engine::model::concat_rows({&c, &a});
+  EXPECT_EQ(mixed.dtype, DType::kF32);
+  EXPECT_EQ(mixed.shape, (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(mixed.f32, (std::vector<float>{7.f, 8.5f, 1.f, 2.f}));
+  EXPECT_TRUE(mixed.bf16.empty());
 }
 
 }  // namespace
