@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "actors/messages.hpp"
+#include "kernels/assert.hpp"
 
 namespace muflow::actors {
 namespace {
@@ -13,12 +14,13 @@ namespace {
 struct DeviceState {
   std::vector<engine::serving::StageStatus> stages;
   std::vector<RunContextPtr> stage_ctx;  ///< [stages] the run each stage belongs to
-  bool busy = false;
+  /// Whether a stage runs, shared with the stages (a stage may start and end a run without
+  /// this actor when nothing waits: actors/device_gate.hpp).
+  std::shared_ptr<DeviceGate> gate;
   /// Stages with queued tokens (queued_tokens > 0): a grant with none skips the policy's scan
   /// (a device of a 1,024-device run hosts ~120 stages and is told `done` after every run).
   int64_t num_queued = 0;
   int64_t device_index = 0;
-  int64_t granted = -1;  ///< local index of the stage running now (-1: none)
   uint64_t next_seq = 0;
   double wake_at_s = -1;  ///< batch hold: a wake-up is scheduled for this time (-1 = none)
   /// FIFO policy without batch hold (sync's default): the queued stages as (ready_seq, local
@@ -45,29 +47,15 @@ caf::actor stage_actor(const RunContext& ctx, const engine::dataflow::LayerId& l
   return {};
 }
 
-void trace_busy(caf::stateful_actor<DeviceState>* self, const RunContext& ctx, int busy) {
-  if (!ctx.trace) return;
-  ctx.trace->counter("busy", self->state.device_index,
-                     ctx.seconds_since_start(self->home_system().clock().now()) * 1e6,
-                     nlohmann::json{{"busy", busy}});
-}
-
 double now_s(caf::stateful_actor<DeviceState>* self, const RunContext& ctx) {
   return ctx.seconds_since_start(self->home_system().clock().now());
-}
-
-// Tells the granted stage's run's executor of this device that it runs (sim: contention-
-// dependent kernel times read which devices are busy; a no-op on real backends).
-void set_device_busy(DeviceState& st, bool busy) {
-  const RunContext& run = *st.stage_ctx[static_cast<size_t>(st.granted)];
-  const auto d = static_cast<size_t>(st.device_index);
-  if (d < run.executors.size() && run.executors[d]) run.executors[d]->set_device_busy(busy);
 }
 
 void try_grant(caf::stateful_actor<DeviceState>* self, const RunContext& ctx,
                const engine::serving::SchedulingPolicy& policy) {
   auto& st = self->state;
-  if (st.busy || st.num_queued == 0) return;
+  // A running stage (granted, or started on its own) holds the gate until it ends.
+  if (st.num_queued == 0 || !st.gate->hold()) return;
   const auto& sched = ctx.topology.scheduler;
   if (ctx.graph().batch_hold && sched.hold_min_tokens > 0) {
     const double now = now_s(self, ctx);
@@ -93,13 +81,13 @@ void try_grant(caf::stateful_actor<DeviceState>* self, const RunContext& ctx,
   } else {
     pick = policy.pick(st.stages);
   }
-  if (pick < 0) return;
-  st.busy = true;
-  st.stages[pick].queued_tokens = 0;  // re-reported by the stage with `done`
+  if (pick < 0) {
+    st.gate->release(st.num_queued);
+    return;
+  }
+  st.stages[pick].queued_tokens = 0;  // re-reported by the stage with `ready` or `done`
   --st.num_queued;
-  st.granted = pick;
-  set_device_busy(st, true);
-  trace_busy(self, ctx, 1);
+  st.gate->set_queued(st.num_queued);
   self->send(stage_actor(*st.stage_ctx[pick], st.stages[pick].layer), grant_atom::value);
 }
 
@@ -116,7 +104,9 @@ void update(DeviceState& st, int32_t local, int64_t queued, double now) {
 
 caf::behavior device_behavior(caf::stateful_actor<DeviceState>* self, RunContextPtr ctx,
                               int64_t device_index, std::vector<DeviceStage> stages,
-                              std::shared_ptr<const engine::serving::SchedulingPolicy> policy) {
+                              std::shared_ptr<const engine::serving::SchedulingPolicy> policy,
+                              std::shared_ptr<DeviceGate> gate) {
+  self->state.gate = std::move(gate);
   for (const DeviceStage& s : stages) {
     self->state.stages.push_back({s.layer, 0, 0});
     self->state.stage_ctx.push_back(s.ctx);
@@ -128,19 +118,16 @@ caf::behavior device_behavior(caf::stateful_actor<DeviceState>* self, RunContext
       !(ctx->graph().batch_hold && sched.hold_min_tokens > 0);
   return {
       [=](ready_atom, int32_t local, int64_t queued) {
-        update(self->state, local, queued, now_s(self, *ctx));
+        auto& st = self->state;
+        update(st, local, queued, now_s(self, *ctx));
+        st.gate->on_ready(st.num_queued);
         try_grant(self, *ctx, *policy);
       },
       [=](wake_atom) { try_grant(self, *ctx, *policy); },
       [=](done_atom, int32_t local, int64_t queued) {
         auto& st = self->state;
-        if (st.granted >= 0) {
-          set_device_busy(st, false);
-          st.granted = -1;
-        }
-        st.busy = false;
-        update(self->state, local, queued, now_s(self, *ctx));
-        trace_busy(self, *ctx, 0);
+        update(st, local, queued, now_s(self, *ctx));
+        st.gate->release(st.num_queued);
         try_grant(self, *ctx, *policy);
       },
   };
@@ -150,9 +137,11 @@ caf::behavior device_behavior(caf::stateful_actor<DeviceState>* self, RunContext
 
 caf::actor spawn_device(caf::actor_system& sys, RunContextPtr ctx, int64_t device_index,
                         std::vector<DeviceStage> stages,
-                        std::shared_ptr<const engine::serving::SchedulingPolicy> policy) {
+                        std::shared_ptr<const engine::serving::SchedulingPolicy> policy,
+                        std::shared_ptr<DeviceGate> gate) {
+  MUFLOW_ASSERT(gate != nullptr, "spawn_device: no gate");
   return sys.spawn(device_behavior, std::move(ctx), device_index, std::move(stages),
-                   std::move(policy));
+                   std::move(policy), std::move(gate));
 }
 
 }  // namespace muflow::actors

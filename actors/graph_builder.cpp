@@ -150,16 +150,25 @@ void spawn_devices(caf::actor_system& sys, const std::vector<std::shared_ptr<Run
                    std::shared_ptr<const engine::serving::SchedulingPolicy> policy,
                    ProcessLayout* layout) {
   std::vector<caf::actor> devices;
+  std::vector<std::shared_ptr<DeviceGate>> gates(local.size());
+  // A batch hold keeps even a lone ready stage waiting, so there every start is a grant.
+  const RunContext& first = *ctxs.front();
+  const bool direct_start =
+      !(first.graph().batch_hold && first.topology.scheduler.hold_min_tokens > 0);
   for (size_t d = 0; d < local.size(); ++d) {
     if (layout != nullptr && !layout->hosts_device(static_cast<int64_t>(d))) {
       devices.push_back(layout->remote({ActorRole::kDevice, 0, static_cast<int32_t>(d)},
                                        static_cast<int64_t>(d)));
       continue;
     }
-    devices.push_back(
-        spawn_device(sys, ctxs.front(), static_cast<int64_t>(d), std::move(local[d]), policy));
+    gates[d] = std::make_shared<DeviceGate>(direct_start);
+    devices.push_back(spawn_device(sys, ctxs.front(), static_cast<int64_t>(d), std::move(local[d]),
+                                   policy, gates[d]));
   }
-  for (const auto& ctx : ctxs) ctx->actors.devices = devices;
+  for (const auto& ctx : ctxs) {
+    ctx->actors.devices = devices;
+    ctx->actors.device_gates = gates;
+  }
 }
 
 void build_wiring(caf::actor_system& sys, const std::shared_ptr<RunContext>& ctx,

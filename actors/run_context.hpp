@@ -13,6 +13,7 @@
 #include <memory>
 #include <vector>
 
+#include "actors/device_gate.hpp"
 #include "actors/request_sampling.hpp"
 #include "actors/wiring_graph.hpp"
 #include "engine/exec/cpu_model.hpp"
@@ -28,6 +29,9 @@ namespace muflow::actors {
 /// Actor handles of one run, indexed like the model: [block][rank], [block][expert], ...
 struct ActorTable {
   std::vector<caf::actor> devices;                 ///< [num_devices]
+  /// [num_devices] each device actor's gate (actors/device_gate.hpp), null for a device of
+  /// another process; read by that device's stage actors.
+  std::vector<std::shared_ptr<DeviceGate>> device_gates;
   std::vector<std::vector<caf::actor>> attention;  ///< [num_layers][num_ranks]
   std::vector<caf::actor> samplers;                ///< [num_ranks]
   /// [num_layers][num expert slots]: the slots of WiringGraph::slot_device (per expert, or

@@ -92,11 +92,32 @@ void trace_depth(caf::stateful_actor<StageState>* self, double ts_us) {
 
 void fail(caf::stateful_actor<StageState>* self, const absl::Status& status);
 
-// Records the execution [begin_s, end_s], reports busy time, sends the outputs and tells the
-// device the stage is done.
+DeviceGate& gate(caf::stateful_actor<StageState>* self) {
+  const auto d = static_cast<size_t>(self->state.device_index);
+  return *self->state.ctx->actors.device_gates[d];
+}
+
+// The device runs a stage (true) or not: its executor's busy flag (sim: what runs beside a
+// kernel, engine/exec/device_activity.hpp; a no-op on real backends) and the trace's busy
+// counter of the device, at the clock's time.
+void set_device_busy(caf::stateful_actor<StageState>* self, bool busy) {
+  const auto& st = self->state;
+  const auto d = static_cast<size_t>(st.device_index);
+  if (d < st.ctx->executors.size() && st.ctx->executors[d]) {
+    st.ctx->executors[d]->set_device_busy(busy);
+  }
+  if (st.ctx->trace) {
+    st.ctx->trace->counter("busy", st.device_index, now_us(self),
+                           nlohmann::json{{"busy", busy ? 1 : 0}});
+  }
+}
+
+// Records the execution [begin_s, end_s], reports busy time, sends the outputs and frees the
+// device: without a message when nothing waits for it (device_gate.hpp), else with `done`.
 void complete_run(caf::stateful_actor<StageState>* self, double begin_s, double end_s,
                   const RunInfo& info, const absl::Status& s, std::vector<Send>& out) {
   auto& st = self->state;
+  set_device_busy(self, false);
   if (st.ctx->trace) {
     const engine::dataflow::LayerId layer = st.impl->layer();
     st.ctx->trace->complete(st.impl->name(), st.device_index, st.trace_tid, begin_s * 1e6,
@@ -120,8 +141,34 @@ void complete_run(caf::stateful_actor<StageState>* self, double begin_s, double 
                              nlohmann::json{{"bytes", kv}});
     }
   }
-  self->send(st.ctx->actors.devices[st.device_index], done_atom::value, st.local_index,
-             st.failed ? int64_t{0} : st.impl->ready_tokens());
+  const int64_t ready = st.failed ? int64_t{0} : st.impl->ready_tokens();
+  if (gate(self).finish_run(ready > 0)) return;
+  self->send(st.ctx->actors.devices[st.device_index], done_atom::value, st.local_index, ready);
+}
+
+// Runs one batch from the μ-queue on the device the stage now holds (granted, or started
+// directly): at once on real backends, or until the virtual clock reaches the modeled end.
+void start_run(caf::stateful_actor<StageState>* self) {
+  auto& st = self->state;
+  const double begin_s = st.ctx->seconds_since_start(self->home_system().clock().now());
+  set_device_busy(self, true);
+  std::vector<Send> out;
+  RunInfo info;
+  absl::Status s = st.impl->run(out, info);
+  if (!st.ctx->virtual_time) {
+    const double end_s = st.ctx->seconds_since_start(self->home_system().clock().now());
+    return complete_run(self, begin_s, end_s, info, s, out);
+  }
+  // Virtual time: the stage is busy for the modeled duration plus the device kind's host
+  // overheads ([cost]); its outputs leave when the clock reaches the end (ARCHITECTURE.md §4).
+  const auto dev = static_cast<size_t>(st.device_index);
+  const double seconds =
+      info.seconds + (dev < st.ctx->step_overhead_s.size()
+                          ? st.ctx->step_overhead_s[dev][static_cast<size_t>(st.impl->layer().kind)]
+                          : 0.0);
+  st.pending.emplace(PendingRun{begin_s, begin_s + seconds, info, s, std::move(out)});
+  self->delayed_send(self, std::chrono::nanoseconds(std::llround(seconds * 1e9)),
+                     finish_atom::value);
 }
 
 void fail(caf::stateful_actor<StageState>* self, const absl::Status& status) {
@@ -148,34 +195,20 @@ caf::behavior stage_behavior(caf::stateful_actor<StageState>* self, RunContextPt
         flush(self, now);
         trace_depth(self, now_us(self));
         const int64_t ready = st.impl->ready_tokens();
-        if (ready > 0) {
-          self->send(st.ctx->actors.devices[st.device_index], ready_atom::value, st.local_index,
-                     ready);
+        if (ready <= 0) return;
+        // An idle device with nothing waiting runs this stage at once. With another message
+        // already in the mailbox the stage asks instead: the grant comes after that message,
+        // which then joins the same run, as it always did.
+        DeviceGate& g = gate(self);
+        if (self->mailbox().empty()) {
+          if (g.try_start()) return start_run(self);
+        } else {
+          g.announce();
         }
+        self->send(st.ctx->actors.devices[st.device_index], ready_atom::value, st.local_index,
+                   ready);
       },
-      [=](grant_atom) {
-        auto& st = self->state;
-        const double begin_s = st.ctx->seconds_since_start(self->home_system().clock().now());
-        std::vector<Send> out;
-        RunInfo info;
-        absl::Status s = st.impl->run(out, info);
-        if (!st.ctx->virtual_time) {
-          const double end_s = st.ctx->seconds_since_start(self->home_system().clock().now());
-          return complete_run(self, begin_s, end_s, info, s, out);
-        }
-        // Virtual time: the stage is busy for the modeled duration plus the device kind's host
-        // overheads ([cost]); its outputs leave when the clock reaches the end
-        // (ARCHITECTURE.md §4).
-        const auto dev = static_cast<size_t>(st.device_index);
-        const double seconds =
-            info.seconds +
-            (dev < st.ctx->step_overhead_s.size()
-                 ? st.ctx->step_overhead_s[dev][static_cast<size_t>(st.impl->layer().kind)]
-                 : 0.0);
-        st.pending.emplace(PendingRun{begin_s, begin_s + seconds, info, s, std::move(out)});
-        self->delayed_send(self, std::chrono::nanoseconds(std::llround(seconds * 1e9)),
-                           finish_atom::value);
-      },
+      [=](grant_atom) { start_run(self); },
       [=](finish_atom) {
         auto& st = self->state;
         if (!st.pending) return;

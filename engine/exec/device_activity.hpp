@@ -5,9 +5,10 @@
 /// DRAM bandwidth, so a weight-streaming expert run is slower while the host's other devices
 /// run too (kernels/sim/measured_kernels.hpp, `expert_alone` rows; #19 item 3).
 ///
-/// Ownership: one per run, shared by that run's SimExecutors. The device actors set a
-/// device busy when they grant one of its stages and idle when the stage reports done; the
-/// sim runs every actor on one thread (CAF's deterministic scheduler), so no locking.
+/// Ownership: one per run, shared by that run's SimExecutors. A stage actor sets its device
+/// busy when it starts a run (granted, or on its own: actors/device_gate.hpp) and idle when
+/// the run ends; the sim runs every actor on one thread (CAF's deterministic scheduler), so no
+/// locking.
 
 #include <cstddef>
 #include <cstdint>

@@ -3,10 +3,13 @@
 // the earliest instead of asking FifoPolicy to scan them all (#19 item 6). These tests drive
 // that device and one whose policy delegates to FifoPolicy::pick (so it scans) with the same
 // random ready/done script, and check that both grant the stage a model of FIFO names: the
-// queued stage that became ready earliest.
+// queued stage that became ready earliest. A third test drives a device whose stages may
+// start without a grant and end without `done` (actors/device_gate.hpp) and checks that a
+// stage starts on its own exactly when the device would have granted it at once.
 #include <gtest/gtest.h>
 
 #include <caf/all.hpp>
+#include <caf/scheduler/test_coordinator.hpp>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -62,6 +65,8 @@ TEST(DeviceGrant, FifoPopGrantsWhatTheScanGrantsAndWhatFifoNames) {
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
   std::vector<caf::actor> devices;
+  // Gates without direct starts: every start here is a grant (the stages are stand-ins).
+  std::vector<std::shared_ptr<DeviceGate>> gates;
   for (int tag = 0; tag < 2; ++tag) {
     std::shared_ptr<RunContext> ctx = context(sys, self, tag);
     std::vector<DeviceStage> stages;
@@ -72,7 +77,8 @@ TEST(DeviceGrant, FifoPopGrantsWhatTheScanGrantsAndWhatFifoNames) {
     } else {
       policy = std::make_shared<const ScanningFifo>();
     }
-    devices.push_back(spawn_device(sys, ctx, 0, std::move(stages), policy));
+    gates.push_back(std::make_shared<DeviceGate>(false));
+    devices.push_back(spawn_device(sys, ctx, 0, std::move(stages), policy, gates.back()));
   }
   // The model: each stage's queued tokens and the order in which stages became ready.
   std::vector<int64_t> queued(kStages, 0);
@@ -116,7 +122,10 @@ TEST(DeviceGrant, FifoPopGrantsWhatTheScanGrantsAndWhatFifoNames) {
       const auto stage = static_cast<int32_t>(next(kStages));
       const int64_t tokens = 1 + next(9);
       report(stage, tokens);
-      for (const caf::actor& d : devices) self->send(d, ready_atom::value, stage, tokens);
+      for (size_t d = 0; d < devices.size(); ++d) {
+        gates[d]->announce();  // what a stage does before it sends `ready`
+        self->send(devices[d], ready_atom::value, stage, tokens);
+      }
       settle(step);
     }
     if (running >= 0 && next(2) == 0) {  // the running stage finishes, maybe with tokens left
@@ -130,6 +139,109 @@ TEST(DeviceGrant, FifoPopGrantsWhatTheScanGrantsAndWhatFifoNames) {
   }
   EXPECT_GT(grants, 50) << "the script exercised the grants";
   for (const caf::actor& d : devices) self->send_exit(d, caf::exit_reason::user_shutdown);
+}
+
+TEST(DeviceGrant, DirectStartsAndQuietEndsAreTheGrantsFifoWouldMake) {
+  // CAF's deterministic scheduler (the sim's): after sched.run() every message sent so far has
+  // been handled, so the gate's state is the device actor's.
+  caf::actor_system_config cfg;
+  cfg.set("scheduler.policy", caf::atom("testing"));
+  caf::actor_system sys{cfg};
+  auto& sched = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
+  caf::scoped_actor self{sys};
+  std::shared_ptr<RunContext> ctx = context(sys, self, 0);
+  std::vector<DeviceStage> stages;
+  for (int i = 0; i < kStages; ++i) stages.push_back({ctx, {StageKind::kAttention, 0, i}});
+  auto gate = std::make_shared<DeviceGate>(true);
+  caf::actor device =
+      spawn_device(sys, ctx, 0, std::move(stages), std::make_shared<const FifoPolicy>(), gate);
+  sched.run();
+
+  std::vector<int64_t> queued(kStages, 0);  // the model: queued tokens per stage
+  std::vector<uint64_t> ready_at(kStages, 0);
+  uint64_t clock = 0;
+  uint64_t state = 11;
+  const auto next = [&state](uint64_t mod) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<int64_t>((state >> 33) % mod);
+  };
+  const auto any_queued = [&] {
+    for (int64_t q : queued) {
+      if (q > 0) return true;
+    }
+    return false;
+  };
+  int running = -1;
+  int direct = 0, granted = 0, quiet = 0;
+  // Runs the actors; an idle device with queued stages must then have granted FIFO's choice,
+  // and nothing else may have been granted.
+  const auto settle = [&](int step) {
+    sched.run();
+    int got = -1, grants = 0;
+    for (;;) {
+      bool more = false;
+      self->receive([&](grant_atom, int, int stage) { got = stage, ++grants, more = true; },
+                    caf::after(std::chrono::seconds(0)) >> [] {});
+      if (!more) break;
+    }
+    int expect = -1;
+    if (running < 0) {
+      for (int i = 0; i < kStages; ++i) {
+        if (queued[i] > 0 && (expect < 0 || ready_at[i] < ready_at[expect])) expect = i;
+      }
+    }
+    ASSERT_EQ(grants, expect < 0 ? 0 : 1) << "step " << step;
+    if (expect < 0) return;
+    EXPECT_EQ(got, expect) << "step " << step;
+    queued[expect] = 0;
+    running = expect;
+    ++granted;
+  };
+  // Fewer reports and shorter runs than above, so that the device is often idle and empty.
+  for (int step = 0; step < 400 && !HasFailure(); ++step) {
+    for (int k = next(3) / 2; k > 0; --k) {
+      const auto stage = static_cast<int32_t>(next(kStages));
+      const int64_t tokens = 1 + next(9);
+      // The device would grant this stage at once: idle, nothing queued.
+      const bool at_once = running < 0 && !any_queued();
+      if (queued[stage] <= 0 && tokens > 0) ready_at[stage] = clock++;
+      queued[stage] = tokens;
+      const bool started = gate->try_start();
+      ASSERT_EQ(started, at_once) << "step " << step;
+      if (started) {
+        queued[stage] = 0;
+        running = stage;
+        ++direct;
+        continue;
+      }
+      self->send(device, ready_atom::value, stage, tokens);
+      settle(step);
+    }
+    if (running >= 0 && next(4) != 0) {
+      const int32_t stage = running;
+      // What it holds after the run: at least what it reported while it ran (a run takes
+      // the μ-queue as it was when it started).
+      int64_t left = next(4) != 0 ? 0 : 1 + next(5);
+      if (queued[stage] > 0) left = queued[stage] + next(3);
+      running = -1;
+      if (queued[stage] <= 0 && left > 0) ready_at[stage] = clock++;
+      queued[stage] = left;
+      const bool nothing_waits = !any_queued();
+      const bool freed = gate->finish_run(left > 0);
+      ASSERT_EQ(freed, nothing_waits) << "step " << step;
+      if (freed) {
+        ++quiet;
+        continue;
+      }
+      self->send(device, done_atom::value, stage, left);
+      settle(step);
+    }
+  }
+  EXPECT_GT(direct, 20) << "the script exercised direct starts";
+  EXPECT_GT(granted, 20) << "and grants";
+  EXPECT_GT(quiet, 10) << "and ends without done";
+  self->send_exit(device, caf::exit_reason::user_shutdown);
+  sched.run();
 }
 
 }  // namespace
