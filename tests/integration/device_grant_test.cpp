@@ -41,6 +41,19 @@ class ScanningFifo final : public SchedulingPolicy {
 
 constexpr int kStages = 6;
 
+// The tests' random script: next(mod) is a draw in [0, mod) from a fixed-seed LCG.
+class Script {
+ public:
+  explicit Script(uint64_t seed) : state_(seed) {}
+  int64_t operator()(uint64_t mod) {
+    state_ = state_ * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<int64_t>((state_ >> 33) % mod);
+  }
+
+ private:
+  uint64_t state_;
+};
+
 // A stage stand-in: tells `observer` (device_tag, stage) when it is granted. (A function with
 // arguments: CAF 0.17 dereferences a null argument tuple when it spawns a lambda without any.)
 caf::behavior forwarder(caf::event_based_actor* self, caf::actor observer, int device_tag,
@@ -84,11 +97,7 @@ TEST(DeviceGrant, FifoPopGrantsWhatTheScanGrantsAndWhatFifoNames) {
   std::vector<int64_t> queued(kStages, 0);
   std::vector<uint64_t> ready_at(kStages, 0);
   uint64_t clock = 0;
-  uint64_t state = 7;
-  const auto next = [&state](uint64_t mod) {
-    state = state * 6364136223846793005ull + 1442695040888963407ull;
-    return static_cast<int64_t>((state >> 33) % mod);
-  };
+  Script next(7);
   const auto report = [&](int32_t stage, int64_t tokens) {
     if (queued[stage] <= 0 && tokens > 0) ready_at[stage] = clock++;
     queued[stage] = tokens;
@@ -160,11 +169,7 @@ TEST(DeviceGrant, DirectStartsAndQuietEndsAreTheGrantsFifoWouldMake) {
   std::vector<int64_t> queued(kStages, 0);  // the model: queued tokens per stage
   std::vector<uint64_t> ready_at(kStages, 0);
   uint64_t clock = 0;
-  uint64_t state = 11;
-  const auto next = [&state](uint64_t mod) {
-    state = state * 6364136223846793005ull + 1442695040888963407ull;
-    return static_cast<int64_t>((state >> 33) % mod);
-  };
+  Script next(11);
   const auto any_queued = [&] {
     for (int64_t q : queued) {
       if (q > 0) return true;
