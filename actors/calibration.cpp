@@ -320,48 +320,11 @@ absl::StatusOr<RunOutcome> run_to_end(const Topology& topology,
   return out;
 }
 
-/// Host seconds per stage run (see calibrate).
+/// Host seconds per stage run (see calibrate), less the tiny model's own barrier and grant
+/// times: the per-run figure is what is left of the tiny model's inter-token time once the sim
+/// charges those as the host_dispatch / host_combine / host_grant rows do on the real model.
 absl::StatusOr<double> measure_stage_overhead(const Topology& topology, const fs::path& scratch,
-                                              const std::string& sim_kind) {
-  Topology cpu = topology;  // already on the measured backend
-  const ModelConfig tiny =
-      tiny_model(*cpu.model.synthetic, static_cast<int64_t>(cpu.devices.size()));
-  cpu.model.synthetic = tiny;
-  cpu.model.path.clear();
-  cpu.model.preset.clear();
-  cpu.model.gemm = "auto";
-  cpu.trace_file.clear();
-  cpu.sampling.stop_at_eos = false;
-  cpu.routing_record_file = (scratch / "routing.csv").string();
-  absl::StatusOr<std::unique_ptr<Server>> cpu_server = Server::create(cpu);
-  if (!cpu_server.ok()) return cpu_server.status();
-  const std::vector<engine::serving::Request> requests = overhead_requests(tiny.vocab_size);
-  std::vector<double> itl_ms;
-  for (int round = 0; round < 3; ++round) {  // the median of three runs
-    absl::StatusOr<RunOutcome> out = (*cpu_server)->run(requests);
-    if (!out.ok()) return out.status();
-    if (!out->status.ok()) return out->status;
-    itl_ms.push_back(out->metrics.itl.mean_ms);
-  }
-  const double cpu_itl_ms = median(itl_ms);
-  // The same topology in the sim: zero kernel time, the run's own routing, 1 µs per stage run.
-  const fs::path zero = scratch / "zero-kernels.csv";
-  {
-    std::ofstream z(zero);
-    z << meta_line(sim_kind, tiny, cpu.model.dtype, 1, 1) << "op,tokens,context,width,seconds\n";
-    for (int n : {1, 2}) {
-      z << "attention," << n << ",1,0,0\nexpert," << n << ",0," << tiny.expert_ffn << ",0\nlm_head,"
-        << n << ",0,0,0\n";
-    }
-  }
-  Topology sim = replay_in_sim(cpu, *cpu.model.synthetic, scratch / "routing.csv", zero, sim_kind);
-  sim.cost.overheads.stage_us = 1.0;
-  absl::StatusOr<RunOutcome> s = run_to_end(sim, requests);
-  if (!s.ok()) return s.status();
-  const double runs_per_step = s->metrics.itl.mean_ms * 1e3;  // µs at 1 µs per stage run
-  if (!(runs_per_step > 0)) return absl::InternalError("the sim run reported no inter-token time");
-  return cpu_itl_ms * 1e-3 / runs_per_step;
-}
+                                              const std::string& sim_kind);
 
 /// The closed batch the in-run host times are measured on: prompts of 8..96 tokens (prefill
 /// chunks of many sizes) and 16..32 new tokens (decode batches shrinking as requests finish).
@@ -397,18 +360,53 @@ struct Barriers {
   std::map<std::pair<int64_t, int64_t>, int64_t> rows;
 };
 
+/// Hand-offs between two queued stages on one device: consecutive runs of expert stages of
+/// one barrier (same block and iteration, both delivered by its dispatch before the first
+/// ran), keyed by (device, block, iteration, first stage, second stage) → µs from the first's
+/// end to the second's start.
+using Handoffs = std::map<std::tuple<int64_t, int64_t, int64_t, std::string, std::string>, double>;
+
 /// What calibration reads of a trace (engine/trace/trace_reader.hpp streams the events: one in
 /// memory at a time besides the file's text). Errors: the file cannot be opened, or the
 /// reader's.
 struct TraceRuns {
   Slices slices;
   Barriers barriers;
+  Handoffs handoffs;
 };
+
+/// One stage run of a trace on its device, for the hand-offs.
+struct DeviceRun {
+  double start_us = 0, end_us = 0;
+  int64_t block = 0, iteration = 0;
+  std::string name;
+};
+
+/// The hand-offs among `runs` (one device's stage runs, any order; sorted here) of the
+/// barriers in `barriers` (a barrier wiring's: its dispatch had a source).
+void add_handoffs(int64_t device, std::vector<DeviceRun>& runs, const Barriers& barriers,
+                  Handoffs& out) {
+  std::sort(runs.begin(), runs.end(),
+            [](const DeviceRun& a, const DeviceRun& b) { return a.start_us < b.start_us; });
+  auto expert = [](const std::string& n) { return n.rfind("expert", 0) == 0; };
+  for (size_t i = 1; i < runs.size(); ++i) {
+    const DeviceRun& a = runs[i - 1];
+    const DeviceRun& b = runs[i];
+    if (!expert(a.name) || !expert(b.name) || a.block != b.block || a.iteration != b.iteration ||
+        a.iteration < 0) {
+      continue;
+    }
+    const auto span = barriers.spans.find({true, a.block, a.iteration});
+    if (span == barriers.spans.end() || span->second.last_arrival_us < -1e299) continue;
+    out[{device, a.block, a.iteration, a.name, b.name}] = b.start_us - a.end_us;
+  }
+}
 absl::StatusOr<TraceRuns> read_trace_runs(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::InternalError(absl::StrCat(path.string(), ": cannot open the trace"));
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   TraceRuns out;
+  std::map<int64_t, std::vector<DeviceRun>> device_runs;
   nlohmann::json other;
   auto int_arg = [](const nlohmann::json& a, const char* key, int64_t* v) {
     const auto it = a.find(key);
@@ -437,6 +435,8 @@ absl::StatusOr<TraceRuns> read_trace_runs(const fs::path& path) {
         if (!int_arg(a, "tokens", &tokens)) return absl::OkStatus();  // not a stage slice
         out.slices[{std::string(name), iteration, tokens}].push_back(e.dur_us);
         if (!has_block) return absl::OkStatus();
+        device_runs[e.pid].push_back(
+            {e.ts_us, e.ts_us + e.dur_us, block, iteration, std::string(name)});
         // A destination's run: an expert stage after block b's dispatch; an attention stage
         // or the sampler (block = layers) after block b − 1's combine.
         const bool expert = name.rfind("expert", 0) == 0 || name.rfind("shards", 0) == 0;
@@ -453,6 +453,7 @@ absl::StatusOr<TraceRuns> read_trace_runs(const fs::path& path) {
       },
       &other);
   if (!s.ok()) return s;
+  for (auto& [device, runs] : device_runs) add_handoffs(device, runs, out.barriers, out.handoffs);
   return out;
 }
 
@@ -516,6 +517,20 @@ void add_barrier_samples(const Barriers& measured, const Barriers& modeled, Host
   }
 }
 
+/// Adds one traced run's grant samples to `buckets` (kind kGrant, bucket 0): each hand-off's
+/// gap, measured minus modeled (the same device, barrier and pair of stages).
+void add_grant_samples(const Handoffs& measured, const Handoffs& modeled, HostBuckets& buckets) {
+  for (const auto& [key, gap_us] : measured) {
+    const auto other = modeled.find(key);
+    if (other == modeled.end()) continue;
+    if (!(gap_us >= 0 && gap_us < 1e12) || !(other->second >= 0 && other->second < 1e12)) {
+      continue;
+    }
+    buckets[{kernels::sim::MeasuredKernels::RunKind::kGrant, 0}].emplace_back(
+        1, (gap_us - other->second) * 1e-6);
+  }
+}
+
 /// In-run host time per stage kind (see calibrate): the rows "host_<kind>,n,0,0,s".
 absl::StatusOr<std::string> measure_host_times(
     const Topology& topology, const ModelConfig& config, const std::string& kernel_rows,
@@ -552,14 +567,13 @@ absl::StatusOr<std::string> measure_host_times(
     if (!modeled.ok()) return modeled.status();
     add_host_time_samples(measured->slices, modeled->slices, buckets);
     add_barrier_samples(measured->barriers, modeled->barriers, buckets);
+    add_grant_samples(measured->handoffs, modeled->handoffs, buckets);
     progress(absl::StrFormat("in-run host time: traced run %d/%d and its sim replay done", run,
                              kHostTimeRuns));
   }
-  // Per kind and bucket with >= 5 samples: the median rows and the median excess. A barrier's
-  // time at its smallest bucket is already in stage_overhead (the tiny model's barriers, which
-  // that per-run figure spreads over the runs), so its rows keep only the growth beyond it.
-  using Kind = kernels::sim::MeasuredKernels::RunKind;
-  std::map<Kind, double> barrier_base;
+  // Per kind and bucket with >= 5 samples: the median rows and the median excess. (The tiny
+  // model's barrier and grant times are taken out of stage_overhead, so these rows hold the
+  // whole of the real model's.)
   std::string rows;
   for (auto& [key, samples] : buckets) {
     if (samples.size() < 5) continue;  // too few runs of that size for a median
@@ -568,15 +582,106 @@ absl::StatusOr<std::string> measure_host_times(
       tokens.push_back(static_cast<double>(n));
       excess.push_back(s);
     }
-    double seconds = median(excess);
-    if (key.first == Kind::kDispatch || key.first == Kind::kCombine) {
-      seconds -= barrier_base.emplace(key.first, seconds).first->second;  // buckets ascend
-    }
+    const double seconds = median(excess);
     absl::StrAppend(&rows, kernels::sim::host_op_name(key.first), ",",
                     static_cast<int64_t>(std::llround(median(tokens))), ",0,0,",
                     absl::StrFormat("%.9g", std::max(0.0, seconds)), "\n");
   }
   return rows;
+}
+
+absl::StatusOr<double> measure_stage_overhead(const Topology& topology, const fs::path& scratch,
+                                              const std::string& sim_kind) {
+  Topology cpu = topology;  // already on the measured backend
+  const ModelConfig tiny =
+      tiny_model(*cpu.model.synthetic, static_cast<int64_t>(cpu.devices.size()));
+  cpu.model.synthetic = tiny;
+  cpu.model.path.clear();
+  cpu.model.preset.clear();
+  cpu.model.gemm = "auto";
+  cpu.trace_file.clear();  // the timed runs are not traced (tracing costs host time)
+  cpu.sampling.stop_at_eos = false;
+  cpu.routing_record_file = (scratch / "routing.csv").string();
+  absl::StatusOr<std::unique_ptr<Server>> cpu_server = Server::create(cpu);
+  if (!cpu_server.ok()) return cpu_server.status();
+  const std::vector<engine::serving::Request> requests = overhead_requests(tiny.vocab_size);
+  std::vector<double> itl_ms;
+  for (int round = 0; round < 3; ++round) {  // the median of three runs
+    absl::StatusOr<RunOutcome> out = (*cpu_server)->run(requests);
+    if (!out.ok()) return out.status();
+    if (!out->status.ok()) return out->status;
+    itl_ms.push_back(out->metrics.itl.mean_ms);
+  }
+  const double cpu_itl_ms = median(itl_ms);
+  // A traced server for the gaps: a warm-up run, then the run that is read (each overwrites
+  // the trace and the routing).
+  Topology traced = cpu;
+  traced.trace_file = (scratch / "overhead-cpu-trace.json").string();
+  absl::StatusOr<std::unique_ptr<Server>> traced_server = Server::create(traced);
+  if (!traced_server.ok()) return traced_server.status();
+  for (int round = 0; round < 2; ++round) {
+    absl::StatusOr<RunOutcome> out = (*traced_server)->run(requests);
+    if (!out.ok()) return out.status();
+    if (!out->status.ok()) return out->status;
+  }
+  // The same topology in the sim: zero kernel time, the traced run's own routing.
+  const fs::path zero = scratch / "zero-kernels.csv";
+  const std::string zero_rows = [&] {
+    std::string z =
+        meta_line(sim_kind, tiny, cpu.model.dtype, 1, 1) + "op,tokens,context,width,seconds\n";
+    for (int n : {1, 2}) {
+      absl::StrAppend(&z, "attention,", n, ",1,0,0\nexpert,", n, ",0,", tiny.expert_ffn,
+                      ",0\nlm_head,", n, ",0,0,0\n");
+    }
+    return z;
+  }();
+  std::ofstream(zero) << zero_rows;
+  Topology sim =
+      replay_in_sim(traced, *cpu.model.synthetic, scratch / "routing.csv", zero, sim_kind);
+  // The tiny model's barrier and grant times: its last traced run against the same run in the
+  // sim at zero cost (pooled over sizes: the tiny model's barriers move few rows).
+  sim.trace_file = (scratch / "overhead-sim-trace.json").string();
+  if (absl::StatusOr<RunOutcome> o = run_to_end(sim, requests); !o.ok()) return o.status();
+  sim.trace_file.clear();
+  absl::StatusOr<TraceRuns> measured = read_trace_runs(traced.trace_file);
+  if (!measured.ok()) return measured.status();
+  absl::StatusOr<TraceRuns> modeled = read_trace_runs(scratch / "overhead-sim-trace.json");
+  if (!modeled.ok()) return modeled.status();
+  HostBuckets gaps;
+  add_barrier_samples(measured->barriers, modeled->barriers, gaps);
+  add_grant_samples(measured->handoffs, modeled->handoffs, gaps);
+  using Kind = kernels::sim::MeasuredKernels::RunKind;
+  std::map<Kind, std::vector<double>> pooled;
+  for (const auto& [key, samples] : gaps) {
+    for (const auto& [n, sec] : samples) pooled[key.first].push_back(sec);
+  }
+  std::string gap_rows;
+  for (const auto& [kind, v] : pooled) {
+    if (v.size() < 5) continue;
+    const double sec = std::max(0.0, median(v));
+    for (int n : {1, 1 << 20}) {
+      absl::StrAppend(&gap_rows, kernels::sim::host_op_name(kind), ",", n, ",0,0,",
+                      absl::StrFormat("%.9g", sec), "\n");
+    }
+  }
+  // Critical-path stage runs per decode step: the sim at zero cost and 1 µs per stage run.
+  sim.cost.overheads.stage_us = 1.0;
+  absl::StatusOr<RunOutcome> s = run_to_end(sim, requests);
+  if (!s.ok()) return s.status();
+  const double runs_per_step = s->metrics.itl.mean_ms * 1e3;  // µs at 1 µs per stage run
+  if (!(runs_per_step > 0)) return absl::InternalError("the sim run reported no inter-token time");
+  double gap_itl_ms = 0;  // the tiny model's barrier and grant times per decode step
+  if (!gap_rows.empty()) {
+    const fs::path with_gaps = scratch / "zero-kernels-gaps.csv";
+    std::ofstream(with_gaps) << zero_rows << gap_rows;
+    Topology g = sim;
+    g.cost.overheads.stage_us = 0.0;
+    g.cost.kernels = with_gaps.string();
+    absl::StatusOr<RunOutcome> o = run_to_end(g, requests);
+    if (!o.ok()) return o.status();
+    gap_itl_ms = o->metrics.itl.mean_ms;
+  }
+  return std::max(0.0, cpu_itl_ms - gap_itl_ms) * 1e-3 / runs_per_step;
 }
 
 }  // namespace

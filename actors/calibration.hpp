@@ -59,15 +59,21 @@ struct CalibrationOptions {
 ///    vs rows moved): each barrier's gap from its last source's contribution to its first
 ///    destination's run, measured minus the sim's for the same barrier (kind, block,
 ///    iteration, rows: the block's expert-stage tokens), per power-of-two rows bucket with
-///    >= 5 barriers, the median; less the smallest bucket's median (that much is in
-///    stage_overhead below, which spreads the tiny model's barriers over its runs), clamped
-///    at 0. Barrier-free wirings (async) have none. Optional: if these runs fail, calibration
-///    warns and writes none of the host_* rows;
+///    >= 5 barriers, the median, clamped at 0; and host_grant (one row): each hand-off
+///    between two queued stages on one device (consecutive runs of one barrier's expert
+///    stages, the second granted when the first is done), its gap measured minus the sim's
+///    for the same device, barrier and pair of stages, the median. Barrier-free wirings (async)
+///    have none of these. Optional: if these runs fail, calibration warns and writes none of
+///    the host_* rows;
 ///  - stage_overhead: a tiny model (hidden 16) with the topology's wiring and devices is run
-///    on the cpu backend, and the same topology in the sim with zero kernel times and 1 µs
-///    per stage run; the ratio of their inter-token latencies is the host time per stage
-///    run (actor messages, the device scheduler, collectives; it also holds the tiny model's
-///    own in-run host time, which host_* rows count again: a few µs per run).
+///    on the cpu backend (three timed runs, then a warm-up and a traced run on a second
+///    server), and the same topology in the sim with zero kernel times: with 1 µs per stage
+///    run its inter-token latency counts the stage runs per decode step on the critical path;
+///    with the tiny model's own barrier and grant times (its traced run against the sim's,
+///    measured as above, pooled over sizes) it gives what those cost per step. The host time
+///    per stage run is the cpu run's inter-token latency less that, over the runs per step
+///    (actor messages; it also holds the tiny model's own in-run host time, which host_* rows
+///    count again: a few µs per run).
 /// Blocks the calling thread (seconds for small models, minutes for large ones). Errors: the
 /// topology's (model folder, dims) and the backend's (Unimplemented: cuda in a build without
 /// CUDA; FailedPrecondition: no GPU or an unsupported one; ResourceExhausted: out of GPU

@@ -88,7 +88,20 @@ void try_grant(caf::stateful_actor<DeviceState>* self, const RunContext& ctx,
   st.stages[pick].queued_tokens = 0;  // re-reported by the stage with `ready` or `done`
   --st.num_queued;
   st.gate->set_queued(st.num_queued);
-  self->send(stage_actor(*st.stage_ctx[pick], st.stages[pick].layer), grant_atom::value);
+  const RunContext& run = *st.stage_ctx[pick];
+  caf::actor stage = stage_actor(run, st.stages[pick].layer);
+  // Virtual time: a grant takes the device actor's measured hand-off time (host_grant), during
+  // which the device stays held (a stage starting on its own skips it).
+  const auto d = static_cast<size_t>(st.device_index);
+  const double grant_s = run.virtual_time && d < run.executors.size() && run.executors[d]
+                             ? run.executors[d]->grant_host_seconds()
+                             : 0.0;
+  if (grant_s > 0) {
+    self->delayed_send(stage, std::chrono::nanoseconds(std::llround(grant_s * 1e9)),
+                       grant_atom::value);
+    return;
+  }
+  self->send(stage, grant_atom::value);
 }
 
 void update(DeviceState& st, int32_t local, int64_t queued, double now) {

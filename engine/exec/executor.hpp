@@ -68,14 +68,20 @@ class Executor {
     return 0.0;
   }
   /// Modeled host seconds of one dispatch (`dispatch` true) or combine barrier moving `rows`
-  /// rows, between its last source's contribution and its destinations' runs, beyond what
-  /// `[cost]`'s per-run overhead already holds; the collective delays its deliveries by it.
+  /// rows, between its last source's contribution and its destinations' runs; the collective
+  /// delays its deliveries by it.
   /// Default 0 (real backends take it); the sim: the host_dispatch / host_combine rows of
   /// `[cost] kernels`. Called from the collective actors (the sim runs them on one thread).
   virtual double barrier_host_seconds(bool dispatch, int64_t rows) const { return 0.0; }
-  /// The device actor tells its device's executor when a stage starts running on it (true,
-  /// at the grant) and when it is done (false). Unlike the methods above, it is called from
-  /// the device actor, possibly while a stage of this device runs on another thread: the
+  /// Modeled host seconds of one grant by this device's device actor: from the `done` (or
+  /// `ready`) that asks for it to the granted stage's start, two actor hand-offs. The device
+  /// actor delays its grants by it; a stage that starts on an idle device without asking
+  /// (actors/device_gate.hpp) pays none. Default 0 (real backends take it); the sim: the
+  /// host_grant row of `[cost] kernels`. Called from the device actors (one thread in the sim).
+  virtual double grant_host_seconds() const { return 0.0; }
+  /// A stage tells its device's executor when it starts running on it (true) and when its run
+  /// ends (false). Unlike the methods above, it is called from the stage actors, possibly
+  /// while another actor of this device runs on another thread: the
   /// default does nothing (real backends); the sim, whose actors all run on one thread,
   /// records it in the run's DeviceActivity (engine/exec/device_activity.hpp), which
   /// contention-dependent kernel times read.

@@ -159,6 +159,11 @@ double SimExecutor::barrier_host_seconds(bool dispatch, int64_t rows) const {
   return measured_->host_seconds(dispatch ? K::kDispatch : K::kCombine, rows);
 }
 
+double SimExecutor::grant_host_seconds() const {
+  if (!measured_) return 0.0;
+  return measured_->host_seconds(kernels::sim::MeasuredKernels::RunKind::kGrant, 1);
+}
+
 void SimExecutor::sample(const std::vector<dataflow::TokenMeta>& rows, const float* h,
                          const std::vector<topology::SamplingSpec>& sampling, std::vector<int32_t>* tokens,
                          std::vector<std::vector<float>>* logits, double* seconds) {

@@ -46,6 +46,8 @@ class SimExecutor final : public Executor {
   /// The measured in-run host time (`[cost] kernels`' host_* rows); 0 on the roofline.
   double stage_host_seconds(dataflow::StageKind kind, int64_t num_tokens) const override;
   double barrier_host_seconds(bool dispatch, int64_t rows) const override;
+  /// The measured host_grant row; 0 without one (and on the roofline).
+  double grant_host_seconds() const override;
   /// Records this device (`device`) busy or idle in the run's DeviceActivity, if any.
   void set_device_busy(bool busy) override;
 

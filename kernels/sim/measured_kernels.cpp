@@ -151,6 +151,8 @@ const char* host_op_name(MeasuredKernels::RunKind kind) {
       return "host_dispatch";
     case MeasuredKernels::RunKind::kCombine:
       return "host_combine";
+    case MeasuredKernels::RunKind::kGrant:
+      return "host_grant";
   }
   return "host_attention";
 }
@@ -214,7 +216,7 @@ absl::StatusOr<MeasuredKernels> MeasuredKernels::read_csv(const std::string& pat
                        absl::StrCat("unknown op '", r.op,
                                     "'; expected attention, prefill, expert, expert_alone, "
                                     "lm_head, stage_overhead, host_attention, host_expert, "
-                                    "host_sampler, host_dispatch or host_combine"));
+                                    "host_sampler, host_dispatch, host_combine or host_grant"));
     }
     if (sized && r.tokens < 1) return row_error(path, line, "tokens must be >= 1");
     if ((r.op == "attention" || r.op == "prefill") &&

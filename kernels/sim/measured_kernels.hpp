@@ -25,9 +25,10 @@
 ///    210 µs against 346 µs for 4 rows of a 6 MiB expert); a wiring whose expert device often
 ///    runs alone (async) sees that time.
 ///  - `lm_head,n,0,0,s`: final norm, LM head and sampling of n rows.
-///  - `stage_overhead,0,0,0,s`: host time per stage run around the runs (actor messages, the
-///    device scheduler, collectives), measured end to end on a tiny model (so it also holds
-///    that model's small in-run host time).
+///  - `stage_overhead,0,0,0,s`: host time per stage run around the runs (actor messages),
+///    measured end to end on a tiny model (so it also holds that model's small in-run host
+///    time), less that model's barrier and grant times, which the host_dispatch /
+///    host_combine / host_grant rows charge.
 ///  - `host_attention,n,0,0,s`, `host_expert,n,0,0,s`, `host_sampler,n,0,0,s` (optional): host
 ///    time inside one stage run of that kind on n tokens beyond its kernels' time (merging the
 ///    μ-queue's batches, assembling inputs, scattering outputs, allocation), measured in situ:
@@ -35,9 +36,13 @@
 ///    runs (actors/calibration.hpp).
 ///  - `host_dispatch,n,0,0,s`, `host_combine,n,0,0,s` (optional): host time of one dispatch or
 ///    combine barrier moving n rows, from its last source's contribution to its first
-///    destination's run, beyond what the same barrier costs at the fewest rows measured
-///    (that part is in `stage_overhead`): the collective's concatenation and the delivery of
-///    larger batches, measured in situ like the host_* stage rows.
+///    destination's run (the collective's concatenation, the delivery of the batches),
+///    measured in situ like the host_* stage rows.
+///  - `host_grant,1,0,0,s` (optional): host time of one grant by a device actor, from the
+///    `done` of the stage that ran to the start of the queued stage it grants (two actor
+///    hand-offs), measured in situ on consecutive runs of one barrier's expert stages on one
+///    device. `stage_overhead` is measured with the tiny model's own barrier and grant times
+///    taken out, so that none of them is counted twice.
 ///
 /// Model (fitted at load; stated so that a reader can check it against the file):
 ///  - attention: t = T0(n) + k_decode · (S_decode − n_decode) + Σ_prefill seqs core(S − P),
@@ -88,12 +93,13 @@ class InterpolatedTimes {
 
 class MeasuredKernels {
  public:
-  /// What a `host_*` row times: a stage run of a kind, or a barrier (the dispatch or combine
-  /// all-to-all between stages; its tokens are the rows it moves).
-  enum class RunKind { kAttention, kExpert, kSampler, kDispatch, kCombine };
+  /// What a `host_*` row times: a stage run of a kind, a barrier (the dispatch or combine
+  /// all-to-all between stages; its tokens are the rows it moves), or a device actor's grant
+  /// (tokens 1: a grant moves no rows).
+  enum class RunKind { kAttention, kExpert, kSampler, kDispatch, kCombine, kGrant };
   /// Every RunKind, in declaration order.
-  static constexpr RunKind kRunKinds[] = {RunKind::kAttention, RunKind::kExpert, RunKind::kSampler,
-                                          RunKind::kDispatch, RunKind::kCombine};
+  static constexpr RunKind kRunKinds[] = {RunKind::kAttention, RunKind::kExpert,  RunKind::kSampler,
+                                          RunKind::kDispatch,  RunKind::kCombine, RunKind::kGrant};
 
   /// Most data rows a file may hold (bounded before anything is stored).
   static constexpr int64_t kMaxRows = 100'000;

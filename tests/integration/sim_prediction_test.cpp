@@ -57,6 +57,8 @@ TEST(SimPrediction, CalibratedSimPredictsTheCpuBackend) {
     // And the barriers' (topology_for: the sync wiring, a dispatch and a combine per layer).
     EXPECT_NE(text.find("\nhost_dispatch,"), std::string::npos);
     EXPECT_NE(text.find("\nhost_combine,"), std::string::npos);
+    // And the device actors' grants (a device hosts several experts of a block: hand-offs).
+    EXPECT_NE(text.find("\nhost_grant,"), std::string::npos);
   }
   EXPECT_GT(table->expert_seconds(8, c.expert_ffn), 0.0);
   // Two devices measured at once, and each expert size again alone (shared memory bandwidth).

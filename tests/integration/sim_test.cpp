@@ -663,6 +663,21 @@ TEST(Sim, ExpertRunsAloneOnANodeAreChargedTheirAloneTime) {
   }
 }
 
+// switch-base-8 under sync on 2 cpu-kind sim devices with the measured `kernels`, a closed
+// batch of 8 requests (24 prompt, 6 new tokens).
+actors::RunOutcome sync_switch_run(const std::string& kernels) {
+  Topology t = sim_topology(2, "cpu", "switch-base-8");
+  t.wiring = "sync";
+  t.cost.kernels = kernels;
+  auto server = actors::Server::create(t);
+  EXPECT_TRUE(server.ok()) << server.status();
+  if (!server.ok()) return {};
+  auto out = (*server)->run(closed_batch(8, 24, 6));
+  EXPECT_TRUE(out.ok()) << out.status();
+  if (!out.ok()) return {};
+  return std::move(*out);
+}
+
 // Measured barrier host times (`host_dispatch` / `host_combine` rows of `[cost] kernels`): a
 // barrier's destinations get their batches that much later. In the sync wiring every layer's
 // dispatch and combine stand between its attention and the next, so with flat rows each decode
@@ -678,21 +693,33 @@ TEST(Sim, BarrierHostTimesDelayEachBarriersDestinations) {
     if (combine_s > 0) barriers += absl::StrFormat("host_combine,4,0,0,%.9g\n", combine_s);
     return write_switch_kernels(dir / name, c, barriers);
   };
-  auto run = [&](const std::string& kernels) {
-    Topology t = sim_topology(2, "cpu", "switch-base-8");
-    t.wiring = "sync";
-    t.cost.kernels = kernels;
-    auto server = actors::Server::create(t);
-    EXPECT_TRUE(server.ok()) << server.status();
-    auto out = (*server)->run(closed_batch(8, 24, 6));
-    EXPECT_TRUE(out.ok()) << out.status();
-    return std::move(*out);
-  };
-  const actors::RunOutcome plain = run(write_kernels("plain.csv", 0, 0));
-  const actors::RunOutcome slow = run(write_kernels("barriers.csv", 1e-3, 0.5e-3));
+  const actors::RunOutcome plain = sync_switch_run(write_kernels("plain.csv", 0, 0));
+  const actors::RunOutcome slow = sync_switch_run(write_kernels("barriers.csv", 1e-3, 0.5e-3));
   const double added_ms = c.num_layers * (1.0 + 0.5);
   EXPECT_NEAR(slow.metrics.itl.mean_ms - plain.metrics.itl.mean_ms, added_ms, 0.02 * added_ms);
   EXPECT_GT(slow.metrics.ttft.mean_ms, plain.metrics.ttft.mean_ms + added_ms * 0.98);
+  ASSERT_EQ(slow.outputs.size(), plain.outputs.size());
+  for (size_t i = 0; i < slow.outputs.size(); ++i) {
+    EXPECT_EQ(slow.outputs[i].output, plain.outputs[i].output);
+  }
+}
+
+// A measured grant time (`host_grant`): the device actor's grant reaches the stage that much
+// later. Under sync a device holds 4 of switch-base-8's experts; after a dispatch the first
+// expert stage with rows starts on the idle device on its own (no grant), each further one is
+// granted when the one before it is done, so a decode iteration grows by 1 to 3 grants per
+// layer (the slower device's); attention and sampler runs start on their own. Tokens equal.
+TEST(Sim, GrantHostTimeDelaysEachGrantedStart) {
+  const engine::model::ModelConfig c = *engine::model::model_preset("switch-base-8");
+  const fs::path dir = scratch_dir("grant_host");
+  fs::create_directories(dir);
+  const double grant_ms = 0.5;
+  const actors::RunOutcome plain = sync_switch_run(write_switch_kernels(dir / "plain.csv", c, ""));
+  const actors::RunOutcome slow = sync_switch_run(write_switch_kernels(
+      dir / "grant.csv", c, absl::StrFormat("host_grant,1,0,0,%.9g\n", grant_ms * 1e-3)));
+  const double added_ms = slow.metrics.itl.mean_ms - plain.metrics.itl.mean_ms;
+  EXPECT_GE(added_ms, 0.98 * c.num_layers * grant_ms);
+  EXPECT_LE(added_ms, 1.02 * 3 * c.num_layers * grant_ms);
   ASSERT_EQ(slow.outputs.size(), plain.outputs.size());
   for (size_t i = 0; i < slow.outputs.size(); ++i) {
     EXPECT_EQ(slow.outputs[i].output, plain.outputs[i].output);

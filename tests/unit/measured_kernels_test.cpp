@@ -93,6 +93,7 @@ TEST(MeasuredKernelsTest, PrefillFollowsTheMeasuredCurveAndHostTimesInterpolate)
   row("host_sampler", 4, 0, 0, 70);
   row("host_dispatch", 8, 0, 0, 30);
   row("host_dispatch", 64, 0, 0, 100);
+  row("host_grant", 1, 0, 0, 25);
   absl::StatusOr<MeasuredKernels> m =
       MeasuredKernels::read_csv(write("measured_prefill.csv", text));
   ASSERT_TRUE(m.ok()) << m.status();
@@ -113,6 +114,7 @@ TEST(MeasuredKernelsTest, PrefillFollowsTheMeasuredCurveAndHostTimesInterpolate)
   EXPECT_EQ(m->host_seconds(K::kAttention, 0), 0.0);             // no token, no run
   EXPECT_NEAR(m->host_seconds(K::kDispatch, 36), 65e-6, 1e-12);  // 30 + 70 · 28 / 56
   EXPECT_EQ(m->host_seconds(K::kCombine, 36), 0.0);              // no rows
+  EXPECT_NEAR(m->host_seconds(K::kGrant, 1), 25e-6, 1e-15);      // a grant: one flat row
 }
 
 // Expert rows timed alone (the other measuring threads idle) and beside them: the time
