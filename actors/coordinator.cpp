@@ -89,6 +89,15 @@ RequestState* find_request(CoordinatorState& st, int64_t id) {
   return it == st.requests.end() ? nullptr : &it->second;
 }
 
+// Moves the busy intervals the stages of this process logged since the last call into the
+// metrics (actors/busy_log.hpp); before anything reads busy time.
+void take_busy(CoordinatorState& st) {
+  if (!st.ctx->busy_log) return;
+  for (const BusyLog::Interval& b : st.ctx->busy_log->take()) {
+    st.metrics->on_device_busy(b.device, b.begin_s, b.end_s);
+  }
+}
+
 // The outcome so far: the first error, cumulative metrics and, in id order, an entry per
 // request the coordinator still holds: the outputs of finished requests not reported before
 // (moved out) and empty ones for the others. Reported requests are forgotten (erased unless
@@ -115,6 +124,7 @@ RunOutcomePtr take_outcome(Self* self) {
       outcome->outputs.push_back(std::move(empty));
     }
   }
+  take_busy(st);
   outcome->metrics = st.metrics->summarize(now_s(self));
   outcome->metrics.all_to_all_s = st.all_to_all_s;
   outcome->metrics.all_to_all_bound_s = st.all_to_all_bound_s;
@@ -422,6 +432,7 @@ bool notify_finished_impl(Self* self, RequestState& rs) {
 void count_finished(CoordinatorState& st) {
   ++st.num_finished;
   if (++st.finished_since_compact >= (st.ctx->long_lived ? kCompactEvery : kCompactEveryBatch)) {
+    take_busy(st);
     st.metrics->compact();
     st.finished_since_compact = 0;
   }
@@ -787,6 +798,7 @@ caf::behavior coordinator_behavior(Self* self, RunContextPtr ctx, RunCallbacks c
         stats->num_waiting = static_cast<int64_t>(s.pending.size());
         for (const auto& rank : s.active) stats->num_running += static_cast<int64_t>(rank.size());
         stats->num_finished = s.num_finished;
+        take_busy(s);
         stats->metrics = s.metrics->summarize(now_s(self));
         stats->metrics.all_to_all_s = s.all_to_all_s;
         stats->metrics.all_to_all_bound_s = s.all_to_all_bound_s;
@@ -800,6 +812,7 @@ caf::behavior coordinator_behavior(Self* self, RunContextPtr ctx, RunCallbacks c
       [=](sampled_atom, const SampledBatchPtr& report) {
         auto& s = self->state;
         if (s.done) return;
+        take_busy(s);  // bounds the log to about one iteration's stage runs
         if (per_request(s)) return complete_step(self, report);
         s.reports.push_back(report);
         if (--s.outstanding == 0) complete_iteration(self);

@@ -13,6 +13,7 @@
 #include <memory>
 #include <vector>
 
+#include "actors/busy_log.hpp"
 #include "actors/device_gate.hpp"
 #include "actors/request_sampling.hpp"
 #include "actors/wiring_graph.hpp"
@@ -97,6 +98,10 @@ struct RunContext {
   std::shared_ptr<engine::routing::RoutingRecorder>
       routing;                      ///< may be null (not recording routing)
   caf::actor_clock::time_point t0;  ///< run start; times are seconds since t0
+  /// The coordinator's log of busy intervals when it runs in this process (set before it is
+  /// spawned; actors/busy_log.hpp); null where it is in another process (a worker's run),
+  /// where stages send `busy` messages instead.
+  std::shared_ptr<BusyLog> busy_log;
   bool virtual_time = false;        ///< sim backend: stages complete after their modeled duration
   /// Sim: [device][StageKind] host seconds added to each stage run's modeled duration
   /// (`[cost]` overheads of the device's kind for that stage type); empty = none.

@@ -360,6 +360,7 @@ absl::StatusOr<std::vector<RunOutcome>> Server::run_together(
   if (started != nullptr) *started = t0;
   for (size_t i = 0; i < n; ++i) {
     ctxs[i]->t0 = t0;
+    ctxs[i]->busy_log = std::make_shared<BusyLog>();
     ctxs[i]->actors.coordinator = spawn_coordinator(sys, ctxs[i], std::move(callbacks[i]));
   }
 

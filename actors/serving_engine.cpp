@@ -200,6 +200,7 @@ absl::StatusOr<std::shared_ptr<ServingEngine::Incarnation>> ServingEngine::build
     }
   }
   inc->ctx->t0 = inc->sys->clock().now();
+  inc->ctx->busy_log = std::make_shared<BusyLog>();
   inc->ctx->actors.coordinator = spawn_coordinator(*inc->sys, inc->ctx, std::move(cb));
   caf::anon_send(inc->ctx->actors.coordinator, start_atom::value);
   return inc;

@@ -130,8 +130,13 @@ void complete_run(caf::stateful_actor<StageState>* self, double begin_s, double 
                                            {"phase", st.ctx->topology.wiring}});
   }
   // Busy time goes to the coordinator before the outputs, so it is accounted before the
-  // iteration these outputs complete (messages from one sender arrive in order).
-  self->send(st.ctx->actors.coordinator, busy_atom::value, st.device_index, begin_s, end_s);
+  // iteration these outputs complete: into its log (in its process), or as a message (from
+  // another process; messages from one sender arrive in order).
+  if (st.ctx->busy_log) {
+    st.ctx->busy_log->add(st.device_index, begin_s, end_s);
+  } else {
+    self->send(st.ctx->actors.coordinator, busy_atom::value, st.device_index, begin_s, end_s);
+  }
   if (!s.ok()) fail(self, s);
   if (!st.failed) flush(self, out);
   if (st.ctx->trace) {
