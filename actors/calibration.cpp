@@ -320,11 +320,25 @@ absl::StatusOr<RunOutcome> run_to_end(const Topology& topology,
   return out;
 }
 
-/// Host seconds per stage run (see calibrate), less the tiny model's own barrier and grant
-/// times: the per-run figure is what is left of the tiny model's inter-token time once the sim
-/// charges those as the host_dispatch / host_combine / host_grant rows do on the real model.
-absl::StatusOr<double> measure_stage_overhead(const Topology& topology, const fs::path& scratch,
-                                              const std::string& sim_kind);
+/// Serves `requests` on `server` `rounds` times; each run's mean inter-token latency (ms).
+/// Errors: a run's, or its outcome's.
+absl::StatusOr<std::vector<double>> serve_rounds(
+    Server& server, const std::vector<engine::serving::Request>& requests, int rounds) {
+  std::vector<double> itl_ms;
+  for (int round = 0; round < rounds; ++round) {
+    absl::StatusOr<RunOutcome> out = server.run(requests);
+    if (!out.ok()) return out.status();
+    if (!out->status.ok()) return out->status;
+    itl_ms.push_back(out->metrics.itl.mean_ms);
+  }
+  return itl_ms;
+}
+
+/// One `host_<kind>,n,0,0,s` row of the measured-kernels CSV (seconds clamped at 0).
+std::string host_row(kernels::sim::MeasuredKernels::RunKind kind, int64_t n, double seconds) {
+  return absl::StrCat(kernels::sim::host_op_name(kind), ",", n, ",0,0,",
+                      absl::StrFormat("%.9g", std::max(0.0, seconds)), "\n");
+}
 
 /// The closed batch the in-run host times are measured on: prompts of 8..96 tokens (prefill
 /// chunks of many sizes) and 16..32 new tokens (decode batches shrinking as requests finish).
@@ -582,14 +596,14 @@ absl::StatusOr<std::string> measure_host_times(
       tokens.push_back(static_cast<double>(n));
       excess.push_back(s);
     }
-    const double seconds = median(excess);
-    absl::StrAppend(&rows, kernels::sim::host_op_name(key.first), ",",
-                    static_cast<int64_t>(std::llround(median(tokens))), ",0,0,",
-                    absl::StrFormat("%.9g", std::max(0.0, seconds)), "\n");
+    absl::StrAppend(&rows, host_row(key.first, std::llround(median(tokens)), median(excess)));
   }
   return rows;
 }
 
+/// Host seconds per stage run (see calibrate), less the tiny model's own barrier and grant
+/// times: the per-run figure is what is left of the tiny model's inter-token time once the sim
+/// charges those as the host_dispatch / host_combine / host_grant rows do on the real model.
 absl::StatusOr<double> measure_stage_overhead(const Topology& topology, const fs::path& scratch,
                                               const std::string& sim_kind) {
   Topology cpu = topology;  // already on the measured backend
@@ -605,24 +619,17 @@ absl::StatusOr<double> measure_stage_overhead(const Topology& topology, const fs
   absl::StatusOr<std::unique_ptr<Server>> cpu_server = Server::create(cpu);
   if (!cpu_server.ok()) return cpu_server.status();
   const std::vector<engine::serving::Request> requests = overhead_requests(tiny.vocab_size);
-  std::vector<double> itl_ms;
-  for (int round = 0; round < 3; ++round) {  // the median of three runs
-    absl::StatusOr<RunOutcome> out = (*cpu_server)->run(requests);
-    if (!out.ok()) return out.status();
-    if (!out->status.ok()) return out->status;
-    itl_ms.push_back(out->metrics.itl.mean_ms);
-  }
-  const double cpu_itl_ms = median(itl_ms);
+  absl::StatusOr<std::vector<double>> itl_ms = serve_rounds(**cpu_server, requests, 3);
+  if (!itl_ms.ok()) return itl_ms.status();
+  const double cpu_itl_ms = median(*itl_ms);  // the median of three runs
   // A traced server for the gaps: a warm-up run, then the run that is read (each overwrites
   // the trace and the routing).
   Topology traced = cpu;
   traced.trace_file = (scratch / "overhead-cpu-trace.json").string();
   absl::StatusOr<std::unique_ptr<Server>> traced_server = Server::create(traced);
   if (!traced_server.ok()) return traced_server.status();
-  for (int round = 0; round < 2; ++round) {
-    absl::StatusOr<RunOutcome> out = (*traced_server)->run(requests);
-    if (!out.ok()) return out.status();
-    if (!out->status.ok()) return out->status;
+  if (absl::StatusOr<std::vector<double>> r = serve_rounds(**traced_server, requests, 2); !r.ok()) {
+    return r.status();
   }
   // The same topology in the sim: zero kernel time, the traced run's own routing.
   const fs::path zero = scratch / "zero-kernels.csv";
@@ -658,11 +665,7 @@ absl::StatusOr<double> measure_stage_overhead(const Topology& topology, const fs
   std::string gap_rows;
   for (const auto& [kind, v] : pooled) {
     if (v.size() < 5) continue;
-    const double sec = std::max(0.0, median(v));
-    for (int n : {1, 1 << 20}) {
-      absl::StrAppend(&gap_rows, kernels::sim::host_op_name(kind), ",", n, ",0,0,",
-                      absl::StrFormat("%.9g", sec), "\n");
-    }
+    for (int n : {1, 1 << 20}) absl::StrAppend(&gap_rows, host_row(kind, n, median(v)));
   }
   // Critical-path stage runs per decode step: the sim at zero cost and 1 µs per stage run.
   sim.cost.overheads.stage_us = 1.0;

@@ -140,21 +140,13 @@ double MeasuredKernels::host_seconds(RunKind kind, int64_t num_tokens) const {
 }
 
 const char* host_op_name(MeasuredKernels::RunKind kind) {
-  switch (kind) {
-    case MeasuredKernels::RunKind::kAttention:
-      return "host_attention";
-    case MeasuredKernels::RunKind::kExpert:
-      return "host_expert";
-    case MeasuredKernels::RunKind::kSampler:
-      return "host_sampler";
-    case MeasuredKernels::RunKind::kDispatch:
-      return "host_dispatch";
-    case MeasuredKernels::RunKind::kCombine:
-      return "host_combine";
-    case MeasuredKernels::RunKind::kGrant:
-      return "host_grant";
-  }
-  return "host_attention";
+  // Indexed by the enum's value, in kRunKinds' (declaration) order.
+  static constexpr const char* kNames[] = {"host_attention", "host_expert",  "host_sampler",
+                                           "host_dispatch",  "host_combine", "host_grant"};
+  static_assert(std::size(kNames) == std::size(MeasuredKernels::kRunKinds));
+  const auto i = static_cast<size_t>(kind);
+  MUFLOW_ASSERT(i < std::size(kNames), "host_op_name: RunKind out of range");
+  return kNames[i];
 }
 
 absl::StatusOr<MeasuredKernels> MeasuredKernels::read_csv(const std::string& path) {

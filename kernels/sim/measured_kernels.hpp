@@ -172,7 +172,7 @@ class MeasuredKernels {
   std::map<RunKind, InterpolatedTimes> host_;  ///< in-run host time by stage kind
 };
 
-/// The CSV op name of a kind's host time rows ("host_attention", ..., "host_combine").
+/// The CSV op name of a kind's host time rows ("host_attention", ..., "host_grant").
 const char* host_op_name(MeasuredKernels::RunKind kind);
 
 }  // namespace muflow::kernels::sim
