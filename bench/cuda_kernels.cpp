@@ -369,6 +369,10 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (decode_only && gemm_only) {
+    std::fprintf(stderr, "cuda_kernels: --decode-only and --gemm-only exclude each other\n");
+    return 2;
+  }
   std::string why;
   if (kc::device_count(&why) == 0) {
     std::fprintf(stderr, "cuda_kernels: no CUDA device (%s)\n", why.c_str());

@@ -208,6 +208,17 @@ absl::Status CudaModel::ffn(const CudaMatrix& gu, const CudaMatrix& dn, const fl
   if (n == 0) return absl::OkStatus();
   const int64_t H = config_.hidden_size, F = gu.rows / 2;
   const int64_t b = range_begin, e = range_end < 0 ? F : range_end, f = e - b;
+  // A range outside the FFN would read past the weights; bf16 GEMMs need k and row offsets in
+  // multiples of 8 (16-byte copies).
+  if (b < 0 || b > e || e > F) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("CudaModel::ffn: intermediate range [%d, %d) outside [0, %d]", b, e, F));
+  }
+  if ((gu.bf16 || dn.bf16) && (b % 8 != 0 || f % 8 != 0)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "CudaModel::ffn: with bf16 weights the range [%d, %d) must start and span multiples of 8",
+        b, e));
+  }
   if (f == 0) {  // an empty MoEShard shard: its partial output is zero
     if (cudaError_t err = cudaMemsetAsync(y, 0, n * H * sizeof(float), stream);
         err != cudaSuccess) {

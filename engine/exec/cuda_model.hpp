@@ -78,9 +78,10 @@ class CudaModel {
   /// only intermediate units [range_begin, range_end) of it: the shard's partial output
   /// (zeros for an empty range); range_end −1 = the whole FFN. Preconditions (checked at
   /// prepare and by the moeshard backend, aborting here if broken): block < num_layers,
-  /// expert < num_experts, 0 ≤ range_begin ≤ range_end ≤ ffn, and with bf16 weights
-  /// range_begin and the range's width multiples of 8 (the bf16 GEMM's k alignment). Errors:
-  /// ResourceExhausted when the scratch cannot grow; Internal for another CUDA error.
+  /// expert < num_experts. Errors: InvalidArgument unless 0 ≤ range_begin ≤ range_end ≤ ffn
+  /// and, with bf16 weights, range_begin and the range's width are multiples of 8 (the bf16
+  /// GEMM's k alignment); ResourceExhausted when the scratch cannot grow; Internal for another
+  /// CUDA error.
   absl::Status expert(int64_t block, int64_t expert, const float* x, int64_t n, float* y,
                       CudaScratch& scratch, cudaStream_t stream, int64_t range_begin = 0,
                       int64_t range_end = -1) const;

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/assert.hpp"
+
 namespace muflow::engine::model {
 
 const char* dtype_name(DType dtype) { return dtype == DType::kF32 ? "F32" : "BF16"; }
@@ -30,10 +32,12 @@ std::vector<float> WeightTensor::to_f32() const {
 }
 
 WeightTensor concat_rows(const std::vector<const WeightTensor*>& parts) {
+  MUFLOW_ASSERT(!parts.empty(), "concat_rows: no parts");
   WeightTensor out;
   out.dtype = DType::kBF16;
   int64_t rows = 0;
   for (const WeightTensor* p : parts) {
+    MUFLOW_ASSERT(p->cols() == parts.front()->cols(), "concat_rows: parts of different widths");
     if (p->dtype != DType::kBF16) out.dtype = DType::kF32;
     rows += p->rows();
   }

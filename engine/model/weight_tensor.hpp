@@ -48,7 +48,7 @@ struct WeightTensor {
 /// Matrices [rows_i, cols] stacked into one [Σ rows_i, cols] (e.g. q, k and v as one fused
 /// projection): bf16 when every part is, else f32 (bf16 parts widened exactly). A copy; no
 /// name. Preconditions (the caller's: shapes come checked from engine/model/weight_shapes):
-/// `parts` non-empty, all with the same cols. Any thread.
+/// `parts` non-empty, all with the same cols; aborts (MUFLOW_ASSERT) otherwise. Any thread.
 WeightTensor concat_rows(const std::vector<const WeightTensor*>& parts);
 
 }  // namespace muflow::engine::model

@@ -40,10 +40,10 @@ std::string unsupported_reason(int gpu) {
   }
   int optin = 0;
   cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, gpu);
-  if (static_cast<std::size_t>(optin) < gemm_bf16_shared_bytes()) {
+  if (static_cast<std::size_t>(optin) < gemm_shared_bytes()) {
     return std::string(p.name) + " allows " + std::to_string(optin) +
            " bytes of shared memory per block; muflow's bf16 GEMMs need " +
-           std::to_string(gemm_bf16_shared_bytes()) + " (H100, H200, A100)";
+           std::to_string(gemm_shared_bytes()) + " (H100, H200, A100)";
   }
   return "";
 }

@@ -637,10 +637,11 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
 
-std::size_t gemm_bf16_shared_bytes() {
+std::size_t gemm_shared_bytes() {
+  // The narrow f32 kernel's 16-byte ring asks for opt-in shared memory too.
   return static_cast<std::size_t>(
       std::max({DecodeFor<8, false>::kSmemBytes, DecodeFor<16, false>::kSmemBytes, MidM::kSmemBytes,
-                LargeM::kSmemBytes}));
+                LargeM::kSmemBytes, NarrowConfig<4>::kSmemBytes}));
 }
 
 void gemm_f32(const float* a, int64_t lda, const float* w, int64_t ldw, const float* bias, float* c,

@@ -1,5 +1,6 @@
 #include <array>
 #include <atomic>
+#include <cstdint>
 
 #include "kernels/assert.hpp"
 #include "kernels/cuda/cuda_check.hpp"
@@ -237,6 +238,11 @@ bool available() {
 
 void gemm_bf16(const uint16_t* a, int64_t lda, const uint16_t* w, int64_t ldw, const float* bias,
                float* c, int64_t ldc, int64_t m, int64_t n, int64_t k, cudaStream_t stream) {
+  MUFLOW_ASSERT(available(), "cuda gemm_bf16 (sm90): not an sm_90 GPU or no sm_90a code");
+  MUFLOW_ASSERT(k % 8 == 0 && lda % 8 == 0 && ldw % 8 == 0 &&
+                    reinterpret_cast<uintptr_t>(a) % 16 == 0 &&
+                    reinterpret_cast<uintptr_t>(w) % 16 == 0,
+                "cuda gemm_bf16 (sm90): k, lda, ldw multiples of 8 and A, W 16-byte aligned");
   MUFLOW_ASSERT((n + BN - 1) / BN <= 65535,
                 "cuda gemm_bf16 (sm90): too many columns for one launch");
   launch_dense(a, lda, w, ldw, bias, c, ldc, m, n, k, stream);
@@ -244,6 +250,8 @@ void gemm_bf16(const uint16_t* a, int64_t lda, const uint16_t* w, int64_t ldw, c
 
 void grouped_gemm_bf16(const GemmGroup* groups, const int32_t* tile_start, int num_groups,
                        int total_tiles, int64_t n, int64_t k, cudaStream_t stream) {
+  MUFLOW_ASSERT(available(), "cuda grouped_gemm_bf16 (sm90): not an sm_90 GPU or no sm_90a code");
+  MUFLOW_ASSERT(k % 8 == 0, "cuda grouped_gemm_bf16 (sm90): k must be a multiple of 8");
   MUFLOW_ASSERT((n + BN - 1) / BN <= 65535, "cuda grouped_gemm_bf16 (sm90): too many columns");
   launch_grouped(groups, tile_start, num_groups, total_tiles, n, k, stream);
 }

@@ -36,12 +36,19 @@ inline constexpr int kTileRows = 128;
 /// after the first call.
 bool available();
 
-/// As kernels::cuda::gemm_bf16 (same preconditions, checked by the caller), any m.
+/// As kernels::cuda::gemm_bf16, any m: C[m, n] (f32, ld ldc) = A[m, k] · W[n, k]ᵀ (bf16 bits,
+/// row-major, ld lda / ldw) + bias[n] (f32, or null), each element one fixed-order chain over
+/// k (kernels/cuda/README.md). Aborts (MUFLOW_ASSERT) unless available(), k, lda and ldw are
+/// multiples of 8, A and W are 16-byte aligned and ⌈n / 256⌉ ≤ 65,535. Asynchronous on
+/// `stream`; host, any thread.
 void gemm_bf16(const uint16_t* a, int64_t lda, const uint16_t* w, int64_t ldw, const float* bias,
                float* c, int64_t ldc, int64_t m, int64_t n, int64_t k, cudaStream_t stream);
 
 /// One launch over a grouped plan made with tile_rows == kTileRows: `groups` and `tile_start`
-/// are the device copies of GroupedGemmPlan::pack's two parts.
+/// are the device copies of GroupedGemmPlan::pack's two parts (each group: its rows of A, its
+/// expert's W[n, k] and C, bf16 in and f32 out as gemm_bf16). Aborts unless available(), k is
+/// a multiple of 8 and ⌈n / 256⌉ ≤ 65,535; the plan's tile_rows is the caller's to match
+/// (kernels::cuda::grouped_gemm_bf16 does). Asynchronous on `stream`; host, any thread.
 void grouped_gemm_bf16(const GemmGroup* groups, const int32_t* tile_start, int num_groups,
                        int total_tiles, int64_t n, int64_t k, cudaStream_t stream);
 
