@@ -5,6 +5,7 @@
 #include <optional>
 #include <utility>
 
+#include "kernels/assert.hpp"
 #include "nlohmann/json.hpp"
 
 namespace muflow::actors {
@@ -92,9 +93,13 @@ void trace_depth(caf::stateful_actor<StageState>* self, double ts_us) {
 
 void fail(caf::stateful_actor<StageState>* self, const absl::Status& status);
 
+// The gate of this stage's device (spawn_devices made it before any stage got work).
 DeviceGate& gate(caf::stateful_actor<StageState>* self) {
   const auto d = static_cast<size_t>(self->state.device_index);
-  return *self->state.ctx->actors.device_gates[d];
+  const auto& gates = self->state.ctx->actors.device_gates;
+  MUFLOW_ASSERT(d < gates.size() && gates[d] != nullptr,
+                "stage: its device has no gate (spawn_devices not run for this process)");
+  return *gates[d];
 }
 
 // The device runs a stage (true) or not: its executor's busy flag (sim: what runs beside a
