@@ -48,13 +48,14 @@ if [ -n "$NCU" ]; then
     --kernel-name regex:'gemm_bf16_decode_kernel|gemm_f32_narrow_kernel' --launch-count 6 --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
     $B/cuda_kernels --decode-only --quick > $OUT/ncu.log 2>&1
   echo "ncu rc $?"
-  # One large grouped GEMM (512 tokens per expert: the sm_90 kernel on H100/H200).
-  timeout 120 $NCU --clock-control none --kernel-name regex:'^grouped_kernel' --launch-skip 12 \
+  # One large grouped GEMM (512 tokens per expert, the sm_90 kernel on H100/H200: its launches
+  # at 256 tokens, grouped then dense, are skipped).
+  timeout 120 $NCU --clock-control none --kernel-name regex:'persistent_kernel' --launch-skip 24 \
     --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis \
     --section ComputeWorkloadAnalysis --section Occupancy $B/cuda_kernels --quick \
     >> $OUT/ncu.log 2>&1
   echo "ncu (grouped) rc $?"
-  grep -E "gemm_bf16_decode_kernel|gemm_f32_narrow_kernel|grouped_kernel|Duration|Memory Throughput|DRAM Throughput|Compute \(SM\)|Achieved Occupancy|Theoretical Occupancy|Registers|Block Limit|Pipe|L2 Cache Throughput|L1/TEX Cache Throughput|Bank" $OUT/ncu.log | head -90
+  grep -E "gemm_bf16_decode_kernel|gemm_f32_narrow_kernel|persistent_kernel|Duration|Memory Throughput|DRAM Throughput|Compute \(SM\)|Achieved Occupancy|Theoretical Occupancy|Registers|Block Limit|Pipe|L2 Cache Throughput|L1/TEX Cache Throughput|Bank" $OUT/ncu.log | head -90
 fi
 # PREDICT=0 skips the sim-vs-measured runs (about two minutes).
 [ "${PREDICT:-1}" = 0 ] && exit 0

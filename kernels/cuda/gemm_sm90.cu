@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -10,24 +11,135 @@
 namespace muflow::kernels::cuda::sm90 {
 namespace {
 
-// Tile 128 × 256 × 64 k per stage; two warpgroups, each the tile's 64-row half against all 256
-// columns (one m64n256k16 per 16-wide chunk of k); four stages.
+// Tile 128 × 256, 64 k per stage, four stages. Three warpgroups: warpgroup 0 loads (the
+// producer), warpgroups 1 and 2 each multiply the tile's 64-row half against all 256 columns
+// (one m64n256k16 per 16-wide chunk of k) and write it out (the consumers).
 constexpr int BM = kTileRows, BN = 256, BK = 64, STAGES = 4;
-// MMAs a warpgroup leaves in flight past the end of a k tile: 0, so three tiles load ahead
-// (1, one tile's MMAs overlapping the next tile's barrier, loads two ahead: measured 1–12 %
-// slower at 256–4,096 tokens per expert on the H200, bench/README.md "CUDA backend").
-[[maybe_unused]] constexpr int kMmaInFlight = 0;
-constexpr int kThreads = 256;
+constexpr int kConsumers = 2;
+constexpr int kThreads = 128 * (1 + kConsumers);
+// Registers per thread after the split (setmaxnreg; 384 threads start at 168 of the SM's
+// 65,536): the producer keeps addresses and a loop, a consumer 128 accumulators and the rest.
+// 128 · 40 + 256 · 232 = 64,512.
+[[maybe_unused]] constexpr int kProducerRegs = 40, kConsumerRegs = 232;
+// Tiles are visited in bands of kRasterRows row tiles, column tile by column tile within a
+// band, row tile fastest: the blocks resident at one time (one per SM) then share a band's
+// rows of A (16 × 128 rows) and a few column tiles of W, which stay in L2 while each is read
+// by every block that needs it, instead of a wave walking down all rows of A for one column.
+[[maybe_unused]] constexpr int kRasterRows = 16;
 constexpr int kAStageBytes = BM * BK * 2, kBStageBytes = BN * BK * 2;
 constexpr int kStageBytes = kAStageBytes + kBStageBytes;
-// The stages, and 1 KiB to align them to the swizzle's 1,024 bytes.
-constexpr int kSmemBytes = STAGES * kStageBytes + 1024;
+// The stages, their full and empty barriers (8 bytes each), and 1 KiB to align the stages to
+// the swizzle's 1,024 bytes.
+constexpr int kSmemBytes = STAGES * kStageBytes + 2 * STAGES * 8 + 1024;
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define MUFLOW_SM90A_DEVICE 1
 #endif
 
+// One dense GEMM's tiles: row_tiles × col_tiles of C (m × n).
+struct DenseTiles {
+  const uint16_t* a;
+  int64_t lda;
+  const uint16_t* w;
+  int64_t ldw;
+  const float* bias;
+  float* c;
+  int64_t ldc, m, n;
+  int row_tiles, col_tiles;
+};
+
+// A grouped plan's tiles: row tile rt belongs to the last group whose tile_start is ≤ rt.
+struct GroupedTiles {
+  const GemmGroup* groups;
+  const int32_t* tile_start;
+  int num_groups, row_tiles, col_tiles;
+  int64_t n, k;
+};
+
 #if defined(MUFLOW_SM90A_DEVICE)
+
+// One output tile's operands: rows [m0, m0 + 128) of A (m rows) against columns
+// [n0, n0 + 256) of W (n rows), into C (+ bias, or null).
+struct Tile {
+  const uint16_t* a;
+  int64_t lda;
+  const uint16_t* w;
+  int64_t ldw;
+  const float* bias;
+  float* c;
+  int64_t ldc, m, n, m0, n0;
+};
+
+// Linear tile `i` of a row_tiles × col_tiles grid in the banded order above.
+__device__ __forceinline__ void raster(int i, int row_tiles, int col_tiles, int& rt, int& ct) {
+  const auto first = static_cast<int>(i / (int64_t{kRasterRows} * col_tiles) * kRasterRows);
+  const int rows = min(kRasterRows, row_tiles - first);
+  const auto within = static_cast<int>(i - int64_t{first} * col_tiles);
+  rt = first + within % rows;
+  ct = within / rows;
+}
+
+template <typename Tiles>
+__device__ __forceinline__ int tile_count(const Tiles& t) {
+  return t.row_tiles * t.col_tiles;
+}
+
+__device__ __forceinline__ Tile tile_at(const DenseTiles& d, int i) {
+  int rt = 0, ct = 0;
+  raster(i, d.row_tiles, d.col_tiles, rt, ct);
+  return {d.a, d.lda, d.w, d.ldw, d.bias, d.c, d.ldc, d.m, d.n, int64_t{rt} * BM, int64_t{ct} * BN};
+}
+
+__device__ __forceinline__ Tile tile_at(const GroupedTiles& p, int i) {
+  int rt = 0, ct = 0;
+  raster(i, p.row_tiles, p.col_tiles, rt, ct);
+  const int g = group_of_tile(p.tile_start, p.num_groups, rt);
+  const GemmGroup gr = p.groups[g];
+  return {static_cast<const uint16_t*>(gr.a),
+          p.k,
+          static_cast<const uint16_t*>(gr.w),
+          p.k,
+          nullptr,
+          gr.c,
+          p.n,
+          gr.m,
+          p.n,
+          int64_t{rt - p.tile_start[g]} * BM,
+          int64_t{ct} * BN};
+}
+
+// ---- mbarriers (PTX ISA "mbarrier"), CTA scope ------------------------------------------------
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count)
+               : "memory");
+}
+// Blocks until the barrier's phase of parity `parity` has completed.
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
+  unsigned done = 0;
+  do {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        " selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(smem_addr(bar)), "r"(parity)
+        : "memory");
+  } while (done == 0);
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("{\n .reg .b64 state;\n mbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(
+                   smem_addr(bar))
+               : "memory");
+}
+// One arrival on `bar` once every cp.async this thread issued before has landed (the
+// barrier's count includes it: .noinc).
+__device__ __forceinline__ void cp_async_arrive(uint64_t* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar))
+               : "memory");
+}
 
 // A stage holds each operand (R rows × 64 k, 128 bytes a row) in the 128-byte-swizzled K-major
 // layout of the PTX ISA: row r at byte 128·r, its 16-byte chunk c (k 8c .. 8c + 7) at chunk
@@ -43,22 +155,40 @@ __device__ __forceinline__ uint64_t descriptor(const unsigned char* smem) {
          (uint64_t{1} << 62);
 }
 
-// Rows [r0, r0 + R) × k [k0, k0 + 64) of a bf16 matrix into a stage's operand; chunks outside
-// the matrix are zero-filled (no bytes read; the address given is the matrix's first).
-template <int R>
-__device__ __forceinline__ void load_operand(unsigned char* dst, const uint16_t* src, int64_t ld,
-                                             int64_t rows, int64_t k, int64_t r0, int64_t k0) {
-  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  const int chunk = lane % 8;
-#pragma unroll
-  for (int s = 0; s < R / 4 / (kThreads / 32); ++s) {
-    const int row = 4 * (warp + s * (kThreads / 32)) + lane / 8;
-    const int64_t gr = r0 + row, gk = k0 + 8 * chunk;
-    const bool in = gr < rows && gk < k;
-    cp_async16_zfill(dst + row * 128 + ((chunk ^ (row & 7)) << 4), in ? src + gr * ld + gk : src,
-                     in ? 16 : 0);
+// A producer thread's share of one operand of a tile (R rows from r0 of a bf16 matrix with
+// `rows` rows, leading dimension ld): with 128 threads, 8 to a 128-byte row (k 8c .. 8c + 7
+// for lane c = p mod 8), rows 4·warp + lane / 8 + 16·s for s = 0 .. R/16 − 1. Where a row
+// lies below the matrix or a chunk beyond K, the copy reads nothing and writes zeros.
+struct OperandCopy {
+  const uint16_t* src;   // row (r0 + first row) of the matrix, at this thread's chunk
+  const uint16_t* base;  // the matrix's first element (the address a zero-fill copy names)
+  int64_t step;          // 16 rows, in elements
+  int valid;             // rows s < valid lie inside the matrix
+  int dst;               // byte offset of the first row's chunk in the operand (swizzled)
+
+  __device__ __forceinline__ OperandCopy(const uint16_t* m, int64_t ld, int64_t rows, int64_t r0,
+                                         int p) {
+    const int warp = p / 32, lane = p % 32, chunk = lane % 8, row = 4 * warp + lane / 8;
+    base = m;
+    src = m + (r0 + row) * ld + 8 * chunk;
+    step = 16 * ld;
+    const int64_t left = rows - r0 - row;  // rows from this thread's first to the end
+    valid = left <= 0 ? 0 : left >= 16 * 256 ? 256 : static_cast<int>((left + 15) / 16);
+    dst = row * 128 + ((chunk ^ (row & 7)) << 4);  // (row + 16 s) mod 8 = row mod 8
   }
-}
+
+  // k tile at element k0 (in_k: this thread's chunk starts below K) into `operand`.
+  template <int R>
+  __device__ __forceinline__ void load(unsigned char* operand, int64_t k0, bool in_k) const {
+    const uint16_t* from = src + k0;
+#pragma unroll 4
+    for (int s = 0; s < R / 16; ++s) {
+      const bool in = in_k && s < valid;
+      cp_async16_zfill(operand + dst + 2048 * s, in ? from : base, in ? 16 : 0);
+      from += step;
+    }
+  }
+};
 
 // d (64×256 f32: this thread's 128 values) += A (64×16) · B (16×256), both from shared
 // memory through their descriptors; asynchronous until wgmma.wait_group.
@@ -98,118 +228,155 @@ __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t desc_
       : "l"(desc_a), "l"(desc_b));
 }
 
-#endif  // MUFLOW_SM90A_DEVICE
+// Pins the accumulators: the compiler may not read or move them across this point (the
+// wgmma writing them is asynchronous until wgmma.wait_group).
+__device__ __forceinline__ void fence_accumulators(float (&d)[128]) {
+#pragma unroll
+  for (int i = 0; i < 128; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
 
-// Rows [m0, m0 + 128) × columns [n0, n0 + 256) of C.
-__device__ __forceinline__ void tile(const uint16_t* __restrict__ a, int64_t lda,
-                                     const uint16_t* __restrict__ w, int64_t ldw,
-                                     const float* __restrict__ bias, float* __restrict__ c,
-                                     int64_t ldc, int64_t m, int64_t n, int64_t k, int64_t m0,
-                                     int64_t n0, unsigned char* smem) {
-#if defined(MUFLOW_SM90A_DEVICE)
-  smem += (1024 - __cvta_generic_to_shared(smem) % 1024) % 1024;
-  const int wg = static_cast<int>(threadIdx.x) / 128;
+// Warpgroup 0: for each of this block's tiles, each k tile into the next stage once the
+// consumers have released it (empty), then one arrival on the stage's full barrier per thread
+// when its copies have landed.
+template <typename Tiles>
+__device__ __forceinline__ void produce(const Tiles& tiles, int64_t k, unsigned char* smem,
+                                        uint64_t* full, uint64_t* empty) {
+  const int p = static_cast<int>(threadIdx.x);
   const int num_k_tiles = static_cast<int>((k + BK - 1) / BK);
-  auto load = [&](int t) {
-    unsigned char* stage = smem + (t % STAGES) * kStageBytes;
-    load_operand<BM>(stage, a, lda, m, k, m0, static_cast<int64_t>(t) * BK);
-    load_operand<BN>(stage + kAStageBytes, w, ldw, n, k, n0, static_cast<int64_t>(t) * BK);
-  };
-  float acc[128];
-#pragma unroll
-  for (int i = 0; i < 128; ++i) acc[i] = 0.f;
-  // kAhead tiles in flight. Tile t + kAhead is loaded into the slot tile t + kAhead − STAGES
-  // used: its MMAs are complete, as each iteration waits for all but its last kMmaInFlight.
-  constexpr int kAhead = STAGES - 1 - kMmaInFlight;
-#pragma unroll
-  for (int t = 0; t < kAhead; ++t) {
-    if (t < num_k_tiles) load(t);
-    cp_async_commit();
-  }
-  for (int kt = 0; kt < num_k_tiles; ++kt) {
-    cp_async_wait<kAhead - 1>();  // this thread's copies of tile kt have landed
-    // cp.async wrote through the generic proxy, wgmma reads through the async one.
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    __syncthreads();  // every thread's copies; every warpgroup's MMAs of the slot's last tile
-    if (kt + kAhead < num_k_tiles) load(kt + kAhead);
-    cp_async_commit();
-    const unsigned char* stage = smem + (kt % STAGES) * kStageBytes;
-    const unsigned char* sa = stage + wg * 64 * 128;  // this warpgroup's rows 64wg .. 64wg + 63
-    const unsigned char* sb = stage + kAStageBytes;
-    const int64_t left = k - static_cast<int64_t>(kt) * BK;  // > 0
-    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-    if (left >= BK) {
-#pragma unroll
-      for (int ch = 0; ch < BK / 16; ++ch) {
-        wgmma_m64n256k16(acc, descriptor(sa + 32 * ch), descriptor(sb + 32 * ch));
-      }
-    } else {
-      // The last, partial tile: only the chunks that start below K (uniform over the
-      // warpgroup, as wgmma requires).
-      for (int ch = 0; 16 * ch < left; ++ch) {
-        wgmma_m64n256k16(acc, descriptor(sa + 32 * ch), descriptor(sb + 32 * ch));
-      }
+  uint32_t j = 0;  // k tiles loaded by this block, over all its tiles
+  for (int i = static_cast<int>(blockIdx.x); i < tile_count(tiles);
+       i += static_cast<int>(gridDim.x)) {
+    const Tile t = tile_at(tiles, i);
+    const OperandCopy a(t.a, t.lda, t.m, t.m0, p), w(t.w, t.ldw, t.n, t.n0, p);
+    const int64_t chunk_k = 8 * (p % 8);
+    for (int kt = 0; kt < num_k_tiles; ++kt, ++j) {
+      const int s = static_cast<int>(j % STAGES);
+      if (j >= STAGES) mbar_wait(&empty[s], ((j / STAGES) + 1) & 1);
+      unsigned char* stage = smem + s * kStageBytes;
+      const int64_t k0 = static_cast<int64_t>(kt) * BK;
+      const bool in_k = k0 + chunk_k < k;
+      a.template load<BM>(stage, k0, in_k);
+      w.template load<BN>(stage + kAStageBytes, k0, in_k);
+      cp_async_arrive(&full[s]);
     }
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kMmaInFlight) : "memory");
   }
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
   cp_async_wait<0>();
-  // acc[4j + e]: row 16·warp + lane / 4 (+ 8 for e ≥ 2) of this warpgroup's 64, column
-  // 8j + 2·(lane % 4) + e % 2 (PTX ISA, the m64nNk16 accumulator fragment); bias added last.
+}
+
+// Warpgroups 1 and 2 (`cw` 0, 1: rows 64·cw .. 64·cw + 63 of each tile): each k tile's MMAs
+// once its stage is full, one k tile's MMAs left in flight while the next stage is awaited;
+// a stage is released (one arrival per warp) once the MMAs that read it have completed.
+template <typename Tiles>
+__device__ __forceinline__ void consume(const Tiles& tiles, int64_t k, const unsigned char* smem,
+                                        uint64_t* full, uint64_t* empty, int cw) {
   const int warp = (static_cast<int>(threadIdx.x) % 128) / 32,
             lane = static_cast<int>(threadIdx.x) % 32;
-  const int64_t row = m0 + wg * 64 + 16 * warp + lane / 4;
+  const int num_k_tiles = static_cast<int>((k + BK - 1) / BK);
+  uint32_t j = 0;  // k tiles consumed by this block, over all its tiles
+  for (int i = static_cast<int>(blockIdx.x); i < tile_count(tiles);
+       i += static_cast<int>(gridDim.x)) {
+    const Tile t = tile_at(tiles, i);
+    float acc[128];
 #pragma unroll
-  for (int j = 0; j < 32; ++j) {
+    for (int e = 0; e < 128; ++e) acc[e] = 0.f;
+    for (int kt = 0; kt < num_k_tiles; ++kt, ++j) {
+      const int s = static_cast<int>(j % STAGES);
+      mbar_wait(&full[s], (j / STAGES) & 1);
+      // cp.async wrote through the generic proxy, wgmma reads through the async one.
+      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+      const unsigned char* stage = smem + s * kStageBytes;
+      const unsigned char* sa = stage + cw * 64 * 128;
+      const unsigned char* sb = stage + kAStageBytes;
+      const int64_t left = k - static_cast<int64_t>(kt) * BK;  // > 0
+      asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+      if (left >= BK) {
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int64_t gm = row + 8 * (e / 2), gn = n0 + 8 * j + 2 * (lane % 4) + e % 2;
-      if (gm < m && gn < n) {
-        c[gm * ldc + gn] = bias != nullptr ? acc[4 * j + e] + bias[gn] : acc[4 * j + e];
+        for (int ch = 0; ch < BK / 16; ++ch) {
+          wgmma_m64n256k16(acc, descriptor(sa + 32 * ch), descriptor(sb + 32 * ch));
+        }
+      } else {
+        // The last, partial k tile: only the chunks that start below K (uniform over the
+        // warpgroup, as wgmma requires).
+        for (int ch = 0; 16 * ch < left; ++ch) {
+          wgmma_m64n256k16(acc, descriptor(sa + 32 * ch), descriptor(sb + 32 * ch));
+        }
+      }
+      asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+      asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+      // The previous k tile's MMAs (this warp's part) have completed: its stage is free.
+      if (kt > 0 && lane == 0) mbar_arrive(&empty[(j - 1) % STAGES]);
+    }
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    fence_accumulators(acc);
+    if (lane == 0 && num_k_tiles > 0) mbar_arrive(&empty[(j - 1) % STAGES]);
+    // acc[4q + e]: row 16·warp + lane / 4 (+ 8 for e ≥ 2) of this warpgroup's 64, column
+    // 8q + 2·(lane % 4) + e % 2 (PTX ISA, the m64nNk16 accumulator fragment); bias added last.
+    const int64_t row = t.m0 + cw * 64 + 16 * warp + lane / 4;
+#pragma unroll
+    for (int q = 0; q < 32; ++q) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int64_t gm = row + 8 * (e / 2), gn = t.n0 + 8 * q + 2 * (lane % 4) + e % 2;
+        if (gm < t.m && gn < t.n) {
+          t.c[gm * t.ldc + gn] = t.bias != nullptr ? acc[4 * q + e] + t.bias[gn] : acc[4 * q + e];
+        }
       }
     }
+  }
+}
+
+#endif  // MUFLOW_SM90A_DEVICE
+
+// A persistent launch (one block per SM at most): block b runs tiles b, b + gridDim.x, ... of
+// `tiles`, its producer loading the next tile's stages while the consumers finish and write
+// the last one.
+template <typename Tiles>
+__global__ void __launch_bounds__(kThreads, 1) persistent_kernel(const Tiles tiles, int64_t k) {
+#if defined(MUFLOW_SM90A_DEVICE)
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  unsigned char* smem = smem_raw + (1024 - __cvta_generic_to_shared(smem_raw) % 1024) % 1024;
+  auto* full = reinterpret_cast<uint64_t*>(smem + STAGES * kStageBytes);
+  uint64_t* empty = full + STAGES;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(&full[s], 128);              // the producer's threads
+      mbar_init(&empty[s], 4 * kConsumers);  // the consumers' warps
+    }
+  }
+  __syncthreads();
+  const int wg = static_cast<int>(threadIdx.x) / 128;
+  if (wg == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
+    produce(tiles, k, smem, full, empty);
+  } else {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
+    consume(tiles, k, smem, full, empty, wg - 1);
   }
 #else
   __trap();  // never launched: available() is false where the build has no sm_90a code
 #endif
 }
 
-// Row tiles vary fastest, so the blocks resident together share W's column tiles (read from
-// DRAM once, then from L2) while A, the smaller operand, stays in L2.
-__global__ void __launch_bounds__(kThreads, 1)
-    gemm_kernel(const uint16_t* a, int64_t lda, const uint16_t* w, int64_t ldw, const float* bias,
-                float* c, int64_t ldc, int64_t m, int64_t n, int64_t k) {
-  extern __shared__ __align__(1024) unsigned char smem[];
-  tile(a, lda, w, ldw, bias, c, ldc, m, n, k, static_cast<int64_t>(blockIdx.x) * BM,
-       static_cast<int64_t>(blockIdx.y) * BN, smem);
+// Per device: 0 not asked yet, else the SM count (devices past the table are asked every time).
+int sm_count() {
+  static std::array<std::atomic<int>, 64> known{};
+  int device = 0, sms = 0;
+  MUFLOW_CUDA_ASSERT(cudaGetDevice(&device));
+  const bool cached = device >= 0 && static_cast<size_t>(device) < known.size();
+  if (cached) {
+    const int n = known[static_cast<size_t>(device)].load(std::memory_order_relaxed);
+    if (n != 0) return n;
+  }
+  MUFLOW_CUDA_ASSERT(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  if (cached) known[static_cast<size_t>(device)].store(sms, std::memory_order_relaxed);
+  return sms;
 }
 
-__global__ void __launch_bounds__(kThreads, 1)
-    grouped_kernel(const GemmGroup* groups, const int32_t* tile_start, int num_groups, int64_t n,
-                   int64_t k) {
-  extern __shared__ __align__(1024) unsigned char smem[];
-  const int t = static_cast<int>(blockIdx.x);
-  const int g = group_of_tile(tile_start, num_groups, t);
-  const GemmGroup gr = groups[g];
-  tile(static_cast<const uint16_t*>(gr.a), k, static_cast<const uint16_t*>(gr.w), k, nullptr, gr.c,
-       n, gr.m, n, k, static_cast<int64_t>(t - tile_start[g]) * BM,
-       static_cast<int64_t>(blockIdx.y) * BN, smem);
-}
-
-void launch_dense(const uint16_t* a, int64_t lda, const uint16_t* w, int64_t ldw, const float* bias,
-                  float* c, int64_t ldc, int64_t m, int64_t n, int64_t k, cudaStream_t stream) {
-  allow_shared_memory(gemm_kernel, kSmemBytes);
-  const dim3 grid(static_cast<unsigned>((m + BM - 1) / BM),
-                  static_cast<unsigned>((n + BN - 1) / BN));
-  gemm_kernel<<<grid, kThreads, kSmemBytes, stream>>>(a, lda, w, ldw, bias, c, ldc, m, n, k);
-}
-
-void launch_grouped(const GemmGroup* groups, const int32_t* tile_start, int num_groups,
-                    int total_tiles, int64_t n, int64_t k, cudaStream_t stream) {
-  allow_shared_memory(grouped_kernel, kSmemBytes);
-  const dim3 grid(static_cast<unsigned>(total_tiles), static_cast<unsigned>((n + BN - 1) / BN));
-  grouped_kernel<<<grid, kThreads, kSmemBytes, stream>>>(groups, tile_start, num_groups, n, k);
+template <typename Tiles>
+void launch(const Tiles& tiles, int64_t count, int64_t k, cudaStream_t stream) {
+  allow_shared_memory(persistent_kernel<Tiles>, kSmemBytes);
+  const auto blocks = static_cast<unsigned>(std::min<int64_t>(count, sm_count()));
+  persistent_kernel<Tiles><<<blocks, kThreads, kSmemBytes, stream>>>(tiles, k);
 }
 
 }  // namespace
@@ -243,17 +410,24 @@ void gemm_bf16(const uint16_t* a, int64_t lda, const uint16_t* w, int64_t ldw, c
                     reinterpret_cast<uintptr_t>(a) % 16 == 0 &&
                     reinterpret_cast<uintptr_t>(w) % 16 == 0,
                 "cuda gemm_bf16 (sm90): k, lda, ldw multiples of 8 and A, W 16-byte aligned");
-  MUFLOW_ASSERT((n + BN - 1) / BN <= 65535,
-                "cuda gemm_bf16 (sm90): too many columns for one launch");
-  launch_dense(a, lda, w, ldw, bias, c, ldc, m, n, k, stream);
+  const int64_t row_tiles = (m + BM - 1) / BM, col_tiles = (n + BN - 1) / BN;
+  MUFLOW_ASSERT(row_tiles * col_tiles <= INT32_MAX / 2,
+                "cuda gemm_bf16 (sm90): more than 2^30 tiles in one launch");
+  const DenseTiles tiles{
+      a, lda, w, ldw, bias, c, ldc, m, n, static_cast<int>(row_tiles), static_cast<int>(col_tiles)};
+  launch(tiles, row_tiles * col_tiles, k, stream);
 }
 
 void grouped_gemm_bf16(const GemmGroup* groups, const int32_t* tile_start, int num_groups,
                        int total_tiles, int64_t n, int64_t k, cudaStream_t stream) {
   MUFLOW_ASSERT(available(), "cuda grouped_gemm_bf16 (sm90): not an sm_90 GPU or no sm_90a code");
   MUFLOW_ASSERT(k % 8 == 0, "cuda grouped_gemm_bf16 (sm90): k must be a multiple of 8");
-  MUFLOW_ASSERT((n + BN - 1) / BN <= 65535, "cuda grouped_gemm_bf16 (sm90): too many columns");
-  launch_grouped(groups, tile_start, num_groups, total_tiles, n, k, stream);
+  const int64_t col_tiles = (n + BN - 1) / BN;
+  MUFLOW_ASSERT(int64_t{total_tiles} * col_tiles <= INT32_MAX / 2,
+                "cuda grouped_gemm_bf16 (sm90): more than 2^30 tiles in one launch");
+  const GroupedTiles tiles{groups, tile_start, num_groups, total_tiles, static_cast<int>(col_tiles),
+                           n,      k};
+  launch(tiles, int64_t{total_tiles} * col_tiles, k, stream);
 }
 
 }  // namespace muflow::kernels::cuda::sm90

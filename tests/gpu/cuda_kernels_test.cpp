@@ -93,10 +93,11 @@ TEST(CudaGemm, Bf16MatchesTheReferenceWithinTolerance) {
   };
   // The decode kernels (m ≤ 8, m ≤ 16; 8,200 columns: their wide configuration) with columns
   // that end mid-warp, K tails of half a chunk (2056, 264) and of 6.5 chunks (1000) in their
-  // 128-k stages, Ks that wrap their stage rings several times; the tile kernels.
-  for (const Shape s :
-       {Shape{1, 8, 8}, Shape{3, 130, 64}, Shape{5, 61, 2056}, Shape{12, 37, 1000},
-        Shape{3, 8200, 264}, Shape{33, 200, 136}, Shape{129, 257, 512}, Shape{300, 128, 256}}) {
+  // 128-k stages, Ks that wrap their stage rings several times; the tile kernels; K = 0 on
+  // the sm_90 kernel (C is the bias: no k tile to load or multiply).
+  for (const Shape s : {Shape{1, 8, 8}, Shape{3, 130, 64}, Shape{5, 61, 2056}, Shape{12, 37, 1000},
+                        Shape{3, 8200, 264}, Shape{33, 200, 136}, Shape{129, 257, 512},
+                        Shape{300, 128, 256}, Shape{200, 300, 0}}) {
     std::vector<float> x = ref::random_floats(rng, s.m * s.k, -2.f, 2.f);
     std::vector<uint16_t> xb(x.size());
     for (size_t i = 0; i < x.size(); ++i) xb[i] = f32_to_bf16(x[i]);
@@ -179,6 +180,9 @@ TEST(CudaGemm, Bf16RowsAreBatchInvariant) {
   expect_batch_invariant<uint16_t>(true);
   // 8,200 columns: the decode kernel's wide configuration (from 8,192 columns) at 1..17 rows.
   expect_batch_invariant<uint16_t>(true, 128, 8200, 17);
+  // 2,304 rows × 4,100 columns: 18 × 17 tiles of the sm_90 kernel, more than one per SM, so
+  // its blocks carry their stages from tile to tile, and a band of 16 row tiles then one of 2.
+  expect_batch_invariant<uint16_t>(true, 2304, 4100, 9);
 }
 
 TEST(CudaGemm, F32RowsAreBatchInvariant) {
@@ -189,9 +193,9 @@ TEST(CudaGemm, F32RowsAreBatchInvariant) {
 // One launch over groups of `ms` rows (each with its own weights) gives each group bitwise
 // what the dense GEMM gives it alone (whose tile height its own m picks).
 template <typename In>
-void expect_grouped_equals_dense(bool bf16, const std::vector<int64_t>& ms) {
+void expect_grouped_equals_dense(bool bf16, const std::vector<int64_t>& ms, int64_t n = 200) {
   ref::SplitMix64 rng(ref::test_seed("CudaGemm.Grouped", 104));
-  const int64_t n = 200, k = 72;
+  const int64_t k = 72;
   std::vector<kernels::cuda::DeviceBuffer> xs, ws, cs;
   std::vector<kc::GemmGroup> groups;
   for (int64_t m : ms) {
@@ -236,6 +240,9 @@ TEST(CudaGemm, GroupedBf16EqualsDenseBitwise) {
            {0, 3, 40, 1, 130}, {1, 2, 0, 5, 3}, {12, 9, 16, 0, 20}, {200, 0, 70, 129}}) {
     expect_grouped_equals_dense<uint16_t>(true, ms);
   }
+  // 29 row tiles of 128 (groups of 700, 1,500, 333, 900 rows) × 6 column tiles: more tiles
+  // than SMs, bands across group boundaries.
+  expect_grouped_equals_dense<uint16_t>(true, {700, 0, 1500, 333, 900}, 1300);
 }
 
 TEST(CudaGemm, GroupedF32EqualsDenseBitwise) {
