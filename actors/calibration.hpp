@@ -66,14 +66,17 @@ struct CalibrationOptions {
 ///    have none of these. Optional: if these runs fail, calibration warns and writes none of
 ///    the host_* rows;
 ///  - stage_overhead: a tiny model (hidden 16) with the topology's wiring and devices is run
-///    on the cpu backend (three timed runs, then a warm-up and a traced run on a second
-///    server), and the same topology in the sim with zero kernel times: with 1 µs per stage
+///    on the measured backend (three timed runs, then a warm-up and a traced run on a second
+///    server), and the same topology in the sim: with zero kernel times and 1 µs per stage
 ///    run its inter-token latency counts the stage runs per decode step on the critical path;
-///    with the tiny model's own barrier and grant times (its traced run against the sim's,
-///    measured as above, pooled over sizes) it gives what those cost per step. The host time
-///    per stage run is the cpu run's inter-token latency less that, over the runs per step
-///    (actor messages; it also holds the tiny model's own in-run host time, which host_* rows
-///    count again: a few µs per run).
+///    with the tiny model's own calls (its attention, expert and LM-head executor calls timed
+///    as the rows above are: on cuda each is an upload, launches, a download and a stream
+///    synchronization, tens of µs, which every row of the real model already holds) and its
+///    own barrier and grant times (its traced run against the sim's, measured as above,
+///    pooled over sizes) it gives what those cost per step. The host time per stage run is
+///    the measured run's inter-token latency less that, over the runs per step (actor
+///    messages; it also holds the tiny model's own in-run host time, which host_* rows count
+///    again: a few µs per run).
 /// Blocks the calling thread (seconds for small models, minutes for large ones). Errors: the
 /// topology's (model folder, dims) and the backend's (Unimplemented: cuda in a build without
 /// CUDA; FailedPrecondition: no GPU or an unsupported one; ResourceExhausted: out of GPU

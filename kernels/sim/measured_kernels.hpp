@@ -27,8 +27,9 @@
 ///  - `lm_head,n,0,0,s`: final norm, LM head and sampling of n rows.
 ///  - `stage_overhead,0,0,0,s`: host time per stage run around the runs (actor messages),
 ///    measured end to end on a tiny model (so it also holds that model's small in-run host
-///    time), less that model's barrier and grant times, which the host_dispatch /
-///    host_combine / host_grant rows charge.
+///    time), less that model's own executor calls, which the rows above charge (on cuda an
+///    upload, launches, a download and a synchronization each), and its barrier and grant
+///    times, which the host_dispatch / host_combine / host_grant rows charge.
 ///  - `host_attention,n,0,0,s`, `host_expert,n,0,0,s`, `host_sampler,n,0,0,s` (optional): host
 ///    time inside one stage run of that kind on n tokens beyond its kernels' time (merging the
 ///    μ-queue's batches, assembling inputs, scattering outputs, allocation), measured in situ:
