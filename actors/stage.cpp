@@ -26,6 +26,9 @@ struct PendingRun {
   RunInfo info;
   absl::Status status;
   std::vector<Send> out;
+  /// A shared run (engine/exec/device_activity.hpp): it ends when a finish message of its
+  /// latest generation arrives (end_s is then the clock's time), not at end_s.
+  bool shared = false;
 };
 
 struct StageState {
@@ -108,13 +111,19 @@ DeviceGate& gate(caf::stateful_actor<StageState>* self) {
 void set_device_busy(caf::stateful_actor<StageState>* self, bool busy) {
   const auto& st = self->state;
   const auto d = static_cast<size_t>(st.device_index);
+  const double t_us = now_us(self);
   if (d < st.ctx->executors.size() && st.ctx->executors[d]) {
-    st.ctx->executors[d]->set_device_busy(busy);
+    st.ctx->executors[d]->set_device_busy(busy, t_us * 1e-6);
   }
   if (st.ctx->trace) {
-    st.ctx->trace->counter("busy", st.device_index, now_us(self),
-                           nlohmann::json{{"busy", busy ? 1 : 0}});
+    st.ctx->trace->counter("busy", st.device_index, t_us, nlohmann::json{{"busy", busy ? 1 : 0}});
   }
+}
+
+engine::exec::Executor* executor(caf::stateful_actor<StageState>* self) {
+  const auto& st = self->state;
+  const auto d = static_cast<size_t>(st.device_index);
+  return d < st.ctx->executors.size() ? st.ctx->executors[d].get() : nullptr;
 }
 
 // Records the execution [begin_s, end_s], reports busy time, sends the outputs and frees the
@@ -162,6 +171,8 @@ void start_run(caf::stateful_actor<StageState>* self) {
   auto& st = self->state;
   const double begin_s = st.ctx->seconds_since_start(self->home_system().clock().now());
   set_device_busy(self, true);
+  engine::exec::Executor* ex = executor(self);
+  if (st.ctx->virtual_time && ex != nullptr) (void)ex->take_shared_work();  // (none before)
   std::vector<Send> out;
   RunInfo info;
   absl::Status s = st.impl->run(out, info);
@@ -176,9 +187,26 @@ void start_run(caf::stateful_actor<StageState>* self) {
       info.seconds + (dev < st.ctx->step_overhead_s.size()
                           ? st.ctx->step_overhead_s[dev][static_cast<size_t>(st.impl->layer().kind)]
                           : 0.0);
+  const engine::exec::DeviceActivity::SharedWork work =
+      ex != nullptr ? ex->take_shared_work() : engine::exec::DeviceActivity::SharedWork{};
+  if (work.alone_s > 0 && ex->activity() != nullptr) {
+    // Expert work whose speed depends on the node's other devices: a shared run, its end
+    // moved whenever one of them starts or ends a run (finish messages of older generations
+    // are stale).
+    auto reschedule = [me = caf::actor_cast<caf::actor>(self)](double delay_s, uint64_t gen) {
+      caf::delayed_anon_send(me, std::chrono::nanoseconds(std::llround(delay_s * 1e9)),
+                             finish_atom::value, static_cast<int64_t>(gen));
+    };
+    const auto [delay_s, gen] = ex->activity()->start_shared(
+        st.device_index, begin_s, work, seconds - work.charged_s, std::move(reschedule));
+    st.pending.emplace(PendingRun{begin_s, begin_s + delay_s, info, s, std::move(out), true});
+    self->delayed_send(self, std::chrono::nanoseconds(std::llround(delay_s * 1e9)),
+                       finish_atom::value, static_cast<int64_t>(gen));
+    return;
+  }
   st.pending.emplace(PendingRun{begin_s, begin_s + seconds, info, s, std::move(out)});
   self->delayed_send(self, std::chrono::nanoseconds(std::llround(seconds * 1e9)),
-                     finish_atom::value);
+                     finish_atom::value, int64_t{0});
 }
 
 void fail(caf::stateful_actor<StageState>* self, const absl::Status& status) {
@@ -219,9 +247,14 @@ caf::behavior stage_behavior(caf::stateful_actor<StageState>* self, RunContextPt
                    ready);
       },
       [=](grant_atom) { start_run(self); },
-      [=](finish_atom) {
+      [=](finish_atom, int64_t gen) {
         auto& st = self->state;
         if (!st.pending) return;
+        if (st.pending->shared) {
+          engine::exec::DeviceActivity* a = executor(self)->activity();
+          if (!a->current(st.device_index, static_cast<uint64_t>(gen))) return;  // moved since
+          st.pending->end_s = st.ctx->seconds_since_start(self->home_system().clock().now());
+        }
         PendingRun run = std::move(*st.pending);
         st.pending.reset();
         complete_run(self, run.begin_s, run.end_s, run.info, run.status, run.out);

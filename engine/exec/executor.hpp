@@ -9,8 +9,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "engine/serving/kv_cache.hpp"
 #include "engine/dataflow/token_batch.hpp"
+#include "engine/exec/device_activity.hpp"
+#include "engine/serving/kv_cache.hpp"
 #include "engine/topology/topology.hpp"
 
 namespace muflow::engine::exec {
@@ -85,7 +86,15 @@ class Executor {
   /// default does nothing (real backends); the sim, whose actors all run on one thread,
   /// records it in the run's DeviceActivity (engine/exec/device_activity.hpp), which
   /// contention-dependent kernel times read.
-  virtual void set_device_busy(bool busy) {}
+  /// `now_s`: the run's virtual time (seconds since its start) where the clock is virtual.
+  virtual void set_device_busy(bool busy, double now_s) {}
+  /// The sim: the contended work of the expert calls since the last take (their times with
+  /// no peer busy and with all busy, and what they were charged), for a shared run
+  /// (DeviceActivity::start_shared); zero work where the calls' time does not depend on the
+  /// peers (no `expert_alone` rows, alone equal to shared) and on real backends.
+  virtual DeviceActivity::SharedWork take_shared_work() { return {}; }
+  /// The sim: the run's DeviceActivity this executor's device belongs to; null elsewhere.
+  virtual DeviceActivity* activity() { return nullptr; }
   /// Brings this executor's own copy of `kv`'s rows of `request_ids` up to the host cache,
   /// for a backend that keeps one (cuda: the device KV cache, engine/exec/cuda_kv_cache.hpp),
   /// and waits for it. attention does this by itself for its rows; calibration calls it

@@ -27,18 +27,33 @@ SimExecutor::SimExecutor(const model::ModelConfig& config, kernels::sim::DeviceK
       activity_(std::move(activity)),
       device_(device) {}
 
-void SimExecutor::set_device_busy(bool busy) {
-  if (activity_) activity_->set_busy(device_, busy);
+void SimExecutor::set_device_busy(bool busy, double now_s) {
+  if (activity_) activity_->set_busy(device_, busy, now_s);
 }
 
-double SimExecutor::measured_expert_seconds(int64_t n, int64_t ffn) const {
+DeviceActivity::SharedWork SimExecutor::take_shared_work() {
+  return std::exchange(shared_, DeviceActivity::SharedWork{});
+}
+
+double SimExecutor::measured_expert_seconds(int64_t n, int64_t ffn) {
   // The calibration timed `concurrent` devices at once; 0 = this one ran alone.
   const int64_t others = measured_->concurrent() - 1;
   const double busy_share =
       activity_ && others > 0 ? std::min(1.0, static_cast<double>(activity_->busy_peers(device_)) /
                                                   static_cast<double>(others))
                               : 1.0;
-  return measured_->expert_seconds(n, ffn, busy_share);
+  const double charged = measured_->expert_seconds(n, ffn, busy_share);
+  if (activity_ && others > 0 && measured_->has_expert_alone()) {
+    const double alone = measured_->expert_seconds(n, ffn, 0.0);
+    const double shared = measured_->expert_seconds(n, ffn, 1.0);
+    if (alone > 0 && alone != shared) {
+      shared_.alone_s += alone;
+      shared_.shared_s += shared;
+      shared_.charged_s += charged;
+      shared_.others = others;
+    }
+  }
+  return charged;
 }
 
 double SimExecutor::seconds_for(const kernels::sim::OpCost& cost, int64_t num_tokens) const {

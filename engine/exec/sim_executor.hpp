@@ -48,16 +48,21 @@ class SimExecutor final : public Executor {
   double barrier_host_seconds(bool dispatch, int64_t rows) const override;
   /// The measured host_grant row; 0 without one (and on the roofline).
   double grant_host_seconds() const override;
-  /// Records this device (`device`) busy or idle in the run's DeviceActivity, if any.
-  void set_device_busy(bool busy) override;
+  /// Records this device (`device`) busy or idle in the run's DeviceActivity, if any, at
+  /// `now_s` (its shared runs move: DeviceActivity::set_busy).
+  void set_device_busy(bool busy, double now_s) override;
+  /// The measured expert calls' contended work since the last take (device_activity.hpp).
+  DeviceActivity::SharedWork take_shared_work() override;
+  DeviceActivity* activity() override { return activity_.get(); }
 
   const kernels::sim::DeviceKind& kind() const { return kind_; }
 
  private:
   double seconds_for(const kernels::sim::OpCost& cost, int64_t num_tokens) const;
   /// Measured expert time at width `ffn` on `n` rows with this node's other devices as busy
-  /// as they are now (MeasuredKernels::expert_seconds' `busy_share`).
-  double measured_expert_seconds(int64_t n, int64_t ffn) const;
+  /// as they are now (MeasuredKernels::expert_seconds' `busy_share`); adds the call to the
+  /// contended work take_shared_work returns where the time depends on the peers.
+  double measured_expert_seconds(int64_t n, int64_t ffn);
 
   model::ModelConfig config_;
   kernels::sim::DeviceKind kind_;
@@ -67,6 +72,7 @@ class SimExecutor final : public Executor {
   std::shared_ptr<const kernels::sim::MeasuredKernels> measured_;  ///< null: the roofline
   std::shared_ptr<DeviceActivity> activity_;  ///< the run's busy devices (null: not tracked)
   int64_t device_ = 0;                        ///< this executor's device index in activity_
+  DeviceActivity::SharedWork shared_;         ///< contended work since the last take
 };
 
 }  // namespace muflow::engine::exec

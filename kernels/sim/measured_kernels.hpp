@@ -59,10 +59,11 @@
 ///    extrapolation beyond the last two points, the first point's time below it; no host_*
 ///    rows of a kind: 0.
 ///  - contention (with `expert_alone` rows): t = t_alone + s · (t_expert − t_alone), s = the
-///    share of the other measured threads whose devices are busy when the run starts (busy
-///    devices of the node beside this one / (concurrent − 1), at most 1). A model of shared
-///    memory bandwidth by occupancy at the start, not a flow model: a run does not speed up
-///    when its neighbour finishes halfway.
+///    share of the other measured threads whose devices are busy (busy devices of the node
+///    beside this one / (concurrent − 1), at most 1). In a simulated run s is not taken once
+///    at the run's start: the run progresses at rate t_alone / t(s) while s holds and its end
+///    moves whenever a device of its node starts or ends a run (a flow model of the node's
+///    memory bandwidth: engine/exec/device_activity.hpp, shared runs).
 ///
 /// Value type; const methods may be called from any thread.
 
