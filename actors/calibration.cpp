@@ -361,12 +361,21 @@ std::vector<engine::serving::Request> host_time_requests(int64_t vocab) {
 /// µs, in trace order.
 using Slices = std::map<std::tuple<std::string, int64_t, int64_t>, std::vector<double>>;
 
-/// One barrier of a traced run: when its last source's contribution arrived, when its first
-/// destination's run started (µs), and the rows it moved (the block's expert-stage tokens of
-/// that iteration: a dispatch delivers them, the combine sends them back).
+/// One barrier of a traced run: when its last source's contribution arrived, when its last
+/// source run (the block's attention runs for a dispatch, its expert runs for the combine)
+/// ended, when its first destination's run started (µs), and the rows it moved (the block's
+/// expert-stage tokens of that iteration: a dispatch delivers them, the combine sends them
+/// back).
 struct BarrierSpan {
   double last_arrival_us = -1e300;
+  double last_source_end_us = -1e300;
   double first_dest_us = 1e300;
+  /// Where the barrier's host time starts: the last source run's end (the hop from a stage's
+  /// end to its contribution's arrival at the collective is host time too: 34–39 µs on the
+  /// 2-core VM, 0 in the sim), or the last arrival where no source ran.
+  double start_us() const {
+    return last_source_end_us > -1e299 ? last_source_end_us : last_arrival_us;
+  }
 };
 /// (dispatch?, block, iteration) → span; rows by (block, iteration).
 struct Barriers {
@@ -459,9 +468,15 @@ absl::StatusOr<TraceRuns> read_trace_runs(const fs::path& path) {
           BarrierSpan& b = out.barriers.spans[{true, block, iteration}];
           b.first_dest_us = std::min(b.first_dest_us, e.ts_us);
           out.barriers.rows[{block, iteration}] += tokens;
+          BarrierSpan& c = out.barriers.spans[{false, block, iteration}];
+          c.last_source_end_us = std::max(c.last_source_end_us, e.ts_us + e.dur_us);
         } else if (after_combine && block > 0) {
           BarrierSpan& b = out.barriers.spans[{false, block - 1, iteration}];
           b.first_dest_us = std::min(b.first_dest_us, e.ts_us);
+        }
+        if (name.rfind("attn", 0) == 0) {
+          BarrierSpan& d = out.barriers.spans[{true, block, iteration}];
+          d.last_source_end_us = std::max(d.last_source_end_us, e.ts_us + e.dur_us);
         }
         return absl::OkStatus();
       },
@@ -506,8 +521,9 @@ void add_host_time_samples(const Slices& measured, const Slices& modeled, HostBu
 }
 
 /// Adds one traced run's barrier host times to `buckets`: each barrier's gap from its last
-/// arrival to its first destination's run, measured minus modeled (the same barrier: kind,
-/// block, iteration and rows), by power-of-two bucket of its rows.
+/// source run's end (BarrierSpan::start_us) to its first destination's run, measured minus
+/// modeled (the same barrier: kind, block, iteration and rows), by power-of-two bucket of its
+/// rows.
 void add_barrier_samples(const Barriers& measured, const Barriers& modeled, HostBuckets& buckets) {
   using Kind = kernels::sim::MeasuredKernels::RunKind;
   for (const auto& [key, span] : measured.spans) {
@@ -521,8 +537,9 @@ void add_barrier_samples(const Barriers& measured, const Barriers& modeled, Host
         rows->second < 1) {
       continue;  // not the same barrier in both runs
     }
-    const double gap_us = span.first_dest_us - span.last_arrival_us;
-    const double modeled_us = other->second.first_dest_us - other->second.last_arrival_us;
+    if (span.last_arrival_us < -1e299 || other->second.last_arrival_us < -1e299) continue;
+    const double gap_us = span.first_dest_us - span.start_us();
+    const double modeled_us = other->second.first_dest_us - other->second.start_us();
     if (!(gap_us >= 0 && gap_us < 1e12) || !(modeled_us >= 0 && modeled_us < 1e12)) continue;
     int bucket = 0;
     while ((int64_t{2} << bucket) <= rows->second) ++bucket;

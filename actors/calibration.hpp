@@ -56,8 +56,9 @@ struct CalibrationOptions {
 ///    wirings (iteration -1) runs of the same size pair in order, not as the same run. The
 ///    rows describe the topology's wiring (a HarMoEny or MoEShard expert stage runs several
 ///    experts or shards). From the same runs, host_dispatch / host_combine (barrier host time
-///    vs rows moved): each barrier's gap from its last source's contribution to its first
-///    destination's run, measured minus the sim's for the same barrier (kind, block,
+///    vs rows moved): each barrier's gap from its last source run's end (so the hop of that
+///    run's contribution to the collective counts too) to its first destination's run,
+///    measured minus the sim's for the same barrier (kind, block,
 ///    iteration, rows: the block's expert-stage tokens), per power-of-two rows bucket with
 ///    >= 5 barriers, the median, clamped at 0; and host_grant (one row): each hand-off
 ///    between two queued stages on one device (consecutive runs of one barrier's expert
