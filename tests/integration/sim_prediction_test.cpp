@@ -47,12 +47,15 @@ TEST(SimPrediction, CalibratedSimPredictsTheCpuBackend) {
   absl::StatusOr<kernels::sim::MeasuredKernels> table =
       kernels::sim::MeasuredKernels::read_csv(kernels.string());
   ASSERT_TRUE(table.ok()) << table.status();
-  EXPECT_GT(table->stage_overhead_s(), 0.0);
   {
     // The in-run host time was measured on the real model: rows for attention runs at least
     // (experts and samplers may measure no excess, which is written as 0 or left out).
     std::ifstream in(kernels);
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // The per-run overhead was measured (the tiny model's runs): its row is written, whatever
+    // its value; what the tiny model's calls, barriers and grants do not explain of its
+    // inter-token time can be nothing (0) on a loaded machine.
+    EXPECT_NE(text.find("\nstage_overhead,"), std::string::npos);
     EXPECT_NE(text.find("\nhost_attention,"), std::string::npos);
     // And the barriers' (topology_for: the sync wiring, a dispatch and a combine per layer).
     EXPECT_NE(text.find("\nhost_dispatch,"), std::string::npos);
