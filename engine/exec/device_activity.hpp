@@ -83,6 +83,7 @@ class DeviceActivity {
     advance_node(node, now_s);
     if (!busy && runs_[d].active) {
       runs_[d].active = false;
+      runs_[d].reschedule = nullptr;  // (it holds its owner's handle)
       --node_shared_[node];
     }
     std::vector<double>& before = scratch_;
