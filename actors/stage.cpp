@@ -193,9 +193,13 @@ void start_run(caf::stateful_actor<StageState>* self) {
     // Expert work whose speed depends on the node's other devices: a shared run, its end
     // moved whenever one of them starts or ends a run (finish messages of older generations
     // are stale).
-    auto reschedule = [me = caf::actor_cast<caf::actor>(self)](double delay_s, uint64_t gen) {
-      caf::delayed_anon_send(me, std::chrono::nanoseconds(std::llround(delay_s * 1e9)),
-                             finish_atom::value, static_cast<int64_t>(gen));
+    // (A weak address: the callback lives in the run's DeviceActivity, which this stage's
+    // own state reaches.)
+    auto reschedule = [me = self->address()](double delay_s, uint64_t gen) {
+      if (auto target = caf::actor_cast<caf::actor>(me)) {
+        caf::delayed_anon_send(target, std::chrono::nanoseconds(std::llround(delay_s * 1e9)),
+                               finish_atom::value, static_cast<int64_t>(gen));
+      }
     };
     const auto [delay_s, gen] = ex->activity()->start_shared(
         st.device_index, begin_s, work, seconds - work.charged_s, std::move(reschedule));
@@ -254,6 +258,10 @@ caf::behavior stage_behavior(caf::stateful_actor<StageState>* self, RunContextPt
           engine::exec::DeviceActivity* a = executor(self)->activity();
           if (!a->current(st.device_index, static_cast<uint64_t>(gen))) return;  // moved since
           st.pending->end_s = st.ctx->seconds_since_start(self->home_system().clock().now());
+        } else if (gen != 0) {
+          // A shared run's earlier projection (generations start at 1), left queued when that
+          // run ended sooner: not this run's end.
+          return;
         }
         PendingRun run = std::move(*st.pending);
         st.pending.reset();

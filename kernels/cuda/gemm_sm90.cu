@@ -260,7 +260,8 @@ __device__ __forceinline__ void produce(const Tiles& tiles, int64_t k, unsigned 
       cp_async_arrive(&full[s]);
     }
   }
-  cp_async_wait<0>();
+  // Its last copies land before it exits (they were never committed as a group: wait_all).
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
 }
 
 // Warpgroups 1 and 2 (`cw` 0, 1: rows 64·cw .. 64·cw + 63 of each tile): each k tile's MMAs
@@ -374,6 +375,7 @@ int sm_count() {
 
 template <typename Tiles>
 void launch(const Tiles& tiles, int64_t count, int64_t k, cudaStream_t stream) {
+  if (count == 0) return;  // (no tile: a grid of 0 blocks is a launch error)
   allow_shared_memory(persistent_kernel<Tiles>, kSmemBytes);
   const auto blocks = static_cast<unsigned>(std::min<int64_t>(count, sm_count()));
   persistent_kernel<Tiles><<<blocks, kThreads, kSmemBytes, stream>>>(tiles, k);
