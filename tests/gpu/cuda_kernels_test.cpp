@@ -94,10 +94,11 @@ TEST(CudaGemm, Bf16MatchesTheReferenceWithinTolerance) {
   // The decode kernels (m ≤ 8, m ≤ 16; 8,200 columns: their wide configuration) with columns
   // that end mid-warp, K tails of half a chunk (2056, 264) and of 6.5 chunks (1000) in their
   // 128-k stages, Ks that wrap their stage rings several times; the tile kernels; K = 0 on
-  // the sm_90 kernel (C is the bias: no k tile to load or multiply).
+  // the sm_90 kernel (C is the bias: no k tile to load or multiply), and 306 of its tiles
+  // with a bias (more tiles than SMs: a block's later tiles add the bias too).
   for (const Shape s : {Shape{1, 8, 8}, Shape{3, 130, 64}, Shape{5, 61, 2056}, Shape{12, 37, 1000},
                         Shape{3, 8200, 264}, Shape{33, 200, 136}, Shape{129, 257, 512},
-                        Shape{300, 128, 256}, Shape{200, 300, 0}}) {
+                        Shape{300, 128, 256}, Shape{200, 300, 0}, Shape{2304, 4100, 64}}) {
     std::vector<float> x = ref::random_floats(rng, s.m * s.k, -2.f, 2.f);
     std::vector<uint16_t> xb(x.size());
     for (size_t i = 0; i < x.size(); ++i) xb[i] = f32_to_bf16(x[i]);
