@@ -325,6 +325,29 @@ absl::StatusOr<RunOutcome> run_to_end(const Topology& topology,
   return out;
 }
 
+/// `concurrent` executors of `server`'s backend, its devices' in turn (as many rounds of
+/// make_executors as it takes). Errors: FailedPrecondition when the backend makes none (a
+/// topology without devices), instead of asking forever.
+absl::StatusOr<std::vector<std::shared_ptr<engine::exec::Executor>>> concurrent_executors(
+    const Server& server, int concurrent) {
+  std::vector<std::shared_ptr<engine::exec::Executor>> out;
+  while (static_cast<int>(out.size()) < concurrent) {
+    std::vector<std::shared_ptr<engine::exec::Executor>> round = server.make_executors();
+    if (round.empty()) {
+      return absl::FailedPreconditionError("calibrate: the backend made no executor (no devices)");
+    }
+    for (std::shared_ptr<engine::exec::Executor>& e : round) {
+      if (static_cast<int>(out.size()) < concurrent) out.push_back(std::move(e));
+    }
+  }
+  return out;
+}
+
+/// One timed point's row of the measured-kernels CSV ("op,tokens,context,width,seconds").
+std::string point_row(const Point& p, double seconds) {
+  return absl::StrFormat("%s,%d,%d,%d,%.9g\n", p.op, p.tokens, p.context, p.width, seconds);
+}
+
 /// Serves `requests` on `server` `rounds` times; each run's mean inter-token latency (ms).
 /// Errors: a run's, or its outcome's.
 absl::StatusOr<std::vector<double>> serve_rounds(
@@ -679,21 +702,17 @@ absl::StatusOr<double> measure_stage_overhead(const Topology& topology, const fs
                 static_cast<int64_t>((*cpu_server)->gemm_threads_per_device()), concurrent) +
       "op,tokens,context,width,seconds\n";
   {
-    std::vector<std::shared_ptr<engine::exec::Executor>> executors;
-    while (static_cast<int>(executors.size()) < concurrent) {
-      for (std::shared_ptr<engine::exec::Executor>& e : (*cpu_server)->make_executors()) {
-        if (static_cast<int>(executors.size()) < concurrent) executors.push_back(std::move(e));
-      }
-    }
-    Measurer m(served, std::move(executors), repeats);
+    absl::StatusOr<std::vector<std::shared_ptr<engine::exec::Executor>>> executors =
+        concurrent_executors(**cpu_server, concurrent);
+    if (!executors.ok()) return executors.status();
+    Measurer m(served, std::move(*executors), repeats);
     for (const Point& p : m.points(8, 64, /*evict=*/false)) {
       absl::StatusOr<double> sec = m.measure(p);
       if (!sec.ok()) {
         return absl::InternalError(absl::StrFormat("the tiny model's %s with %d tokens: %s", p.op,
                                                    p.tokens, sec.status().message()));
       }
-      absl::StrAppend(&tiny_rows, absl::StrFormat("%s,%d,%d,%d,%.9g\n", p.op, p.tokens, p.context,
-                                                  p.width, *sec));
+      absl::StrAppend(&tiny_rows, point_row(p, *sec));
     }
   }
   Topology sim =
@@ -775,12 +794,9 @@ absl::Status calibrate(const Topology& topology, const CalibrationOptions& optio
       options.concurrent > 0 ? options.concurrent : static_cast<int>(cpu.devices.size());
   // The sim kind the rows describe: "cpu", or the GPU's (e.g. "H200").
   const std::string sim_kind = (*server)->rate_kind();
-  std::vector<std::shared_ptr<engine::exec::Executor>> executors;
-  while (static_cast<int>(executors.size()) < concurrent) {
-    for (std::shared_ptr<engine::exec::Executor>& e : (*server)->make_executors()) {
-      if (static_cast<int>(executors.size()) < concurrent) executors.push_back(std::move(e));
-    }
-  }
+  absl::StatusOr<std::vector<std::shared_ptr<engine::exec::Executor>>> executors =
+      concurrent_executors(**server, concurrent);
+  if (!executors.ok()) return executors.status();
   auto progress = [&](const std::string& line) {
     if (options.progress) options.progress(line);
   };
@@ -795,7 +811,7 @@ absl::Status calibrate(const Topology& topology, const CalibrationOptions& optio
       absl::StrCat(meta_line(sim_kind, config, cpu.model.dtype, threads, concurrent),
                    "op,tokens,context,width,seconds\n");
   {
-    Measurer m(config, std::move(executors), options.repeats);
+    Measurer m(config, std::move(*executors), options.repeats);
     const std::vector<Point> points = m.points(options.max_tokens, options.max_context);
     for (size_t i = 0; i < points.size(); ++i) {
       const Point& p = points[i];
@@ -805,8 +821,7 @@ absl::Status calibrate(const Topology& topology, const CalibrationOptions& optio
                                                    p.op, p.tokens, p.context,
                                                    s.status().message()));
       }
-      const std::string row =
-          absl::StrFormat("%s,%d,%d,%d,%.9g\n", p.op, p.tokens, p.context, p.width, *s);
+      const std::string row = point_row(p, *s);
       out << row;
       kernel_rows += row;
       out.flush();

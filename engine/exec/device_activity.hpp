@@ -98,9 +98,12 @@ class DeviceActivity {
       r.reschedule(remaining_s(p), ++r.generation);
     }
   }
-  /// Starts `device`'s shared run at `now_s` (the device is busy; its run is not active): its
-  /// contended work `w` (alone_s > 0, others ≥ 1), then `fixed_s` ≥ 0. Returns the seconds to
-  /// its projected end and its generation; later moves come through `reschedule`.
+  /// Starts `device`'s shared run at virtual time `now_s` (seconds): its contended work `w`
+  /// (alone_s > 0, others ≥ 1), then `fixed_s` seconds (negative counts as 0). Returns the
+  /// seconds from now_s to its projected end and its generation (≥ 1); later moves come
+  /// through `reschedule`, called from set_busy on the sim's one thread. Aborts
+  /// (MUFLOW_ASSERT) unless the device is busy and has no active shared run, and w is as
+  /// stated.
   std::pair<double, uint64_t> start_shared(int64_t device, double now_s, const SharedWork& w,
                                            double fixed_s, Reschedule reschedule) {
     const size_t d = checked(device);

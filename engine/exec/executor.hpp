@@ -69,8 +69,8 @@ class Executor {
     return 0.0;
   }
   /// Modeled host seconds of one dispatch (`dispatch` true) or combine barrier moving `rows`
-  /// rows, between its last source's contribution and its destinations' runs; the collective
-  /// delays its deliveries by it.
+  /// rows, from its last source run's end to its destinations' runs (the contribution's hop to
+  /// the collective included); the collective delays its deliveries by it.
   /// Default 0 (real backends take it); the sim: the host_dispatch / host_combine rows of
   /// `[cost] kernels`. Called from the collective actors (the sim runs them on one thread).
   virtual double barrier_host_seconds(bool dispatch, int64_t rows) const { return 0.0; }

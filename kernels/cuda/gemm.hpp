@@ -38,7 +38,7 @@ namespace muflow::kernels::cuda {
 /// Shared memory per block the portable GEMM kernels ask for (the largest configuration of the
 /// bf16 tiles and of the narrow f32 kernel's ring), bytes: a GPU must allow it
 /// (cudaDevAttrMaxSharedMemoryPerBlockOptin; H100, H200 and A100 do, sm_86 and sm_89 parts do
-/// not). The sm_90 kernel's 197,632 bytes fit every sm_90 part.
+/// not). The sm_90 kernel's 197,696 bytes fit every sm_90 part.
 std::size_t gemm_shared_bytes();
 
 /// c[m, n] = Σ_k a[m, k]·w[n, k] (+ bias[n]); f32. bias may be null.

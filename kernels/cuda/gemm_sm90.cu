@@ -36,15 +36,22 @@ constexpr int kSmemBytes = STAGES * kStageBytes + 2 * STAGES * 8 + 1024;
 #define MUFLOW_SM90A_DEVICE 1
 #endif
 
-// One dense GEMM's tiles: row_tiles × col_tiles of C (m × n).
-struct DenseTiles {
+// One output tile's operands: rows [m0, m0 + 128) of A (m rows) against columns
+// [n0, n0 + 256) of W (n rows), into C (+ bias, or null).
+struct Tile {
   const uint16_t* a;
   int64_t lda;
   const uint16_t* w;
   int64_t ldw;
   const float* bias;
   float* c;
-  int64_t ldc, m, n;
+  int64_t ldc, m, n, m0, n0;
+};
+
+// One dense GEMM's tiles: row_tiles × col_tiles of C (m × n); `whole` is the GEMM's operands
+// (m0 = n0 = 0).
+struct DenseTiles {
+  Tile whole;
   int row_tiles, col_tiles;
 };
 
@@ -57,18 +64,6 @@ struct GroupedTiles {
 };
 
 #if defined(MUFLOW_SM90A_DEVICE)
-
-// One output tile's operands: rows [m0, m0 + 128) of A (m rows) against columns
-// [n0, n0 + 256) of W (n rows), into C (+ bias, or null).
-struct Tile {
-  const uint16_t* a;
-  int64_t lda;
-  const uint16_t* w;
-  int64_t ldw;
-  const float* bias;
-  float* c;
-  int64_t ldc, m, n, m0, n0;
-};
 
 // Linear tile `i` of a row_tiles × col_tiles grid in the banded order above.
 __device__ __forceinline__ void raster(int i, int row_tiles, int col_tiles, int& rt, int& ct) {
@@ -87,7 +82,10 @@ __device__ __forceinline__ int tile_count(const Tiles& t) {
 __device__ __forceinline__ Tile tile_at(const DenseTiles& d, int i) {
   int rt = 0, ct = 0;
   raster(i, d.row_tiles, d.col_tiles, rt, ct);
-  return {d.a, d.lda, d.w, d.ldw, d.bias, d.c, d.ldc, d.m, d.n, int64_t{rt} * BM, int64_t{ct} * BN};
+  Tile t = d.whole;
+  t.m0 = int64_t{rt} * BM;
+  t.n0 = int64_t{ct} * BN;
+  return t;
 }
 
 __device__ __forceinline__ Tile tile_at(const GroupedTiles& p, int i) {
@@ -415,8 +413,9 @@ void gemm_bf16(const uint16_t* a, int64_t lda, const uint16_t* w, int64_t ldw, c
   const int64_t row_tiles = (m + BM - 1) / BM, col_tiles = (n + BN - 1) / BN;
   MUFLOW_ASSERT(row_tiles * col_tiles <= INT32_MAX / 2,
                 "cuda gemm_bf16 (sm90): more than 2^30 tiles in one launch");
-  const DenseTiles tiles{
-      a, lda, w, ldw, bias, c, ldc, m, n, static_cast<int>(row_tiles), static_cast<int>(col_tiles)};
+  const DenseTiles tiles{{a, lda, w, ldw, bias, c, ldc, m, n, 0, 0},
+                         static_cast<int>(row_tiles),
+                         static_cast<int>(col_tiles)};
   launch(tiles, row_tiles * col_tiles, k, stream);
 }
 

@@ -38,8 +38,8 @@
 ///  - `host_dispatch,n,0,0,s`, `host_combine,n,0,0,s` (optional): host time of one dispatch or
 ///    combine barrier moving n rows, from its last source run's end to its first
 ///    destination's run (the contribution's hop to the collective, the collective's
-///    concatenation, the delivery of the batches),
-///    measured in situ like the host_* stage rows.
+///    concatenation, the delivery of the batches), measured in situ like the host_* stage
+///    rows.
 ///  - `host_grant,1,0,0,s` (optional): host time of one grant by a device actor, from the
 ///    `done` of the stage that ran to the start of the queued stage it grants (two actor
 ///    hand-offs), measured in situ on consecutive runs of one barrier's expert stages on one
