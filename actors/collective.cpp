@@ -94,12 +94,36 @@ engine::dataflow::TokenBatchPtr empty_delivery(const RunContext& ctx, Collective
 
 // Concatenation in source order. Sources outermost, so a source costs only the parts it sent;
 // a destination no row goes to is left null (Delivery::out), so a combine to 1,024 ranks of
-// which a few took part makes a few batches. Errors: InvalidArgument for a part without its
-// batch or for a destination outside [0, num_dests) (its rows would be lost).
+// which a few took part makes a few batches. A whole contribution (Contribution::is_whole) is
+// split here, row by row into its destinations' batches, in the same order its split form
+// would give. Errors: InvalidArgument for a part without its batch, for a destination outside
+// [0, num_dests) (its rows would be lost), or for a whole contribution whose destinations or
+// activations do not match its rows.
 absl::StatusOr<Delivery> concat_parts(const RunContext& ctx, CollectiveKind kind, int32_t block,
                                       const std::vector<ContributionPtr>& slot, size_t num_dests,
                                       int64_t iteration, int64_t width) {
   for (const ContributionPtr& c : slot) {
+    if (c->is_whole()) {
+      const engine::dataflow::TokenBatch& all = *c->whole;
+      const int64_t n = all.num_tokens();
+      if (!c->parts.empty() || !c->dests.empty() || static_cast<int64_t>(c->row_dest.size()) != n ||
+          (n > 0 && (!all.act || all.act->width != width ||
+                     static_cast<int64_t>(all.act->data.size()) != n * width))) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "collective b%d: source %d sent %d rows with %d destinations, %d parts and %d "
+            "activation floats (width %d expected)",
+            block, c->source, n, c->row_dest.size(), c->parts.size(),
+            all.act ? all.act->data.size() : 0, width));
+      }
+      for (const int32_t dst : c->row_dest) {
+        if (dst < 0 || static_cast<size_t>(dst) >= num_dests) {
+          return absl::InvalidArgumentError(
+              absl::StrFormat("collective b%d: source %d sent a row for destination %d of [0, %d)",
+                              block, c->source, dst, num_dests));
+        }
+      }
+      continue;
+    }
     if (c->parts.size() != c->dests.size()) {
       return absl::InvalidArgumentError(
           absl::StrFormat("collective b%d: source %d sent %d parts for %d destinations", block,
@@ -113,6 +137,15 @@ absl::StatusOr<Delivery> concat_parts(const RunContext& ctx, CollectiveKind kind
             absl::StrFormat("collective b%d: source %d sent a part for destination %d of [0, %d)%s",
                             block, c->source, dst, num_dests, has_batch ? "" : " without rows"));
       }
+      const engine::dataflow::TokenBatch& part = *c->parts[p];
+      const int64_t n = part.num_tokens();
+      if (width > 0 && n > 0 &&
+          (!part.act || static_cast<int64_t>(part.act->data.size()) != n * width)) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "collective b%d: source %d sent destination %d %d rows with %d activation floats "
+            "(width %d expected)",
+            block, c->source, dst, n, part.act ? part.act->data.size() : 0, width));
+      }
     }
   }
   Delivery d;
@@ -121,6 +154,11 @@ absl::StatusOr<Delivery> concat_parts(const RunContext& ctx, CollectiveKind kind
   std::vector<int64_t> rows(num_dests, 0);
   size_t num_flows = 0;
   for (const ContributionPtr& c : slot) {
+    if (c->is_whole()) {
+      for (const int32_t dst : c->row_dest) ++rows[static_cast<size_t>(dst)];
+      num_flows += c->row_dest.size();  // at most
+      continue;
+    }
     for (size_t p = 0; p < c->parts.size(); ++p) {
       const auto dst = static_cast<size_t>(c->dests[p]);
       if (c->parts[p]->num_tokens() == 0) continue;
@@ -128,24 +166,54 @@ absl::StatusOr<Delivery> concat_parts(const RunContext& ctx, CollectiveKind kind
       ++num_flows;
     }
   }
+  // Each destination's rows and activations (only destinations with rows have a batch), as
+  // a dense table: the row loop below reaches them without going through the batch.
+  std::vector<std::vector<engine::dataflow::TokenMeta>*> dest_meta(num_dests, nullptr);
+  std::vector<std::vector<float>*> dest_act(num_dests, nullptr);
   for (size_t dst = 0; dst < num_dests; ++dst) {
     if (rows[dst] == 0) continue;
     d.out[dst] = empty_delivery(ctx, kind, block, dst, iteration, width);
-    d.out[dst]->tokens.reserve(static_cast<size_t>(rows[dst]));
-    d.out[dst]->act->data.reserve(static_cast<size_t>(rows[dst] * width));
+    engine::dataflow::TokenBatch& out = *d.out[dst];
+    out.tokens.reserve(static_cast<size_t>(rows[dst]));
+    out.act->data.reserve(static_cast<size_t>(rows[dst] * width));
+    out.act->num_rows = rows[dst];
+    dest_meta[dst] = &out.tokens;
+    dest_act[dst] = &out.act->data;
   }
-  d.flows.reserve(num_flows);
+  d.flows.reserve(std::min(num_flows, slot.size() * num_dests));
+  // A whole source's rows per destination: `rows` reused, all 0 between sources; `used`
+  // lists the destinations it touched.
+  std::fill(rows.begin(), rows.end(), 0);
+  std::vector<int32_t> used;
   for (size_t src = 0; src < slot.size(); ++src) {  // source order: deterministic
     const Contribution& c = *slot[src];
+    if (c.is_whole()) {
+      const engine::dataflow::TokenBatch& all = *c.whole;
+      const size_t n = all.tokens.size();
+      for (size_t i = 0; i < n; ++i) {
+        const auto dst = static_cast<size_t>(c.row_dest[i]);
+        dest_meta[dst]->push_back(all.tokens[i]);
+        if (width > 0) {
+          const float* row = all.act->row(static_cast<int64_t>(i));
+          dest_act[dst]->insert(dest_act[dst]->end(), row, row + width);
+        }
+        if (rows[dst]++ == 0) used.push_back(static_cast<int32_t>(dst));
+      }
+      std::sort(used.begin(), used.end());
+      for (const int32_t dst : used) {
+        d.flows.push_back({static_cast<int32_t>(src), dst, rows[static_cast<size_t>(dst)]});
+        rows[static_cast<size_t>(dst)] = 0;
+      }
+      used.clear();
+      continue;
+    }
     for (size_t p = 0; p < c.parts.size(); ++p) {
       const auto dst = static_cast<size_t>(c.dests[p]);
       const engine::dataflow::TokenBatch& part = *c.parts[p];
       if (part.num_tokens() == 0) continue;  // its destination may have no batch
-      engine::dataflow::TokenBatch& out = *d.out[dst];
-      out.tokens.insert(out.tokens.end(), part.tokens.begin(), part.tokens.end());
-      if (part.act) {
-        out.act->data.insert(out.act->data.end(), part.act->data.begin(), part.act->data.end());
-        out.act->num_rows += part.act->num_rows;
+      dest_meta[dst]->insert(dest_meta[dst]->end(), part.tokens.begin(), part.tokens.end());
+      if (width > 0) {
+        dest_act[dst]->insert(dest_act[dst]->end(), part.act->data.begin(), part.act->data.end());
       }
       d.flows.push_back({static_cast<int32_t>(src), static_cast<int32_t>(dst), part.num_tokens()});
     }
@@ -161,6 +229,7 @@ class ConcatRule final : public CollectiveRule {
                                    int64_t iteration, int64_t width) const override {
     return concat_parts(ctx, kind, block, parts, num_dests, iteration, width);
   }
+  bool takes_whole_rows() const override { return true; }
 };
 
 // A timed channel (sim): the barrier's parts cross it as one all-to-all between devices (the
@@ -228,11 +297,23 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
   const auto local_sources =
       static_cast<size_t>(std::count_if(source_devices.begin(), source_devices.end(), is_local));
   // One contribution, from a source of this process (`forward`) or from a peer replica.
-  auto on_contribution = [=](const ContributionPtr& c, bool forward) {
+  auto on_contribution = [=](ContributionPtr c, bool forward) {
     if (!c || c->source < 0 || static_cast<size_t>(c->source) >= num_sources) {
       self->send(ctx->actors.coordinator, failed_atom::value,
                  absl::StrFormat("collective b%d: bad source %d", block, c ? c->source : -1));
       return;
+    }
+    // Other processes' replicas get the split form (the cluster codec carries parts).
+    if (forward && !replica.peers.empty() && c->is_whole()) {
+      absl::StatusOr<ContributionPtr> split = split_whole(c, num_dests, [&](int32_t d) {
+        return collective_destination_layer(*ctx, kind, block, static_cast<size_t>(d));
+      });
+      if (!split.ok()) {
+        self->send(ctx->actors.coordinator, failed_atom::value,
+                   absl::StrFormat("collective b%d: %s", block, split.status().message()));
+        return;
+      }
+      c = std::move(*split);
     }
     // This process's contributions go on to the other processes' replicas, all of an
     // iteration in one message once the last came (the barrier waits for it anyway), before

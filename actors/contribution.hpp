@@ -11,16 +11,25 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "absl/strings/str_format.h"
 #include "engine/dataflow/token_batch.hpp"
 #include "kernels/assert.hpp"
 
 namespace muflow::actors {
 
-/// A collective contribution: the parts for the destinations this source sends rows to, in
-/// ascending destination order (`dests[i]` gets `parts[i]`, never null); a destination not
-/// listed gets no rows from it. Sparse, so that a rank among 1,024 that sends to a few of
-/// 256 experts costs a few entries, not 256 (#19 item 6). Built by one stage actor, then
-/// read-only (shared with the collective).
+/// A collective contribution, in one of two forms:
+/// - split: the parts for the destinations this source sends rows to, in ascending
+///   destination order (`dests[i]` gets `parts[i]`, never null); a destination not listed gets
+///   no rows from it. Sparse, so that a rank among 1,024 that sends to a few of 256 experts
+///   costs a few entries, not 256 (#19 item 6).
+/// - whole (`whole` non-null; `dests` and `parts` empty): every row of the source in one
+///   batch, in the source's order, row i for destination `row_dest[i]`. Made only for a rule
+///   that takes it (CollectiveRule::takes_whole_rows: concatenation), which splits the rows
+///   while it concatenates them: the source neither groups nor copies its rows into a batch
+///   per destination, and no batch is allocated per part (at 1,024 ranks a combine part is
+///   about one row; #19 item 6). `split_whole` makes the split form of the same rows.
+/// Built by one stage actor, then read-only (shared with the collective).
 struct Contribution {
   int64_t iteration = 0;
   int32_t source = 0;          ///< contributor index (DP rank for dispatch, expert for combine)
@@ -28,14 +37,22 @@ struct Contribution {
   /// [dests.size()], non-null until a point-to-point sender moves them out (a contribution
   /// handed to a collective is shared and never moved from).
   std::vector<engine::dataflow::TokenBatchPtr> parts;
-  /// The part for destination `dst`, or null when this source sends it nothing.
+  /// Whole form: all rows (null in the split form).
+  engine::dataflow::TokenBatchPtr whole;
+  /// Whole form: [whole->num_tokens()] each row's destination slot.
+  std::vector<int32_t> row_dest;
+
+  bool is_whole() const { return whole != nullptr; }
+  /// The part for destination `dst`, or null when this source sends it nothing (split form).
   engine::dataflow::TokenBatchPtr part(int32_t dst) const {
+    MUFLOW_ASSERT(!is_whole(), "Contribution::part of a whole contribution (split_whole first)");
     const auto it = std::lower_bound(dests.begin(), dests.end(), dst);
     return it != dests.end() && *it == dst ? parts[static_cast<size_t>(it - dests.begin())]
                                            : nullptr;
   }
   /// The parts as one vector indexed by destination ([num_dests], null where nothing).
   std::vector<engine::dataflow::TokenBatchPtr> dense_parts(size_t num_dests) const {
+    MUFLOW_ASSERT(!is_whole(), "Contribution::dense_parts of a whole contribution");
     std::vector<engine::dataflow::TokenBatchPtr> out(num_dests);
     for (size_t i = 0; i < dests.size(); ++i) {
       if (static_cast<size_t>(dests[i]) < num_dests) out[static_cast<size_t>(dests[i])] = parts[i];
@@ -105,6 +122,58 @@ ContributionPtr group_rows(int64_t iteration, int32_t source, size_t num_dests, 
   for (const auto& [dst, rows] : scratch.used) scratch.slot[static_cast<size_t>(dst)] = -1;
   scratch.used.clear();
   return c;
+}
+
+/// The split form of whole contribution `c` (its rows grouped by destination, each part's
+/// rows in `c`'s order; a split contribution is returned as it is): for a collective replica
+/// that forwards contributions to another process, whose codec carries the split form.
+/// `layer_of(dst)` is the LayerId of destination `dst`'s part. Errors: InvalidArgument for a
+/// `row_dest` of the wrong length or naming a destination outside [0, num_dests), or for
+/// activations that do not match the rows.
+template <typename LayerOf>
+absl::StatusOr<ContributionPtr> split_whole(const ContributionPtr& c, size_t num_dests,
+                                            LayerOf&& layer_of) {
+  if (!c->is_whole()) return c;
+  const engine::dataflow::TokenBatch& all = *c->whole;
+  const int64_t n = all.num_tokens();
+  const int64_t width = all.act ? all.act->width : 0;
+  if (static_cast<int64_t>(c->row_dest.size()) != n ||
+      (width > 0 && static_cast<int64_t>(all.act->data.size()) != n * width)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "contribution of source %d: %d rows, %d destinations and %d activation floats of "
+        "width %d",
+        c->source, n, c->row_dest.size(), all.act ? all.act->data.size() : 0, width));
+  }
+  for (const int32_t d : c->row_dest) {
+    if (d < 0 || static_cast<size_t>(d) >= num_dests) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("contribution of source %d: a row for destination %d of [0, %d)",
+                          c->source, d, num_dests));
+    }
+  }
+  ContributionPtr split = group_rows(
+      c->iteration, c->source, num_dests, n,
+      [&](int64_t i) { return c->row_dest[static_cast<size_t>(i)]; },
+      [&](int32_t dst, int64_t rows) {
+        auto b = std::make_shared<engine::dataflow::TokenBatch>();
+        b->layer = layer_of(dst);
+        b->payload = all.payload;
+        b->iteration = all.iteration;
+        b->act = std::make_shared<engine::dataflow::Activations>(0, width);
+        b->tokens.reserve(static_cast<size_t>(rows));
+        b->act->data.reserve(static_cast<size_t>(rows * width));
+        return b;
+      },
+      [&](engine::dataflow::TokenBatch& part, int64_t i) {
+        part.tokens.push_back(all.tokens[static_cast<size_t>(i)]);
+        if (width > 0) {
+          const float* row = all.act->row(i);
+          part.act->data.insert(part.act->data.end(), row, row + width);
+        }
+        ++part.act->num_rows;
+      },
+      thread_group_scratch());
+  return split;
 }
 
 }  // namespace muflow::actors

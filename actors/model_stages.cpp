@@ -274,6 +274,31 @@ class AttentionStage final : public StageImpl {
     const auto next = [&](int64_t i) {
       return next_ranks.empty() ? rank_ : next_ranks[static_cast<size_t>(i)];
     };
+    const WiringGraph& graph = ctx_->graph();
+    if (graph.dispatch == EdgeKind::kBarrier && graph.dispatch_rule->takes_whole_rows()) {
+      // One batch of every row, row q = token q / K's q % K-th choice, for the collective to
+      // split (Contribution's whole form).
+      auto contrib = std::make_shared<Contribution>();
+      contrib->iteration = iteration;
+      contrib->source = rank_;
+      if (n > 0) {
+        contrib->whole = new_batch({StageKind::kExpert, block_, -1}, Payload::kExpertInputs,
+                                   iteration, H, n * K);
+        for (int64_t i = 0; i < n; ++i) {
+          TokenMeta m = meta[static_cast<size_t>(i)];
+          m.origin_rank = next(i);  // where the combine delivers this token's outputs
+          for (int64_t k = 0; k < K; ++k) {
+            m.topk_rank = static_cast<int16_t>(k);
+            m.topk_weight = w[static_cast<size_t>(i * K + k)];
+            push_row(*contrib->whole, m, x.data() + i * H, H);
+          }
+        }
+        contrib->row_dest.assign(ids.begin(), ids.begin() + n * K);
+      }
+      out.push_back({ctx_->actors.dispatch[block_],
+                     caf::make_message(contrib_atom::value, ContributionPtr(contrib))});
+      return send_residuals(iteration, meta, h, sh, next, out);
+    }
     // Parts only for the experts that get a token (a run of no token sends none), each sized
     // once for its rows; row q is token q / K's q % K-th choice.
     const ContributionPtr contrib = group_rows(
@@ -292,7 +317,6 @@ class AttentionStage final : public StageImpl {
           push_row(part, m, x.data() + i * H, H);
         },
         thread_group_scratch());
-    const WiringGraph& graph = ctx_->graph();
     if (graph.dispatch == EdgeKind::kPointToPoint) {
       // No barrier: each expert's rows go straight to its μ-queue on its device (slot e runs
       // expert e).
@@ -326,8 +350,21 @@ class AttentionStage final : public StageImpl {
       out.push_back(
           {ctx_->actors.dispatch[block_], caf::make_message(contrib_atom::value, contrib)});
     }
-    // The residual goes where the token continues: one batch to every residual edge of this
-    // rank, possibly empty, since each target's pool waits for one from each of its sources.
+    return send_residuals(iteration, meta, h, sh, next, out);
+  }
+
+  // The residual goes where each token continues: one batch to every residual edge of this
+  // rank, possibly empty, since each target's pool waits for one from each of its sources.
+  // `h`, `sh`: [n, H] residual and shared-expert rows (`sh` empty without a shared expert);
+  // `next(i)`: token i's rank.
+  template <typename Next>
+  absl::Status send_residuals(int64_t iteration, const std::vector<TokenMeta>& meta,
+                              const std::vector<float>& h, const std::vector<float>& sh,
+                              const Next& next, std::vector<Send>& out) {
+    const WiringGraph& graph = ctx_->graph();
+    const int64_t n = static_cast<int64_t>(meta.size());
+    const int64_t H = width_;
+    const bool shared = cfg_.shared_expert_ffn > 0;
     const int64_t width = shared ? 2 * H : H;
     for (const int32_t r : graph.residual_targets[rank_]) {
       TokenBatchPtr residual =
@@ -415,7 +452,7 @@ class ExpertStage final : public StageImpl {
       return absl::OkStatus();
     }
     if (batch->num_tokens() == 0) {
-      compute_and_send(*batch, now, nullptr);
+      compute_and_send(batch, now, nullptr);
       return absl::OkStatus();
     }
     queued_.emplace(batch->iteration, batch);
@@ -442,7 +479,7 @@ class ExpertStage final : public StageImpl {
     info.num_tokens = b->num_tokens();
     info.num_requests = ctx_->trace ? count_requests(b->tokens) : 0;
     info.iteration = b->iteration;
-    compute_and_send(*b, out, &info.seconds);
+    compute_and_send(b, out, &info.seconds);
     info.seconds += exec_->stage_host_seconds(StageKind::kExpert, info.num_tokens);
     return absl::OkStatus();
   }
@@ -451,12 +488,43 @@ class ExpertStage final : public StageImpl {
   LayerId layer() const override { return {StageKind::kExpert, block_, slot_}; }
 
  private:
-  void compute_and_send(const TokenBatch& in, std::vector<Send>& out, double* seconds) {
+  void compute_and_send(const TokenBatchPtr& batch, std::vector<Send>& out, double* seconds) {
+    const TokenBatch& in = *batch;
     const int64_t n = in.num_tokens(), H = exec_->activation_width();
     std::vector<float> y(n * H);
     if (n > 0) {
       const double modeled = kernel_->compute(in, y.data(), out);
       if (seconds) *seconds = modeled;
+    }
+    if (ctx_->graph().combine == EdgeKind::kBarrier &&
+        ctx_->graph().combine_rule->takes_whole_rows()) {
+      // Every output row in one batch, in input order, for the collective to split by origin
+      // rank (Contribution's whole form). Without activations (sim) the output rows are the
+      // input rows: the input batch itself, shared (it is read-only).
+      auto contrib = std::make_shared<Contribution>();
+      contrib->iteration = in.iteration;
+      contrib->source = slot_;
+      if (n > 0) {
+        if (H == 0) {
+          contrib->whole = batch;
+        } else {
+          auto whole = std::make_shared<TokenBatch>();
+          whole->layer = in.layer;
+          whole->payload = Payload::kExpertOutputs;
+          whole->iteration = in.iteration;
+          whole->tokens = in.tokens;
+          whole->act = std::make_shared<Activations>();
+          whole->act->num_rows = n;
+          whole->act->width = H;
+          whole->act->data = std::move(y);
+          contrib->whole = std::move(whole);
+        }
+        contrib->row_dest.reserve(static_cast<size_t>(n));
+        for (const TokenMeta& m : in.tokens) contrib->row_dest.push_back(m.origin_rank);
+      }
+      out.push_back({ctx_->actors.combine[block_],
+                     caf::make_message(contrib_atom::value, ContributionPtr(contrib))});
+      return;
     }
     // Parts only for the ranks that get a row (a run of no row sends none), each sized once
     // for its rows.

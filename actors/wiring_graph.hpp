@@ -102,6 +102,9 @@ class CollectiveRule {
                                            int32_t block, const std::vector<ContributionPtr>& parts,
                                            size_t num_dests, int64_t iteration,
                                            int64_t width) const = 0;
+  /// True when `deliver` takes whole contributions (Contribution::is_whole) as well as split
+  /// ones; a stage sends this rule whole contributions then. Default: false (split only).
+  virtual bool takes_whole_rows() const { return false; }
   /// sim: bytes this wiring moves with the all-to-all besides the rows (added to `traffic`,
   /// from device to device). Default: none.
   virtual void add_side_traffic(const RunContext& ctx, CollectiveKind kind, int32_t block,

@@ -23,10 +23,16 @@ SparseTraffic TrafficBuilder::build() const {
   SparseTraffic out;
   out.num_devices = num_devices_;
   out.entries = added_;
-  std::sort(out.entries.begin(), out.entries.end(),
-            [](const TrafficEntry& a, const TrafficEntry& b) {
-              return std::tie(a.src, a.dst) < std::tie(b.src, b.dst);
-            });
+  // Collectives add their flows in (source, destination) order, which is mostly (src, dst)
+  // order already (a rank per device, slots in device order): a check is O(n), the sort of a
+  // 1,024-device barrier's ~35,000 entries is not (#19 item 6). Equal pairs are summed, so
+  // their order does not matter.
+  const auto by_pair = [](const TrafficEntry& a, const TrafficEntry& b) {
+    return std::tie(a.src, a.dst) < std::tie(b.src, b.dst);
+  };
+  if (!std::is_sorted(out.entries.begin(), out.entries.end(), by_pair)) {
+    std::sort(out.entries.begin(), out.entries.end(), by_pair);
+  }
   size_t kept = 0;
   for (size_t i = 0; i < out.entries.size(); ++i) {
     if (kept > 0 && out.entries[kept - 1].src == out.entries[i].src &&

@@ -42,6 +42,7 @@ class CoherentDispatch final : public CollectiveRule {
                                    int64_t iteration, int64_t width) const override {
     return concat_rule()->deliver(ctx, kind, block, parts, num_dests, iteration, width);
   }
+  bool takes_whole_rows() const override { return concat_rule()->takes_whole_rows(); }
   void add_side_traffic(const RunContext& ctx, CollectiveKind kind, int32_t block,
                         const std::vector<RowFlow>& flows,
                         transport::TrafficBuilder& traffic) const override {
