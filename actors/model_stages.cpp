@@ -297,7 +297,8 @@ class AttentionStage final : public StageImpl {
       }
       out.push_back({ctx_->actors.dispatch[block_],
                      caf::make_message(contrib_atom::value, ContributionPtr(contrib))});
-      return send_residuals(iteration, meta, h, sh, next, out);
+      return send_residuals(iteration, std::move(meta), std::move(h), sh, next_ranks.empty(), next,
+                            out);
     }
     // Parts only for the experts that get a token (a run of no token sends none), each sized
     // once for its rows; row q is token q / K's q % K-th choice.
@@ -350,23 +351,38 @@ class AttentionStage final : public StageImpl {
       out.push_back(
           {ctx_->actors.dispatch[block_], caf::make_message(contrib_atom::value, contrib)});
     }
-    return send_residuals(iteration, meta, h, sh, next, out);
+    return send_residuals(iteration, std::move(meta), std::move(h), sh, next_ranks.empty(), next,
+                          out);
   }
 
   // The residual goes where each token continues: one batch to every residual edge of this
   // rank, possibly empty, since each target's pool waits for one from each of its sources.
-  // `h`, `sh`: [n, H] residual and shared-expert rows (`sh` empty without a shared expert);
-  // `next(i)`: token i's rank.
+  // `meta`, `h`: the run's tokens and their [n, H] residual rows (taken: the last use);
+  // `sh`: [n, H] shared-expert rows (empty without a shared expert); `next(i)`: token i's
+  // rank, which is this one for every token when `all_here`.
   template <typename Next>
-  absl::Status send_residuals(int64_t iteration, const std::vector<TokenMeta>& meta,
-                              const std::vector<float>& h, const std::vector<float>& sh,
-                              const Next& next, std::vector<Send>& out) {
+  absl::Status send_residuals(int64_t iteration, std::vector<TokenMeta> meta, std::vector<float> h,
+                              const std::vector<float>& sh, bool all_here, const Next& next,
+                              std::vector<Send>& out) {
     const WiringGraph& graph = ctx_->graph();
     const int64_t n = static_cast<int64_t>(meta.size());
     const int64_t H = width_;
     const bool shared = cfg_.shared_expert_ffn > 0;
     const int64_t width = shared ? 2 * H : H;
-    for (const int32_t r : graph.residual_targets[rank_]) {
+    const std::vector<int32_t>& targets = graph.residual_targets[rank_];
+    if (all_here && !shared && targets.size() == 1 && targets.front() == rank_) {
+      // Every token stays on this rank (sync, harmoeny, moeshard): the run's rows are the
+      // residual batch as they are.
+      TokenBatchPtr residual =
+          new_batch(merge_target(*ctx_, block_, rank_), Payload::kResidual, iteration, width);
+      residual->tokens = std::move(meta);
+      residual->act->data = std::move(h);
+      residual->act->num_rows = n;
+      out.push_back({merge_actor(*ctx_, block_, rank_),
+                     caf::make_message(batch_atom::value, std::move(residual)), -1, 0});
+      return absl::OkStatus();
+    }
+    for (const int32_t r : targets) {
       TokenBatchPtr residual =
           new_batch(merge_target(*ctx_, block_, r), Payload::kResidual, iteration, width);
       for (int64_t i = 0; i < n; ++i) {

@@ -58,25 +58,76 @@ void TokenPool::Bucket::clear() {
   expert_messages = 0;
   complete_entries = 0;
   in_ready_order = false;
+  runs.clear();
+  hashed = false;
   index.clear();
   slots.clear();
   keys.clear();
 }
 
+int64_t TokenPool::Bucket::find_in_runs(int64_t request_id, int64_t position) const {
+  for (const Run& r : runs) {
+    if (r.request_id == request_id && position >= r.first_position &&
+        position - r.first_position < r.count) {
+      return r.first_slot + (position - r.first_position);
+    }
+  }
+  return -1;
+}
+
 TokenPool::Entry* TokenPool::Bucket::find(int64_t request_id, int64_t position) {
+  if (!hashed) {
+    const int64_t slot = find_in_runs(request_id, position);
+    return slot < 0 ? nullptr : &slots[static_cast<size_t>(slot)];
+  }
   const auto it = index.find({request_id, position});
   return it == index.end() ? nullptr : &slots[it->second];
 }
 
 uint32_t TokenPool::Bucket::find_or_add(int64_t request_id, int64_t position, bool* added) {
-  const auto [it, inserted] =
-      index.try_emplace({request_id, position}, static_cast<uint32_t>(slots.size()));
-  if (inserted) {
-    slots.emplace_back();
-    keys.emplace_back(request_id, position);
+  const auto slot = static_cast<uint32_t>(slots.size());
+  if (hashed) {
+    const auto [it, inserted] = index.try_emplace({request_id, position}, slot);
+    if (inserted) {
+      slots.emplace_back();
+      keys.emplace_back(request_id, position);
+    }
+    if (added != nullptr) *added = inserted;
+    return it->second;
   }
-  if (added != nullptr) *added = inserted;
-  return it->second;
+  if (const int64_t found = find_in_runs(request_id, position); found >= 0) {
+    if (added != nullptr) *added = false;
+    return static_cast<uint32_t>(found);
+  }
+  slots.emplace_back();
+  keys.emplace_back(request_id, position);
+  if (added != nullptr) *added = true;
+  if (!runs.empty()) {
+    Run& last = runs.back();
+    if (last.request_id == request_id && last.first_position + last.count == position &&
+        last.first_slot + last.count == slot) {
+      ++last.count;
+      return slot;
+    }
+  }
+  runs.push_back({request_id, position, slot, 1});
+  if (runs.size() > kMaxRuns) {  // many requests or scattered positions: a hash index
+    hashed = true;
+    runs.clear();
+    index.reserve(2 * keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) index.emplace(keys[i], static_cast<uint32_t>(i));
+  }
+  return slot;
+}
+
+void TokenPool::Bucket::pop_last() {
+  if (hashed) {
+    index.erase(keys.back());
+  } else if (--runs.back().count == 0) {
+    runs.pop_back();
+  }
+  slots.pop_back();
+  keys.pop_back();
 }
 
 TokenPool::Entry& TokenPool::entry(Bucket& b, int64_t request_id, int64_t position) {
@@ -205,7 +256,7 @@ absl::Status TokenPool::add_residual(const TokenBatch& batch) {
     }
     // The index on its own: a reused bucket keeps its vectors' capacity, but clearing a large
     // hash table frees it. (Its load factor is at most 7/8.)
-    if (b.index.capacity() - b.index.capacity() / 8 < need) {
+    if (b.hashed && b.index.capacity() - b.index.capacity() / 8 < need) {
       b.index.reserve(std::max(need, 2 * b.index.size()));
     }
   }
@@ -291,9 +342,7 @@ absl::Status TokenPool::add_expert_outputs(const TokenBatch& batch) {
     // new entries are the last of its slots, so newest first).
     for (int64_t u = 0; u < i; ++u) at[u].first->slots[at[u].second].staged = 0;
     for (auto c = created_entries.rbegin(); c != created_entries.rend(); ++c) {
-      c->first->index.erase(c->second);
-      c->first->slots.pop_back();
-      c->first->keys.pop_back();
+      c->first->pop_last();
     }
     for (int64_t key : created_buckets) remove(buckets_.find(key));
     at.clear();

@@ -118,10 +118,25 @@ class TokenPool {
     int64_t expert_messages = 0;
     int64_t complete_entries = 0;  ///< entries with residual and all k outputs
     bool in_ready_order = false;   ///< per request: listed in ready_order_
-    /// (request, position) → index of its entry in `slots`. A hash map: a row costs one
-    /// probe, and the merge order (request, position) is made once by sorting `keys` when the
-    /// bucket is taken (#19 item 6: a B-tree kept that order at every insert and cost a tenth
-    /// of a 1,024-device simulation; its order is never read before the merge).
+    /// Consecutive positions of one request in consecutive slots: entry `first_slot + i` is
+    /// position `first_position + i` of `request_id`, for i < count.
+    struct Run {
+      int64_t request_id = 0;
+      int64_t first_position = 0;
+      uint32_t first_slot = 0;
+      uint32_t count = 0;
+    };
+    /// Up to kMaxRuns: the slots as runs, which a lookup scans (a bucket of a prefill chunk or
+    /// of a few decoding requests is a few runs, and a combine looks up every one of a token's
+    /// k rows: no hash of the key, no probe; #19 item 6). Beyond that, `index`.
+    static constexpr size_t kMaxRuns = 8;
+    std::vector<Run> runs;  ///< every slot in order while !hashed (then unused)
+    bool hashed = false;    ///< `index` holds every slot (more than kMaxRuns runs came)
+    /// (request, position) → index of its entry in `slots`, while `hashed`. A hash map: a
+    /// row costs one probe, and the merge order (request, position) is made once by sorting
+    /// `keys` when the bucket is taken (#19 item 6: a B-tree kept that order at every insert
+    /// and cost a tenth of a 1,024-device simulation; its order is never read before the
+    /// merge).
     absl::flat_hash_map<std::pair<int64_t, int64_t>, uint32_t> index;
     std::vector<Entry> slots;                       ///< in order of arrival
     std::vector<std::pair<int64_t, int64_t>> keys;  ///< [slots] each slot's (request, position)
@@ -133,6 +148,12 @@ class TokenPool {
     Entry* find(int64_t request_id, int64_t position);
     /// The index of (request, position)'s entry, added (empty) when missing; `added` tells.
     uint32_t find_or_add(int64_t request_id, int64_t position, bool* added = nullptr);
+    /// Removes the last slot (the newest entry), as if it had never been added.
+    void pop_last();
+
+   private:
+    /// The slot of (request, position) among `runs`, or -1.
+    int64_t find_in_runs(int64_t request_id, int64_t position) const;
   };
   TokenPool(Readiness readiness, int64_t hidden, int64_t num_topk, int64_t expected_expert_messages,
             int64_t expected_residual_messages);

@@ -409,6 +409,56 @@ TEST(TokenPool, TokensSortedByRequestThenPositionWithTheirRows) {
   EXPECT_EQ(merged->tokens[3].origin_rank, 3);  // (5, 0)
 }
 
+// A bucket finds its entries by scanning runs of consecutive positions while it holds a few,
+// and through a hash index past TokenPool::Bucket::kMaxRuns runs: every lookup must find the
+// same entry either way, across the switch (made inside a batch), and a rejected batch must
+// leave the pool as it was whether its new entries went into runs or into the index.
+TEST(TokenPool, EntriesFoundTheSameBeforeAndAfterTheBucketIndexesThem) {
+  for (const int num_single : {2, 12}) {  // 4 runs in all, or 14 (past the 8 kept as runs)
+    dataflow::TokenPool pool(/*hidden=*/1, /*num_topk=*/2, /*expected_expert_messages=*/2);
+    // Keys: request 1 positions 0..4 (one run), request 2 positions 7 and 9 (two runs, not
+    // consecutive), then single-position requests 10, 11, ...; value 100·request + position.
+    std::vector<std::pair<int64_t, int64_t>> keys;
+    for (int64_t p = 0; p < 5; ++p) keys.emplace_back(1, p);
+    keys.emplace_back(2, 7);
+    keys.emplace_back(2, 9);
+    for (int i = 0; i < num_single; ++i) keys.emplace_back(10 + i, 3);
+    const auto value = [](std::pair<int64_t, int64_t> k) {
+      return static_cast<float>(100 * k.first + k.second);
+    };
+    std::vector<Row> res;
+    for (const auto& k : keys) res.push_back({k.first, k.second, 0, 0.f, {value(k)}});
+    ASSERT_TRUE(pool.add_residual(residual(0, 1, res)).ok());
+    // A batch that brings tokens the residual did not (new entries, enough to pass the runs
+    // in the small case too) and ends on a duplicate: refused, nothing of it kept.
+    std::vector<Row> bad;
+    for (int i = 0; i < 10; ++i) bad.push_back({500 + 2 * i, 0, 0, 1.f, {1.f}});
+    bad.push_back({1, 2, 1, 1.f, {1.f}});
+    bad.push_back({1, 2, 1, 1.f, {1.f}});
+    EXPECT_THAT(pool.add_expert_outputs(outputs(0, 1, bad)).message(), HasSubstr("twice"));
+    EXPECT_EQ(pool.num_tokens(0), static_cast<int64_t>(keys.size())) << num_single;
+    // Rank 0 in reverse key order, rank 1 in key order, as two messages.
+    std::vector<Row> first, second;
+    for (auto k = keys.rbegin(); k != keys.rend(); ++k) {
+      first.push_back({k->first, k->second, 0, 0.5f, {value(*k)}});
+    }
+    for (const auto& k : keys) second.push_back({k.first, k.second, 1, 0.25f, {2.f * value(k)}});
+    ASSERT_TRUE(pool.add_expert_outputs(outputs(0, 1, first)).ok());
+    // A rank-0 row again is a duplicate of what the first message staged.
+    EXPECT_FALSE(pool.add_expert_outputs(outputs(0, 1, {{2, 9, 0, 0.5f, {1.f}}})).ok());
+    ASSERT_TRUE(pool.add_expert_outputs(outputs(0, 1, second)).ok());
+    absl::StatusOr<dataflow::MergedTokens> merged = pool.take(0);
+    ASSERT_TRUE(merged.ok()) << merged.status();
+    ASSERT_EQ(merged->tokens.size(), keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) {  // keys are listed in (request, position) order
+      EXPECT_EQ(merged->tokens[i].request_id, keys[i].first) << i;
+      EXPECT_EQ(merged->tokens[i].position, keys[i].second) << i;
+      const float v = value(keys[i]);
+      EXPECT_EQ(merged->h[i], v + (0.5f * v + 0.25f * (2.f * v))) << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace muflow::engine
 
