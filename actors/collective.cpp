@@ -199,10 +199,20 @@ absl::StatusOr<Delivery> concat_parts(const RunContext& ctx, CollectiveKind kind
         }
         if (rows[dst]++ == 0) used.push_back(static_cast<int32_t>(dst));
       }
-      std::sort(used.begin(), used.end());
-      for (const int32_t dst : used) {
-        d.flows.push_back({static_cast<int32_t>(src), dst, rows[static_cast<size_t>(dst)]});
-        rows[static_cast<size_t>(dst)] = 0;
+      // The source's flows in destination order: a scan of the counts when it reached many
+      // destinations (a prefill rank reaches every expert), else a sort of the few it did.
+      if (used.size() * 8 >= num_dests) {
+        for (size_t dst = 0; dst < num_dests; ++dst) {
+          if (rows[dst] == 0) continue;
+          d.flows.push_back({static_cast<int32_t>(src), static_cast<int32_t>(dst), rows[dst]});
+          rows[dst] = 0;
+        }
+      } else {
+        std::sort(used.begin(), used.end());
+        for (const int32_t dst : used) {
+          d.flows.push_back({static_cast<int32_t>(src), dst, rows[static_cast<size_t>(dst)]});
+          rows[static_cast<size_t>(dst)] = 0;
+        }
       }
       used.clear();
       continue;

@@ -370,9 +370,10 @@ class AttentionStage final : public StageImpl {
     const bool shared = cfg_.shared_expert_ffn > 0;
     const int64_t width = shared ? 2 * H : H;
     const std::vector<int32_t>& targets = graph.residual_targets[rank_];
-    if (all_here && !shared && targets.size() == 1 && targets.front() == rank_) {
-      // Every token stays on this rank (sync, harmoeny, moeshard): the run's rows are the
-      // residual batch as they are.
+    if (all_here && (!shared || H == 0) && targets.size() == 1 && targets.front() == rank_) {
+      // Every token stays on this rank (sync, harmoeny, moeshard) and no shared-expert row is
+      // appended to its residual (none, or the sim's rows without activations): the run's
+      // rows are the residual batch as they are.
       TokenBatchPtr residual =
           new_batch(merge_target(*ctx_, block_, rank_), Payload::kResidual, iteration, width);
       residual->tokens = std::move(meta);

@@ -303,9 +303,10 @@ absl::Status TokenPool::add_expert_outputs(const TokenBatch& batch) {
           absl::StrFormat("token pool: top-k rank %d outside [0, %d)", m.topk_rank, num_topk_));
     }
   }
-  // Stage each row in its entry (created when missing, and remembered): a top-k rank that
-  // arrived before or that an earlier row of this batch brings is a duplicate. One lookup per
-  // row and no sort (#19 item 6: this was a quarter of a 1,024-device simulation).
+  // Apply each row to its entry (created when missing, and remembered): a top-k rank that
+  // arrived before, or that an earlier row of this batch brought, is a duplicate, and then
+  // the rows applied so far are taken back. One lookup and one visit of the entry per row,
+  // no sort (#19 item 6: this was a quarter of a 1,024-device simulation).
   std::vector<int64_t>& created_buckets = scratch().created_buckets;
   std::vector<std::pair<Bucket*, std::pair<int64_t, int64_t>>>& created_entries =
       scratch().created_entries;  // in order
@@ -322,7 +323,7 @@ absl::Status TokenPool::add_expert_outputs(const TokenBatch& batch) {
     last_key = key;
     return last;
   };
-  std::vector<std::pair<Bucket*, uint32_t>>& at = scratch().at;  // each row's entry
+  std::vector<std::pair<Bucket*, uint32_t>>& at = scratch().at;  // each applied row's entry
   at.clear();
   at.reserve(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
@@ -331,16 +332,31 @@ absl::Status TokenPool::add_expert_outputs(const TokenBatch& batch) {
     bool added = false;
     const uint32_t slot = b->find_or_add(m.request_id, m.position, &added);
     if (added) created_entries.push_back({b, {m.request_id, m.position}});
-    at.emplace_back(b, slot);
     Entry& e = b->slots[slot];
     const uint64_t bit = uint64_t{1} << m.topk_rank;
-    if (((e.arrived | e.staged) & bit) == 0) {
-      e.staged |= bit;
+    if ((e.arrived & bit) == 0) {
+      at.emplace_back(b, slot);
+      if (e.weights.empty()) {
+        e.outputs.assign(num_topk_ * hidden_, 0.f);
+        e.weights.assign(num_topk_, 0.f);
+      }
+      const float* row = batch.act->row(i);
+      std::copy(row, row + hidden_, e.outputs.begin() + m.topk_rank * hidden_);
+      e.weights[m.topk_rank] = m.topk_weight;
+      e.arrived |= bit;
+      if (++e.num_outputs == num_topk_ && e.has_residual) ++b->complete_entries;
       continue;
     }
-    // Undo the staging: clear the marks, drop what was created for this batch (each bucket's
-    // new entries are the last of its slots, so newest first).
-    for (int64_t u = 0; u < i; ++u) at[u].first->slots[at[u].second].staged = 0;
+    // Take the applied rows back, newest first (an output or weight they wrote stays, but
+    // unmarked: a slot counts only with its arrived bit, and the row that sets the bit writes
+    // it again), then drop what was created for this batch (each bucket's new entries are the
+    // last of its slots, so newest first).
+    for (int64_t u = i - 1; u >= 0; --u) {
+      const auto [ub, uslot] = at[static_cast<size_t>(u)];
+      Entry& ue = ub->slots[uslot];
+      if (ue.num_outputs-- == num_topk_ && ue.has_residual) --ub->complete_entries;
+      ue.arrived &= ~(uint64_t{1} << batch.tokens[u].topk_rank);
+    }
     for (auto c = created_entries.rbegin(); c != created_entries.rend(); ++c) {
       c->first->pop_last();
     }
@@ -350,33 +366,22 @@ absl::Status TokenPool::add_expert_outputs(const TokenBatch& batch) {
         absl::StrFormat("token pool: request %d position %d got top-k rank %d twice", m.request_id,
                         m.position, m.topk_rank));
   }
-  if (readiness_ == Readiness::kPerIteration) ++bucket(batch.iteration).expert_messages;
-  // Bucket keys, ascending and unique before use.
+  at.clear();
+  if (readiness_ == Readiness::kPerIteration) {
+    ++bucket(batch.iteration).expert_messages;
+    return absl::OkStatus();
+  }
+  // Per request: the groups this batch touched, ascending and unique, may be ready now.
   std::vector<int64_t>& touched = scratch().touched;
   touched.clear();
-  for (int64_t i = 0; i < n; ++i) {
-    const TokenMeta& m = batch.tokens[i];
-    Bucket& b = *at[static_cast<size_t>(i)].first;
+  for (const TokenMeta& m : batch.tokens) {
     const int64_t key = bucket_key(batch, m);
     if (touched.empty() || touched.back() != key) touched.push_back(key);
-    Entry& e = b.slots[at[static_cast<size_t>(i)].second];
-    if (e.weights.empty()) {
-      e.outputs.assign(num_topk_ * hidden_, 0.f);
-      e.weights.assign(num_topk_, 0.f);
-    }
-    e.staged = 0;
-    const float* row = batch.act->row(i);
-    std::copy(row, row + hidden_, e.outputs.begin() + m.topk_rank * hidden_);
-    e.weights[m.topk_rank] = m.topk_weight;
-    e.arrived |= uint64_t{1} << m.topk_rank;
-    ++e.num_outputs;
-    if (e.num_outputs == num_topk_ && e.has_residual) ++b.complete_entries;
   }
   std::sort(touched.begin(), touched.end());
   touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
   for (int64_t key : touched) note_if_ready(key);
   touched.clear();
-  at.clear();
   return absl::OkStatus();
 }
 

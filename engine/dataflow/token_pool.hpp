@@ -98,9 +98,6 @@ class TokenPool {
   /// unaligned 184-byte entry spread these fields over (#19 item 6).
   struct alignas(64) Entry {
     uint64_t arrived = 0;  ///< bit j: top-k rank j arrived (num_topk <= 64)
-    /// add_expert_outputs, while it checks a batch: bit j: a row of the batch brings rank j
-    /// (0 between calls).
-    uint64_t staged = 0;
     int32_t num_outputs = 0;
     bool has_residual = false;
     /// [num_topk]; inline up to top-8, so a routed token costs no allocation for them.
