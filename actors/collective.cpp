@@ -97,8 +97,9 @@ engine::dataflow::TokenBatchPtr empty_delivery(const RunContext& ctx, Collective
 // which a few took part makes a few batches. A whole contribution (Contribution::is_whole) is
 // split here, row by row into its destinations' batches, in the same order its split form
 // would give. Errors: InvalidArgument for a part without its batch, for a destination outside
-// [0, num_dests) (its rows would be lost), or for a whole contribution whose destinations or
-// activations do not match its rows.
+// [0, num_dests) (its rows would be lost), for a part whose activations do not match its rows
+// and `width`, or for a whole contribution whose destinations or activations do not match its
+// rows.
 absl::StatusOr<Delivery> concat_parts(const RunContext& ctx, CollectiveKind kind, int32_t block,
                                       const std::vector<ContributionPtr>& slot, size_t num_dests,
                                       int64_t iteration, int64_t width) {
@@ -315,9 +316,13 @@ caf::behavior collective_behavior(caf::stateful_actor<CollectiveState>* self, Ru
     }
     // Other processes' replicas get the split form (the cluster codec carries parts).
     if (forward && !replica.peers.empty() && c->is_whole()) {
-      absl::StatusOr<ContributionPtr> split = split_whole(c, num_dests, [&](int32_t d) {
-        return collective_destination_layer(*ctx, kind, block, static_cast<size_t>(d));
-      });
+      absl::StatusOr<ContributionPtr> split = split_whole(
+          c, num_dests,
+          [&](int32_t d) {
+            return collective_destination_layer(*ctx, kind, block, static_cast<size_t>(d));
+          },
+          kind == CollectiveKind::kDispatch ? engine::dataflow::Payload::kExpertInputs
+                                            : engine::dataflow::Payload::kExpertOutputs);
       if (!split.ok()) {
         self->send(ctx->actors.coordinator, failed_atom::value,
                    absl::StrFormat("collective b%d: %s", block, split.status().message()));

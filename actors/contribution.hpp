@@ -127,12 +127,14 @@ ContributionPtr group_rows(int64_t iteration, int32_t source, size_t num_dests, 
 /// The split form of whole contribution `c` (its rows grouped by destination, each part's
 /// rows in `c`'s order; a split contribution is returned as it is): for a collective replica
 /// that forwards contributions to another process, whose codec carries the split form.
-/// `layer_of(dst)` is the LayerId of destination `dst`'s part. Errors: InvalidArgument for a
+/// `layer_of(dst)` is the LayerId of destination `dst`'s part and `payload` the parts' payload
+/// (a whole combine contribution of the sim is the expert's input batch, whose own payload is
+/// kExpertInputs). Errors: InvalidArgument for a
 /// `row_dest` of the wrong length or naming a destination outside [0, num_dests), or for
 /// activations that do not match the rows.
 template <typename LayerOf>
 absl::StatusOr<ContributionPtr> split_whole(const ContributionPtr& c, size_t num_dests,
-                                            LayerOf&& layer_of) {
+                                            LayerOf&& layer_of, engine::dataflow::Payload payload) {
   if (!c->is_whole()) return c;
   const engine::dataflow::TokenBatch& all = *c->whole;
   const int64_t n = all.num_tokens();
@@ -157,7 +159,7 @@ absl::StatusOr<ContributionPtr> split_whole(const ContributionPtr& c, size_t num
       [&](int32_t dst, int64_t rows) {
         auto b = std::make_shared<engine::dataflow::TokenBatch>();
         b->layer = layer_of(dst);
-        b->payload = all.payload;
+        b->payload = payload;
         b->iteration = all.iteration;
         b->act = std::make_shared<engine::dataflow::Activations>(0, width);
         b->tokens.reserve(static_cast<size_t>(rows));

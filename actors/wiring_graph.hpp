@@ -94,8 +94,9 @@ class CollectiveRule {
  public:
   virtual ~CollectiveRule() = default;
   /// The batches for `num_dests` destinations from `parts` (one contribution per source, in
-  /// source order; under sparse iterations a rank that took no part is a shared empty
-  /// contribution with source and iteration -1: use the index and `iteration`). `width`: activation
+  /// source order, split form unless takes_whole_rows(); under sparse iterations a rank that
+  /// took no part is a shared empty contribution with source and iteration -1: use the index
+  /// and `iteration`). `width`: activation
   /// floats per row (0 in simulation). Errors: malformed contributions (the run fails with the
   /// message).
   virtual absl::StatusOr<Delivery> deliver(const RunContext& ctx, CollectiveKind kind,
@@ -113,7 +114,8 @@ class CollectiveRule {
 };
 
 /// The default collective: concatenates the parts addressed to each destination in source
-/// order (deterministic). Defined in actors/collective.cpp.
+/// order (deterministic); takes whole contributions too, split into the same order. Defined
+/// in actors/collective.cpp.
 std::shared_ptr<const CollectiveRule> concat_rule();
 
 /// Where each token of an attention run continues after the block's experts (the DP rank

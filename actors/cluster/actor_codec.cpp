@@ -116,6 +116,9 @@ std::vector<float> floats_of(std::span<const char> bytes) {
 // A contribution's fields (header) and its parts' rows (appended to `payload`).
 absl::Status encode_contribution(Writer& w, const ContributionPtr& c, PayloadViews& payload) {
   if (!c) return bad("null contribution");
+  // The wire carries the split form (a collective replica splits a whole contribution before
+  // it forwards it: split_whole); encoding a whole one here would drop its rows.
+  if (c->is_whole()) return bad("whole contribution (split it first)");
   if (c->dests.size() != c->parts.size()) return bad("contribution with dests != parts");
   std::vector<transport::WireBatchView> wires;
   wires.reserve(c->parts.size());

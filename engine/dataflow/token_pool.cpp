@@ -15,6 +15,7 @@ struct TokenPool::Scratch {
   std::vector<int64_t> touched;
   std::vector<int64_t> created_buckets;
   std::vector<std::pair<Bucket*, std::pair<int64_t, int64_t>>> created_entries;
+  std::vector<Bucket*> switched;
   std::vector<std::pair<Bucket*, uint32_t>> at;
   std::vector<uint32_t> order;
   std::vector<const float*> rows;
@@ -65,11 +66,17 @@ void TokenPool::Bucket::clear() {
   keys.clear();
 }
 
+// `position - first` as unsigned when position >= first (no signed overflow for any positions
+// a peer sends).
+inline uint64_t offset_from(int64_t position, int64_t first) {
+  return static_cast<uint64_t>(position) - static_cast<uint64_t>(first);
+}
+
 int64_t TokenPool::Bucket::find_in_runs(int64_t request_id, int64_t position) const {
   for (const Run& r : runs) {
     if (r.request_id == request_id && position >= r.first_position &&
-        position - r.first_position < r.count) {
-      return r.first_slot + (position - r.first_position);
+        offset_from(position, r.first_position) < r.count) {
+      return static_cast<int64_t>(r.first_slot + offset_from(position, r.first_position));
     }
   }
   return -1;
@@ -104,7 +111,8 @@ uint32_t TokenPool::Bucket::find_or_add(int64_t request_id, int64_t position, bo
   if (added != nullptr) *added = true;
   if (!runs.empty()) {
     Run& last = runs.back();
-    if (last.request_id == request_id && last.first_position + last.count == position &&
+    if (last.request_id == request_id && position > last.first_position &&
+        offset_from(position, last.first_position) == last.count &&
         last.first_slot + last.count == slot) {
       ++last.count;
       return slot;
@@ -118,6 +126,27 @@ uint32_t TokenPool::Bucket::find_or_add(int64_t request_id, int64_t position, bo
     for (size_t i = 0; i < keys.size(); ++i) index.emplace(keys[i], static_cast<uint32_t>(i));
   }
   return slot;
+}
+
+void TokenPool::Bucket::unhash() {
+  MUFLOW_ASSERT(hashed, "TokenPool::Bucket::unhash of a bucket without an index");
+  hashed = false;
+  index.clear();
+  runs.clear();
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const auto [request_id, position] = keys[i];
+    const auto slot = static_cast<uint32_t>(i);
+    if (!runs.empty()) {
+      Run& last = runs.back();
+      if (last.request_id == request_id && position > last.first_position &&
+          offset_from(position, last.first_position) == last.count) {
+        ++last.count;
+        continue;
+      }
+    }
+    runs.push_back({request_id, position, slot, 1});
+  }
+  MUFLOW_ASSERT(runs.size() <= kMaxRuns, "TokenPool::Bucket::unhash: more runs than it keeps");
 }
 
 void TokenPool::Bucket::pop_last() {
@@ -285,8 +314,8 @@ absl::Status TokenPool::add_residual(const TokenBatch& batch) {
 }
 
 absl::Status TokenPool::add_expert_outputs(const TokenBatch& batch) {
-  // Check every row first, then apply: a rejected message leaves the pool unchanged and does
-  // not count toward completion.
+  // Checks, then each row applied (and all taken back on a duplicate): a rejected message
+  // leaves the pool unchanged and does not count toward completion.
   const int64_t n = batch.num_tokens();
   if (n > 0 && (!batch.act || batch.act->width != hidden_)) {
     return absl::InvalidArgumentError(
@@ -312,6 +341,8 @@ absl::Status TokenPool::add_expert_outputs(const TokenBatch& batch) {
       scratch().created_entries;  // in order
   created_buckets.clear();
   created_entries.clear();
+  std::vector<Bucket*>& switched = scratch().switched;  // buckets this batch made hash
+  switched.clear();
   Bucket* last = nullptr;
   int64_t last_key = 0;
   auto bucket_of = [&](const TokenMeta& m) -> Bucket* {
@@ -330,8 +361,10 @@ absl::Status TokenPool::add_expert_outputs(const TokenBatch& batch) {
     const TokenMeta& m = batch.tokens[i];
     Bucket* b = bucket_of(m);
     bool added = false;
+    const bool was_hashed = b->hashed;
     const uint32_t slot = b->find_or_add(m.request_id, m.position, &added);
     if (added) created_entries.push_back({b, {m.request_id, m.position}});
+    if (b->hashed && !was_hashed) switched.push_back(b);
     Entry& e = b->slots[slot];
     const uint64_t bit = uint64_t{1} << m.topk_rank;
     if ((e.arrived & bit) == 0) {
@@ -340,8 +373,10 @@ absl::Status TokenPool::add_expert_outputs(const TokenBatch& batch) {
         e.outputs.assign(num_topk_ * hidden_, 0.f);
         e.weights.assign(num_topk_, 0.f);
       }
-      const float* row = batch.act->row(i);
-      std::copy(row, row + hidden_, e.outputs.begin() + m.topk_rank * hidden_);
+      if (hidden_ > 0) {
+        const float* row = batch.act->row(i);
+        std::copy(row, row + hidden_, e.outputs.begin() + m.topk_rank * hidden_);
+      }
       e.weights[m.topk_rank] = m.topk_weight;
       e.arrived |= bit;
       if (++e.num_outputs == num_topk_ && e.has_residual) ++b->complete_entries;
@@ -360,8 +395,10 @@ absl::Status TokenPool::add_expert_outputs(const TokenBatch& batch) {
     for (auto c = created_entries.rbegin(); c != created_entries.rend(); ++c) {
       c->first->pop_last();
     }
+    for (Bucket* sb : switched) sb->unhash();  // (a created bucket is removed next anyway)
     for (int64_t key : created_buckets) remove(buckets_.find(key));
     at.clear();
+    switched.clear();
     return absl::InvalidArgumentError(
         absl::StrFormat("token pool: request %d position %d got top-k rank %d twice", m.request_id,
                         m.position, m.topk_rank));

@@ -92,10 +92,12 @@ class TokenPool {
   int64_t num_held_requests() const { return static_cast<int64_t>(buckets_.size()); }
 
  private:
-  /// What add_expert_outputs reads and writes per row comes first, in the entry's first
-  /// 64-byte line (the entry is aligned to it): the rows of a combine come in expert order, so
-  /// a bucket's entries are visited at random and a row should cost one line, not the three an
-  /// unaligned 184-byte entry spread these fields over (#19 item 6).
+  /// The fields add_expert_outputs tests and counts per row (arrived, num_outputs,
+  /// has_residual, weights) come first, in the entry's first 64-byte line (the entry is
+  /// aligned to it): the rows of a combine come in expert order, so a bucket's entries are
+  /// visited at random, and without activations (the sim) a row costs that one line, not the
+  /// three an unaligned 184-byte entry spread them over (#19 item 6); with activations a row
+  /// also writes its output row through `outputs`.
   struct alignas(64) Entry {
     uint64_t arrived = 0;  ///< bit j: top-k rank j arrived (num_topk <= 64)
     int32_t num_outputs = 0;
@@ -107,7 +109,6 @@ class TokenPool {
     std::vector<float> shared;    ///< [hidden] or empty
     std::vector<float> outputs;   ///< [num_topk * hidden], slot j valid when bit j of arrived
   };
-  static_assert(offsetof(Entry, meta) <= 64, "TokenPool::Entry: the per-row fields fit a line");
   /// Tokens of one iteration (per iteration) or one request's group (per request).
   struct Bucket {
     bool residual_arrived = false;  ///< per iteration: all expected residual batches arrived
@@ -145,8 +146,12 @@ class TokenPool {
     Entry* find(int64_t request_id, int64_t position);
     /// The index of (request, position)'s entry, added (empty) when missing; `added` tells.
     uint32_t find_or_add(int64_t request_id, int64_t position, bool* added = nullptr);
-    /// Removes the last slot (the newest entry), as if it had never been added.
+    /// Removes the last slot (the newest entry). Its key is no longer found; a bucket that
+    /// switched to `index` when that entry came stays switched (unhash() goes back).
     void pop_last();
+    /// Back to runs (`runs` rebuilt from `keys`, `index` emptied) after the entries that made
+    /// the bucket switch to the index were popped: at most kMaxRuns runs (aborts otherwise).
+    void unhash();
 
    private:
     /// The slot of (request, position) among `runs`, or -1.

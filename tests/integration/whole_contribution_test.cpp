@@ -101,7 +101,8 @@ TEST(WholeContribution, ConcatDeliversWhatItDeliversForTheSplitForm) {
     for (int32_t src = 0; src < 5; ++src) {
       const int64_t n = src == 2 ? 0 : static_cast<int64_t>(rng.next(30));  // one sends none
       whole.push_back(random_whole(rng, src, n, num_dests, width));
-      absl::StatusOr<ContributionPtr> s = split_whole(whole.back(), num_dests, expert_layer);
+      absl::StatusOr<ContributionPtr> s =
+          split_whole(whole.back(), num_dests, expert_layer, Payload::kExpertOutputs);
       ASSERT_TRUE(s.ok()) << s.status();
       ASSERT_FALSE((*s)->is_whole());
       split.push_back(*s);
@@ -112,6 +113,7 @@ TEST(WholeContribution, ConcatDeliversWhatItDeliversForTheSplitForm) {
       for (size_t p = 1; p < s->dests.size(); ++p) ASSERT_LT(s->dests[p - 1], s->dests[p]);
       for (size_t p = 0; p < s->parts.size(); ++p) {
         EXPECT_EQ(s->parts[p]->layer.index, s->dests[p]);
+        EXPECT_EQ(s->parts[p]->payload, Payload::kExpertOutputs);  // given, not the whole's
         EXPECT_EQ(s->parts[p]->act->num_rows, s->parts[p]->num_tokens());
       }
     }
@@ -168,12 +170,13 @@ TEST(WholeContribution, MalformedWholeContributionsAreRefused) {
   // split_whole refuses what it cannot split, and returns a split contribution as it is.
   c = random_whole(rng, 0, 6, 4, 0);
   c->row_dest[0] = -1;
-  EXPECT_FALSE(split_whole(c, 4, expert_layer).ok());
+  EXPECT_FALSE(split_whole(c, 4, expert_layer, Payload::kExpertInputs).ok());
   c = random_whole(rng, 0, 6, 4, 0);
   c->row_dest.pop_back();
-  EXPECT_FALSE(split_whole(c, 4, expert_layer).ok());
+  EXPECT_FALSE(split_whole(c, 4, expert_layer, Payload::kExpertInputs).ok());
   auto split = std::make_shared<Contribution>();
-  absl::StatusOr<ContributionPtr> same = split_whole(split, 4, expert_layer);
+  absl::StatusOr<ContributionPtr> same =
+      split_whole(split, 4, expert_layer, Payload::kExpertInputs);
   ASSERT_TRUE(same.ok());
   EXPECT_EQ(*same, split);
 }

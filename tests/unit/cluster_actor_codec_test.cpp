@@ -154,6 +154,21 @@ TEST(ClusterActorCodec, ContributionRoundTripsItsParts) {
   expect_same_batch(*c->parts[1], *got.parts[1]);
 }
 
+// The wire carries the split form only: a whole contribution (actors/contribution.hpp) would
+// cross with no parts and lose its rows, so it is refused (a replica splits it first).
+TEST(ClusterActorCodec, AWholeContributionIsRefused) {
+  auto c = std::make_shared<Contribution>();
+  c->iteration = 4;
+  c->source = 2;
+  c->whole = batch(3, 4, 0);
+  c->row_dest = {0, 2, 0};
+  auto enc =
+      encode_actor_message({ActorRole::kDispatch, 0, 0},
+                           caf::make_message(contrib_atom::value, ContributionPtr(c)).content());
+  ASSERT_FALSE(enc.ok());
+  EXPECT_NE(enc.status().message().find("whole contribution"), std::string::npos) << enc.status();
+}
+
 // A process's contributions to one iteration of a collective cross together (#18).
 TEST(ClusterActorCodec, ContributionBundleRoundTripsEveryContribution) {
   auto bundle = std::make_shared<ContributionBundle>();

@@ -444,7 +444,7 @@ TEST(TokenPool, EntriesFoundTheSameBeforeAndAfterTheBucketIndexesThem) {
     }
     for (const auto& k : keys) second.push_back({k.first, k.second, 1, 0.25f, {2.f * value(k)}});
     ASSERT_TRUE(pool.add_expert_outputs(outputs(0, 1, first)).ok());
-    // A rank-0 row again is a duplicate of what the first message staged.
+    // A rank-0 row again is a duplicate of what the first message brought.
     EXPECT_FALSE(pool.add_expert_outputs(outputs(0, 1, {{2, 9, 0, 0.5f, {1.f}}})).ok());
     ASSERT_TRUE(pool.add_expert_outputs(outputs(0, 1, second)).ok());
     absl::StatusOr<dataflow::MergedTokens> merged = pool.take(0);
