@@ -109,16 +109,7 @@ uint32_t TokenPool::Bucket::find_or_add(int64_t request_id, int64_t position, bo
   slots.emplace_back();
   keys.emplace_back(request_id, position);
   if (added != nullptr) *added = true;
-  if (!runs.empty()) {
-    Run& last = runs.back();
-    if (last.request_id == request_id && position > last.first_position &&
-        offset_from(position, last.first_position) == last.count &&
-        last.first_slot + last.count == slot) {
-      ++last.count;
-      return slot;
-    }
-  }
-  runs.push_back({request_id, position, slot, 1});
+  append_run(request_id, position, slot);
   if (runs.size() > kMaxRuns) {  // many requests or scattered positions: a hash index
     hashed = true;
     runs.clear();
@@ -128,23 +119,26 @@ uint32_t TokenPool::Bucket::find_or_add(int64_t request_id, int64_t position, bo
   return slot;
 }
 
+void TokenPool::Bucket::append_run(int64_t request_id, int64_t position, uint32_t slot) {
+  if (!runs.empty()) {
+    Run& last = runs.back();
+    if (last.request_id == request_id && position > last.first_position &&
+        offset_from(position, last.first_position) == last.count &&
+        last.first_slot + last.count == slot) {
+      ++last.count;
+      return;
+    }
+  }
+  runs.push_back({request_id, position, slot, 1});
+}
+
 void TokenPool::Bucket::unhash() {
   MUFLOW_ASSERT(hashed, "TokenPool::Bucket::unhash of a bucket without an index");
   hashed = false;
   index.clear();
   runs.clear();
   for (size_t i = 0; i < keys.size(); ++i) {
-    const auto [request_id, position] = keys[i];
-    const auto slot = static_cast<uint32_t>(i);
-    if (!runs.empty()) {
-      Run& last = runs.back();
-      if (last.request_id == request_id && position > last.first_position &&
-          offset_from(position, last.first_position) == last.count) {
-        ++last.count;
-        continue;
-      }
-    }
-    runs.push_back({request_id, position, slot, 1});
+    append_run(keys[i].first, keys[i].second, static_cast<uint32_t>(i));
   }
   MUFLOW_ASSERT(runs.size() <= kMaxRuns, "TokenPool::Bucket::unhash: more runs than it keeps");
 }

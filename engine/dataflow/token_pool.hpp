@@ -156,6 +156,8 @@ class TokenPool {
    private:
     /// The slot of (request, position) among `runs`, or -1.
     int64_t find_in_runs(int64_t request_id, int64_t position) const;
+    /// Adds `slot` (request, position) to `runs`: the last run grows when it continues it.
+    void append_run(int64_t request_id, int64_t position, uint32_t slot);
   };
   TokenPool(Readiness readiness, int64_t hidden, int64_t num_topk, int64_t expected_expert_messages,
             int64_t expected_residual_messages);
