@@ -83,13 +83,11 @@ void trace_barrier(const RunContext& ctx, CollectiveKind kind, int32_t block, in
 engine::dataflow::TokenBatchPtr empty_delivery(const RunContext& ctx, CollectiveKind kind,
                                                int32_t block, size_t dst, int64_t iteration,
                                                int64_t width) {
-  auto out = std::make_shared<engine::dataflow::TokenBatch>();
-  out->layer = collective_destination_layer(ctx, kind, block, dst);
-  out->payload = kind == CollectiveKind::kDispatch ? engine::dataflow::Payload::kExpertInputs
-                                                   : engine::dataflow::Payload::kExpertOutputs;
-  out->iteration = iteration;
-  out->act = std::make_shared<engine::dataflow::Activations>(0, width);
-  return out;
+  return engine::dataflow::make_batch(collective_destination_layer(ctx, kind, block, dst),
+                                      kind == CollectiveKind::kDispatch
+                                          ? engine::dataflow::Payload::kExpertInputs
+                                          : engine::dataflow::Payload::kExpertOutputs,
+                                      iteration, width);
 }
 
 // Concatenation in source order. Sources outermost, so a source costs only the parts it sent;

@@ -157,14 +157,7 @@ absl::StatusOr<ContributionPtr> split_whole(const ContributionPtr& c, size_t num
       c->iteration, c->source, num_dests, n,
       [&](int64_t i) { return c->row_dest[static_cast<size_t>(i)]; },
       [&](int32_t dst, int64_t rows) {
-        auto b = std::make_shared<engine::dataflow::TokenBatch>();
-        b->layer = layer_of(dst);
-        b->payload = payload;
-        b->iteration = all.iteration;
-        b->act = std::make_shared<engine::dataflow::Activations>(0, width);
-        b->tokens.reserve(static_cast<size_t>(rows));
-        b->act->data.reserve(static_cast<size_t>(rows * width));
-        return b;
+        return engine::dataflow::make_batch(layer_of(dst), payload, all.iteration, width, rows);
       },
       [&](engine::dataflow::TokenBatch& part, int64_t i) {
         part.tokens.push_back(all.tokens[static_cast<size_t>(i)]);

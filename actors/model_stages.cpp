@@ -11,8 +11,8 @@
 namespace muflow::actors {
 namespace {
 
-using engine::dataflow::Activations;
 using engine::dataflow::LayerId;
+using engine::dataflow::make_batch;
 using engine::dataflow::Payload;
 using engine::dataflow::StageKind;
 using engine::dataflow::TokenBatch;
@@ -41,21 +41,6 @@ struct EmitScratch {
 EmitScratch& emit_scratch() {
   thread_local EmitScratch scratch;
   return scratch;
-}
-
-/// An empty batch with room for `rows` rows of `width` floats.
-TokenBatchPtr new_batch(LayerId layer, Payload payload, int64_t iteration, int64_t width,
-                        int64_t rows = 0) {
-  auto b = std::make_shared<TokenBatch>();
-  b->layer = layer;
-  b->payload = payload;
-  b->iteration = iteration;
-  b->act = std::make_shared<Activations>(0, width);
-  if (rows > 0) {
-    b->tokens.reserve(static_cast<size_t>(rows));
-    b->act->data.reserve(static_cast<size_t>(rows * width));
-  }
-  return b;
 }
 
 inline void push_row(TokenBatch& b, const TokenMeta& meta, const float* row, int64_t width) {
@@ -282,8 +267,8 @@ class AttentionStage final : public StageImpl {
       contrib->iteration = iteration;
       contrib->source = rank_;
       if (n > 0) {
-        contrib->whole = new_batch({StageKind::kExpert, block_, -1}, Payload::kExpertInputs,
-                                   iteration, H, n * K);
+        contrib->whole = make_batch({StageKind::kExpert, block_, -1}, Payload::kExpertInputs,
+                                    iteration, H, n * K);
         for (int64_t i = 0; i < n; ++i) {
           TokenMeta m = meta[static_cast<size_t>(i)];
           m.origin_rank = next(i);  // where the combine delivers this token's outputs
@@ -306,8 +291,8 @@ class AttentionStage final : public StageImpl {
         iteration, rank_, static_cast<size_t>(E), n * K,
         [&](int64_t q) { return ids[static_cast<size_t>(q)]; },
         [&](int32_t e, int64_t rows) {
-          return new_batch({StageKind::kExpert, block_, e}, Payload::kExpertInputs, iteration, H,
-                           rows);
+          return make_batch({StageKind::kExpert, block_, e}, Payload::kExpertInputs, iteration, H,
+                            rows);
         },
         [&](TokenBatch& part, int64_t q) {
           const int64_t i = q / K;
@@ -339,7 +324,7 @@ class AttentionStage final : public StageImpl {
           if (begin == end) continue;
           const int32_t slot = c == 0 ? e : (*replicas)[c - 1];
           TokenBatchPtr chunk =
-              new_batch({StageKind::kExpert, block_, slot}, Payload::kExpertInputs, iteration, H);
+              make_batch({StageKind::kExpert, block_, slot}, Payload::kExpertInputs, iteration, H);
           for (int64_t i = begin; i < end; ++i) {
             push_row(*chunk, all.tokens[i], H > 0 ? all.act->row(i) : nullptr, H);
           }
@@ -375,7 +360,7 @@ class AttentionStage final : public StageImpl {
       // appended to its residual (none, or the sim's rows without activations): the run's
       // rows are the residual batch as they are.
       TokenBatchPtr residual =
-          new_batch(merge_target(*ctx_, block_, rank_), Payload::kResidual, iteration, width);
+          make_batch(merge_target(*ctx_, block_, rank_), Payload::kResidual, iteration, width);
       residual->tokens = std::move(meta);
       residual->act->data = std::move(h);
       residual->act->num_rows = n;
@@ -385,7 +370,7 @@ class AttentionStage final : public StageImpl {
     }
     for (const int32_t r : targets) {
       TokenBatchPtr residual =
-          new_batch(merge_target(*ctx_, block_, r), Payload::kResidual, iteration, width);
+          make_batch(merge_target(*ctx_, block_, r), Payload::kResidual, iteration, width);
       for (int64_t i = 0; i < n; ++i) {
         if (next(i) != r) continue;
         residual->tokens.push_back(meta[i]);
@@ -525,14 +510,9 @@ class ExpertStage final : public StageImpl {
         if (H == 0) {
           contrib->whole = batch;
         } else {
-          auto whole = std::make_shared<TokenBatch>();
-          whole->layer = in.layer;
-          whole->payload = Payload::kExpertOutputs;
-          whole->iteration = in.iteration;
+          TokenBatchPtr whole = make_batch(in.layer, Payload::kExpertOutputs, in.iteration, H);
           whole->tokens = in.tokens;
-          whole->act = std::make_shared<Activations>();
           whole->act->num_rows = n;
-          whole->act->width = H;
           whole->act->data = std::move(y);
           contrib->whole = std::move(whole);
         }
@@ -549,8 +529,8 @@ class ExpertStage final : public StageImpl {
         in.iteration, slot_, static_cast<size_t>(ctx_->num_ranks), n,
         [&](int64_t i) { return in.tokens[static_cast<size_t>(i)].origin_rank; },
         [&](int32_t r, int64_t rows) {
-          return new_batch(merge_target(*ctx_, block_, r), Payload::kExpertOutputs, in.iteration, H,
-                           rows);
+          return make_batch(merge_target(*ctx_, block_, r), Payload::kExpertOutputs, in.iteration,
+                            H, rows);
         },
         [&](TokenBatch& part, int64_t i) {
           push_row(part, in.tokens[static_cast<size_t>(i)], y.data() + i * H, H);
@@ -571,8 +551,8 @@ class ExpertStage final : public StageImpl {
   // One batch holding the rows of `batches` in order.
   TokenBatchPtr concat(const std::vector<TokenBatchPtr>& batches) const {
     const int64_t H = exec_->activation_width();
-    TokenBatchPtr b = new_batch({StageKind::kExpert, block_, slot_}, Payload::kExpertInputs,
-                                batches.front()->iteration, H);
+    TokenBatchPtr b = make_batch({StageKind::kExpert, block_, slot_}, Payload::kExpertInputs,
+                                 batches.front()->iteration, H);
     for (const TokenBatchPtr& part : batches) {
       b->tokens.insert(b->tokens.end(), part->tokens.begin(), part->tokens.end());
       b->act->data.insert(b->act->data.end(), part->act->data.begin(), part->act->data.end());

@@ -31,12 +31,7 @@ absl::Status check_shape(const DispatchParts& parts, int64_t width) {
 }
 
 TokenBatchPtr new_destination(int32_t block, int32_t dst, int64_t iteration, int64_t width) {
-  auto b = std::make_shared<TokenBatch>();
-  b->layer = {StageKind::kExpert, block, dst};
-  b->payload = Payload::kExpertInputs;
-  b->iteration = iteration;
-  b->act = std::make_shared<Activations>(0, width);
-  return b;
+  return make_batch({StageKind::kExpert, block, dst}, Payload::kExpertInputs, iteration, width);
 }
 
 // Appends rows [begin, end) of `part` to `out`.

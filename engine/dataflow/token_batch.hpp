@@ -91,4 +91,21 @@ struct TokenBatch {
 
 using TokenBatchPtr = std::shared_ptr<TokenBatch>;
 
+/// A new empty batch for `layer` carrying `payload` in `iteration`, with activations of
+/// `width` floats per row (0 in simulation; `act` is never null) and room reserved for `rows`
+/// rows (>= 0) of tokens and activations, so that appending them allocates nothing more.
+inline TokenBatchPtr make_batch(LayerId layer, Payload payload, int64_t iteration, int64_t width,
+                                int64_t rows = 0) {
+  auto b = std::make_shared<TokenBatch>();
+  b->layer = layer;
+  b->payload = payload;
+  b->iteration = iteration;
+  b->act = std::make_shared<Activations>(0, width);
+  if (rows > 0) {
+    b->tokens.reserve(static_cast<size_t>(rows));
+    b->act->data.reserve(static_cast<size_t>(rows * width));
+  }
+  return b;
+}
+
 }  // namespace muflow::engine::dataflow
