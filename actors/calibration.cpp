@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <barrier>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -22,6 +23,7 @@
 #include "engine/exec/executor.hpp"
 #include "engine/serving/kv_cache.hpp"
 #include "engine/trace/trace_reader.hpp"
+#include "kernels/sim/host_time_table.hpp"
 #include "kernels/sim/measured_kernels.hpp"
 #include "nlohmann/json.hpp"
 
@@ -31,6 +33,7 @@ namespace {
 namespace fs = std::filesystem;
 using engine::model::ModelConfig;
 using engine::topology::Topology;
+using kernels::sim::median;
 
 /// Batch sizes measured: dense at small n (decode), geometric above.
 std::vector<int64_t> token_grid(int64_t max_tokens) {
@@ -50,11 +53,6 @@ std::string meta_line(const std::string& kind, const ModelConfig& c, const std::
       "gated=%d dtype=%s threads=%d concurrent=%d\n",
       kind, c.hidden_size, c.expert_ffn, c.num_heads, c.num_kv_heads, c.head_dim, c.num_experts,
       c.num_topk, c.vocab_size, c.gated_experts ? 1 : 0, dtype, threads, concurrent);
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 /// One measuring thread's state: its own executor, KV caches and buffers.
@@ -362,12 +360,6 @@ absl::StatusOr<std::vector<double>> serve_rounds(
   return itl_ms;
 }
 
-/// One `host_<kind>,n,0,0,s` row of the measured-kernels CSV (seconds clamped at 0).
-std::string host_row(kernels::sim::MeasuredKernels::RunKind kind, int64_t n, double seconds) {
-  return absl::StrCat(kernels::sim::host_op_name(kind), ",", n, ",0,0,",
-                      absl::StrFormat("%.9g", std::max(0.0, seconds)), "\n");
-}
-
 /// The closed batch the in-run host times are measured on: prompts of 8..96 tokens (prefill
 /// chunks of many sizes) and 16..32 new tokens (decode batches shrinking as requests finish).
 std::vector<engine::serving::Request> host_time_requests(int64_t vocab) {
@@ -514,8 +506,7 @@ absl::StatusOr<TraceRuns> read_trace_runs(const fs::path& path) {
   return out;
 }
 
-using HostBuckets = std::map<std::pair<kernels::sim::MeasuredKernels::RunKind, int>,
-                             std::vector<std::pair<int64_t, double>>>;
+using HostBuckets = kernels::sim::HostTimeTable::Samples;
 
 /// Adds one traced run's in-run host times to `buckets`: each measured stage run's span minus
 /// the sim's span of the same run.
@@ -540,8 +531,7 @@ void add_host_time_samples(const Slices& measured, const Slices& modeled, HostBu
     } else {
       continue;
     }
-    int bucket = 0;
-    while ((int64_t{2} << bucket) <= tokens) ++bucket;
+    const int bucket = kernels::sim::host_time_bucket(tokens);
     for (size_t i = 0; i < std::min(cpu_us.size(), found->second.size()); ++i) {
       buckets[{kind, bucket}].emplace_back(tokens, (cpu_us[i] - found->second[i]) * 1e-6);
     }
@@ -569,8 +559,7 @@ void add_barrier_samples(const Barriers& measured, const Barriers& modeled, Host
     const double gap_us = span.first_dest_us - span.start_us();
     const double modeled_us = other->second.first_dest_us - other->second.start_us();
     if (!(gap_us >= 0 && gap_us < 1e12) || !(modeled_us >= 0 && modeled_us < 1e12)) continue;
-    int bucket = 0;
-    while ((int64_t{2} << bucket) <= rows->second) ++bucket;
+    const int bucket = kernels::sim::host_time_bucket(rows->second);
     buckets[{dispatch ? Kind::kDispatch : Kind::kCombine, bucket}].emplace_back(
         rows->second, (gap_us - modeled_us) * 1e-6);
   }
@@ -607,43 +596,77 @@ absl::StatusOr<std::string> measure_host_times(
   cpu.sampling.stop_at_eos = false;
   absl::StatusOr<std::unique_ptr<Server>> cpu_server = Server::create(cpu);
   if (!cpu_server.ok()) return cpu_server.status();
-  const fs::path kernels = scratch / "host-kernels.csv";
-  std::ofstream(kernels) << kernel_rows;
-  HostBuckets buckets;
+  // The traced runs, kept for the sim replays below (each with a copy of its routing).
+  struct Traced {
+    TraceRuns runs;
+    fs::path routing;
+    double itl_ms = 0;
+  };
+  std::vector<Traced> traced;
   constexpr int kHostTimeRuns = 3;
   for (int run = 0; run <= kHostTimeRuns; ++run) {
     absl::StatusOr<RunOutcome> out = (*cpu_server)->run(requests);
     if (!out.ok()) return out.status();
     if (!out->status.ok()) return out->status;
     if (run == 0) continue;  // the warm-up
-    // The same runs in the sim: the kernel times just measured, no overheads.
-    Topology sim = replay_in_sim(cpu, config, cpu.routing_record_file, kernels, sim_kind);
-    sim.trace_file = (scratch / "host-sim-trace.json").string();
-    if (absl::StatusOr<RunOutcome> o = run_to_end(sim, requests); !o.ok()) return o.status();
     absl::StatusOr<TraceRuns> measured = read_trace_runs(cpu.trace_file);
     if (!measured.ok()) return measured.status();
-    absl::StatusOr<TraceRuns> modeled = read_trace_runs(sim.trace_file);
-    if (!modeled.ok()) return modeled.status();
-    add_host_time_samples(measured->slices, modeled->slices, buckets);
-    add_barrier_samples(measured->barriers, modeled->barriers, buckets);
-    add_grant_samples(measured->handoffs, modeled->handoffs, buckets);
-    progress(absl::StrFormat("in-run host time: traced run %d/%d and its sim replay done", run,
-                             kHostTimeRuns));
-  }
-  // Per kind and bucket with >= 5 samples: the median rows and the median excess. (The tiny
-  // model's barrier and grant times are taken out of stage_overhead, so these rows hold the
-  // whole of the real model's.)
-  std::string rows;
-  for (auto& [key, samples] : buckets) {
-    if (samples.size() < 5) continue;  // too few runs of that size for a median
-    std::vector<double> tokens, excess;
-    for (const auto& [n, s] : samples) {
-      tokens.push_back(static_cast<double>(n));
-      excess.push_back(s);
+    const fs::path routing = scratch / absl::StrCat("host-routing-", run, ".csv");
+    std::error_code ec;
+    fs::copy_file(cpu.routing_record_file, routing, fs::copy_options::overwrite_existing, ec);
+    if (ec) {
+      return absl::InternalError(absl::StrCat("calibrate: cannot copy ", cpu.routing_record_file,
+                                              " to ", routing.string(), ": ", ec.message()));
     }
-    absl::StrAppend(&rows, host_row(key.first, std::llround(median(tokens)), median(excess)));
+    traced.push_back({*std::move(measured), routing, out->metrics.itl.mean_ms});
+    progress(absl::StrFormat("in-run host time: traced run %d/%d done", run, kHostTimeRuns));
   }
-  return rows;
+  // Replays every traced run in the sim with the kernel rows and `host_rows` (no other
+  // overhead) and pools each run's samples, measured minus modeled; `itl_ms`: the replays'
+  // mean inter-token latency.
+  const fs::path kernels = scratch / "host-kernels.csv";
+  auto replay = [&](const std::string& host_rows, double* itl_ms) -> absl::StatusOr<HostBuckets> {
+    std::ofstream(kernels) << kernel_rows << host_rows;
+    HostBuckets samples;
+    *itl_ms = 0;
+    for (const Traced& t : traced) {
+      Topology sim = replay_in_sim(cpu, config, t.routing, kernels, sim_kind);
+      sim.trace_file = (scratch / "host-sim-trace.json").string();
+      absl::StatusOr<RunOutcome> o = run_to_end(sim, requests);
+      if (!o.ok()) return o.status();
+      *itl_ms += o->metrics.itl.mean_ms / static_cast<double>(traced.size());
+      absl::StatusOr<TraceRuns> modeled = read_trace_runs(sim.trace_file);
+      if (!modeled.ok()) return modeled.status();
+      add_host_time_samples(t.runs.slices, modeled->slices, samples);
+      add_barrier_samples(t.runs.barriers, modeled->barriers, samples);
+      add_grant_samples(t.runs.handoffs, modeled->handoffs, samples);
+    }
+    return samples;
+  };
+  double measured_itl_ms = 0;
+  for (const Traced& t : traced) measured_itl_ms += t.itl_ms / static_cast<double>(traced.size());
+  // The excess over the kernel rows alone, then kHostRefinements replays that charge the rows
+  // so far (kernels/sim/host_time_table.hpp). (The tiny model's barrier and grant times are
+  // taken out of stage_overhead, so these rows hold the whole of the real model's.)
+  double itl_ms = 0;
+  absl::StatusOr<HostBuckets> excess = replay("", &itl_ms);
+  if (!excess.ok()) return excess.status();
+  progress(absl::StrFormat(
+      "in-run host time: the traced runs' mean inter-token latency %.3f ms, their replay's with "
+      "the kernel rows alone %.3f ms",
+      measured_itl_ms, itl_ms));
+  kernels::sim::HostTimeTable table(*excess);
+  constexpr int kHostRefinements = 2;
+  for (int round = 1; round <= kHostRefinements; ++round) {
+    absl::StatusOr<HostBuckets> residual = replay(table.rows(), &itl_ms);
+    if (!residual.ok()) return residual.status();
+    const double moved_s = table.refine(*residual);
+    progress(absl::StrFormat(
+        "in-run host time: refinement %d/%d: replayed with the rows so far %.3f ms; rows moved "
+        "by up to %.1f us",
+        round, kHostRefinements, itl_ms, moved_s * 1e6));
+  }
+  return table.rows();
 }
 
 /// Host seconds per stage run (see calibrate), less the tiny model's own barrier and grant
@@ -737,7 +760,8 @@ absl::StatusOr<double> measure_stage_overhead(const Topology& topology, const fs
   std::string gap_rows;
   for (const auto& [kind, v] : pooled) {
     if (v.size() < 5) continue;
-    for (int n : {1, 1 << 20}) absl::StrAppend(&gap_rows, host_row(kind, n, median(v)));
+    for (int n : {1, 1 << 20})
+      absl::StrAppend(&gap_rows, kernels::sim::host_time_row(kind, n, median(v)));
   }
   // Critical-path stage runs per decode step: the sim at zero cost and 1 µs per stage run.
   sim.cost.overheads.stage_us = 1.0;

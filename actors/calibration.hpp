@@ -45,27 +45,32 @@ struct CalibrationOptions {
 ///    (`expert_alone`: the devices of one host share its memory bandwidth);
 ///  - host_attention / host_expert / host_sampler (in-run host time vs tokens): the real
 ///    model serves a closed batch of 24 requests (8–96 prompt, 16–32 new tokens) on the cpu
-///    backend, once to warm up and then three times with a trace, and after each traced run
-///    the sim replays it (the recorded routing, the kernel rows above, no overheads) with a
-///    trace; the three runs' samples are pooled; each stage run's measured span minus the sim's
-///    span of the same run (same stage, iteration and tokens) is its host time beyond the
-///    kernels (μ-queue merge, batch assembly, output scatter, allocation, and what sharing the
-///    cores with the other devices costs). One row per stage kind and power-of-two token
-///    bucket with >= 5 runs: the bucket's median tokens and median excess (clamped at 0).
-///    Runs are matched by (stage, iteration, tokens), then in trace order: for barrier-free
-///    wirings (iteration -1) runs of the same size pair in order, not as the same run. The
-///    rows describe the topology's wiring (a HarMoEny or MoEShard expert stage runs several
-///    experts or shards). From the same runs, host_dispatch / host_combine (barrier host time
-///    vs rows moved): each barrier's gap from its last source run's end (so the hop of that
-///    run's contribution to the collective counts too) to its first destination's run,
-///    measured minus the sim's for the same barrier (kind, block,
-///    iteration, rows: the block's expert-stage tokens), per power-of-two rows bucket with
-///    >= 5 barriers, the median, clamped at 0; and host_grant (one row): each hand-off
-///    between two queued stages on one device (consecutive runs of one barrier's expert
-///    stages, the second granted when the first is done), its gap measured minus the sim's
-///    for the same device, barrier and pair of stages, the median. Barrier-free wirings (async)
-///    have none of these. Optional: if these runs fail, calibration warns and writes none of
-///    the host_* rows;
+///    backend, once to warm up and then three times with a trace; the sim replays each traced
+///    run (its recorded routing, the kernel rows above, no overheads) with a trace; each
+///    stage run's measured span minus the sim's span of the same run (same stage, iteration
+///    and tokens) is its host time beyond the kernels (μ-queue merge, batch assembly, output
+///    scatter, allocation, and what sharing the cores with the other devices costs); the
+///    three runs' samples are pooled. One row per stage kind and size bucket with >= 5 runs
+///    (each size up to 8 tokens its own bucket, then one per power of two): the bucket's
+///    median tokens and the trimmed mean excess (the lowest and highest tenth dropped;
+///    clamped at 0). Then two refinements: the runs are replayed again charging the rows so
+///    far, and each row moves by its bucket's trimmed mean residual (clamped at 0), since the
+///    rows change which runs overlap and what the queues gather
+///    (kernels/sim/host_time_table.hpp); progress reports the traced runs' inter-token
+///    latency and each replay's. Runs are matched by (stage, iteration, tokens), then in
+///    trace order: for barrier-free wirings (iteration -1) runs of the same size pair in
+///    order, not as the same run. The rows describe the topology's wiring (a HarMoEny or
+///    MoEShard expert stage runs several experts or shards). From the same runs and
+///    replays, host_dispatch / host_combine (barrier host time vs rows moved): each
+///    barrier's gap from its last source run's end (so the hop of that run's contribution to
+///    the collective counts too) to its first destination's run, measured minus the sim's
+///    for the same barrier (kind, block, iteration, rows: the block's expert-stage tokens),
+///    by rows in the same buckets with >= 5 barriers; and host_grant (one row): each
+///    hand-off between two queued stages on one device (consecutive runs of one barrier's
+///    expert stages, the second granted when the first is done), its gap measured minus the
+///    sim's for the same device, barrier and pair of stages; both as the stage rows (trimmed
+///    mean, refined). Barrier-free wirings (async) have none of these. Optional: if these
+///    runs fail, calibration warns and writes none of the host_* rows;
 ///  - stage_overhead: a tiny model (hidden 16) with the topology's wiring and devices is run
 ///    on the measured backend (three timed runs, then a warm-up and a traced run on a second
 ///    server), and the same topology in the sim: with zero kernel times and 1 µs per stage

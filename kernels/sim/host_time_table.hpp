@@ -1,0 +1,79 @@
+#pragma once
+/// \file
+/// The in-run host time rows of a measured-kernels table (`host_attention`, ..., `host_grant`:
+/// kernels/sim/measured_kernels.hpp) as `muflow calibrate` builds them (actors/calibration.hpp,
+/// issue #19 item 3): from samples of traced runs on a real backend, each a stage run's span,
+/// a barrier's gap or a grant's hand-off measured minus the sim's replay of the same run,
+/// pooled by kind and size bucket; then refined against replays that charge the rows so far.
+///
+/// Why a refinement: a row changes the replay's timeline (which runs overlap, hence the
+/// memory-bandwidth share of expert runs on one host, and what the μ-queues gather), so the
+/// excess over the kernel rows alone is not what the rows must add for the sim to reproduce
+/// the traced runs. On the 2-core VM (bench/README.md, 2026-11-27 stop 47) the first
+/// refinement moved rows by up to 44–150 µs and the second by under 10 µs.
+///
+/// Statistics: the sim adds run times up, so a row is a mean: the median of the right-skewed
+/// excess, which calibration used before, was up to 30 µs below the trimmed mean for 4–63-token
+/// expert runs in traces of the 2-core VM, where the sim ran those runs 6–9 % fast. The
+/// slowest and fastest tenth are trimmed (a page fault, a preemption). Rows are clamped at 0
+/// (a host time).
+///
+/// Not thread-safe; calibration builds one on its thread.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/sim/measured_kernels.hpp"
+
+namespace muflow::kernels::sim {
+
+/// The middle element of `v` sorted (the upper median for an even size). v not empty
+/// (asserted).
+double median(std::vector<double> v);
+
+/// The mean of `v` without its ⌊size/10⌋ lowest and ⌊size/10⌋ highest elements. v not empty
+/// (asserted).
+double trimmed_mean(std::vector<double> v);
+
+/// The size bucket of a sample of `n` >= 1 tokens (stage runs) or rows (barriers): each size
+/// up to 8 its own bucket (decode sizes, where samples are many and the kernel rows do not lie
+/// on one line: a cpu expert's 1- and 2-token runs take another path than 3 and 4), then one
+/// bucket per power of two (9–15, 16–31, ...). Increasing in n. n < 1 gives bucket 0.
+int host_time_bucket(int64_t n);
+
+/// One `host_<kind>,n,0,0,s` row of the CSV (seconds clamped at 0, 9 significant digits).
+std::string host_time_row(MeasuredKernels::RunKind kind, int64_t n, double seconds);
+
+class HostTimeTable {
+ public:
+  using Kind = MeasuredKernels::RunKind;
+  /// Samples by (kind, host_time_bucket): (tokens or rows, seconds measured minus modeled).
+  using Samples = std::map<std::pair<Kind, int>, std::vector<std::pair<int64_t, double>>>;
+  /// Fewest samples that make a row (or move one).
+  static constexpr size_t kMinSamples = 5;
+
+  /// Round 0, from the excess over the kernel rows alone: one row per (kind, bucket) with at
+  /// least kMinSamples samples, at the bucket's median size, of the samples' trimmed mean
+  /// (clamped at 0).
+  explicit HostTimeTable(const Samples& excess);
+
+  /// One refinement, from the residuals (measured minus modeled) of a replay that charged
+  /// rows(): each row whose (kind, bucket) has at least kMinSamples residuals moves by their
+  /// trimmed mean, clamped at 0; rows without enough residuals stay. Buckets without a row
+  /// stay without one. Returns the largest move, seconds (>= 0).
+  double refine(const Samples& residual);
+
+  /// The rows as CSV lines, by kind then size.
+  std::string rows() const;
+  size_t size() const { return rows_.size(); }
+  /// The row of (kind, bucket): (size, seconds); nullptr without one.
+  const std::pair<int64_t, double>* row(Kind kind, int bucket) const;
+
+ private:
+  std::map<std::pair<Kind, int>, std::pair<int64_t, double>> rows_;
+};
+
+}  // namespace muflow::kernels::sim

@@ -1,0 +1,123 @@
+// kernels/sim/host_time_table.hpp: the in-run host time rows `muflow calibrate` writes
+// (#19 item 3): buckets, the trimmed mean, round 0 from the excess, refinements from a replay's
+// residuals, and that the rows it writes are read back by MeasuredKernels as written.
+#include "kernels/sim/host_time_table.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "scratch_path.hpp"
+
+namespace muflow::kernels::sim {
+namespace {
+
+using Kind = MeasuredKernels::RunKind;
+using Samples = HostTimeTable::Samples;
+
+TEST(HostTimeTable, EachDecodeSizeHasItsOwnBucketThenOnePerPowerOfTwo) {
+  for (int64_t n = 1; n <= 8; ++n) EXPECT_EQ(host_time_bucket(n), n);
+  EXPECT_EQ(host_time_bucket(9), host_time_bucket(15));
+  EXPECT_LT(host_time_bucket(8), host_time_bucket(9));
+  EXPECT_LT(host_time_bucket(15), host_time_bucket(16));
+  EXPECT_EQ(host_time_bucket(16), host_time_bucket(31));
+  EXPECT_LT(host_time_bucket(31), host_time_bucket(32));
+  EXPECT_LT(host_time_bucket(int64_t{1} << 40), host_time_bucket((int64_t{1} << 40) * 2));
+  int previous = 0;
+  for (int64_t n = 1; n < 5000; ++n) {
+    EXPECT_GE(host_time_bucket(n), previous) << n;
+    previous = host_time_bucket(n);
+  }
+}
+
+TEST(HostTimeTable, TrimmedMeanDropsTheOutermostTenthOnEachSide) {
+  // Ten values: one dropped at each end; the mean of the rest.
+  EXPECT_DOUBLE_EQ(trimmed_mean({100, 1, 2, 3, 4, 5, 6, 7, 8, -100}), 4.5);
+  // Fewer than ten: nothing dropped (the plain mean), unlike the median.
+  EXPECT_DOUBLE_EQ(trimmed_mean({1, 1, 1, 9}), 3.0);
+  EXPECT_DOUBLE_EQ(median({1, 1, 1, 9}), 1.0);
+  EXPECT_DOUBLE_EQ(trimmed_mean({7}), 7.0);
+}
+
+TEST(HostTimeTable, RoundZeroIsTheTrimmedMeanAtTheMedianSizeOfBucketsWithEnoughSamples) {
+  Samples excess;
+  // Expert runs of 4 tokens: a right-skewed excess (the median, 10 µs, is below the mean).
+  for (double us : {10, 10, 10, 30, 40}) excess[{Kind::kExpert, 4}].emplace_back(4, us * 1e-6);
+  // 9..15 tokens: sizes 9, 10, 12, 12, 15 → the row sits at 12.
+  for (int64_t n : {9, 10, 12, 12, 15}) excess[{Kind::kExpert, 9}].emplace_back(n, 50e-6);
+  // Too few samples: no row.
+  for (int i = 0; i < 4; ++i) excess[{Kind::kAttention, 2}].emplace_back(2, 1e-6);
+  // A negative excess (the kernel rows over-estimate): clamped at 0.
+  for (int i = 0; i < 5; ++i) excess[{Kind::kGrant, 1}].emplace_back(1, -20e-6);
+  const HostTimeTable table(excess);
+  EXPECT_EQ(table.size(), 3u);
+  ASSERT_NE(table.row(Kind::kExpert, 4), nullptr);
+  EXPECT_EQ(table.row(Kind::kExpert, 4)->first, 4);
+  EXPECT_NEAR(table.row(Kind::kExpert, 4)->second, 20e-6, 1e-12);
+  ASSERT_NE(table.row(Kind::kExpert, 9), nullptr);
+  EXPECT_EQ(table.row(Kind::kExpert, 9)->first, 12);
+  EXPECT_EQ(table.row(Kind::kAttention, 2), nullptr);
+  ASSERT_NE(table.row(Kind::kGrant, 1), nullptr);
+  EXPECT_EQ(table.row(Kind::kGrant, 1)->second, 0.0);
+}
+
+TEST(HostTimeTable, ARefinementMovesEachRowByItsResidualAndReportsTheLargestMove) {
+  Samples excess;
+  for (int i = 0; i < 5; ++i) {
+    excess[{Kind::kExpert, 1}].emplace_back(1, 40e-6);
+    excess[{Kind::kExpert, 2}].emplace_back(2, 60e-6);
+    excess[{Kind::kCombine, 4}].emplace_back(4, 30e-6);
+  }
+  HostTimeTable table(excess);
+  Samples residual;
+  for (int i = 0; i < 5; ++i) {
+    residual[{Kind::kExpert, 1}].emplace_back(1, 15e-6);   // the replay still too fast
+    residual[{Kind::kExpert, 2}].emplace_back(2, -80e-6);  // too slow, beyond the row: → 0
+    residual[{Kind::kSampler, 3}].emplace_back(3, 1e-3);   // no row there: none made
+  }
+  residual[{Kind::kCombine, 4}].emplace_back(4, 1e-3);  // one residual only: the row stays
+  const double moved = table.refine(residual);
+  EXPECT_NEAR(table.row(Kind::kExpert, 1)->second, 55e-6, 1e-12);
+  EXPECT_EQ(table.row(Kind::kExpert, 2)->second, 0.0);
+  EXPECT_NEAR(table.row(Kind::kCombine, 4)->second, 30e-6, 1e-12);
+  EXPECT_EQ(table.row(Kind::kSampler, 3), nullptr);
+  EXPECT_NEAR(moved, 60e-6, 1e-12);
+  // A replay that matches: nothing moves.
+  Samples zero;
+  for (int i = 0; i < 5; ++i) zero[{Kind::kExpert, 1}].emplace_back(1, 0.0);
+  EXPECT_EQ(table.refine(zero), 0.0);
+}
+
+TEST(HostTimeTable, ItsRowsAreReadBackAsWritten) {
+  Samples excess;
+  for (int i = 0; i < 6; ++i) {
+    excess[{Kind::kExpert, 3}].emplace_back(3, 25e-6);
+    excess[{Kind::kExpert, 10}].emplace_back(100, 80e-6);
+    excess[{Kind::kDispatch, 9}].emplace_back(12, 45e-6);
+  }
+  const HostTimeTable table(excess);
+  const std::filesystem::path path = muflow::testing::scratch_path("host-time-table.csv");
+  {
+    std::ofstream out(path);
+    out << "# kind=cpu hidden=64 ffn=128 heads=4 kv_heads=2 head_dim=16 experts=4 topk=2 "
+           "vocab=64 gated=1 dtype=f32 threads=1 concurrent=1\n"
+           "op,tokens,context,width,seconds\n"
+           "attention,1,1,0,0.0001\nattention,4,1,0,0.00012\nattention,4,64,0,0.0002\n"
+           "prefill,8,8,0,0.0003\n"
+           "prefill,32,32,0,0.0009\nexpert,1,0,128,0.0001\nexpert,16,0,128,0.0004\n"
+           "lm_head,1,0,0,0.0001\nlm_head,16,0,0,0.0002\nstage_overhead,0,0,0,0.000005\n"
+        << table.rows();
+  }
+  absl::StatusOr<MeasuredKernels> read = MeasuredKernels::read_csv(path.string());
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_NEAR(read->host_seconds(Kind::kExpert, 3), 25e-6, 1e-12);
+  EXPECT_NEAR(read->host_seconds(Kind::kExpert, 100), 80e-6, 1e-12);
+  EXPECT_NEAR(read->host_seconds(Kind::kDispatch, 12), 45e-6, 1e-12);
+  std::filesystem::remove(path);
+}
+
+}  // namespace
+}  // namespace muflow::kernels::sim
