@@ -52,7 +52,7 @@ struct CalibrationOptions {
 ///    scatter, allocation, and what sharing the cores with the other devices costs); the
 ///    three runs' samples are pooled. One row per stage kind and size bucket with >= 5 runs
 ///    (each size up to 8 tokens its own bucket, then one per power of two): the bucket's
-///    median tokens and the trimmed mean excess (the lowest and highest tenth dropped;
+///    median tokens and the trimmed mean excess (the lowest and highest fiftieth dropped;
 ///    clamped at 0). Then two refinements: the runs are replayed again charging the rows so
 ///    far, and each row moves by its bucket's trimmed mean residual (clamped at 0), since the
 ///    rows change which runs overlap and what the queues gather

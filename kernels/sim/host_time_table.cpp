@@ -18,7 +18,7 @@ double median(std::vector<double> v) {
 double trimmed_mean(std::vector<double> v) {
   MUFLOW_ASSERT(!v.empty(), "trimmed mean of no value");
   std::sort(v.begin(), v.end());
-  const size_t cut = v.size() / 10;
+  const size_t cut = v.size() / 50;
   double sum = 0;
   for (size_t i = cut; i < v.size() - cut; ++i) sum += v[i];
   return sum / static_cast<double>(v.size() - 2 * cut);
