@@ -416,6 +416,12 @@ struct TraceRuns {
   Slices slices;
   Barriers barriers;
   Handoffs handoffs;
+  /// Barrier-free wirings (runs of iteration -1): the hand-offs between a device's consecutive
+  /// runs where the second run's stage had tokens queued when the first ended (its μ-queue
+  /// depth in the trace), µs from the first's end to the second's start: the done → device
+  /// actor → grant round trip, with nothing else to wait for. Unpaired: such runs are not the
+  /// same runs in a replay.
+  std::vector<double> free_handoffs_us;
 };
 
 /// One stage run of a trace on its device, for the hand-offs.
@@ -444,12 +450,38 @@ void add_handoffs(int64_t device, std::vector<DeviceRun>& runs, const Barriers& 
     out[{device, a.block, a.iteration, a.name, b.name}] = b.start_us - a.end_us;
   }
 }
+/// μ-queue depth counters of one device's stages: stage name → (µs, tokens), in trace order.
+using QueueDepths = std::map<std::string, std::vector<std::pair<double, int64_t>>, std::less<>>;
+
+/// The barrier-free hand-offs among `runs` (one device's stage runs, any order; sorted here):
+/// consecutive runs of iteration -1 whose second stage's last depth at the first's end was
+/// above 0.
+void add_free_handoffs(std::vector<DeviceRun>& runs, const QueueDepths& depths,
+                       std::vector<double>& out) {
+  std::sort(runs.begin(), runs.end(),
+            [](const DeviceRun& a, const DeviceRun& b) { return a.start_us < b.start_us; });
+  for (size_t i = 1; i < runs.size(); ++i) {
+    const DeviceRun& a = runs[i - 1];
+    const DeviceRun& b = runs[i];
+    if (a.iteration >= 0 || b.iteration >= 0 || b.start_us < a.end_us) continue;
+    const auto d = depths.find(b.name);
+    if (d == depths.end()) continue;
+    // The last depth written at or before a's end (counters are written in time order).
+    const auto after =
+        std::upper_bound(d->second.begin(), d->second.end(), a.end_us,
+                         [](double t, const std::pair<double, int64_t>& c) { return t < c.first; });
+    if (after == d->second.begin() || std::prev(after)->second <= 0) continue;
+    out.push_back(b.start_us - a.end_us);
+  }
+}
+
 absl::StatusOr<TraceRuns> read_trace_runs(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::InternalError(absl::StrCat(path.string(), ": cannot open the trace"));
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   TraceRuns out;
   std::map<int64_t, std::vector<DeviceRun>> device_runs;
+  std::map<int64_t, QueueDepths> depths;  // by device
   nlohmann::json other;
   auto int_arg = [](const nlohmann::json& a, const char* key, int64_t* v) {
     const auto it = a.find(key);
@@ -460,6 +492,14 @@ absl::StatusOr<TraceRuns> read_trace_runs(const fs::path& path) {
   absl::Status s = engine::trace::stream_trace_events(
       text, path.string(),
       [&](const engine::trace::TraceEventView& e) {
+        constexpr std::string_view kQueue = "queue ";  // actors/stage.cpp's depth counter
+        if (e.phase == 'C' && e.args != nullptr && e.name.rfind(kQueue, 0) == 0) {
+          int64_t tokens = 0;
+          if (int_arg(*e.args, "tokens", &tokens)) {
+            depths[e.pid][std::string(e.name.substr(kQueue.size()))].emplace_back(e.ts_us, tokens);
+          }
+          return absl::OkStatus();
+        }
         if (e.phase != 'X' || e.args == nullptr) return absl::OkStatus();
         const nlohmann::json& a = *e.args;
         const std::string_view name = e.name;
@@ -502,7 +542,10 @@ absl::StatusOr<TraceRuns> read_trace_runs(const fs::path& path) {
       },
       &other);
   if (!s.ok()) return s;
-  for (auto& [device, runs] : device_runs) add_handoffs(device, runs, out.barriers, out.handoffs);
+  for (auto& [device, runs] : device_runs) {
+    add_handoffs(device, runs, out.barriers, out.handoffs);
+    add_free_handoffs(runs, depths[device], out.free_handoffs_us);
+  }
   return out;
 }
 
@@ -579,6 +622,18 @@ void add_grant_samples(const Handoffs& measured, const Handoffs& modeled, HostBu
   }
 }
 
+/// Adds one traced run's barrier-free hand-offs to `buckets` (kind kGrant, bucket 0), unpaired:
+/// each measured hand-off less the modeled ones' trimmed mean (none modeled: less 0).
+void add_free_grant_samples(const std::vector<double>& measured_us,
+                            const std::vector<double>& modeled_us, HostBuckets& buckets) {
+  const double modeled = modeled_us.empty() ? 0.0 : kernels::sim::trimmed_mean(modeled_us);
+  for (const double gap_us : measured_us) {
+    if (!(gap_us >= 0 && gap_us < 1e12)) continue;
+    buckets[{kernels::sim::MeasuredKernels::RunKind::kGrant, 0}].emplace_back(
+        1, (gap_us - modeled) * 1e-6);
+  }
+}
+
 /// In-run host time per stage kind (see calibrate): the rows "host_<kind>,n,0,0,s".
 absl::StatusOr<std::string> measure_host_times(
     const Topology& topology, const ModelConfig& config, const std::string& kernel_rows,
@@ -640,6 +695,7 @@ absl::StatusOr<std::string> measure_host_times(
       add_host_time_samples(t.runs.slices, modeled->slices, samples);
       add_barrier_samples(t.runs.barriers, modeled->barriers, samples);
       add_grant_samples(t.runs.handoffs, modeled->handoffs, samples);
+      add_free_grant_samples(t.runs.free_handoffs_us, modeled->free_handoffs_us, samples);
     }
     return samples;
   };
@@ -752,6 +808,7 @@ absl::StatusOr<double> measure_stage_overhead(const Topology& topology, const fs
   HostBuckets gaps;
   add_barrier_samples(measured->barriers, modeled->barriers, gaps);
   add_grant_samples(measured->handoffs, modeled->handoffs, gaps);
+  add_free_grant_samples(measured->free_handoffs_us, modeled->free_handoffs_us, gaps);
   using Kind = kernels::sim::MeasuredKernels::RunKind;
   std::map<Kind, std::vector<double>> pooled;
   for (const auto& [key, samples] : gaps) {

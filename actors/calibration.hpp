@@ -68,8 +68,11 @@ struct CalibrationOptions {
 ///    by rows in the same buckets with >= 5 barriers; and host_grant (one row): each
 ///    hand-off between two queued stages on one device (consecutive runs of one barrier's
 ///    expert stages, the second granted when the first is done), its gap measured minus the
-///    sim's for the same device, barrier and pair of stages; both as the stage rows (trimmed
-///    mean, refined). Barrier-free wirings (async) have none of these. Optional: if these
+///    sim's for the same device, barrier and pair of stages; in barrier-free wirings (async,
+///    no barrier rows) each hand-off between consecutive runs of one device whose second
+///    stage had tokens queued when the first ended (its μ-queue depth counter in the trace),
+///    less the replay's such hand-offs on average (unpaired: the runs differ); both as the
+///    stage rows (trimmed mean, refined). Optional: if these
 ///    runs fail, calibration warns and writes none of the host_* rows;
 ///  - stage_overhead: a tiny model (hidden 16) with the topology's wiring and devices is run
 ///    on the measured backend (three timed runs, then a warm-up and a traced run on a second

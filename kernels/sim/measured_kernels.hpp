@@ -43,8 +43,9 @@
 ///  - `host_grant,1,0,0,s` (optional): host time of one grant by a device actor, from the
 ///    `done` of the stage that ran to the start of the queued stage it grants (two actor
 ///    hand-offs), measured in situ on consecutive runs of one barrier's expert stages on one
-///    device. `stage_overhead` is measured with the tiny model's own barrier and grant times
-///    taken out, so that none of them is counted twice.
+///    device, or for barrier-free wirings on consecutive runs of one device whose second
+///    stage had tokens queued when the first ended. `stage_overhead` is measured with the tiny
+///    model's own barrier and grant times taken out, so that none of them is counted twice.
 ///
 /// Model (fitted at load; stated so that a reader can check it against the file):
 ///  - attention: t = T0(n) + k_decode · (S_decode − n_decode) + Σ_prefill seqs core(S − P),
