@@ -52,9 +52,10 @@ struct CalibrationOptions {
 ///    scatter, allocation, and what sharing the cores with the other devices costs); the
 ///    three runs' samples are pooled. One row per stage kind and size bucket with >= 5 runs
 ///    (each size up to 8 tokens its own bucket, then one per power of two): the bucket's
-///    median tokens and the trimmed mean excess (the lowest and highest fiftieth dropped;
-///    clamped at 0). Then two refinements: the runs are replayed again charging the rows so
-///    far, and each row moves by its bucket's trimmed mean residual (clamped at 0), since the
+///    median tokens and the trimmed mean excess (the lowest and highest fiftieth dropped; a
+///    correction that may be negative where the kernel rows over-estimate runs of that size).
+///    Then two refinements: the runs are replayed again charging the rows so far, and each
+///    row moves by its bucket's trimmed mean residual, since the
 ///    rows change which runs overlap and what the queues gather
 ///    (kernels/sim/host_time_table.hpp); progress reports the traced runs' inter-token
 ///    latency and each replay's. Runs are matched by (stage, iteration, tokens), then in
@@ -72,7 +73,7 @@ struct CalibrationOptions {
 ///    no barrier rows) each hand-off between consecutive runs of one device whose second
 ///    stage had tokens queued when the first ended (its μ-queue depth counter in the trace),
 ///    less the replay's such hand-offs on average (unpaired: the runs differ); both as the
-///    stage rows (trimmed mean, refined). Optional: if these
+///    stage rows (trimmed mean, refined), but clamped at 0. Optional: if these
 ///    runs fail, calibration warns and writes none of the host_* rows;
 ///  - stage_overhead: a tiny model (hidden 16) with the topology's wiring and devices is run
 ///    on the measured backend (three timed runs, then a warm-up and a traced run on a second

@@ -178,7 +178,8 @@ class AttentionStage final : public StageImpl {
     info.num_tokens = static_cast<int64_t>(meta.size());
     info.num_requests = ctx_->trace ? count_requests(meta) : 0;
     absl::Status s = emit(info.iteration, std::move(meta), std::move(h), out, &info.seconds);
-    info.seconds += exec_->stage_host_seconds(StageKind::kAttention, info.num_tokens);
+    info.seconds = std::max(
+        0.0, info.seconds + exec_->stage_host_seconds(StageKind::kAttention, info.num_tokens));
     return s;
   }
 
@@ -482,7 +483,8 @@ class ExpertStage final : public StageImpl {
     info.num_requests = ctx_->trace ? count_requests(b->tokens) : 0;
     info.iteration = b->iteration;
     compute_and_send(b, out, &info.seconds);
-    info.seconds += exec_->stage_host_seconds(StageKind::kExpert, info.num_tokens);
+    info.seconds = std::max(
+        0.0, info.seconds + exec_->stage_host_seconds(StageKind::kExpert, info.num_tokens));
     return absl::OkStatus();
   }
 
@@ -622,7 +624,8 @@ class SamplerStage final : public StageImpl {
     std::vector<std::vector<float>> logits;
     exec_->sample(rows, h.data(), ctx_->request_sampling->for_rows(rows, ctx_->topology.sampling),
                   &tokens, &logits, &info.seconds);
-    info.seconds += exec_->stage_host_seconds(StageKind::kSampler, num_tokens);
+    info.seconds =
+        std::max(0.0, info.seconds + exec_->stage_host_seconds(StageKind::kSampler, num_tokens));
     auto report = std::make_shared<SampledBatch>();
     report->iteration = it;
     report->rank = rank_;

@@ -187,8 +187,17 @@ void start_run(caf::stateful_actor<StageState>* self) {
       info.seconds + (dev < st.ctx->step_overhead_s.size()
                           ? st.ctx->step_overhead_s[dev][static_cast<size_t>(st.impl->layer().kind)]
                           : 0.0);
-  const engine::exec::DeviceActivity::SharedWork work =
+  engine::exec::DeviceActivity::SharedWork work =
       ex != nullptr ? ex->take_shared_work() : engine::exec::DeviceActivity::SharedWork{};
+  if (work.charged_s > seconds && work.charged_s > 0) {
+    // A negative in-run correction (host_expert rows) larger than the run's uncontended rest:
+    // the contended work shrinks in proportion, so the run still takes `seconds` at the share
+    // it was charged at.
+    const double f = seconds / work.charged_s;
+    work.alone_s *= f;
+    work.shared_s *= f;
+    work.charged_s = seconds;
+  }
   if (work.alone_s > 0 && ex->activity() != nullptr) {
     // Expert work whose speed depends on the node's other devices: a shared run, its end
     // moved whenever one of them starts or ends a run (finish messages of older generations

@@ -64,7 +64,8 @@ class Executor {
   /// Modeled host seconds one stage run of `kind` on `num_tokens` tokens spends beyond its
   /// kernels (merging its μ-queue, assembling inputs, scattering outputs), added to the run's
   /// modeled duration. Default 0: real backends measure it; the sim returns the calibrated
-  /// in-run host time of `[cost] kernels` (kernels/sim/measured_kernels.hpp, host_* rows).
+  /// in-run host time of `[cost] kernels` (kernels/sim/measured_kernels.hpp, host_* rows),
+  /// a correction that may be negative (the caller keeps the run's duration >= 0).
   virtual double stage_host_seconds(dataflow::StageKind kind, int64_t num_tokens) const {
     return 0.0;
   }

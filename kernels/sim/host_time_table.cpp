@@ -32,9 +32,14 @@ int host_time_bucket(int64_t n) {
   return 6 + log2;  // 9..15 → 9, 16..31 → 10, ...
 }
 
+bool host_time_signed(MeasuredKernels::RunKind kind) {
+  using K = MeasuredKernels::RunKind;
+  return kind == K::kAttention || kind == K::kExpert || kind == K::kSampler;
+}
+
 std::string host_time_row(MeasuredKernels::RunKind kind, int64_t n, double seconds) {
-  return absl::StrCat(host_op_name(kind), ",", n, ",0,0,",
-                      absl::StrFormat("%.9g", std::max(0.0, seconds)), "\n");
+  const double s = host_time_signed(kind) ? seconds : std::max(0.0, seconds);
+  return absl::StrCat(host_op_name(kind), ",", n, ",0,0,", absl::StrFormat("%.9g", s), "\n");
 }
 
 namespace {
@@ -54,8 +59,9 @@ HostTimeTable::HostTimeTable(const Samples& excess) {
     std::vector<double> sizes;
     sizes.reserve(samples.size());
     for (const auto& [n, s] : samples) sizes.push_back(static_cast<double>(n));
+    const double s = trimmed_mean(seconds_of(samples));
     rows_[key] = {std::llround(median(std::move(sizes))),
-                  std::max(0.0, trimmed_mean(seconds_of(samples)))};
+                  host_time_signed(key.first) ? s : std::max(0.0, s)};
   }
 }
 
@@ -64,7 +70,8 @@ double HostTimeTable::refine(const Samples& residual) {
   for (auto& [key, row] : rows_) {
     const auto it = residual.find(key);
     if (it == residual.end() || it->second.size() < kMinSamples) continue;
-    const double next = std::max(0.0, row.second + trimmed_mean(seconds_of(it->second)));
+    double next = row.second + trimmed_mean(seconds_of(it->second));
+    if (!host_time_signed(key.first)) next = std::max(0.0, next);
     moved = std::max(moved, std::abs(next - row.second));
     row.second = next;
   }

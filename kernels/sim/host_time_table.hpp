@@ -18,7 +18,10 @@
 /// slowest and fastest fiftieth are trimmed (a page fault, a preemption): the excess has a
 /// long tail that runs pay too, and trimming a tenth left the calibration's own replays
 /// 3.2–3.4 % fast on inter-token latency (three calibrations) against 2.3–2.8 % (two).
-/// Rows are clamped at 0 (a host time).
+/// Stage rows (attention, expert, sampler) are corrections and keep their sign: the kernel
+/// rows time every device running the same call, and 1-token expert and attention runs took
+/// 25–50 µs less in runs on the 2-core VM than they say; barrier and grant rows are clamped at
+/// 0 (gaps).
 ///
 /// Not thread-safe; calibration builds one on its thread.
 
@@ -46,7 +49,12 @@ double trimmed_mean(std::vector<double> v);
 /// bucket per power of two (9–15, 16–31, ...). Increasing in n. n < 1 gives bucket 0.
 int host_time_bucket(int64_t n);
 
-/// One `host_<kind>,n,0,0,s` row of the CSV (seconds clamped at 0, 9 significant digits).
+/// Whether rows of `kind` keep their sign: the stage kinds (in-run corrections); barriers and
+/// grants are gaps, >= 0.
+bool host_time_signed(MeasuredKernels::RunKind kind);
+
+/// One `host_<kind>,n,0,0,s` row of the CSV (9 significant digits; clamped at 0 unless
+/// host_time_signed(kind)).
 std::string host_time_row(MeasuredKernels::RunKind kind, int64_t n, double seconds);
 
 class HostTimeTable {
@@ -59,13 +67,13 @@ class HostTimeTable {
 
   /// Round 0, from the excess over the kernel rows alone: one row per (kind, bucket) with at
   /// least kMinSamples samples, at the bucket's median size, of the samples' trimmed mean
-  /// (clamped at 0).
+  /// (clamped at 0 unless host_time_signed).
   explicit HostTimeTable(const Samples& excess);
 
   /// One refinement, from the residuals (measured minus modeled) of a replay that charged
   /// rows(): each row whose (kind, bucket) has at least kMinSamples residuals moves by their
-  /// trimmed mean, clamped at 0; rows without enough residuals stay. Buckets without a row
-  /// stay without one. Returns the largest move, seconds (>= 0).
+  /// trimmed mean (clamped at 0 unless host_time_signed); rows without enough residuals stay.
+  /// Buckets without a row stay without one. Returns the largest move, seconds (>= 0).
   double refine(const Samples& residual);
 
   /// The rows as CSV lines, by kind then size.

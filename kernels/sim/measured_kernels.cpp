@@ -42,7 +42,9 @@ double slope_through_origin(const std::vector<std::pair<double, double>>& xy) {
 
 }  // namespace
 
-InterpolatedTimes::InterpolatedTimes(std::vector<std::pair<double, double>> points) {
+InterpolatedTimes::InterpolatedTimes(std::vector<std::pair<double, double>> points,
+                                     bool signed_values)
+    : signed_(signed_values) {
   MUFLOW_ASSERT(!points.empty(), "InterpolatedTimes needs at least one point");
   std::sort(points.begin(), points.end());
   for (size_t i = 0; i < points.size();) {
@@ -61,7 +63,8 @@ double InterpolatedTimes::at(double x) const {
   if (hi == points_.end()) hi = points_.end() - 1;  // extrapolate from the last two points
   const auto lo = hi - 1;
   const double f = (x - lo->first) / (hi->first - lo->first);
-  return std::max(0.0, lo->second + f * (hi->second - lo->second));
+  const double v = lo->second + f * (hi->second - lo->second);
+  return signed_ ? v : std::max(0.0, v);
 }
 
 MeasuredKernels::MeasuredKernels(std::map<std::string, std::string> meta,
@@ -194,10 +197,18 @@ absl::StatusOr<MeasuredKernels> MeasuredKernels::read_csv(const std::string& pat
         !absl::SimpleAtoi(f[3], &r.width) || r.tokens < 0 || r.context < 0 || r.width < 0) {
       return row_error(path, line, "tokens, context and width must be non-negative integers");
     }
-    if (!absl::SimpleAtod(f[4], &r.seconds) || !std::isfinite(r.seconds) || r.seconds < 0 ||
+    // An in-run stage row is a correction and may be negative (measured_kernels.hpp).
+    const bool signed_row = r.op == host_op_name(RunKind::kAttention) ||
+                            r.op == host_op_name(RunKind::kExpert) ||
+                            r.op == host_op_name(RunKind::kSampler);
+    const double low = signed_row ? -kMaxRowSeconds : 0.0;
+    if (!absl::SimpleAtod(f[4], &r.seconds) || !std::isfinite(r.seconds) || r.seconds < low ||
         r.seconds > kMaxRowSeconds) {
       return row_error(path, line,
-                       absl::StrCat("seconds must be a number in [0, ", kMaxRowSeconds, "]"));
+                       absl::StrCat("seconds must be a number in [", low, ", ", kMaxRowSeconds, "]",
+                                    signed_row ? ""
+                                               : " (only host_attention, host_expert "
+                                                 "and host_sampler may be negative)"));
     }
     const bool host = std::any_of(std::begin(kRunKinds), std::end(kRunKinds),
                                   [&](RunKind k) { return r.op == host_op_name(k); });
@@ -307,7 +318,11 @@ absl::StatusOr<MeasuredKernels> MeasuredKernels::read_csv(const std::string& pat
     out.concurrent_ = c;
   }
   std::map<RunKind, InterpolatedTimes> host_tables;
-  for (auto& [kind, pts] : host) host_tables.emplace(kind, InterpolatedTimes(std::move(pts)));
+  for (auto& [kind, pts] : host) {
+    const bool correction =
+        kind == RunKind::kAttention || kind == RunKind::kExpert || kind == RunKind::kSampler;
+    host_tables.emplace(kind, InterpolatedTimes(std::move(pts), correction));
+  }
   out.set_host_times(std::move(host_tables));
   return out;
 }

@@ -34,13 +34,17 @@
 ///    time inside one stage run of that kind on n tokens beyond its kernels' time (merging the
 ///    μ-queue's batches, assembling inputs, scattering outputs, allocation), measured in situ:
 ///    the stage spans of a real run of the model minus the sim's kernel times for the same
-///    runs (actors/calibration.hpp).
-///  - `host_dispatch,n,0,0,s`, `host_combine,n,0,0,s` (optional): host time of one dispatch or
+///    runs (actors/calibration.hpp). A correction, so it may be negative where runs of that
+///    size take less in a run than the kernel rows say (on the 2-core VM a 1-token expert or
+///    attention run, 25–50 µs: the kernel rows time both devices running the same call);
+///    the sim never makes a run shorter than 0.
+///  - `host_dispatch,n,0,0,s`, `host_combine,n,0,0,s` (optional, >= 0): host time of one dispatch
+///  or
 ///    combine barrier moving n rows, from its last source run's end to its first
 ///    destination's run (the contribution's hop to the collective, the collective's
 ///    concatenation, the delivery of the batches), measured in situ like the host_* stage
 ///    rows.
-///  - `host_grant,1,0,0,s` (optional): host time of one grant by a device actor, from the
+///  - `host_grant,1,0,0,s` (optional, >= 0): host time of one grant by a device actor, from the
 ///    `done` of the stage that ran to the start of the queued stage it grants (two actor
 ///    hand-offs), measured in situ on consecutive runs of one barrier's expert stages on one
 ///    device, or for barrier-free wirings on consecutive runs of one device whose second
@@ -58,8 +62,9 @@
 ///  - expert, lm_head, host_* (stage runs and barriers): piecewise-linear interpolation in n of
 ///    the rows (at the same
 ///    width for experts; another width scales the full width's time by width ratio), linear
-///    extrapolation beyond the last two points, the first point's time below it; no host_*
-///    rows of a kind: 0.
+///    extrapolation beyond the last two points, the first point's time below it, clamped at
+///    0 except for the in-run stage corrections (host_attention, host_expert, host_sampler),
+///    which keep their sign; no host_* rows of a kind: 0.
 ///  - contention (with `expert_alone` rows): t = t_alone + s · (t_expert − t_alone), s = the
 ///    share of the other measured threads whose devices are busy (busy devices of the node
 ///    beside this one / (concurrent − 1), at most 1). In a simulated run s is not taken once
@@ -86,13 +91,17 @@ class InterpolatedTimes {
  public:
   InterpolatedTimes() = default;
   /// `points` (x, seconds); sorted here; duplicate x keep their mean. Precondition: >= 1 point.
-  explicit InterpolatedTimes(std::vector<std::pair<double, double>> points);
+  /// `signed_values`: a table of corrections (the in-run stage rows), whose values between
+  /// and beyond the points keep their sign; otherwise they are clamped at 0.
+  explicit InterpolatedTimes(std::vector<std::pair<double, double>> points,
+                             bool signed_values = false);
   /// Seconds at `x` (see the file comment); 0 when the table is empty.
   double at(double x) const;
   size_t size() const { return points_.size(); }
 
  private:
   std::vector<std::pair<double, double>> points_;
+  bool signed_ = false;
 };
 
 class MeasuredKernels {
@@ -117,7 +126,8 @@ class MeasuredKernels {
   /// fault): NotFound when it cannot be opened; InvalidArgument for a missing `# kind=...`
   /// line, a header other than `op,tokens,context,width,seconds`, an unknown op, a size that
   /// is not a non-negative integer (tokens >= 1 where sized, context >= tokens for prefill),
-  /// a time outside [0, kMaxRowSeconds], more than kMaxRows rows or kMaxFileBytes bytes, a
+  /// a time outside [0, kMaxRowSeconds] (host_attention, host_expert and host_sampler:
+  /// [-kMaxRowSeconds, kMaxRowSeconds]), more than kMaxRows rows or kMaxFileBytes bytes, a
   /// malformed `concurrent`
   /// value, or too few rows to fit: attention at c = 1 for 2 distinct n, expert at the
   /// file's `ffn` for 2 distinct n, lm_head for 2 distinct n.
@@ -152,7 +162,8 @@ class MeasuredKernels {
   double stage_overhead_s() const { return stage_overhead_s_; }
   /// Host seconds inside one stage run of `kind` on `num_tokens` tokens beyond its kernels, or
   /// of one barrier of `kind` moving `num_tokens` rows (0 for no token or no `host_*` rows of
-  /// that kind).
+  /// that kind). Negative where a stage kind's rows are (a correction: the caller keeps the
+  /// run's time >= 0); never for barriers and grants.
   double host_seconds(RunKind kind, int64_t num_tokens) const;
   /// Replaces the in-run host time tables (calibration builds the table first without them).
   void set_host_times(std::map<RunKind, InterpolatedTimes> tables) { host_ = std::move(tables); }

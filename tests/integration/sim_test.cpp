@@ -668,6 +668,56 @@ TEST(Sim, ExpertRunsAloneOnANodeAreChargedTheirAloneTime) {
   }
 }
 
+// A negative in-run expert correction (`host_expert` below 0: the kernel rows over-estimate runs
+// of that size) shortens expert runs even where all of a run is contended work (expert_alone
+// rows, async on one node): the contended work shrinks in proportion instead of the correction
+// being lost at the uncontended rest's floor of 0. The tokens never change.
+TEST(Sim, ANegativeExpertCorrectionShortensSharedExpertRuns) {
+  const engine::model::ModelConfig c = *engine::model::model_preset("switch-base-8");
+  const fs::path dir = scratch_dir("negative_host_expert");
+  fs::create_directories(dir);
+  auto write_kernels = [&](const std::string& name, double host_expert_s) {
+    std::string rows;
+    for (int n : {1, 64}) {
+      rows += absl::StrFormat("expert_alone,%d,0,%d,%.9g\n", n, c.expert_ffn,
+                              0.5 * (200 + 2 * n) * 1e-6);
+      if (host_expert_s != 0)
+        rows += absl::StrFormat("host_expert,%d,0,0,%.9g\n", n, host_expert_s);
+    }
+    return write_switch_kernels(dir / name, c, rows);
+  };
+  auto run = [&](const std::string& kernels) {
+    Topology t = sim_topology(2, "cpu", "switch-base-8");
+    t.wiring = "async";
+    t.cost.kernels = kernels;
+    auto server = actors::Server::create(t);
+    EXPECT_TRUE(server.ok()) << server.status();
+    auto out = (*server)->run(closed_batch(8, 24, 6));
+    EXPECT_TRUE(out.ok()) << out.status();
+    return std::move(*out);
+  };
+  const actors::RunOutcome plain = run(write_kernels("plain.csv", 0));
+  const actors::RunOutcome faster = run(write_kernels("faster.csv", -80e-6));
+  // Far more than any run: every run ends at once, none before it starts.
+  const actors::RunOutcome none = run(write_kernels("none.csv", -1.0));
+  const double busy_plain = plain.metrics.device_busy_pct[1] * plain.metrics.duration_s;
+  const double busy_faster = faster.metrics.device_busy_pct[1] * faster.metrics.duration_s;
+  const double busy_none = none.metrics.device_busy_pct[1] * none.metrics.duration_s;
+  // Expert runs take 100–330 µs here (half alone): 80 µs less is at least a quarter.
+  EXPECT_LT(busy_faster, busy_plain * 0.8);
+  EXPECT_GT(busy_faster, 0.0);
+  EXPECT_LT(busy_none, busy_faster);
+  EXPECT_GE(busy_none, 0.0);
+  std::printf("expert device busy: %.6f s, %.6f s with -80 us per run, %.6f s with -1 s\n",
+              busy_plain, busy_faster, busy_none);
+  for (const actors::RunOutcome* o : {&faster, &none}) {
+    ASSERT_EQ(o->outputs.size(), plain.outputs.size());
+    for (size_t i = 0; i < plain.outputs.size(); ++i) {
+      EXPECT_EQ(o->outputs[i].output, plain.outputs[i].output);
+    }
+  }
+}
+
 // switch-base-8 under sync on 2 cpu-kind sim devices with the measured `kernels`, a closed
 // batch of 8 requests (24 prompt, 6 new tokens).
 actors::RunOutcome sync_switch_run(const std::string& kernels) {

@@ -53,10 +53,13 @@ TEST(HostTimeTable, RoundZeroIsTheTrimmedMeanAtTheMedianSizeOfBucketsWithEnoughS
   for (int64_t n : {9, 10, 12, 12, 15}) excess[{Kind::kExpert, 9}].emplace_back(n, 50e-6);
   // Too few samples: no row.
   for (int i = 0; i < 4; ++i) excess[{Kind::kAttention, 2}].emplace_back(2, 1e-6);
-  // A negative excess (the kernel rows over-estimate): clamped at 0.
+  // A negative excess: a grant is a gap, clamped at 0; an expert row keeps its sign.
   for (int i = 0; i < 5; ++i) excess[{Kind::kGrant, 1}].emplace_back(1, -20e-6);
+  for (int i = 0; i < 5; ++i) excess[{Kind::kExpert, 1}].emplace_back(1, -30e-6);
   const HostTimeTable table(excess);
-  EXPECT_EQ(table.size(), 3u);
+  EXPECT_EQ(table.size(), 4u);
+  ASSERT_NE(table.row(Kind::kExpert, 1), nullptr);
+  EXPECT_NEAR(table.row(Kind::kExpert, 1)->second, -30e-6, 1e-12);
   ASSERT_NE(table.row(Kind::kExpert, 4), nullptr);
   EXPECT_EQ(table.row(Kind::kExpert, 4)->first, 4);
   EXPECT_NEAR(table.row(Kind::kExpert, 4)->second, 20e-6, 1e-12);
@@ -78,16 +81,19 @@ TEST(HostTimeTable, ARefinementMovesEachRowByItsResidualAndReportsTheLargestMove
   Samples residual;
   for (int i = 0; i < 5; ++i) {
     residual[{Kind::kExpert, 1}].emplace_back(1, 15e-6);   // the replay still too fast
-    residual[{Kind::kExpert, 2}].emplace_back(2, -80e-6);  // too slow, beyond the row: → 0
+    residual[{Kind::kExpert, 2}].emplace_back(2, -80e-6);  // too slow, beyond the row
+    residual[{Kind::kCombine, 4}].emplace_back(4, -50e-6);  // a gap: clamped at 0
     residual[{Kind::kSampler, 3}].emplace_back(3, 1e-3);   // no row there: none made
   }
-  residual[{Kind::kCombine, 4}].emplace_back(4, 1e-3);  // one residual only: the row stays
+  residual[{Kind::kAttention, 5}].emplace_back(5, 1e-3);  // no row, one residual: nothing
   const double moved = table.refine(residual);
   EXPECT_NEAR(table.row(Kind::kExpert, 1)->second, 55e-6, 1e-12);
-  EXPECT_EQ(table.row(Kind::kExpert, 2)->second, 0.0);
-  EXPECT_NEAR(table.row(Kind::kCombine, 4)->second, 30e-6, 1e-12);
+  // A stage row is a correction: below 0 where the kernel rows over-estimate the runs.
+  EXPECT_NEAR(table.row(Kind::kExpert, 2)->second, -20e-6, 1e-12);
+  EXPECT_EQ(table.row(Kind::kCombine, 4)->second, 0.0);
   EXPECT_EQ(table.row(Kind::kSampler, 3), nullptr);
-  EXPECT_NEAR(moved, 60e-6, 1e-12);
+  EXPECT_EQ(table.row(Kind::kAttention, 5), nullptr);
+  EXPECT_NEAR(moved, 80e-6, 1e-12);
   // A replay that matches: nothing moves.
   Samples zero;
   for (int i = 0; i < 5; ++i) zero[{Kind::kExpert, 1}].emplace_back(1, 0.0);
@@ -100,6 +106,7 @@ TEST(HostTimeTable, ItsRowsAreReadBackAsWritten) {
     excess[{Kind::kExpert, 3}].emplace_back(3, 25e-6);
     excess[{Kind::kExpert, 10}].emplace_back(100, 80e-6);
     excess[{Kind::kDispatch, 9}].emplace_back(12, 45e-6);
+    excess[{Kind::kAttention, 1}].emplace_back(1, -40e-6);
   }
   const HostTimeTable table(excess);
   const std::filesystem::path path = muflow::testing::scratch_path("host-time-table.csv");
@@ -119,6 +126,7 @@ TEST(HostTimeTable, ItsRowsAreReadBackAsWritten) {
   EXPECT_NEAR(read->host_seconds(Kind::kExpert, 3), 25e-6, 1e-12);
   EXPECT_NEAR(read->host_seconds(Kind::kExpert, 100), 80e-6, 1e-12);
   EXPECT_NEAR(read->host_seconds(Kind::kDispatch, 12), 45e-6, 1e-12);
+  EXPECT_NEAR(read->host_seconds(Kind::kAttention, 1), -40e-6, 1e-12);
   std::filesystem::remove(path);
 }
 

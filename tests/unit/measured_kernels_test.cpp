@@ -94,6 +94,8 @@ TEST(MeasuredKernelsTest, PrefillFollowsTheMeasuredCurveAndHostTimesInterpolate)
   row("host_dispatch", 8, 0, 0, 30);
   row("host_dispatch", 64, 0, 0, 100);
   row("host_grant", 1, 0, 0, 25);
+  row("host_expert", 1, 0, 0, -30);  // a correction: the kernel rows over-estimate 1 row
+  row("host_expert", 3, 0, 0, 10);
   absl::StatusOr<MeasuredKernels> m =
       MeasuredKernels::read_csv(write("measured_prefill.csv", text));
   ASSERT_TRUE(m.ok()) << m.status();
@@ -110,7 +112,8 @@ TEST(MeasuredKernelsTest, PrefillFollowsTheMeasuredCurveAndHostTimesInterpolate)
   EXPECT_NEAR(m->host_seconds(K::kAttention, 1), 40e-6, 1e-15);
   EXPECT_NEAR(m->host_seconds(K::kAttention, 6), 60e-6, 1e-12);  // 40 + 5 * 4
   EXPECT_NEAR(m->host_seconds(K::kSampler, 9), 70e-6, 1e-15);    // one point: flat
-  EXPECT_EQ(m->host_seconds(K::kExpert, 9), 0.0);                // no rows
+  EXPECT_NEAR(m->host_seconds(K::kExpert, 1), -30e-6, 1e-15);    // negative where measured so
+  EXPECT_NEAR(m->host_seconds(K::kExpert, 2), -10e-6, 1e-12);    // -30 + 40 / 2
   EXPECT_EQ(m->host_seconds(K::kAttention, 0), 0.0);             // no token, no run
   EXPECT_NEAR(m->host_seconds(K::kDispatch, 36), 65e-6, 1e-12);  // 30 + 70 · 28 / 56
   EXPECT_EQ(m->host_seconds(K::kCombine, 36), 0.0);              // no rows
@@ -162,6 +165,11 @@ TEST(MeasuredKernelsTest, BadFilesAreRefusedWithFileAndLine) {
            {head + "stage_overhead,0,0,0,1e308\n", ":3: seconds must be a number in [0, 3600]"},
            {head + "prefill,8,4,0,0.1\n", ":3: context must be"},
            {head + "host_expert,0,0,0,0.1\n", ":3: tokens must be >= 1"},
+           // Only the in-run stage rows are corrections that may be negative; gaps may not.
+           {head + "host_dispatch,4,0,0,-1e-5\n",
+            ":3: seconds must be a number in [0, 3600] (only host_attention"},
+           {head + "expert,4,0,128,-1e-5\n", ":3: seconds must be a number in [0, 3600]"},
+           {head + "host_expert,4,0,0,-1e308\n", ":3: seconds must be a number in [-3600, 3600]"},
            {head + "expert_alone,4,0,0,0.1\n", ":3: expert width must be >= 1"},
            {head + "attention,1,1,0,1e-5\nattention,2,1,0,2e-5\n", "need expert rows"},
            {"op,tokens,context,width,seconds\n", "no '# kind=...'"},
