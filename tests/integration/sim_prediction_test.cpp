@@ -23,10 +23,11 @@
 namespace muflow::testing_fixtures {
 namespace {
 
-TEST(SimPrediction, CalibratedSimPredictsTheCpuBackend) {
-  const std::filesystem::path kernels = muflow::testing::scratch_path("cpu-kernels.csv");
-  const std::filesystem::path routing = muflow::testing::scratch_path("routing.csv");
+// A small synthetic Mixtral (hidden 128, expert FFN 256) on 2 cpu devices wired `wiring`,
+// one thread each, batches of up to 8 requests.
+Topology calibration_topology(const std::string& wiring) {
   Topology cpu = topology_for(2);
+  cpu.wiring = wiring;
   ModelConfig c = small_mixtral(2);
   c.hidden_size = 128;
   c.expert_ffn = 256;
@@ -36,6 +37,14 @@ TEST(SimPrediction, CalibratedSimPredictsTheCpuBackend) {
   cpu.scheduler.max_batch_requests = 8;
   cpu.scheduler.max_prefill_tokens = 128;
   cpu.sampling.stop_at_eos = false;
+  return cpu;
+}
+
+TEST(SimPrediction, CalibratedSimPredictsTheCpuBackend) {
+  const std::filesystem::path kernels = muflow::testing::scratch_path("cpu-kernels.csv");
+  const std::filesystem::path routing = muflow::testing::scratch_path("routing.csv");
+  Topology cpu = calibration_topology("sync");
+  const ModelConfig c = *cpu.model.synthetic;
 
   actors::CalibrationOptions options;
   options.max_tokens = 64;
@@ -130,17 +139,7 @@ TEST(SimPrediction, CalibratedSimPredictsTheCpuBackend) {
 // calibration times those hand-offs where the next stage had tokens queued (its μ-queue depth in
 // the trace) and writes them as host_grant, which the sim charges per grant.
 TEST(SimPrediction, CalibrationTimesTheHandOffsOfABarrierFreeWiring) {
-  Topology cpu = topology_for(2);
-  cpu.wiring = "async";
-  ModelConfig c = small_mixtral(2);
-  c.hidden_size = 128;
-  c.expert_ffn = 256;
-  cpu.model.synthetic = c;
-  cpu.model.seed = 3;
-  cpu.threads_per_device = 1;
-  cpu.scheduler.max_batch_requests = 8;
-  cpu.scheduler.max_prefill_tokens = 128;
-  cpu.sampling.stop_at_eos = false;
+  const Topology cpu = calibration_topology("async");
   actors::CalibrationOptions options;
   options.max_tokens = 32;
   options.max_context = 64;
