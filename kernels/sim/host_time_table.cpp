@@ -32,11 +32,6 @@ int host_time_bucket(int64_t n) {
   return 6 + log2;  // 9..15 → 9, 16..31 → 10, ...
 }
 
-bool host_time_signed(MeasuredKernels::RunKind kind) {
-  using K = MeasuredKernels::RunKind;
-  return kind == K::kAttention || kind == K::kExpert || kind == K::kSampler;
-}
-
 std::string host_time_row(MeasuredKernels::RunKind kind, int64_t n, double seconds) {
   const double s = host_time_signed(kind) ? seconds : std::max(0.0, seconds);
   return absl::StrCat(host_op_name(kind), ",", n, ",0,0,", absl::StrFormat("%.9g", s), "\n");

@@ -49,10 +49,6 @@ double trimmed_mean(std::vector<double> v);
 /// bucket per power of two (9–15, 16–31, ...). Increasing in n. n < 1 gives bucket 0.
 int host_time_bucket(int64_t n);
 
-/// Whether rows of `kind` keep their sign: the stage kinds (in-run corrections); barriers and
-/// grants are gaps, >= 0.
-bool host_time_signed(MeasuredKernels::RunKind kind);
-
 /// One `host_<kind>,n,0,0,s` row of the CSV (9 significant digits; clamped at 0 unless
 /// host_time_signed(kind)).
 std::string host_time_row(MeasuredKernels::RunKind kind, int64_t n, double seconds);

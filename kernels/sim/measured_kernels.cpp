@@ -142,6 +142,11 @@ double MeasuredKernels::host_seconds(RunKind kind, int64_t num_tokens) const {
   return it == host_.end() ? 0.0 : it->second.at(static_cast<double>(num_tokens));
 }
 
+bool host_time_signed(MeasuredKernels::RunKind kind) {
+  using K = MeasuredKernels::RunKind;
+  return kind == K::kAttention || kind == K::kExpert || kind == K::kSampler;
+}
+
 const char* host_op_name(MeasuredKernels::RunKind kind) {
   // Indexed by the enum's value, in kRunKinds' (declaration) order.
   static constexpr const char* kNames[] = {"host_attention", "host_expert",  "host_sampler",
@@ -198,9 +203,9 @@ absl::StatusOr<MeasuredKernels> MeasuredKernels::read_csv(const std::string& pat
       return row_error(path, line, "tokens, context and width must be non-negative integers");
     }
     // An in-run stage row is a correction and may be negative (measured_kernels.hpp).
-    const bool signed_row = r.op == host_op_name(RunKind::kAttention) ||
-                            r.op == host_op_name(RunKind::kExpert) ||
-                            r.op == host_op_name(RunKind::kSampler);
+    const bool signed_row = std::any_of(std::begin(kRunKinds), std::end(kRunKinds), [&](RunKind k) {
+      return host_time_signed(k) && r.op == host_op_name(k);
+    });
     const double low = signed_row ? -kMaxRowSeconds : 0.0;
     if (!absl::SimpleAtod(f[4], &r.seconds) || !std::isfinite(r.seconds) || r.seconds < low ||
         r.seconds > kMaxRowSeconds) {
@@ -319,9 +324,7 @@ absl::StatusOr<MeasuredKernels> MeasuredKernels::read_csv(const std::string& pat
   }
   std::map<RunKind, InterpolatedTimes> host_tables;
   for (auto& [kind, pts] : host) {
-    const bool correction =
-        kind == RunKind::kAttention || kind == RunKind::kExpert || kind == RunKind::kSampler;
-    host_tables.emplace(kind, InterpolatedTimes(std::move(pts), correction));
+    host_tables.emplace(kind, InterpolatedTimes(std::move(pts), host_time_signed(kind)));
   }
   out.set_host_times(std::move(host_tables));
   return out;

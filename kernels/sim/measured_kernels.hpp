@@ -187,6 +187,10 @@ class MeasuredKernels {
   std::map<RunKind, InterpolatedTimes> host_;  ///< in-run host time by stage kind
 };
 
+/// Whether host rows of `kind` keep their sign: the stage kinds (in-run corrections, which may
+/// be negative); barriers and grants are gaps, >= 0.
+bool host_time_signed(MeasuredKernels::RunKind kind);
+
 /// The CSV op name of a kind's host time rows ("host_attention", ..., "host_grant").
 const char* host_op_name(MeasuredKernels::RunKind kind);
 
