@@ -454,8 +454,8 @@ void add_handoffs(int64_t device, std::vector<DeviceRun>& runs, const Barriers& 
 using QueueDepths = std::map<std::string, std::vector<std::pair<double, int64_t>>, std::less<>>;
 
 /// The barrier-free hand-offs among `runs` (one device's stage runs, any order; sorted here):
-/// consecutive runs of iteration -1 whose second stage's last depth at the first's end was
-/// above 0.
+/// consecutive runs of iteration -1 whose second stage's last depth before the first's end
+/// was above 0.
 void add_free_handoffs(std::vector<DeviceRun>& runs, const QueueDepths& depths,
                        std::vector<double>& out) {
   std::sort(runs.begin(), runs.end(),
@@ -466,10 +466,12 @@ void add_free_handoffs(std::vector<DeviceRun>& runs, const QueueDepths& depths,
     if (a.iteration >= 0 || b.iteration >= 0 || b.start_us < a.end_us) continue;
     const auto d = depths.find(b.name);
     if (d == depths.end()) continue;
-    // The last depth written at or before a's end (counters are written in time order).
+    // The last depth written before a's end (counters are in time order): strictly before, so
+    // that a's own outputs, which reach b at a's end in the sim and just after it on cpu, are
+    // not counted on one side only.
     const auto after =
-        std::upper_bound(d->second.begin(), d->second.end(), a.end_us,
-                         [](double t, const std::pair<double, int64_t>& c) { return t < c.first; });
+        std::lower_bound(d->second.begin(), d->second.end(), a.end_us,
+                         [](const std::pair<double, int64_t>& c, double t) { return c.first < t; });
     if (after == d->second.begin() || std::prev(after)->second <= 0) continue;
     out.push_back(b.start_us - a.end_us);
   }
@@ -556,7 +558,7 @@ using HostBuckets = kernels::sim::HostTimeTable::Samples;
 void add_host_time_samples(const Slices& measured, const Slices& modeled, HostBuckets& buckets) {
   using Kind = kernels::sim::MeasuredKernels::RunKind;
   // Excess of each measured run over the kernel time of the same run (same stage, iteration
-  // and tokens), by stage kind and power-of-two token bucket.
+  // and tokens), by stage kind and size bucket (kernels::sim::host_time_bucket).
   for (const auto& [key, cpu_us] : measured) {
     auto found = modeled.find(key);
     if (found == modeled.end()) continue;
@@ -583,8 +585,8 @@ void add_host_time_samples(const Slices& measured, const Slices& modeled, HostBu
 
 /// Adds one traced run's barrier host times to `buckets`: each barrier's gap from its last
 /// source run's end (BarrierSpan::start_us) to its first destination's run, measured minus
-/// modeled (the same barrier: kind, block, iteration and rows), by power-of-two bucket of its
-/// rows.
+/// modeled (the same barrier: kind, block, iteration and rows), by size bucket of its rows
+/// (kernels::sim::host_time_bucket).
 void add_barrier_samples(const Barriers& measured, const Barriers& modeled, HostBuckets& buckets) {
   using Kind = kernels::sim::MeasuredKernels::RunKind;
   for (const auto& [key, span] : measured.spans) {
@@ -818,7 +820,8 @@ absl::StatusOr<double> measure_stage_overhead(const Topology& topology, const fs
   for (const auto& [kind, v] : pooled) {
     if (v.size() < 5) continue;
     for (int n : {1, 1 << 20})
-      absl::StrAppend(&gap_rows, kernels::sim::host_time_row(kind, n, median(v)));
+      absl::StrAppend(&gap_rows,
+                      kernels::sim::host_time_row(kind, n, kernels::sim::trimmed_mean(v)));
   }
   // Critical-path stage runs per decode step: the sim at zero cost and 1 µs per stage run.
   sim.cost.overheads.stage_us = 1.0;

@@ -18,7 +18,8 @@ double median(std::vector<double> v) {
 double trimmed_mean(std::vector<double> v) {
   MUFLOW_ASSERT(!v.empty(), "trimmed mean of no value");
   std::sort(v.begin(), v.end());
-  const size_t cut = v.size() / 50;
+  // One in fifty each side, and at least one from ten values up.
+  const size_t cut = v.size() >= 10 ? std::max<size_t>(1, v.size() / 50) : 0;
   double sum = 0;
   for (size_t i = cut; i < v.size() - cut; ++i) sum += v[i];
   return sum / static_cast<double>(v.size() - 2 * cut);
@@ -28,7 +29,7 @@ int host_time_bucket(int64_t n) {
   if (n < 1) return 0;
   if (n <= 8) return static_cast<int>(n);
   int log2 = 3;
-  while ((int64_t{2} << log2) <= n) ++log2;
+  while (log2 < 61 && (int64_t{2} << log2) <= n) ++log2;
   return 6 + log2;  // 9..15 → 9, 16..31 → 10, ...
 }
 

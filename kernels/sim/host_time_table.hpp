@@ -15,7 +15,8 @@
 /// Statistics: the sim adds run times up, so a row is a mean: the median of the right-skewed
 /// excess, which calibration used before, was up to 30 µs below the trimmed mean for 4–63-token
 /// expert runs in traces of the 2-core VM, where the sim ran those runs 6–9 % fast. The
-/// slowest and fastest fiftieth are trimmed (a page fault, a preemption): the excess has a
+/// slowest and fastest fiftieth (at least one sample each from ten up) are trimmed (a page
+/// fault, a preemption): the excess has a
 /// long tail that runs pay too, and trimming a tenth left the calibration's own replays
 /// 3.2–3.4 % fast on inter-token latency (three calibrations) against 2.3–2.8 % (two).
 /// Stage rows (attention, expert, sampler) are corrections and keep their sign: the kernel
@@ -39,8 +40,8 @@ namespace muflow::kernels::sim {
 /// (asserted).
 double median(std::vector<double> v);
 
-/// The mean of `v` without its ⌊size/50⌋ lowest and ⌊size/50⌋ highest elements. v not empty
-/// (asserted).
+/// The mean of `v` without its k lowest and k highest elements, k = max(1, ⌊size/50⌋) from 10
+/// elements up, else 0. v not empty (asserted).
 double trimmed_mean(std::vector<double> v);
 
 /// The size bucket of a sample of `n` >= 1 tokens (stage runs) or rows (barriers): each size

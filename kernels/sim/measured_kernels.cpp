@@ -54,6 +54,9 @@ InterpolatedTimes::InterpolatedTimes(std::vector<std::pair<double, double>> poin
     points_.emplace_back(points[i].first, sum / static_cast<double>(j - i));
     i = j;
   }
+  if (signed_) {
+    for (const auto& [x, v] : points_) floor_ = std::min(floor_, v);
+  }
 }
 
 double InterpolatedTimes::at(double x) const {
@@ -63,8 +66,7 @@ double InterpolatedTimes::at(double x) const {
   if (hi == points_.end()) hi = points_.end() - 1;  // extrapolate from the last two points
   const auto lo = hi - 1;
   const double f = (x - lo->first) / (hi->first - lo->first);
-  const double v = lo->second + f * (hi->second - lo->second);
-  return signed_ ? v : std::max(0.0, v);
+  return std::max(signed_ ? floor_ : 0.0, lo->second + f * (hi->second - lo->second));
 }
 
 MeasuredKernels::MeasuredKernels(std::map<std::string, std::string> meta,

@@ -38,9 +38,8 @@
 ///    size take less in a run than the kernel rows say (on the 2-core VM a 1-token expert or
 ///    attention run, 25–50 µs: the kernel rows time both devices running the same call);
 ///    the sim never makes a run shorter than 0.
-///  - `host_dispatch,n,0,0,s`, `host_combine,n,0,0,s` (optional, >= 0): host time of one dispatch
-///  or
-///    combine barrier moving n rows, from its last source run's end to its first
+///  - `host_dispatch,n,0,0,s`, `host_combine,n,0,0,s` (optional, >= 0): host time of one
+///    dispatch or combine barrier moving n rows, from its last source run's end to its first
 ///    destination's run (the contribution's hop to the collective, the collective's
 ///    concatenation, the delivery of the batches), measured in situ like the host_* stage
 ///    rows.
@@ -64,7 +63,8 @@
 ///    width for experts; another width scales the full width's time by width ratio), linear
 ///    extrapolation beyond the last two points, the first point's time below it, clamped at
 ///    0 except for the in-run stage corrections (host_attention, host_expert, host_sampler),
-///    which keep their sign; no host_* rows of a kind: 0.
+///    which keep their sign but never go below their most negative row (a long prefill beyond
+///    the rows must not extrapolate to a run of 0); no host_* rows of a kind: 0.
 ///  - contention (with `expert_alone` rows): t = t_alone + s · (t_expert − t_alone), s = the
 ///    share of the other measured threads whose devices are busy (busy devices of the node
 ///    beside this one / (concurrent − 1), at most 1). In a simulated run s is not taken once
@@ -92,7 +92,8 @@ class InterpolatedTimes {
   InterpolatedTimes() = default;
   /// `points` (x, seconds); sorted here; duplicate x keep their mean. Precondition: >= 1 point.
   /// `signed_values`: a table of corrections (the in-run stage rows), whose values between
-  /// and beyond the points keep their sign; otherwise they are clamped at 0.
+  /// and beyond the points keep their sign, down to the most negative point's; otherwise they
+  /// are clamped at 0.
   explicit InterpolatedTimes(std::vector<std::pair<double, double>> points,
                              bool signed_values = false);
   /// Seconds at `x` (see the file comment); 0 when the table is empty.
@@ -102,6 +103,7 @@ class InterpolatedTimes {
  private:
   std::vector<std::pair<double, double>> points_;
   bool signed_ = false;
+  double floor_ = 0.0;  ///< signed: min(0, the smallest point's value)
 };
 
 class MeasuredKernels {

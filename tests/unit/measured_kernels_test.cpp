@@ -151,6 +151,20 @@ TEST(MeasuredKernelsTest, ExpertTimeFollowsTheShareOfBusyNeighbours) {
   EXPECT_EQ(plain->expert_seconds(8, 128, 0.0), plain->expert_seconds(8, 128, 1.0));
 }
 
+// A table of corrections keeps its sign between and beyond its points, but never goes below its
+// most negative point (a long run beyond the rows must not be corrected to nothing); a table of
+// times is clamped at 0.
+TEST(MeasuredKernelsTest, SignedTablesStopAtTheirMostNegativePoint) {
+  const InterpolatedTimes correction({{1, -10e-6}, {3, -40e-6}}, /*signed_values=*/true);
+  EXPECT_NEAR(correction.at(2), -25e-6, 1e-15);
+  EXPECT_NEAR(correction.at(100), -40e-6, 1e-15);
+  const InterpolatedTimes rising({{1, -10e-6}, {3, 30e-6}}, /*signed_values=*/true);
+  EXPECT_NEAR(rising.at(2), 10e-6, 1e-15);
+  EXPECT_NEAR(rising.at(5), 70e-6, 1e-15);  // extrapolated upwards as before
+  const InterpolatedTimes times({{1, 30e-6}, {3, 10e-6}});
+  EXPECT_EQ(times.at(100), 0.0);
+}
+
 TEST(MeasuredKernelsTest, BadFilesAreRefusedWithFileAndLine) {
   struct Bad {
     std::string text, expected;
