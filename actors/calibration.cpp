@@ -19,6 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "actors/queued_handoffs.hpp"
 #include "actors/server.hpp"
 #include "engine/exec/executor.hpp"
 #include "engine/serving/kv_cache.hpp"
@@ -424,13 +425,6 @@ struct TraceRuns {
   std::vector<double> free_handoffs_us;
 };
 
-/// One stage run of a trace on its device, for the hand-offs.
-struct DeviceRun {
-  double start_us = 0, end_us = 0;
-  int64_t block = 0, iteration = 0;
-  std::string name;
-};
-
 /// The hand-offs among `runs` (one device's stage runs, any order; sorted here) of the
 /// barriers in `barriers` (a barrier wiring's: its dispatch had a source).
 void add_handoffs(int64_t device, std::vector<DeviceRun>& runs, const Barriers& barriers,
@@ -450,33 +444,6 @@ void add_handoffs(int64_t device, std::vector<DeviceRun>& runs, const Barriers& 
     out[{device, a.block, a.iteration, a.name, b.name}] = b.start_us - a.end_us;
   }
 }
-/// μ-queue depth counters of one device's stages: stage name → (µs, tokens), in trace order.
-using QueueDepths = std::map<std::string, std::vector<std::pair<double, int64_t>>, std::less<>>;
-
-/// The barrier-free hand-offs among `runs` (one device's stage runs, any order; sorted here):
-/// consecutive runs of iteration -1 whose second stage's last depth before the first's end
-/// was above 0.
-void add_free_handoffs(std::vector<DeviceRun>& runs, const QueueDepths& depths,
-                       std::vector<double>& out) {
-  std::sort(runs.begin(), runs.end(),
-            [](const DeviceRun& a, const DeviceRun& b) { return a.start_us < b.start_us; });
-  for (size_t i = 1; i < runs.size(); ++i) {
-    const DeviceRun& a = runs[i - 1];
-    const DeviceRun& b = runs[i];
-    if (a.iteration >= 0 || b.iteration >= 0 || b.start_us < a.end_us) continue;
-    const auto d = depths.find(b.name);
-    if (d == depths.end()) continue;
-    // The last depth written before a's end (counters are in time order): strictly before, so
-    // that a's own outputs, which reach b at a's end in the sim and just after it on cpu, are
-    // not counted on one side only.
-    const auto after =
-        std::lower_bound(d->second.begin(), d->second.end(), a.end_us,
-                         [](const std::pair<double, int64_t>& c, double t) { return c.first < t; });
-    if (after == d->second.begin() || std::prev(after)->second <= 0) continue;
-    out.push_back(b.start_us - a.end_us);
-  }
-}
-
 absl::StatusOr<TraceRuns> read_trace_runs(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::InternalError(absl::StrCat(path.string(), ": cannot open the trace"));
@@ -546,7 +513,7 @@ absl::StatusOr<TraceRuns> read_trace_runs(const fs::path& path) {
   if (!s.ok()) return s;
   for (auto& [device, runs] : device_runs) {
     add_handoffs(device, runs, out.barriers, out.handoffs);
-    add_free_handoffs(runs, depths[device], out.free_handoffs_us);
+    add_queued_handoffs(runs, depths[device], out.free_handoffs_us);
   }
   return out;
 }

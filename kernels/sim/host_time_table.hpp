@@ -9,20 +9,25 @@
 /// Why a refinement: a row changes the replay's timeline (which runs overlap, hence the
 /// memory-bandwidth share of expert runs on one host, and what the μ-queues gather), so the
 /// excess over the kernel rows alone is not what the rows must add for the sim to reproduce
-/// the traced runs. On the 2-core VM (bench/README.md, 2026-11-27 stop 47) the first
-/// refinement moved rows by up to 44–150 µs and the second by under 10 µs.
+/// the traced runs. On the 2-core VM (bench/README.md, 2026-11-27 stop 47), sync: the first
+/// refinement moved rows by 10–150 µs and the second by under 11 µs, and the calibration's
+/// own replay came within 2–4 % of its traced runs' inter-token latency (`muflow calibrate`
+/// prints both), against 16–28 % with the kernel rows alone. Async converges less (the
+/// second refinement still moved rows by 70–100 µs) and its replay stays 9–17 % fast
+/// (32–41 % with the kernel rows alone): its runs are bistable (bench/README.md).
 ///
-/// Statistics: the sim adds run times up, so a row is a mean: the median of the right-skewed
-/// excess, which calibration used before, was up to 30 µs below the trimmed mean for 4–63-token
+/// Statistics: the sim adds run times up, so a row is a mean. The median of the right-skewed
+/// excess, which calibration used before, was up to 30 µs below the mean for 4–63-token
 /// expert runs in traces of the 2-core VM, where the sim ran those runs 6–9 % fast. The
 /// slowest and fastest fiftieth (at least one sample each from ten up) are trimmed (a page
-/// fault, a preemption): the excess has a
-/// long tail that runs pay too, and trimming a tenth left the calibration's own replays
-/// 3.2–3.4 % fast on inter-token latency (three calibrations) against 2.3–2.8 % (two).
-/// Stage rows (attention, expert, sampler) are corrections and keep their sign: the kernel
-/// rows time every device running the same call, and 1-token expert and attention runs took
-/// 25–50 µs less in runs on the 2-core VM than they say; barrier and grant rows are clamped at
-/// 0 (gaps).
+/// fault, a preemption), not a tenth: the excess has a long tail that runs pay too, and
+/// trimming a tenth left the calibration's own replays 3.2–3.4 % fast on inter-token latency
+/// (three calibrations) against 2.3–2.8 % with a fiftieth (two).
+///
+/// Signs: stage rows (attention, expert, sampler) are corrections and keep their sign
+/// (host_time_signed): the kernel rows time every device running the same call, and 1-token
+/// expert and attention runs took 25–69 µs less in runs on the 2-core VM than they say.
+/// Barrier and grant rows are gaps, clamped at 0.
 ///
 /// Not thread-safe; calibration builds one on its thread.
 
@@ -54,6 +59,9 @@ int host_time_bucket(int64_t n);
 /// host_time_signed(kind)).
 std::string host_time_row(MeasuredKernels::RunKind kind, int64_t n, double seconds);
 
+/// The host_* rows of one calibration: one (size, seconds) row per (kind, bucket), built from
+/// the excess over the kernel rows (round 0) and moved by refine(). Seconds of host time per
+/// stage run, barrier or grant; size in tokens (stage runs) or rows (barriers), 1 for grants.
 class HostTimeTable {
  public:
   using Kind = MeasuredKernels::RunKind;

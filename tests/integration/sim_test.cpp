@@ -604,6 +604,23 @@ std::string write_switch_kernels(const fs::path& path, const engine::model::Mode
   return path.string();
 }
 
+// switch-base-8 under async on 2 cpu-kind sim devices with the measured `kernels` (on two
+// nodes with `two_nodes`: no neighbour shares the expert device's memory), a closed batch of 8
+// requests (24 prompt, 6 new tokens).
+actors::RunOutcome async_switch_run(const std::string& kernels, bool two_nodes = false) {
+  Topology t = sim_topology(2, "cpu", "switch-base-8");
+  t.wiring = "async";
+  t.cost.kernels = kernels;
+  if (two_nodes) t.devices[0].node = "node1";
+  auto server = actors::Server::create(t);
+  EXPECT_TRUE(server.ok()) << server.status();
+  if (!server.ok()) return {};
+  auto out = (*server)->run(closed_batch(8, 24, 6));
+  EXPECT_TRUE(out.ok()) << out.status();
+  if (!out.ok()) return {};
+  return std::move(*out);
+}
+
 // Measured kernels (`[cost] kernels`) with `expert_alone` rows: devices of one node share its
 // memory, so an expert run progresses at its alone rate while no other device of the node is
 // busy and at its concurrent rate while the other measured device is. On async
@@ -627,24 +644,14 @@ TEST(Sim, ExpertRunsAloneOnANodeAreChargedTheirAloneTime) {
     }
     return write_switch_kernels(dir / name, c, alone);
   };
-  auto run = [&](const std::string& kernels, bool two_nodes = false) {
-    Topology t = sim_topology(2, "cpu", "switch-base-8");
-    t.wiring = "async";
-    t.cost.kernels = kernels;
-    if (two_nodes) t.devices[0].node = "node1";  // no neighbour shares the expert device's memory
-    auto server = actors::Server::create(t);
-    EXPECT_TRUE(server.ok()) << server.status();
-    auto out = (*server)->run(closed_batch(8, 24, 6));
-    EXPECT_TRUE(out.ok()) << out.status();
-    return std::move(*out);
-  };
-  const actors::RunOutcome beside = run(write_kernels("beside.csv", 0));
-  const actors::RunOutcome same = run(write_kernels("same.csv", 1.0));
-  const actors::RunOutcome alone = run(write_kernels("alone.csv", 0.5));
-  const actors::RunOutcome apart = run(write_kernels("alone.csv", 0.5), /*two_nodes=*/true);
+  const actors::RunOutcome beside = async_switch_run(write_kernels("beside.csv", 0));
+  const actors::RunOutcome same = async_switch_run(write_kernels("same.csv", 1.0));
+  const actors::RunOutcome alone = async_switch_run(write_kernels("alone.csv", 0.5));
+  const actors::RunOutcome apart =
+      async_switch_run(write_kernels("alone.csv", 0.5), /*two_nodes=*/true);
   // Shared runs move their ends through messages of the deterministic scheduler: a second run
   // gives the same times.
-  const actors::RunOutcome again = run(write_kernels("alone.csv", 0.5));
+  const actors::RunOutcome again = async_switch_run(write_kernels("alone.csv", 0.5));
   EXPECT_EQ(again.metrics.duration_s, alone.metrics.duration_s);
   EXPECT_EQ(again.metrics.device_busy_pct, alone.metrics.device_busy_pct);
   EXPECT_EQ(same.metrics.duration_s, beside.metrics.duration_s);
@@ -686,20 +693,10 @@ TEST(Sim, ANegativeExpertCorrectionShortensSharedExpertRuns) {
     }
     return write_switch_kernels(dir / name, c, rows);
   };
-  auto run = [&](const std::string& kernels) {
-    Topology t = sim_topology(2, "cpu", "switch-base-8");
-    t.wiring = "async";
-    t.cost.kernels = kernels;
-    auto server = actors::Server::create(t);
-    EXPECT_TRUE(server.ok()) << server.status();
-    auto out = (*server)->run(closed_batch(8, 24, 6));
-    EXPECT_TRUE(out.ok()) << out.status();
-    return std::move(*out);
-  };
-  const actors::RunOutcome plain = run(write_kernels("plain.csv", 0));
-  const actors::RunOutcome faster = run(write_kernels("faster.csv", -80e-6));
+  const actors::RunOutcome plain = async_switch_run(write_kernels("plain.csv", 0));
+  const actors::RunOutcome faster = async_switch_run(write_kernels("faster.csv", -80e-6));
   // Far more than any run: every run ends at once, none before it starts.
-  const actors::RunOutcome none = run(write_kernels("none.csv", -1.0));
+  const actors::RunOutcome none = async_switch_run(write_kernels("none.csv", -1.0));
   const double busy_plain = plain.metrics.device_busy_pct[1] * plain.metrics.duration_s;
   const double busy_faster = faster.metrics.device_busy_pct[1] * faster.metrics.duration_s;
   const double busy_none = none.metrics.device_busy_pct[1] * none.metrics.duration_s;
