@@ -604,12 +604,13 @@ std::string write_switch_kernels(const fs::path& path, const engine::model::Mode
   return path.string();
 }
 
-// switch-base-8 under async on 2 cpu-kind sim devices with the measured `kernels` (on two
+// switch-base-8 wired `wiring` on 2 cpu-kind sim devices with the measured `kernels` (on two
 // nodes with `two_nodes`: no neighbour shares the expert device's memory), a closed batch of 8
 // requests (24 prompt, 6 new tokens).
-actors::RunOutcome async_switch_run(const std::string& kernels, bool two_nodes = false) {
+actors::RunOutcome switch_run(const std::string& wiring, const std::string& kernels,
+                              bool two_nodes = false) {
   Topology t = sim_topology(2, "cpu", "switch-base-8");
-  t.wiring = "async";
+  t.wiring = wiring;
   t.cost.kernels = kernels;
   if (two_nodes) t.devices[0].node = "node1";
   auto server = actors::Server::create(t);
@@ -644,14 +645,14 @@ TEST(Sim, ExpertRunsAloneOnANodeAreChargedTheirAloneTime) {
     }
     return write_switch_kernels(dir / name, c, alone);
   };
-  const actors::RunOutcome beside = async_switch_run(write_kernels("beside.csv", 0));
-  const actors::RunOutcome same = async_switch_run(write_kernels("same.csv", 1.0));
-  const actors::RunOutcome alone = async_switch_run(write_kernels("alone.csv", 0.5));
+  const actors::RunOutcome beside = switch_run("async", write_kernels("beside.csv", 0));
+  const actors::RunOutcome same = switch_run("async", write_kernels("same.csv", 1.0));
+  const actors::RunOutcome alone = switch_run("async", write_kernels("alone.csv", 0.5));
   const actors::RunOutcome apart =
-      async_switch_run(write_kernels("alone.csv", 0.5), /*two_nodes=*/true);
+      switch_run("async", write_kernels("alone.csv", 0.5), /*two_nodes=*/true);
   // Shared runs move their ends through messages of the deterministic scheduler: a second run
   // gives the same times.
-  const actors::RunOutcome again = async_switch_run(write_kernels("alone.csv", 0.5));
+  const actors::RunOutcome again = switch_run("async", write_kernels("alone.csv", 0.5));
   EXPECT_EQ(again.metrics.duration_s, alone.metrics.duration_s);
   EXPECT_EQ(again.metrics.device_busy_pct, alone.metrics.device_busy_pct);
   EXPECT_EQ(same.metrics.duration_s, beside.metrics.duration_s);
@@ -693,10 +694,10 @@ TEST(Sim, ANegativeExpertCorrectionShortensSharedExpertRuns) {
     }
     return write_switch_kernels(dir / name, c, rows);
   };
-  const actors::RunOutcome plain = async_switch_run(write_kernels("plain.csv", 0));
-  const actors::RunOutcome faster = async_switch_run(write_kernels("faster.csv", -80e-6));
+  const actors::RunOutcome plain = switch_run("async", write_kernels("plain.csv", 0));
+  const actors::RunOutcome faster = switch_run("async", write_kernels("faster.csv", -80e-6));
   // Far more than any run: every run ends at once, none before it starts.
-  const actors::RunOutcome none = async_switch_run(write_kernels("none.csv", -1.0));
+  const actors::RunOutcome none = switch_run("async", write_kernels("none.csv", -1.0));
   const double busy_plain = plain.metrics.device_busy_pct[1] * plain.metrics.duration_s;
   const double busy_faster = faster.metrics.device_busy_pct[1] * faster.metrics.duration_s;
   const double busy_none = none.metrics.device_busy_pct[1] * none.metrics.duration_s;
@@ -715,21 +716,6 @@ TEST(Sim, ANegativeExpertCorrectionShortensSharedExpertRuns) {
   }
 }
 
-// switch-base-8 under sync on 2 cpu-kind sim devices with the measured `kernels`, a closed
-// batch of 8 requests (24 prompt, 6 new tokens).
-actors::RunOutcome sync_switch_run(const std::string& kernels) {
-  Topology t = sim_topology(2, "cpu", "switch-base-8");
-  t.wiring = "sync";
-  t.cost.kernels = kernels;
-  auto server = actors::Server::create(t);
-  EXPECT_TRUE(server.ok()) << server.status();
-  if (!server.ok()) return {};
-  auto out = (*server)->run(closed_batch(8, 24, 6));
-  EXPECT_TRUE(out.ok()) << out.status();
-  if (!out.ok()) return {};
-  return std::move(*out);
-}
-
 // Measured barrier host times (`host_dispatch` / `host_combine` rows of `[cost] kernels`): a
 // barrier's destinations get their batches that much later. In the sync wiring every layer's
 // dispatch and combine stand between its attention and the next, so with flat rows each decode
@@ -745,8 +731,8 @@ TEST(Sim, BarrierHostTimesDelayEachBarriersDestinations) {
     if (combine_s > 0) barriers += absl::StrFormat("host_combine,4,0,0,%.9g\n", combine_s);
     return write_switch_kernels(dir / name, c, barriers);
   };
-  const actors::RunOutcome plain = sync_switch_run(write_kernels("plain.csv", 0, 0));
-  const actors::RunOutcome slow = sync_switch_run(write_kernels("barriers.csv", 1e-3, 0.5e-3));
+  const actors::RunOutcome plain = switch_run("sync", write_kernels("plain.csv", 0, 0));
+  const actors::RunOutcome slow = switch_run("sync", write_kernels("barriers.csv", 1e-3, 0.5e-3));
   const double added_ms = c.num_layers * (1.0 + 0.5);
   EXPECT_NEAR(slow.metrics.itl.mean_ms - plain.metrics.itl.mean_ms, added_ms, 0.02 * added_ms);
   EXPECT_GT(slow.metrics.ttft.mean_ms, plain.metrics.ttft.mean_ms + added_ms * 0.98);
@@ -766,9 +752,11 @@ TEST(Sim, GrantHostTimeDelaysEachGrantedStart) {
   const fs::path dir = scratch_dir("grant_host");
   fs::create_directories(dir);
   const double grant_ms = 0.5;
-  const actors::RunOutcome plain = sync_switch_run(write_switch_kernels(dir / "plain.csv", c, ""));
-  const actors::RunOutcome slow = sync_switch_run(write_switch_kernels(
-      dir / "grant.csv", c, absl::StrFormat("host_grant,1,0,0,%.9g\n", grant_ms * 1e-3)));
+  const actors::RunOutcome plain =
+      switch_run("sync", write_switch_kernels(dir / "plain.csv", c, ""));
+  const actors::RunOutcome slow = switch_run(
+      "sync", write_switch_kernels(dir / "grant.csv", c,
+                                   absl::StrFormat("host_grant,1,0,0,%.9g\n", grant_ms * 1e-3)));
   const double added_ms = slow.metrics.itl.mean_ms - plain.metrics.itl.mean_ms;
   EXPECT_GE(added_ms, 0.98 * c.num_layers * grant_ms);
   EXPECT_LE(added_ms, 1.02 * 3 * c.num_layers * grant_ms);
