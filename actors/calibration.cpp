@@ -73,6 +73,9 @@ struct Worker {
   }
   int index = 0;  ///< which concurrent worker: offsets the blocks and experts it reads, so
                   ///< workers stream different weights, as different devices do in a run
+  /// The next (block, expert) slot an expert point reads: one rotation over all slots across
+  /// points, so a slot is read again only after every other one, as in a run.
+  int64_t next_slot = 0;
 };
 
 /// What one measurement point runs: `call(worker, repeat)` times itself and returns seconds;
@@ -82,6 +85,9 @@ struct Point {
   int64_t tokens = 0, context = 0, width = 0;
   std::function<void(Worker&, int)> prepare;
   std::function<void(Worker&, int)> call;
+  /// Runs once on each timing worker before the repeats, untimed: leaves the caches as a run
+  /// leaves them, whatever the points before this one read.
+  std::function<void(Worker&)> warm;
   bool alone = false;  ///< timed on worker 0 with the others idle (`expert_alone` rows)
 };
 
@@ -102,6 +108,9 @@ class Measurer {
       w.kv.assign(static_cast<size_t>(c.num_layers),
                   engine::serving::KvCache(c.num_kv_heads * c.head_dim));
       w.flush.assign(size_t{16} << 20, 1.0f);
+      // Worker i starts i / concurrent of the way round: workers read different experts.
+      const int64_t slots = c.num_layers * c.num_experts;
+      w.next_slot = slots * w.index / static_cast<int64_t>(workers_.size());
     }
   }
 
@@ -114,6 +123,7 @@ class Measurer {
     std::barrier sync(static_cast<std::ptrdiff_t>(num_workers));
     auto body = [&](size_t wi) {
       Worker& w = workers_[wi];
+      if (p.warm) p.warm(w);
       for (int r = 0; r < total; ++r) {
         if (p.prepare) p.prepare(w, r);
         sync.arrive_and_wait();
@@ -199,8 +209,12 @@ class Measurer {
     for (int64_t n : grid) {
       if (n >= 8) out.push_back(attention(n, n, true));
     }
-    // Experts: (block, expert) rotate so the weights are cold, as in a run. With several
-    // workers, each size also alone: the devices of one host share its memory bandwidth.
+    // Experts: each call reads the next (block, expert) slot of one rotation over all of them,
+    // after an untimed pass over all (`warm`), so a slot's weights are as cached as in a run
+    // (read again after every other slot), whatever the cache size and the points before.
+    // With several workers, each size also alone: the devices of one host share its memory
+    // bandwidth.
+    const int64_t slots = c.num_layers * c.num_experts;
     for (const bool alone : {false, true}) {
       if (alone && num_workers < 2) continue;
       for (int64_t n : grid) {
@@ -213,10 +227,18 @@ class Measurer {
           w.x.assign(static_cast<size_t>(n * width), 0.03f);
           w.y.assign(static_cast<size_t>(n * width), 0.f);
         };
-        p.call = [=](Worker& w, int r) {
-          // Worker i starts i / concurrent of the way round: workers read different experts.
-          const int64_t slots = c.num_layers * c.num_experts;
-          const int64_t slot = (r + w.index * slots / num_workers) % slots;
+        p.warm = [=](Worker& w) {
+          std::vector<float> x(static_cast<size_t>(width), 0.03f), y(static_cast<size_t>(width));
+          for (int64_t i = 0; i < slots; ++i) {
+            const int64_t slot = (w.next_slot + i) % slots;
+            double unused = 0;
+            w.exec->expert(slot / c.num_experts, slot % c.num_experts, x.data(), 1, y.data(),
+                           &unused);
+          }
+        };
+        p.call = [=](Worker& w, int) {
+          const int64_t slot = w.next_slot;
+          w.next_slot = (w.next_slot + 1) % slots;
           double unused = 0;
           w.exec->expert(slot / c.num_experts, slot % c.num_experts, w.x.data(), n, w.y.data(),
                          &unused);
