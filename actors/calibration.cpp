@@ -19,6 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 #include "actors/queued_handoffs.hpp"
 #include "actors/server.hpp"
 #include "engine/exec/executor.hpp"
@@ -541,10 +542,16 @@ absl::StatusOr<TraceRuns> read_trace_runs(const fs::path& path) {
 }
 
 using HostBuckets = kernels::sim::HostTimeTable::Samples;
+/// log(measured span / modeled span) of matched stage runs, by stage kind and size bucket
+/// (kernels::sim::run_spread_of).
+using SpreadSamples =
+    std::map<kernels::sim::MeasuredKernels::RunKind, std::map<int, std::vector<double>>>;
 
 /// Adds one traced run's in-run host times to `buckets`: each measured stage run's span minus
-/// the sim's span of the same run.
-void add_host_time_samples(const Slices& measured, const Slices& modeled, HostBuckets& buckets) {
+/// the sim's span of the same run; and the log of their ratio to `spread` (runs with both
+/// spans > 0).
+void add_host_time_samples(const Slices& measured, const Slices& modeled, HostBuckets& buckets,
+                           SpreadSamples& spread) {
   using Kind = kernels::sim::MeasuredKernels::RunKind;
   // Excess of each measured run over the kernel time of the same run (same stage, iteration
   // and tokens), by stage kind and size bucket (kernels::sim::host_time_bucket).
@@ -568,6 +575,10 @@ void add_host_time_samples(const Slices& measured, const Slices& modeled, HostBu
     const int bucket = kernels::sim::host_time_bucket(tokens);
     for (size_t i = 0; i < std::min(cpu_us.size(), found->second.size()); ++i) {
       buckets[{kind, bucket}].emplace_back(tokens, (cpu_us[i] - found->second[i]) * 1e-6);
+      if (cpu_us[i] > 0 && found->second[i] > 0) {
+        const double r = std::log(cpu_us[i] / found->second[i]);
+        if (std::isfinite(r)) spread[kind][bucket].push_back(r);
+      }
     }
   }
 }
@@ -625,11 +636,19 @@ void add_free_grant_samples(const std::vector<double>& measured_us,
   }
 }
 
-/// In-run host time per stage kind (see calibrate): the rows "host_<kind>,n,0,0,s".
-absl::StatusOr<std::string> measure_host_times(
+/// What measure_host_times measures: the rows "host_<kind>,n,0,0,s" and the runs' spread as
+/// one metadata line "# spread_attention=σ spread_expert=σ spread_sampler=σ".
+struct HostTimes {
+  std::string rows;
+  std::string spread;
+};
+
+/// In-run host time per stage kind and the runs' spread (see calibrate).
+absl::StatusOr<HostTimes> measure_host_times(
     const Topology& topology, const ModelConfig& config, const std::string& kernel_rows,
     const fs::path& scratch, const std::string& sim_kind,
     const std::function<void(const std::string&)>& progress) {
+  using Kind = kernels::sim::MeasuredKernels::RunKind;
   const std::vector<engine::serving::Request> requests = host_time_requests(config.vocab_size);
   // The real model on the cpu backend, traced, its routing recorded (each run overwrites
   // both files). One server: a warm-up run first, since a fresh server's first run pays page
@@ -671,9 +690,11 @@ absl::StatusOr<std::string> measure_host_times(
   // overhead) and pools each run's samples, measured minus modeled; `itl_ms`: the replays'
   // mean inter-token latency.
   const fs::path kernels = scratch / "host-kernels.csv";
+  SpreadSamples spread;  // of the last replay
   auto replay = [&](const std::string& host_rows, double* itl_ms) -> absl::StatusOr<HostBuckets> {
     std::ofstream(kernels) << kernel_rows << host_rows;
     HostBuckets samples;
+    spread.clear();
     *itl_ms = 0;
     for (const Traced& t : traced) {
       Topology sim = replay_in_sim(cpu, config, t.routing, kernels, sim_kind);
@@ -683,7 +704,7 @@ absl::StatusOr<std::string> measure_host_times(
       *itl_ms += o->metrics.itl.mean_ms / static_cast<double>(traced.size());
       absl::StatusOr<TraceRuns> modeled = read_trace_runs(sim.trace_file);
       if (!modeled.ok()) return modeled.status();
-      add_host_time_samples(t.runs.slices, modeled->slices, samples);
+      add_host_time_samples(t.runs.slices, modeled->slices, samples, spread);
       add_barrier_samples(t.runs.barriers, modeled->barriers, samples);
       add_grant_samples(t.runs.handoffs, modeled->handoffs, samples);
       add_free_grant_samples(t.runs.free_handoffs_us, modeled->free_handoffs_us, samples);
@@ -713,7 +734,21 @@ absl::StatusOr<std::string> measure_host_times(
         "by up to %.1f us",
         round, kHostRefinements, itl_ms, moved_s * 1e6));
   }
-  return table.rows();
+  // The runs' spread around the last replay's times (which charged all but the last move):
+  // one metadata line, and a replay with it, whose inter-token latency progress reports.
+  std::string spread_line = "#";
+  for (const Kind k : {Kind::kAttention, Kind::kExpert, Kind::kSampler}) {
+    absl::StrAppend(&spread_line, " ", kernels::sim::run_spread_key(k), "=",
+                    absl::StrFormat("%.4f", kernels::sim::run_spread_of(spread[k])));
+  }
+  spread_line += "\n";
+  HostTimes out{table.rows(), spread_line};
+  absl::StatusOr<HostBuckets> last = replay(out.rows + out.spread, &itl_ms);
+  if (!last.ok()) return last.status();
+  progress(absl::StrFormat(
+      "in-run host time: run spread (log standard deviation)%s; replayed with it %.3f ms",
+      absl::StrReplaceAll(spread_line.substr(1, spread_line.size() - 2), {{"=", " "}}), itl_ms));
+  return out;
 }
 
 /// Host seconds per stage run (see calibrate), less the tiny model's own barrier and grant
@@ -916,13 +951,15 @@ absl::Status calibrate(const Topology& topology, const CalibrationOptions& optio
   }
   // In-run host time per stage kind, on the real model.
   // The rows are optional: a failed run costs them only, with a warning.
-  absl::StatusOr<std::string> host =
+  absl::StatusOr<HostTimes> host =
       measure_host_times(cpu, config, kernel_rows, scratch, sim_kind, progress);
   if (host.ok()) {
-    out << *host;
+    out << host->rows << host->spread;
     out.flush();
-    progress(absl::StrFormat("measured in-run host time per stage kind (%d rows)",
-                             std::count(host->begin(), host->end(), '\n')));
+    progress(
+        absl::StrFormat("measured in-run host time per stage kind (%d rows) and the runs' "
+                        "spread",
+                        std::count(host->rows.begin(), host->rows.end(), '\n')));
   } else {
     progress(absl::StrCat("warning: in-run host time not measured (no host_* rows): ",
                           host.status().message()));

@@ -79,8 +79,14 @@ struct CalibrationOptions {
 ///    no barrier rows) each hand-off between consecutive runs of one device whose second
 ///    stage had tokens queued when the first ended (its μ-queue depth counter in the trace),
 ///    less the replay's such hand-offs on average (unpaired: the runs differ); both as the
-///    stage rows (trimmed mean, refined), but clamped at 0. Optional: if these
-///    runs fail, calibration warns and writes none of the host_* rows;
+///    stage rows (trimmed mean, refined), but clamped at 0. Then the runs' spread: per stage
+///    kind, the deviation of log(measured span / modeled span) from its size bucket's mean,
+///    over the last replay's matched runs (kernels::sim::run_spread_of), written as one
+///    metadata line `# spread_attention=σ spread_expert=σ spread_sampler=σ`, and one more
+///    replay with it (progress reports its inter-token latency: a mean per run hides what a
+///    barrier waiting for the slowest device pays; on the 2-core VM the sync calibration's
+///    replay came from 4.8 % to 2.6 % fast). Optional: if these runs fail, calibration warns
+///    and writes none of the host_* rows nor the spread;
 ///  - stage_overhead: a tiny model (hidden 16) with the topology's wiring and devices is run
 ///    on the measured backend (three timed runs, then a warm-up and a traced run on a second
 ///    server), and the same topology in the sim: with zero kernel times and 1 µs per stage

@@ -5,6 +5,7 @@
 #include <optional>
 #include <utility>
 
+#include "engine/exec/run_spread.hpp"
 #include "kernels/assert.hpp"
 #include "nlohmann/json.hpp"
 
@@ -37,6 +38,7 @@ struct StageState {
   int64_t device_index = 0;
   int32_t local_index = 0;
   int64_t trace_tid = 0;
+  uint64_t runs = 0;          ///< virtual time: runs started (the n of its spread draws)
   bool failed = false;        ///< after a failure the stage reports nothing ready and drops input
   int64_t traced_depth = -1;  ///< last μ-queue depth written to the trace
   std::optional<PendingRun> pending;  ///< virtual time: the run in progress
@@ -183,12 +185,28 @@ void start_run(caf::stateful_actor<StageState>* self) {
   // Virtual time: the stage is busy for the modeled duration plus the device kind's host
   // overheads ([cost]); its outputs leave when the clock reaches the end (ARCHITECTURE.md §4).
   const auto dev = static_cast<size_t>(st.device_index);
-  const double seconds =
+  const engine::dataflow::LayerId layer = st.impl->layer();
+  double seconds =
       info.seconds + (dev < st.ctx->step_overhead_s.size()
-                          ? st.ctx->step_overhead_s[dev][static_cast<size_t>(st.impl->layer().kind)]
+                          ? st.ctx->step_overhead_s[dev][static_cast<size_t>(layer.kind)]
                           : 0.0);
   engine::exec::DeviceActivity::SharedWork work =
       ex != nullptr ? ex->take_shared_work() : engine::exec::DeviceActivity::SharedWork{};
+  if (const uint64_t seed = st.ctx->topology.cost.spread_seed; seed != 0 && ex != nullptr) {
+    // The measured run-to-run spread (engine/exec/run_spread.hpp): this stage's n-th run,
+    // its contended work included, scaled by a mean-1 factor.
+    if (const double sigma = ex->run_spread(layer.kind); sigma > 0) {
+      const uint64_t stream = (static_cast<uint64_t>(st.device_index) << 48) ^
+                              (static_cast<uint64_t>(layer.kind) << 44) ^
+                              (static_cast<uint64_t>(layer.block) << 32) ^
+                              static_cast<uint32_t>(layer.index);
+      const double f = engine::exec::run_spread_factor(seed, stream, st.runs++, sigma);
+      seconds *= f;
+      work.alone_s *= f;
+      work.shared_s *= f;
+      work.charged_s *= f;
+    }
+  }
   if (work.charged_s > seconds && work.charged_s > 0) {
     // A negative in-run correction (host_expert rows) larger than the run's uncontended rest:
     // the contended work shrinks in proportion, so the run still takes `seconds` at the share

@@ -69,6 +69,10 @@ class Executor {
   virtual double stage_host_seconds(dataflow::StageKind kind, int64_t num_tokens) const {
     return 0.0;
   }
+  /// Log standard deviation of a modeled stage run's duration of `kind` around its mean (the
+  /// caller draws each run's factor: engine/exec/run_spread.hpp). Default 0 (real backends
+  /// take their own time); the sim: the `# spread_<kind>=` metadata of `[cost] kernels`.
+  virtual double run_spread(dataflow::StageKind kind) const { return 0.0; }
   /// Modeled host seconds of one dispatch (`dispatch` true) or combine barrier moving `rows`
   /// rows, from its last source run's end to its destinations' runs (the contribution's hop to
   /// the collective included); the collective delays its deliveries by it.

@@ -168,6 +168,20 @@ double SimExecutor::stage_host_seconds(dataflow::StageKind kind, int64_t num_tok
   return 0.0;
 }
 
+double SimExecutor::run_spread(dataflow::StageKind kind) const {
+  if (!measured_) return 0.0;
+  using K = kernels::sim::MeasuredKernels::RunKind;
+  switch (kind) {
+    case dataflow::StageKind::kAttention:
+      return measured_->run_spread(K::kAttention);
+    case dataflow::StageKind::kExpert:
+      return measured_->run_spread(K::kExpert);
+    case dataflow::StageKind::kSampler:
+      return measured_->run_spread(K::kSampler);
+  }
+  return 0.0;
+}
+
 double SimExecutor::barrier_host_seconds(bool dispatch, int64_t rows) const {
   if (!measured_) return 0.0;
   using K = kernels::sim::MeasuredKernels::RunKind;

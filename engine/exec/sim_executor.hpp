@@ -45,6 +45,8 @@ class SimExecutor final : public Executor {
               std::vector<std::vector<float>>* logits, double* seconds) override;
   /// The measured in-run host time (`[cost] kernels`' host_* rows); 0 on the roofline.
   double stage_host_seconds(dataflow::StageKind kind, int64_t num_tokens) const override;
+  /// The measured run spread (`[cost] kernels`' `# spread_*` metadata); 0 on the roofline.
+  double run_spread(dataflow::StageKind kind) const override;
   double barrier_host_seconds(bool dispatch, int64_t rows) const override;
   /// The measured host_grant row; 0 without one (and on the roofline).
   double grant_host_seconds() const override;

@@ -185,6 +185,10 @@ struct CostSpec {
   /// that ran them; empty = none. `kernels_where`: "file:line" of the key.
   std::string kernels;
   std::string kernels_where;
+  /// `spread_seed`: the seed of the draws that spread each stage run's duration around its
+  /// mean where `kernels` has `# spread_*` metadata (engine/exec/run_spread.hpp); another seed
+  /// is another sample of the same run's noise. 0: no spread (every run its mean).
+  uint64_t spread_seed = 1;
   /// The overheads of device kind `kind`.
   const StepOverheads& of(const std::string& kind) const {
     auto it = kinds.find(kind);

@@ -262,6 +262,13 @@ const std::map<std::string, Setter>& setters() {
        [](Topology& t, const std::string& k, const std::string& v) {
          return set_double(k, v, &t.cost.overheads.expert_us, 0, 1e6);
        }},
+      {"cost.spread_seed",
+       [](Topology& t, const std::string& k, const std::string& v) {
+         int64_t s = 0;
+         if (absl::Status st = set_int(k, v, &s, 0); !st.ok()) return st;
+         t.cost.spread_seed = static_cast<uint64_t>(s);
+         return absl::OkStatus();
+       }},
       {"model.dtype",
        [](Topology& t, const std::string& k, const std::string& v) {
          if (v != "f32" && v != "bf16") return bad(k, v, "f32 or bf16");

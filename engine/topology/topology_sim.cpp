@@ -23,7 +23,8 @@ constexpr std::string_view kCostKeys[] = {"stage_overhead_us",
                                           "expert_overhead_us",
                                           "kinds",
                                           "expert_ffn",
-                                          "kernels"};
+                                          "kernels",
+                                          "spread_seed"};
 constexpr std::string_view kOverheadKeys[] = {"stage_overhead_us", "scheduler_overhead_us",
                                               "attention_overhead_us", "expert_overhead_us"};
 constexpr std::string_view kCalibrationKeys[] = {"file", "kind",     "hidden",
@@ -84,6 +85,7 @@ absl::Status parse_cost_table(const TomlTableReader& r, const std::filesystem::p
     out->kernels_where = sv_cat(r.source(), ":", r.line_of("kernels"));
     if (absl::Status s = require_existing(r, "kernels", out->kernels, false); !s.ok()) return s;
   }
+  if (absl::Status s = r.read_seed("spread_seed", &out->spread_seed); !s.ok()) return s;
   const toml::table* cal = nullptr;
   if (absl::Status s = r.read_table("expert_ffn", &cal); !s.ok()) return s;
   if (cal != nullptr) {

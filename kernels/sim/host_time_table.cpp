@@ -33,6 +33,25 @@ int host_time_bucket(int64_t n) {
   return 6 + log2;  // 9..15 → 9, 16..31 → 10, ...
 }
 
+double run_spread_of(const std::map<int, std::vector<double>>& log_ratios) {
+  std::vector<double> squares;
+  for (const auto& [bucket, v] : log_ratios) {
+    if (v.size() < HostTimeTable::kMinSamples) continue;
+    double mean = 0;
+    for (const double x : v) mean += x / static_cast<double>(v.size());
+    for (const double x : v) {
+      if (std::isfinite(x)) squares.push_back((x - mean) * (x - mean));
+    }
+  }
+  if (squares.empty()) return 0.0;
+  std::sort(squares.begin(), squares.end());
+  const size_t cut = squares.size() >= 10 ? std::max<size_t>(1, squares.size() / 50) : 0;
+  double sum = 0;
+  for (size_t i = 0; i < squares.size() - cut; ++i) sum += squares[i];
+  const double sigma = std::sqrt(sum / static_cast<double>(squares.size() - cut));
+  return std::clamp(sigma, 0.0, MeasuredKernels::kMaxRunSpread);
+}
+
 std::string host_time_row(MeasuredKernels::RunKind kind, int64_t n, double seconds) {
   const double s = host_time_signed(kind) ? seconds : std::max(0.0, seconds);
   return absl::StrCat(host_op_name(kind), ",", n, ",0,0,", absl::StrFormat("%.9g", s), "\n");

@@ -59,6 +59,15 @@ int host_time_bucket(int64_t n);
 /// host_time_signed(kind)).
 std::string host_time_row(MeasuredKernels::RunKind kind, int64_t n, double seconds);
 
+/// The run spread of one stage kind (the `# spread_<kind>=σ` metadata of measured_kernels.hpp)
+/// from `log_ratios`: per size bucket, log(measured span / modeled span) of matched runs, the
+/// modeled span charging the host rows. Each bucket with at least HostTimeTable::kMinSamples
+/// samples gives the deviations from its mean (what the rows model is the mean; the spread is
+/// what is left); σ is the root mean square of the pooled deviations without the largest
+/// fiftieth by size (at least one from ten up: a preemption of milliseconds is not the
+/// runs' spread), clamped to [0, MeasuredKernels::kMaxRunSpread]. 0 without such a bucket.
+double run_spread_of(const std::map<int, std::vector<double>>& log_ratios);
+
 /// The host_* rows of one calibration: one (size, seconds) row per (kind, bucket), built from
 /// the excess over the kernel rows (round 0) and moved by refine(). Seconds of host time per
 /// stage run, barrier or grant; size in tokens (stage runs) or rows (barriers), 1 for grants.

@@ -144,6 +144,25 @@ double MeasuredKernels::host_seconds(RunKind kind, int64_t num_tokens) const {
   return it == host_.end() ? 0.0 : it->second.at(static_cast<double>(num_tokens));
 }
 
+double MeasuredKernels::run_spread(RunKind kind) const {
+  auto it = spread_.find(kind);
+  return it == spread_.end() ? 0.0 : it->second;
+}
+
+const char* run_spread_key(MeasuredKernels::RunKind kind) {
+  using K = MeasuredKernels::RunKind;
+  switch (kind) {
+    case K::kAttention:
+      return "spread_attention";
+    case K::kExpert:
+      return "spread_expert";
+    case K::kSampler:
+      return "spread_sampler";
+    default:
+      return nullptr;
+  }
+}
+
 bool host_time_signed(MeasuredKernels::RunKind kind) {
   using K = MeasuredKernels::RunKind;
   return kind == K::kAttention || kind == K::kExpert || kind == K::kSampler;
@@ -323,6 +342,19 @@ absl::StatusOr<MeasuredKernels> MeasuredKernels::read_csv(const std::string& pat
                                                      "': expected an integer in [1, 1024]"));
     }
     out.concurrent_ = c;
+  }
+  for (RunKind k : kRunKinds) {
+    const char* key = run_spread_key(k);
+    if (key == nullptr) continue;
+    auto it = out.meta_.find(key);
+    if (it == out.meta_.end()) continue;
+    double v = 0;
+    if (!absl::SimpleAtod(it->second, &v) || !std::isfinite(v) || v < 0 || v > kMaxRunSpread) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": metadata '", key, "=", it->second,
+                                                     "': expected a number in [0, ", kMaxRunSpread,
+                                                     "]"));
+    }
+    out.spread_[k] = v;
   }
   std::map<RunKind, InterpolatedTimes> host_tables;
   for (auto& [kind, pts] : host) {

@@ -49,6 +49,11 @@
 ///    device, or for barrier-free wirings on consecutive runs of one device whose second
 ///    stage had tokens queued when the first ended. `stage_overhead` is measured with the tiny
 ///    model's own barrier and grant times taken out, so that none of them is counted twice.
+///  - `# spread_attention=σ spread_expert=σ spread_sampler=σ` (optional metadata, each in
+///    [0, kMaxRunSpread]): the log standard deviation of a real run's span around the sim's
+///    time for the same run (kernel rows plus host rows), per stage kind, measured in situ
+///    like the host_* rows; the sim draws each stage run's duration around its mean with it
+///    (engine/exec/run_spread.hpp; `[cost] spread_seed`).
 ///
 /// Model (fitted at load; stated so that a reader can check it against the file):
 ///  - attention: t = T0(n) + k_decode · (S_decode − n_decode) + Σ_prefill seqs core(S − P),
@@ -130,8 +135,8 @@ class MeasuredKernels {
   /// is not a non-negative integer (tokens >= 1 where sized, context >= tokens for prefill),
   /// a time outside [0, kMaxRowSeconds] (host_attention, host_expert and host_sampler:
   /// [-kMaxRowSeconds, kMaxRowSeconds]), more than kMaxRows rows or kMaxFileBytes bytes, a
-  /// malformed `concurrent`
-  /// value, or too few rows to fit: attention at c = 1 for 2 distinct n, expert at the
+  /// malformed `concurrent` value, a `spread_*` value outside [0, kMaxRunSpread], or too few
+  /// rows to fit: attention at c = 1 for 2 distinct n, expert at the
   /// file's `ffn` for 2 distinct n, lm_head for 2 distinct n.
   static absl::StatusOr<MeasuredKernels> read_csv(const std::string& path);
 
@@ -167,6 +172,13 @@ class MeasuredKernels {
   /// that kind). Negative where a stage kind's rows are (a correction: the caller keeps the
   /// run's time >= 0); never for barriers and grants.
   double host_seconds(RunKind kind, int64_t num_tokens) const;
+  /// Largest `spread_*` value read_csv accepts (a log standard deviation: runs varying by a
+  /// factor e is already absurd).
+  static constexpr double kMaxRunSpread = 1.0;
+  /// The `# spread_<kind>=σ` metadata of a stage kind (attention, expert, sampler): the log
+  /// standard deviation of its runs around their modeled time; 0 when absent, and for
+  /// barriers and grants.
+  double run_spread(RunKind kind) const;
   /// Replaces the in-run host time tables (calibration builds the table first without them).
   void set_host_times(std::map<RunKind, InterpolatedTimes> tables) { host_ = std::move(tables); }
   double k_decode() const { return k_decode_; }
@@ -187,7 +199,12 @@ class MeasuredKernels {
   InterpolatedTimes lm_head_;
   double stage_overhead_s_ = 0;
   std::map<RunKind, InterpolatedTimes> host_;  ///< in-run host time by stage kind
+  std::map<RunKind, double> spread_;           ///< `spread_*` metadata by stage kind
 };
+
+/// The metadata key of a stage kind's run spread ("spread_attention", "spread_expert",
+/// "spread_sampler"); nullptr for barriers and grants.
+const char* run_spread_key(MeasuredKernels::RunKind kind);
 
 /// Whether host rows of `kind` keep their sign: the stage kinds (in-run corrections, which may
 /// be negative); barriers and grants are gaps, >= 0.

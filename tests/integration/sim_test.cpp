@@ -608,10 +608,11 @@ std::string write_switch_kernels(const fs::path& path, const engine::model::Mode
 // nodes with `two_nodes`: no neighbour shares the expert device's memory), a closed batch of 8
 // requests (24 prompt, 6 new tokens).
 actors::RunOutcome switch_run(const std::string& wiring, const std::string& kernels,
-                              bool two_nodes = false) {
+                              bool two_nodes = false, uint64_t spread_seed = 1) {
   Topology t = sim_topology(2, "cpu", "switch-base-8");
   t.wiring = wiring;
   t.cost.kernels = kernels;
+  t.cost.spread_seed = spread_seed;
   if (two_nodes) t.devices[0].node = "node1";
   auto server = actors::Server::create(t);
   EXPECT_TRUE(server.ok()) << server.status();
@@ -763,6 +764,45 @@ TEST(Sim, GrantHostTimeDelaysEachGrantedStart) {
   ASSERT_EQ(slow.outputs.size(), plain.outputs.size());
   for (size_t i = 0; i < slow.outputs.size(); ++i) {
     EXPECT_EQ(slow.outputs[i].output, plain.outputs[i].output);
+  }
+}
+
+// The measured run spread (`# spread_<kind>=σ` of `[cost] kernels`): each stage run's time is a
+// mean-1 draw around its modeled time. Under sync every layer's combine waits for the slower
+// of the two devices' expert runs, so with σ = 0.3 the inter-token latency grows (E[max] of
+// two draws is above their mean) while the devices' busy time stays near the mean's; the same
+// seed gives the same run, another seed another, seed 0 none; the tokens never change.
+TEST(Sim, MeasuredRunSpreadDelaysBarriersKeepsMeanBusyTimeAndIsDeterministic) {
+  const engine::model::ModelConfig c = *engine::model::model_preset("switch-base-8");
+  const fs::path dir = scratch_dir("run_spread");
+  fs::create_directories(dir);
+  const std::string plain_csv = write_switch_kernels(dir / "plain.csv", c, "");
+  const std::string spread_csv = write_switch_kernels(
+      dir / "spread.csv", c, "# spread_attention=0.3 spread_expert=0.3 spread_sampler=0.3\n");
+  const actors::RunOutcome plain = switch_run("sync", plain_csv);
+  const actors::RunOutcome spread = switch_run("sync", spread_csv);
+  const actors::RunOutcome again = switch_run("sync", spread_csv);
+  const actors::RunOutcome other = switch_run("sync", spread_csv, false, /*spread_seed=*/2);
+  const actors::RunOutcome off = switch_run("sync", spread_csv, false, /*spread_seed=*/0);
+  EXPECT_EQ(again.metrics.duration_s, spread.metrics.duration_s);
+  EXPECT_EQ(again.metrics.itl.mean_ms, spread.metrics.itl.mean_ms);
+  EXPECT_NE(other.metrics.duration_s, spread.metrics.duration_s);
+  EXPECT_EQ(off.metrics.duration_s, plain.metrics.duration_s);
+  EXPECT_EQ(off.metrics.itl.mean_ms, plain.metrics.itl.mean_ms);
+  for (const actors::RunOutcome* o : {&spread, &other}) {
+    EXPECT_GT(o->metrics.itl.mean_ms, plain.metrics.itl.mean_ms * 1.03);
+    double busy = 0, busy_plain = 0;
+    for (size_t d = 0; d < 2; ++d) {
+      busy += o->metrics.device_busy_pct[d] * o->metrics.duration_s;
+      busy_plain += plain.metrics.device_busy_pct[d] * plain.metrics.duration_s;
+    }
+    EXPECT_NEAR(busy / busy_plain, 1.0, 0.1);
+    std::printf("itl %.4f ms (no spread %.4f ms); busy %.6f s (no spread %.6f s)\n",
+                o->metrics.itl.mean_ms, plain.metrics.itl.mean_ms, busy, busy_plain);
+    ASSERT_EQ(o->outputs.size(), plain.outputs.size());
+    for (size_t i = 0; i < plain.outputs.size(); ++i) {
+      EXPECT_EQ(o->outputs[i].output, plain.outputs[i].output);
+    }
   }
 }
 

@@ -5,8 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -130,6 +132,34 @@ TEST(HostTimeTable, ItsRowsAreReadBackAsWritten) {
   EXPECT_NEAR(read->host_seconds(Kind::kDispatch, 12), 45e-6, 1e-12);
   EXPECT_NEAR(read->host_seconds(Kind::kAttention, 1), -40e-6, 1e-12);
   std::filesystem::remove(path);
+}
+
+// The runs' spread is the root mean square deviation of log(measured / modeled) from each
+// bucket's own mean (a bucket's offset is the rows' business, not spread), pooled over
+// buckets with at least kMinSamples samples, without the largest fiftieth (a preemption).
+TEST(HostTimeTable, RunSpreadIsTheDeviationFromEachBucketsMeanWithoutTheLargestFiftieth) {
+  EXPECT_EQ(run_spread_of({}), 0.0);
+  // Bucket 1 around +0.3, bucket 2 around -0.2, each ±0.1: σ = 0.1 whatever the offsets.
+  std::map<int, std::vector<double>> ratios;
+  for (int i = 0; i < 50; ++i) {
+    ratios[1].push_back(0.3 + (i % 2 == 0 ? 0.1 : -0.1));
+    ratios[2].push_back(-0.2 + (i % 2 == 0 ? 0.1 : -0.1));
+  }
+  EXPECT_NEAR(run_spread_of(ratios), 0.1, 1e-12);
+  // Too few samples to be a bucket: left out.
+  ratios[3] = {5.0, -5.0, 5.0, -5.0};
+  EXPECT_NEAR(run_spread_of(ratios), 0.1, 1e-12);
+  // One outlier in a hundred and one samples: it and the next largest square (100 / 50 = 2)
+  // are dropped; the others' deviations move by the outlier's share of its bucket's mean.
+  ratios[1].push_back(3.0);
+  const double shift = (3.0 - 0.3) / 51.0;
+  const double lo = 0.1 - shift, hi = 0.1 + shift;
+  const double rms = std::sqrt((25 * lo * lo + 24 * hi * hi + 50 * 0.01) / 99.0);
+  EXPECT_NEAR(run_spread_of(ratios), rms, 1e-9);
+  // Clamped to the parser's bound.
+  std::map<int, std::vector<double>> wild{{1, {}}};
+  for (int i = 0; i < 20; ++i) wild[1].push_back(i % 2 == 0 ? 3.0 : -3.0);
+  EXPECT_EQ(run_spread_of(wild), MeasuredKernels::kMaxRunSpread);
 }
 
 }  // namespace

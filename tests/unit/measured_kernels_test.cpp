@@ -165,6 +165,35 @@ TEST(MeasuredKernelsTest, SignedTablesStopAtTheirMostNegativePoint) {
   EXPECT_EQ(times.at(100), 0.0);
 }
 
+// The runs' spread is `# spread_<kind>=σ` metadata (a comment line anywhere, as calibrate
+// appends it after the host rows), per stage kind; none for barriers and grants; absent: 0.
+// A value outside [0, kMaxRunSpread] or not a number is refused naming the key.
+TEST(MeasuredKernelsTest, RunSpreadIsReadPerStageKindFromTheMetadata) {
+  using K = MeasuredKernels::RunKind;
+  absl::StatusOr<MeasuredKernels> none =
+      MeasuredKernels::read_csv(write("measured_spread0.csv", model_file()));
+  ASSERT_TRUE(none.ok()) << none.status();
+  for (K k : MeasuredKernels::kRunKinds) EXPECT_EQ(none->run_spread(k), 0.0);
+  absl::StatusOr<MeasuredKernels> m = MeasuredKernels::read_csv(
+      write("measured_spread.csv",
+            model_file() + "# spread_attention=0.15 spread_expert=0.12 spread_sampler=0.0937\n"));
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->run_spread(K::kAttention), 0.15);
+  EXPECT_EQ(m->run_spread(K::kExpert), 0.12);
+  EXPECT_EQ(m->run_spread(K::kSampler), 0.0937);
+  EXPECT_EQ(m->run_spread(K::kDispatch), 0.0);
+  EXPECT_EQ(m->run_spread(K::kGrant), 0.0);
+  EXPECT_EQ(run_spread_key(K::kCombine), nullptr);
+  for (const std::string bad :
+       {"spread_expert=-0.1", "spread_expert=1.5", "spread_sampler=x", "spread_attention=inf"}) {
+    absl::StatusOr<MeasuredKernels> b = MeasuredKernels::read_csv(
+        write("measured_bad_spread.csv", model_file() + "# " + bad + "\n"));
+    ASSERT_FALSE(b.ok()) << bad;
+    EXPECT_THAT(std::string(b.status().message()), HasSubstr("'" + bad + "'")) << bad;
+    EXPECT_THAT(std::string(b.status().message()), HasSubstr("expected a number in [0, 1]"));
+  }
+}
+
 TEST(MeasuredKernelsTest, BadFilesAreRefusedWithFileAndLine) {
   struct Bad {
     std::string text, expected;

@@ -496,6 +496,19 @@ TEST(Topology, CostKeys) {
   ASSERT_TRUE(engine::topology::apply_topology_override(o, "cost.expert_overhead_us", "8").ok());
   EXPECT_EQ(o.cost.of("A100-80GB").attention_us, 7.0);
   EXPECT_EQ(o.cost.of("A100-80GB").expert_us, 8.0);
+
+  // The run spread's seed: 1 unless given, 0 turns the spread off; a sweep key.
+  EXPECT_EQ(defaults->cost.spread_seed, 1u);
+  absl::StatusOr<topology::Topology> seeded = parse(sim + "[cost]\nspread_seed = 0\n");
+  ASSERT_TRUE(seeded.ok()) << seeded.status();
+  EXPECT_EQ(seeded->cost.spread_seed, 0u);
+  absl::StatusOr<topology::Topology> negative = parse(sim + "[cost]\nspread_seed = -3\n");
+  ASSERT_FALSE(negative.ok());
+  EXPECT_THAT(msg(negative.status()), HasSubstr("topo.toml:8: key 'cost.spread_seed'"));
+  ASSERT_TRUE(engine::topology::apply_topology_override(o, "cost.spread_seed", "5").ok());
+  EXPECT_EQ(o.cost.spread_seed, 5u);
+  EXPECT_FALSE(engine::topology::apply_topology_override(o, "cost.spread_seed", "-1").ok());
+  EXPECT_FALSE(engine::topology::apply_topology_override(o, "cost.spread_seed", "x").ok());
 }
 
 TEST(Topology, AffinityPlacementKeys) {
