@@ -18,7 +18,10 @@
 #      BACKEND (cpu or cuda; default cpu), TOPOLOGY (default
 #      bench/topologies/predict-synthetic-2cpu.toml, or -1gpu.toml with BACKEND=cuda), REPEATS
 #      (real runs per wiring, median kept, and the lowest and highest throughput shown beside
-#      it: async's runs on the 2-core VM fall into two regimes, ~375 and ~440 tok/s; default 5).
+#      it: async's runs on the 2-core VM fall into two regimes, ~375 and ~440 tok/s; default 5),
+#      SEEDS (the sim's `[cost] spread_seed`s: one sim run each, the median kept and the lowest
+#      and highest throughput shown, since the calibrated run spread makes a prediction a
+#      distribution as the real runs are; default "1 2 3 4 5"; "0" predicts with mean run times).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MUFLOW="${MUFLOW:-build/release/tools/muflow}"
@@ -30,6 +33,7 @@ case "$BACKEND" in
   *) echo "sim_prediction.sh: BACKEND must be cpu or cuda" >&2; exit 2 ;;
 esac
 REPEATS="${REPEATS:-5}"
+read -r -a SEEDS <<< "${SEEDS:-1 2 3 4 5}"
 WIRINGS=("$@")
 [ ${#WIRINGS[@]} -gt 0 ] || WIRINGS=(sync async harmoeny moeshard exflow)
 [ -x "$MUFLOW" ] || { echo "sim_prediction.sh: $MUFLOW not built" >&2; exit 1; }
@@ -41,7 +45,7 @@ metrics() {  # metrics LOG -> "tok/s ttft_ms itl_ms"
 }
 median() { sort -g | awk '{v[NR]=$1} END {print v[int((NR + 1) / 2)]}'; }
 
-echo "wiring,measured_tok_s,predicted_tok_s,measured_ttft_ms,predicted_ttft_ms,measured_itl_ms,predicted_itl_ms,roofline_tok_s,roofline_ttft_ms,roofline_itl_ms,measured_tok_s_min,measured_tok_s_max" > "$OUT/prediction.csv"
+echo "wiring,measured_tok_s,predicted_tok_s,measured_ttft_ms,predicted_ttft_ms,measured_itl_ms,predicted_itl_ms,roofline_tok_s,roofline_ttft_ms,roofline_itl_ms,measured_tok_s_min,measured_tok_s_max,predicted_tok_s_min,predicted_tok_s_max" > "$OUT/prediction.csv"
 for w in "${WIRINGS[@]}"; do
   cpu="$OUT/$w-$BACKEND.toml"; sim="$OUT/$w-sim.toml"; routing="$(realpath -m "$OUT/$w-routing.csv")"
   sed -e "s/^wiring = .*/wiring = \"$w\"/" "$TOPOLOGY" > "$cpu"
@@ -74,8 +78,17 @@ activation_bytes = 4
 [cost]
 kernels = "$KERNELS"
 TOML
-  "$MUFLOW" run "$sim" --no-trace --quiet > "$OUT/$w-sim.log" 2>&1
-  read -r p_tok p_ttft p_itl <<< "$(metrics "$OUT/$w-sim.log")"
+  preds=()
+  for seed in "${SEEDS[@]}"; do
+    sed -e "s/^kernels = .*/&\nspread_seed = $seed/" "$sim" > "$OUT/$w-sim-$seed.toml"
+    "$MUFLOW" run "$OUT/$w-sim-$seed.toml" --no-trace --quiet > "$OUT/$w-sim-$seed.log" 2>&1
+    preds+=("$(metrics "$OUT/$w-sim-$seed.log")")
+  done
+  p_tok=$(printf '%s\n' "${preds[@]}" | awk '{print $1}' | median)
+  p_ttft=$(printf '%s\n' "${preds[@]}" | awk '{print $2}' | median)
+  p_itl=$(printf '%s\n' "${preds[@]}" | awk '{print $3}' | median)
+  p_tok_min=$(printf '%s\n' "${preds[@]}" | awk '{print $1}' | sort -g | head -1)
+  p_tok_max=$(printf '%s\n' "${preds[@]}" | awk '{print $1}' | sort -g | tail -1)
   # Without calibration: the kind's roofline (the same routing and links, no [cost] table).
   r_tok=""; r_ttft=""; r_itl=""
   if [ "$BACKEND" = cuda ]; then
@@ -83,13 +96,13 @@ TOML
     "$MUFLOW" run "$OUT/$w-roofline.toml" --no-trace --quiet > "$OUT/$w-roofline.log" 2>&1
     read -r r_tok r_ttft r_itl <<< "$(metrics "$OUT/$w-roofline.log")"
   fi
-  echo "$w,$m_tok,$p_tok,$m_ttft,$p_ttft,$m_itl,$p_itl,$r_tok,$r_ttft,$r_itl,$m_tok_min,$m_tok_max" >> "$OUT/prediction.csv"
+  echo "$w,$m_tok,$p_tok,$m_ttft,$p_ttft,$m_itl,$p_itl,$r_tok,$r_ttft,$r_itl,$m_tok_min,$m_tok_max,$p_tok_min,$p_tok_max" >> "$OUT/prediction.csv"
 done
 
-echo "| wiring | tok/s measured (lowest–highest) | predicted | ratio | TTFT ms measured | predicted | ratio | ITL ms measured | predicted | ratio |"
+echo "| wiring | tok/s measured (lowest–highest) | predicted (lowest–highest) | ratio | TTFT ms measured | predicted | ratio | ITL ms measured | predicted | ratio |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
-tail -n +2 "$OUT/prediction.csv" | awk -F, '{printf "| %s | %.1f (%.0f–%.0f) | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n",
-  $1, $2, $11, $12, $3, $3 / $2, $4, $5, $5 / $4, $6, $7, $7 / $6}'
+tail -n +2 "$OUT/prediction.csv" | awk -F, '{printf "| %s | %.1f (%.0f–%.0f) | %.1f (%.0f–%.0f) | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n",
+  $1, $2, $11, $12, $3, $13, $14, $3 / $2, $4, $5, $5 / $4, $6, $7, $7 / $6}'
 if [ "$BACKEND" = cuda ]; then
   echo
   echo "Without calibration ($KIND roofline):"
