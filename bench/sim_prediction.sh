@@ -44,6 +44,14 @@ metrics() {  # metrics LOG -> "tok/s ttft_ms itl_ms"
        END {print t, f, i}' "$1"
 }
 median() { sort -g | awk '{v[NR]=$1} END {print v[int((NR + 1) / 2)]}'; }
+# summarize "tok/s ttft itl"... -> "median_tok/s median_ttft median_itl lowest_tok/s highest_tok/s"
+summarize() {
+  local t
+  t="$(printf '%s\n' "$@")"
+  echo "$(awk '{print $1}' <<< "$t" | median) $(awk '{print $2}' <<< "$t" | median)" \
+    "$(awk '{print $3}' <<< "$t" | median) $(awk '{print $1}' <<< "$t" | sort -g | head -1)" \
+    "$(awk '{print $1}' <<< "$t" | sort -g | tail -1)"
+}
 
 echo "wiring,measured_tok_s,predicted_tok_s,measured_ttft_ms,predicted_ttft_ms,measured_itl_ms,predicted_itl_ms,roofline_tok_s,roofline_ttft_ms,roofline_itl_ms,measured_tok_s_min,measured_tok_s_max,predicted_tok_s_min,predicted_tok_s_max" > "$OUT/prediction.csv"
 for w in "${WIRINGS[@]}"; do
@@ -57,11 +65,7 @@ for w in "${WIRINGS[@]}"; do
     "$MUFLOW" run "$cpu" --no-trace --quiet --record-routing "$routing" > "$OUT/$w-cpu-$r.log" 2>&1
     rows+=("$(metrics "$OUT/$w-cpu-$r.log")")
   done
-  m_tok=$(printf '%s\n' "${rows[@]}" | awk '{print $1}' | median)
-  m_ttft=$(printf '%s\n' "${rows[@]}" | awk '{print $2}' | median)
-  m_itl=$(printf '%s\n' "${rows[@]}" | awk '{print $3}' | median)
-  m_tok_min=$(printf '%s\n' "${rows[@]}" | awk '{print $1}' | sort -g | head -1)
-  m_tok_max=$(printf '%s\n' "${rows[@]}" | awk '{print $1}' | sort -g | tail -1)
+  read -r m_tok m_ttft m_itl m_tok_min m_tok_max <<< "$(summarize "${rows[@]}")"
   sed -e 's/^backend = "\(cpu\|cuda\)"/backend = "sim"/' -e '/^threads_per_device/d' \
       -e "s/^kind = \"\(cpu\|cuda\)\"/kind = \"$KIND\"/" "$cpu" > "$sim"
   cat >> "$sim" << TOML
@@ -84,11 +88,7 @@ TOML
     "$MUFLOW" run "$OUT/$w-sim-$seed.toml" --no-trace --quiet > "$OUT/$w-sim-$seed.log" 2>&1
     preds+=("$(metrics "$OUT/$w-sim-$seed.log")")
   done
-  p_tok=$(printf '%s\n' "${preds[@]}" | awk '{print $1}' | median)
-  p_ttft=$(printf '%s\n' "${preds[@]}" | awk '{print $2}' | median)
-  p_itl=$(printf '%s\n' "${preds[@]}" | awk '{print $3}' | median)
-  p_tok_min=$(printf '%s\n' "${preds[@]}" | awk '{print $1}' | sort -g | head -1)
-  p_tok_max=$(printf '%s\n' "${preds[@]}" | awk '{print $1}' | sort -g | tail -1)
+  read -r p_tok p_ttft p_itl p_tok_min p_tok_max <<< "$(summarize "${preds[@]}")"
   # Without calibration: the kind's roofline (the same routing and links, no [cost] table).
   r_tok=""; r_ttft=""; r_itl=""
   if [ "$BACKEND" = cuda ]; then
