@@ -44,8 +44,9 @@ struct CalibrationOptions {
 ///    the next (block, expert) of one rotation over all of them that runs through every
 ///    expert point, after an untimed pass over all, so an expert's weights are read again
 ///    only after every other expert's, as in a decode step, whatever the cache size and the
-///    points before (before 2026-11-28 each point read the same ten experts, so from the
-///    second point on they were warm in a large L3 and the rows dipped at 3–8 tokens); the LM
+///    points before (before 2026-11-28 each point read the same `repeats` + 1 experts, so
+///    from the second point on they were warm in a large L3 and the rows dipped at 3–8
+///    tokens); the LM
 ///    head reads a 64 MiB buffer between calls; with `concurrent` > 1 each expert size again
 ///    on one thread while the others idle (`expert_alone`: the devices of one host share its
 ///    memory bandwidth);
@@ -84,9 +85,9 @@ struct CalibrationOptions {
 ///    over the last replay's matched runs (kernels::sim::run_spread_of), written as one
 ///    metadata line `# spread_attention=σ spread_expert=σ spread_sampler=σ`, and one more
 ///    replay with it (progress reports its inter-token latency: a mean per run hides what a
-///    barrier waiting for the slowest device pays; on the 2-core VM the sync calibration's
-///    replay came from 4.8 % to 2.6 % fast). Optional: if these runs fail, calibration warns
-///    and writes none of the host_* rows nor the spread;
+///    barrier waiting for the slowest device pays; on the 2-core VM the barrier wirings'
+///    replays came from 2.0–4.8 % fast to 0.2–2.6 % fast: bench/README.md, stop 48). Optional: if
+///    these runs fail, calibration warns and writes none of the host_* rows nor the spread;
 ///  - stage_overhead: a tiny model (hidden 16) with the topology's wiring and devices is run
 ///    on the measured backend (three timed runs, then a warm-up and a traced run on a second
 ///    server), and the same topology in the sim: with zero kernel times and 1 µs per stage

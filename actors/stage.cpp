@@ -38,7 +38,7 @@ struct StageState {
   int64_t device_index = 0;
   int32_t local_index = 0;
   int64_t trace_tid = 0;
-  uint64_t runs = 0;          ///< virtual time: runs started (the n of its spread draws)
+  uint64_t runs = 0;          ///< virtual time: spread draws made (the n of the next one)
   bool failed = false;        ///< after a failure the stage reports nothing ready and drops input
   int64_t traced_depth = -1;  ///< last μ-queue depth written to the trace
   std::optional<PendingRun> pending;  ///< virtual time: the run in progress
@@ -196,10 +196,10 @@ void start_run(caf::stateful_actor<StageState>* self) {
     // The measured run-to-run spread (engine/exec/run_spread.hpp): this stage's n-th run,
     // its contended work included, scaled by a mean-1 factor.
     if (const double sigma = ex->run_spread(layer.kind); sigma > 0) {
-      const uint64_t stream = (static_cast<uint64_t>(st.device_index) << 48) ^
-                              (static_cast<uint64_t>(layer.kind) << 44) ^
-                              (static_cast<uint64_t>(layer.block) << 32) ^
-                              static_cast<uint32_t>(layer.index);
+      // One stream per stage: its device and its index among the device's stages (unique
+      // across the models of a colocated run, whose stages share the devices).
+      const uint64_t stream =
+          (static_cast<uint64_t>(st.device_index) << 32) ^ static_cast<uint32_t>(st.local_index);
       const double f = engine::exec::run_spread_factor(seed, stream, st.runs++, sigma);
       seconds *= f;
       work.alone_s *= f;

@@ -3,7 +3,8 @@
 /// Run-to-run spread of a simulated stage run's duration (issue #19 item 3): the sim charges
 /// each run its mean time (kernel rows plus the in-run host correction of `[cost] kernels`),
 /// but on a real backend runs of the same work vary (the 2-core VM, traced cpu runs against
-/// the sim's replay of the same runs: a log standard deviation of 0.1–0.2 per stage kind),
+/// the sim's replay of the same runs: a log deviation of 0.11–0.20 for attention, 0.04–0.08
+/// for expert and 0.08–0.13 for sampler runs),
 /// and where a barrier waits for the slowest of several devices that variation costs time a
 /// mean does not: E[max] > max of the means. A deterministic sim gets it from counter-based
 /// draws: the n-th run of one stage under one seed always gets the same factor.

@@ -35,13 +35,14 @@ int host_time_bucket(int64_t n) {
 
 double run_spread_of(const std::map<int, std::vector<double>>& log_ratios) {
   std::vector<double> squares;
-  for (const auto& [bucket, v] : log_ratios) {
-    if (v.size() < HostTimeTable::kMinSamples) continue;
-    double mean = 0;
-    for (const double x : v) mean += x / static_cast<double>(v.size());
-    for (const double x : v) {
-      if (std::isfinite(x)) squares.push_back((x - mean) * (x - mean));
+  for (const auto& [bucket, all] : log_ratios) {
+    std::vector<double> v;
+    for (const double x : all) {
+      if (std::isfinite(x)) v.push_back(x);
     }
+    if (v.size() < HostTimeTable::kMinSamples) continue;
+    const double mean = trimmed_mean(v);  // a preemption does not move the centre much
+    for (const double x : v) squares.push_back((x - mean) * (x - mean));
   }
   if (squares.empty()) return 0.0;
   std::sort(squares.begin(), squares.end());

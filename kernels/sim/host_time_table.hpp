@@ -62,10 +62,12 @@ std::string host_time_row(MeasuredKernels::RunKind kind, int64_t n, double secon
 /// The run spread of one stage kind (the `# spread_<kind>=σ` metadata of measured_kernels.hpp)
 /// from `log_ratios`: per size bucket, log(measured span / modeled span) of matched runs, the
 /// modeled span charging the host rows. Each bucket with at least HostTimeTable::kMinSamples
-/// samples gives the deviations from its mean (what the rows model is the mean; the spread is
-/// what is left); σ is the root mean square of the pooled deviations without the largest
-/// fiftieth by size (at least one from ten up: a preemption of milliseconds is not the
-/// runs' spread), clamped to [0, MeasuredKernels::kMaxRunSpread]. 0 without such a bucket.
+/// finite samples gives the deviations from its trimmed mean (what the rows model is the mean;
+/// the spread is what is left); σ is the root mean square of the pooled deviations without
+/// the largest fiftieth by size (at least one from ten up: a preemption of milliseconds is not
+/// the runs' spread), clamped to [0, MeasuredKernels::kMaxRunSpread]; 0 without such a bucket.
+/// A trimmed RMS: for normal noise about 0.94 of its standard deviation (the trim), so the sim
+/// errs on the side of less spread than measured.
 double run_spread_of(const std::map<int, std::vector<double>>& log_ratios);
 
 /// The host_* rows of one calibration: one (size, seconds) row per (kind, bucket), built from

@@ -21,7 +21,10 @@ seconds="$1"
 shift
 build="${MUFLOW_FUZZ_BUILD:-$root/build/asan}"
 work="${MUFLOW_FUZZ_WORK:-$build/fuzz-work}"
-parsers=("$@")
+parsers=()
+for p in "$@"; do  # each once: two runs of one target would share its work folder
+  [[ " ${parsers[*]} " == *" $p "* ]] || parsers+=("$p")
+done
 if [[ ${#parsers[@]} -eq 0 ]]; then
   for d in "$here"/corpus/*/; do parsers+=("$(basename "$d")"); done
 fi

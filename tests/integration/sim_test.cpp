@@ -804,6 +804,27 @@ TEST(Sim, MeasuredRunSpreadDelaysBarriersKeepsMeanBusyTimeAndIsDeterministic) {
       EXPECT_EQ(o->outputs[i].output, plain.outputs[i].output);
     }
   }
+  // Shared runs (expert_alone rows: async's expert runs share the node's bandwidth, their ends
+  // moving with the other device's runs) are scaled whole: deterministic, near the mean, the
+  // same tokens.
+  std::string alone = "# spread_attention=0.3 spread_expert=0.3 spread_sampler=0.3\n";
+  for (int n : {1, 64}) {
+    alone +=
+        absl::StrFormat("expert_alone,%d,0,%d,%.9g\n", n, c.expert_ffn, 0.5 * (200 + 2 * n) * 1e-6);
+  }
+  const std::string shared_csv = write_switch_kernels(dir / "shared.csv", c, alone);
+  const actors::RunOutcome shared_off = switch_run("async", shared_csv, false, 0);
+  const actors::RunOutcome shared = switch_run("async", shared_csv);
+  const actors::RunOutcome shared_again = switch_run("async", shared_csv);
+  EXPECT_EQ(shared_again.metrics.duration_s, shared.metrics.duration_s);
+  EXPECT_NE(shared.metrics.duration_s, shared_off.metrics.duration_s);
+  const double busy_shared = shared.metrics.device_busy_pct[1] * shared.metrics.duration_s;
+  const double busy_off = shared_off.metrics.device_busy_pct[1] * shared_off.metrics.duration_s;
+  EXPECT_NEAR(busy_shared / busy_off, 1.0, 0.15);
+  ASSERT_EQ(shared.outputs.size(), shared_off.outputs.size());
+  for (size_t i = 0; i < shared.outputs.size(); ++i) {
+    EXPECT_EQ(shared.outputs[i].output, shared_off.outputs[i].output);
+  }
 }
 
 }  // namespace

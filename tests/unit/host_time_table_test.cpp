@@ -149,12 +149,16 @@ TEST(HostTimeTable, RunSpreadIsTheDeviationFromEachBucketsMeanWithoutTheLargestF
   // Too few samples to be a bucket: left out.
   ratios[3] = {5.0, -5.0, 5.0, -5.0};
   EXPECT_NEAR(run_spread_of(ratios), 0.1, 1e-12);
-  // One outlier in a hundred and one samples: it and the next largest square (100 / 50 = 2)
-  // are dropped; the others' deviations move by the outlier's share of its bucket's mean.
+  // One outlier in a hundred and one samples: the bucket's centre is its trimmed mean (the
+  // outlier and one 0.2 left out), and the outlier's square and the next largest (101 / 50 = 2)
+  // are dropped.
   ratios[1].push_back(3.0);
-  const double shift = (3.0 - 0.3) / 51.0;
-  const double lo = 0.1 - shift, hi = 0.1 + shift;
+  const double centre = (24 * 0.2 + 25 * 0.4) / 49.0;
+  const double lo = 0.4 - centre, hi = centre - 0.2;
   const double rms = std::sqrt((25 * lo * lo + 24 * hi * hi + 50 * 0.01) / 99.0);
+  EXPECT_NEAR(run_spread_of(ratios), rms, 1e-9);
+  // Values that are not finite are not samples.
+  ratios[2].push_back(std::nan(""));
   EXPECT_NEAR(run_spread_of(ratios), rms, 1e-9);
   // Clamped to the parser's bound.
   std::map<int, std::vector<double>> wild{{1, {}}};
