@@ -21,6 +21,7 @@
 #include <optional>
 #include <string>
 
+#include "absl/strings/str_format.h"
 #include "actors/cluster/worker_launcher.hpp"
 #include "actors/server.hpp"
 #include "tools/cluster_launch.hpp"
@@ -249,6 +250,19 @@ Command add_run_command(CLI::App& app) {
                      "host time per stage run)\n",
                      sim->measured->kind().c_str(), topo.cost.kernels.c_str(),
                      sim->measured->stage_overhead_s() * 1e6);
+        using K = kernels::sim::MeasuredKernels::RunKind;
+        const double sa = sim->measured->run_spread(K::kAttention);
+        const double se = sim->measured->run_spread(K::kExpert);
+        const double ss = sim->measured->run_spread(K::kSampler);
+        if (sa > 0 || se > 0 || ss > 0) {
+          std::fprintf(
+              stderr, "muflow: run spread (log) attention %.3f, expert %.3f, sampler %.3f; %s\n",
+              sa, se, ss,
+              topo.cost.spread_seed == 0
+                  ? "off ([cost] spread_seed = 0: every run its mean)"
+                  : absl::StrFormat("drawn with [cost] spread_seed = %d", topo.cost.spread_seed)
+                        .c_str());
+        }
       }
       if (sim->calibration) {
         std::fprintf(stderr,
