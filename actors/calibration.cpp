@@ -19,7 +19,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_replace.h"
 #include "actors/queued_handoffs.hpp"
 #include "actors/server.hpp"
 #include "engine/exec/executor.hpp"
@@ -738,15 +737,13 @@ absl::StatusOr<HostTimes> measure_host_times(
   }
   // The runs' spread around the last replay's times (which charged all but the last move):
   // one metadata line, and a replay with it, whose inter-token latency progress reports.
-  std::string spread_line = "#";
+  std::string spread_meta, spread_text;  // "key=σ ..." for the file, "key σ, ..." to read
   for (const Kind k : {Kind::kAttention, Kind::kExpert, Kind::kSampler}) {
-    absl::StrAppend(&spread_line, " ", kernels::sim::run_spread_key(k), "=",
-                    absl::StrFormat("%.4f", kernels::sim::run_spread_of(spread[k])));
+    const std::string sigma = absl::StrFormat("%.4f", kernels::sim::run_spread_of(spread[k]));
+    absl::StrAppend(&spread_meta, " ", kernels::sim::run_spread_key(k), "=", sigma);
+    absl::StrAppend(&spread_text, " ", kernels::sim::run_spread_key(k), " ", sigma);
   }
-  spread_line += "\n";
-  HostTimes out{table.rows(), spread_line};
-  const std::string spread_text =
-      absl::StrReplaceAll(spread_line.substr(1, spread_line.size() - 2), {{"=", " "}});
+  HostTimes out{table.rows(), absl::StrCat("#", spread_meta, "\n")};
   if (absl::StatusOr<HostBuckets> last = replay(out.rows + out.spread, &itl_ms); last.ok()) {
     progress(absl::StrFormat(
         "in-run host time: run spread (trimmed log RMS)%s; replayed with it %.3f ms", spread_text,

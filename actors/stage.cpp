@@ -202,19 +202,15 @@ void start_run(caf::stateful_actor<StageState>* self) {
           (static_cast<uint64_t>(st.device_index) << 32) ^ static_cast<uint32_t>(st.local_index);
       const double f = engine::exec::run_spread_factor(seed, stream, st.runs++, sigma);
       seconds *= f;
-      work.alone_s *= f;
-      work.shared_s *= f;
-      work.charged_s *= f;
+      work.scale(f);
     }
   }
   if (work.charged_s > seconds && work.charged_s > 0) {
     // A negative in-run correction (host_expert rows) larger than the run's uncontended rest:
     // the contended work shrinks in proportion, so the run still takes `seconds` at the share
     // it was charged at.
-    const double f = seconds / work.charged_s;
-    work.alone_s *= f;
-    work.shared_s *= f;
-    work.charged_s = seconds;
+    work.scale(seconds / work.charged_s);
+    work.charged_s = seconds;  // exactly, not a rounding away
   }
   if (work.alone_s > 0 && ex->activity() != nullptr) {
     // Expert work whose speed depends on the node's other devices: a shared run, its end

@@ -34,6 +34,10 @@ case "$BACKEND" in
 esac
 REPEATS="${REPEATS:-5}"
 read -r -a SEEDS <<< "${SEEDS:-1 2 3 4 5}"
+for seed in "${SEEDS[@]}"; do
+  [[ "$seed" =~ ^[0-9]+$ ]] || { echo "sim_prediction.sh: SEEDS must be non-negative integers; got '$seed'" >&2; exit 2; }
+done
+[ ${#SEEDS[@]} -gt 0 ] || { echo "sim_prediction.sh: SEEDS is empty" >&2; exit 2; }
 WIRINGS=("$@")
 [ ${#WIRINGS[@]} -gt 0 ] || WIRINGS=(sync async harmoeny moeshard exflow)
 [ -x "$MUFLOW" ] || { echo "sim_prediction.sh: $MUFLOW not built" >&2; exit 1; }

@@ -60,6 +60,12 @@ class DeviceActivity {
   struct SharedWork {
     double alone_s = 0.0, shared_s = 0.0, charged_s = 0.0;
     int64_t others = 0;
+    /// Scales the work's three times by `f` >= 0 (the same run made longer or shorter).
+    void scale(double f) {
+      alone_s *= f;
+      shared_s *= f;
+      charged_s *= f;
+    }
   };
   /// Tells a shared run's owner its new end: seconds from now, and the run's generation.
   using Reschedule = std::function<void(double delay_s, uint64_t generation)>;

@@ -13,16 +13,19 @@
 
 namespace muflow::engine::exec {
 
-/// Largest |z| of a draw: a factor stays within exp(±4σ) (a run of a simulated hour never
-/// becomes a day).
+/// Largest |z| of a draw: a factor stays within [exp(−4σ − σ²/2), exp(4σ − σ²/2)] (a run of
+/// a simulated hour never becomes a day).
 inline constexpr double kRunSpreadMaxZ = 4.0;
 
-/// The factor of a run's duration: exp(σ z − σ²/2), z a standard normal draw (Box–Muller over
-/// two counter-based uniforms: splitmix64 of seed, stream and 2n, 2n + 1) clamped to
-/// ±kRunSpreadMaxZ, so that E[factor] = 1 (the mean time is kept; the clamp moves the mean
-/// by less than 1e-3 for σ <= 1) and log(factor) has standard deviation σ. `stream`: one per
-/// stage (its device and layer), `n`: the stage's run count. `sigma` <= 0 or not finite gives
-/// 1. Pure; any thread.
+/// The factor (dimensionless, > 0) of a run's duration: exp(σ z − σ²/2), z a standard normal
+/// draw (Box–Muller over two counter-based uniforms, engine::serving::counter_uniform of
+/// (seed, stream, 2n) and (seed, stream, 2n + 1); written out rather than
+/// std::normal_distribution, whose values differ between standard libraries) clamped to
+/// ±kRunSpreadMaxZ, so that E[factor] = 1 (the mean time is kept; the clamp moves the mean by
+/// less than 1e-3 for σ <= 1) and log(factor) has standard deviation σ. `sigma`: a log
+/// standard deviation (MeasuredKernels::run_spread); `stream`: one per stage (actors/stage.cpp:
+/// its device and its index among the device's stages); `n`: the stage's draw count. `sigma`
+/// <= 0 or not finite gives 1; no errors. Pure; any thread.
 double run_spread_factor(uint64_t seed, uint64_t stream, uint64_t n, double sigma);
 
 }  // namespace muflow::engine::exec

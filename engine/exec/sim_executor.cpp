@@ -154,32 +154,31 @@ void SimExecutor::expert_shard(int64_t block, int64_t expert, int64_t shard, int
                                     n);
 }
 
-double SimExecutor::stage_host_seconds(dataflow::StageKind kind, int64_t num_tokens) const {
-  if (!measured_) return 0.0;
+namespace {
+
+/// The measured-kernels run kind of a stage kind (host_* rows, spread metadata).
+kernels::sim::MeasuredKernels::RunKind run_kind(dataflow::StageKind kind) {
   using K = kernels::sim::MeasuredKernels::RunKind;
   switch (kind) {
     case dataflow::StageKind::kAttention:
-      return measured_->host_seconds(K::kAttention, num_tokens);
+      return K::kAttention;
     case dataflow::StageKind::kExpert:
-      return measured_->host_seconds(K::kExpert, num_tokens);
+      return K::kExpert;
     case dataflow::StageKind::kSampler:
-      return measured_->host_seconds(K::kSampler, num_tokens);
+      return K::kSampler;
   }
-  return 0.0;
+  MUFLOW_ASSERT(false, "run_kind: StageKind out of range");
+  return K::kAttention;
+}
+
+}  // namespace
+
+double SimExecutor::stage_host_seconds(dataflow::StageKind kind, int64_t num_tokens) const {
+  return measured_ ? measured_->host_seconds(run_kind(kind), num_tokens) : 0.0;
 }
 
 double SimExecutor::run_spread(dataflow::StageKind kind) const {
-  if (!measured_) return 0.0;
-  using K = kernels::sim::MeasuredKernels::RunKind;
-  switch (kind) {
-    case dataflow::StageKind::kAttention:
-      return measured_->run_spread(K::kAttention);
-    case dataflow::StageKind::kExpert:
-      return measured_->run_spread(K::kExpert);
-    case dataflow::StageKind::kSampler:
-      return measured_->run_spread(K::kSampler);
-  }
-  return 0.0;
+  return measured_ ? measured_->run_spread(run_kind(kind)) : 0.0;
 }
 
 double SimExecutor::barrier_host_seconds(bool dispatch, int64_t rows) const {

@@ -604,6 +604,17 @@ std::string write_switch_kernels(const fs::path& path, const engine::model::Mode
   return path.string();
 }
 
+// `expert_alone` rows for write_switch_kernels' expert rows: `factor` times their times (the
+// expert run alone on its node), at 1 and 64 tokens.
+std::string expert_alone_rows(const engine::model::ModelConfig& c, double factor) {
+  std::string rows;
+  for (int n : {1, 64}) {
+    rows += absl::StrFormat("expert_alone,%d,0,%d,%.9g\n", n, c.expert_ffn,
+                            factor * (200 + 2 * n) * 1e-6);
+  }
+  return rows;
+}
+
 // switch-base-8 wired `wiring` on 2 cpu-kind sim devices with the measured `kernels` (on two
 // nodes with `two_nodes`: no neighbour shares the expert device's memory), a closed batch of 8
 // requests (24 prompt, 6 new tokens).
@@ -637,14 +648,8 @@ TEST(Sim, ExpertRunsAloneOnANodeAreChargedTheirAloneTime) {
   const fs::path dir = scratch_dir("expert_alone");
   fs::create_directories(dir);
   auto write_kernels = [&](const std::string& name, double alone_factor) {
-    std::string alone;
-    for (int n : {1, 64}) {
-      if (alone_factor > 0) {
-        alone += absl::StrFormat("expert_alone,%d,0,%d,%.9g\n", n, c.expert_ffn,
-                                 alone_factor * (200 + 2 * n) * 1e-6);
-      }
-    }
-    return write_switch_kernels(dir / name, c, alone);
+    return write_switch_kernels(dir / name, c,
+                                alone_factor > 0 ? expert_alone_rows(c, alone_factor) : "");
   };
   const actors::RunOutcome beside = switch_run("async", write_kernels("beside.csv", 0));
   const actors::RunOutcome same = switch_run("async", write_kernels("same.csv", 1.0));
@@ -686,10 +691,8 @@ TEST(Sim, ANegativeExpertCorrectionShortensSharedExpertRuns) {
   const fs::path dir = scratch_dir("negative_host_expert");
   fs::create_directories(dir);
   auto write_kernels = [&](const std::string& name, double host_expert_s) {
-    std::string rows;
+    std::string rows = expert_alone_rows(c, 0.5);
     for (int n : {1, 64}) {
-      rows += absl::StrFormat("expert_alone,%d,0,%d,%.9g\n", n, c.expert_ffn,
-                              0.5 * (200 + 2 * n) * 1e-6);
       if (host_expert_s != 0)
         rows += absl::StrFormat("host_expert,%d,0,0,%.9g\n", n, host_expert_s);
     }
@@ -807,12 +810,9 @@ TEST(Sim, MeasuredRunSpreadDelaysBarriersKeepsMeanBusyTimeAndIsDeterministic) {
   // Shared runs (expert_alone rows: async's expert runs share the node's bandwidth, their ends
   // moving with the other device's runs) are scaled whole: deterministic, near the mean, the
   // same tokens.
-  std::string alone = "# spread_attention=0.3 spread_expert=0.3 spread_sampler=0.3\n";
-  for (int n : {1, 64}) {
-    alone +=
-        absl::StrFormat("expert_alone,%d,0,%d,%.9g\n", n, c.expert_ffn, 0.5 * (200 + 2 * n) * 1e-6);
-  }
-  const std::string shared_csv = write_switch_kernels(dir / "shared.csv", c, alone);
+  const std::string shared_csv = write_switch_kernels(
+      dir / "shared.csv", c,
+      "# spread_attention=0.3 spread_expert=0.3 spread_sampler=0.3\n" + expert_alone_rows(c, 0.5));
   const actors::RunOutcome shared_off = switch_run("async", shared_csv, false, 0);
   const actors::RunOutcome shared = switch_run("async", shared_csv);
   const actors::RunOutcome shared_again = switch_run("async", shared_csv);
