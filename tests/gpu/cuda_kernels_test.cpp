@@ -68,7 +68,7 @@ TEST(CudaGemm, F32IsBitwiseTheFmaChainOfTheCpuFixedOrderGemm) {
        {Shape{1, 1, 1, 0, false}, Shape{5, 70, 33, 3, true}, Shape{100, 130, 257, 0, true},
         Shape{64, 64, 16, 0, false}, Shape{67, 9, 200, 5, true}, Shape{1, 8, 4096, 0, false},
         Shape{300, 16, 1000, 7, true}, Shape{33, 17, 777, 0, true}, Shape{5, 12, 1003, 1, true},
-        Shape{300, 16, 1000, 0, true}}) {
+        Shape{300, 16, 1000, 0, true}, Shape{3, 8, 6, 0, true}, Shape{2, 3, 13, 2, false}}) {
     const int64_t lda = s.k + s.pad, ldw = s.k + s.pad;
     std::vector<float> a = ref::random_floats(rng, s.m * lda, -1.f, 1.f);
     std::vector<float> w = ref::random_floats(rng, s.n * ldw, -1.f, 1.f);
