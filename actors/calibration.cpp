@@ -228,7 +228,7 @@ class Measurer {
           w.x.assign(static_cast<size_t>(n * width), 0.03f);
           w.y.assign(static_cast<size_t>(n * width), 0.f);
         };
-        if (!alone && n == grid.front())
+        if (!alone && n == grid.front()) {
           p.warm = [=](Worker& w) {
             std::vector<float> x(static_cast<size_t>(width), 0.03f), y(static_cast<size_t>(width));
             for (int64_t i = 0; i < slots; ++i) {
@@ -238,6 +238,7 @@ class Measurer {
                              &unused);
             }
           };
+        }
         p.call = [=](Worker& w, int) {
           const int64_t slot = w.next_slot;
           w.next_slot = (w.next_slot + 1) % slots;

@@ -46,10 +46,9 @@ struct CalibrationOptions {
 ///    only after every other expert's, as in a decode step, whatever the cache size and the
 ///    points before (before 2026-11-28 each point read the same `repeats` + 1 experts, so
 ///    from the second point on they were warm in a large L3 and the rows dipped at 3–8
-///    tokens); the LM
-///    head reads a 64 MiB buffer between calls; with `concurrent` > 1 each expert size again
-///    on one thread while the others idle (`expert_alone`: the devices of one host share its
-///    memory bandwidth);
+///    tokens); the LM head reads a 64 MiB buffer between calls; with `concurrent` > 1 each
+///    expert size again on one thread while the others idle (`expert_alone`: the devices of
+///    one host share its memory bandwidth);
 ///  - host_attention / host_expert / host_sampler (in-run host time vs tokens): the real
 ///    model serves a closed batch of 24 requests (8–96 prompt, 16–32 new tokens) on the cpu
 ///    backend, once to warm up and then three times with a trace; the sim replays each traced

@@ -88,9 +88,10 @@ __device__ __forceinline__ void f32_tile(const float* __restrict__ a, int64_t ld
 // V·t + V − 1 of every row: coalesced, no division; V = 4 where rows are 16-byte aligned), so
 // several chunks' loads are in flight while thread (r, j) runs its fmaf chain for element
 // (r, j) over the current chunk, reading its operands four k at a time. Rows past M or N are
-// never copied (their threads store nothing); k past K is zero-filled but never enters a
-// chain. The chain is over k ascending from +0, so the bits are the tile kernel's; at one row
-// its K dependent fmaf are the kernel's floor (~4 cycles each).
+// never copied, and their threads run no chain and store nothing (they only keep to the
+// barriers); k past K is zero-filled but never enters a chain. The chain is over k ascending from
+// +0, so the bits are the tile kernel's; at one row its K dependent fmaf are the kernel's floor (~4
+// cycles each).
 constexpr int kNarrowN = 16, kNarrowRows = 8;
 constexpr int kNarrowThreads = kNarrowN * kNarrowRows;
 
