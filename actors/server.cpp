@@ -8,16 +8,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "spdlog/spdlog.h"
 #include "absl/strings/str_join.h"
 #include "actors/graph_builder.hpp"
 #include "actors/messages.hpp"
 #include "actors/placement_setup.hpp"
+#include "actors/wirings/device_policy.hpp"
 #include "actors/wirings/registry.hpp"
 #include "engine/planning/placement.hpp"
 #include "engine/serving/kv_admission.hpp"
 #include "engine/serving/workload.hpp"
 #include "kernels/assert.hpp"
+#include "spdlog/spdlog.h"
 
 namespace muflow::actors {
 namespace {
@@ -85,12 +86,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::create(engine::topology::Topolog
         topology.scheduler.max_prefill_tokens));
   }
   if (absl::StatusOr<std::unique_ptr<engine::serving::SchedulingPolicy>> pol =
-          engine::serving::make_scheduling_policy(topology.scheduler.policy,
-                                                  topology.scheduler.defrag_lookahead,
-                                                  topology.scheduler.defrag_decay);
+          make_device_policy(topology);
       !pol.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%s: key 'scheduler.policy': %s", topology.source, pol.status().message()));
+    return pol.status();
   }
   std::unique_ptr<Server> server(new Server());
   absl::StatusOr<std::unique_ptr<Backend>> backend = make_backend(topology);
@@ -319,9 +317,7 @@ absl::StatusOr<std::vector<RunOutcome>> Server::run_together(
     ctxs.push_back(*ctx);
   }
   absl::StatusOr<std::unique_ptr<engine::serving::SchedulingPolicy>> policy =
-      engine::serving::make_scheduling_policy(first.topology_.scheduler.policy,
-                                              first.topology_.scheduler.defrag_lookahead,
-                                              first.topology_.scheduler.defrag_decay);
+      make_device_policy(first.topology_);
   if (!policy.ok()) return policy.status();
   // A run across processes (#18): the workers build their share before this process spawns
   // anything; `close` runs on every way out from here.
@@ -460,9 +456,7 @@ absl::StatusOr<std::shared_ptr<RunContext>> Server::host_share(caf::actor_system
         absl::StrFormat("%s: backend 'sim' runs in one process (virtual time)", topology_.source));
   }
   absl::StatusOr<std::unique_ptr<engine::serving::SchedulingPolicy>> policy =
-      engine::serving::make_scheduling_policy(topology_.scheduler.policy,
-                                              topology_.scheduler.defrag_lookahead,
-                                              topology_.scheduler.defrag_decay);
+      make_device_policy(topology_);
   if (!policy.ok()) return policy.status();
   absl::StatusOr<std::shared_ptr<RunContext>> ctx = make_context();
   if (!ctx.ok()) return ctx.status();

@@ -16,6 +16,7 @@
 #include "actors/messages.hpp"
 #include "actors/readmission.hpp"
 #include "actors/stage_probe.hpp"
+#include "actors/wirings/device_policy.hpp"
 #include "spdlog/spdlog.h"
 
 namespace muflow::actors {
@@ -128,9 +129,7 @@ absl::StatusOr<std::unique_ptr<ServingEngine>> ServingEngine::start(const Server
 absl::StatusOr<std::shared_ptr<ServingEngine::Incarnation>> ServingEngine::build_incarnation() {
   const Server& server = *server_;
   absl::StatusOr<std::unique_ptr<engine::serving::SchedulingPolicy>> policy =
-      engine::serving::make_scheduling_policy(server.topology().scheduler.policy,
-                                              server.topology().scheduler.defrag_lookahead,
-                                              server.topology().scheduler.defrag_decay);
+      make_device_policy(server.topology());
   if (!policy.ok()) return policy.status();
   auto inc = std::make_shared<Incarnation>();
   inc->cfg = std::make_unique<caf::actor_system_config>();

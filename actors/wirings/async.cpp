@@ -28,7 +28,8 @@ class AsyncWiring final : public Wiring {
   WiringTraits traits() const override {
     return {.disaggregated_attention = true,
             .per_block_placement = false,
-            .capability_placement = false};
+            .capability_placement = false,
+            .default_policy = "defrag"};
   }
   absl::StatusOr<std::shared_ptr<const PreparedWiring>> prepare(const WiringSetup&) const override {
     return graph_wiring([](const RunContext& ctx) { return async_graph(ctx); });

@@ -80,7 +80,8 @@ class AsyncReplicatedWiring final : public Wiring {
     return {.disaggregated_attention = true,
             .per_block_placement = false,
             .capability_placement = false,
-            .expert_replicas = true};
+            .expert_replicas = true,
+            .default_policy = "defrag"};
   }
   absl::StatusOr<std::shared_ptr<const PreparedWiring>> prepare(
       const WiringSetup& s) const override {

@@ -34,6 +34,10 @@ struct WiringTraits {
   bool capability_placement = false;
   /// Runs replicas of hot experts (`[placement] replicas` / `replica_experts`).
   bool expert_replicas = false;
+  /// The device scheduling policy (engine/serving/scheduling_policy.hpp) a run uses when the
+  /// topology names none (`[scheduler] policy` absent): "defrag" for AsyncMoE's wirings (its
+  /// §3.4 defragging scheduler is part of the design), "fifo" for the barrier wirings.
+  std::string_view default_policy = "fifo";
 };
 
 /// What a wiring may read when a Server is prepared. References live as long as the call.

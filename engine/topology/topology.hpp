@@ -78,7 +78,10 @@ struct SamplingSpec {
 
 /// Engine-side limits of continuous batching and the device scheduler.
 struct SchedulerSpec {
-  std::string policy = "fifo";  ///< device scheduling: "fifo" | "most-tokens" | "flfs" | "defrag"
+  /// Device scheduling: "fifo" | "most-tokens" | "flfs" | "defrag"; empty (the key absent) =
+  /// the wiring's default (actors/wirings/device_policy.hpp: "defrag" on async and
+  /// async-replicated, "fifo" on the others).
+  std::string policy;
   int64_t max_batch_requests = 64;   ///< per attention DP rank
   /// prompt tokens per rank per iteration (chunked prefill), at most kMaxBatchTokens
   int64_t max_prefill_tokens = 512;
