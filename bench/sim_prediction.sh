@@ -18,7 +18,8 @@
 #      BACKEND (cpu or cuda; default cpu), TOPOLOGY (default
 #      bench/topologies/predict-synthetic-2cpu.toml, or -1gpu.toml with BACKEND=cuda), REPEATS
 #      (real runs per wiring, median kept, and the lowest and highest throughput shown beside
-#      it: async's runs on the 2-core VM fall into two regimes, ~375 and ~440 tok/s; default 5),
+#      it: under `policy = "fifo"` async's runs on the 2-core VM fall into two regimes, ~375
+#      and ~440 tok/s; its default defragging scheduler keeps them within ~8 %; default 5),
 #      SEEDS (the sim's `[cost] spread_seed`s: one sim run each, the median kept and the lowest
 #      and highest throughput shown, since the calibrated run spread makes a prediction a
 #      distribution as the real runs are; default "1 2 3 4 5"; "0" predicts with mean run times).
