@@ -532,7 +532,9 @@ class GateAtLostAddress : public ::testing::Test {
     ASSERT_TRUE(port) << sys->render(port.error());
   }
   void TearDown() override {
-    if (engine) EXPECT_TRUE(engine->shutdown().ok());
+    if (engine) {
+      EXPECT_TRUE(engine->shutdown().ok());
+    }
     if (gate) caf::anon_send_exit(gate, caf::exit_reason::user_shutdown);
   }
 
