@@ -2,10 +2,10 @@
 # Sim vs measured (issue #19 item 3): for each wiring, calibrates the sim on this machine
 # with bench/topologies/predict-synthetic-2cpu.toml in that wiring (`muflow calibrate`: the
 # in-run host times describe the wiring's own stage runs, e.g. HarMoEny's several experts per
-# run), runs the topology on the cpu backend (recording its routing) and the same topology in
-# the sim (backend "sim", device kind "cpu", the measured kernels, the recorded routing,
-# in-process links), and prints predicted vs measured output throughput, TTFT and ITL (means)
-# as a Markdown table. Rows are written to $OUT/prediction.csv as each wiring finishes.
+# run), runs the topology on the cpu backend (once recording its routing, then REPEATS timed
+# runs without) and the same topology in the sim (backend "sim", device kind "cpu", the
+# measured kernels, the recorded routing, in-process links), and prints predicted vs measured
+# output throughput, TTFT and ITL (means) as a Markdown table. Rows are written to $OUT/prediction.csv as each wiring finishes.
 #
 # With BACKEND=cuda (issue #20 item 4) the same on a GPU: `muflow calibrate --backend cuda`,
 # the topology on the cuda backend (default bench/topologies/predict-synthetic-1gpu.toml), and
@@ -65,9 +65,14 @@ for w in "${WIRINGS[@]}"; do
   KERNELS="$(realpath -m "$OUT/$w-$BACKEND-kernels.csv")"
   "$MUFLOW" calibrate "$cpu" --backend "$BACKEND" -o "$KERNELS" --repeats 9
   KIND="$(sed -n 's/^# kind=\([^ ]*\).*/\1/p' "$KERNELS" | head -1)"
+  # The routing the sim replays, from a run of its own: recording costs the measured runs
+  # host time (every token's choices per block, inside the attention runs: 4-6 % of TTFT on
+  # the 2-core VM, bench/README.md stop 50) that the sim is not asked to predict. Greedy
+  # decoding is bitwise invariant, so the timed runs route every token the same way.
+  "$MUFLOW" run "$cpu" --no-trace --quiet --record-routing "$routing" > "$OUT/$w-cpu-routing.log" 2>&1
   rows=()
   for r in $(seq "$REPEATS"); do
-    "$MUFLOW" run "$cpu" --no-trace --quiet --record-routing "$routing" > "$OUT/$w-cpu-$r.log" 2>&1
+    "$MUFLOW" run "$cpu" --no-trace --quiet > "$OUT/$w-cpu-$r.log" 2>&1
     rows+=("$(metrics "$OUT/$w-cpu-$r.log")")
   done
   read -r m_tok m_ttft m_itl m_tok_min m_tok_max <<< "$(summarize "${rows[@]}")"

@@ -1,7 +1,9 @@
 #include "engine/routing/routing_record.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstddef>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -15,15 +17,42 @@ namespace muflow::engine::routing {
 
 void RoutingRecorder::add(int64_t request_id, int64_t position, int32_t block,
                           const int32_t* experts, const float* weights, int64_t num_topk) {
-  RoutingChoice c{std::vector<int32_t>(experts, experts + num_topk),
-                  std::vector<float>(weights, weights + num_topk)};
+  num_topk = std::max<int64_t>(0, num_topk);
   std::lock_guard<std::mutex> lock(mutex_);
-  rows_[{request_id, position, block}] = std::move(c);
+  rows_.push_back({request_id, position, block, static_cast<int32_t>(num_topk), experts_.size()});
+  experts_.insert(experts_.end(), experts, experts + num_topk);
+  weights_.insert(weights_.end(), weights, weights + num_topk);
+}
+
+std::vector<size_t> RoutingRecorder::last_rows() const {
+  std::vector<size_t> order(rows_.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  const auto key = [this](size_t i) {
+    return std::tuple(rows_[i].request_id, rows_[i].position, rows_[i].block);
+  };
+  // By key, equal keys in the order they were added; the last of each run of equal keys wins.
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return key(a) < key(b); });
+  std::vector<size_t> last;
+  last.reserve(order.size());
+  for (size_t j = 0; j < order.size(); ++j) {
+    if (j + 1 < order.size() && key(order[j]) == key(order[j + 1])) continue;
+    last.push_back(order[j]);
+  }
+  return last;
 }
 
 RoutingTable RoutingRecorder::table() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return rows_;
+  RoutingTable out;
+  for (const size_t i : last_rows()) {
+    const Row& r = rows_[i];
+    const auto e = experts_.begin() + static_cast<std::ptrdiff_t>(r.offset);
+    const auto w = weights_.begin() + static_cast<std::ptrdiff_t>(r.offset);
+    out.emplace_hint(out.end(), std::tuple(r.request_id, r.position, r.block),
+                     RoutingChoice{std::vector<int32_t>(e, e + r.num_topk),
+                                   std::vector<float>(w, w + r.num_topk)});
+  }
+  return out;
 }
 
 absl::Status RoutingRecorder::write_csv(const std::string& path) const {
@@ -34,12 +63,13 @@ absl::Status RoutingRecorder::write_csv(const std::string& path) const {
   if (!out) return absl::InternalError(absl::StrFormat("cannot write routing record '%s'", path));
   out << "request_id,position,block,experts,weights\n";
   std::lock_guard<std::mutex> lock(mutex_);
-  for (const auto& [key, c] : rows_) {
-    out << std::get<0>(key) << ',' << std::get<1>(key) << ',' << std::get<2>(key) << ',';
-    for (size_t j = 0; j < c.experts.size(); ++j) out << (j ? " " : "") << c.experts[j];
+  for (const size_t i : last_rows()) {
+    const Row& r = rows_[i];
+    out << r.request_id << ',' << r.position << ',' << r.block << ',';
+    for (int32_t j = 0; j < r.num_topk; ++j) out << (j ? " " : "") << experts_[r.offset + j];
     out << ',';
-    for (size_t j = 0; j < c.weights.size(); ++j) {
-      out << (j ? " " : "") << absl::StrFormat("%.9g", c.weights[j]);
+    for (int32_t j = 0; j < r.num_topk; ++j) {
+      out << (j ? " " : "") << absl::StrFormat("%.9g", weights_[r.offset + j]);
     }
     out << '\n';
   }

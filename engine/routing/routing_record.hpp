@@ -32,19 +32,36 @@ struct RoutingChoice {
 using RoutingTable = std::map<std::tuple<int64_t, int64_t, int32_t>, RoutingChoice>;
 
 /// Collects choices from the attention stages of a run. Thread-safe (one mutex); owned by the
-/// run's context.
+/// run's context. An add appends to flat arrays (no allocation per token once they have grown):
+/// it runs inside every attention run, and a map node and two vectors per token cost the
+/// recorded runs 4–6 % of their TTFT on the 2-core VM (bench/README.md, stop 50). Where a key
+/// is added again (a request's token recomputed after a recovery), the last choice counts.
 class RoutingRecorder {
  public:
-  /// Adds the choice of one token (`num_topk` entries of each array).
+  /// Adds the choice of one token (`num_topk` >= 0 entries of each array).
   void add(int64_t request_id, int64_t position, int32_t block, const int32_t* experts,
            const float* weights, int64_t num_topk);
-  /// Writes the CSV (creating parent folders). Errors: Internal naming the path.
+  /// Writes the CSV (creating parent folders), rows sorted by key. Errors: Internal naming
+  /// the path.
   absl::Status write_csv(const std::string& path) const;
+  /// Every key's last choice.
   RoutingTable table() const;
 
  private:
+  struct Row {
+    int64_t request_id;
+    int64_t position;
+    int32_t block;
+    int32_t num_topk;
+    size_t offset;  ///< into experts_ / weights_
+  };
+  /// Indices into rows_ of every key's last row, in key order. Caller holds mutex_.
+  std::vector<size_t> last_rows() const;
+
   mutable std::mutex mutex_;
-  RoutingTable rows_;
+  std::vector<Row> rows_;
+  std::vector<int32_t> experts_;
+  std::vector<float> weights_;
 };
 
 /// Reads a routing CSV. Errors: NotFound for a missing file; InvalidArgument naming the file
