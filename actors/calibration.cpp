@@ -670,7 +670,10 @@ absl::StatusOr<HostTimes> measure_host_times(
     double itl_ms = 0;
   };
   std::vector<Traced> traced;
-  constexpr int kHostTimeRuns = 3;
+  // Eight: the larger buckets get a few runs per traced run (a first prefill, its spill), and
+  // with three their rows moved several-fold between calibrations (sync's 182-row host_expert
+  // 23 to 272 us over six), which moved the predicted TTFT by 10 % (bench/README.md, stop 50).
+  constexpr int kHostTimeRuns = 8;
   for (int run = 0; run <= kHostTimeRuns; ++run) {
     absl::StatusOr<RunOutcome> out = (*cpu_server)->run(requests);
     if (!out.ok()) return out.status();

@@ -51,12 +51,13 @@ struct CalibrationOptions {
 ///    one host share its memory bandwidth);
 ///  - host_attention / host_expert / host_sampler (in-run host time vs tokens): the real
 ///    model serves a closed batch of 24 requests (8–96 prompt, 16–32 new tokens) on the cpu
-///    backend, once to warm up and then three times with a trace; the sim replays each traced
-///    run (its recorded routing, the kernel rows above, no overheads) with a trace; each
-///    stage run's measured span minus the sim's span of the same run (same stage, iteration
-///    and tokens) is its host time beyond the kernels (μ-queue merge, batch assembly, output
-///    scatter, allocation, and what sharing the cores with the other devices costs); the
-///    three runs' samples are pooled. One row per stage kind and size bucket with >= 5 runs
+///    backend, once to warm up and then eight times with a trace (three before stop 50: the
+///    rows of the larger buckets, a few runs each, moved several-fold between calibrations);
+///    the sim replays each traced run (its recorded routing, the kernel rows above, no
+///    overheads) with a trace; each stage run's measured span minus the sim's span of the
+///    same run (same stage, iteration and tokens) is its host time beyond the kernels
+///    (μ-queue merge, batch assembly, output scatter, allocation, and what sharing the cores
+///    with the other devices costs); the runs' samples are pooled. One row per stage kind and size bucket with >= 5 runs
 ///    (each size up to 8 tokens its own bucket, then one per power of two): the bucket's
 ///    median tokens and the trimmed mean excess (the lowest and highest fiftieth dropped; a
 ///    correction that may be negative where the kernel rows over-estimate runs of that size).
