@@ -57,8 +57,9 @@ struct CalibrationOptions {
 ///    overheads) with a trace; each stage run's measured span minus the sim's span of the
 ///    same run (same stage, iteration and tokens) is its host time beyond the kernels
 ///    (μ-queue merge, batch assembly, output scatter, allocation, and what sharing the cores
-///    with the other devices costs); the runs' samples are pooled. One row per stage kind and size bucket with >= 5 runs
-///    (each size up to 8 tokens its own bucket, then one per power of two): the bucket's
+///    with the other devices costs); the runs' samples are pooled. One row per stage kind and
+///    size bucket with >= 5 runs (each size up to 8 tokens its own bucket, then one per power
+///    of two): the bucket's
 ///    median tokens and the trimmed mean excess (the lowest and highest fiftieth dropped; a
 ///    correction that may be negative where the kernel rows over-estimate runs of that size).
 ///    Then two refinements: the runs are replayed again charging the rows so far, and each

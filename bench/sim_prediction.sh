@@ -5,7 +5,8 @@
 # run), runs the topology on the cpu backend (once recording its routing, then REPEATS timed
 # runs without) and the same topology in the sim (backend "sim", device kind "cpu", the
 # measured kernels, the recorded routing, in-process links), and prints predicted vs measured
-# output throughput, TTFT and ITL (means) as a Markdown table. Rows are written to $OUT/prediction.csv as each wiring finishes.
+# output throughput, TTFT and ITL (means) as a Markdown table. Rows are written to
+# $OUT/prediction.csv as each wiring finishes.
 #
 # With BACKEND=cuda (issue #20 item 4) the same on a GPU: `muflow calibrate --backend cuda`,
 # the topology on the cuda backend (default bench/topologies/predict-synthetic-1gpu.toml), and
@@ -67,8 +68,9 @@ for w in "${WIRINGS[@]}"; do
   KIND="$(sed -n 's/^# kind=\([^ ]*\).*/\1/p' "$KERNELS" | head -1)"
   # The routing the sim replays, from a run of its own: recording costs the measured runs
   # host time (every token's choices per block, inside the attention runs: 4-6 % of TTFT on
-  # the 2-core VM, bench/README.md stop 50) that the sim is not asked to predict. Greedy
-  # decoding is bitwise invariant, so the timed runs route every token the same way.
+  # the 2-core VM, bench/README.md stop 50) that the sim is not asked to predict. Decoding is
+  # deterministic (greedy, or sampling keyed by seed, request and position) and the wiring
+  # never changes a token, so the timed runs route every token the same way.
   "$MUFLOW" run "$cpu" --no-trace --quiet --record-routing "$routing" > "$OUT/$w-cpu-routing.log" 2>&1
   rows=()
   for r in $(seq "$REPEATS"); do
