@@ -96,7 +96,7 @@ double apply_batch_hold(std::vector<StageStatus>& stages, double now_s, int64_t 
 }
 
 std::vector<std::string> scheduling_policy_names() {
-  return {"fifo", "most-tokens", "flfs", "defrag"};
+  return {kSchedulingPolicyNames.begin(), kSchedulingPolicyNames.end()};
 }
 
 absl::StatusOr<std::unique_ptr<SchedulingPolicy>> make_scheduling_policy(

@@ -2,9 +2,11 @@
 /// \file
 /// Device scheduling policies: which ready stage a device actor grants next (pure functions).
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -92,7 +94,12 @@ class DefragPolicy final : public SchedulingPolicy {
   double decay_;
 };
 
-/// Names accepted by make_scheduling_policy.
+/// Names accepted by make_scheduling_policy and by the topology key `[scheduler] policy`
+/// (engine/topology/topology.cpp reads the key against this list).
+inline constexpr std::array<std::string_view, 4> kSchedulingPolicyNames = {"fifo", "most-tokens",
+                                                                           "flfs", "defrag"};
+
+/// kSchedulingPolicyNames as strings.
 std::vector<std::string> scheduling_policy_names();
 
 /// Builds a policy by name; `defrag_lookahead` (>= 0) and `defrag_decay` (in [0, 1]) are

@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "engine/model/model_limits.hpp"
 #include "engine/model/model_presets.hpp"
+#include "engine/serving/scheduling_policy.hpp"
 #include "engine/sv_cat.hpp"
 #include "engine/topology/toml_reader.hpp"
 #include "engine/topology/topology_sections.hpp"
@@ -298,7 +299,7 @@ absl::Status parse_placement(const TomlTableReader& r, const fs::path& base_dir,
 
 absl::Status parse_scheduler(const TomlTableReader& r, SchedulerSpec* s) {
   MUFLOW_TOPO_RETURN_IF_ERROR(r.check_keys(kSchedulerKeys));
-  MUFLOW_TOPO_RETURN_IF_ERROR(r.read_choice("policy", &s->policy, kKnownSchedulerPolicies));
+  MUFLOW_TOPO_RETURN_IF_ERROR(r.read_choice("policy", &s->policy, serving::kSchedulingPolicyNames));
   MUFLOW_TOPO_RETURN_IF_ERROR(r.read_int("max_batch_requests", &s->max_batch_requests, 1));
   MUFLOW_TOPO_RETURN_IF_ERROR(
       r.read_int("max_prefill_tokens", &s->max_prefill_tokens, 1, kMaxBatchTokens));

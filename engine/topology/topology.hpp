@@ -302,9 +302,6 @@ inline constexpr std::array<std::string_view, 3> kKnownBackends = {"cpu", "cuda"
 /// Expert placement names accepted as `[placement] experts = "..."`.
 inline constexpr std::array<std::string_view, 4> kKnownPlacements = {"round-robin", "contiguous",
                                                                      "affinity", "capability"};
-/// Device scheduling policies accepted as `[scheduler] policy = "..."`.
-inline constexpr std::array<std::string_view, 4> kKnownSchedulerPolicies = {"fifo", "most-tokens",
-                                                                            "flfs", "defrag"};
 /// Merge granularities accepted as `[scheduler] merge = "..."`.
 inline constexpr std::array<std::string_view, 2> kKnownMerges = {"request", "wave"};
 /// Workload kinds accepted as `[workload] kind = "..."`.
