@@ -130,6 +130,23 @@ struct Weights {
   }
 };
 
+/// Whether oneDNN creates bf16 matmuls of the benchmark's sizes on this CPU: oneDNN 2.6 on an
+/// AVX2-only CPU creates some (M = 1) and throws "could not create a primitive descriptor
+/// iterator" for others, so the bf16 baselines are skipped there instead of ending the run.
+bool onednn_bf16_matmul_available() {
+  static const bool available = [] {
+    try {
+      for (const int64_t m : {1, 8, 16, 32, 128, 512}) {
+        OneDnnMatmul probe(Weights::get().gate16.data(), true, m, kFfn, kHidden);
+      }
+      return true;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return available;
+}
+
 void set_counters(benchmark::State& state, double flops_per_iter) {
   state.counters["GFLOPs"] =
       benchmark::Counter(flops_per_iter / 1e9, benchmark::Counter::kIsIterationInvariantRate);
@@ -186,6 +203,10 @@ void BM_Linear_Muflow(benchmark::State& state) {
 void BM_Linear_PerM(benchmark::State& state) {
   const int64_t m = state.range(0);
   const bool bf16 = state.range(1) != 0;
+  if (bf16 && !onednn_bf16_matmul_available()) {
+    state.SkipWithError("oneDNN has no bf16 matmul on this CPU");
+    return;
+  }
   const LinearShape shape = linear_shape(state.range(2));
   OneDnnMatmul matmul(linear_weights(state.range(2), bf16), bf16, m, shape.out, shape.in);
   dnnl::stream stream(engine());
@@ -275,6 +296,10 @@ void BM_Linear_Construct(benchmark::State& state) {
 void BM_Linear_FixedTile(benchmark::State& state) {
   const int64_t m = state.range(0);
   const bool bf16 = state.range(1) != 0;
+  if (bf16 && !onednn_bf16_matmul_available()) {
+    state.SkipWithError("oneDNN has no bf16 matmul on this CPU");
+    return;
+  }
   const int64_t tile = state.range(2);
   const Weights& w = Weights::get();
   OneDnnMatmul matmul(bf16 ? static_cast<const void*>(w.gate16.data()) : w.gate.data(), bf16,
@@ -347,6 +372,10 @@ void BM_ExpertFfn_Muflow(benchmark::State& state) {
 void BM_ExpertFfn_PerM(benchmark::State& state) {
   const int64_t m = state.range(0);
   const bool bf16 = state.range(1) != 0;
+  if (bf16 && !onednn_bf16_matmul_available()) {
+    state.SkipWithError("oneDNN has no bf16 matmul on this CPU");
+    return;
+  }
   const Weights& w = Weights::get();
   OneDnnMatmul gate_up(bf16 ? static_cast<const void*>(w.gate_up16.data()) : w.gate_up.data(),
                        bf16, m, 2 * kFfn, kHidden);
@@ -459,6 +488,10 @@ void report_per_m_invariance() {
   SplitMix64 rng(kSeed + 2);
   const std::vector<float> x = random_floats(rng, 512 * kHidden, -1.0f, 1.0f);
   for (bool bf16 : {false, true}) {
+    if (bf16 && !onednn_bf16_matmul_available()) {
+      std::printf("per-M oneDNN bf16: no bf16 matmul on this CPU\n");
+      continue;
+    }
     const void* weights = bf16 ? static_cast<const void*>(w.gate16.data()) : w.gate.data();
     int num_differ = 0;
     std::vector<float> alone(kFfn), batch(512 * kFfn);

@@ -1,11 +1,13 @@
 #pragma once
 /// \file
-/// What the CPU running this process can execute, for kernels that carry an AVX-512 path next
-/// to a portable one (the project builds for baseline x86-64: kernels/README.md). Each answer
+/// What the CPU running this process can execute, for kernels that carry AVX-512 or AVX2 paths
+/// next to a portable one (the project builds for baseline x86-64: kernels/README.md). Each answer
 /// is read once per process from CPUID (GCC/Clang's __builtin_cpu_supports); any thread.
 
 /// Compiles one function for AVX-512F; call it only where cpu_has_avx512f() is true.
 #define MUFLOW_TARGET_AVX512 __attribute__((target("avx512f")))
+/// Compiles one function for AVX2 with FMA; call it only where cpu_has_avx2_fma() is true.
+#define MUFLOW_TARGET_AVX2 __attribute__((target("avx2,fma")))
 /// Compiles one function for AVX-512F with AVX512-BF16; call it only where
 /// cpu_has_avx512_bf16() is true.
 #define MUFLOW_TARGET_AVX512_BF16 __attribute__((target("avx512f,avx512bf16")))
@@ -15,6 +17,12 @@ namespace muflow::kernels::cpu {
 /// True when the CPU has AVX-512F (the 16-float vector paths).
 inline bool cpu_has_avx512f() {
   static const bool has = __builtin_cpu_supports("avx512f") != 0;
+  return has;
+}
+
+/// True when the CPU has AVX2 and FMA (the 8-float vector paths with fused multiply-add).
+inline bool cpu_has_avx2_fma() {
+  static const bool has = __builtin_cpu_supports("avx2") != 0 && __builtin_cpu_supports("fma") != 0;
   return has;
 }
 

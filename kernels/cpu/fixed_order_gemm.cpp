@@ -6,13 +6,16 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
+#include <optional>
 #include <type_traits>
+#include <utility>
 
 #include "kernels/assert.hpp"
 #include "kernels/cpu/cpu_features.hpp"
 
-// The kernels are compiled for AVX-512 per function (target attributes), never for the whole
-// file, so nothing else here can pick up an instruction an older CPU lacks; callers check
+// The kernels are compiled for AVX-512 or AVX2 per function (target attributes), never for
+// the whole file, so nothing else here can pick up an instruction an older CPU lacks; callers check
 // fixed_order_gemm_*_available() first.
 
 namespace muflow::kernels::cpu {
@@ -185,19 +188,173 @@ constexpr BlockF32<W> kBlocksF32[2][kRows][kMaxVecs] = {MUFLOW_F32_TABLE(false),
 #undef MUFLOW_F32_TABLE
 #undef MUFLOW_F32_ROW
 
+// --- f32, AVX2 + FMA ------------------------------------------------------------------------
+// The same packed panels, the same table shape and the same order per output element as the
+// AVX-512 blocks above (one FMA per reduction step, k ascending, bias added last), so the same
+// bits, with 8 lanes per register: a 16-column vector of the panel is two ymm halves. With 16
+// ymm registers a block of MR rows × NV vectors runs as chunks of avx2_chunk_vectors(MR)
+// vectors, each chunk over all kc steps (a column's steps never leave their order).
+
+constexpr int kHalfLanes = 8;  // f32 per ymm
+
+/// Vectors per chunk for MR rows: at most 13 accumulators (2 per row and vector), which leaves
+/// registers for one vector's two weight halves and the row value broadcast.
+constexpr int avx2_chunk_vectors(int mr) { return mr == 1 ? 4 : mr == 2 ? 3 : mr == 3 ? 2 : 1; }
+
+/// Lanes [0, valid) set, valid ∈ [0, 8] (maskload / maskstore of a partial half).
+MUFLOW_TARGET_AVX2 inline __m256i half_mask(int valid) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(valid), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/// 8 weights as f32 (see load_weights): loaded, or bf16 bits widened exactly.
+template <typename W>
+MUFLOW_TARGET_AVX2 inline __m256 load_weights_avx2(const W* p) {
+  if constexpr (std::is_same_v<W, float>) {
+    return _mm256_load_ps(p);
+  } else {
+    const __m256i wide = _mm256_cvtepu16_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+  }
+}
+
+/// One chunk: rows [0, MR) × CV vectors of a panel, reduction steps [0, kc); `valid`: the real
+/// columns of the chunk's last vector (16 unless it is the panel's last and n is not a multiple
+/// of 16); PF: prefetch `prefetch_vectors` vectors of each step kPrefetchSteps ahead (the
+/// block's first chunk takes the whole width, so that the later chunks read the slice from L1:
+/// each chunk alone reads one line in four of a 64-column panel's steps, a stride the hardware
+/// prefetchers do not run ahead of). Otherwise as block_f32.
+template <int MR, int CV, bool PF, typename W>
+MUFLOW_TARGET_AVX2 void chunk_f32_avx2(const float* a, int64_t lda, const W* w, int64_t ldw,
+                                       int64_t kc, float* c, int64_t ldc, bool accumulate,
+                                       const float* bias, int valid, int prefetch_vectors) {
+  constexpr int kHalves = 2 * CV;
+  int lanes[kHalves];  // real columns per half: 8 but in the last vector
+  for (int h = 0; h < kHalves; ++h) {
+    const int in_last = valid - (h - (kHalves - 2)) * kHalfLanes;
+    lanes[h] = h < kHalves - 2 ? kHalfLanes : std::clamp(in_last, 0, kHalfLanes);
+  }
+  __m256 acc[MR][kHalves];
+#pragma GCC unroll 8
+  for (int m = 0; m < MR; ++m) {
+#pragma GCC unroll 8
+    for (int h = 0; h < kHalves; ++h) {
+      const float* src = c + m * ldc + h * kHalfLanes;
+      acc[m][h] = !accumulate              ? _mm256_setzero_ps()
+                  : lanes[h] == kHalfLanes ? _mm256_loadu_ps(src)
+                                           : _mm256_maskload_ps(src, half_mask(lanes[h]));
+    }
+  }
+  for (int64_t kk = 0; kk < kc; ++kk) {
+    if constexpr (PF) {
+      for (int v = 0; v < prefetch_vectors; ++v) {
+        _mm_prefetch(reinterpret_cast<const char*>(w + (kk + kPrefetchSteps) * ldw + v * kLanes),
+                     _MM_HINT_T0);
+      }
+    }
+#pragma GCC unroll 4
+    for (int v = 0; v < CV; ++v) {
+      const __m256 w0 = load_weights_avx2<W>(w + kk * ldw + v * kLanes);
+      const __m256 w1 = load_weights_avx2<W>(w + kk * ldw + v * kLanes + kHalfLanes);
+#pragma GCC unroll 8
+      for (int m = 0; m < MR; ++m) {
+        const __m256 av = _mm256_broadcast_ss(a + m * lda + kk);
+        acc[m][2 * v] = _mm256_fmadd_ps(av, w0, acc[m][2 * v]);
+        acc[m][2 * v + 1] = _mm256_fmadd_ps(av, w1, acc[m][2 * v + 1]);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int m = 0; m < MR; ++m) {
+#pragma GCC unroll 8
+    for (int h = 0; h < kHalves; ++h) {
+      if (lanes[h] == 0) continue;
+      const __m256i mask = half_mask(lanes[h]);
+      __m256 out = acc[m][h];
+      if (bias != nullptr) {
+        const float* b = bias + h * kHalfLanes;
+        out = _mm256_add_ps(
+            out, lanes[h] == kHalfLanes ? _mm256_loadu_ps(b) : _mm256_maskload_ps(b, mask));
+      }
+      float* dst = c + m * ldc + h * kHalfLanes;
+      if (lanes[h] == kHalfLanes) {
+        _mm256_storeu_ps(dst, out);
+      } else {
+        _mm256_maskstore_ps(dst, mask, out);
+      }
+    }
+  }
+}
+
+/// A register block of the AVX-512 blocks' signature (the table below), as chunks from vector
+/// V0 on: the real columns of the last vector are the set bits of `last_mask` (its low ones).
+template <int MR, int NV, bool PF, typename W, int V0 = 0>
+MUFLOW_TARGET_AVX2 void block_f32_avx2(const float* a, int64_t lda, const W* w, int64_t ldw,
+                                       int64_t kc, float* c, int64_t ldc, bool accumulate,
+                                       const float* bias, __mmask16 last_mask) {
+  constexpr int kChunk = std::min(avx2_chunk_vectors(MR), NV - V0);
+  const int valid = V0 + kChunk == NV ? __builtin_popcount(last_mask) : kLanes;
+  chunk_f32_avx2<MR, kChunk, PF, W>(a, lda, w + V0 * kLanes, ldw, kc, c + V0 * kLanes, ldc,
+                                    accumulate, bias != nullptr ? bias + V0 * kLanes : nullptr,
+                                    valid, V0 == 0 ? NV : 0);
+  if constexpr (V0 + kChunk < NV) {
+    block_f32_avx2<MR, NV, PF, W, V0 + kChunk>(a, lda, w, ldw, kc, c, ldc, accumulate, bias,
+                                               last_mask);
+  }
+}
+
+#define MUFLOW_F32_AVX2_ROW(MR, PF)                                                           \
+  {                                                                                           \
+    block_f32_avx2<MR, 1, PF, W>, block_f32_avx2<MR, 2, PF, W>, block_f32_avx2<MR, 3, PF, W>, \
+        block_f32_avx2<MR, 4, PF, W>                                                          \
+  }
+#define MUFLOW_F32_AVX2_TABLE(PF)                                                          \
+  {                                                                                        \
+    MUFLOW_F32_AVX2_ROW(1, PF), MUFLOW_F32_AVX2_ROW(2, PF), MUFLOW_F32_AVX2_ROW(3, PF),    \
+        MUFLOW_F32_AVX2_ROW(4, PF), MUFLOW_F32_AVX2_ROW(5, PF), MUFLOW_F32_AVX2_ROW(6, PF) \
+  }
+/// [prefetch][rows - 1][vectors - 1], as kBlocksF32.
+template <typename W>
+constexpr BlockF32<W> kBlocksF32Avx2[2][kRows][kMaxVecs] = {MUFLOW_F32_AVX2_TABLE(false),
+                                                            MUFLOW_F32_AVX2_TABLE(true)};
+#undef MUFLOW_F32_AVX2_TABLE
+#undef MUFLOW_F32_AVX2_ROW
+
+/// The register blocks of `isa` (f32 layouts).
+template <typename W>
+const BlockF32<W> (&blocks_f32(FixedOrderIsa isa))[2][kRows][kMaxVecs] {
+  return isa == FixedOrderIsa::kAvx512 ? kBlocksF32<W> : kBlocksF32Avx2<W>;
+}
+
+/// The AVX2 blocks' k-block for any row count: a chunk walks its kc steps once per chunk of a
+/// register block (up to four per block), so the panel slice must stay in L1 between them:
+/// 64 steps × 64 columns × 4 B = 16 KiB. With the whole reduction per pass (the AVX-512 blocks'
+/// choice for ≤ 6 rows) a 4-row decode GEMM at k = 1024 read its panel four times from L2 and
+/// ran at a third of the speed (bench/README.md, "AVX2 fixed-order GEMM").
+constexpr int64_t kAvx2KBlock = 64;
+
+/// sweep_panels' k-blocks (few rows, many rows) for `isa`: AVX-512 keeps a few rows' sums in
+/// registers for the whole reduction (no partial sums through y).
+std::pair<int64_t, int64_t> k_blocks_f32(FixedOrderIsa isa) {
+  return isa == FixedOrderIsa::kAvx512
+             ? std::pair<int64_t, int64_t>{std::numeric_limits<int64_t>::max(), kFixedOrderKBlock}
+             : std::pair<int64_t, int64_t>{kAvx2KBlock, kAvx2KBlock};
+}
+
 /// Panels [first, last) of y for all rows, with `table`'s register blocks: row blocks, then
 /// (decode) each panel's k-blocks or (many rows) each group's k-blocks across its panels, then
 /// register blocks of kRows rows. Every output element's sum runs k ascending whatever the
 /// blocking. `reduction`: k (f32 layouts) or padded k (bf16 pairs); `pair`: reduction elements
-/// per weight step (1, or 2 for `vdpbf16ps`); `many_rows_k_block`: the k-block with more than
-/// kRows rows. Plain code: the AVX-512 work happens in the register blocks.
+/// per weight step (1, or 2 for `vdpbf16ps`); `few_rows_k_block` / `many_rows_k_block`: the
+/// k-block with at most / more than kRows rows. Plain code: the vector work happens in the
+/// register blocks.
 template <typename X, typename W, typename Block>
 void sweep_panels(const W* packed, int64_t n, int64_t reduction, int64_t pair,
-                  int64_t many_rows_k_block, const Block (&table)[2][kRows][kMaxVecs], const X* x,
-                  int64_t num_rows, const float* bias, float* y, int64_t first, int64_t last) {
+                  int64_t few_rows_k_block, int64_t many_rows_k_block,
+                  const Block (&table)[2][kRows][kMaxVecs], const X* x, int64_t num_rows,
+                  const float* bias, float* y, int64_t first, int64_t last) {
   const int64_t padded_n = fixed_order_padded_n(n);
-  // Few rows: one pass over k keeps the sums in registers (no partial sums through y).
-  const int64_t k_block = num_rows <= kRows ? reduction : many_rows_k_block;
+  const int64_t k_block =
+      std::min(reduction, num_rows <= kRows ? few_rows_k_block : many_rows_k_block);
   // Up to kPanelMajorRows rows (decode), each panel is finished before the next starts, so
   // the weights stream once, sequentially (and are prefetched); more rows sweep a group of
   // panels per k-block, so the x slice of the block stays in L2 across panels.
@@ -304,7 +461,22 @@ void pack_panels(const T* w, int64_t n, int64_t k, T* packed) {
 
 }  // namespace
 
-bool fixed_order_gemm_f32_available() { return cpu_has_avx512f(); }
+bool fixed_order_isa_available(FixedOrderIsa isa) {
+  return isa == FixedOrderIsa::kAvx512 ? cpu_has_avx512f() : cpu_has_avx2_fma();
+}
+
+std::optional<FixedOrderIsa> fixed_order_widest_isa() {
+  for (const FixedOrderIsa isa : {FixedOrderIsa::kAvx512, FixedOrderIsa::kAvx2}) {
+    if (fixed_order_isa_available(isa)) return isa;
+  }
+  return std::nullopt;
+}
+
+const char* fixed_order_isa_name(FixedOrderIsa isa) {
+  return isa == FixedOrderIsa::kAvx512 ? "avx512" : "avx2";
+}
+
+bool fixed_order_gemm_f32_available() { return fixed_order_widest_isa().has_value(); }
 
 bool fixed_order_gemm_bf16_available() { return cpu_has_avx512_bf16(); }
 
@@ -353,34 +525,42 @@ void fixed_order_pack_bf16(const uint16_t* w, int64_t n, int64_t k, uint16_t* pa
 }
 
 void fixed_order_gemm_f32(const float* packed, int64_t n, int64_t k, const float* x,
-                          int64_t num_rows, const float* bias, float* y, int num_threads) {
+                          int64_t num_rows, const float* bias, float* y, int num_threads,
+                          std::optional<FixedOrderIsa> isa) {
   MUFLOW_ASSERT(num_rows >= 0 && n > 0 && k > 0, "fixed_order_gemm_f32: bad sizes");
   if (num_rows == 0) return;
   MUFLOW_ASSERT(packed != nullptr && x != nullptr && y != nullptr,
                 "fixed_order_gemm_f32: null packed, x or y");
-  MUFLOW_ASSERT(fixed_order_gemm_f32_available(), "fixed_order_gemm_f32: CPU lacks AVX-512F");
+  if (!isa) isa = fixed_order_widest_isa();
+  MUFLOW_ASSERT(isa && fixed_order_isa_available(*isa),
+                "fixed_order_gemm_f32: CPU lacks AVX-512F and AVX2+FMA (or the ISA asked for)");
   MUFLOW_ASSERT(reinterpret_cast<std::uintptr_t>(packed) % 64 == 0,
                 "fixed_order_gemm_f32: packed weights must be 64-byte aligned");
   for_panel_ranges(num_panels(fixed_order_padded_n(n)), (num_rows + kWeightCost) * n * k,
                    num_threads, [&](int64_t first, int64_t last) {
-                     sweep_panels(packed, n, k, 1, kFixedOrderKBlock, kBlocksF32<float>, x,
-                                  num_rows, bias, y, first, last);
+                     const auto [few, many] = k_blocks_f32(*isa);
+                     sweep_panels(packed, n, k, 1, few, many, blocks_f32<float>(*isa), x, num_rows,
+                                  bias, y, first, last);
                    });
 }
 
 void fixed_order_gemm_bf16_weights(const uint16_t* packed, int64_t n, int64_t k, const float* x,
-                                   int64_t num_rows, const float* bias, float* y, int num_threads) {
+                                   int64_t num_rows, const float* bias, float* y, int num_threads,
+                                   std::optional<FixedOrderIsa> isa) {
   MUFLOW_ASSERT(num_rows >= 0 && n > 0 && k > 0, "fixed_order_gemm_bf16_weights: bad sizes");
   if (num_rows == 0) return;
   MUFLOW_ASSERT(packed != nullptr && x != nullptr && y != nullptr,
                 "fixed_order_gemm_bf16_weights: null packed, x or y");
-  MUFLOW_ASSERT(fixed_order_gemm_f32_available(),
-                "fixed_order_gemm_bf16_weights: CPU lacks AVX-512F");
+  if (!isa) isa = fixed_order_widest_isa();
+  MUFLOW_ASSERT(isa && fixed_order_isa_available(*isa),
+                "fixed_order_gemm_bf16_weights: CPU lacks AVX-512F and AVX2+FMA (or the ISA asked "
+                "for)");
   MUFLOW_ASSERT(reinterpret_cast<std::uintptr_t>(packed) % 64 == 0,
                 "fixed_order_gemm_bf16_weights: packed weights must be 64-byte aligned");
   for_panel_ranges(num_panels(fixed_order_padded_n(n)), (num_rows + kWeightCost / 2) * n * k,
                    num_threads, [&](int64_t first, int64_t last) {
-                     sweep_panels(packed, n, k, 1, kFixedOrderKBlock, kBlocksF32<uint16_t>, x,
+                     const auto [few, many] = k_blocks_f32(*isa);
+                     sweep_panels(packed, n, k, 1, few, many, blocks_f32<uint16_t>(*isa), x,
                                   num_rows, bias, y, first, last);
                    });
 }
@@ -407,8 +587,9 @@ void fixed_order_gemm_bf16(const uint16_t* packed, int64_t n, int64_t k, const u
                 "fixed_order_gemm_bf16: packed weights must be 64-byte aligned");
   for_panel_ranges(num_panels(fixed_order_padded_n(n)), (num_rows + kWeightCost) * n * k,
                    num_threads, [&](int64_t first, int64_t last) {
-                     sweep_panels(packed, n, fixed_order_padded_k_bf16(k), 2, kKBlockBf16,
-                                  kBlocksBf16, x_bf16, num_rows, bias, y, first, last);
+                     sweep_panels(packed, n, fixed_order_padded_k_bf16(k), 2,
+                                  std::numeric_limits<int64_t>::max(), kKBlockBf16, kBlocksBf16,
+                                  x_bf16, num_rows, bias, y, first, last);
                    });
 }
 

@@ -10,9 +10,11 @@
 /// bias (if any) added last. That is exactly `std::fma` applied in that order, so
 /// `fixed_order_gemm_f32_scalar` gives the same bits and serves as the oracle: the AVX-512
 /// kernel vectorises over n (16 output columns per register) and over up to 6 rows, but never
-/// reorders a sum. A row's result therefore depends on that row and W alone, not on M, its
-/// position, the row/column blocking or the number of threads (each output element is
-/// computed by exactly one thread).
+/// reorders a sum, and so does the AVX2 kernel (8 columns per register, FMA's `vfmadd231ps`:
+/// the same single rounding), which runs where the CPU has no AVX-512F: the f32 results are
+/// the same bits on either kind of CPU. A row's result therefore depends on that row and W
+/// alone, not on M, its position, the row/column blocking or the number of threads (each
+/// output element is computed by exactly one thread).
 ///
 /// bf16 (AVX512-BF16 `vdpbf16ps`): x and W in bf16, f32 accumulation; each step adds the two
 /// products of a k pair (2j, 2j+1), j ascending, as the instruction defines it (its internal
@@ -42,6 +44,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 namespace muflow::kernels::cpu {
 
@@ -52,7 +55,19 @@ inline constexpr int64_t kFixedOrderPanel = 64;
 /// 3–5 % faster than 128 (an L1-sized slice) and than 512 at M = 128 and 512).
 inline constexpr int64_t kFixedOrderKBlock = 256;
 
-/// True when the CPU runs the AVX-512F f32 kernel (checked once per process; any thread).
+/// Vector ISA of the f32 kernels (fixed_order_gemm_f32, fixed_order_gemm_bf16_weights): each
+/// gives the bits of fixed_order_gemm_f32_scalar, so the ISA changes speed only.
+enum class FixedOrderIsa {
+  kAvx512,  ///< AVX-512F, 16 f32 per register
+  kAvx2,    ///< AVX2 and FMA, 8 f32 per register
+};
+/// Whether this CPU runs `isa`'s kernels (checked once per process; any thread).
+bool fixed_order_isa_available(FixedOrderIsa isa);
+/// The widest ISA this CPU runs (AVX-512F before AVX2+FMA), or nullopt for neither.
+std::optional<FixedOrderIsa> fixed_order_widest_isa();
+/// "avx512" or "avx2".
+const char* fixed_order_isa_name(FixedOrderIsa isa);
+/// True when the CPU runs an f32 kernel: AVX-512F, or AVX2 with FMA.
 bool fixed_order_gemm_f32_available();
 /// True when the CPU runs the AVX512-BF16 kernel (also needs AVX-512F; checked once).
 bool fixed_order_gemm_bf16_available();
@@ -79,16 +94,18 @@ void fixed_order_pack_bf16(const uint16_t* w, int64_t n, int64_t k, uint16_t* pa
 /// y[m, n] for m < num_rows: `x` [num_rows, k] f32 (row stride k), `packed` from
 /// fixed_order_pack_f32, `bias` [n] or nullptr, `y` [num_rows, n] (row stride n, written;
 /// also used for partial sums, so it must not overlap x). Needs
-/// fixed_order_gemm_f32_available(). num_rows may be 0.
+/// fixed_order_gemm_f32_available(). num_rows may be 0. `isa`: the kernels to run (nullopt:
+/// the widest the CPU has; one it lacks aborts), the same bits with either.
 void fixed_order_gemm_f32(const float* packed, int64_t n, int64_t k, const float* x,
-                          int64_t num_rows, const float* bias, float* y, int num_threads = 1);
+                          int64_t num_rows, const float* bias, float* y, int num_threads = 1,
+                          std::optional<FixedOrderIsa> isa = std::nullopt);
 
 /// The same bits as fixed_order_gemm_f32 from plain `std::fma` loops over unpacked W `[n, k]`:
 /// the oracle for the kernel's order (slow; tests only). Any CPU.
 void fixed_order_gemm_f32_scalar(const float* w, int64_t n, int64_t k, const float* x,
                                  int64_t num_rows, const float* bias, float* y);
 
-/// bf16 weights computed in f32, for a CPU without AVX512-BF16 (needs AVX-512F only): W stays
+/// bf16 weights computed in f32, for a CPU without AVX512-BF16 (needs an f32 ISA): W stays
 /// bf16 in memory (half the bytes of its f32 up-conversion, which decode streams every token)
 /// in the f32 panel layout, packed by fixed_order_pack_bf16_weights (fixed_order_packed_elems_f32
 /// uint16 elements, 64-byte aligned); each weight is widened to f32 exactly in registers, so
@@ -96,7 +113,8 @@ void fixed_order_gemm_f32_scalar(const float* w, int64_t n, int64_t k, const flo
 void fixed_order_pack_bf16_weights(const uint16_t* w, int64_t n, int64_t k, uint16_t* packed);
 void fixed_order_gemm_bf16_weights(const uint16_t* packed, int64_t n, int64_t k, const float* x,
                                    int64_t num_rows, const float* bias, float* y,
-                                   int num_threads = 1);
+                                   int num_threads = 1,
+                                   std::optional<FixedOrderIsa> isa = std::nullopt);
 
 /// bf16 kernel: `x_bf16` [num_rows, fixed_order_padded_k_bf16(k)] bf16 bits (a zero in the
 /// padding column), `packed` from fixed_order_pack_bf16; otherwise as fixed_order_gemm_f32.

@@ -36,8 +36,8 @@ enum class LinearWeightType { kF32, kBF16 };
 
 /// Which GEMM a Linear runs.
 enum class LinearKernel {
-  /// kFixedOrder where the CPU runs it (AVX-512F for f32 compute; AVX512-BF16 for bf16
-  /// compute), else kOneDnnTiles.
+  /// kFixedOrder where the CPU runs it (AVX-512F or AVX2+FMA for f32 compute; AVX512-BF16
+  /// for bf16 compute), else kOneDnnTiles.
   kAuto,
   /// muflow's fixed-order GEMM (kernels/cpu/fixed_order_gemm.hpp): batch invariant by
   /// construction at every M, no padding, no probe; can use several threads
@@ -66,8 +66,8 @@ struct LinearOptions {
 /// y[m, out] = x[m, in] · Wᵀ (+ bias), W stored as HF does: `[out, in]` row-major.
 ///
 /// Two GEMMs (LinearOptions::kernel, `kernel()` says which one a Linear runs):
-///  * Fixed-order (the default where the CPU has AVX-512F, and AVX512-BF16 for bf16
-///    compute): kernels/cpu/fixed_order_gemm.hpp. Each output element is one fused
+///  * Fixed-order (the default where the CPU has AVX-512F or AVX2+FMA, and AVX512-BF16 for
+///    bf16 compute): kernels/cpu/fixed_order_gemm.hpp. Each output element is one fused
 ///    multiply-add chain over k ascending, whatever M, so a row's bits never depend on its
 ///    batch; no padding, no probe; the weights are packed once into its column panels. With
 ///    GemmThreadsScope(n) on the calling thread, each call splits its column panels over n
@@ -75,8 +75,8 @@ struct LinearOptions {
 ///    created for the exact M at M ≥ 128, and 1.05–1.22× at M ≤ 6 (bench/README.md).
 ///  * oneDNN tiles (fallback, and LinearKernel::kOneDnnTiles): described below.
 ///
-/// oneDNN tiles: weights are reordered once, at construction, into the layout oneDNN's matmul primitive
-/// prefers (prepacked). With kBF16 weights the activations are rounded to bf16 and the
+/// oneDNN tiles: weights are reordered once, at construction, into the layout oneDNN's matmul
+/// primitive prefers (prepacked). With kBF16 weights the activations are rounded to bf16 and the
 /// matmul accumulates in f32 (AMX / AVX512-BF16 when the CPU has them; oneDNN's reference
 /// path otherwise); outputs are f32.
 ///

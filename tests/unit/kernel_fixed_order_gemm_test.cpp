@@ -85,8 +85,30 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
+/// The f32 ISAs this CPU runs (AVX-512F hosts run both kernels, AVX2-only hosts one).
+std::vector<FixedOrderIsa> available_isas() {
+  std::vector<FixedOrderIsa> isas;
+  for (const FixedOrderIsa isa : {FixedOrderIsa::kAvx512, FixedOrderIsa::kAvx2}) {
+    if (fixed_order_isa_available(isa)) isas.push_back(isa);
+  }
+  return isas;
+}
+
+TEST(FixedOrderGemm, WidestIsaIsTheFirstAvailableAndNamed) {
+  const std::vector<FixedOrderIsa> isas = available_isas();
+  EXPECT_EQ(fixed_order_gemm_f32_available(), !isas.empty());
+  if (isas.empty()) {
+    EXPECT_FALSE(fixed_order_widest_isa().has_value());
+  } else {
+    EXPECT_EQ(fixed_order_widest_isa(), isas.front());
+  }
+  EXPECT_STREQ(fixed_order_isa_name(FixedOrderIsa::kAvx512), "avx512");
+  EXPECT_STREQ(fixed_order_isa_name(FixedOrderIsa::kAvx2), "avx2");
+}
+
 TEST(FixedOrderGemm, F32IsBitwiseTheScalarFmaChainForEveryShapeRowCountAndThreadCount) {
-  if (!fixed_order_gemm_f32_available()) GTEST_SKIP() << "this CPU has no AVX-512F";
+  const std::vector<FixedOrderIsa> isas = available_isas();
+  if (isas.empty()) GTEST_SKIP() << "this CPU has neither AVX-512F nor AVX2+FMA";
   SplitMix64 rng(reference::test_seed("FixedOrderGemm.F32", 3101));
   for (const Shape s : kShapes) {
     const std::vector<float> w = spread_floats(rng, s.n * s.k);
@@ -100,16 +122,20 @@ TEST(FixedOrderGemm, F32IsBitwiseTheScalarFmaChainForEveryShapeRowCountAndThread
         const float* b = with_bias ? bias.data() : nullptr;
         std::vector<float> want(static_cast<std::size_t>(rows * s.n));
         fixed_order_gemm_f32_scalar(w.data(), s.n, s.k, x.data(), rows, b, want.data());
-        for (const int threads : {1, 2, 3}) {
-          // One sentinel row after the output: exactly `rows` rows are written.
-          std::vector<float> got(static_cast<std::size_t>((rows + 1) * s.n), 777.0f);
-          fixed_order_gemm_f32(static_cast<const float*>(packed.data.get()), s.n, s.k, x.data(),
-                               rows, b, got.data(), threads);
-          for (int64_t i = rows * s.n; i < (rows + 1) * s.n; ++i) {
-            ASSERT_EQ(got[static_cast<std::size_t>(i)], 777.0f) << "wrote past the last row";
+        for (const FixedOrderIsa isa : isas) {
+          for (const int threads : {1, 2, 3}) {
+            // One sentinel row after the output: exactly `rows` rows are written.
+            std::vector<float> got(static_cast<std::size_t>((rows + 1) * s.n), 777.0f);
+            fixed_order_gemm_f32(static_cast<const float*>(packed.data.get()), s.n, s.k, x.data(),
+                                 rows, b, got.data(), threads, isa);
+            for (int64_t i = rows * s.n; i < (rows + 1) * s.n; ++i) {
+              ASSERT_EQ(got[static_cast<std::size_t>(i)], 777.0f)
+                  << fixed_order_isa_name(isa) << " wrote past the last row";
+            }
+            got.resize(want.size());
+            ASSERT_TRUE(same_bits(want, got))
+                << fixed_order_isa_name(isa) << ", " << threads << " threads";
           }
-          got.resize(want.size());
-          ASSERT_TRUE(same_bits(want, got)) << threads << " threads";
         }
       }
     }
@@ -117,7 +143,8 @@ TEST(FixedOrderGemm, F32IsBitwiseTheScalarFmaChainForEveryShapeRowCountAndThread
 }
 
 TEST(FixedOrderGemm, Bf16WeightsWidenedInRegistersAreBitwiseTheF32KernelOnUpconvertedWeights) {
-  if (!fixed_order_gemm_f32_available()) GTEST_SKIP() << "this CPU has no AVX-512F";
+  const std::vector<FixedOrderIsa> isas = available_isas();
+  if (isas.empty()) GTEST_SKIP() << "this CPU has neither AVX-512F nor AVX2+FMA";
   SplitMix64 rng(reference::test_seed("FixedOrderGemm.Bf16Weights", 3105));
   for (const Shape s : kShapes) {
     const std::vector<uint16_t> w16 = random_bf16(rng, s.n * s.k, -0.5f, 0.5f);
@@ -131,11 +158,14 @@ TEST(FixedOrderGemm, Bf16WeightsWidenedInRegistersAreBitwiseTheF32KernelOnUpconv
       const std::vector<float> x = spread_floats(rng, rows * s.k);
       std::vector<float> want(static_cast<std::size_t>(rows * s.n));
       fixed_order_gemm_f32_scalar(w32.data(), s.n, s.k, x.data(), rows, bias.data(), want.data());
-      for (const int threads : {1, 3}) {
-        std::vector<float> got(want.size());
-        fixed_order_gemm_bf16_weights(static_cast<const uint16_t*>(packed.data.get()), s.n, s.k,
-                                      x.data(), rows, bias.data(), got.data(), threads);
-        ASSERT_TRUE(same_bits(want, got)) << threads << " threads";
+      for (const FixedOrderIsa isa : isas) {
+        for (const int threads : {1, 3}) {
+          std::vector<float> got(want.size());
+          fixed_order_gemm_bf16_weights(static_cast<const uint16_t*>(packed.data.get()), s.n, s.k,
+                                        x.data(), rows, bias.data(), got.data(), threads, isa);
+          ASSERT_TRUE(same_bits(want, got))
+              << fixed_order_isa_name(isa) << ", " << threads << " threads";
+        }
       }
     }
   }
