@@ -144,6 +144,100 @@ MUFLOW_TARGET_AVX512 void attention_avx512(const float* q, const float* k_cache,
   }
 }
 
+// ---- AVX2 + FMA: the same operations, each 16-lane sum as two 8-float halves --------------
+
+/// tree_sum of the 16 lanes lo (0-7) and hi (8-15): lane i + lane i+8 is one vector add, then
+/// i + i+4, i + i+2 and i + i+1 within it, as tree_sum.
+MUFLOW_TARGET_AVX2 float tree_sum_halves(__m256 lo, __m256 hi) {
+  const __m256 y = _mm256_add_ps(lo, hi);
+  const __m128 z = _mm_add_ps(_mm256_castps256_ps128(y), _mm256_extractf128_ps(y, 1));
+  const __m128 w = _mm_add_ps(z, _mm_movehl_ps(z, z));
+  return _mm_cvtss_f32(_mm_add_ss(w, _mm_shuffle_ps(w, w, 0x55)));
+}
+
+/// Lanes [0, count) set, count ∈ [0, 8].
+MUFLOW_TARGET_AVX2 __m256i lanes_below(int64_t count) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count)),
+                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/// 8 floats of p[0, count) (zeros past count), count ∈ [0, 8].
+MUFLOW_TARGET_AVX2 __m256 load_first(const float* p, int64_t count) {
+  return count >= 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, lanes_below(count));
+}
+
+MUFLOW_TARGET_AVX2 void attention_avx2(const float* q, const float* k_cache, const float* v_cache,
+                                       int64_t ctx_len, int64_t num_heads, int64_t num_kv_heads,
+                                       int64_t head_dim, float* out) {
+  constexpr int64_t kHalf = 8;
+  const int64_t group = num_heads / num_kv_heads;
+  const int64_t kv_stride = num_kv_heads * head_dim;  // floats between two positions
+  const int64_t halves = (head_dim + kHalf - 1) / kHalf;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  float* scores = score_buffer(ctx_len);
+  __m256 qv[kMaxVectorHeadDim / kHalf], acc[kMaxVectorHeadDim / kHalf];
+  // Dimensions of half c: [8c, 8c + width(c)); lane l of half c sums dimension 8c + l, which
+  // is lane (8c + l) mod 16 of the 16-lane sums: even halves feed lanes 0-7, odd ones 8-15.
+  auto width = [&](int64_t c) { return std::min(kHalf, head_dim - c * kHalf); };
+
+  for (int64_t h = 0; h < num_heads; ++h) {
+    const float* k_head = k_cache + (h / group) * head_dim;
+    const float* v_head = v_cache + (h / group) * head_dim;
+    for (int64_t c = 0; c < halves; ++c) qv[c] = load_first(q + h * head_dim + c * kHalf, width(c));
+    float max_score = -INFINITY;
+    for (int64_t t = 0; t < ctx_len; ++t) {
+      const float* k_row = k_head + t * kv_stride;
+      __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+      for (int64_t c = 0; c < halves; c += 2) {
+        lo = _mm256_fmadd_ps(qv[c], load_first(k_row + c * kHalf, width(c)), lo);
+        if (c + 1 < halves) {
+          hi = _mm256_fmadd_ps(qv[c + 1], load_first(k_row + (c + 1) * kHalf, width(c + 1)), hi);
+        }
+      }
+      scores[t] = tree_sum_halves(lo, hi) * scale;
+      max_score = std::max(max_score, scores[t]);
+    }
+    // Softmax numerators in place; the denominator's lane l sums positions l, l+16, ...
+    const __m256 max_v = _mm256_set1_ps(max_score);
+    __m256 den_lo = _mm256_setzero_ps(), den_hi = _mm256_setzero_ps();
+    for (int64_t t0 = 0; t0 < ctx_len; t0 += 2 * kHalf) {
+      const int64_t count_lo = std::min(kHalf, ctx_len - t0);
+      const __m256i valid_lo = lanes_below(count_lo);
+      const __m256 p_lo = fast_exp8(_mm256_sub_ps(load_first(scores + t0, count_lo), max_v));
+      _mm256_maskstore_ps(scores + t0, valid_lo, p_lo);
+      den_lo = _mm256_blendv_ps(den_lo, _mm256_add_ps(den_lo, p_lo), _mm256_castsi256_ps(valid_lo));
+      const int64_t count_hi = std::clamp<int64_t>(ctx_len - t0 - kHalf, 0, kHalf);
+      if (count_hi > 0) {
+        const __m256i valid_hi = lanes_below(count_hi);
+        const __m256 p_hi =
+            fast_exp8(_mm256_sub_ps(load_first(scores + t0 + kHalf, count_hi), max_v));
+        _mm256_maskstore_ps(scores + t0 + kHalf, valid_hi, p_hi);
+        den_hi =
+            _mm256_blendv_ps(den_hi, _mm256_add_ps(den_hi, p_hi), _mm256_castsi256_ps(valid_hi));
+      }
+    }
+    const __m256 inv_denominator = _mm256_set1_ps(1.0f / tree_sum_halves(den_lo, den_hi));
+    // out = Σ_t p_t v_t in position order, then / denominator.
+    for (int64_t c = 0; c < halves; ++c) acc[c] = _mm256_setzero_ps();
+    for (int64_t t = 0; t < ctx_len; ++t) {
+      const __m256 p = _mm256_set1_ps(scores[t]);
+      const float* v_row = v_head + t * kv_stride;
+      for (int64_t c = 0; c < halves; ++c) {
+        acc[c] = _mm256_fmadd_ps(p, load_first(v_row + c * kHalf, width(c)), acc[c]);
+      }
+    }
+    float* out_head = out + h * head_dim;
+    for (int64_t c = 0; c < halves; ++c) {
+      const __m256 o = _mm256_mul_ps(acc[c], inv_denominator);
+      if (width(c) == kHalf) {
+        _mm256_storeu_ps(out_head + c * kHalf, o);
+      } else {
+        _mm256_maskstore_ps(out_head + c * kHalf, lanes_below(width(c)), o);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 // Hardware FMA and roundss where the CPU has them (x86-64-v3: AVX2, FMA); std::fma and
@@ -188,13 +282,20 @@ __attribute__((target_clones("arch=x86-64-v3", "default"))) void gqa_attention_g
 }
 
 void gqa_attention(const float* q, const float* k_cache, const float* v_cache, int64_t ctx_len,
-                   int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float* out) {
-  if (!cpu_has_avx512f() || head_dim > kMaxVectorHeadDim) {
+                   int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float* out,
+                   std::optional<VectorIsa> isa) {
+  if (!isa) isa = widest_vector_isa();
+  MUFLOW_ASSERT(!isa || cpu_has_isa(*isa), "gqa_attention: the CPU lacks the ISA asked for");
+  if (!isa || head_dim > kMaxVectorHeadDim) {
     return gqa_attention_generic(q, k_cache, v_cache, ctx_len, num_heads, num_kv_heads, head_dim,
                                  out);
   }
   check_sizes(ctx_len, num_heads, num_kv_heads, head_dim);
-  attention_avx512(q, k_cache, v_cache, ctx_len, num_heads, num_kv_heads, head_dim, out);
+  if (*isa == VectorIsa::kAvx512) {
+    attention_avx512(q, k_cache, v_cache, ctx_len, num_heads, num_kv_heads, head_dim, out);
+  } else {
+    attention_avx2(q, k_cache, v_cache, ctx_len, num_heads, num_kv_heads, head_dim, out);
+  }
 }
 
 }  // namespace muflow::kernels::cpu

@@ -12,6 +12,8 @@
 /// cpu_has_avx512_bf16() is true.
 #define MUFLOW_TARGET_AVX512_BF16 __attribute__((target("avx512f,avx512bf16")))
 
+#include <optional>
+
 namespace muflow::kernels::cpu {
 
 /// True when the CPU has AVX-512F (the 16-float vector paths).
@@ -24,6 +26,30 @@ inline bool cpu_has_avx512f() {
 inline bool cpu_has_avx2_fma() {
   static const bool has = __builtin_cpu_supports("avx2") != 0 && __builtin_cpu_supports("fma") != 0;
   return has;
+}
+
+/// Vector ISAs of the kernels' f32 paths. Each path gives the bits of its kernel's scalar form
+/// (the same operations in the same order per lane), so the ISA changes speed only.
+enum class VectorIsa {
+  kAvx512,  ///< AVX-512F: 16 f32 per register
+  kAvx2,    ///< AVX2 and FMA: 8 f32 per register
+};
+
+/// Whether this CPU runs `isa`'s paths.
+inline bool cpu_has_isa(VectorIsa isa) {
+  return isa == VectorIsa::kAvx512 ? cpu_has_avx512f() : cpu_has_avx2_fma();
+}
+
+/// The widest vector ISA this CPU runs (AVX-512F before AVX2+FMA), or nullopt for neither.
+inline std::optional<VectorIsa> widest_vector_isa() {
+  if (cpu_has_isa(VectorIsa::kAvx512)) return VectorIsa::kAvx512;
+  if (cpu_has_isa(VectorIsa::kAvx2)) return VectorIsa::kAvx2;
+  return std::nullopt;
+}
+
+/// "avx512" or "avx2".
+inline const char* vector_isa_name(VectorIsa isa) {
+  return isa == VectorIsa::kAvx512 ? "avx512" : "avx2";
 }
 
 /// True when the CPU has AVX-512F and AVX512-BF16 (vdpbf16ps).

@@ -124,6 +124,20 @@ MUFLOW_TARGET_AVX512 void swiglu_row_avx512(const float* gate, const float* up, 
   }
 }
 
+MUFLOW_TARGET_AVX2 void swiglu_row_avx2(const float* gate, const float* up, int64_t ffn,
+                                        float* out) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  for (int64_t j = 0; j < ffn; j += 8) {
+    const int64_t count = std::min<int64_t>(8, ffn - j);
+    const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count)),
+                                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    const __m256 g = _mm256_maskload_ps(gate + j, mask);
+    const __m256 e = fast_exp8(_mm256_sub_ps(_mm256_setzero_ps(), g));
+    const __m256 silu = _mm256_div_ps(g, _mm256_add_ps(one, e));
+    _mm256_maskstore_ps(out + j, mask, _mm256_mul_ps(silu, _mm256_maskload_ps(up + j, mask)));
+  }
+}
+
 // Hardware FMA and roundss where the CPU has them (x86-64-v3), library calls otherwise; same
 // bits either way.
 __attribute__((target_clones("arch=x86-64-v3", "default"))) void swiglu_row(const float* gate,
@@ -142,17 +156,21 @@ void swiglu_generic(const float* gate_up, int64_t num_rows, int64_t ffn, float* 
   }
 }
 
-void swiglu(const float* gate_up, int64_t num_rows, int64_t ffn, float* out) {
+void swiglu(const float* gate_up, int64_t num_rows, int64_t ffn, float* out,
+            std::optional<VectorIsa> isa) {
   MUFLOW_ASSERT(num_rows >= 0 && ffn > 0, "swiglu: bad sizes");
-  const bool avx512 = cpu_has_avx512f();
+  if (!isa) isa = widest_vector_isa();
+  MUFLOW_ASSERT(!isa || cpu_has_isa(*isa), "swiglu: the CPU lacks the ISA asked for");
   const int threads = static_cast<int>(std::min<int64_t>(
       {gemm_threads(), num_rows, std::max<int64_t>(1, num_rows * ffn / kSwigluElementsPerThread)}));
   // Element-wise: how rows are split over threads changes no bit.
 #pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
   for (int64_t r = 0; r < num_rows; ++r) {
     const float* gate = gate_up + r * 2 * ffn;
-    if (avx512) {
+    if (isa == VectorIsa::kAvx512) {
       swiglu_row_avx512(gate, gate + ffn, ffn, out + r * ffn);
+    } else if (isa == VectorIsa::kAvx2) {
+      swiglu_row_avx2(gate, gate + ffn, ffn, out + r * ffn);
     } else {
       swiglu_row(gate, gate + ffn, ffn, out + r * ffn);
     }

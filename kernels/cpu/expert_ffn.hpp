@@ -4,7 +4,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
+#include "kernels/cpu/cpu_features.hpp"
 #include "kernels/cpu/linear.hpp"
 
 namespace muflow::kernels::cpu {
@@ -57,10 +59,12 @@ class ExpertFfn {
 /// silu(gate) ⊙ up for a fused [num_rows, 2·ffn] f32 buffer (gate in the first ffn columns);
 /// writes [num_rows, ffn] f32 to `out`: out = (g / (1 + fast_exp(-g))) · up per element
 /// (kernels/cpu/fast_exp.hpp, not libm's expf), 16 elements at a time where the CPU has
-/// AVX-512F, bitwise equal to swiglu_generic. Rows are split over the calling thread's GEMM
-/// threads (gemm_threads()) when there are enough of them; element-wise, so no split changes
-/// a bit. Any thread.
-void swiglu(const float* gate_up, int64_t num_rows, int64_t ffn, float* out);
+/// AVX-512F, 8 with AVX2 and FMA, bitwise equal to swiglu_generic (`isa`: the vector path to
+/// run; nullopt: the widest the CPU has; one it lacks aborts). Rows are split over the calling
+/// thread's GEMM threads (gemm_threads()) when there are enough of them; element-wise, so no
+/// split changes a bit. Any thread.
+void swiglu(const float* gate_up, int64_t num_rows, int64_t ffn, float* out,
+            std::optional<VectorIsa> isa = std::nullopt);
 
 /// swiglu one element at a time on the calling thread (its scalar form; tests compare them).
 void swiglu_generic(const float* gate_up, int64_t num_rows, int64_t ffn, float* out);

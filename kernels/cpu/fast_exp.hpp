@@ -1,8 +1,8 @@
 #pragma once
 /// \file
-/// exp(x) in f32 with the same bits in a scalar and in 16 AVX-512 lanes: the kernels' own
-/// exponential (softmax in gqa_attention, SiLU in swiglu), so that a vector path and the
-/// scalar form it must match agree bitwise (libm's expf has no vector twin).
+/// exp(x) in f32 with the same bits in a scalar, in 16 AVX-512 lanes and in 8 AVX2 lanes: the
+/// kernels' own exponential (softmax in gqa_attention, SiLU in swiglu), so that a vector path
+/// and the scalar form it must match agree bitwise (libm's expf has no vector twin).
 ///
 /// Algorithm: x = n·ln 2 + r with n = round-to-nearest-even(x·log2 e) and ln 2 split in two
 /// for the reduction (Cody–Waite); exp(r) ≈ 1 + r + r²·P(r) with P the degree-5 minimax
@@ -85,6 +85,35 @@ MUFLOW_TARGET_AVX512 inline __m512 fast_exp16(__m512 x) {
   out = _mm512_mask_mov_ps(out, low, _mm512_setzero_ps());
   out = _mm512_mask_mov_ps(out, high, _mm512_set1_ps(INFINITY));
   return _mm512_mask_mov_ps(out, nan, x);
+}
+
+/// fast_exp of 8 lanes (the same bits as fast_exp on each). Call only where the CPU has AVX2
+/// and FMA (cpu_has_avx2_fma()), from a function compiled for them.
+MUFLOW_TARGET_AVX2 inline __m256 fast_exp8(__m256 x) {
+  namespace k = fast_exp_constants;
+  const __m256 low = _mm256_cmp_ps(x, _mm256_set1_ps(k::kMin), _CMP_LT_OQ);
+  const __m256 high = _mm256_cmp_ps(x, _mm256_set1_ps(k::kMax), _CMP_GT_OQ);
+  const __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
+  const __m256 xc =
+      _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(k::kMin)), _mm256_set1_ps(k::kMax));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(k::kLog2e)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(k::kLn2Hi), xc);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(k::kLn2Lo), r);
+  __m256 p = _mm256_set1_ps(k::kP0);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(k::kP1));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(k::kP2));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(k::kP3));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(k::kP4));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(k::kP5));
+  const __m256 r2 = _mm256_mul_ps(r, r);
+  const __m256 e = _mm256_add_ps(_mm256_fmadd_ps(p, r2, r), _mm256_set1_ps(1.0f));
+  const __m256i bits =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  __m256 out = _mm256_mul_ps(e, _mm256_castsi256_ps(bits));
+  out = _mm256_blendv_ps(out, _mm256_setzero_ps(), low);
+  out = _mm256_blendv_ps(out, _mm256_set1_ps(INFINITY), high);
+  return _mm256_blendv_ps(out, x, nan);
 }
 
 }  // namespace muflow::kernels::cpu

@@ -321,8 +321,8 @@ constexpr BlockF32<W> kBlocksF32Avx2[2][kRows][kMaxVecs] = {MUFLOW_F32_AVX2_TABL
 
 /// The register blocks of `isa` (f32 layouts).
 template <typename W>
-const BlockF32<W> (&blocks_f32(FixedOrderIsa isa))[2][kRows][kMaxVecs] {
-  return isa == FixedOrderIsa::kAvx512 ? kBlocksF32<W> : kBlocksF32Avx2<W>;
+const BlockF32<W> (&blocks_f32(VectorIsa isa))[2][kRows][kMaxVecs] {
+  return isa == VectorIsa::kAvx512 ? kBlocksF32<W> : kBlocksF32Avx2<W>;
 }
 
 /// The AVX2 blocks' k-block for any row count: a chunk walks its kc steps once per chunk of a
@@ -334,8 +334,8 @@ constexpr int64_t kAvx2KBlock = 64;
 
 /// sweep_panels' k-blocks (few rows, many rows) for `isa`: AVX-512 keeps a few rows' sums in
 /// registers for the whole reduction (no partial sums through y).
-std::pair<int64_t, int64_t> k_blocks_f32(FixedOrderIsa isa) {
-  return isa == FixedOrderIsa::kAvx512
+std::pair<int64_t, int64_t> k_blocks_f32(VectorIsa isa) {
+  return isa == VectorIsa::kAvx512
              ? std::pair<int64_t, int64_t>{std::numeric_limits<int64_t>::max(), kFixedOrderKBlock}
              : std::pair<int64_t, int64_t>{kAvx2KBlock, kAvx2KBlock};
 }
@@ -461,22 +461,7 @@ void pack_panels(const T* w, int64_t n, int64_t k, T* packed) {
 
 }  // namespace
 
-bool fixed_order_isa_available(FixedOrderIsa isa) {
-  return isa == FixedOrderIsa::kAvx512 ? cpu_has_avx512f() : cpu_has_avx2_fma();
-}
-
-std::optional<FixedOrderIsa> fixed_order_widest_isa() {
-  for (const FixedOrderIsa isa : {FixedOrderIsa::kAvx512, FixedOrderIsa::kAvx2}) {
-    if (fixed_order_isa_available(isa)) return isa;
-  }
-  return std::nullopt;
-}
-
-const char* fixed_order_isa_name(FixedOrderIsa isa) {
-  return isa == FixedOrderIsa::kAvx512 ? "avx512" : "avx2";
-}
-
-bool fixed_order_gemm_f32_available() { return fixed_order_widest_isa().has_value(); }
+bool fixed_order_gemm_f32_available() { return widest_vector_isa().has_value(); }
 
 bool fixed_order_gemm_bf16_available() { return cpu_has_avx512_bf16(); }
 
@@ -526,13 +511,13 @@ void fixed_order_pack_bf16(const uint16_t* w, int64_t n, int64_t k, uint16_t* pa
 
 void fixed_order_gemm_f32(const float* packed, int64_t n, int64_t k, const float* x,
                           int64_t num_rows, const float* bias, float* y, int num_threads,
-                          std::optional<FixedOrderIsa> isa) {
+                          std::optional<VectorIsa> isa) {
   MUFLOW_ASSERT(num_rows >= 0 && n > 0 && k > 0, "fixed_order_gemm_f32: bad sizes");
   if (num_rows == 0) return;
   MUFLOW_ASSERT(packed != nullptr && x != nullptr && y != nullptr,
                 "fixed_order_gemm_f32: null packed, x or y");
-  if (!isa) isa = fixed_order_widest_isa();
-  MUFLOW_ASSERT(isa && fixed_order_isa_available(*isa),
+  if (!isa) isa = widest_vector_isa();
+  MUFLOW_ASSERT(isa && cpu_has_isa(*isa),
                 "fixed_order_gemm_f32: CPU lacks AVX-512F and AVX2+FMA (or the ISA asked for)");
   MUFLOW_ASSERT(reinterpret_cast<std::uintptr_t>(packed) % 64 == 0,
                 "fixed_order_gemm_f32: packed weights must be 64-byte aligned");
@@ -546,13 +531,13 @@ void fixed_order_gemm_f32(const float* packed, int64_t n, int64_t k, const float
 
 void fixed_order_gemm_bf16_weights(const uint16_t* packed, int64_t n, int64_t k, const float* x,
                                    int64_t num_rows, const float* bias, float* y, int num_threads,
-                                   std::optional<FixedOrderIsa> isa) {
+                                   std::optional<VectorIsa> isa) {
   MUFLOW_ASSERT(num_rows >= 0 && n > 0 && k > 0, "fixed_order_gemm_bf16_weights: bad sizes");
   if (num_rows == 0) return;
   MUFLOW_ASSERT(packed != nullptr && x != nullptr && y != nullptr,
                 "fixed_order_gemm_bf16_weights: null packed, x or y");
-  if (!isa) isa = fixed_order_widest_isa();
-  MUFLOW_ASSERT(isa && fixed_order_isa_available(*isa),
+  if (!isa) isa = widest_vector_isa();
+  MUFLOW_ASSERT(isa && cpu_has_isa(*isa),
                 "fixed_order_gemm_bf16_weights: CPU lacks AVX-512F and AVX2+FMA (or the ISA asked "
                 "for)");
   MUFLOW_ASSERT(reinterpret_cast<std::uintptr_t>(packed) % 64 == 0,

@@ -46,6 +46,8 @@
 #include <cstdint>
 #include <optional>
 
+#include "kernels/cpu/cpu_features.hpp"
+
 namespace muflow::kernels::cpu {
 
 /// Output columns per packed panel (4 AVX-512 registers of f32).
@@ -55,18 +57,6 @@ inline constexpr int64_t kFixedOrderPanel = 64;
 /// 3–5 % faster than 128 (an L1-sized slice) and than 512 at M = 128 and 512).
 inline constexpr int64_t kFixedOrderKBlock = 256;
 
-/// Vector ISA of the f32 kernels (fixed_order_gemm_f32, fixed_order_gemm_bf16_weights): each
-/// gives the bits of fixed_order_gemm_f32_scalar, so the ISA changes speed only.
-enum class FixedOrderIsa {
-  kAvx512,  ///< AVX-512F, 16 f32 per register
-  kAvx2,    ///< AVX2 and FMA, 8 f32 per register
-};
-/// Whether this CPU runs `isa`'s kernels (checked once per process; any thread).
-bool fixed_order_isa_available(FixedOrderIsa isa);
-/// The widest ISA this CPU runs (AVX-512F before AVX2+FMA), or nullopt for neither.
-std::optional<FixedOrderIsa> fixed_order_widest_isa();
-/// "avx512" or "avx2".
-const char* fixed_order_isa_name(FixedOrderIsa isa);
 /// True when the CPU runs an f32 kernel: AVX-512F, or AVX2 with FMA.
 bool fixed_order_gemm_f32_available();
 /// True when the CPU runs the AVX512-BF16 kernel (also needs AVX-512F; checked once).
@@ -98,7 +88,7 @@ void fixed_order_pack_bf16(const uint16_t* w, int64_t n, int64_t k, uint16_t* pa
 /// the widest the CPU has; one it lacks aborts), the same bits with either.
 void fixed_order_gemm_f32(const float* packed, int64_t n, int64_t k, const float* x,
                           int64_t num_rows, const float* bias, float* y, int num_threads = 1,
-                          std::optional<FixedOrderIsa> isa = std::nullopt);
+                          std::optional<VectorIsa> isa = std::nullopt);
 
 /// The same bits as fixed_order_gemm_f32 from plain `std::fma` loops over unpacked W `[n, k]`:
 /// the oracle for the kernel's order (slow; tests only). Any CPU.
@@ -114,7 +104,7 @@ void fixed_order_pack_bf16_weights(const uint16_t* w, int64_t n, int64_t k, uint
 void fixed_order_gemm_bf16_weights(const uint16_t* packed, int64_t n, int64_t k, const float* x,
                                    int64_t num_rows, const float* bias, float* y,
                                    int num_threads = 1,
-                                   std::optional<FixedOrderIsa> isa = std::nullopt);
+                                   std::optional<VectorIsa> isa = std::nullopt);
 
 /// bf16 kernel: `x_bf16` [num_rows, fixed_order_padded_k_bf16(k)] bf16 bits (a zero in the
 /// padding column), `packed` from fixed_order_pack_bf16; otherwise as fixed_order_gemm_f32.

@@ -119,29 +119,38 @@ TEST(GqaAttentionTest, LargeScoresDoNotOverflow) {
   EXPECT_NEAR(out[1], out_ref[1], 1e-5f);
 }
 
-TEST(GqaAttentionTest, VectorPathIsBitwiseTheScalarForm) {
-  if (!cpu_has_avx512f()) GTEST_SKIP() << "no AVX-512F: both are the scalar form";
-  // gqa_attention (16-float vectors where the CPU has AVX-512F) and gqa_attention_generic (the
-  // same operations one lane at a time) must give the same bits: contexts around multiples of
-  // 16 (the vector path's blocks), head_dim not a multiple of 16, and past the vector path's
-  // 512 (where both are the scalar form).
+TEST(GqaAttentionTest, VectorPathsAreBitwiseTheScalarForm) {
+  std::vector<VectorIsa> isas;
+  for (const VectorIsa isa : {VectorIsa::kAvx512, VectorIsa::kAvx2}) {
+    if (cpu_has_isa(isa)) isas.push_back(isa);
+  }
+  if (isas.empty()) GTEST_SKIP() << "neither AVX-512F nor AVX2+FMA: both are the scalar form";
+  // gqa_attention's vector paths (16-float vectors with AVX-512F, pairs of 8-float halves with
+  // AVX2) and gqa_attention_generic (the same operations one lane at a time) must give the
+  // same bits: contexts around multiples of 16 (the vector paths' blocks), head_dim not a
+  // multiple of 16 or 8, and past the vector paths' 512 (where both are the scalar form).
   SplitMix64 rng(reference::test_seed("GqaAttentionTest.VectorPathIsBitwise", 6004));
   const AttentionCase cases[] = {
-      {1, 4, 1, 64},  {15, 4, 1, 64},  {16, 4, 1, 64},   {17, 8, 2, 64},  {33, 4, 4, 7},
-      {47, 6, 3, 24}, {95, 16, 4, 64}, {300, 6, 1, 128}, {513, 2, 1, 80}, {9, 2, 2, 520},
+      {1, 4, 1, 64},   {15, 4, 1, 64}, {16, 4, 1, 64},  {17, 8, 2, 64},
+      {33, 4, 4, 7},   {47, 6, 3, 24}, {95, 16, 4, 64}, {300, 6, 1, 128},
+      {513, 2, 1, 80}, {9, 2, 2, 520}, {20, 2, 1, 5},   {31, 2, 1, 12},
   };
   for (const AttentionCase& c : cases) {
     for (float q_scale : {0.5f, 8.0f}) {
       SCOPED_TRACE(describe(c, q_scale));
       const auto [q, k, v] = random_inputs(rng, c, q_scale);
-      std::vector<float> fast(q.size(), -99.0f), scalar(q.size(), 99.0f);
-      gqa_attention(q.data(), k.data(), v.data(), c.ctx_len, c.num_heads, c.num_kv_heads,
-                    c.head_dim, fast.data());
+      std::vector<float> scalar(q.size(), 99.0f);
       gqa_attention_generic(q.data(), k.data(), v.data(), c.ctx_len, c.num_heads, c.num_kv_heads,
                             c.head_dim, scalar.data());
-      for (std::size_t i = 0; i < fast.size(); ++i) {
-        ASSERT_EQ(std::memcmp(&fast[i], &scalar[i], sizeof(float)), 0)
-            << "element " << i << ": " << fast[i] << " vs " << scalar[i];
+      for (const VectorIsa isa : isas) {
+        std::vector<float> fast(q.size(), -99.0f);
+        gqa_attention(q.data(), k.data(), v.data(), c.ctx_len, c.num_heads, c.num_kv_heads,
+                      c.head_dim, fast.data(), isa);
+        for (std::size_t i = 0; i < fast.size(); ++i) {
+          ASSERT_EQ(std::memcmp(&fast[i], &scalar[i], sizeof(float)), 0)
+              << vector_isa_name(isa) << ", element " << i << ": " << fast[i] << " vs "
+              << scalar[i];
+        }
       }
     }
   }

@@ -104,20 +104,28 @@ TEST(SwigluTest, MatchesReference) {
   }
 }
 
-TEST(SwigluTest, VectorPathAndThreadsGiveTheScalarFormsBits) {
-  if (!cpu_has_avx512f()) GTEST_SKIP() << "no AVX-512F: both are the scalar form";
-  // swiglu (16 lanes where the CPU has AVX-512F, rows over 2 threads when big enough) against
-  // swiglu_generic (one element at a time): bitwise, ffn not a multiple of 16 included.
+TEST(SwigluTest, VectorPathsAndThreadsGiveTheScalarFormsBits) {
+  std::vector<VectorIsa> isas;
+  for (const VectorIsa isa : {VectorIsa::kAvx512, VectorIsa::kAvx2}) {
+    if (cpu_has_isa(isa)) isas.push_back(isa);
+  }
+  if (isas.empty()) GTEST_SKIP() << "neither AVX-512F nor AVX2+FMA: both are the scalar form";
+  // swiglu (16 lanes with AVX-512F, 8 with AVX2, rows over 2 threads when big enough) against
+  // swiglu_generic (one element at a time): bitwise, ffn not a multiple of 16 or 8 included.
   SplitMix64 rng(reference::test_seed("SwigluTest.VectorPathIsBitwise", 8004));
   GemmThreadsScope two(2);
   for (int64_t rows : {1, 3, 64}) {
-    for (int64_t ffn : {5, 16, 1408, 2050}) {
+    for (int64_t ffn : {5, 12, 16, 1408, 2050}) {
       SCOPED_TRACE(testing::Message() << rows << " rows, ffn " << ffn);
       const std::vector<float> gate_up = random_floats(rng, rows * 2 * ffn, -100.0f, 100.0f);
-      std::vector<float> fast(rows * ffn, -1.0f), scalar(rows * ffn, 1.0f);
-      swiglu(gate_up.data(), rows, ffn, fast.data());
+      std::vector<float> scalar(rows * ffn, 1.0f);
       swiglu_generic(gate_up.data(), rows, ffn, scalar.data());
-      ASSERT_EQ(std::memcmp(fast.data(), scalar.data(), fast.size() * sizeof(float)), 0);
+      for (const VectorIsa isa : isas) {
+        std::vector<float> fast(rows * ffn, -1.0f);
+        swiglu(gate_up.data(), rows, ffn, fast.data(), isa);
+        ASSERT_EQ(std::memcmp(fast.data(), scalar.data(), fast.size() * sizeof(float)), 0)
+            << vector_isa_name(isa);
+      }
     }
   }
 }

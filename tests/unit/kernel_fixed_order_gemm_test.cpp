@@ -86,28 +86,28 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 /// The f32 ISAs this CPU runs (AVX-512F hosts run both kernels, AVX2-only hosts one).
-std::vector<FixedOrderIsa> available_isas() {
-  std::vector<FixedOrderIsa> isas;
-  for (const FixedOrderIsa isa : {FixedOrderIsa::kAvx512, FixedOrderIsa::kAvx2}) {
-    if (fixed_order_isa_available(isa)) isas.push_back(isa);
+std::vector<VectorIsa> available_isas() {
+  std::vector<VectorIsa> isas;
+  for (const VectorIsa isa : {VectorIsa::kAvx512, VectorIsa::kAvx2}) {
+    if (cpu_has_isa(isa)) isas.push_back(isa);
   }
   return isas;
 }
 
-TEST(FixedOrderGemm, WidestIsaIsTheFirstAvailableAndNamed) {
-  const std::vector<FixedOrderIsa> isas = available_isas();
+TEST(FixedOrderGemm, AvailableWhereTheCpuRunsAVectorIsa) {
+  const std::vector<VectorIsa> isas = available_isas();
   EXPECT_EQ(fixed_order_gemm_f32_available(), !isas.empty());
   if (isas.empty()) {
-    EXPECT_FALSE(fixed_order_widest_isa().has_value());
+    EXPECT_FALSE(widest_vector_isa().has_value());
   } else {
-    EXPECT_EQ(fixed_order_widest_isa(), isas.front());
+    EXPECT_EQ(widest_vector_isa(), isas.front());
   }
-  EXPECT_STREQ(fixed_order_isa_name(FixedOrderIsa::kAvx512), "avx512");
-  EXPECT_STREQ(fixed_order_isa_name(FixedOrderIsa::kAvx2), "avx2");
+  EXPECT_STREQ(vector_isa_name(VectorIsa::kAvx512), "avx512");
+  EXPECT_STREQ(vector_isa_name(VectorIsa::kAvx2), "avx2");
 }
 
 TEST(FixedOrderGemm, F32IsBitwiseTheScalarFmaChainForEveryShapeRowCountAndThreadCount) {
-  const std::vector<FixedOrderIsa> isas = available_isas();
+  const std::vector<VectorIsa> isas = available_isas();
   if (isas.empty()) GTEST_SKIP() << "this CPU has neither AVX-512F nor AVX2+FMA";
   SplitMix64 rng(reference::test_seed("FixedOrderGemm.F32", 3101));
   for (const Shape s : kShapes) {
@@ -122,7 +122,7 @@ TEST(FixedOrderGemm, F32IsBitwiseTheScalarFmaChainForEveryShapeRowCountAndThread
         const float* b = with_bias ? bias.data() : nullptr;
         std::vector<float> want(static_cast<std::size_t>(rows * s.n));
         fixed_order_gemm_f32_scalar(w.data(), s.n, s.k, x.data(), rows, b, want.data());
-        for (const FixedOrderIsa isa : isas) {
+        for (const VectorIsa isa : isas) {
           for (const int threads : {1, 2, 3}) {
             // One sentinel row after the output: exactly `rows` rows are written.
             std::vector<float> got(static_cast<std::size_t>((rows + 1) * s.n), 777.0f);
@@ -130,11 +130,11 @@ TEST(FixedOrderGemm, F32IsBitwiseTheScalarFmaChainForEveryShapeRowCountAndThread
                                  rows, b, got.data(), threads, isa);
             for (int64_t i = rows * s.n; i < (rows + 1) * s.n; ++i) {
               ASSERT_EQ(got[static_cast<std::size_t>(i)], 777.0f)
-                  << fixed_order_isa_name(isa) << " wrote past the last row";
+                  << vector_isa_name(isa) << " wrote past the last row";
             }
             got.resize(want.size());
             ASSERT_TRUE(same_bits(want, got))
-                << fixed_order_isa_name(isa) << ", " << threads << " threads";
+                << vector_isa_name(isa) << ", " << threads << " threads";
           }
         }
       }
@@ -143,7 +143,7 @@ TEST(FixedOrderGemm, F32IsBitwiseTheScalarFmaChainForEveryShapeRowCountAndThread
 }
 
 TEST(FixedOrderGemm, Bf16WeightsWidenedInRegistersAreBitwiseTheF32KernelOnUpconvertedWeights) {
-  const std::vector<FixedOrderIsa> isas = available_isas();
+  const std::vector<VectorIsa> isas = available_isas();
   if (isas.empty()) GTEST_SKIP() << "this CPU has neither AVX-512F nor AVX2+FMA";
   SplitMix64 rng(reference::test_seed("FixedOrderGemm.Bf16Weights", 3105));
   for (const Shape s : kShapes) {
@@ -158,13 +158,13 @@ TEST(FixedOrderGemm, Bf16WeightsWidenedInRegistersAreBitwiseTheF32KernelOnUpconv
       const std::vector<float> x = spread_floats(rng, rows * s.k);
       std::vector<float> want(static_cast<std::size_t>(rows * s.n));
       fixed_order_gemm_f32_scalar(w32.data(), s.n, s.k, x.data(), rows, bias.data(), want.data());
-      for (const FixedOrderIsa isa : isas) {
+      for (const VectorIsa isa : isas) {
         for (const int threads : {1, 3}) {
           std::vector<float> got(want.size());
           fixed_order_gemm_bf16_weights(static_cast<const uint16_t*>(packed.data.get()), s.n, s.k,
                                         x.data(), rows, bias.data(), got.data(), threads, isa);
           ASSERT_TRUE(same_bits(want, got))
-              << fixed_order_isa_name(isa) << ", " << threads << " threads";
+              << vector_isa_name(isa) << ", " << threads << " threads";
         }
       }
     }
