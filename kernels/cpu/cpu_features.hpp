@@ -1,8 +1,10 @@
 #pragma once
 /// \file
 /// What the CPU running this process can execute, for kernels that carry AVX-512 or AVX2 paths
-/// next to a portable one (the project builds for baseline x86-64: kernels/README.md). Each answer
-/// is read once per process from CPUID (GCC/Clang's __builtin_cpu_supports); any thread.
+/// next to a portable one (the project builds for baseline x86-64: kernels/README.md). Each
+/// answer is read once per process from CPUID (GCC/Clang's __builtin_cpu_supports); any thread.
+
+#include <optional>
 
 /// Compiles one function for AVX-512F; call it only where cpu_has_avx512f() is true.
 #define MUFLOW_TARGET_AVX512 __attribute__((target("avx512f")))
@@ -11,8 +13,6 @@
 /// Compiles one function for AVX-512F with AVX512-BF16; call it only where
 /// cpu_has_avx512_bf16() is true.
 #define MUFLOW_TARGET_AVX512_BF16 __attribute__((target("avx512f,avx512bf16")))
-
-#include <optional>
 
 namespace muflow::kernels::cpu {
 

@@ -15,8 +15,8 @@
 #include "kernels/cpu/cpu_features.hpp"
 
 // The kernels are compiled for AVX-512 or AVX2 per function (target attributes), never for
-// the whole file, so nothing else here can pick up an instruction an older CPU lacks; callers check
-// fixed_order_gemm_*_available() first.
+// the whole file, so nothing else here can pick up an instruction an older CPU lacks; callers
+// check fixed_order_gemm_*_available() first.
 
 namespace muflow::kernels::cpu {
 namespace {
@@ -325,11 +325,11 @@ const BlockF32<W> (&blocks_f32(VectorIsa isa))[2][kRows][kMaxVecs] {
   return isa == VectorIsa::kAvx512 ? kBlocksF32<W> : kBlocksF32Avx2<W>;
 }
 
-/// The AVX2 blocks' k-block for any row count: a chunk walks its kc steps once per chunk of a
-/// register block (up to four per block), so the panel slice must stay in L1 between them:
-/// 64 steps × 64 columns × 4 B = 16 KiB. With the whole reduction per pass (the AVX-512 blocks'
-/// choice for ≤ 6 rows) a 4-row decode GEMM at k = 1024 read its panel four times from L2 and
-/// ran at a third of the speed (bench/README.md, "AVX2 fixed-order GEMM").
+/// The AVX2 blocks' k-block for any row count: a register block walks its kc steps once per
+/// chunk (up to four), so the slice is sized to stay in L1 between them: 64 steps × 64 columns
+/// × 4 B = 16 KiB (the block's first chunk prefetches the whole slice). On the 2-core AVX2 VM
+/// 64, 128 and 256 measured the same within its noise at M = 4 to 512, and so did a whole-k
+/// pass for ≤ 6 rows (bench/README.md, "AVX2 hosts").
 constexpr int64_t kAvx2KBlock = 64;
 
 /// sweep_panels' k-blocks (few rows, many rows) for `isa`: AVX-512 keeps a few rows' sums in

@@ -71,8 +71,10 @@ struct LinearOptions {
 ///    multiply-add chain over k ascending, whatever M, so a row's bits never depend on its
 ///    batch; no padding, no probe; the weights are packed once into its column panels. With
 ///    GemmThreadsScope(n) on the calling thread, each call splits its column panels over n
-///    OpenMP threads: the same bits for every n. Within 0.95–1.01× of a oneDNN matmul
-///    created for the exact M at M ≥ 128, and 1.05–1.22× at M ≤ 6 (bench/README.md).
+///    OpenMP threads: the same bits for every n. With AVX-512 within 0.95–1.01× of a oneDNN
+///    matmul created for the exact M at M ≥ 128, and 1.05–1.22× at M ≤ 6; with AVX2 1.3–5.8×
+///    faster than the oneDNN tiles it replaces there (bench/README.md, "Fixed-order GEMM" and
+///    "AVX2 hosts").
 ///  * oneDNN tiles (fallback, and LinearKernel::kOneDnnTiles): described below.
 ///
 /// oneDNN tiles: weights are reordered once, at construction, into the layout oneDNN's matmul
