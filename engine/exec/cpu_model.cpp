@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_format.h"
 #include "engine/model/weight_shapes.hpp"
 #include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/cpu_features.hpp"
 #include "kernels/cpu/gemm_threads.hpp"
 #include "kernels/cpu/rms_norm.hpp"
 #include "kernels/cpu/rope.hpp"
@@ -81,7 +83,12 @@ absl::StatusOr<std::shared_ptr<const CpuModel>> CpuModel::prepare(
         model->compute_dtype_ = "bf16";
       }
       if (blk.experts.back()->kernel() == kernels::cpu::LinearKernel::kFixedOrder) {
-        model->gemm_kernel_ = "fixed-order";
+        const std::optional<kernels::cpu::VectorIsa> isa = kernels::cpu::widest_vector_isa();
+        model->gemm_kernel_ =
+            blk.experts.back()->compute_type() == kernels::cpu::LinearWeightType::kBF16
+                ? "fixed-order (avx512_bf16)"
+            : isa == kernels::cpu::VectorIsa::kAvx512 ? "fixed-order (avx512)"
+                                                      : "fixed-order (avx2)";
       }
     }
     if (c.shared_expert_ffn > 0) {

@@ -49,7 +49,9 @@ class CpuModel {
   const char* compute_dtype() const { return compute_dtype_; }
   /// The experts' weights as loaded: "f32" or "bf16".
   const char* weights_dtype() const { return weights_dtype_; }
-  /// The GEMM the experts run (kernels/cpu/linear.hpp): "fixed-order" or "onednn-tiles".
+  /// The GEMM the experts run (kernels/cpu/linear.hpp) and, for the fixed-order one, the ISA
+  /// of its kernel: "fixed-order (avx512)", "fixed-order (avx2)", "fixed-order (avx512_bf16)"
+  /// (bf16 compute) or "onednn-tiles".
   const char* gemm_kernel() const { return gemm_kernel_; }
 
   /// Embedding lookup: h[i] = embed[ids[i]]. ids must be in [0, vocab) (checked by the caller:
