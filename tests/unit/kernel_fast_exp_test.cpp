@@ -1,5 +1,5 @@
 // Tests for kernels/cpu/fast_exp.hpp: accuracy against double exp, its range ends, and the
-// vector form's bits against the scalar form's.
+// vector forms' bits (AVX-512 and AVX2, each where the CPU runs it) against the scalar form's.
 #include <gtest/gtest.h>
 #include <immintrin.h>
 

@@ -1,12 +1,14 @@
 // Tests for kernels/cpu/fixed_order_gemm.hpp (#16 item 2) and the thread count of
 // kernels/cpu/gemm_threads.hpp (#16 item 4).
 //
-// f32: the AVX-512 kernel must give BITWISE the result of the scalar `std::fma` chain (k
-// ascending from +0, bias last) for every shape, row count and thread count: that is the whole
+// f32: the AVX-512 and the AVX2 kernel (each where the CPU runs it: both on an AVX-512 CPU)
+// must give BITWISE the result of the scalar `std::fma` chain (k ascending from +0, bias
+// last) for every shape, row count and thread count: that is the whole
 // batch-invariance argument, so it is checked exactly, on inputs whose magnitudes span many
 // binades (any reordering of a sum would show in the rounding). Shapes cover n not a multiple
-// of 16 (masked lanes), several 64-column panels, k below and above the 128-deep k-block, and
-// row counts on both sides of the 6-row register block and the 240-row outer block.
+// of 16 or 8 (masked lanes), several 64-column panels, k below and above the k-blocks (64
+// AVX2, 256 AVX-512), and row counts on both sides of the 6-row register block and the
+// 240-row outer block.
 // bf16 (AVX512-BF16): `vdpbf16ps` rounds as the hardware does, so it is checked against the
 // reference within the Linear tolerance (1e-5 · Σ|x·w|), and exactly for batch invariance and
 // thread counts. bf16 weights computed in f32 (widened in registers, for CPUs without
