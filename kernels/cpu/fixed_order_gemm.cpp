@@ -197,8 +197,8 @@ constexpr BlockF32<W> kBlocksF32[2][kRows][kMaxVecs] = {MUFLOW_F32_TABLE(false),
 
 constexpr int kHalfLanes = 8;  // f32 per ymm
 
-/// Vectors per chunk for MR rows: at most 13 accumulators (2 per row and vector), which leaves
-/// registers for one vector's two weight halves and the row value broadcast.
+/// Vectors per chunk for MR rows: at most 12 accumulators (2 per row and vector), which leaves
+/// registers for one vector's two weight halves and the row value broadcast (15 of 16 ymm).
 constexpr int avx2_chunk_vectors(int mr) { return mr == 1 ? 4 : mr == 2 ? 3 : mr == 3 ? 2 : 1; }
 
 /// Lanes [0, valid) set, valid ∈ [0, 8] (maskload / maskstore of a partial half).
