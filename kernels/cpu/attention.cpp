@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/assert.hpp"
+#include "kernels/cpu/avx2_lanes.hpp"
 #include "kernels/cpu/cpu_features.hpp"
 #include "kernels/cpu/fast_exp.hpp"
 
@@ -155,15 +156,9 @@ MUFLOW_TARGET_AVX2 float tree_sum_halves(__m256 lo, __m256 hi) {
   return _mm_cvtss_f32(_mm_add_ss(w, _mm_shuffle_ps(w, w, 0x55)));
 }
 
-/// Lanes [0, count) set, count ∈ [0, 8].
-MUFLOW_TARGET_AVX2 __m256i lanes_below(int64_t count) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count)),
-                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
 /// 8 floats of p[0, count) (zeros past count), count ∈ [0, 8].
 MUFLOW_TARGET_AVX2 __m256 load_first(const float* p, int64_t count) {
-  return count >= 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, lanes_below(count));
+  return count >= 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, avx2_lanes_below(count));
 }
 
 MUFLOW_TARGET_AVX2 void attention_avx2(const float* q, const float* k_cache, const float* v_cache,
@@ -202,13 +197,13 @@ MUFLOW_TARGET_AVX2 void attention_avx2(const float* q, const float* k_cache, con
     __m256 den_lo = _mm256_setzero_ps(), den_hi = _mm256_setzero_ps();
     for (int64_t t0 = 0; t0 < ctx_len; t0 += 2 * kHalf) {
       const int64_t count_lo = std::min(kHalf, ctx_len - t0);
-      const __m256i valid_lo = lanes_below(count_lo);
+      const __m256i valid_lo = avx2_lanes_below(count_lo);
       const __m256 p_lo = fast_exp8(_mm256_sub_ps(load_first(scores + t0, count_lo), max_v));
       _mm256_maskstore_ps(scores + t0, valid_lo, p_lo);
       den_lo = _mm256_blendv_ps(den_lo, _mm256_add_ps(den_lo, p_lo), _mm256_castsi256_ps(valid_lo));
       const int64_t count_hi = std::clamp<int64_t>(ctx_len - t0 - kHalf, 0, kHalf);
       if (count_hi > 0) {
-        const __m256i valid_hi = lanes_below(count_hi);
+        const __m256i valid_hi = avx2_lanes_below(count_hi);
         const __m256 p_hi =
             fast_exp8(_mm256_sub_ps(load_first(scores + t0 + kHalf, count_hi), max_v));
         _mm256_maskstore_ps(scores + t0 + kHalf, valid_hi, p_hi);
@@ -232,7 +227,7 @@ MUFLOW_TARGET_AVX2 void attention_avx2(const float* q, const float* k_cache, con
       if (width(c) == kHalf) {
         _mm256_storeu_ps(out_head + c * kHalf, o);
       } else {
-        _mm256_maskstore_ps(out_head + c * kHalf, lanes_below(width(c)), o);
+        _mm256_maskstore_ps(out_head + c * kHalf, avx2_lanes_below(width(c)), o);
       }
     }
   }

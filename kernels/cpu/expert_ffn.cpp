@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/assert.hpp"
+#include "kernels/cpu/avx2_lanes.hpp"
 #include "kernels/cpu/cpu_features.hpp"
 #include "kernels/cpu/fast_exp.hpp"
 #include "kernels/cpu/gemm_threads.hpp"
@@ -129,8 +130,7 @@ MUFLOW_TARGET_AVX2 void swiglu_row_avx2(const float* gate, const float* up, int6
   const __m256 one = _mm256_set1_ps(1.0f);
   for (int64_t j = 0; j < ffn; j += 8) {
     const int64_t count = std::min<int64_t>(8, ffn - j);
-    const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count)),
-                                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    const __m256i mask = avx2_lanes_below(count);
     const __m256 g = _mm256_maskload_ps(gate + j, mask);
     const __m256 e = fast_exp8(_mm256_sub_ps(_mm256_setzero_ps(), g));
     const __m256 silu = _mm256_div_ps(g, _mm256_add_ps(one, e));

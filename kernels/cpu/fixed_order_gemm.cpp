@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "kernels/assert.hpp"
+#include "kernels/cpu/avx2_lanes.hpp"
 #include "kernels/cpu/cpu_features.hpp"
 
 // The kernels are compiled for AVX-512 or AVX2 per function (target attributes), never for
@@ -201,11 +202,6 @@ constexpr int kHalfLanes = 8;  // f32 per ymm
 /// registers for one vector's two weight halves and the row value broadcast (15 of 16 ymm).
 constexpr int avx2_chunk_vectors(int mr) { return mr == 1 ? 4 : mr == 2 ? 3 : mr == 3 ? 2 : 1; }
 
-/// Lanes [0, valid) set, valid ∈ [0, 8] (maskload / maskstore of a partial half).
-MUFLOW_TARGET_AVX2 inline __m256i half_mask(int valid) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(valid), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
 /// 8 weights as f32 (see load_weights): loaded, or bf16 bits widened exactly.
 template <typename W>
 MUFLOW_TARGET_AVX2 inline __m256 load_weights_avx2(const W* p) {
@@ -241,7 +237,7 @@ MUFLOW_TARGET_AVX2 void chunk_f32_avx2(const float* a, int64_t lda, const W* w, 
       const float* src = c + m * ldc + h * kHalfLanes;
       acc[m][h] = !accumulate              ? _mm256_setzero_ps()
                   : lanes[h] == kHalfLanes ? _mm256_loadu_ps(src)
-                                           : _mm256_maskload_ps(src, half_mask(lanes[h]));
+                                           : _mm256_maskload_ps(src, avx2_lanes_below(lanes[h]));
     }
   }
   for (int64_t kk = 0; kk < kc; ++kk) {
@@ -268,7 +264,7 @@ MUFLOW_TARGET_AVX2 void chunk_f32_avx2(const float* a, int64_t lda, const W* w, 
 #pragma GCC unroll 8
     for (int h = 0; h < kHalves; ++h) {
       if (lanes[h] == 0) continue;
-      const __m256i mask = half_mask(lanes[h]);
+      const __m256i mask = avx2_lanes_below(lanes[h]);
       __m256 out = acc[m][h];
       if (bias != nullptr) {
         const float* b = bias + h * kHalfLanes;
