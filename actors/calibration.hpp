@@ -58,8 +58,9 @@ struct CalibrationOptions {
 ///    same run (same stage, iteration and tokens) is its host time beyond the kernels
 ///    (μ-queue merge, batch assembly, output scatter, allocation, and what sharing the cores
 ///    with the other devices costs); the runs' samples are pooled. One row per stage kind and
-///    size bucket with >= 5 runs (each size up to 8 tokens its own bucket, then one per power
-///    of two): the bucket's
+///    size bucket with >= 16 runs, two per traced run (each size up to 8 tokens its own
+///    bucket, then one per power of two; a bucket with fewer is the same run or two of the
+///    closed batch, and the sim interpolates its neighbours' rows there): the bucket's
 ///    median tokens and the trimmed mean excess (the lowest and highest fiftieth dropped; a
 ///    correction that may be negative where the kernel rows over-estimate runs of that size).
 ///    Then two refinements: the runs are replayed again charging the rows so far, and each
@@ -74,7 +75,7 @@ struct CalibrationOptions {
 ///    barrier's gap from its last source run's end (so the hop of that run's contribution to
 ///    the collective counts too) to its first destination's run, measured minus the sim's
 ///    for the same barrier (kind, block, iteration, rows: the block's expert-stage tokens),
-///    by rows in the same buckets with >= 5 barriers; and host_grant (one row): each
+///    by rows in the same buckets with >= 16 barriers; and host_grant (one row): each
 ///    hand-off between two queued stages on one device (consecutive runs of one barrier's
 ///    expert stages, the second granted when the first is done), its gap measured minus the
 ///    sim's for the same device, barrier and pair of stages; in barrier-free wirings (async,

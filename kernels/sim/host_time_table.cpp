@@ -69,9 +69,10 @@ std::vector<double> seconds_of(const std::vector<std::pair<int64_t, double>>& sa
 
 }  // namespace
 
-HostTimeTable::HostTimeTable(const Samples& excess) {
+HostTimeTable::HostTimeTable(const Samples& excess, size_t min_samples)
+    : min_samples_(min_samples > 0 ? min_samples : kMinSamples) {
   for (const auto& [key, samples] : excess) {
-    if (samples.size() < kMinSamples) continue;
+    if (samples.size() < min_samples_) continue;
     std::vector<double> sizes;
     sizes.reserve(samples.size());
     for (const auto& [n, s] : samples) sizes.push_back(static_cast<double>(n));
@@ -85,7 +86,7 @@ double HostTimeTable::refine(const Samples& residual) {
   double moved = 0;
   for (auto& [key, row] : rows_) {
     const auto it = residual.find(key);
-    if (it == residual.end() || it->second.size() < kMinSamples) continue;
+    if (it == residual.end() || it->second.size() < min_samples_) continue;
     double next = row.second + trimmed_mean(seconds_of(it->second));
     if (!host_time_signed(key.first)) next = std::max(0.0, next);
     moved = std::max(moved, std::abs(next - row.second));

@@ -78,18 +78,23 @@ class HostTimeTable {
   using Kind = MeasuredKernels::RunKind;
   /// Samples by (kind, host_time_bucket): (tokens or rows, seconds measured minus modeled).
   using Samples = std::map<std::pair<Kind, int>, std::vector<std::pair<int64_t, double>>>;
-  /// Fewest samples that make a row (or move one).
+  /// Fewest samples that make a row (or move one) unless the constructor is given more.
   static constexpr size_t kMinSamples = 5;
 
   /// Round 0, from the excess over the kernel rows alone: one row per (kind, bucket) with at
-  /// least kMinSamples samples, at the bucket's median size, of the samples' trimmed mean
-  /// (clamped at 0 unless host_time_signed).
-  explicit HostTimeTable(const Samples& excess);
+  /// least `min_samples` (>= 1; kMinSamples when 0) samples, at the bucket's median size, of
+  /// the samples' trimmed mean (clamped at 0 unless host_time_signed). A bucket with fewer has
+  /// no row, so the sim interpolates its neighbours' rows there (measured_kernels.hpp).
+  /// Calibration asks for two samples per traced run (actors/calibration.cpp): its traced runs
+  /// repeat one closed batch, scheduled alike each time, so a bucket with fewer holds the same
+  /// run or two over and over, and their excess is not the size's.
+  explicit HostTimeTable(const Samples& excess, size_t min_samples = kMinSamples);
 
   /// One refinement, from the residuals (measured minus modeled) of a replay that charged
-  /// rows(): each row whose (kind, bucket) has at least kMinSamples residuals moves by their
-  /// trimmed mean (clamped at 0 unless host_time_signed); rows without enough residuals stay.
-  /// Buckets without a row stay without one. Returns the largest move, seconds (>= 0).
+  /// rows(): each row whose (kind, bucket) has at least the constructor's `min_samples`
+  /// residuals moves by their trimmed mean (clamped at 0 unless host_time_signed); rows without
+  /// enough residuals stay. Buckets without a row stay without one. Returns the largest move,
+  /// seconds (>= 0).
   double refine(const Samples& residual);
 
   /// The rows as CSV lines, by kind then size.
@@ -99,6 +104,7 @@ class HostTimeTable {
   const std::pair<int64_t, double>* row(Kind kind, int bucket) const;
 
  private:
+  size_t min_samples_;
   std::map<std::pair<Kind, int>, std::pair<int64_t, double>> rows_;
 };
 

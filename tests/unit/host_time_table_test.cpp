@@ -74,6 +74,53 @@ TEST(HostTimeTable, RoundZeroIsTheTrimmedMeanAtTheMedianSizeOfBucketsWithEnoughS
   EXPECT_EQ(table.row(Kind::kGrant, 0)->second, 0.0);
 }
 
+// Calibration asks for two samples per traced run: a bucket held by one run of each traced
+// run gets no row (the sim interpolates its neighbours'), and no refinement makes one or moves
+// a row on fewer residuals than that.
+TEST(HostTimeTable, ABucketWithFewerSamplesThanAskedHasNoRowAndTheSimInterpolatesThere) {
+  Samples excess;
+  for (int i = 0; i < 16; ++i) {
+    excess[{Kind::kExpert, host_time_bucket(40)}].emplace_back(40, 200e-6);
+    excess[{Kind::kExpert, host_time_bucket(200)}].emplace_back(200, 800e-6);
+  }
+  // One 101-token run in each of eight traced runs, one of them preempted.
+  for (int i = 0; i < 8; ++i) {
+    excess[{Kind::kExpert, host_time_bucket(101)}].emplace_back(101, i == 0 ? 20e-3 : 500e-6);
+  }
+  const HostTimeTable lax(excess);  // kMinSamples: the 101-token bucket makes a row
+  ASSERT_NE(lax.row(Kind::kExpert, host_time_bucket(101)), nullptr);
+  EXPECT_NEAR(lax.row(Kind::kExpert, host_time_bucket(101))->second, (20e-3 + 7 * 500e-6) / 8,
+              1e-12);
+  HostTimeTable table(excess, 16);
+  EXPECT_EQ(table.size(), 2u);
+  EXPECT_EQ(table.row(Kind::kExpert, host_time_bucket(101)), nullptr);
+  ASSERT_NE(table.row(Kind::kExpert, host_time_bucket(200)), nullptr);
+  // A refinement on eight residuals leaves the row where it is.
+  Samples residual;
+  for (int i = 0; i < 8; ++i)
+    residual[{Kind::kExpert, host_time_bucket(200)}].emplace_back(200, 1e-3);
+  EXPECT_EQ(table.refine(residual), 0.0);
+  EXPECT_NEAR(table.row(Kind::kExpert, host_time_bucket(200))->second, 800e-6, 1e-12);
+  // Read back, the 101-token run gets the interpolation of the 40- and 200-token rows.
+  const std::filesystem::path path = muflow::testing::scratch_path("host-time-sparse.csv");
+  {
+    std::ofstream out(path);
+    out << "# muflow calibrate: cpu backend\n"
+           "# kind=cpu hidden=16 ffn=128 heads=2 kv_heads=1 head_dim=8 experts=4 topk=2 "
+           "vocab=64 gated=1 dtype=f32 threads=1 concurrent=1\n"
+           "op,tokens,context,width,seconds\n"
+           "attention,1,1,0,0.0001\nattention,4,1,0,0.00012\nattention,4,64,0,0.0002\n"
+           "prefill,8,8,0,0.0003\n"
+           "prefill,32,32,0,0.0009\nexpert,1,0,128,0.0001\nexpert,16,0,128,0.0004\n"
+           "lm_head,1,0,0,0.0001\nlm_head,16,0,0,0.0002\nstage_overhead,0,0,0,0.000005\n"
+        << table.rows();
+  }
+  absl::StatusOr<MeasuredKernels> read = MeasuredKernels::read_csv(path.string());
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_NEAR(read->host_seconds(Kind::kExpert, 101), 200e-6 + 600e-6 * 61.0 / 160.0, 1e-12);
+  std::filesystem::remove(path);
+}
+
 TEST(HostTimeTable, ARefinementMovesEachRowByItsResidualAndReportsTheLargestMove) {
   Samples excess;
   for (int i = 0; i < 5; ++i) {
