@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "scratch_path.hpp"
 
 namespace muflow::kernels::sim {
@@ -19,6 +20,26 @@ namespace {
 
 using Kind = MeasuredKernels::RunKind;
 using Samples = HostTimeTable::Samples;
+
+// `table`'s rows after a small kernel table, written to a scratch CSV and read back by
+// MeasuredKernels as the sim reads a calibration.
+absl::StatusOr<MeasuredKernels> read_back(const HostTimeTable& table, const std::string& name) {
+  const std::filesystem::path path = muflow::testing::scratch_path(name);
+  {
+    std::ofstream out(path);
+    out << "# kind=cpu hidden=64 ffn=128 heads=4 kv_heads=2 head_dim=16 experts=4 topk=2 "
+           "vocab=64 gated=1 dtype=f32 threads=1 concurrent=1\n"
+           "op,tokens,context,width,seconds\n"
+           "attention,1,1,0,0.0001\nattention,4,1,0,0.00012\nattention,4,64,0,0.0002\n"
+           "prefill,8,8,0,0.0003\n"
+           "prefill,32,32,0,0.0009\nexpert,1,0,128,0.0001\nexpert,16,0,128,0.0004\n"
+           "lm_head,1,0,0,0.0001\nlm_head,16,0,0,0.0002\nstage_overhead,0,0,0,0.000005\n"
+        << table.rows();
+  }
+  absl::StatusOr<MeasuredKernels> read = MeasuredKernels::read_csv(path.string());
+  std::filesystem::remove(path);
+  return read;
+}
 
 TEST(HostTimeTable, EachDecodeSizeHasItsOwnBucketThenOnePerPowerOfTwo) {
   for (int64_t n = 1; n <= 8; ++n) EXPECT_EQ(host_time_bucket(n), n);
@@ -102,23 +123,9 @@ TEST(HostTimeTable, ABucketWithFewerSamplesThanAskedHasNoRowAndTheSimInterpolate
   EXPECT_EQ(table.refine(residual), 0.0);
   EXPECT_NEAR(table.row(Kind::kExpert, host_time_bucket(200))->second, 800e-6, 1e-12);
   // Read back, the 101-token run gets the interpolation of the 40- and 200-token rows.
-  const std::filesystem::path path = muflow::testing::scratch_path("host-time-sparse.csv");
-  {
-    std::ofstream out(path);
-    out << "# muflow calibrate: cpu backend\n"
-           "# kind=cpu hidden=16 ffn=128 heads=2 kv_heads=1 head_dim=8 experts=4 topk=2 "
-           "vocab=64 gated=1 dtype=f32 threads=1 concurrent=1\n"
-           "op,tokens,context,width,seconds\n"
-           "attention,1,1,0,0.0001\nattention,4,1,0,0.00012\nattention,4,64,0,0.0002\n"
-           "prefill,8,8,0,0.0003\n"
-           "prefill,32,32,0,0.0009\nexpert,1,0,128,0.0001\nexpert,16,0,128,0.0004\n"
-           "lm_head,1,0,0,0.0001\nlm_head,16,0,0,0.0002\nstage_overhead,0,0,0,0.000005\n"
-        << table.rows();
-  }
-  absl::StatusOr<MeasuredKernels> read = MeasuredKernels::read_csv(path.string());
+  absl::StatusOr<MeasuredKernels> read = read_back(table, "host-time-sparse.csv");
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_NEAR(read->host_seconds(Kind::kExpert, 101), 200e-6 + 600e-6 * 61.0 / 160.0, 1e-12);
-  std::filesystem::remove(path);
 }
 
 TEST(HostTimeTable, ARefinementMovesEachRowByItsResidualAndReportsTheLargestMove) {
@@ -160,25 +167,12 @@ TEST(HostTimeTable, ItsRowsAreReadBackAsWritten) {
     excess[{Kind::kAttention, 1}].emplace_back(1, -40e-6);
   }
   const HostTimeTable table(excess);
-  const std::filesystem::path path = muflow::testing::scratch_path("host-time-table.csv");
-  {
-    std::ofstream out(path);
-    out << "# kind=cpu hidden=64 ffn=128 heads=4 kv_heads=2 head_dim=16 experts=4 topk=2 "
-           "vocab=64 gated=1 dtype=f32 threads=1 concurrent=1\n"
-           "op,tokens,context,width,seconds\n"
-           "attention,1,1,0,0.0001\nattention,4,1,0,0.00012\nattention,4,64,0,0.0002\n"
-           "prefill,8,8,0,0.0003\n"
-           "prefill,32,32,0,0.0009\nexpert,1,0,128,0.0001\nexpert,16,0,128,0.0004\n"
-           "lm_head,1,0,0,0.0001\nlm_head,16,0,0,0.0002\nstage_overhead,0,0,0,0.000005\n"
-        << table.rows();
-  }
-  absl::StatusOr<MeasuredKernels> read = MeasuredKernels::read_csv(path.string());
+  absl::StatusOr<MeasuredKernels> read = read_back(table, "host-time-table.csv");
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_NEAR(read->host_seconds(Kind::kExpert, 3), 25e-6, 1e-12);
   EXPECT_NEAR(read->host_seconds(Kind::kExpert, 100), 80e-6, 1e-12);
   EXPECT_NEAR(read->host_seconds(Kind::kDispatch, 12), 45e-6, 1e-12);
   EXPECT_NEAR(read->host_seconds(Kind::kAttention, 1), -40e-6, 1e-12);
-  std::filesystem::remove(path);
 }
 
 // The runs' spread is the root mean square deviation of log(measured / modeled) from each
