@@ -729,7 +729,7 @@ absl::StatusOr<HostTimes> measure_host_times(
       "the kernel rows alone %.3f ms",
       measured_itl_ms, itl_ms));
   // A row needs two samples per traced run: a bucket with fewer holds one run of the closed
-  // batch eight times over (the same sizes each run: sync's 65–127-token expert bucket is one
+  // batch eight times over (the same sizes each run: sync's 64–127-token expert bucket is one
   // 101-token run). Its row moved from -1.2 to +3.6 ms over seven calibrations on the 2-core
   // AVX2 VM (the bucket's kernel row plus host row: 8.3–11.2 ms), and the 3.6 ms one put
   // the predicted TTFT of sync at 16 requests/s 33 % high; the neighbours' rows interpolate
