@@ -70,7 +70,7 @@ std::vector<double> seconds_of(const std::vector<std::pair<int64_t, double>>& sa
 }  // namespace
 
 HostTimeTable::HostTimeTable(const Samples& excess, size_t min_samples)
-    : min_samples_(min_samples > 0 ? min_samples : kMinSamples) {
+    : min_samples_(std::max<size_t>(1, min_samples)) {  // trimmed_mean needs a sample
   for (const auto& [key, samples] : excess) {
     if (samples.size() < min_samples_) continue;
     std::vector<double> sizes;

@@ -78,11 +78,12 @@ class HostTimeTable {
   using Kind = MeasuredKernels::RunKind;
   /// Samples by (kind, host_time_bucket): (tokens or rows, seconds measured minus modeled).
   using Samples = std::map<std::pair<Kind, int>, std::vector<std::pair<int64_t, double>>>;
-  /// Fewest samples that make a row (or move one) unless the constructor is given more.
+  /// Fewest samples that make a row (or move one) unless the constructor is given another
+  /// count; also the fewest that make a bucket of run_spread_of.
   static constexpr size_t kMinSamples = 5;
 
   /// Round 0, from the excess over the kernel rows alone: one row per (kind, bucket) with at
-  /// least `min_samples` (>= 1; kMinSamples when 0) samples, at the bucket's median size, of
+  /// least `min_samples` samples (0 is taken as 1), at the bucket's median size, of
   /// the samples' trimmed mean (clamped at 0 unless host_time_signed). A bucket with fewer has
   /// no row, so the sim interpolates its neighbours' rows there (measured_kernels.hpp).
   /// Calibration asks for two samples per traced run (actors/calibration.cpp): its traced runs

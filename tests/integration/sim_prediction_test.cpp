@@ -44,9 +44,9 @@ TEST(SimPrediction, CalibratedSimPredictsTheCpuBackend) {
   const std::filesystem::path kernels = muflow::testing::scratch_path("cpu-kernels.csv");
   const std::filesystem::path routing = muflow::testing::scratch_path("routing.csv");
   // Hidden 256 and FFN 512, not 128 and 256: at that size a decode step (0.5–1.3 ms) was mostly
-  // host time, calibrate's traced runs paid the trace's own cost in it (up to a third) while
-  // the measured runs record none, and the measured runs fell into two modes from one process
-  // to the next (0.5–0.8 or 1.2–1.3 ms), so the ITL ratio ranged 0.82–2.63 over 35 runs on the
+  // host time, calibrate's traced runs paid the trace's own cost in it while the measured runs
+  // record none (the same measured runs with a trace: 0.97–1.63 ms), and the measured runs fell
+  // into two modes from one process to the next (0.5–0.8 or 1.2–1.3 ms), so the ITL ratio ranged 0.82–2.63 over 35 runs on the
   // 2-core AVX2 VM and failed the bound in four; at this size 0.81–1.48 over 14 (3–5 ms steps).
   Topology cpu = calibration_topology("sync", 256, 512);
   const ModelConfig c = *cpu.model.synthetic;

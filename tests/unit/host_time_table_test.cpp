@@ -112,6 +112,8 @@ TEST(HostTimeTable, ABucketWithFewerSamplesThanAskedHasNoRowAndTheSimInterpolate
   ASSERT_NE(lax.row(Kind::kExpert, host_time_bucket(101)), nullptr);
   EXPECT_NEAR(lax.row(Kind::kExpert, host_time_bucket(101))->second, (20e-3 + 7 * 500e-6) / 8,
               1e-12);
+  // 0 is taken as 1: every bucket with a sample makes a row.
+  EXPECT_EQ(HostTimeTable(excess, 0).size(), 3u);
   HostTimeTable table(excess, 16);
   EXPECT_EQ(table.size(), 2u);
   EXPECT_EQ(table.row(Kind::kExpert, host_time_bucket(101)), nullptr);
