@@ -233,13 +233,11 @@ MUFLOW_TARGET_AVX2 void attention_avx2(const float* q, const float* k_cache, con
   }
 }
 
-}  // namespace
-
-// Hardware FMA and roundss where the CPU has them (x86-64-v3: AVX2, FMA); std::fma and
-// std::nearbyint are otherwise library calls. Same bits either way.
-__attribute__((target_clones("arch=x86-64-v3", "default"))) void gqa_attention_generic(
-    const float* q, const float* k_cache, const float* v_cache, int64_t ctx_len, int64_t num_heads,
-    int64_t num_kv_heads, int64_t head_dim, float* out) {
+// The scalar form, one lane at a time; compiled twice below.
+[[gnu::always_inline]] inline void attention_scalar(const float* q, const float* k_cache,
+                                                    const float* v_cache, int64_t ctx_len,
+                                                    int64_t num_heads, int64_t num_kv_heads,
+                                                    int64_t head_dim, float* out) {
   check_sizes(ctx_len, num_heads, num_kv_heads, head_dim);
   const int64_t group = num_heads / num_kv_heads;
   const int64_t kv_stride = num_kv_heads * head_dim;
@@ -273,6 +271,35 @@ __attribute__((target_clones("arch=x86-64-v3", "default"))) void gqa_attention_g
         out_head[d] = std::fma(scores[t], v_row[d], out_head[d]);
     }
     for (int64_t d = 0; d < head_dim; ++d) out_head[d] *= inv_denominator;
+  }
+}
+
+// std::fma and fast_exp's std::nearbyint as instructions (vfmadd, roundss).
+MUFLOW_TARGET_AVX2 void attention_scalar_fma(const float* q, const float* k_cache,
+                                             const float* v_cache, int64_t ctx_len,
+                                             int64_t num_heads, int64_t num_kv_heads,
+                                             int64_t head_dim, float* out) {
+  attention_scalar(q, k_cache, v_cache, ctx_len, num_heads, num_kv_heads, head_dim, out);
+}
+
+// The same as library calls (baseline x86-64 has neither instruction).
+void attention_scalar_baseline(const float* q, const float* k_cache, const float* v_cache,
+                               int64_t ctx_len, int64_t num_heads, int64_t num_kv_heads,
+                               int64_t head_dim, float* out) {
+  attention_scalar(q, k_cache, v_cache, ctx_len, num_heads, num_kv_heads, head_dim, out);
+}
+
+}  // namespace
+
+// Hardware FMA and rounding where the CPU has them, the same bits either way; chosen by a
+// CPUID test rather than an ifunc (see swiglu_row in expert_ffn.cpp).
+void gqa_attention_generic(const float* q, const float* k_cache, const float* v_cache,
+                           int64_t ctx_len, int64_t num_heads, int64_t num_kv_heads,
+                           int64_t head_dim, float* out) {
+  if (cpu_has_avx2_fma()) {
+    attention_scalar_fma(q, k_cache, v_cache, ctx_len, num_heads, num_kv_heads, head_dim, out);
+  } else {
+    attention_scalar_baseline(q, k_cache, v_cache, ctx_len, num_heads, num_kv_heads, head_dim, out);
   }
 }
 

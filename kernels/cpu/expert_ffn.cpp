@@ -138,13 +138,33 @@ MUFLOW_TARGET_AVX2 void swiglu_row_avx2(const float* gate, const float* up, int6
   }
 }
 
-// Hardware FMA and roundss where the CPU has them (x86-64-v3), library calls otherwise; same
-// bits either way.
-__attribute__((target_clones("arch=x86-64-v3", "default"))) void swiglu_row(const float* gate,
-                                                                            const float* up,
-                                                                            int64_t ffn,
-                                                                            float* out) {
+// One element at a time; compiled twice below.
+[[gnu::always_inline]] inline void swiglu_row_scalar(const float* gate, const float* up,
+                                                     int64_t ffn, float* out) {
   for (int64_t j = 0; j < ffn; ++j) out[j] = (gate[j] / (1.0f + fast_exp(-gate[j]))) * up[j];
+}
+
+// fast_exp's std::fma and std::nearbyint as instructions (vfmadd, roundss).
+MUFLOW_TARGET_AVX2 void swiglu_row_scalar_fma(const float* gate, const float* up, int64_t ffn,
+                                              float* out) {
+  swiglu_row_scalar(gate, up, ffn, out);
+}
+
+// The same as library calls (baseline x86-64 has neither instruction).
+void swiglu_row_scalar_baseline(const float* gate, const float* up, int64_t ffn, float* out) {
+  swiglu_row_scalar(gate, up, ffn, out);
+}
+
+// The scalar form with hardware FMA and rounding where the CPU has them; the same bits either
+// way. Chosen by a CPUID test, not an ifunc (`target_clones`): an ifunc resolver runs while the
+// dynamic loader relocates, before the sanitizers' runtime is up, and crashed the ASan build's
+// api_test once it was linked with lld.
+void swiglu_row(const float* gate, const float* up, int64_t ffn, float* out) {
+  if (cpu_has_avx2_fma()) {
+    swiglu_row_scalar_fma(gate, up, ffn, out);
+  } else {
+    swiglu_row_scalar_baseline(gate, up, ffn, out);
+  }
 }
 
 }  // namespace
