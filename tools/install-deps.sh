@@ -6,6 +6,7 @@ SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 PKGS=(
   build-essential cmake ninja-build pkg-config git
+  lld                              # linker: ~4x faster than GNU ld on the ~110 test executables
   libcaf-dev                       # actors (CAF 0.17; caf_io: the cluster control plane)
   libucx-dev ucx-utils             # data plane between processes (transport/cluster)
   libssl-dev                       # cluster secret: HMAC-SHA256 challenge-response, nonces
