@@ -8,6 +8,12 @@
 # output throughput, TTFT and ITL (means) as a Markdown table. Rows are written to
 # $OUT/prediction.csv as each wiring finishes.
 #
+# The machine's speed drifts while a round runs (the 2-core VMs: ±10 % between minutes, which
+# queueing near saturation turns into 20-30 % of TTFT), so by default each wiring is calibrated
+# twice, before and after its timed runs, and the prediction is the median of the sim runs with
+# either calibration: the two bracket the measurement in time. The table also gives the TTFT
+# predicted from each calibration alone, so a drift shows as their gap.
+#
 # With BACKEND=cuda (issue #20 item 4) the same on a GPU: `muflow calibrate --backend cuda`,
 # the topology on the cuda backend (default bench/topologies/predict-synthetic-1gpu.toml), and
 # the sim with the GPU's kind (the CSV's `# kind=`, e.g. H200) twice: with the measured
@@ -23,7 +29,9 @@
 #      and ~440 tok/s; its default defragging scheduler keeps them within ~8 %; default 5),
 #      SEEDS (the sim's `[cost] spread_seed`s: one sim run each, the median kept and the lowest
 #      and highest throughput shown, since the calibrated run spread makes a prediction a
-#      distribution as the real runs are; default "1 2 3 4 5"; "0" predicts with mean run times).
+#      distribution as the real runs are; default "1 2 3 4 5"; "0" predicts with mean run times),
+#      CALIBRATE_AFTER (1: calibrate again after the timed runs, as above; 0: before only, as
+#      the rounds of bench/README.md up to stop 52 did; default 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MUFLOW="${MUFLOW:-build/release/tools/muflow}"
@@ -35,6 +43,11 @@ case "$BACKEND" in
   *) echo "sim_prediction.sh: BACKEND must be cpu or cuda" >&2; exit 2 ;;
 esac
 REPEATS="${REPEATS:-5}"
+CALIBRATE_AFTER="${CALIBRATE_AFTER:-1}"
+case "$CALIBRATE_AFTER" in
+  0|1) ;;
+  *) echo "sim_prediction.sh: CALIBRATE_AFTER must be 0 or 1; got '$CALIBRATE_AFTER'" >&2; exit 2 ;;
+esac
 read -r -a SEEDS <<< "${SEEDS:-1 2 3 4 5}"
 for seed in "${SEEDS[@]}"; do
   [[ "$seed" =~ ^[0-9]+$ ]] || { echo "sim_prediction.sh: SEEDS must be non-negative integers; got '$seed'" >&2; exit 2; }
@@ -59,11 +72,24 @@ summarize() {
     "$(awk '{print $1}' <<< "$t" | sort -g | tail -1)"
 }
 
-echo "wiring,measured_tok_s,predicted_tok_s,measured_ttft_ms,predicted_ttft_ms,measured_itl_ms,predicted_itl_ms,roofline_tok_s,roofline_ttft_ms,roofline_itl_ms,measured_tok_s_min,measured_tok_s_max,predicted_tok_s_min,predicted_tok_s_max" > "$OUT/prediction.csv"
+# predict NAME KERNELS: the sim ($sim with [cost] kernels = KERNELS) once per seed; writes
+# one "tok/s ttft itl" line per seed to $OUT/$w-sim-NAME.txt.
+predict() {
+  local seed
+  : > "$OUT/$w-sim-$1.txt"
+  for seed in "${SEEDS[@]}"; do
+    sed -e "s|^kernels = .*|kernels = \"$2\"\nspread_seed = $seed|" "$sim" > "$OUT/$w-sim-$1-$seed.toml"
+    "$MUFLOW" run "$OUT/$w-sim-$1-$seed.toml" --no-trace --quiet > "$OUT/$w-sim-$1-$seed.log" 2>&1
+    metrics "$OUT/$w-sim-$1-$seed.log" >> "$OUT/$w-sim-$1.txt"
+  done
+}
+
+echo "wiring,measured_tok_s,predicted_tok_s,measured_ttft_ms,predicted_ttft_ms,measured_itl_ms,predicted_itl_ms,roofline_tok_s,roofline_ttft_ms,roofline_itl_ms,measured_tok_s_min,measured_tok_s_max,predicted_tok_s_min,predicted_tok_s_max,predicted_ttft_ms_before,predicted_ttft_ms_after" > "$OUT/prediction.csv"
 for w in "${WIRINGS[@]}"; do
   cpu="$OUT/$w-$BACKEND.toml"; sim="$OUT/$w-sim.toml"; routing="$(realpath -m "$OUT/$w-routing.csv")"
   sed -e "s/^wiring = .*/wiring = \"$w\"/" "$TOPOLOGY" > "$cpu"
   KERNELS="$(realpath -m "$OUT/$w-$BACKEND-kernels.csv")"
+  KERNELS_AFTER="$(realpath -m "$OUT/$w-$BACKEND-kernels-after.csv")"
   "$MUFLOW" calibrate "$cpu" --backend "$BACKEND" -o "$KERNELS" --repeats 9
   KIND="$(sed -n 's/^# kind=\([^ ]*\).*/\1/p' "$KERNELS" | head -1)"
   # The routing the sim replays, from a run of its own: recording costs the measured runs
@@ -78,6 +104,9 @@ for w in "${WIRINGS[@]}"; do
     rows+=("$(metrics "$OUT/$w-cpu-$r.log")")
   done
   read -r m_tok m_ttft m_itl m_tok_min m_tok_max <<< "$(summarize "${rows[@]}")"
+  if [ "$CALIBRATE_AFTER" = 1 ]; then
+    "$MUFLOW" calibrate "$cpu" --backend "$BACKEND" -o "$KERNELS_AFTER" --repeats 9
+  fi
   sed -e 's/^backend = "\(cpu\|cuda\)"/backend = "sim"/' -e '/^threads_per_device/d' \
       -e "s/^kind = \"\(cpu\|cuda\)\"/kind = \"$KIND\"/" "$cpu" > "$sim"
   cat >> "$sim" << TOML
@@ -94,13 +123,17 @@ activation_bytes = 4
 [cost]
 kernels = "$KERNELS"
 TOML
-  preds=()
-  for seed in "${SEEDS[@]}"; do
-    sed -e "s/^kernels = .*/&\nspread_seed = $seed/" "$sim" > "$OUT/$w-sim-$seed.toml"
-    "$MUFLOW" run "$OUT/$w-sim-$seed.toml" --no-trace --quiet > "$OUT/$w-sim-$seed.log" 2>&1
-    preds+=("$(metrics "$OUT/$w-sim-$seed.log")")
-  done
-  read -r p_tok p_ttft p_itl p_tok_min p_tok_max <<< "$(summarize "${preds[@]}")"
+  predict before "$KERNELS"
+  mapfile -t before < "$OUT/$w-sim-before.txt"
+  after=()
+  if [ "$CALIBRATE_AFTER" = 1 ]; then
+    predict after "$KERNELS_AFTER"
+    mapfile -t after < "$OUT/$w-sim-after.txt"
+  fi
+  read -r p_tok p_ttft p_itl p_tok_min p_tok_max <<< "$(summarize "${before[@]}" "${after[@]}")"
+  p_ttft_before="$(summarize "${before[@]}" | awk '{print $2}')"
+  p_ttft_after=""
+  if [ "$CALIBRATE_AFTER" = 1 ]; then p_ttft_after="$(summarize "${after[@]}" | awk '{print $2}')"; fi
   # Without calibration: the kind's roofline (the same routing and links, no [cost] table).
   r_tok=""; r_ttft=""; r_itl=""
   if [ "$BACKEND" = cuda ]; then
@@ -108,13 +141,15 @@ TOML
     "$MUFLOW" run "$OUT/$w-roofline.toml" --no-trace --quiet > "$OUT/$w-roofline.log" 2>&1
     read -r r_tok r_ttft r_itl <<< "$(metrics "$OUT/$w-roofline.log")"
   fi
-  echo "$w,$m_tok,$p_tok,$m_ttft,$p_ttft,$m_itl,$p_itl,$r_tok,$r_ttft,$r_itl,$m_tok_min,$m_tok_max,$p_tok_min,$p_tok_max" >> "$OUT/prediction.csv"
+  echo "$w,$m_tok,$p_tok,$m_ttft,$p_ttft,$m_itl,$p_itl,$r_tok,$r_ttft,$r_itl,$m_tok_min,$m_tok_max,$p_tok_min,$p_tok_max,$p_ttft_before,$p_ttft_after" >> "$OUT/prediction.csv"
 done
 
-echo "| wiring | tok/s measured (lowest–highest) | predicted (lowest–highest) | ratio | TTFT ms measured | predicted | ratio | ITL ms measured | predicted | ratio |"
+echo "| wiring | tok/s measured (lowest–highest) | predicted (lowest–highest) | ratio | TTFT ms measured | predicted (before / after) | ratio | ITL ms measured | predicted | ratio |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
-tail -n +2 "$OUT/prediction.csv" | awk -F, '{printf "| %s | %.1f (%.0f–%.0f) | %.1f (%.0f–%.0f) | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n",
-  $1, $2, $11, $12, $3, $13, $14, $3 / $2, $4, $5, $5 / $4, $6, $7, $7 / $6}'
+tail -n +2 "$OUT/prediction.csv" | awk -F, '{
+  split_ttft = $16 == "" ? "" : sprintf(" (%.0f / %.0f)", $15, $16)
+  printf "| %s | %.1f (%.0f–%.0f) | %.1f (%.0f–%.0f) | %.2f | %.2f | %.2f%s | %.2f | %.2f | %.2f | %.2f |\n",
+    $1, $2, $11, $12, $3, $13, $14, $3 / $2, $4, $5, split_ttft, $5 / $4, $6, $7, $7 / $6}'
 if [ "$BACKEND" = cuda ]; then
   echo
   echo "Without calibration ($KIND roofline):"
