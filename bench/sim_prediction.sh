@@ -10,9 +10,10 @@
 #
 # The machine's speed drifts while a round runs (the 2-core VMs: ±10 % between minutes, which
 # queueing near saturation turns into 20-30 % of TTFT), so by default each wiring is calibrated
-# twice, before and after its timed runs, and the prediction is the median of the sim runs with
-# either calibration: the two bracket the measurement in time. The table also gives the TTFT
-# predicted from each calibration alone, so a drift shows as their gap.
+# twice, before and after its timed runs, and the prediction is the mean of the two
+# calibrations' predictions (each the median over SEEDS): the two bracket the measurement in
+# time. The table also gives the TTFT predicted from each calibration alone, so a drift shows
+# as their gap.
 #
 # With BACKEND=cuda (issue #20 item 4) the same on a GPU: `muflow calibrate --backend cuda`,
 # the topology on the cuda backend (default bench/topologies/predict-synthetic-1gpu.toml), and
@@ -130,10 +131,17 @@ TOML
     predict after "$KERNELS_AFTER"
     mapfile -t after < "$OUT/$w-sim-after.txt"
   fi
-  read -r p_tok p_ttft p_itl p_tok_min p_tok_max <<< "$(summarize "${before[@]}" "${after[@]}")"
-  p_ttft_before="$(summarize "${before[@]}" | awk '{print $2}')"
-  p_ttft_after=""
-  if [ "$CALIBRATE_AFTER" = 1 ]; then p_ttft_after="$(summarize "${after[@]}" | awk '{print $2}')"; fi
+  # Each calibration's medians over the seeds; the prediction is their mean (the measurement
+  # lies between the two calibrations in time), the lowest and highest over both.
+  read -r p_tok p_ttft p_itl _ _ <<< "$(summarize "${before[@]}")"
+  p_ttft_before="$p_ttft"; p_ttft_after=""
+  if [ "$CALIBRATE_AFTER" = 1 ]; then
+    read -r a_tok a_ttft a_itl _ _ <<< "$(summarize "${after[@]}")"
+    p_ttft_after="$a_ttft"
+    read -r p_tok p_ttft p_itl <<< "$(awk -v a="$p_tok $p_ttft $p_itl" -v b="$a_tok $a_ttft $a_itl" \
+      'BEGIN {split(a, x, " "); split(b, y, " "); print (x[1] + y[1]) / 2, (x[2] + y[2]) / 2, (x[3] + y[3]) / 2}')"
+  fi
+  read -r _ _ _ p_tok_min p_tok_max <<< "$(summarize "${before[@]}" "${after[@]}")"
   # Without calibration: the kind's roofline (the same routing and links, no [cost] table).
   r_tok=""; r_ttft=""; r_itl=""
   if [ "$BACKEND" = cuda ]; then
