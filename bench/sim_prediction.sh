@@ -8,12 +8,14 @@
 # output throughput, TTFT and ITL (means) as a Markdown table. Rows are written to
 # $OUT/prediction.csv as each wiring finishes.
 #
-# The machine's speed drifts while a round runs (the 2-core VMs: ±10 % between minutes, which
-# queueing near saturation turns into 20-30 % of TTFT), so by default each wiring is calibrated
-# twice, before and after its timed runs, and the prediction is the mean of the two
-# calibrations' predictions (each the median over SEEDS): the two bracket the measurement in
-# time. The table also gives the TTFT predicted from each calibration alone, so a drift shows
-# as their gap.
+# The machine's speed moves while a round runs: on the 2-core VMs a wiring's two calibrations
+# two minutes apart saw its traced runs' inter-token latency differ by up to 24 %, and slow
+# spells of tens of seconds come and go; near saturation TTFT magnifies either two to three
+# times. So the timed runs go wiring after wiring in turns (a slow spell takes one run of
+# several wirings, not most of one wiring's), and by default each wiring is calibrated twice,
+# before all timed runs and after them: the prediction is the mean of the two calibrations'
+# predictions (each the median over SEEDS). The table gives the TTFT each calibration alone
+# predicts, so a move of the machine's speed shows as their gap.
 #
 # With BACKEND=cuda (issue #20 item 4) the same on a GPU: `muflow calibrate --backend cuda`,
 # the topology on the cuda backend (default bench/topologies/predict-synthetic-1gpu.toml), and
@@ -86,24 +88,32 @@ predict() {
 }
 
 echo "wiring,measured_tok_s,predicted_tok_s,measured_ttft_ms,predicted_ttft_ms,measured_itl_ms,predicted_itl_ms,roofline_tok_s,roofline_ttft_ms,roofline_itl_ms,measured_tok_s_min,measured_tok_s_max,predicted_tok_s_min,predicted_tok_s_max,predicted_ttft_ms_before,predicted_ttft_ms_after" > "$OUT/prediction.csv"
+# Every wiring's first calibration and routing record, then the timed runs wiring after wiring
+# in turns (a slow spell of the VM, tens of seconds, then takes one run of several wirings
+# rather than most runs of one), then each wiring's second calibration and its predictions.
 for w in "${WIRINGS[@]}"; do
-  cpu="$OUT/$w-$BACKEND.toml"; sim="$OUT/$w-sim.toml"; routing="$(realpath -m "$OUT/$w-routing.csv")"
+  cpu="$OUT/$w-$BACKEND.toml"; routing="$(realpath -m "$OUT/$w-routing.csv")"
   sed -e "s/^wiring = .*/wiring = \"$w\"/" "$TOPOLOGY" > "$cpu"
-  KERNELS="$(realpath -m "$OUT/$w-$BACKEND-kernels.csv")"
-  KERNELS_AFTER="$(realpath -m "$OUT/$w-$BACKEND-kernels-after.csv")"
-  "$MUFLOW" calibrate "$cpu" --backend "$BACKEND" -o "$KERNELS" --repeats 9
-  KIND="$(sed -n 's/^# kind=\([^ ]*\).*/\1/p' "$KERNELS" | head -1)"
+  "$MUFLOW" calibrate "$cpu" --backend "$BACKEND" -o "$(realpath -m "$OUT/$w-$BACKEND-kernels.csv")" --repeats 9
   # The routing the sim replays, from a run of its own: recording costs the measured runs
   # host time (every token's choices per block, inside the attention runs: 4-6 % of TTFT on
   # the 2-core VM, bench/README.md stop 50) that the sim is not asked to predict. Decoding is
   # deterministic (greedy, or sampling keyed by seed, request and position) and the wiring
   # never changes a token, so the timed runs route every token the same way.
   "$MUFLOW" run "$cpu" --no-trace --quiet --record-routing "$routing" > "$OUT/$w-cpu-routing.log" 2>&1
-  rows=()
-  for r in $(seq "$REPEATS"); do
-    "$MUFLOW" run "$cpu" --no-trace --quiet > "$OUT/$w-cpu-$r.log" 2>&1
-    rows+=("$(metrics "$OUT/$w-cpu-$r.log")")
+done
+for r in $(seq "$REPEATS"); do
+  for w in "${WIRINGS[@]}"; do
+    "$MUFLOW" run "$OUT/$w-$BACKEND.toml" --no-trace --quiet > "$OUT/$w-cpu-$r.log" 2>&1
   done
+done
+for w in "${WIRINGS[@]}"; do
+  cpu="$OUT/$w-$BACKEND.toml"; sim="$OUT/$w-sim.toml"; routing="$(realpath -m "$OUT/$w-routing.csv")"
+  KERNELS="$(realpath -m "$OUT/$w-$BACKEND-kernels.csv")"
+  KERNELS_AFTER="$(realpath -m "$OUT/$w-$BACKEND-kernels-after.csv")"
+  KIND="$(sed -n 's/^# kind=\([^ ]*\).*/\1/p' "$KERNELS" | head -1)"
+  rows=()
+  for r in $(seq "$REPEATS"); do rows+=("$(metrics "$OUT/$w-cpu-$r.log")"); done
   read -r m_tok m_ttft m_itl m_tok_min m_tok_max <<< "$(summarize "${rows[@]}")"
   if [ "$CALIBRATE_AFTER" = 1 ]; then
     "$MUFLOW" calibrate "$cpu" --backend "$BACKEND" -o "$KERNELS_AFTER" --repeats 9
