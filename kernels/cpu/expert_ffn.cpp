@@ -156,9 +156,9 @@ void swiglu_row_scalar_baseline(const float* gate, const float* up, int64_t ffn,
 }
 
 // The scalar form with hardware FMA and rounding where the CPU has them; the same bits either
-// way. Chosen by a CPUID test, not an ifunc (`target_clones`): an ifunc resolver runs while the
-// dynamic loader relocates, before the sanitizers' runtime is up, and crashed the ASan build's
-// api_test once it was linked with lld.
+// way. Chosen by a CPUID test, not an ifunc (`target_clones`): an ifunc resolver runs inside
+// the dynamic loader's relocation pass, and there, before main, the ASan build's api_test
+// (libmuflow.so beside the static kernels) crashed once it was linked with lld.
 void swiglu_row(const float* gate, const float* up, int64_t ffn, float* out) {
   if (cpu_has_avx2_fma()) {
     swiglu_row_scalar_fma(gate, up, ffn, out);
