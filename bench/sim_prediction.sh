@@ -5,8 +5,9 @@
 # run), runs the topology on the cpu backend (once recording its routing, then REPEATS timed
 # runs without) and the same topology in the sim (backend "sim", device kind "cpu", the
 # measured kernels, the recorded routing, in-process links), and prints predicted vs measured
-# output throughput, TTFT and ITL (means) as a Markdown table. Rows are written to
-# $OUT/prediction.csv as each wiring finishes.
+# output throughput, TTFT and ITL (means) as a Markdown table. Each run's log is kept in $OUT
+# as it finishes, and a wiring's row is written to $OUT/prediction.csv once its second
+# calibration and sim runs are done.
 #
 # The machine's speed moves while a round runs: on the 2-core VMs a wiring's two calibrations
 # two minutes apart saw its traced runs' inter-token latency differ by up to 24 %, and slow
@@ -33,8 +34,9 @@
 #      SEEDS (the sim's `[cost] spread_seed`s: one sim run each, the median kept and the lowest
 #      and highest throughput shown, since the calibrated run spread makes a prediction a
 #      distribution as the real runs are; default "1 2 3 4 5"; "0" predicts with mean run times),
-#      CALIBRATE_AFTER (1: calibrate again after the timed runs, as above; 0: before only, as
-#      the rounds of bench/README.md up to stop 52 did; default 1).
+#      CALIBRATE_AFTER (1: calibrate again after the timed runs, as above; 0: before them only,
+#      as the rounds of bench/README.md up to stop 52 did, whose timed runs were not
+#      interleaved either; default 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MUFLOW="${MUFLOW:-build/release/tools/muflow}"
@@ -46,6 +48,7 @@ case "$BACKEND" in
   *) echo "sim_prediction.sh: BACKEND must be cpu or cuda" >&2; exit 2 ;;
 esac
 REPEATS="${REPEATS:-5}"
+[[ "$REPEATS" =~ ^[1-9][0-9]*$ ]] || { echo "sim_prediction.sh: REPEATS must be a positive integer; got '$REPEATS'" >&2; exit 2; }
 CALIBRATE_AFTER="${CALIBRATE_AFTER:-1}"
 case "$CALIBRATE_AFTER" in
   0|1) ;;
@@ -61,6 +64,11 @@ WIRINGS=("$@")
 [ -x "$MUFLOW" ] || { echo "sim_prediction.sh: $MUFLOW not built" >&2; exit 1; }
 mkdir -p "$OUT"
 
+fail() {  # fail LOG: a run failed; say which, with the end of its log, and stop
+  echo "sim_prediction.sh: a run failed; the end of $1:" >&2
+  tail -5 "$1" >&2
+  exit 1
+}
 metrics() {  # metrics LOG -> "tok/s ttft_ms itl_ms"
   awk '/output throughput/ {t=$3} /time to first token/ {f=$6} /inter-token latency/ {i=$4}
        END {print t, f, i}' "$1"
@@ -82,7 +90,8 @@ predict() {
   : > "$OUT/$w-sim-$1.txt"
   for seed in "${SEEDS[@]}"; do
     sed -e "s|^kernels = .*|kernels = \"$2\"\nspread_seed = $seed|" "$sim" > "$OUT/$w-sim-$1-$seed.toml"
-    "$MUFLOW" run "$OUT/$w-sim-$1-$seed.toml" --no-trace --quiet > "$OUT/$w-sim-$1-$seed.log" 2>&1
+    "$MUFLOW" run "$OUT/$w-sim-$1-$seed.toml" --no-trace --quiet > "$OUT/$w-sim-$1-$seed.log" 2>&1 ||
+      fail "$OUT/$w-sim-$1-$seed.log"
     metrics "$OUT/$w-sim-$1-$seed.log" >> "$OUT/$w-sim-$1.txt"
   done
 }
@@ -100,11 +109,13 @@ for w in "${WIRINGS[@]}"; do
   # the 2-core VM, bench/README.md stop 50) that the sim is not asked to predict. Decoding is
   # deterministic (greedy, or sampling keyed by seed, request and position) and the wiring
   # never changes a token, so the timed runs route every token the same way.
-  "$MUFLOW" run "$cpu" --no-trace --quiet --record-routing "$routing" > "$OUT/$w-cpu-routing.log" 2>&1
+  "$MUFLOW" run "$cpu" --no-trace --quiet --record-routing "$routing" > "$OUT/$w-cpu-routing.log" 2>&1 ||
+    fail "$OUT/$w-cpu-routing.log"
 done
 for r in $(seq "$REPEATS"); do
   for w in "${WIRINGS[@]}"; do
-    "$MUFLOW" run "$OUT/$w-$BACKEND.toml" --no-trace --quiet > "$OUT/$w-cpu-$r.log" 2>&1
+    "$MUFLOW" run "$OUT/$w-$BACKEND.toml" --no-trace --quiet > "$OUT/$w-cpu-$r.log" 2>&1 ||
+      fail "$OUT/$w-cpu-$r.log"
   done
 done
 for w in "${WIRINGS[@]}"; do
