@@ -23,6 +23,7 @@
 #include "actors/server.hpp"
 #include "engine/exec/executor.hpp"
 #include "engine/serving/kv_cache.hpp"
+#include "engine/trace/trace.hpp"
 #include "engine/trace/trace_reader.hpp"
 #include "kernels/sim/host_time_table.hpp"
 #include "kernels/sim/measured_kernels.hpp"
@@ -338,11 +339,14 @@ Topology replay_in_sim(const Topology& cpu, const ModelConfig& config, const fs:
   return sim;
 }
 
-/// Serves `requests` on `topology` to the end. Errors: the server's, or the run's.
+/// Serves `requests` on `topology` to the end; `keep_trace`: the outcome holds the run's
+/// trace (Server::set_keep_trace). Errors: the server's, or the run's.
 absl::StatusOr<RunOutcome> run_to_end(const Topology& topology,
-                                      const std::vector<engine::serving::Request>& requests) {
+                                      const std::vector<engine::serving::Request>& requests,
+                                      bool keep_trace = false) {
   absl::StatusOr<std::unique_ptr<Server>> server = Server::create(topology);
   if (!server.ok()) return server.status();
+  (*server)->set_keep_trace(keep_trace);
   absl::StatusOr<RunOutcome> out = (*server)->run(requests);
   if (!out.ok()) return out.status();
   if (!out->status.ok()) return out->status;
@@ -435,9 +439,10 @@ struct Barriers {
 /// end to the second's start.
 using Handoffs = std::map<std::tuple<int64_t, int64_t, int64_t, std::string, std::string>, double>;
 
-/// What calibration reads of a trace (engine/trace/trace_reader.hpp streams the events: one in
-/// memory at a time besides the file's text). Errors: the file cannot be opened, or the
-/// reader's.
+/// What calibration reads of a run's trace, which the run kept in memory (RunOutcome::trace).
+/// Written as JSON and parsed back, the traces of the traced runs and their sim replays took
+/// two fifths of the time of SimPrediction's calibrations (perf, 2-core VM; 14.7 → 7.8 s for
+/// the barrier-free one) and about 3 s of 37 on bench/topologies/predict-synthetic-2cpu.toml.
 struct TraceRuns {
   Slices slices;
   Barriers barriers;
@@ -469,10 +474,12 @@ void add_handoffs(int64_t device, std::vector<DeviceRun>& runs, const Barriers& 
     out[{device, a.block, a.iteration, a.name, b.name}] = b.start_us - a.end_us;
   }
 }
-absl::StatusOr<TraceRuns> read_trace_runs(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::InternalError(absl::StrCat(path.string(), ": cannot open the trace"));
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+/// Reads `outcome`'s trace (a run of a Server with set_keep_trace). Errors: Internal when the
+/// outcome holds none; the reader's, prefixed with `what` (which run it was).
+absl::StatusOr<TraceRuns> read_trace_runs(const RunOutcome& outcome, const std::string& what) {
+  if (outcome.trace == nullptr) {
+    return absl::InternalError(absl::StrCat("calibrate: ", what, " returned no trace"));
+  }
   TraceRuns out;
   std::map<int64_t, std::vector<DeviceRun>> device_runs;
   std::map<int64_t, QueueDepths> depths;  // by device
@@ -483,8 +490,8 @@ absl::StatusOr<TraceRuns> read_trace_runs(const fs::path& path) {
     *v = it->get<int64_t>();
     return true;
   };
-  absl::Status s = engine::trace::stream_trace_events(
-      text, path.string(),
+  absl::Status s = engine::trace::visit_recorded_events(
+      *outcome.trace, what,
       [&](const engine::trace::TraceEventView& e) {
         constexpr std::string_view kQueue = "queue ";  // actors/stage.cpp's depth counter
         if (e.phase == 'C' && e.args != nullptr && e.name.rfind(kQueue, 0) == 0) {
@@ -652,17 +659,18 @@ absl::StatusOr<HostTimes> measure_host_times(
     const std::function<void(const std::string&)>& progress) {
   using Kind = kernels::sim::MeasuredKernels::RunKind;
   const std::vector<engine::serving::Request> requests = host_time_requests(config.vocab_size);
-  // The real model on the cpu backend, traced, its routing recorded (each run overwrites
-  // both files). One server: a warm-up run first, since a fresh server's first run pays page
-  // faults and cold caches (SimPrediction's model: 44 ms of prefill cold, 7 ms warm), then
+  // The real model on the cpu backend, traced (in memory), its routing recorded (each run
+  // overwrites the file). One server: a warm-up run first, since a fresh server's first run pays
+  // page faults and cold caches (SimPrediction's model: 44 ms of prefill cold, 7 ms warm), then
   // kHostTimeRuns measured runs whose samples are pooled (with one cold run, the medians of
   // the larger buckets moved by up to 24x between three calibrations on one machine).
   Topology cpu = topology;
-  cpu.trace_file = (scratch / "host-cpu-trace.json").string();
+  cpu.trace_file.clear();
   cpu.routing_record_file = (scratch / "host-routing.csv").string();
   cpu.sampling.stop_at_eos = false;
   absl::StatusOr<std::unique_ptr<Server>> cpu_server = Server::create(cpu);
   if (!cpu_server.ok()) return cpu_server.status();
+  (*cpu_server)->set_keep_trace(true);
   // The traced runs, kept for the sim replays below (each with a copy of its routing).
   struct Traced {
     TraceRuns runs;
@@ -679,7 +687,8 @@ absl::StatusOr<HostTimes> measure_host_times(
     if (!out.ok()) return out.status();
     if (!out->status.ok()) return out->status;
     if (run == 0) continue;  // the warm-up
-    absl::StatusOr<TraceRuns> measured = read_trace_runs(cpu.trace_file);
+    absl::StatusOr<TraceRuns> measured =
+        read_trace_runs(*out, absl::StrCat("traced run ", run, " of the real model"));
     if (!measured.ok()) return measured.status();
     const fs::path routing = scratch / absl::StrCat("host-routing-", run, ".csv");
     std::error_code ec;
@@ -702,12 +711,11 @@ absl::StatusOr<HostTimes> measure_host_times(
     spread.clear();
     *itl_ms = 0;
     for (const Traced& t : traced) {
-      Topology sim = replay_in_sim(cpu, config, t.routing, kernels, sim_kind);
-      sim.trace_file = (scratch / "host-sim-trace.json").string();
-      absl::StatusOr<RunOutcome> o = run_to_end(sim, requests);
+      const Topology sim = replay_in_sim(cpu, config, t.routing, kernels, sim_kind);
+      absl::StatusOr<RunOutcome> o = run_to_end(sim, requests, /*keep_trace=*/true);
       if (!o.ok()) return o.status();
       *itl_ms += o->metrics.itl.mean_ms / static_cast<double>(traced.size());
-      absl::StatusOr<TraceRuns> modeled = read_trace_runs(sim.trace_file);
+      absl::StatusOr<TraceRuns> modeled = read_trace_runs(*o, "a sim replay of a traced run");
       if (!modeled.ok()) return modeled.status();
       add_host_time_samples(t.runs.slices, modeled->slices, samples, spread);
       add_barrier_samples(t.runs.barriers, modeled->barriers, samples);
@@ -792,15 +800,20 @@ absl::StatusOr<double> measure_stage_overhead(const Topology& topology, const fs
   absl::StatusOr<std::vector<double>> itl_ms = serve_rounds(**cpu_server, requests, 3);
   if (!itl_ms.ok()) return itl_ms.status();
   const double cpu_itl_ms = median(*itl_ms);  // the median of three runs
-  // A traced server for the gaps: a warm-up run, then the run that is read (each overwrites
-  // the trace and the routing).
-  Topology traced = cpu;
-  traced.trace_file = (scratch / "overhead-cpu-trace.json").string();
-  absl::StatusOr<std::unique_ptr<Server>> traced_server = Server::create(traced);
+  // A traced server (in memory) for the gaps: a warm-up run, then the run that is read (each
+  // overwrites the routing).
+  absl::StatusOr<std::unique_ptr<Server>> traced_server = Server::create(cpu);
   if (!traced_server.ok()) return traced_server.status();
-  if (absl::StatusOr<std::vector<double>> r = serve_rounds(**traced_server, requests, 2); !r.ok()) {
+  (*traced_server)->set_keep_trace(true);
+  if (absl::StatusOr<std::vector<double>> r = serve_rounds(**traced_server, requests, 1); !r.ok()) {
     return r.status();
   }
+  absl::StatusOr<RunOutcome> traced_run = (*traced_server)->run(requests);
+  if (!traced_run.ok()) return traced_run.status();
+  if (!traced_run->status.ok()) return traced_run->status;
+  absl::StatusOr<TraceRuns> measured = read_trace_runs(*traced_run, "the tiny model's traced run");
+  if (!measured.ok()) return measured.status();
+  traced_run->trace.reset();
   // The same topology in the sim: zero kernel time, the traced run's own routing.
   const fs::path zero = scratch / "zero-kernels.csv";
   const std::string zero_rows = [&] {
@@ -834,16 +847,13 @@ absl::StatusOr<double> measure_stage_overhead(const Topology& topology, const fs
       absl::StrAppend(&tiny_rows, point_row(p, *sec));
     }
   }
-  Topology sim =
-      replay_in_sim(traced, *cpu.model.synthetic, scratch / "routing.csv", zero, sim_kind);
+  Topology sim = replay_in_sim(cpu, *cpu.model.synthetic, scratch / "routing.csv", zero, sim_kind);
   // The tiny model's barrier and grant times: its last traced run against the same run in the
   // sim at zero cost (pooled over sizes: the tiny model's barriers move few rows).
-  sim.trace_file = (scratch / "overhead-sim-trace.json").string();
-  if (absl::StatusOr<RunOutcome> o = run_to_end(sim, requests); !o.ok()) return o.status();
-  sim.trace_file.clear();
-  absl::StatusOr<TraceRuns> measured = read_trace_runs(traced.trace_file);
-  if (!measured.ok()) return measured.status();
-  absl::StatusOr<TraceRuns> modeled = read_trace_runs(scratch / "overhead-sim-trace.json");
+  absl::StatusOr<RunOutcome> replayed = run_to_end(sim, requests, /*keep_trace=*/true);
+  if (!replayed.ok()) return replayed.status();
+  absl::StatusOr<TraceRuns> modeled =
+      read_trace_runs(*replayed, "the sim replay of the tiny model's traced run");
   if (!modeled.ok()) return modeled.status();
   HostBuckets gaps;
   add_barrier_samples(measured->barriers, modeled->barriers, gaps);

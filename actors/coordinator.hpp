@@ -92,6 +92,10 @@ struct RunOutcome {
   /// recovery only (where a re-admitted request's TTFT is its wait for its first token after
   /// the recovery), and so does `peak_requests_held`.
   std::vector<RunRecovery> recoveries;
+  /// Server::run after Server::set_keep_trace(true): the run's finished trace, otherData
+  /// included (what the topology's trace file gets, when it names one); read it with
+  /// engine::trace::visit_recorded_events. Null otherwise.
+  std::shared_ptr<const engine::trace::TraceRecorder> trace;
 };
 using RunOutcomePtr = std::shared_ptr<RunOutcome>;
 

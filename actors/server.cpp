@@ -216,7 +216,7 @@ std::vector<std::shared_ptr<engine::exec::Executor>> Server::make_executors() co
 }
 
 absl::StatusOr<std::shared_ptr<RunContext>> Server::make_context(
-    const transport::Channel* share_links_with) const {
+    const transport::Channel* share_links_with, bool keep_trace) const {
   auto ctx = std::make_shared<RunContext>();
   ctx->model = backend_->cpu_model();
   ctx->config = config();
@@ -230,7 +230,7 @@ absl::StatusOr<std::shared_ptr<RunContext>> Server::make_context(
   ctx->activation_bytes = topology_.network.activation_bytes;
   ctx->topology = topology_;
   ctx->placement = placement_;
-  if (!topology_.trace_file.empty()) {
+  if (!topology_.trace_file.empty() || keep_trace) {
     ctx->trace = std::make_shared<engine::trace::TraceRecorder>(trace_max_events_);
   }
   if (!topology_.routing_record_file.empty()) {
@@ -273,7 +273,9 @@ absl::Status Server::finish_run(const RunContext& ctx, const RunOutcome& outcome
     if (!ctx.placement.block_expert_device.empty()) {
       ctx.trace->set_other_data("block_expert_device", ctx.placement.block_expert_device);
     }
-    if (absl::Status s = ctx.trace->write_json(topology_.trace_file); !s.ok()) return s;
+    if (!topology_.trace_file.empty()) {
+      if (absl::Status s = ctx.trace->write_json(topology_.trace_file); !s.ok()) return s;
+    }
   }
   return absl::OkStatus();
 }
@@ -311,8 +313,8 @@ absl::StatusOr<std::vector<RunOutcome>> Server::run_together(
   std::vector<std::shared_ptr<RunContext>> ctxs;
   for (size_t i = 0; i < n; ++i) {
     // Colocated runs share the devices' links (one big switch on sim: the first topology's).
-    absl::StatusOr<std::shared_ptr<RunContext>> ctx =
-        servers[i]->make_context(i > 0 ? ctxs.front()->channel.get() : nullptr);
+    absl::StatusOr<std::shared_ptr<RunContext>> ctx = servers[i]->make_context(
+        i > 0 ? ctxs.front()->channel.get() : nullptr, servers[i]->keep_trace_);
     if (!ctx.ok()) return ctx.status();
     ctxs.push_back(*ctx);
   }
@@ -444,6 +446,7 @@ absl::StatusOr<std::vector<RunOutcome>> Server::run_together(
       outcomes[i].trace_warning = ctxs[i]->trace->dropped_warning();
     }
     if (absl::Status s = servers[i]->finish_run(*ctxs[i], outcomes[i]); !s.ok()) return s;
+    if (servers[i]->keep_trace_) outcomes[i].trace = ctxs[i]->trace;
   }
   return outcomes;
 }

@@ -71,6 +71,13 @@ class Server {
   /// count as 0.
   void set_trace_max_events(int64_t max_events) { trace_max_events_ = max_events; }
   int64_t trace_max_events() const { return trace_max_events_; }
+  /// True: later runs of Server::run record a trace whether or not the topology names a trace
+  /// file (which is still written when it does) and return it as RunOutcome::trace, for a
+  /// host that reads the events itself (engine::trace::visit_recorded_events) instead of
+  /// writing them as JSON and parsing that back (actors::calibrate). Recording costs the run
+  /// host time, as a trace file does. Default false; a ServingEngine ignores it.
+  void set_keep_trace(bool keep) { keep_trace_ = keep; }
+  bool keep_trace() const { return keep_trace_; }
 
   /// Serves `requests` (arrival times in seconds from the start of this call) through the
   /// topology's wiring and blocks until all finished, or until `callbacks.stop_requested`
@@ -155,8 +162,9 @@ class Server {
   absl::Status validate_request(const engine::serving::Request& r) const;
   // A run's context: executors, network, placement, trace, recorders (no actors yet).
   // `share_links_with`: the channel of a colocated run whose links this one shares (or null).
+  // `keep_trace`: record a trace even when the topology names no trace file.
   absl::StatusOr<std::shared_ptr<RunContext>> make_context(
-      const transport::Channel* share_links_with = nullptr) const;
+      const transport::Channel* share_links_with = nullptr, bool keep_trace = false) const;
   // Writes the run's routing record and trace.
   absl::Status finish_run(const RunContext& ctx, const RunOutcome& outcome) const;
   // Runs `servers` together on one actor system and one set of device actors. `started`
@@ -175,6 +183,7 @@ class Server {
   engine::planning::Placement placement_;         // planned once, at create
   std::unique_ptr<engine::model::Tokenizer> tokenizer_;
   int64_t trace_max_events_ = 1'000'000;  // the trace recorder's cap for later runs
+  bool keep_trace_ = false;               // set_keep_trace
   std::shared_ptr<ProcessGroup> group_;   // the workers of a topology's [[cluster.workers]]
 };
 

@@ -185,6 +185,45 @@ nlohmann::json TraceRecorder::other_data_locked() const {
   return other;
 }
 
+std::vector<const TraceEvent*> TraceRecorder::sorted_locked() const {
+  std::vector<const TraceEvent*> order;
+  order.reserve(events_.size());
+  for (const TraceEvent& e : events_) order.push_back(&e);
+  std::sort(order.begin(), order.end(),
+            [](const TraceEvent* a, const TraceEvent* b) { return event_less(*a, *b); });
+  return order;
+}
+
+nlohmann::json TraceRecorder::other_data() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return other_data_locked();
+}
+
+absl::Status TraceRecorder::visit_events(
+    const std::function<absl::Status(const TraceEvent&)>& visit) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  // The metadata as metadata_json() writes it.
+  const auto metadata = [&](const char* kind, int64_t pid, int64_t tid, const std::string& name) {
+    TraceEvent m;
+    m.name = kind;
+    m.phase = 'M';
+    m.pid = pid;
+    m.tid = tid;
+    m.args = {{"name", name}};
+    return visit(m);
+  };
+  for (const auto& [pid, name] : process_names_) {
+    if (absl::Status s = metadata("process_name", pid, 0, name); !s.ok()) return s;
+  }
+  for (const auto& [key, name] : thread_names_) {
+    if (absl::Status s = metadata("thread_name", key.first, key.second, name); !s.ok()) return s;
+  }
+  for (const TraceEvent* e : sorted_locked()) {
+    if (absl::Status s = visit(*e); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 nlohmann::json TraceRecorder::to_json() const {
   std::vector<TraceEvent> events;
   nlohmann::json out = {{"traceEvents", nlohmann::json::array()}, {"displayTimeUnit", "ms"}};
@@ -227,11 +266,7 @@ absl::Status TraceRecorder::write_json(const std::string& path) const {
   // to_json(), without building the whole document: peak memory stays near the recorder's.
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    std::vector<const TraceEvent*> order;
-    order.reserve(events_.size());
-    for (const TraceEvent& e : events_) order.push_back(&e);
-    std::sort(order.begin(), order.end(),
-              [](const TraceEvent* a, const TraceEvent* b) { return event_less(*a, *b); });
+    const std::vector<const TraceEvent*> order = sorted_locked();
     out << "{\"traceEvents\":[";
     bool first = true;
     auto emit = [&](const nlohmann::json& j) {

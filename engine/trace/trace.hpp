@@ -6,13 +6,13 @@
 /// execution.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/status/status.h"
 
@@ -97,6 +97,17 @@ class TraceRecorder {
   /// follows errno, e.g. PermissionDenied).
   absl::Status write_json(const std::string& path) const;
 
+  /// Calls `visit` once per event, in the order write_json() writes them: the metadata first
+  /// ('M' "process_name" by pid, then "thread_name" by pid and tid, args {"name": label}),
+  /// then the stored events sorted as to_json() sorts them. For a reader of this process's own
+  /// trace that would otherwise write it and parse it back (engine/trace/trace_reader.hpp:
+  /// visit_recorded_events). Holds the recorder's lock throughout: `visit` must not call this
+  /// recorder. Returns the first non-OK status `visit` returns, which stops the visit.
+  absl::Status visit_events(const std::function<absl::Status(const TraceEvent&)>& visit) const;
+  /// The "otherData" object to_json() and write_json() write: set_other_data()'s keys, the
+  /// event counts, and the drop warning when events were dropped.
+  nlohmann::json other_data() const;
+
  private:
   mutable std::mutex mutex_;
   int64_t max_events_;
@@ -110,6 +121,7 @@ class TraceRecorder {
   void add(TraceEvent event);  // requires mutex_ not held
   std::string dropped_warning_locked() const;  // requires mutex_ held
   nlohmann::json other_data_locked() const;    // requires mutex_ held
+  std::vector<const TraceEvent*> sorted_locked() const;  // requires mutex_ held; event_less
 };
 
 }  // namespace muflow::engine::trace

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "engine/sv_cat.hpp"
+#include "engine/trace/trace.hpp"
 
 namespace muflow::engine::trace {
 namespace {
@@ -156,6 +157,35 @@ absl::Status stream_trace_events(std::string_view text, const std::string& sourc
   }
   *other_data = other_data_of(root);
   return absl::OkStatus();
+}
+
+absl::Status visit_recorded_events(const TraceRecorder& recorder, const std::string& source,
+                                   const TraceEventVisitor& visit, json* other_data) {
+  *other_data = recorder.other_data();
+  size_t index = 0;
+  return recorder.visit_events([&](const TraceEvent& e) {
+    TraceEventView v;
+    v.index = index;
+    v.phase = e.phase;
+    v.name = e.name;
+    v.cat = e.cat;
+    v.pid = e.pid;
+    v.tid = e.tid;
+    if (e.phase != 'M') {
+      // What the file would hold: JSON has no NaN or infinity, nlohmann writes them as null.
+      if (!std::isfinite(e.ts_us)) return event_error(source, index, "'ts' is not a number");
+      v.ts_us = e.ts_us;
+    }
+    if (e.phase == 'X') {
+      if (!std::isfinite(e.dur_us)) {
+        return event_error(source, index, "complete event ('X') without a numeric 'dur'");
+      }
+      v.dur_us = e.dur_us;
+    }
+    if (e.args.is_object()) v.args = &e.args;
+    ++index;
+    return visit(v);
+  });
 }
 
 }  // namespace muflow::engine::trace

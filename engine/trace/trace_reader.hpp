@@ -51,4 +51,17 @@ absl::Status visit_trace_events(const nlohmann::json& trace, const std::string& 
 absl::Status stream_trace_events(std::string_view text, const std::string& source,
                                  const TraceEventVisitor& visit, nlohmann::json* other_data);
 
+class TraceRecorder;
+
+/// As stream_trace_events over the events `recorder` holds now, without writing or parsing
+/// JSON: the same views in the same order (`index` included) as reading the file
+/// `recorder.write_json()` would write, since that file prints every number so that it reads
+/// back exactly; `*other_data` gets that file's otherData. For a process that reads its own
+/// run's trace (actors::calibrate: Server::set_keep_trace, RunOutcome::trace). The one check
+/// that can fail is the file's: a non-finite `ts` or 'X' `dur` (written as null) is the
+/// same InvalidArgument error, prefixed with `source`. Holds the recorder's lock while
+/// visiting (TraceRecorder::visit_events): `visit` must not call the recorder.
+absl::Status visit_recorded_events(const TraceRecorder& recorder, const std::string& source,
+                                   const TraceEventVisitor& visit, nlohmann::json* other_data);
+
 }  // namespace muflow::engine::trace

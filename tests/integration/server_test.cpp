@@ -1,15 +1,22 @@
 // Server::run edge cases: request order, the position limit, bad arrival times and scheduler
 // limits, and a host callback that throws. None may hang, crash, or change the answer.
+#include "actors/server.hpp"
+
+#include <gtest/gtest.h>
+
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
-
-#include "actors/server.hpp"
 #include "engine/exec/reference_decoder.hpp"
+#include "engine/trace/trace.hpp"
+#include "engine/trace/trace_reader.hpp"
+#include "scratch_path.hpp"
 #include "small_topology.hpp"
 
 namespace muflow {
@@ -106,6 +113,77 @@ TEST(ServerRun, ThrowingCallbackFailsTheRunWithoutHanging) {
   out = (*server)->run(requests);
   ASSERT_TRUE(out.ok()) << out.status();
   expect_matches_reference(**server, requests, *out);
+}
+
+// Appends the event's phase, name, place, times and args as one line.
+void append_line(const engine::trace::TraceEventView& v, std::vector<std::string>& lines) {
+  lines.push_back(std::string(1, v.phase) + " " + std::string(v.name) + " " +
+                  std::to_string(v.pid) + "/" + std::to_string(v.tid) + " " +
+                  std::to_string(v.ts_us) + "+" + std::to_string(v.dur_us) + " " +
+                  (v.args == nullptr ? "-" : v.args->dump()));
+}
+
+// Server::set_keep_trace: the outcome holds the run's trace, which reads as the trace file
+// the same run writes; with no file named, nothing is written; without it, no trace is kept.
+TEST(ServerRun, KeptTraceReadsAsTheTraceFile) {
+  Topology t = small_topology(2);
+  const std::filesystem::path file = muflow::testing::scratch_path("kept-trace.json");
+  t.trace_file = file.string();
+  auto server = actors::Server::create(t);
+  ASSERT_TRUE(server.ok()) << server.status();
+  (*server)->set_keep_trace(true);
+  const std::vector<Request> requests = {make_request(0, 6, 0, 5), make_request(1, 3, 0, 4)};
+  absl::StatusOr<actors::RunOutcome> out = (*server)->run(requests);
+  ASSERT_TRUE(out.ok()) << out.status();
+  expect_matches_reference(**server, requests, *out);
+  ASSERT_NE(out->trace, nullptr);
+
+  std::vector<std::string> kept, written;
+  nlohmann::json kept_other, written_other;
+  int64_t stage_runs = 0;
+  ASSERT_TRUE(engine::trace::visit_recorded_events(
+                  *out->trace, "kept",
+                  [&](const engine::trace::TraceEventView& v) {
+                    append_line(v, kept);
+                    if (v.phase == 'X' && v.args != nullptr && v.args->contains("tokens")) {
+                      ++stage_runs;
+                    }
+                    return absl::OkStatus();
+                  },
+                  &kept_other)
+                  .ok());
+  std::ifstream in(file, std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_TRUE(engine::trace::stream_trace_events(
+                  text, file.string(),
+                  [&](const engine::trace::TraceEventView& v) {
+                    append_line(v, written);
+                    return absl::OkStatus();
+                  },
+                  &written_other)
+                  .ok());
+  EXPECT_EQ(kept, written);
+  EXPECT_EQ(kept_other, written_other);
+  EXPECT_GT(stage_runs, 0);
+  // The run's metrics are in otherData, as in the file.
+  EXPECT_EQ(kept_other.at("metrics").at("num_output_tokens"), out->metrics.num_output_tokens);
+
+  // No file named: the trace is kept, nothing is written.
+  std::filesystem::remove(file);
+  t.trace_file.clear();
+  server = actors::Server::create(t);
+  ASSERT_TRUE(server.ok()) << server.status();
+  (*server)->set_keep_trace(true);
+  out = (*server)->run(requests);
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_NE(out->trace, nullptr);
+  EXPECT_GT(out->trace->num_events(), 0);
+  EXPECT_FALSE(std::filesystem::exists(file));
+  // Not kept (the default): none.
+  (*server)->set_keep_trace(false);
+  out = (*server)->run(requests);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->trace, nullptr);
 }
 
 TEST(ServerRun, StreamsEveryTokenOnceInOrder) {

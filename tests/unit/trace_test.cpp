@@ -1,15 +1,21 @@
 // Chrome trace recorder: JSON structure, deterministic order, the event bound, concurrent
-// recording and write errors.
+// recording, write errors, and reading the recorded events as the written file reads.
 
 #include "engine/trace/trace.hpp"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <string>
 #include <thread>
 #include <vector>
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
+#include "engine/trace/trace_reader.hpp"
 
 namespace muflow::engine {
 namespace {
@@ -142,6 +148,99 @@ TEST(Trace, WriteErrorNamesThePath) {
   const size_t reason = m.rfind(": ");
   ASSERT_NE(reason, std::string::npos);
   EXPECT_EQ(m.find(m.substr(reason)), reason) << m;
+}
+
+// Every field of a view, times in hexadecimal floating point (exact).
+std::string describe(const trace::TraceEventView& v) {
+  char times[96];
+  std::snprintf(times, sizeof times, "%a %a", v.ts_us, v.dur_us);
+  return std::to_string(v.index) + " " + v.phase + " '" + std::string(v.name) + "' '" +
+         std::string(v.cat) + "' " + std::to_string(v.pid) + " " + std::to_string(v.tid) + " " +
+         times + " " + (v.args == nullptr ? "-" : v.args->dump());
+}
+
+// The views of the file `rec` writes (parsed back) and of `rec` itself, and both otherData.
+struct BothReads {
+  std::vector<std::string> file, memory;
+  nlohmann::json file_other, memory_other;
+  absl::Status file_status, memory_status;
+};
+BothReads read_both(const trace::TraceRecorder& rec, const fs::path& path) {
+  BothReads r;
+  EXPECT_TRUE(rec.write_json(path.string()).ok());
+  std::ifstream in(path, std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  r.file_status = trace::stream_trace_events(
+      text, "t.json",
+      [&](const trace::TraceEventView& v) {
+        r.file.push_back(describe(v));
+        return absl::OkStatus();
+      },
+      &r.file_other);
+  r.memory_status = trace::visit_recorded_events(
+      rec, "t.json",
+      [&](const trace::TraceEventView& v) {
+        r.memory.push_back(describe(v));
+        return absl::OkStatus();
+      },
+      &r.memory_other);
+  return r;
+}
+
+// visit_recorded_events (what calibrate reads its runs' traces with) gives the views reading
+// the written file gives: same order, same strings, bit-equal times, equal args, otherData.
+TEST(Trace, RecordedEventsReadAsTheWrittenFileReads) {
+  trace::TraceRecorder rec(9);
+  rec.set_process_name(1, "cpu1");
+  rec.set_process_name(0, "cpu0");
+  rec.set_thread_name(0, 7, "expert b0 e3");
+  rec.set_other_data("wiring", "sync");
+  // Times that print with many digits, a tie broken by args, each phase, a category.
+  rec.complete("expert b0 e3", 0, 7, 0.1 + 0.2, 1.0 / 3.0, {{"tokens", 12}, {"block", 0}});
+  rec.complete("attn b0 r0", 1, 2, 123456789.123456789, 1e-7, {{"tokens", 3}});
+  rec.complete("attn b0 r0", 1, 2, 123456789.123456789, 1e-7, {{"tokens", 2}});
+  rec.complete_in("wait", "wait dispatch b0", 0, 10000, 5.0, 0.0);
+  rec.instant("start", 0, 0, 0.0, trace::InstantScope::kGlobal);
+  rec.counter("queue expert b0 e3", 0, 2.5, {{"tokens", 4}});
+  rec.flow('s', "batch", "b0", 42, 0, 7, 1.25);
+  rec.flow('f', "batch", "b0", 42, 1, 2, 9.75);
+  rec.complete("sampler r0", 1, 3, 7e300, 2.0);
+  rec.complete("dropped", 0, 0, 1.0, 1.0);  // past the cap of 9: counted in otherData
+  const BothReads r = read_both(rec, scratch_dir() / "t.json");
+  ASSERT_TRUE(r.file_status.ok()) << r.file_status;
+  ASSERT_TRUE(r.memory_status.ok()) << r.memory_status;
+  EXPECT_EQ(r.memory.size(), 12u);  // 3 metadata + 9 kept
+  EXPECT_EQ(r.memory, r.file);
+  EXPECT_EQ(r.memory_other, r.file_other);
+  EXPECT_EQ(r.memory_other["num_dropped_events"], 1);
+
+  // A visitor's error stops the visit and is returned.
+  int seen = 0;
+  nlohmann::json other;
+  const absl::Status stop = trace::visit_recorded_events(
+      rec, "t.json",
+      [&](const trace::TraceEventView&) {
+        return ++seen == 4 ? absl::CancelledError("enough") : absl::OkStatus();
+      },
+      &other);
+  EXPECT_EQ(stop.code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(seen, 4);
+}
+
+// A time JSON cannot hold (written as null) fails the in-memory read as it fails the file's:
+// the same message, naming the same event.
+TEST(Trace, RecordedNonFiniteTimeFailsAsTheFileDoes) {
+  for (const bool in_dur : {false, true}) {
+    SCOPED_TRACE(in_dur ? "dur" : "ts");
+    trace::TraceRecorder rec;
+    rec.set_process_name(0, "cpu0");
+    rec.complete("a", 0, 0, 1.0, 1.0);
+    rec.complete("b", 0, 0, in_dur ? 2.0 : std::nan(""), in_dur ? INFINITY : 1.0);
+    const BothReads r = read_both(rec, scratch_dir() / "t.json");
+    ASSERT_FALSE(r.file_status.ok());
+    EXPECT_EQ(r.memory_status, r.file_status);
+    EXPECT_THAT(std::string(r.memory_status.message()), HasSubstr("t.json: event 2: "));
+  }
 }
 
 }  // namespace
