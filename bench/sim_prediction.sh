@@ -48,7 +48,10 @@ case "$BACKEND" in
   *) echo "sim_prediction.sh: BACKEND must be cpu or cuda" >&2; exit 2 ;;
 esac
 REPEATS="${REPEATS:-5}"
-[[ "$REPEATS" =~ ^[1-9][0-9]*$ ]] || { echo "sim_prediction.sh: REPEATS must be a positive integer; got '$REPEATS'" >&2; exit 2; }
+if ! [[ "$REPEATS" =~ ^[1-9][0-9]*$ ]]; then
+  echo "sim_prediction.sh: REPEATS must be a positive integer; got '$REPEATS'" >&2
+  exit 2
+fi
 CALIBRATE_AFTER="${CALIBRATE_AFTER:-1}"
 case "$CALIBRATE_AFTER" in
   0|1) ;;

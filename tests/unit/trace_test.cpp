@@ -170,20 +170,14 @@ BothReads read_both(const trace::TraceRecorder& rec, const fs::path& path) {
   EXPECT_TRUE(rec.write_json(path.string()).ok());
   std::ifstream in(path, std::ios::binary);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  r.file_status = trace::stream_trace_events(
-      text, "t.json",
-      [&](const trace::TraceEventView& v) {
-        r.file.push_back(describe(v));
-        return absl::OkStatus();
-      },
-      &r.file_other);
-  r.memory_status = trace::visit_recorded_events(
-      rec, "t.json",
-      [&](const trace::TraceEventView& v) {
-        r.memory.push_back(describe(v));
-        return absl::OkStatus();
-      },
-      &r.memory_other);
+  const auto into = [](std::vector<std::string>& lines) {
+    return [&lines](const trace::TraceEventView& v) {
+      lines.push_back(describe(v));
+      return absl::OkStatus();
+    };
+  };
+  r.file_status = trace::stream_trace_events(text, "t.json", into(r.file), &r.file_other);
+  r.memory_status = trace::visit_recorded_events(rec, "t.json", into(r.memory), &r.memory_other);
   return r;
 }
 
