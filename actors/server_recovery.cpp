@@ -25,17 +25,15 @@
 #include "absl/strings/str_join.h"
 #include "actors/readmission.hpp"
 #include "actors/server.hpp"
+#include "engine/seconds_between.hpp"
 #include "spdlog/spdlog.h"
 
 namespace muflow::actors {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using engine::seconds_between;
 using engine::serving::Request;
-
-double seconds_between(Clock::time_point from, Clock::time_point to) {
-  return std::chrono::duration<double>(to - from).count();
-}
 
 struct RecoveryState {
   Clock::time_point origin;  // the run's clock: 0 = the first attempt's start

@@ -17,22 +17,20 @@
 #include "actors/readmission.hpp"
 #include "actors/stage_probe.hpp"
 #include "actors/wirings/device_policy.hpp"
+#include "engine/seconds_between.hpp"
 #include "spdlog/spdlog.h"
 
 namespace muflow::actors {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using engine::seconds_between;
 
 // For an actor's or a worker's answer to a host's question (stats, KV bytes).
 constexpr std::chrono::seconds kAnswerTimeout{10};
 // How often the supervisor looks whether a lost worker answered again (the group tries to
 // reach them on its own schedule: ClusterDriverOptions::rejoin_interval).
 constexpr std::chrono::milliseconds kReturnPoll{100};
-
-double seconds_between(Clock::time_point from, Clock::time_point to) {
-  return std::chrono::duration<double>(to - from).count();
-}
 
 // Forgets, when it goes out of scope, the actor system this host thread last made a scoped
 // actor in. CAF 0.17 keeps that system's logger in a thread-local reference (scoped_actor's

@@ -31,10 +31,7 @@
 namespace muflow::tools {
 namespace {
 
-int fail(const std::string& what) {
-  std::fprintf(stderr, "muflow bench: %s\n", what.c_str());
-  return 1;
-}
+int fail_bench(const std::string& what) { return command_failed("bench", what); }
 
 struct Sweep {
   std::string key;
@@ -101,11 +98,11 @@ int write_csv(const std::string& path, const std::vector<std::string>& header,
   std::error_code ec;
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
   std::ofstream f(path);
-  if (!f) return fail("cannot write --csv file '" + path + "'");
+  if (!f) return fail_bench("cannot write --csv file '" + path + "'");
   f << absl::StrJoin(header, ",") << "\n";
   for (const Row& r : rows) f << absl::StrJoin(r.cells, ",") << "\n";
   f.flush();
-  if (!f) return fail("failed writing --csv file '" + path + "' (disk full?)");
+  if (!f) return fail_bench("failed writing --csv file '" + path + "' (disk full?)");
   std::fprintf(note, "csv: %s\n", path.c_str());
   return 0;
 }
@@ -144,7 +141,7 @@ int run_url_bench(const Options& o) {
   }
   absl::StatusOr<engine::topology::Topology> base =
       engine::topology::parse_topology_file(o.topology);
-  if (!base.ok()) return fail(std::string(base.status().message()));
+  if (!base.ok()) return fail_bench(std::string(base.status().message()));
 
   http::client::LoadOptions load;
   load.client.api_key = o.api_key;
@@ -161,18 +158,18 @@ int run_url_bench(const Options& o) {
     absl::StatusOr<std::unique_ptr<http::client::OpenAiStreamClient>> probe =
         http::client::OpenAiStreamClient::create(*url, load.client,
                                                  std::chrono::steady_clock::now());
-    if (!probe.ok()) return fail(std::string(probe.status().message()));
+    if (!probe.ok()) return fail_bench(std::string(probe.status().message()));
     absl::StatusOr<std::vector<std::string>> models = (*probe)->list_models();
     if (o.model.empty()) {
-      if (!models.ok()) return fail(std::string(models.status().message()));
+      if (!models.ok()) return fail_bench(std::string(models.status().message()));
       if (models->empty()) {
-        return fail(url->text() + "/v1/models lists no model; give --model NAME");
+        return fail_bench(url->text() + "/v1/models lists no model; give --model NAME");
       }
       load.model = models->front();
     } else {
       if (!models.ok() &&
           (absl::IsUnavailable(models.status()) || absl::IsUnauthenticated(models.status()))) {
-        return fail(std::string(models.status().message()));
+        return fail_bench(std::string(models.status().message()));
       }
       load.model = o.model;
     }
@@ -184,7 +181,7 @@ int run_url_bench(const Options& o) {
     std::error_code ec;
     if (!parent.empty()) std::filesystem::create_directories(parent, ec);
     results.open(o.results);
-    if (!results) return fail("cannot write --results file '" + o.results + "'");
+    if (!results) return fail_bench("cannot write --results file '" + o.results + "'");
   }
 
   std::vector<std::string> header;
@@ -210,15 +207,15 @@ int run_url_bench(const Options& o) {
       const std::string& v = s.values[rest % s.values.size()];
       rest /= s.values.size();
       if (absl::Status st = engine::topology::apply_topology_override(t, s.key, v); !st.ok()) {
-        return fail(std::string(st.message()));
+        return fail_bench(std::string(st.message()));
       }
       row.cells.push_back(v);
       sweep_values[s.key] = v;
     }
     absl::StatusOr<std::vector<engine::serving::Request>> requests =
         http::client::make_topology_requests(t);
-    if (!requests.ok()) return fail(std::string(requests.status().message()));
-    if (requests->empty()) return fail(o.topology + ": the workload has no requests");
+    if (!requests.ok()) return fail_bench(std::string(requests.status().message()));
+    if (requests->empty()) return fail_bench(o.topology + ": the workload has no requests");
     std::vector<std::string> settings;
     for (size_t k = 0; k < sweeps->size(); ++k) {
       settings.push_back((*sweeps)[k].key + "=" + row.cells[k]);
@@ -239,7 +236,7 @@ int run_url_bench(const Options& o) {
     }
     absl::StatusOr<http::client::LoadRun> run =
         http::client::run_http_load(*url, *requests, load, sink);
-    if (!run.ok()) return fail(std::string(run.status().message()));
+    if (!run.ok()) return fail_bench(std::string(run.status().message()));
     const http::client::BenchMetrics m = http::client::summarize_http_load(*run);
     any_success = any_success || m.num_successful > 0;
     if (first_error.empty() && !m.failures.empty()) first_error = m.failures.front().example;
@@ -279,7 +276,7 @@ int run_url_bench(const Options& o) {
   if (!o.csv.empty()) {
     if (int rc = write_csv(o.csv, header, rows, o.json ? stderr : stdout); rc != 0) return rc;
   }
-  if (!any_success) return fail("every request failed; first error: " + first_error);
+  if (!any_success) return fail_bench("every request failed; first error: " + first_error);
   return 0;
 }
 
@@ -319,14 +316,15 @@ Command add_bench_command(CLI::App& app) {
     }
     absl::StatusOr<engine::topology::Topology> base =
         engine::topology::parse_topology_file(o->topology);
-    if (!base.ok()) return fail(std::string(base.status().message()));
+    if (!base.ok()) return fail_bench(std::string(base.status().message()));
     std::vector<std::string> wirings =
         o->wirings.empty() ? std::vector<std::string>{base->wiring}
                            : std::vector<std::string>(absl::StrSplit(o->wirings, ','));
     std::vector<Sweep> sweeps;
     for (const std::string& s : o->sweeps) {
       std::vector<std::string> kv = absl::StrSplit(s, absl::MaxSplits('=', 1));
-      if (kv.size() != 2 || kv[1].empty()) return fail("--sweep '" + s + "': expected KEY=v1,v2");
+      if (kv.size() != 2 || kv[1].empty())
+        return fail_bench("--sweep '" + s + "': expected KEY=v1,v2");
       sweeps.push_back({kv[0], absl::StrSplit(kv[1], ',')});
     }
     std::vector<std::string> header = {"wiring"};
@@ -353,18 +351,18 @@ Command add_bench_command(CLI::App& app) {
           const std::string& v = s.values[rest % s.values.size()];
           rest /= s.values.size();
           if (absl::Status st = engine::topology::apply_topology_override(t, s.key, v); !st.ok()) {
-            return fail(std::string(st.message()));
+            return fail_bench(std::string(st.message()));
           }
           row.cells.push_back(v);
         }
         std::fprintf(stderr, "muflow bench: run %zu/%zu (%s)\n", rows.size() + 1,
                      combos * wirings.size(), absl::StrJoin(row.cells, " ").c_str());
         absl::StatusOr<std::unique_ptr<actors::Server>> server = actors::Server::create(t);
-        if (!server.ok()) return fail(std::string(server.status().message()));
+        if (!server.ok()) return fail_bench(std::string(server.status().message()));
         absl::StatusOr<std::vector<engine::serving::Request>> requests = (*server)->make_workload();
-        if (!requests.ok()) return fail(std::string(requests.status().message()));
+        if (!requests.ok()) return fail_bench(std::string(requests.status().message()));
         absl::StatusOr<actors::RunOutcome> out = (*server)->run(*requests);
-        if (!out.ok()) return fail(std::string(out.status().message()));
+        if (!out.ok()) return fail_bench(std::string(out.status().message()));
         const engine::serving::RunMetrics& m = out->metrics;
         const double busy =
             m.device_busy_pct.empty()

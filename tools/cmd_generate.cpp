@@ -35,11 +35,7 @@ CLI::Validator finite_in(const std::string& interval, bool (*ok)(double)) {
       "NUMBER in " + interval);
 }
 
-
-int fail(const std::string& what) {
-  std::fprintf(stderr, "muflow generate: %s\n", what.c_str());
-  return 1;
-}
+int fail_generate(const std::string& what) { return command_failed("generate", what); }
 
 }  // namespace
 
@@ -79,7 +75,8 @@ Command add_generate_command(CLI::App& app) {
   app.add_flag("--ignore-eos", o->ignore_eos, "keep generating after EOS");
   app.add_flag("--json", o->json, "print {prompt_ids, output_ids, text} as one JSON object");
   return [o]() {
-    if (o->prompt.empty() && o->prompt_ids.empty()) return fail("give --prompt or --prompt-ids");
+    if (o->prompt.empty() && o->prompt_ids.empty())
+      return fail_generate("give --prompt or --prompt-ids");
     engine::topology::Topology t;
     t.source = "<muflow generate>";
     t.backend = o->backend;
@@ -93,13 +90,14 @@ Command add_generate_command(CLI::App& app) {
     t.sampling.seed = o->seed;
     t.sampling.stop_at_eos = !o->ignore_eos;
     absl::StatusOr<std::unique_ptr<actors::Server>> server = actors::Server::create(t);
-    if (!server.ok()) return fail(std::string(server.status().message()));
+    if (!server.ok()) return fail_generate(std::string(server.status().message()));
     engine::serving::Request req;
     req.max_new_tokens = o->max_new_tokens;
     req.return_prompt_logits = !o->logits_out.empty();
     if (!o->prompt.empty()) {
       if (!(*server)->tokenizer()) {
-        return fail(o->model + " has no tokenizer.model; give --prompt-ids instead of --prompt");
+        return fail_generate(o->model +
+                             " has no tokenizer.model; give --prompt-ids instead of --prompt");
       }
       req.prompt_text = o->prompt;
       req.prompt = (*server)->tokenizer()->encode(o->prompt, /*add_bos=*/true);
@@ -107,19 +105,20 @@ Command add_generate_command(CLI::App& app) {
       for (absl::string_view piece : absl::StrSplit(o->prompt_ids, ',', absl::SkipWhitespace())) {
         int32_t id = 0;
         if (!absl::SimpleAtoi(piece, &id)) {
-          return fail("--prompt-ids: '" + std::string(piece) + "' is not an integer token id");
+          return fail_generate("--prompt-ids: '" + std::string(piece) +
+                               "' is not an integer token id");
         }
         req.prompt.push_back(id);
       }
     }
     absl::StatusOr<actors::RunOutcome> out = (*server)->run({req});
-    if (!out.ok()) return fail(std::string(out.status().message()));
+    if (!out.ok()) return fail_generate(std::string(out.status().message()));
     const actors::RequestOutput& r = out->outputs.at(0);
     if (!o->logits_out.empty()) {
       absl::Status s = engine::model::write_npy_f32(o->logits_out, r.prompt_logits,
                                                     static_cast<int64_t>(r.prompt.size()),
                                                     (*server)->config().vocab_size);
-      if (!s.ok()) return fail(std::string(s.message()));
+      if (!s.ok()) return fail_generate(std::string(s.message()));
     }
     const engine::model::Tokenizer* tok = (*server)->tokenizer();
     if (o->json) {

@@ -32,10 +32,7 @@
 namespace muflow::tools {
 namespace {
 
-int fail(const std::string& what) {
-  std::fprintf(stderr, "muflow run: %s\n", what.c_str());
-  return 1;
-}
+int fail_run(const std::string& what) { return command_failed("run", what); }
 
 // Most requests whose prompt and text are printed (all of them go to --outputs).
 constexpr size_t kMaxTextsShown = 32;
@@ -167,7 +164,7 @@ Command add_run_command(CLI::App& app) {
       topo = engine::topology::synthetic_demo_topology();
     } else {
       absl::StatusOr<engine::topology::Topology> loaded = load_topology_arg(o->topology);
-      if (!loaded.ok()) return fail(std::string(loaded.status().message()));
+      if (!loaded.ok()) return fail_run(std::string(loaded.status().message()));
       topo = std::move(*loaded);
     }
     if (!o->trace.empty()) topo.trace_file = o->trace;
@@ -178,7 +175,7 @@ Command add_run_command(CLI::App& app) {
     if (!o->colocate.empty()) {
       absl::StatusOr<engine::topology::Topology> parsed =
           engine::topology::parse_topology_file(o->colocate);
-      if (!parsed.ok()) return fail(std::string(parsed.status().message()));
+      if (!parsed.ok()) return fail_run(std::string(parsed.status().message()));
       other_topo = std::move(*parsed);
       other_topo->trace_file.clear();  // one trace per run: the first model's
       other_topo->routing_record_file.clear();
@@ -187,15 +184,15 @@ Command add_run_command(CLI::App& app) {
     // Every output path before any work: a run must not fail at its end for a path.
     std::unique_ptr<OutputsWriter> outputs;
     if (!o->outputs.empty()) {
-      if (auto err = make_parent(o->outputs, "--outputs file")) return fail(*err);
-      if (auto err = OutputsWriter::open(o->outputs, &outputs)) return fail(*err);
+      if (auto err = make_parent(o->outputs, "--outputs file")) return fail_run(*err);
+      if (auto err = OutputsWriter::open(o->outputs, &outputs)) return fail_run(*err);
     }
     if (!topo.trace_file.empty()) {
-      if (auto err = probe_writable(topo.trace_file, "trace")) return fail(*err);
+      if (auto err = probe_writable(topo.trace_file, "trace")) return fail_run(*err);
     }
     if (!topo.routing_record_file.empty()) {
       if (auto err = probe_writable(topo.routing_record_file, "--record-routing file")) {
-        return fail(*err);
+        return fail_run(*err);
       }
     }
 
@@ -208,19 +205,19 @@ Command add_run_command(CLI::App& app) {
     std::unique_ptr<actors::cluster::LaunchedWorkers> workers;
     if (o->spawn_workers) {
       if (topo.workers.empty()) {
-        return fail("--spawn-workers: " + topo.source + " lists no [[cluster.workers]]");
+        return fail_run("--spawn-workers: " + topo.source + " lists no [[cluster.workers]]");
       }
       absl::StatusOr<std::unique_ptr<actors::cluster::LaunchedWorkers>> launched =
           spawn_workers(topo, o->quiet, "muflow");
-      if (!launched.ok()) return fail(std::string(launched.status().message()));
+      if (!launched.ok()) return fail_run(std::string(launched.status().message()));
       workers = std::move(*launched);
     }
     absl::StatusOr<std::unique_ptr<actors::Server>> server = actors::Server::create(topo);
-    if (!server.ok()) return fail(std::string(server.status().message()));
+    if (!server.ok()) return fail_run(std::string(server.status().message()));
     actors::cluster::ClusterDriverOptions cluster;
     cluster.heartbeat_timeout = std::chrono::milliseconds(o->heartbeat_timeout_ms);
     if (absl::Status s = attach_workers(**server, topo, cluster); !s.ok()) {
-      return fail(std::string(s.message()));
+      return fail_run(std::string(s.message()));
     }
     (*server)->set_trace_max_events(o->trace_max_events);
     if (const auto m = (*server)->model(); m && !o->quiet) {
@@ -277,7 +274,7 @@ Command add_run_command(CLI::App& app) {
     // The workload as a source: each request is made when it arrives, so a long Poisson load
     // costs memory for the requests in flight only.
     absl::StatusOr<engine::serving::RequestSourcePtr> source = (*server)->make_workload_source();
-    if (!source.ok()) return fail(std::string(source.status().message()));
+    if (!source.ok()) return fail_run(std::string(source.status().message()));
     const engine::model::Tokenizer* tok = (*server)->tokenizer();
     const int64_t num_offered = (*source)->remaining();
 
@@ -320,13 +317,13 @@ Command add_run_command(CLI::App& app) {
     absl::StatusOr<actors::RunOutcome> out = absl::InternalError("not run");
     if (other_topo) {
       absl::StatusOr<std::unique_ptr<actors::Server>> other = actors::Server::create(*other_topo);
-      if (!other.ok()) return fail(std::string(other.status().message()));
+      if (!other.ok()) return fail_run(std::string(other.status().message()));
       absl::StatusOr<std::vector<engine::serving::Request>> theirs = (*other)->make_workload();
-      if (!theirs.ok()) return fail(std::string(theirs.status().message()));
+      if (!theirs.ok()) return fail_run(std::string(theirs.status().message()));
       absl::StatusOr<std::vector<engine::serving::Request>> mine = (*server)->make_workload();
-      if (!mine.ok()) return fail(std::string(mine.status().message()));
+      if (!mine.ok()) return fail_run(std::string(mine.status().message()));
       auto both = (*server)->run_colocated(**other, std::move(*mine), std::move(*theirs), cb);
-      if (!both.ok()) return fail(std::string(both.status().message()));
+      if (!both.ok()) return fail_run(std::string(both.status().message()));
       std::vector<std::string> names;
       for (const auto& d : other_topo->devices) names.push_back(d.name);
       std::printf("== colocated model: %s\n%s\n== model: %s\n", other_topo->source.c_str(),
@@ -344,7 +341,7 @@ Command add_run_command(CLI::App& app) {
         msg += " (the " + std::to_string(outputs->num_lines()) +
                " requests that finished are in '" + outputs->path() + "')";
       }
-      return fail(msg);
+      return fail_run(msg);
     }
 
     std::vector<std::string> names;
@@ -365,7 +362,7 @@ Command add_run_command(CLI::App& app) {
     if (outputs) std::printf("outputs: %s\n", outputs->path().c_str());
     std::fflush(stdout);
     if (outputs && outputs->failed()) {
-      return fail(outputs->error() + "; the run was stopped there (its metrics are above)");
+      return fail_run(outputs->error() + "; the run was stopped there (its metrics are above)");
     }
     if (out->stopped) {
       const int sig = g_stop_signal.load();

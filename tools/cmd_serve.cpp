@@ -24,10 +24,7 @@
 namespace muflow::tools {
 namespace {
 
-int fail(const std::string& what) {
-  std::fprintf(stderr, "muflow serve: %s\n", what.c_str());
-  return 1;
-}
+int fail_serve(const std::string& what) { return command_failed("serve", what); }
 
 }  // namespace
 
@@ -86,14 +83,14 @@ Command add_serve_command(CLI::App& app) {
     std::signal(SIGPIPE, SIG_IGN);  // a client that hangs up must not kill the server
 
     absl::StatusOr<engine::topology::Topology> loaded = load_topology_arg(o->topology);
-    if (!loaded.ok()) return fail(std::string(loaded.status().message()));
+    if (!loaded.ok()) return fail_serve(std::string(loaded.status().message()));
     engine::topology::Topology topo = std::move(*loaded);
     topo.trace_file.clear();  // a server runs for long: no in-memory trace
     if (topo.backend == "sim") {
-      return fail(topo.source +
-                  ": backend 'sim' runs in virtual time with every request known up front; "
-                  "serve a real-math backend (backend = \"cpu\"), or use `muflow run` / "
-                  "`muflow bench` for simulations");
+      return fail_serve(topo.source +
+                        ": backend 'sim' runs in virtual time with every request known up front; "
+                        "serve a real-math backend (backend = \"cpu\"), or use `muflow run` / "
+                        "`muflow bench` for simulations");
     }
     std::fprintf(stderr, "muflow serve: %s: wiring %s, backend %s, %zu devices, loading model...\n",
                  topo.source.c_str(), topo.wiring.c_str(), topo.backend.c_str(),
@@ -103,24 +100,24 @@ Command add_serve_command(CLI::App& app) {
     std::unique_ptr<actors::cluster::LaunchedWorkers> workers;
     if (o->spawn_workers) {
       if (topo.workers.empty()) {
-        return fail("--spawn-workers: " + topo.source + " lists no [[cluster.workers]]");
+        return fail_serve("--spawn-workers: " + topo.source + " lists no [[cluster.workers]]");
       }
       absl::StatusOr<std::unique_ptr<actors::cluster::LaunchedWorkers>> launched =
           spawn_workers(topo, /*quiet=*/false, "muflow serve");
-      if (!launched.ok()) return fail(std::string(launched.status().message()));
+      if (!launched.ok()) return fail_serve(std::string(launched.status().message()));
       workers = std::move(*launched);
     }
     absl::StatusOr<std::unique_ptr<actors::Server>> server = actors::Server::create(topo);
-    if (!server.ok()) return fail(std::string(server.status().message()));
+    if (!server.ok()) return fail_serve(std::string(server.status().message()));
     actors::cluster::ClusterDriverOptions cluster;
     cluster.heartbeat_timeout = std::chrono::milliseconds(o->heartbeat_timeout_ms);
     cluster.rejoin_interval = std::chrono::milliseconds(o->rejoin_interval_ms);
     if (absl::Status s = attach_workers(**server, topo, cluster); !s.ok()) {
-      return fail(std::string(s.message()));
+      return fail_serve(std::string(s.message()));
     }
     absl::StatusOr<std::unique_ptr<actors::ServingEngine>> engine =
         actors::ServingEngine::start(**server);
-    if (!engine.ok()) return fail(std::string(engine.status().message()));
+    if (!engine.ok()) return fail_serve(std::string(engine.status().message()));
 
     http::ServeOptions options;
     options.host = o->host;
@@ -142,7 +139,7 @@ Command add_serve_command(CLI::App& app) {
                    topo.model.path.c_str());
     }
     http::OpenAiServer http_server(**server, **engine, (*server)->tokenizer(), options);
-    if (absl::Status s = http_server.bind(); !s.ok()) return fail(std::string(s.message()));
+    if (absl::Status s = http_server.bind(); !s.ok()) return fail_serve(std::string(s.message()));
     std::fprintf(stderr,
                  "muflow serve: model '%s' on http://%s:%d (POST /v1/completions, "
                  "/v1/chat/completions; GET /v1/models, /health, /metrics)%s\n",
@@ -197,7 +194,8 @@ Command add_serve_command(CLI::App& app) {
     pthread_kill(watcher.native_handle(), SIGTERM);
     watcher.join();
     stop_restarter();
-    if (absl::Status s = (*engine)->shutdown(); !s.ok()) return fail(std::string(s.message()));
+    if (absl::Status s = (*engine)->shutdown(); !s.ok())
+      return fail_serve(std::string(s.message()));
     std::fprintf(stderr, "muflow serve: stopped\n");
     return 0;
   };

@@ -106,10 +106,7 @@ std::string fill_template(const std::string& tpl, const std::string& title,
   }
 }
 
-int fail(const std::string& what) {
-  std::fprintf(stderr, "muflow trace view: %s\n", what.c_str());
-  return 1;
-}
+int fail_trace_view(const std::string& what) { return command_failed("trace view", what); }
 
 }  // namespace
 
@@ -135,7 +132,7 @@ Command add_trace_view_command(CLI::App& app) {
       const absl::StatusOr<engine::trace::TraceReport> report =
           engine::trace::analyze_trace_file(paths[i], options);
       // The message starts with the file name.
-      if (!report.ok()) return fail(std::string(report.status().message()));
+      if (!report.ok()) return fail_trace_view(std::string(report.status().message()));
       num_events.push_back(report->meta.num_events);
       nlohmann::json model = engine::trace::to_report_json(*report);
       round_numbers(model);
@@ -155,12 +152,12 @@ Command add_trace_view_command(CLI::App& app) {
     const fs::path out(o->output);
     std::error_code ec;
     if (out.has_parent_path()) fs::create_directories(out.parent_path(), ec);
-    if (ec) return fail(o->output + ": cannot create folder: " + ec.message());
+    if (ec) return fail_trace_view(o->output + ": cannot create folder: " + ec.message());
     std::ofstream file(out, std::ios::binary | std::ios::trunc);
-    if (!file) return fail(o->output + ": cannot write: " + std::strerror(errno));
+    if (!file) return fail_trace_view(o->output + ": cannot write: " + std::strerror(errno));
     file.write(html.data(), static_cast<std::streamsize>(html.size()));
     file.close();
-    if (!file) return fail(o->output + ": cannot write: " + std::strerror(errno));
+    if (!file) return fail_trace_view(o->output + ": cannot write: " + std::strerror(errno));
     std::printf("wrote %s (%.1f MB", o->output.c_str(), static_cast<double>(html.size()) / 1e6);
     for (size_t i = 0; i < paths.size(); ++i) {
       std::printf("%s%s: %lld events", i ? "; " : ", ", paths[i].c_str(),

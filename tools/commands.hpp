@@ -5,10 +5,14 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <string>
 
 namespace muflow::tools {
 
 using Command = std::function<int()>;
+
+/// Prints "muflow COMMAND: WHAT" on stderr and returns 1, a failed command's exit code.
+int command_failed(const char* command, const std::string& what);
 
 /// `muflow run [TOPOLOGY] [--outputs FILE.jsonl] [--trace FILE.json] [--quiet]`
 Command add_run_command(CLI::App& app);

@@ -5,6 +5,11 @@
 
 #include "tools/commands.hpp"
 
+int muflow::tools::command_failed(const char* command, const std::string& what) {
+  std::fprintf(stderr, "muflow %s: %s\n", command, what.c_str());
+  return 1;
+}
+
 int main(int argc, char** argv) {
   CLI::App app{"muflow: actor-based dataflow engine for Mixture-of-Experts inference"};
   app.require_subcommand(1);

@@ -10,16 +10,13 @@
 #include <mutex>
 #include <vector>
 
+#include "engine/seconds_between.hpp"
 #include "kernels/assert.hpp"
 
 namespace muflow::engine::planning::affinity_detail {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_between(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
 
 std::mutex& glpk_mutex() {
   static std::mutex mu;

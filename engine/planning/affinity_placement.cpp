@@ -16,6 +16,7 @@
 #include "engine/planning/affinity_heuristic.hpp"
 #include "engine/planning/affinity_milp.hpp"
 #include "engine/planning/affinity_subproblem.hpp"
+#include "engine/seconds_between.hpp"
 #include "kernels/assert.hpp"
 
 namespace muflow::engine::planning {
@@ -26,10 +27,6 @@ using namespace affinity_detail;  // the per-pass solvers (affinity_*.hpp)
 using Clock = std::chrono::steady_clock;
 
 constexpr int64_t kMaxDim = int64_t{1} << 20;
-
-double seconds_between(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
 
 absl::Status validate_dims(const char* what, int64_t num_layers, int64_t num_experts) {
   if (num_layers < 1 || num_layers > kMaxDim || num_experts < 1 || num_experts > kMaxDim) {

@@ -11,11 +11,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/model/text_stream.hpp"
+#include "engine/seconds_between.hpp"
 #include "http/server/chat_template.hpp"
 
 namespace muflow::http {
 
 using Clock = std::chrono::steady_clock;
+using engine::seconds_between;
 using nlohmann::json;
 
 /// Between one handler (waiting on `cv`) and the engine's callbacks (coordinator thread).
@@ -35,10 +37,6 @@ struct OpenAiServer::Pending {
 namespace {
 
 constexpr const char* kJson = "application/json";
-
-double seconds_between(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
 
 int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(
