@@ -15,6 +15,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <utility>
 #include <vector>
 #include <string>
 
@@ -385,6 +386,29 @@ TEST(Cli, MalformedTopologyNamesFileLineAndKey) {
   r = run_muflow("run " + (dir / "missing.toml").string());
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("missing.toml"), std::string::npos) << r.output;
+}
+
+// A failed command says which command failed: its message starts with "muflow COMMAND: " on a
+// line of its own, and the exit code is 1.
+TEST(Cli, EachCommandsErrorStartsWithTheCommandsName) {
+  const fs::path dir = scratch("command_errors");
+  const std::string missing = (dir / "missing.toml").string();
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"run " + missing, "muflow run: "},
+      {"serve " + missing, "muflow serve: "},
+      {"bench " + missing, "muflow bench: "},
+      {"generate --model " + (dir / "no-model").string(), "muflow generate: "},
+      {"trace view " + (dir / "missing.json").string() + " -o " + (dir / "r.html").string(),
+       "muflow trace view: "},
+  };
+  for (const auto& [args, prefix] : cases) {
+    const Result r = run_muflow(args);
+    EXPECT_EQ(r.exit_code, 1) << args << "\n" << r.output;
+    const size_t at = r.output.find(prefix);
+    EXPECT_NE(at, std::string::npos) << args << "\n" << r.output;
+    EXPECT_TRUE(at == 0 || at == std::string::npos || r.output[at - 1] == '\n') << args << "\n"
+                                                                                << r.output;
+  }
 }
 
 TEST(Cli, CorruptModelFolderNamesFileAndTensor) {
