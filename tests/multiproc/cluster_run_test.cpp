@@ -27,16 +27,16 @@
 namespace muflow::actors::cluster {
 namespace {
 
-const char* kToken = "cluster-run-test-token-0123456789abcdef";
+const char* kClusterRunToken = "cluster-run-test-token-0123456789abcdef";
 
 // Three loopback workers for the whole suite (each run joins the ones its topology lists;
 // worker i is always process i + 1).
 class ClusterRunTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    ::setenv("MUFLOW_CLUSTER_TOKEN", kToken, 1);
+    ::setenv("MUFLOW_CLUSTER_TOKEN", kClusterRunToken, 1);
     auto w = LaunchedWorkers::launch(MUFLOW_BINARY, {"127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"},
-                                     kToken);
+                                     kClusterRunToken);
     ASSERT_TRUE(w.ok()) << w.status();
     workers_ = std::move(*w);
   }
@@ -171,7 +171,7 @@ TEST_F(ClusterRunTest, WrongTokenFailsTheRunWithAClearError) {
   ASSERT_TRUE(topo.ok()) << topo.status();
   ::setenv("MUFLOW_CLUSTER_TOKEN", "a-different-token-of-enough-bytes", 1);
   auto group = make_cluster_driver(*topo);
-  ::setenv("MUFLOW_CLUSTER_TOKEN", kToken, 1);
+  ::setenv("MUFLOW_CLUSTER_TOKEN", kClusterRunToken, 1);
   ASSERT_TRUE(group.ok()) << group.status();
   auto server = Server::create(*topo);
   ASSERT_TRUE(server.ok()) << server.status();

@@ -38,7 +38,7 @@ namespace {
 
 using engine::serving::Request;
 
-const char* kToken = "serving-engine-cluster-test-token-0123456789";
+const char* kServingClusterToken = "serving-engine-cluster-test-token-0123456789";
 
 // What the host saw of one request (its callbacks run on the coordinator's thread, or on
 // the engine's recovery thread when a recovery fails).
@@ -71,7 +71,8 @@ RequestCallbacks watch(const std::shared_ptr<Seen>& seen) {
 // The wiring's one-process reference and its 4 devices in two loopback workers (`layout`).
 void set_up(const std::string& wiring, const std::vector<std::vector<int>>& layout,
             LoopbackCluster* c) {
-  start_loopback_cluster(wiring, layout, "temperature = 0.0\n", kToken, kill_test_options(), c);
+  start_loopback_cluster(wiring, layout, "temperature = 0.0\n", kServingClusterToken,
+                         kill_test_options(), c);
 }
 
 class ServingEngineCluster : public ::testing::TestWithParam<std::string> {};
@@ -324,8 +325,8 @@ EngineStats await_recoveries(ServingEngine& engine, size_t n) {
 void start_rejoin_engine(LoopbackCluster* c, std::unique_ptr<ServingEngine>* engine) {
   ClusterDriverOptions options;
   options.rejoin_interval = std::chrono::milliseconds(100);
-  ASSERT_NO_FATAL_FAILURE(
-      start_loopback_cluster("sync", {{0, 2}, {1, 3}}, "temperature = 0.0\n", kToken, options, c));
+  ASSERT_NO_FATAL_FAILURE(start_loopback_cluster("sync", {{0, 2}, {1, 3}}, "temperature = 0.0\n",
+                                                 kServingClusterToken, options, c));
   auto started = ServingEngine::start(*c->server);
   ASSERT_TRUE(started.ok()) << started.status();
   *engine = std::move(*started);
@@ -389,7 +390,8 @@ TEST(ServingEngineClusterRejoin, AWorkerRestartedAtItsAddressIsTakenBackWithItsD
   auto in_flight = std::make_shared<Seen>();
   ASSERT_TRUE(engine->submit(longer, watch(in_flight)).ok());
   // One stage thread, as each of the two first workers has on this machine's 2 cores.
-  auto again = LaunchedWorkers::launch(MUFLOW_BINARY, {address}, kToken, {"--threads", "1"});
+  auto again =
+      LaunchedWorkers::launch(MUFLOW_BINARY, {address}, kServingClusterToken, {"--threads", "1"});
   ASSERT_TRUE(again.ok()) << again.status();
   for (int round = 0; round < 100; ++round) {
     ASSERT_NO_FATAL_FAILURE(serve_all("while the worker comes back"));

@@ -32,7 +32,7 @@
 namespace muflow::actors::cluster {
 namespace {
 
-const char* kToken = "worker-fault-test-token-0123456789abcdef";
+const char* kFaultToken = "worker-fault-test-token-0123456789abcdef";
 
 struct FaultCase {
   std::string wiring;
@@ -56,8 +56,8 @@ TEST_P(WorkerFault, KillNineDuringDecodeLosesNoRequestAndGivesTheFaultFreeOutput
   const FaultCase& c = GetParam();
   const std::string sampling = c.sampled ? "temperature = 0.9\nseed = 17\n" : "temperature = 0.0\n";
   LoopbackCluster cluster;
-  ASSERT_NO_FATAL_FAILURE(
-      start_loopback_cluster(c.wiring, c.layout, sampling, kToken, kill_test_options(), &cluster));
+  ASSERT_NO_FATAL_FAILURE(start_loopback_cluster(c.wiring, c.layout, sampling, kFaultToken,
+                                                 kill_test_options(), &cluster));
 
   // Kill worker 0 once 6 tokens were streamed (requests are then in prefill, in decode and
   // still waiting); stream every token and every finish as the host sees them.
@@ -141,8 +141,8 @@ TEST(WorkerHang, SigStopDuringDecodeIsNoticedByTheHeartbeatAndGivesTheFaultFreeO
   options.heartbeat_interval = std::chrono::milliseconds(50);
   options.heartbeat_timeout = std::chrono::milliseconds(1000);
   LoopbackCluster c;
-  ASSERT_NO_FATAL_FAILURE(
-      start_loopback_cluster("sync", {{0, 2}, {1, 3}}, "temperature = 0.0\n", kToken, options, &c));
+  ASSERT_NO_FATAL_FAILURE(start_loopback_cluster("sync", {{0, 2}, {1, 3}}, "temperature = 0.0\n",
+                                                 kFaultToken, options, &c));
 
   using Clock = std::chrono::steady_clock;
   const pid_t victim = c.workers->pid(0);
@@ -202,8 +202,8 @@ TEST(WorkerLostBetweenRuns, TheNextRunGoesOnWithoutItAndAWorkerNeverReachedFails
   ClusterDriverOptions options;
   options.join_timeout = std::chrono::milliseconds(3000);
   LoopbackCluster c;
-  ASSERT_NO_FATAL_FAILURE(
-      start_loopback_cluster("sync", {{0, 2}, {1, 3}}, "temperature = 0.0\n", kToken, options, &c));
+  ASSERT_NO_FATAL_FAILURE(start_loopback_cluster("sync", {{0, 2}, {1, 3}}, "temperature = 0.0\n",
+                                                 kFaultToken, options, &c));
   const auto reqs = requests(c.server->config().vocab_size);
 
   auto first = c.server->run(reqs);

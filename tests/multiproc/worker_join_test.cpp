@@ -42,7 +42,7 @@ using transport::cluster::DataPlane;
 using transport::cluster::FramePrefix;
 using transport::cluster::Received;
 
-const char* kToken = "the-right-cluster-token-0123456789";
+const char* kJoinToken = "the-right-cluster-token-0123456789";
 
 // A `muflow worker` child process: stdout (its "listening on" line) through a pipe, stderr
 // into a scratch file the test reads.
@@ -171,8 +171,8 @@ void expect_pong(Driver& d, uint32_t process, const std::string& header,
   EXPECT_EQ(std::string(f->payload.begin(), f->payload.end()), payload);
 }
 
-// Joins the worker listening on `port` with the cluster token `token` (kToken unless given).
-absl::StatusOr<WorkerLink> join(Driver& d, uint16_t port, const std::string& token = kToken) {
+// Joins the worker listening on `port` with the cluster token `token` (kJoinToken unless given).
+absl::StatusOr<WorkerLink> join(Driver& d, uint16_t port, const std::string& token = kJoinToken) {
   absl::StatusOr<ClusterSecret> secret = ClusterSecret::from_string(token);
   EXPECT_TRUE(secret.ok()) << secret.status();  // every token here is a valid one
   if (!secret.ok()) return secret.status();
@@ -180,7 +180,7 @@ absl::StatusOr<WorkerLink> join(Driver& d, uint16_t port, const std::string& tok
 }
 
 TEST(WorkerJoin, TheRightTokenJoinsAndTheDataPlaneCarriesPings) {
-  WorkerProcess w({"--listen", "127.0.0.1:0"}, kToken);
+  WorkerProcess w({"--listen", "127.0.0.1:0"}, kJoinToken);
   const uint16_t port = w.port();
   ASSERT_NE(port, 0) << w.log();
   Driver d;
@@ -196,7 +196,7 @@ TEST(WorkerJoin, TheRightTokenJoinsAndTheDataPlaneCarriesPings) {
 // A run's frames are stamped with the driver's attempt number (frame.hpp); 0 marks frames of no
 // run, so a setup that asks for it is refused before anything of the run is built.
 TEST(WorkerJoin, ASetupWithRunNumberZeroIsRefused) {
-  WorkerProcess w({"--listen", "127.0.0.1:0"}, kToken);
+  WorkerProcess w({"--listen", "127.0.0.1:0"}, kJoinToken);
   const uint16_t port = w.port();
   ASSERT_NE(port, 0) << w.log();
   Driver d;
@@ -215,7 +215,7 @@ TEST(WorkerJoin, ASetupWithRunNumberZeroIsRefused) {
 }
 
 TEST(WorkerJoin, AWrongTokenIsRefusedWithALogLineAndTheRightOneStillJoins) {
-  WorkerProcess w({"--listen", "127.0.0.1:0"}, kToken);
+  WorkerProcess w({"--listen", "127.0.0.1:0"}, kJoinToken);
   const uint16_t port = w.port();
   ASSERT_NE(port, 0) << w.log();
   Driver d;
@@ -236,7 +236,7 @@ TEST(WorkerJoin, AWrongTokenIsRefusedWithALogLineAndTheRightOneStillJoins) {
 }
 
 TEST(WorkerJoin, MalformedDataPlaneMessagesAreRejectedAndTheWorkerLivesOn) {
-  WorkerProcess w({"--listen", "127.0.0.1:0", "--max-message-mib", "1"}, kToken);
+  WorkerProcess w({"--listen", "127.0.0.1:0", "--max-message-mib", "1"}, kJoinToken);
   const uint16_t port = w.port();
   ASSERT_NE(port, 0) << w.log();
   Driver d;
@@ -261,7 +261,7 @@ TEST(WorkerJoin, MalformedDataPlaneMessagesAreRejectedAndTheWorkerLivesOn) {
 }
 
 TEST(WorkerJoin, ANonLoopbackAddressNeedsAllowRemoteAndAWorkerNeedsASecret) {
-  WorkerProcess remote({"--listen", "0.0.0.0:0"}, kToken);
+  WorkerProcess remote({"--listen", "0.0.0.0:0"}, kJoinToken);
   EXPECT_EQ(remote.port(), 0);
   EXPECT_EQ(remote.stop(false), 2);
   EXPECT_NE(remote.log().find("--allow-remote"), std::string::npos) << remote.log();
@@ -271,7 +271,7 @@ TEST(WorkerJoin, ANonLoopbackAddressNeedsAllowRemoteAndAWorkerNeedsASecret) {
   EXPECT_EQ(no_secret.stop(false), 2);
   EXPECT_NE(no_secret.log().find("MUFLOW_CLUSTER_TOKEN"), std::string::npos) << no_secret.log();
 
-  WorkerProcess bad_listen({"--listen", "127.0.0.1"}, kToken);
+  WorkerProcess bad_listen({"--listen", "127.0.0.1"}, kJoinToken);
   EXPECT_EQ(bad_listen.stop(false), 2);
   EXPECT_NE(bad_listen.log().find("HOST:PORT"), std::string::npos) << bad_listen.log();
 }
@@ -300,7 +300,7 @@ TEST(WorkerJoin, AWorkerWithExitWithParentStopsWhenItsStarterIsKilled) {
   for (char** e = environ; *e; ++e) {
     if (std::strncmp(*e, "MUFLOW_CLUSTER_TOKEN=", 21) != 0) env.emplace_back(*e);
   }
-  env.push_back(std::string("MUFLOW_CLUSTER_TOKEN=") + kToken);
+  env.push_back(std::string("MUFLOW_CLUSTER_TOKEN=") + kJoinToken);
   std::vector<std::string> args = {"/bin/sh", "-c", script, MUFLOW_BINARY};
   std::vector<char*> argv, envp;
   for (auto& a : args) argv.push_back(a.data());

@@ -16,7 +16,7 @@
 namespace muflow::actors::cluster {
 namespace {
 
-const char* kToken = "worker-launcher-test-token-0123456789abcdef";
+const char* kLauncherToken = "worker-launcher-test-token-0123456789abcdef";
 
 // Calls restart_exited every 20 ms until it reports a line containing `what` (at most 30 s);
 // returns every line it reported meanwhile.
@@ -37,7 +37,7 @@ std::vector<std::string> restart_until(LaunchedWorkers& w, const std::string& wh
 }
 
 TEST(LaunchedWorkers, AWorkerThatDiesIsStartedAgainOnItsPortWithADoublingWait) {
-  auto w = LaunchedWorkers::launch(MUFLOW_BINARY, {"127.0.0.1:0", "127.0.0.1:0"}, kToken,
+  auto w = LaunchedWorkers::launch(MUFLOW_BINARY, {"127.0.0.1:0", "127.0.0.1:0"}, kLauncherToken,
                                    {"--threads", "1"});
   ASSERT_TRUE(w.ok()) << w.status();
   const std::string address = (*w)->addresses()[0];

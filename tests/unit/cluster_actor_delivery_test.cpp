@@ -36,7 +36,7 @@ using engine::dataflow::TokenBatchPtr;
 constexpr int64_t kHidden = 8;
 constexpr uint64_t kRun = 7;  // the run attempt of every TestRun and of frame_of's frames
 
-TokenBatchPtr batch(int rows, int width) {
+TokenBatchPtr delivered_batch(int rows, int width) {
   auto b = std::make_shared<TokenBatch>();
   b->layer = {StageKind::kExpert, 0, 0};
   b->payload = engine::dataflow::Payload::kExpertInputs;
@@ -135,7 +135,7 @@ absl::Status delivery_status(const RunContext& ctx, const ClusterLayout& layout,
 
 TEST(ClusterActorDelivery, AMessageForAHostedActorArrivesBitForBit) {
   TestRun run(/*self=*/1);
-  TokenBatchPtr sent = batch(2, kHidden);
+  TokenBatchPtr sent = delivered_batch(2, kHidden);
   auto f = frame_of({ActorRole::kExpert, 0, 0}, caf::make_message(batch_atom::value, sent));
   ASSERT_TRUE(delivery_status(run.ctx, run.layout, f->view, {}).ok());
   bool got = false;
@@ -153,7 +153,7 @@ TEST(ClusterActorDelivery, AMessageForAHostedActorArrivesBitForBit) {
   EXPECT_TRUE(got) << "the hosted expert got nothing";
   // A shared expert's output (two hidden widths) is a model width too.
   auto wide = frame_of({ActorRole::kExpert, 0, 0},
-                       caf::make_message(batch_atom::value, batch(1, 2 * kHidden)));
+                       caf::make_message(batch_atom::value, delivered_batch(1, 2 * kHidden)));
   EXPECT_TRUE(delivery_status(run.ctx, run.layout, wide->view, {}).ok());
   EXPECT_FALSE(run.nothing_received());
 }
@@ -165,7 +165,7 @@ TEST(ClusterActorDelivery, AFrameOfAnotherRunAttemptIsDroppedUnread) {
   TestRun run(/*self=*/1);
   for (const uint64_t other : {kRun - 1, kRun + 1, uint64_t{0}}) {
     auto f = frame_of({ActorRole::kExpert, 0, 0},
-                      caf::make_message(batch_atom::value, batch(2, kHidden)));
+                      caf::make_message(batch_atom::value, delivered_batch(2, kHidden)));
     f->view.prefix.run = other;
     absl::StatusOr<FrameDelivery> done = deliver_actor_frame(run.ctx, run.layout, f->view, {});
     ASSERT_TRUE(done.ok()) << "run " << other << ": " << done.status();
@@ -178,8 +178,8 @@ TEST(ClusterActorDelivery, AFrameOfAnotherRunAttemptIsDroppedUnread) {
     EXPECT_EQ(*done, FrameDelivery::kOtherRun) << "run " << other;
   }
   // The same frame stamped with this run's attempt arrives.
-  auto f =
-      frame_of({ActorRole::kExpert, 0, 0}, caf::make_message(batch_atom::value, batch(2, kHidden)));
+  auto f = frame_of({ActorRole::kExpert, 0, 0},
+                    caf::make_message(batch_atom::value, delivered_batch(2, kHidden)));
   absl::StatusOr<FrameDelivery> done = deliver_actor_frame(run.ctx, run.layout, f->view, {});
   ASSERT_TRUE(done.ok()) << done.status();
   EXPECT_EQ(*done, FrameDelivery::kDelivered);
@@ -196,11 +196,11 @@ TEST(ClusterActorDelivery, MessagesThisProcessMustNotTakeAreRefusedAndNotDeliver
   std::vector<Case> cases;
   cases.push_back({"an expert on process 2's device",
                    frame_of({ActorRole::kExpert, 0, 1},
-                            caf::make_message(batch_atom::value, batch(1, kHidden))),
+                            caf::make_message(batch_atom::value, delivered_batch(1, kHidden))),
                    "which process 1 does not host"});
   cases.push_back({"a layer the run does not have",
                    frame_of({ActorRole::kExpert, 3, 0},
-                            caf::make_message(batch_atom::value, batch(1, kHidden))),
+                            caf::make_message(batch_atom::value, delivered_batch(1, kHidden))),
                    "does not host"});
   cases.push_back({"the coordinator, on a worker",
                    frame_of({ActorRole::kCoordinator, 0, 0},
@@ -208,17 +208,17 @@ TEST(ClusterActorDelivery, MessagesThisProcessMustNotTakeAreRefusedAndNotDeliver
                    "does not host"});
   cases.push_back({"rows of the wrong width",
                    frame_of({ActorRole::kExpert, 0, 0},
-                            caf::make_message(batch_atom::value, batch(1, kHidden - 3))),
+                            caf::make_message(batch_atom::value, delivered_batch(1, kHidden - 3))),
                    "rows of 5 values"});
   for (const int32_t rank : {1, -1}) {  // the run has one DP rank
-    TokenBatchPtr b = batch(2, kHidden);
+    TokenBatchPtr b = delivered_batch(2, kHidden);
     b->tokens[1].origin_rank = rank;
     cases.push_back({"a row for a DP rank the run does not have",
                      frame_of({ActorRole::kExpert, 0, 0}, caf::make_message(batch_atom::value, b)),
                      "for DP rank"});
   }
   {  // the same row in a collective's contribution from another process
-    TokenBatchPtr b = batch(1, kHidden);
+    TokenBatchPtr b = delivered_batch(1, kHidden);
     b->tokens[0].origin_rank = 3;
     auto c = std::make_shared<Contribution>();
     c->source = 0;
@@ -236,7 +236,7 @@ TEST(ClusterActorDelivery, MessagesThisProcessMustNotTakeAreRefusedAndNotDeliver
   }
   // Bytes that do not decode: a header cut short.
   auto cut = frame_of({ActorRole::kExpert, 0, 0},
-                      caf::make_message(batch_atom::value, batch(1, kHidden)));
+                      caf::make_message(batch_atom::value, delivered_batch(1, kHidden)));
   cut->view.header = cut->view.header.first(cut->view.header.size() - 1);
   absl::Status s = delivery_status(run.ctx, run.layout, cut->view, {});
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
@@ -340,7 +340,7 @@ TEST(ClusterActorDelivery, ABundleOfReportsArrivesInOrderOrNotAtAll) {
 TEST(ClusterActorDelivery, AHostedSlotWithoutAnActorIsRefused) {
   TestRun run(/*self=*/1, /*missing_slot=*/true);
   auto f = frame_of({ActorRole::kExpert, 0, 0},
-                    caf::make_message(batch_atom::value, batch(1, kHidden)));
+                    caf::make_message(batch_atom::value, delivered_batch(1, kHidden)));
   absl::Status s = delivery_status(run.ctx, run.layout, f->view, {});
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_NE(s.message().find("which this run does not have"), std::string::npos) << s;

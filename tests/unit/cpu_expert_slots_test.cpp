@@ -18,7 +18,7 @@
 namespace muflow::engine {
 namespace {
 
-model::ModelConfig tiny() {
+model::ModelConfig slots_model() {
   model::ModelConfig c;
   c.vocab_size = 50;
   c.hidden_size = 48;
@@ -33,8 +33,8 @@ model::ModelConfig tiny() {
 }
 
 std::shared_ptr<const exec::CpuModel> prepared(model::DType dtype) {
-  auto weights =
-      std::make_shared<const model::ModelWeights>(model::make_synthetic_model(tiny(), 9, dtype));
+  auto weights = std::make_shared<const model::ModelWeights>(
+      model::make_synthetic_model(slots_model(), 9, dtype));
   auto model = exec::CpuModel::prepare(weights);
   EXPECT_TRUE(model.ok()) << model.status();
   return model.ok() ? *model : nullptr;
@@ -46,7 +46,7 @@ TEST(CpuExpertSlots, ExpertFromASlotIsBitwiseTheModelsExpert) {
     const auto model = prepared(dtype);
     ASSERT_NE(model, nullptr);
     kernels::reference::SplitMix64 rng(3);
-    const int64_t n = 37, h = tiny().hidden_size;
+    const int64_t n = 37, h = slots_model().hidden_size;
     const std::vector<float> x = kernels::reference::random_floats(rng, n * h, -1.f, 1.f);
     exec::CpuExpertSlots slots(model, 2);
     EXPECT_EQ(slots.num_slots(), 2);

@@ -269,7 +269,7 @@ TEST(HarmoenyRebalanceTest, RandomMatrices) {
     for (int64_t e = 0; e < E; ++e) home[e] = static_cast<int64_t>(rng.next() % G);
     const int64_t q_choices[] = {1, 1, 2, 16, 128, 1024};
     const int64_t q = q_choices[rng.next() % 6];
-    SCOPED_TRACE(testing::Message() << "case " << c << " G=" << G << " E=" << E << " q=" << q);
+    SCOPED_TRACE(::testing::Message() << "case " << c << " G=" << G << " E=" << E << " q=" << q);
     absl::StatusOr<planning::RebalanceSchedule> init =
         planning::harmoeny_initial_schedule(counts, home);
     ASSERT_TRUE(init.ok()) << init.status();
@@ -281,7 +281,7 @@ TEST(HarmoenyRebalanceTest, RandomMatrices) {
       ASSERT_TRUE(r.ok()) << r.status();
       check_invariants(*init, *r, q, paper);
       ++stops[paper ? 0 : 1][static_cast<int>(r->stop)];
-      if (testing::Test::HasFatalFailure()) return;
+      if (::testing::Test::HasFatalFailure()) return;
       // Idempotence: running again on the output moves nothing and stops for the same reason.
       absl::StatusOr<planning::RebalanceResult> again =
           paper ? planning::harmoeny_rebalance_paper(r->schedule, q)

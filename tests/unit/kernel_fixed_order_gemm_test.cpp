@@ -39,11 +39,12 @@ using reference::random_bf16;
 using reference::random_floats;
 using reference::SplitMix64;
 
-struct Shape {
+struct GemmShape {
   int64_t n, k;
 };
-const Shape kShapes[] = {{1, 1}, {7, 13}, {16, 128}, {70, 100}, {65, 129}, {130, 257}, {200, 600}};
-const int64_t kRowCounts[] = {1, 2, 5, 6, 7, 13, 250};
+const GemmShape kGemmShapes[] = {{1, 1},    {7, 13},    {16, 128}, {70, 100},
+                                 {65, 129}, {130, 257}, {200, 600}};
+const int64_t kGemmRowCounts[] = {1, 2, 5, 6, 7, 13, 250};
 
 /// Values with magnitudes spread over 2^-10..2^10 and mixed signs.
 std::vector<float> spread_floats(SplitMix64& rng, int64_t count) {
@@ -112,11 +113,11 @@ TEST(FixedOrderGemm, F32IsBitwiseTheScalarFmaChainForEveryShapeRowCountAndThread
   const std::vector<VectorIsa> isas = available_isas();
   if (isas.empty()) GTEST_SKIP() << "this CPU has neither AVX-512F nor AVX2+FMA";
   SplitMix64 rng(reference::test_seed("FixedOrderGemm.F32", 3101));
-  for (const Shape s : kShapes) {
+  for (const GemmShape s : kGemmShapes) {
     const std::vector<float> w = spread_floats(rng, s.n * s.k);
     const std::vector<float> bias = spread_floats(rng, s.n);
     const Packed packed = pack_f32(w, s.n, s.k);
-    for (const int64_t rows : kRowCounts) {
+    for (const int64_t rows : kGemmRowCounts) {
       const std::vector<float> x = spread_floats(rng, rows * s.k);
       for (const bool with_bias : {false, true}) {
         SCOPED_TRACE(testing::Message()
@@ -148,14 +149,14 @@ TEST(FixedOrderGemm, Bf16WeightsWidenedInRegistersAreBitwiseTheF32KernelOnUpconv
   const std::vector<VectorIsa> isas = available_isas();
   if (isas.empty()) GTEST_SKIP() << "this CPU has neither AVX-512F nor AVX2+FMA";
   SplitMix64 rng(reference::test_seed("FixedOrderGemm.Bf16Weights", 3105));
-  for (const Shape s : kShapes) {
+  for (const GemmShape s : kGemmShapes) {
     const std::vector<uint16_t> w16 = random_bf16(rng, s.n * s.k, -0.5f, 0.5f);
     std::vector<float> w32(w16.size());
     for (std::size_t i = 0; i < w16.size(); ++i) w32[i] = bf16_to_f32(w16[i]);
     const std::vector<float> bias = spread_floats(rng, s.n);
     Packed packed(fixed_order_packed_elems_f32(s.n, s.k) * sizeof(uint16_t));
     fixed_order_pack_bf16_weights(w16.data(), s.n, s.k, static_cast<uint16_t*>(packed.data.get()));
-    for (const int64_t rows : kRowCounts) {
+    for (const int64_t rows : kGemmRowCounts) {
       SCOPED_TRACE(testing::Message() << "n=" << s.n << " k=" << s.k << " rows=" << rows);
       const std::vector<float> x = spread_floats(rng, rows * s.k);
       std::vector<float> want(static_cast<std::size_t>(rows * s.n));
@@ -195,14 +196,14 @@ TEST(FixedOrderGemm, F32ScalarOracleIsNotOrderBlind) {
 TEST(FixedOrderGemm, Bf16MatchesTheReferenceAndIsBatchAndThreadInvariant) {
   if (!fixed_order_gemm_bf16_available()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
   SplitMix64 rng(reference::test_seed("FixedOrderGemm.Bf16", 3103));
-  for (const Shape s : kShapes) {
+  for (const GemmShape s : kGemmShapes) {
     const std::vector<uint16_t> w = random_bf16(rng, s.n * s.k, -0.2f, 0.2f);
     const std::vector<float> bias = random_floats(rng, s.n, -0.5f, 0.5f);
     const Packed packed = pack_bf16(w, s.n, s.k);
     const auto* pw = static_cast<const uint16_t*>(packed.data.get());
     std::vector<float> w_abs(w.size());
     for (std::size_t i = 0; i < w.size(); ++i) w_abs[i] = std::fabs(bf16_to_f32(w[i]));
-    for (const int64_t rows : kRowCounts) {
+    for (const int64_t rows : kGemmRowCounts) {
       SCOPED_TRACE(testing::Message() << "n=" << s.n << " k=" << s.k << " rows=" << rows);
       const std::vector<float> x = random_floats(rng, rows * s.k, -1.0f, 1.0f);
       const std::vector<uint16_t> x16 = to_padded_bf16(x, rows, s.k);

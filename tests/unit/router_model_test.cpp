@@ -37,7 +37,7 @@ namespace fs = std::filesystem;
 
 const fs::path kRoutingDir = fs::path(MUFLOW_DATA_DIR) / "routing";
 
-fs::path temp_path(const std::string& name) {
+fs::path router_temp_path(const std::string& name) {
   const fs::path dir = muflow::testing::scratch_path("router_model_test");
   fs::create_directories(dir);
   return dir / name;
@@ -171,7 +171,7 @@ TEST(RouterModel, FactoryErrors) {
   s.exp_rate = NAN;
   EXPECT_FALSE(routing::make_router_model(s, 8, 1, 4).ok());
   s = spec_of("replay-npy", 0);
-  s.trace_file = temp_path("does-not-exist-{E}.npy").string();
+  s.trace_file = router_temp_path("does-not-exist-{E}.npy").string();
   r = routing::make_router_model(s, 8, 1, 4);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
@@ -417,8 +417,8 @@ std::string npy_bytes(const std::string& dict, const std::vector<int64_t>& value
   return out;
 }
 
-fs::path write_file(const std::string& name, const std::string& bytes) {
-  const fs::path p = temp_path(name);
+fs::path write_router_file(const std::string& name, const std::string& bytes) {
+  const fs::path p = router_temp_path(name);
   std::ofstream(p, std::ios::binary) << bytes;
   return p;
 }
@@ -430,11 +430,12 @@ std::string shape_dict(const std::string& shape, const std::string& descr = "<i8
 
 TEST(NpyReader, ReadsInt64Arrays) {
   const std::vector<int64_t> v = {0, 1, -2, 3, 1LL << 40, -(1LL << 50)};
-  auto a = model::read_npy_i64(write_file("ok.npy", npy_bytes(shape_dict("(3, 2)"), v)).string());
+  auto a =
+      model::read_npy_i64(write_router_file("ok.npy", npy_bytes(shape_dict("(3, 2)"), v)).string());
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->shape, (std::vector<int64_t>{3, 2}));
   EXPECT_EQ(a->data, v);
-  a = model::read_npy_i64(write_file("one.npy", npy_bytes(shape_dict("(6,)"), v)).string());
+  a = model::read_npy_i64(write_router_file("one.npy", npy_bytes(shape_dict("(6,)"), v)).string());
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->shape, (std::vector<int64_t>{6}));
 }
@@ -459,14 +460,14 @@ TEST(NpyReader, MalformedFilesNameTheFile) {
       {"tiny.npy", "\x93NU", "bad magic"},
   };
   for (const Case& c : cases) {
-    const fs::path p = write_file(c.name, c.bytes);
+    const fs::path p = write_router_file(c.name, c.bytes);
     auto a = model::read_npy_i64(p.string());
     ASSERT_FALSE(a.ok()) << c.name;
     EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument) << c.name;
     EXPECT_THAT(a.status().message(), HasSubstr(p.string())) << c.name;
     EXPECT_THAT(a.status().message(), HasSubstr(c.message)) << c.name << ": " << a.status();
   }
-  auto missing = model::read_npy_i64(temp_path("missing.npy").string());
+  auto missing = model::read_npy_i64(router_temp_path("missing.npy").string());
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(missing.status().message(), HasSubstr("missing.npy"));
 }
@@ -477,8 +478,8 @@ fs::path small_trace(int64_t rows, int64_t e) {
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t c = 0; c < 3; ++c) v.push_back(r * (c + 1) % e);
   }
-  return write_file("trace_" + std::to_string(rows) + "_" + std::to_string(e) + ".npy",
-                    npy_bytes(shape_dict("(" + std::to_string(rows) + ", 3)"), v));
+  return write_router_file("trace_" + std::to_string(rows) + "_" + std::to_string(e) + ".npy",
+                           npy_bytes(shape_dict("(" + std::to_string(rows) + ", 3)"), v));
 }
 
 TEST(ReplayNpyRouter, MapsTokensToRowsAndCoversEveryRowOnce) {
@@ -535,20 +536,20 @@ TEST(ReplayNpyRouter, Errors) {
   EXPECT_THAT(r.status().message(), HasSubstr("top-1"));
   r = routing::ReplayNpyRouter::load(path.string(), 7, 1, 2, 0, 0, true);
   EXPECT_FALSE(r.ok());
-  const fs::path flat = write_file("flat.npy", npy_bytes(shape_dict("(3,)"), {0, 1, 2}));
+  const fs::path flat = write_router_file("flat.npy", npy_bytes(shape_dict("(3,)"), {0, 1, 2}));
   r = routing::ReplayNpyRouter::load(flat.string(), 3, 1, 2, 0, 10, true);
   EXPECT_THAT(r.status().message(), HasSubstr("2-D"));
-  const fs::path neg = write_file("neg.npy", npy_bytes(shape_dict("(1, 2)"), {-1, 1}));
+  const fs::path neg = write_router_file("neg.npy", npy_bytes(shape_dict("(1, 2)"), {-1, 1}));
   r = routing::ReplayNpyRouter::load(neg.string(), 2, 1, 2, 0, 10, true);
   EXPECT_THAT(r.status().message(), HasSubstr("negative"));
   // An id past the model's experts, up to INT64_MAX (fuzz_npy found max_id + 1 overflowing).
-  const fs::path huge = write_file(
+  const fs::path huge = write_router_file(
       "huge.npy", npy_bytes(shape_dict("(1, 2)"), {0, std::numeric_limits<int64_t>::max()}));
   r = routing::ReplayNpyRouter::load(huge.string(), 8, 1, 2, 0, 10, true);
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(),
               HasSubstr("expert id 9223372036854775807, but the model has 8 experts"));
-  const fs::path over = write_file("over.npy", npy_bytes(shape_dict("(1, 2)"), {0, 8}));
+  const fs::path over = write_router_file("over.npy", npy_bytes(shape_dict("(1, 2)"), {0, 8}));
   r = routing::ReplayNpyRouter::load(over.string(), 8, 1, 2, 0, 10, true);
   EXPECT_THAT(r.status().message(), HasSubstr("expert id 8, but the model has 8 experts"));
 }
@@ -559,8 +560,8 @@ TEST(ReplayNpyRouter, Errors) {
 const char kCsvHeader[] =
     "model,num_experts,world_size,layer,iteration,src_rank,tokens_sent,expert_counts\n";
 
-fs::path write_csv(const std::string& name, const std::string& body) {
-  return write_file(name, std::string(kCsvHeader) + body);
+fs::path write_router_csv(const std::string& name, const std::string& body) {
+  return write_router_file(name, std::string(kCsvHeader) + body);
 }
 
 TEST(PerRankRoutingCsv, LoadsAndValidates) {
@@ -573,7 +574,7 @@ TEST(PerRankRoutingCsv, LoadsAndValidates) {
     }
   }
   body += "m/y,4,2,0,0,0,1,1 0 0 0\n";  // another expert count: skipped
-  auto c = routing::load_per_rank_routing_csv(write_csv("ok.csv", body).string(), 3);
+  auto c = routing::load_per_rank_routing_csv(write_router_csv("ok.csv", body).string(), 3);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->num_ranks, 2);
   EXPECT_EQ(c->num_layers, 2);
@@ -602,14 +603,14 @@ TEST(PerRankRoutingCsv, LoadsAndValidates) {
        absl::StatusCode::kNotFound},
   };
   for (const Case& k : cases) {
-    const fs::path p = write_csv(k.name, k.body);
+    const fs::path p = write_router_csv(k.name, k.body);
     auto r = routing::load_per_rank_routing_csv(p.string(), 3);
     ASSERT_FALSE(r.ok()) << k.name;
     EXPECT_EQ(r.status().code(), k.code) << k.name << ": " << r.status();
     EXPECT_THAT(r.status().message(), HasSubstr(p.string())) << k.name;
     EXPECT_THAT(r.status().message(), HasSubstr(k.message)) << k.name << ": " << r.status();
   }
-  const fs::path no_col = write_file("nocol.csv", "model,num_experts\nm,3\n");
+  const fs::path no_col = write_router_file("nocol.csv", "model,num_experts\nm,3\n");
   EXPECT_THAT(routing::load_per_rank_routing_csv(no_col.string(), 3).status().message(),
               HasSubstr(":1: missing column 'world_size'"));
 }

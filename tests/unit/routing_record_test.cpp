@@ -22,7 +22,7 @@ namespace {
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 
-std::string write_csv(const std::string& name, const std::string& body) {
+std::string write_record_csv(const std::string& name, const std::string& body) {
   const fs::path p = muflow::testing::scratch_path("routing-" + name + ".csv");
   std::ofstream(p) << "request_id,position,block,experts,weights\n" << body;
   return p.string();
@@ -102,7 +102,7 @@ TEST(RoutingCsv, RowsThatCannotBeRouterOutputsAreRefused) {
       {"negid", "0,0,0,-1 2,0.5 0.5\n", ":2: expert ids must be >= 0"},
   };
   for (const auto& c : cases) {
-    const std::string path = write_csv(c.name, c.row);
+    const std::string path = write_record_csv(c.name, c.row);
     absl::StatusOr<routing::RoutingTable> t = routing::read_routing_csv(path);
     ASSERT_FALSE(t.ok()) << c.name;
     EXPECT_THAT(std::string(t.status().message()), HasSubstr(path + c.expect)) << c.name;

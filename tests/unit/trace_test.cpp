@@ -23,7 +23,7 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-fs::path scratch_dir() {
+fs::path trace_scratch_dir() {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
   const fs::path dir =
       fs::temp_directory_path() / (std::string("muflow_trace_test_") + info->name());
@@ -47,7 +47,7 @@ TEST(Trace, WritesChromeTraceEventFormat) {
   rec.instant("request 4 arrived", 0, 0, 10.0, trace::InstantScope::kGlobal, {{"request_id", 4}});
   rec.counter("queue", 1, 120.0, {{"queued_tokens", 3}});
   rec.set_other_data("wiring", "sync");
-  const fs::path path = scratch_dir() / "nested" / "dir" / "trace.json";
+  const fs::path path = trace_scratch_dir() / "nested" / "dir" / "trace.json";
   ASSERT_TRUE(rec.write_json(path.string()).ok());
 
   const nlohmann::json j = read_json(path);
@@ -107,7 +107,7 @@ TEST(Trace, BoundedEventCountRecordsDrops) {
   rec.set_thread_name(0, 0, "still named");  // metadata is not bounded
   EXPECT_EQ(rec.num_events(), 5);
   EXPECT_EQ(rec.num_dropped(), 3);
-  const fs::path path = scratch_dir() / "t.json";
+  const fs::path path = trace_scratch_dir() / "t.json";
   ASSERT_TRUE(rec.write_json(path.string()).ok());
   const nlohmann::json j = read_json(path);
   EXPECT_EQ(j["traceEvents"].size(), 6u);
@@ -136,7 +136,7 @@ TEST(Trace, ConcurrentRecordingKeepsCounts) {
 }
 
 TEST(Trace, WriteErrorNamesThePath) {
-  const fs::path dir = scratch_dir();
+  const fs::path dir = trace_scratch_dir();
   std::ofstream(dir / "a_file") << "x";
   const std::string bad = (dir / "a_file" / "trace.json").string();
   trace::TraceRecorder rec;
@@ -200,7 +200,7 @@ TEST(Trace, RecordedEventsReadAsTheWrittenFileReads) {
   rec.flow('f', "batch", "b0", 42, 1, 2, 9.75);
   rec.complete("sampler r0", 1, 3, 7e300, 2.0);
   rec.complete("dropped", 0, 0, 1.0, 1.0);  // past the cap of 9: counted in otherData
-  const BothReads r = read_both(rec, scratch_dir() / "t.json");
+  const BothReads r = read_both(rec, trace_scratch_dir() / "t.json");
   ASSERT_TRUE(r.file_status.ok()) << r.file_status;
   ASSERT_TRUE(r.memory_status.ok()) << r.memory_status;
   EXPECT_EQ(r.memory.size(), 12u);  // 3 metadata + 9 kept
@@ -230,7 +230,7 @@ TEST(Trace, RecordedNonFiniteTimeFailsAsTheFileDoes) {
     rec.set_process_name(0, "cpu0");
     rec.complete("a", 0, 0, 1.0, 1.0);
     rec.complete("b", 0, 0, in_dur ? 2.0 : std::nan(""), in_dur ? INFINITY : 1.0);
-    const BothReads r = read_both(rec, scratch_dir() / "t.json");
+    const BothReads r = read_both(rec, trace_scratch_dir() / "t.json");
     ASSERT_FALSE(r.file_status.ok());
     EXPECT_EQ(r.memory_status, r.file_status);
     EXPECT_THAT(std::string(r.memory_status.message()), HasSubstr("t.json: event 2: "));

@@ -23,7 +23,7 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-std::string msg(const absl::Status& status) { return std::string(status.message()); }
+std::string workload_msg(const absl::Status& status) { return std::string(status.message()); }
 
 fs::path scratch_file(const std::string& name, const std::string& text) {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
@@ -71,7 +71,7 @@ TEST(Workload, IdPrompts) {
   spec.prompt_ids = {{1, 2}, {1, 5, 16}};
   absl::StatusOr<std::vector<serving::Request>> bad = serving::make_requests(spec, 16, nullptr);
   ASSERT_FALSE(bad.ok());
-  EXPECT_THAT(msg(bad.status()),
+  EXPECT_THAT(workload_msg(bad.status()),
               HasSubstr("workload.prompts[1]: position 2: token id 16 is outside the "
                         "vocabulary [0, 16)"));
 }
@@ -95,7 +95,8 @@ TEST(Workload, TextPromptsFromFileSkipEmptyLines) {
   absl::StatusOr<std::vector<serving::Request>> small =
       serving::make_requests(spec, 50, byte_encode);
   ASSERT_FALSE(small.ok());
-  EXPECT_THAT(msg(small.status()), HasSubstr(file.string() + ":1: position 1: token id 76"));
+  EXPECT_THAT(workload_msg(small.status()),
+              HasSubstr(file.string() + ":1: position 1: token id 76"));
 }
 
 TEST(Workload, TextPromptsNeedATokenizer) {
@@ -104,7 +105,8 @@ TEST(Workload, TextPromptsNeedATokenizer) {
   spec.prompts = {"hello"};
   absl::StatusOr<std::vector<serving::Request>> reqs = serving::make_requests(spec, 300, nullptr);
   ASSERT_FALSE(reqs.ok());
-  EXPECT_THAT(msg(reqs.status()), HasSubstr("model has no tokenizer.model; give token ids"));
+  EXPECT_THAT(workload_msg(reqs.status()),
+              HasSubstr("model has no tokenizer.model; give token ids"));
 }
 
 TEST(Workload, MissingPromptsFile) {
@@ -115,7 +117,7 @@ TEST(Workload, MissingPromptsFile) {
       serving::make_requests(spec, 300, byte_encode);
   ASSERT_FALSE(reqs.ok());
   EXPECT_EQ(reqs.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(msg(reqs.status()), HasSubstr("/nonexistent/prompts.txt"));
+  EXPECT_THAT(workload_msg(reqs.status()), HasSubstr("/nonexistent/prompts.txt"));
 }
 
 // Seed for the statistical test: 12345, or MUFLOW_TEST_SEED when set. Printed.
@@ -191,7 +193,7 @@ TEST(Workload, PoissonClampsOutputsAndNeedsARealVocab) {
   for (const serving::Request& r : *reqs) EXPECT_LE(r.max_new_tokens, 10);
   absl::StatusOr<std::vector<serving::Request>> tiny = serving::make_requests(spec, 3, nullptr);
   ASSERT_FALSE(tiny.ok());
-  EXPECT_THAT(msg(tiny.status()), HasSubstr("vocab_size 3 is too small"));
+  EXPECT_THAT(workload_msg(tiny.status()), HasSubstr("vocab_size 3 is too small"));
 }
 
 TEST(AzureTrace, TimestampParsing) {
@@ -204,13 +206,13 @@ TEST(AzureTrace, TimestampParsing) {
   EXPECT_FALSE(serving::parse_trace_timestamp_ns("2023-02-29 00:00:00").ok());
   EXPECT_FALSE(serving::parse_trace_timestamp_ns("2023-11-16 18:15").ok());
   EXPECT_FALSE(serving::parse_trace_timestamp_ns("2023-11-16 18:15:46.").ok());
-  EXPECT_THAT(msg(serving::parse_trace_timestamp_ns("yesterday").status()),
+  EXPECT_THAT(workload_msg(serving::parse_trace_timestamp_ns("yesterday").status()),
               HasSubstr("expected YYYY-MM-DD HH:MM:SS[.fraction]"));
   // #15: nanoseconds since 1970 overflow int64 in 2262; such dates are refused, not wrapped.
   absl::StatusOr<int64_t> last = serving::parse_trace_timestamp_ns("2261-12-31 23:59:59");
   ASSERT_TRUE(last.ok()) << last.status();
   EXPECT_GT(*last, 0);
-  EXPECT_THAT(msg(serving::parse_trace_timestamp_ns("2263-01-01 00:00:00").status()),
+  EXPECT_THAT(workload_msg(serving::parse_trace_timestamp_ns("2263-01-01 00:00:00").status()),
               HasSubstr("date or time out of range (years 1970 to 2261)"));
 }
 
@@ -230,7 +232,7 @@ TEST(AzureTrace, HugeTokenCountsAreRefusedWithTheirLine) {
   absl::StatusOr<std::vector<serving::TraceRow>> rows = serving::parse_azure_trace(
       header + "2023-11-16 18:17:03.9799600,1000000000000000,10\n", "t.csv", 0);
   ASSERT_FALSE(rows.ok());
-  EXPECT_THAT(msg(rows.status()),
+  EXPECT_THAT(workload_msg(rows.status()),
               HasSubstr("t.csv:2: column ContextTokens: expected at most 16777216 tokens, got "
                         "'1000000000000000'"));
 }
@@ -241,21 +243,21 @@ TEST(AzureTrace, MalformedRowNamesFileAndLine) {
   absl::StatusOr<std::vector<serving::TraceRow>> fields =
       serving::parse_azure_trace(header + good + "2023-11-16 18:17:04.0,12\n", "t.csv", 0);
   ASSERT_FALSE(fields.ok());
-  EXPECT_EQ(msg(fields.status()),
+  EXPECT_EQ(workload_msg(fields.status()),
             "t.csv:3: expected 3 comma-separated fields, got 2 in '2023-11-16 18:17:04.0,12'");
   absl::StatusOr<std::vector<serving::TraceRow>> count =
       serving::parse_azure_trace(header + good + "\n2023-11-16 18:17:04.0,x12,3\n", "t.csv", 0);
   ASSERT_FALSE(count.ok());
-  EXPECT_THAT(msg(count.status()),
+  EXPECT_THAT(workload_msg(count.status()),
               HasSubstr("t.csv:4: column ContextTokens: expected a positive integer, got 'x12'"));
   absl::StatusOr<std::vector<serving::TraceRow>> stamp =
       serving::parse_azure_trace(header + "2023-13-16 18:17:04.0,1,3\n", "t.csv", 0);
   ASSERT_FALSE(stamp.ok());
-  EXPECT_THAT(msg(stamp.status()), HasSubstr("t.csv:2: column TIMESTAMP"));
+  EXPECT_THAT(workload_msg(stamp.status()), HasSubstr("t.csv:2: column TIMESTAMP"));
   absl::StatusOr<std::vector<serving::TraceRow>> no_header =
       serving::parse_azure_trace(good, "t.csv", 0);
   ASSERT_FALSE(no_header.ok());
-  EXPECT_THAT(msg(no_header.status()), HasSubstr("t.csv:1: header must name the columns"));
+  EXPECT_THAT(workload_msg(no_header.status()), HasSubstr("t.csv:1: header must name the columns"));
 
   // Through make_requests the message names the real file.
   const fs::path file = scratch_file("bad.csv", header + good + good + "2023-11-16,1\n");
@@ -264,7 +266,7 @@ TEST(AzureTrace, MalformedRowNamesFileAndLine) {
   spec.trace_file = file.string();
   absl::StatusOr<std::vector<serving::Request>> reqs = serving::make_requests(spec, 512, nullptr);
   ASSERT_FALSE(reqs.ok());
-  EXPECT_THAT(msg(reqs.status()), HasSubstr(file.string() + ":4: expected 3"));
+  EXPECT_THAT(workload_msg(reqs.status()), HasSubstr(file.string() + ":4: expected 3"));
 }
 
 TEST(AzureTrace, ArrivalsAreRelativeToTheEarliestRow) {
@@ -360,9 +362,9 @@ TEST(RequestSource, PoissonMakesEachRequestWhenTaken) {
   }
   EXPECT_EQ((*big)->remaining(), topology::kMaxWorkloadRequests - 50);
   // One request more as a list is refused before anything is allocated; the source takes it.
-  EXPECT_THAT(msg(serving::make_requests(poisson_spec(7, topology::kMaxWorkloadRequests + 1), 512,
-                                         nullptr)
-                      .status()),
+  EXPECT_THAT(workload_msg(serving::make_requests(
+                               poisson_spec(7, topology::kMaxWorkloadRequests + 1), 512, nullptr)
+                               .status()),
               HasSubstr("a list holds at most 10000000"));
   EXPECT_TRUE(serving::make_request_source(poisson_spec(7, topology::kMaxWorkloadRequests + 1),
                                            512, nullptr)
@@ -370,7 +372,7 @@ TEST(RequestSource, PoissonMakesEachRequestWhenTaken) {
   // Bad parameters fail when the source is made, before any request.
   topology::WorkloadSpec bad = poisson_spec(7, 10);
   bad.input_min = 0;
-  EXPECT_THAT(msg(serving::make_request_source(bad, 512, nullptr).status()),
+  EXPECT_THAT(workload_msg(serving::make_request_source(bad, 512, nullptr).status()),
               HasSubstr("1 <= min <= max"));
 }
 
