@@ -250,7 +250,7 @@ caf::behavior gate_actor(caf::stateful_actor<GateState>* self, std::shared_ptr<W
     const auto& s = self->current_sender();
     return s ? s->node() : caf::node_id{};
   };
-  auto refuse = [self](const caf::node_id& from, const std::string& why) {
+  auto refuse = [](const caf::node_id& from, const std::string& why) {
     spdlog::error("muflow worker: refused a connection from node {}: {}", caf::to_string(from),
                   why);
     return caf::make_error(caf::sec::request_receiver_down, "refused: " + why);

@@ -512,7 +512,7 @@ void OpenAiServer::install_routes() {
       res.set_header("Cache-Control", "no-cache");
       res.set_chunked_content_provider(
           "text/event-stream",
-          [=, this](size_t, httplib::DataSink& sink) {
+          [=](size_t, httplib::DataSink& sink) {
             if (*ended) return false;
             Progress step = take(std::chrono::milliseconds(100));
             // Every token taken goes out in one write (one event each).
