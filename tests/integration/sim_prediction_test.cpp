@@ -11,7 +11,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <sstream>
 #include <string>
 
 #include "actors/calibration.hpp"
@@ -22,23 +21,6 @@
 
 namespace muflow::testing_fixtures {
 namespace {
-
-// A small synthetic Mixtral (hidden `hidden`, expert FFN `ffn`) on 2 cpu devices wired
-// `wiring`, one thread each, batches of up to 8 requests.
-Topology calibration_topology(const std::string& wiring, int64_t hidden = 128, int64_t ffn = 256) {
-  Topology cpu = topology_for(2);
-  cpu.wiring = wiring;
-  ModelConfig c = small_mixtral(2);
-  c.hidden_size = hidden;
-  c.expert_ffn = ffn;
-  cpu.model.synthetic = c;
-  cpu.model.seed = 3;
-  cpu.threads_per_device = 1;
-  cpu.scheduler.max_batch_requests = 8;
-  cpu.scheduler.max_prefill_tokens = 128;
-  cpu.sampling.stop_at_eos = false;
-  return cpu;
-}
 
 TEST(SimPrediction, CalibratedSimPredictsTheCpuBackend) {
   const std::filesystem::path kernels = muflow::testing::scratch_path("cpu-kernels.csv");
@@ -144,34 +126,6 @@ TEST(SimPrediction, CalibratedSimPredictsTheCpuBackend) {
   EXPECT_LT(tput, 2.0);
   std::filesystem::remove(kernels);
   std::filesystem::remove(routing);
-}
-
-// A barrier-free wiring has no barrier whose hand-offs calibration could time, but its devices
-// still hand over from one queued stage to the next through their device actors (done → grant):
-// calibration times those hand-offs where the next stage had tokens queued (its μ-queue depth in
-// the trace) and writes them as host_grant, which the sim charges per grant.
-TEST(SimPrediction, CalibrationTimesTheHandOffsOfABarrierFreeWiring) {
-  const Topology cpu = calibration_topology("async");
-  actors::CalibrationOptions options;
-  options.max_tokens = 32;
-  options.max_context = 64;
-  options.repeats = 3;
-  std::vector<std::string> progress;
-  options.progress = [&](const std::string& line) { progress.push_back(line); };
-  std::ostringstream out;
-  ASSERT_TRUE(actors::calibrate(cpu, options, out).ok());
-  const std::string text = out.str();
-  const size_t at = text.find("\nhost_grant,1,0,0,");
-  ASSERT_NE(at, std::string::npos) << text;
-  const double grant_s = std::stod(text.substr(at + std::string("\nhost_grant,1,0,0,").size()));
-  // A message round trip through an actor on a worker thread: more than nothing, far less
-  // than a stage run.
-  EXPECT_GT(grant_s, 0.0);
-  EXPECT_LT(grant_s, 0.05);
-  // Progress tells how close the replay of calibration's own runs came.
-  EXPECT_TRUE(std::any_of(progress.begin(), progress.end(), [](const std::string& line) {
-    return line.find("refinement 2/2: replayed with the rows so far") != std::string::npos;
-  }));
 }
 
 }  // namespace
