@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "actors/calibration.hpp"
-#include "invariance_fixtures.hpp"
+#include "calibration_topology.hpp"
 
 namespace muflow::testing_fixtures {
 namespace {

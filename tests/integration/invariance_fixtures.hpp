@@ -59,25 +59,6 @@ inline Topology topology_for(int num_devices) {
   return t;
 }
 
-// What `muflow calibrate` measures in the calibration tests: a small synthetic Mixtral (hidden
-// `hidden`, expert FFN `ffn`) on 2 cpu devices wired `wiring`, one thread each, batches of up
-// to 8 requests.
-inline Topology calibration_topology(const std::string& wiring, int64_t hidden = 128,
-                                     int64_t ffn = 256) {
-  Topology cpu = topology_for(2);
-  cpu.wiring = wiring;
-  ModelConfig c = small_mixtral(2);
-  c.hidden_size = hidden;
-  c.expert_ffn = ffn;
-  cpu.model.synthetic = c;
-  cpu.model.seed = 3;
-  cpu.threads_per_device = 1;
-  cpu.scheduler.max_batch_requests = 8;
-  cpu.scheduler.max_prefill_tokens = 128;
-  cpu.sampling.stop_at_eos = false;
-  return cpu;
-}
-
 // `base` (its model, sampling, ...) on topology_for(devices)'s devices and scheduler, wired
 // `wiring`.
 inline Topology on_devices(Topology base, int devices, const std::string& wiring) {

@@ -15,6 +15,7 @@
 
 #include "actors/calibration.hpp"
 #include "actors/server.hpp"
+#include "calibration_topology.hpp"
 #include "invariance_fixtures.hpp"
 #include "kernels/sim/measured_kernels.hpp"
 #include "scratch_path.hpp"
