@@ -66,8 +66,11 @@ struct WorkerNode {
   // the control system (CAF's middleman), where it may block while a run is set up or
   // stopped without taking a thread from the stages.
   caf::actor_system& run_system;
-  std::mutex mu;                     // guards plane's creation
-  std::unique_ptr<DataPlane> plane;  // created by the first join
+  std::mutex mu;  // guards plane's creation and replacement, and driver_address
+  // Made by a driver's join, and made again when a join comes from another data plane of the
+  // driver (its next attempt): see the join handler.
+  std::unique_ptr<DataPlane> plane;
+  std::string driver_address;  // the UCX address of the driver's plane that `plane` joined
   std::atomic<DataPlane*> plane_ptr{nullptr};
   std::atomic<uint64_t> rejected_frames{0};
   // actor messages that came while no run was started, or of another run attempt
@@ -294,6 +297,25 @@ caf::behavior gate_actor(caf::stateful_actor<GateState>* self, std::shared_ptr<W
               from, absl::StrFormat("already joined as process %d", node.plane->options().process));
         }
         if (process == 0) return refuse(from, "process index 0 is the driver's");
+        if (node.plane && node.driver_address != driver_address) {
+          // The driver's next attempt (it makes a data plane per attempt, e.g. after it lost a
+          // worker): this worker's plane is made afresh too, so that no UCX state of the last
+          // attempt carries over. A survivor that kept its plane across a peer's kill -9
+          // sometimes received nothing more from the driver's new plane, its progress thread
+          // spinning on ucp_worker_arm's UCS_ERR_BUSY (about 1 run in 100 of the kill tests
+          // under load), until the heartbeat declared it lost too. The last attempt's run is
+          // stopped first (its outbox sends through the old plane), and the old plane's peers
+          // are dropped, so that its shutdown does not wait for sends to a dead one.
+          if (std::shared_ptr<HostedRun> old = take_run(node)) {
+            spdlog::warn(
+                "muflow worker: a new attempt of the driver replaces a run that was not "
+                "stopped");
+            stop_run(node.run_system, *old);
+          }
+          node.plane_ptr.store(nullptr, std::memory_order_release);
+          node.plane->drop_all_peers();
+          node.plane.reset();
+        }
         if (!node.plane) {
           DataPlane::Options o;
           o.process = process;
@@ -307,6 +329,7 @@ caf::behavior gate_actor(caf::stateful_actor<GateState>* self, std::shared_ptr<W
         }
         auto st = node.plane->connect(0, {driver_address.data(), driver_address.size()});
         if (!st.ok()) return refuse(from, std::string(st.message()));
+        node.driver_address = driver_address;
         spdlog::info("muflow worker: joined the data plane as process {}", process);
         const auto& a = node.plane->address();
         return std::string(a.begin(), a.end());
@@ -466,13 +489,17 @@ int run_worker(const WorkerOptions& options) {
       "muflow worker: signal {}: stopping ({} data-plane messages rejected, {} dropped that "
       "came after their run ended)",
       sig, node->rejected_frames.load(), node->late_frames.load());
-  if (const DataPlane* plane = node->plane_ptr.load(std::memory_order_acquire)) {
-    const transport::cluster::DataPlaneStats st = plane->stats();
-    spdlog::info(
-        "muflow worker: data plane: {} messages sent ({} posted on their sender's thread), {} "
-        "failed; {} received, {} abandoned with a peer that was dropped",
-        st.sent_messages, st.posted_inline, st.failed_sends, st.received_messages,
-        st.abandoned_receives);
+  {
+    std::lock_guard<std::mutex> lock(node->mu);  // a join may be replacing the plane
+    if (const DataPlane* plane = node->plane.get()) {
+      const transport::cluster::DataPlaneStats st = plane->stats();
+      spdlog::info(
+          "muflow worker: data plane (the driver's last attempt): {} messages sent ({} posted "
+          "on their sender's thread), {} failed; {} received, {} abandoned with a peer that was "
+          "dropped",
+          st.sent_messages, st.posted_inline, st.failed_sends, st.received_messages,
+          st.abandoned_receives);
+    }
   }
   if (std::shared_ptr<HostedRun> run = take_run(*node)) stop_run(run_sys, *run);
   caf::anon_send_exit(gate, caf::exit_reason::user_shutdown);

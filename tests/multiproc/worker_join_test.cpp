@@ -1,5 +1,6 @@
 // `muflow worker` and the driver's join (actors/cluster/): a driver with the cluster secret
-// joins a worker process over CAF's middleman and pings it over the UCX data plane; a wrong
+// joins a worker process over CAF's middleman and pings it over the UCX data plane (a join from
+// the driver's next data plane gets a fresh worker plane, one from the same keeps it); a wrong
 // secret is refused with a log line (and the worker still takes the right one afterwards);
 // malformed data-plane messages are rejected without crashing the worker; a non-loopback
 // --listen needs --allow-remote; no secret, no worker.
@@ -191,6 +192,35 @@ TEST(WorkerJoin, TheRightTokenJoinsAndTheDataPlaneCarriesPings) {
   expect_pong(d, 1, "", "");
   EXPECT_EQ(w.stop(), 0) << w.log();
   EXPECT_NE(w.log().find("authenticated"), std::string::npos) << w.log();
+}
+
+// A driver makes a data plane per attempt (e.g. after it lost a worker); the worker makes its
+// own afresh when a join comes from another driver plane, so that no UCX state of the last
+// attempt (endpoints to a peer that died, its receives) carries over, and keeps it for a join
+// from the same one. The new plane carries pings both ways.
+TEST(WorkerJoin, TheDriversNextAttemptGetsAFreshDataPlaneAndTheSameOneKeepsIt) {
+  WorkerProcess w({"--listen", "127.0.0.1:0"}, kJoinToken);
+  const uint16_t port = w.port();
+  ASSERT_NE(port, 0) << w.log();
+  std::vector<char> first_address;
+  {
+    Driver first;
+    auto link = join(first, port);
+    ASSERT_TRUE(link.ok()) << link.status() << "\nworker log:\n" << w.log();
+    expect_pong(first, 1, "first attempt", "");
+    auto again = join(first, port);
+    ASSERT_TRUE(again.ok()) << again.status() << "\nworker log:\n" << w.log();
+    EXPECT_EQ(again->ucx_address, link->ucx_address) << "the same driver plane: the plane stays";
+    expect_pong(first, 1, "first attempt, joined again", "");
+    first_address = link->ucx_address;
+  }
+  Driver next;
+  auto link = join(next, port);
+  ASSERT_TRUE(link.ok()) << link.status() << "\nworker log:\n" << w.log();
+  EXPECT_NE(link->ucx_address, first_address) << "another driver plane: a new worker plane";
+  expect_pong(next, 1, "next attempt", std::string(1 << 20, 'q'));  // 1 MiB: UCX rendezvous
+  expect_pong(next, 1, "", "");
+  EXPECT_EQ(w.stop(), 0) << w.log();
 }
 
 // A run's frames are stamped with the driver's attempt number (frame.hpp); 0 marks frames of no

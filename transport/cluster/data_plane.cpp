@@ -596,6 +596,23 @@ void DataPlane::drop_peer(uint32_t peer) {
   if (posted) fut.wait();
 }
 
+void DataPlane::drop_all_peers() {
+  std::promise<void> done;
+  auto fut = done.get_future();
+  Impl* impl = impl_.get();
+  const bool posted = impl->post([impl, &done] {
+    std::vector<uint64_t> peers;
+    for (const auto& [peer, ep] : impl->eps) peers.push_back(peer);
+    for (const auto& [tag, queue] : impl->recv_order) peers.push_back(tag);
+    for (const uint64_t peer : peers) {
+      impl->close_ep(static_cast<uint32_t>(peer));
+      impl->abandon_recvs(peer);
+    }
+    done.set_value();
+  });
+  if (posted) fut.wait();
+}
+
 DataPlaneStats DataPlane::stats() const {
   DataPlaneStats s;
   s.sent_messages = impl_->sent_messages.load();

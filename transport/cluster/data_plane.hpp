@@ -4,11 +4,12 @@
 /// the other processes of a cluster. What a message means is the caller's (frame.hpp gives
 /// the framing); this class moves bytes and bounds what it accepts.
 ///
-/// - **Connection.** Each process creates one `DataPlane`, gives its `address()` (UCX worker
-///   address bytes) to its peers over the authenticated control plane, and `connect`s to
-///   theirs. No listening socket is opened here: a peer can reach this worker only with an
-///   address handed out by the control plane. On one host UCX picks shared memory (posix,
-///   sysv, cma), across hosts TCP (or InfiniBand where UCX has it).
+/// - **Connection.** Each process creates a `DataPlane` (one per driver attempt in the cluster
+///   runtime: actors/cluster/README.md), gives its `address()` (UCX worker address bytes) to
+///   its peers over the authenticated control plane, and `connect`s to theirs. No listening
+///   socket is opened here: a peer can reach this worker only with an address handed out by
+///   the control plane. On one host UCX picks shared memory (posix, sysv, cma), across hosts
+///   TCP (or InfiniBand where UCX has it).
 /// - **Threads.** One progress thread progresses the UCX worker (UCS_THREAD_MODE_SERIALIZED:
 ///   one thread in UCX at a time, under a mutex it never holds while asleep). It sleeps in
 ///   `poll(2)` on the worker's event fd (UCX wakeup mode) and on an eventfd for commands;
@@ -141,6 +142,12 @@ class DataPlane {
   /// Otherwise a no-op for an unknown peer. Blocks until done; any thread except the progress
   /// thread.
   void drop_peer(uint32_t peer);
+  /// `drop_peer` for every peer this plane has an endpoint to or undelivered messages from:
+  /// for a plane about to be destroyed whose peers' traffic belongs to an attempt that ended
+  /// (a worker replacing its plane for a driver's next attempt), so that the destructor does
+  /// not wait out its ~2 s bound for sends to a peer that died. Blocks until done; any thread
+  /// except the progress thread.
+  void drop_all_peers();
 
   DataPlaneStats stats() const;
   const Options& options() const { return options_; }
