@@ -302,8 +302,8 @@ caf::behavior gate_actor(caf::stateful_actor<GateState>* self, std::shared_ptr<W
           // worker): this worker's plane is made afresh too, so that no UCX state of the last
           // attempt carries over. A survivor that kept its plane across a peer's kill -9
           // sometimes received nothing more from the driver's new plane, its progress thread
-          // spinning on ucp_worker_arm's UCS_ERR_BUSY (about 1 run in 100 of the kill tests
-          // under load), until the heartbeat declared it lost too. The last attempt's run is
+          // spinning on ucp_worker_arm's UCS_ERR_BUSY, until the heartbeat declared it lost too
+          // (bench/README.md, "Surviving a dead worker", stop 58). The last attempt's run is
           // stopped first (its outbox sends through the old plane), and the old plane's peers
           // are dropped, so that its shutdown does not wait for sends to a dead one.
           if (std::shared_ptr<HostedRun> old = take_run(node)) {

@@ -230,6 +230,12 @@ struct DataPlane::Impl {
                  options.name, peer, ops.size());
   }
 
+  // DataPlane::drop_peer's work (progress thread).
+  void drop(uint32_t peer) {
+    close_ep(peer);
+    abandon_recvs(peer);
+  }
+
   void force_close(ucp_ep_h ep) {
     ucp_request_param_t param{};
     param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
@@ -589,8 +595,7 @@ void DataPlane::drop_peer(uint32_t peer) {
   auto fut = done.get_future();
   Impl* impl = impl_.get();
   const bool posted = impl->post([impl, peer, &done] {
-    impl->close_ep(peer);
-    impl->abandon_recvs(peer);
+    impl->drop(peer);
     done.set_value();
   });
   if (posted) fut.wait();
@@ -604,10 +609,7 @@ void DataPlane::drop_all_peers() {
     std::vector<uint64_t> peers;
     for (const auto& [peer, ep] : impl->eps) peers.push_back(peer);
     for (const auto& [tag, queue] : impl->recv_order) peers.push_back(tag);
-    for (const uint64_t peer : peers) {
-      impl->close_ep(static_cast<uint32_t>(peer));
-      impl->abandon_recvs(peer);
-    }
+    for (const uint64_t peer : peers) impl->drop(static_cast<uint32_t>(peer));
     done.set_value();
   });
   if (posted) fut.wait();
