@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <future>
@@ -26,6 +27,27 @@ namespace {
 absl::Status ucx_error(const char* call, ucs_status_t status) {
   return absl::UnavailableError(
       absl::StrFormat("UCX %s failed: %s", call, ucs_status_string(status)));
+}
+
+// UCX settings under which a peer's death is never fatal to this process, each unless the user
+// set it (its UCX_ variable wins). Without peer error handling on its endpoints (which would
+// cost the shared-memory transports: Impl::close_ep), UCX 1.13 takes a transport's failure
+// for fatal and aborts. On one host that failure came from a rendezvous: the receiver fetches
+// the message from the sender's memory with cross-memory attach (cma, process_vm_readv), which
+// fails once the sender is dead (tests/multiproc/data_plane_test.cpp). So messages of every
+// size go eagerly (RNDV_THRESH=inf): the sender pushes them through the shared-memory FIFO,
+// whose memory outlives either process; and cma is left out (TLS=^cma), so a rendezvous the
+// user asks for crosses over TCP, whose failure UCX reports. What eager sends cost against the
+// cma fetch: bench/README.md, "A sender killed mid-rendezvous".
+absl::Status survive_dead_senders(ucp_config_t* config) {
+  for (const auto& [name, value] : {std::pair<const char*, const char*>{"RNDV_THRESH", "inf"},
+                                    std::pair<const char*, const char*>{"TLS", "^cma"}}) {
+    if (std::getenv(absl::StrFormat("UCX_%s", name).c_str()) != nullptr) continue;
+    const ucs_status_t st = ucp_config_modify(config, name, value);
+    if (st != UCS_OK)
+      return ucx_error(absl::StrFormat("ucp_config_modify(%s=%s)", name, value).c_str(), st);
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -470,6 +492,10 @@ absl::StatusOr<std::unique_ptr<DataPlane>> DataPlane::create(Options options, Ha
   ucp_config_t* config = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
   if (st != UCS_OK) return ucx_error("ucp_config_read", st);
+  if (absl::Status fault_safe = survive_dead_senders(config); !fault_safe.ok()) {
+    ucp_config_release(config);
+    return fault_safe;
+  }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
   params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
