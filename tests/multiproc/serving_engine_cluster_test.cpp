@@ -104,10 +104,20 @@ TEST_P(ServingEngineCluster, RequestsSubmittedWhileServingGiveTheOneProcessOutpu
         std::lock_guard<std::mutex> lock(first->mu);
         streaming = !first->streamed.empty();
       }
-      // Every attention stage is in a worker: the KV cache held is theirs.
+      // Every attention stage is in a worker: the KV cache held is theirs. Asserted only where
+      // the watched request was still running when the answer came: on a loaded machine this
+      // thread can wake after its few tokens are done, and then the cache is rightly empty
+      // (the coordinator releases a request's KV in the step that calls its on_finish).
       auto kv = (*engine)->kv_cache_bytes();
       ASSERT_TRUE(kv.ok()) << kv.status();
-      EXPECT_GT(*kv, 0);
+      bool running = false;
+      {
+        std::lock_guard<std::mutex> lock(first->mu);
+        running = first->finishes == 0;
+      }
+      if (running) {
+        EXPECT_GT(*kv, 0);
+      }
     }
     auto id = (*engine)->submit(reqs[i]);
     ASSERT_TRUE(id.ok()) << id.status();

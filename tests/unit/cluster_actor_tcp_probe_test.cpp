@@ -27,7 +27,9 @@ std::pair<int, uint16_t> bound_socket(bool listen_on) {
   EXPECT_EQ(0, ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)));
   socklen_t len = sizeof(a);
   EXPECT_EQ(0, ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len));
-  if (listen_on) EXPECT_EQ(0, ::listen(fd, 4));
+  if (listen_on) {
+    EXPECT_EQ(0, ::listen(fd, 4));
+  }
   return {fd, ntohs(a.sin_port)};
 }
 
