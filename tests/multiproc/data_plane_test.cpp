@@ -412,7 +412,7 @@ TEST(DataPlane, ASenderKilledBeforeItsRendezvousWasFetchedLeavesThisProcessRunni
   ASSERT_GT(pid, 0);
   victim = pid;
 
-  constexpr size_t kBig = size_t{32} << 20;  // rendezvous-sized
+  constexpr size_t kBig = size_t{32} << 20;  // a rendezvous at UCX's default threshold
   constexpr int kSends = 3;
   for (int i = 0; i < kSends; ++i) plane->send(1, {std::vector<char>(kBig, static_cast<char>(i))});
   auto first = inbox.pop();

@@ -29,9 +29,9 @@ absl::Status ucx_error(const char* call, ucs_status_t status) {
       absl::StrFormat("UCX %s failed: %s", call, ucs_status_string(status)));
 }
 
-// UCX settings under which a peer's death is never fatal to this process, each unless the user
-// set it (its UCX_ variable wins). Without peer error handling on its endpoints (which would
-// cost the shared-memory transports: Impl::close_ep), UCX 1.13 takes a transport's failure
+// UCX settings under which a peer's death on this host is not fatal to this process, each unless
+// the user set it (its UCX_ variable wins). Without peer error handling on its endpoints (which
+// would cost the shared-memory transports: Impl::close_ep), UCX 1.13 takes a transport's failure
 // for fatal and aborts. On one host that failure came from a rendezvous: the receiver fetches
 // the message from the sender's memory with cross-memory attach (cma, process_vm_readv), which
 // fails once the sender is dead (tests/multiproc/data_plane_test.cpp). So messages of every
@@ -44,8 +44,9 @@ absl::Status survive_dead_senders(ucp_config_t* config) {
                                     std::pair<const char*, const char*>{"TLS", "^cma"}}) {
     if (std::getenv(absl::StrFormat("UCX_%s", name).c_str()) != nullptr) continue;
     const ucs_status_t st = ucp_config_modify(config, name, value);
-    if (st != UCS_OK)
+    if (st != UCS_OK) {
       return ucx_error(absl::StrFormat("ucp_config_modify(%s=%s)", name, value).c_str(), st);
+    }
   }
   return absl::OkStatus();
 }

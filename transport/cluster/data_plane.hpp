@@ -10,11 +10,12 @@
 ///   socket is opened here: a peer can reach this worker only with an address handed out by
 ///   the control plane. On one host UCX picks shared memory (posix, sysv), across hosts TCP
 ///   (or InfiniBand where UCX has it).
-/// - **A dead peer is never fatal here** (#18), where UCX 1.13 would abort: unless the user set
-///   them, messages of every size go eagerly (`UCX_RNDV_THRESH=inf`) and cross-memory attach is
-///   left out (`UCX_TLS=^cma`), because a receiver's rendezvous fetch from a sender that died
-///   failed in process_vm_readv, which UCX takes for fatal on endpoints without its peer error
-///   handling (transport/cluster/README.md says why they have none).
+/// - **A dead peer on the same host is not fatal** (#18), where UCX 1.13 would abort: unless
+///   the user set them, messages of every size go eagerly (`UCX_RNDV_THRESH=inf`) and
+///   cross-memory attach is left out (`UCX_TLS=^cma`), because a receiver's rendezvous fetch
+///   from a sender that died failed in process_vm_readv, which UCX takes for fatal on endpoints
+///   without its peer error handling (transport/cluster/README.md says why they have none, and
+///   what is left for InfiniBand between hosts).
 /// - **Threads.** One progress thread progresses the UCX worker (UCS_THREAD_MODE_SERIALIZED:
 ///   one thread in UCX at a time, under a mutex it never holds while asleep). It sleeps in
 ///   `poll(2)` on the worker's event fd (UCX wakeup mode) and on an eventfd for commands;
