@@ -31,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "scoped_env.hpp"
 #include "transport/cluster/address_pipe.hpp"
 #include "transport/cluster/received_queue.hpp"
@@ -411,6 +412,18 @@ TEST(DataPlane, ASenderKilledBeforeItsRendezvousWasFetchedLeavesThisProcessRunni
   const pid_t pid = spawn_connected_peer(*plane, fds);
   ASSERT_GT(pid, 0);
   victim = pid;
+  // On any way out, the peer (unless the handler took it) is killed and reaped and its pipes
+  // closed, before the plane whose handler may reap it goes.
+  absl::Cleanup reap = [&victim, &fds] {
+    if (const pid_t p = victim.exchange(0); p > 0 && ::kill(p, SIGKILL) == 0) {
+      int status = 0;
+      ::waitpid(p, &status, 0);
+    }
+    for (int& fd : fds) {
+      if (fd >= 0) ::close(fd);
+      fd = -1;
+    }
+  };
 
   constexpr size_t kBig = size_t{32} << 20;  // a rendezvous at UCX's default threshold
   constexpr int kSends = 3;
@@ -423,14 +436,13 @@ TEST(DataPlane, ASenderKilledBeforeItsRendezvousWasFetchedLeavesThisProcessRunni
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   EXPECT_EQ(plane->stats().received_messages, 1u);
   const DataPlaneStats stats = plane->stats();
-  ::close(fds[0]);
-  ::close(fds[1]);
   if (stats.receives_pending + stats.rejected_messages == 0) {
     GTEST_SKIP() << "the peer died before it posted its next echo";
   }
   plane->drop_peer(1);
   EXPECT_EQ(plane->stats().receives_pending, 0);
   EXPECT_FALSE(inbox.pop(std::chrono::milliseconds(200)).has_value());
+  std::move(reap).Invoke();
   plane.reset();
 }
 

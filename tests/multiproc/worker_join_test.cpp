@@ -218,7 +218,7 @@ TEST(WorkerJoin, TheDriversNextAttemptGetsAFreshDataPlaneAndTheSameOneKeepsIt) {
   auto link = join(next, port);
   ASSERT_TRUE(link.ok()) << link.status() << "\nworker log:\n" << w.log();
   EXPECT_NE(link->ucx_address, first_address) << "another driver plane: a new worker plane";
-  expect_pong(next, 1, "next attempt", std::string(1 << 20, 'q'));  // 1 MiB: UCX rendezvous
+  expect_pong(next, 1, "next attempt", std::string(1 << 20, 'q'));  // 1 MiB: many eager fragments
   expect_pong(next, 1, "", "");
   EXPECT_EQ(w.stop(), 0) << w.log();
 }

@@ -139,6 +139,21 @@ struct DataPlane::Impl {
     return true;
   }
 
+  // Runs `fn` on the progress thread and waits until it ran; false (not run) once stopping.
+  // Never from the progress thread itself (it would wait for itself).
+  bool run_and_wait(const std::function<void()>& fn) {
+    std::promise<void> done;
+    auto ran = done.get_future();
+    if (!post([&fn, &done] {
+          fn();
+          done.set_value();
+        })) {
+      return false;
+    }
+    ran.wait();
+    return true;
+  }
+
   // Wakes the progress thread without a command (it then progresses the worker once).
   void kick() {
     has_commands.store(true, std::memory_order_release);
@@ -618,28 +633,18 @@ absl::Status DataPlane::send_and_wait(uint32_t peer, std::vector<std::vector<cha
 }
 
 void DataPlane::drop_peer(uint32_t peer) {
-  std::promise<void> done;
-  auto fut = done.get_future();
   Impl* impl = impl_.get();
-  const bool posted = impl->post([impl, peer, &done] {
-    impl->drop(peer);
-    done.set_value();
-  });
-  if (posted) fut.wait();
+  impl->run_and_wait([impl, peer] { impl->drop(peer); });
 }
 
 void DataPlane::drop_all_peers() {
-  std::promise<void> done;
-  auto fut = done.get_future();
   Impl* impl = impl_.get();
-  const bool posted = impl->post([impl, &done] {
+  impl->run_and_wait([impl] {
     std::vector<uint64_t> peers;
     for (const auto& [peer, ep] : impl->eps) peers.push_back(peer);
     for (const auto& [tag, queue] : impl->recv_order) peers.push_back(tag);
     for (const uint64_t peer : peers) impl->drop(static_cast<uint32_t>(peer));
-    done.set_value();
   });
-  if (posted) fut.wait();
 }
 
 DataPlaneStats DataPlane::stats() const {

@@ -108,7 +108,10 @@ class DataPlane {
   using SendDone = std::function<void(absl::Status)>;
 
   /// Creates the UCX context and worker (tag matching, wakeup) and starts the progress
-  /// thread. Errors: UCX initialisation failures (absl::Unavailable, naming the call).
+  /// thread. Sets `UCX_RNDV_THRESH=inf` and `UCX_TLS=^cma` for its context, each unless that
+  /// variable is set (a dead peer on this host is then not fatal: file comment). Errors: UCX
+  /// initialisation failures, among them a UCX_ variable UCX does not accept
+  /// (absl::Unavailable, naming the call).
   static absl::StatusOr<std::unique_ptr<DataPlane>> create(Options options, Handler handler);
 
   /// Stops the progress thread after in-flight sends finished (at most ~2 s), closes the
