@@ -4,7 +4,7 @@
 /// and 5.2), the port-load bound of this network model, and baseline transmission orders to
 /// compare against. An order is just a `std::vector<Transfer>` served in sequence by
 /// `BigSwitchNetwork`, so any ordering algorithm (e.g. Aurora's contention-free Algorithm 1,
-/// a later issue) plugs in without new API.
+/// aurora_order.hpp) plugs in without new API.
 
 #include <cstdint>
 #include <vector>

@@ -109,9 +109,10 @@ absl::StatusOr<RebalanceResult> harmoeny_rebalance_paper(
 /// g_max = argmax load and g_min = argmin load; stop if g_min == g_max or load[g_min] + q > avg;
 /// pick the expert e with the most tokens on g_max (Σ over sources); stop if that is < q;
 /// move e's tokens from its largest senders (by S[src, e, g_max], descending, ties to the lowest
-/// src) to g_min, each move min(sender's tokens, avg − load[g_min]), until g_min is at avg or
-/// e has no tokens left on g_max. avg = ⌊T / num_ranks⌋ as in the paper (NOTES.md does not
-/// say whether the code rounds; we keep the paper's integer average).
+/// src) to g_min, each move min(sender's tokens, avg − load[g_min]), while g_max is still above
+/// avg (`overloaded = load[g_max] − avg`, less what was moved, > 0; the last move may take it
+/// below), g_min is below avg and e has tokens left on g_max. avg = ⌊T / num_ranks⌋ as in the
+/// paper and in HarMoEny @ 563b5a6d `schedule_harmony` (the file header).
 /// Arguments and errors as `harmoeny_rebalance_paper`.
 absl::StatusOr<RebalanceResult> harmoeny_rebalance_code(const RebalanceSchedule& initial,
                                                         int64_t q);

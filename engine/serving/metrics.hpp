@@ -62,10 +62,13 @@ struct RunMetrics {
   /// Virtual-time runs: seconds spent moving data in all-to-alls (barrier completion to the
   /// last delivery), summed over every dispatch and combine; 0 when transfers are in memory.
   double all_to_all_s = 0.0;
-  /// Sum over the same all-to-alls of their lower bound: the busiest port's total transfer
-  /// time (transport::port_load_lower_bound; Aurora's b_max, Theorem 4.2/5.2, when links have
-  /// no latency), over every byte the all-to-all moved (exflow: K/V rows included). all_to_all_s / all_to_all_bound_s >= 1 is how far the transmission order
-  /// (`[network] a2a_order`) is from optimal; 0 when transfers are in memory.
+  /// Sum over the same all-to-alls of their lower bound under the network's own model
+  /// (transport::port_load_lower_bound, over every byte the all-to-all moved; exflow: K/V rows
+  /// included): "serial", the busiest port's total holding time (>= Aurora's b_max, strictly
+  /// with mixed bandwidths); "fair-share", b_max (Theorems 4.2/5.2) per link class plus the
+  /// least latency of the busiest resource's flows. all_to_all_s / all_to_all_bound_s >= 1 is
+  /// how far the transmission order (`[network] a2a_order`) is from optimal; 0 when transfers
+  /// are in memory.
   double all_to_all_bound_s = 0.0;
   /// Barrier wirings: per (block, iteration), dispatch barrier completion to combine barrier
   /// completion (the MoE layer: transfers, expert compute and waiting). Empty under async.

@@ -155,8 +155,9 @@ struct StepOverheads {
   /// Host work of one stage run around its kernels (batch assembly, pre/post-processing,
   /// launch preparation), added to every stage run's modeled duration. >= 0.
   double stage_us = 0;
-  /// One decision of the device's scheduler (one grant: picking the next stage), added to the
-  /// run it grants. >= 0.
+  /// One decision of the device's scheduler (picking the next stage to run), added to every
+  /// stage run: each starts with one, a grant of the device actor or a direct start on an
+  /// idle device (actors/device_gate.hpp). >= 0.
   double scheduler_us = 0;
   /// Further host work of each attention stage run (and sampler run) / expert stage run, on
   /// top of `stage_us`: where a system's steps differ by stage type, e.g. AsyncMoE §5.4's

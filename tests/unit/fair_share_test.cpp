@@ -213,9 +213,11 @@ TEST(FairShareTest, RandomAllToAllsRespectBoundOrderAndCapacity) {
 }
 
 // Aurora's heterogeneous case (§5, Theorem 5.2: four GPU types at 100/80/50/40 Gb/s in equal
-// numbers), on skewed seeded traffic, no latency. Under the serial model Aurora's chunked
-// order reaches b_max and SJF / row-major do not; under fair share every order takes the same
-// time, never below b_max. The printed ratios are the ones in the #19 note.
+// numbers), on skewed seeded traffic, no latency. Under the serial model no order reaches
+// b_max (a fast port feeding a slow one is held at the slow rate); Aurora's chunked order
+// reaches that model's own port-load bound and SJF / row-major do not. Under fair share every
+// order takes the same time, never below b_max. The printed ratios are in bench/README.md,
+// "Aurora's heterogeneous case (Theorem 5.2) under both network models".
 TEST(FairShareTest, AurorasHeterogeneousCaseBothModels) {
   const std::vector<double> gbps = {100, 100, 80, 80, 50, 50, 40, 40};
   std::vector<double> bw;

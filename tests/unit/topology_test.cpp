@@ -401,6 +401,7 @@ TEST(Topology, DefragKeys) {
   absl::StatusOr<topology::Topology> d =
       parse("wiring = \"async\"\n[scheduler]\npolicy = \"defrag\"\n");
   ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->scheduler.defrag_lookahead, 3);  // DisagMoE's main branch (scheduling_policy.hpp)
   EXPECT_EQ(d->scheduler.defrag_decay, 0.8);
   absl::StatusOr<topology::Topology> t = parse(
       "wiring = \"async\"\n[scheduler]\npolicy = \"defrag\"\ndefrag_lookahead = 7\n"
