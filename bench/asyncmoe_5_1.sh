@@ -7,8 +7,10 @@
 #   2. Closed loop at a fixed concurrency C (C requests at t = 0, 100 prompt + 150 output
 #      tokens each): async/sync against the cost model's bound (bench/README.md).
 #   3. §5.3: the device scheduling policies at ~80% of async's saturated throughput; the
-#      in_req/s and done_req/s columns are the second half of the arrivals (Fig. 12).
-# Usage: bench/asyncmoe_5_1.sh [MUFLOW_BINARY] [OUT_DIR]   (about 7 minutes on 2 cores)
+#      in_req/s and done_req/s columns are the second half of the arrivals (Fig. 12); then
+#      the defrag lookahead K at top-1 and top-2.
+#   4. §5.1 medium with §5.4's published attention step on both wirings.
+# Usage: bench/asyncmoe_5_1.sh [MUFLOW_BINARY] [OUT_DIR]   (about 12 minutes on 2 cores)
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 muflow="${1:-$here/build/release/tools/muflow}"
@@ -43,9 +45,23 @@ echo "== §5.3 policies, medium workload, top-2 at ${RATE_TOP2:-80,100} req/s"
 "$muflow" bench "$topo" --wirings async --sweep scheduler.policy=most-tokens,flfs,defrag \
   --sweep model.topk=2 --sweep workload.rate="${RATE_TOP2:-80,100}" \
   --sweep workload.num_requests="$policy_requests" --csv "$out/5_3_top2.csv"
-# The defragging scheduler's lookahead K (DisagMoE main: 3, its later branches: 7) and δ.
+# The defragging scheduler's lookahead K (DisagMoE main: 3, its later branches: 7; K = 0 is
+# most-tokens-first), δ at its default 0.8.
 echo "== §5.3 defrag lookahead K, medium workload, top-1 at ${RATE_TOP1:-110} req/s"
 "$muflow" bench "$topo" --wirings async --sweep scheduler.policy=defrag \
-  --sweep scheduler.defrag_lookahead=0,1,3,7 --sweep model.topk=1 \
+  --sweep scheduler.defrag_lookahead=0,1,2,3,4,7 --sweep model.topk=1 \
   --sweep workload.rate="${RATE_TOP1:-110}" --sweep workload.num_requests="$policy_requests" \
   --csv "$out/5_3_defrag_k.csv"
+echo "== §5.3 defrag lookahead K, medium workload, top-2 at ${RATE_TOP2_K:-100} req/s"
+"$muflow" bench "$topo" --wirings async --sweep scheduler.policy=defrag \
+  --sweep scheduler.defrag_lookahead=0,1,2,3,4,7 --sweep model.topk=2 \
+  --sweep workload.rate="${RATE_TOP2_K:-100}" --sweep workload.num_requests="$policy_requests" \
+  --csv "$out/5_3_defrag_k_top2.csv"
+# §5.4's published attention step (2.7 ms, of which the cost model gives its kernels ≈ 0.1
+# ms at this batch) on both wirings: the "after" column of bench/README.md's AsyncMoE
+# headline row ("Seed headlines with published overheads").
+echo "== §5.1 medium, top-1, with and without §5.4's attention step (cost.attention_overhead_us)"
+"$muflow" bench "$topo" --wirings sync,async --sweep model.topk=1 \
+  --sweep workload.input=50:150 --sweep workload.output=50:250 --sweep workload.rate=1000 \
+  --sweep workload.num_requests="$requests" --sweep cost.attention_overhead_us=0,2600 \
+  --csv "$out/5_4_attention_step.csv"
