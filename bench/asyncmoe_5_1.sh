@@ -10,7 +10,7 @@
 #      in_req/s and done_req/s columns are the second half of the arrivals (Fig. 12); then
 #      the defrag lookahead K at top-1 and top-2.
 #   4. §5.1 medium with §5.4's published attention step on both wirings.
-# Usage: bench/asyncmoe_5_1.sh [MUFLOW_BINARY] [OUT_DIR]   (about 12 minutes on 2 cores)
+# Usage: bench/asyncmoe_5_1.sh [MUFLOW_BINARY] [OUT_DIR]   (about 11 minutes on 2 cores)
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 muflow="${1:-$here/build/release/tools/muflow}"
