@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
   add("plan", "placement and all-to-all planners: Aurora order/colocation, ExFlow affinity",
       muflow::tools::add_plan_command);
   add("calibrate",
-      "measure this machine's stage kernels on the cpu backend for the sim ([cost] kernels)",
+      "measure this machine's stage kernels (cpu or cuda backend) for the sim ([cost] kernels)",
       muflow::tools::add_calibrate_command);
   add("make-model", "write a synthetic MoE model folder (HF format, random weights)",
       muflow::tools::add_make_model_command);

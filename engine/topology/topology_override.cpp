@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "engine/model/model_limits.hpp"
 
 namespace muflow::engine::topology {
 namespace {
@@ -42,17 +43,28 @@ absl::Status set_int(const std::string& key, const std::string& v, int64_t* out,
   return absl::OkStatus();
 }
 
-// "LO:HI" (inclusive token range, 1 <= LO <= HI).
-absl::Status set_range(const std::string& key, const std::string& v, int64_t* lo, int64_t* hi) {
+// "LO:HI" (inclusive token range, 1 <= LO <= HI <= max: the parser's bound of the same key).
+absl::Status set_range(const std::string& key, const std::string& v, int64_t* lo, int64_t* hi,
+                       int64_t max) {
   const size_t colon = v.find(':');
   int64_t a = 0, b = 0;
   if (colon == std::string::npos || !absl::SimpleAtoi(v.substr(0, colon), &a) ||
-      !absl::SimpleAtoi(v.substr(colon + 1), &b) || a < 1 || b < a) {
-    return bad(key, v, "LO:HI with 1 <= LO <= HI");
+      !absl::SimpleAtoi(v.substr(colon + 1), &b) || a < 1 || b < a || b > max) {
+    return bad(key, v, absl::StrFormat("LO:HI with 1 <= LO <= HI <= %d", max).c_str());
   }
   *lo = a;
   *hi = b;
   return absl::OkStatus();
+}
+
+// The [cost] keys model the sim's host time; the parser refuses [cost] on other backends (a cpu
+// or cuda run measures its time), and so does a sweep.
+absl::Status sim_only(const Topology& t, const std::string& key, const std::string& value) {
+  if (t.backend == "sim") return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrFormat("--sweep %s=%s: [cost] applies to backend = \"sim\" only (this topology's "
+                      "backend is \"%s\")",
+                      key, value, t.backend));
 }
 
 using Setter = std::function<absl::Status(Topology&, const std::string&, const std::string&)>;
@@ -123,11 +135,11 @@ const std::map<std::string, Setter>& setters() {
        }},
       {"scheduler.max_prefill_tokens",
        [](Topology& t, const std::string& k, const std::string& v) {
-         return set_int(k, v, &t.scheduler.max_prefill_tokens, 1);
+         return set_int(k, v, &t.scheduler.max_prefill_tokens, 1, kMaxBatchTokens);
        }},
       {"scheduler.max_batch_tokens",
        [](Topology& t, const std::string& k, const std::string& v) {
-         return set_int(k, v, &t.scheduler.max_batch_tokens, 1);
+         return set_int(k, v, &t.scheduler.max_batch_tokens, 1, kMaxBatchTokens);
        }},
       {"scheduler.hold_min_tokens",
        [](Topology& t, const std::string& k, const std::string& v) {
@@ -187,11 +199,13 @@ const std::map<std::string, Setter>& setters() {
        }},
       {"workload.input",
        [](Topology& t, const std::string& k, const std::string& v) {
-         return set_range(k, v, &t.workload.input_min, &t.workload.input_max);
+         return set_range(k, v, &t.workload.input_min, &t.workload.input_max,
+                          model::kMaxPositions);
        }},
       {"workload.output",
        [](Topology& t, const std::string& k, const std::string& v) {
-         return set_range(k, v, &t.workload.output_min, &t.workload.output_max);
+         return set_range(k, v, &t.workload.output_min, &t.workload.output_max,
+                          model::kMaxPositions);
        }},
       {"wiring",
        [](Topology& t, const std::string& k, const std::string& v) {
@@ -248,22 +262,27 @@ const std::map<std::string, Setter>& setters() {
        }},
       {"cost.stage_overhead_us",
        [](Topology& t, const std::string& k, const std::string& v) {
+         if (absl::Status s = sim_only(t, k, v); !s.ok()) return s;
          return set_double(k, v, &t.cost.overheads.stage_us, 0, 1e6);
        }},
       {"cost.scheduler_overhead_us",
        [](Topology& t, const std::string& k, const std::string& v) {
+         if (absl::Status s = sim_only(t, k, v); !s.ok()) return s;
          return set_double(k, v, &t.cost.overheads.scheduler_us, 0, 1e6);
        }},
       {"cost.attention_overhead_us",
        [](Topology& t, const std::string& k, const std::string& v) {
+         if (absl::Status s = sim_only(t, k, v); !s.ok()) return s;
          return set_double(k, v, &t.cost.overheads.attention_us, 0, 1e6);
        }},
       {"cost.expert_overhead_us",
        [](Topology& t, const std::string& k, const std::string& v) {
+         if (absl::Status s = sim_only(t, k, v); !s.ok()) return s;
          return set_double(k, v, &t.cost.overheads.expert_us, 0, 1e6);
        }},
       {"cost.spread_seed",
        [](Topology& t, const std::string& k, const std::string& v) {
+         if (absl::Status st = sim_only(t, k, v); !st.ok()) return st;
          int64_t s = 0;
          if (absl::Status st = set_int(k, v, &s, 0); !st.ok()) return st;
          t.cost.spread_seed = static_cast<uint64_t>(s);

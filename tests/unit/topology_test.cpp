@@ -512,6 +512,40 @@ TEST(Topology, CostKeys) {
   EXPECT_FALSE(engine::topology::apply_topology_override(o, "cost.spread_seed", "x").ok());
 }
 
+// A sweep value is bounded as the parser bounds the same key in a file (a prompt length, a
+// token cap), and [cost], refused on a cpu topology's file, is refused by a sweep too.
+TEST(Topology, SweepValuesHaveTheParsersBounds) {
+  absl::StatusOr<topology::Topology> sim = parse("backend = \"sim\"\n");
+  ASSERT_TRUE(sim.ok()) << sim.status();
+  topology::Topology t = *sim;
+  EXPECT_TRUE(engine::topology::apply_topology_override(t, "workload.input", "16:16777216").ok());
+  EXPECT_EQ(t.workload.input_max, 16777216);
+  const absl::Status long_prompt =
+      engine::topology::apply_topology_override(t, "workload.input", "16:16777217");
+  ASSERT_FALSE(long_prompt.ok());
+  EXPECT_THAT(msg(long_prompt), HasSubstr("LO:HI with 1 <= LO <= HI <= 16777216"));
+  EXPECT_EQ(t.workload.input_max, 16777216);  // unchanged by the refused value
+  EXPECT_FALSE(engine::topology::apply_topology_override(t, "workload.output", "1:99999999").ok());
+  EXPECT_TRUE(
+      engine::topology::apply_topology_override(t, "scheduler.max_prefill_tokens", "1048576").ok());
+  EXPECT_FALSE(
+      engine::topology::apply_topology_override(t, "scheduler.max_prefill_tokens", "1048577").ok());
+  EXPECT_FALSE(
+      engine::topology::apply_topology_override(t, "scheduler.max_batch_tokens", "1048577").ok());
+  EXPECT_TRUE(engine::topology::apply_topology_override(t, "cost.expert_overhead_us", "5").ok());
+
+  absl::StatusOr<topology::Topology> cpu = parse("backend = \"cpu\"\n");
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  topology::Topology c = *cpu;
+  for (const char* key :
+       {"cost.stage_overhead_us", "cost.scheduler_overhead_us", "cost.attention_overhead_us",
+        "cost.expert_overhead_us", "cost.spread_seed"}) {
+    const absl::Status s = engine::topology::apply_topology_override(c, key, "1");
+    ASSERT_FALSE(s.ok()) << key;
+    EXPECT_THAT(msg(s), HasSubstr("applies to backend = \"sim\" only")) << key;
+  }
+}
+
 TEST(Topology, AffinityPlacementKeys) {
   const fs::path dir = muflow::testing::scratch_path("topology_affinity");
   fs::create_directories(dir);
