@@ -6,8 +6,10 @@
 /// comparison of two runs' outputs.
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -130,15 +132,25 @@ struct LoopbackCluster {
   std::shared_ptr<ProcessGroup> group;
 };
 
-// Fills `c` (gtest assertions: call under ASSERT_NO_FATAL_FAILURE).
+// The cluster token of this test process for a test file's `base` token: `base` and the pid.
+// ctest runs each test in a process of its own, two at once; a driver that probes a lost
+// worker's address would take back another test's worker that bound the freed port if both
+// knew one token.
+inline std::string process_token(const char* base) {
+  return absl::StrCat(base, "-pid", static_cast<int64_t>(::getpid()));
+}
+
+// Fills `c` (gtest assertions: call under ASSERT_NO_FATAL_FAILURE); the workers and this
+// process's driver share process_token(base_token).
 inline void start_loopback_cluster(const std::string& wiring,
                                    const std::vector<std::vector<int>>& layout,
-                                   const std::string& sampling, const char* token,
+                                   const std::string& sampling, const char* base_token,
                                    const ClusterDriverOptions& options, LoopbackCluster* c) {
   auto one = run_text(topology_text(wiring, 4, false, {}, {}, sampling), nullptr);
   ASSERT_TRUE(one.ok()) << one.status();
   c->one = std::move(*one);
-  ::setenv("MUFLOW_CLUSTER_TOKEN", token, 1);
+  const std::string token = process_token(base_token);
+  ::setenv("MUFLOW_CLUSTER_TOKEN", token.c_str(), 1);
   std::vector<std::string> listen(layout.size(), "127.0.0.1:0");
   auto workers = LaunchedWorkers::launch(MUFLOW_BINARY, listen, token);
   ASSERT_TRUE(workers.ok()) << workers.status();

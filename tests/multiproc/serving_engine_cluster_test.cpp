@@ -400,8 +400,8 @@ TEST(ServingEngineClusterRejoin, AWorkerRestartedAtItsAddressIsTakenBackWithItsD
   auto in_flight = std::make_shared<Seen>();
   ASSERT_TRUE(engine->submit(longer, watch(in_flight)).ok());
   // One stage thread, as each of the two first workers has on this machine's 2 cores.
-  auto again =
-      LaunchedWorkers::launch(MUFLOW_BINARY, {address}, kServingClusterToken, {"--threads", "1"});
+  auto again = LaunchedWorkers::launch(MUFLOW_BINARY, {address},
+                                       process_token(kServingClusterToken), {"--threads", "1"});
   ASSERT_TRUE(again.ok()) << again.status();
   for (int round = 0; round < 100; ++round) {
     ASSERT_NO_FATAL_FAILURE(serve_all("while the worker comes back"));
