@@ -302,6 +302,14 @@ struct __attribute__((visibility("hidden"))) Engine::Impl {
 
   // Loads the topology's model and starts its engine.
   static Result<std::unique_ptr<Impl>> open(engine::topology::Topology topology) {
+    if (!topology.workers.empty()) {
+      // The library has no cluster driver to reach them (muflow serve / run set one up).
+      return Status(ErrorCode::kFailedPrecondition,
+                    topology.source +
+                        ": lists [[cluster.workers]]: worker processes are served by `muflow "
+                        "serve` or `muflow run`, not by the embedding library; leave the "
+                        "[[cluster.workers]] tables out to run every device in this process");
+    }
     auto impl = std::make_unique<Impl>();
     absl::StatusOr<std::unique_ptr<actors::Server>> server =
         actors::Server::create(std::move(topology));

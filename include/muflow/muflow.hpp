@@ -11,9 +11,9 @@
 ///
 /// Thread model, in short:
 ///  - An Engine is owned by one std::unique_ptr; destroying it shuts it down.
-///  - submit, submit_tokens, cancel, tokenize, detokenize, info and kv_cache_bytes may be called
-///    from any thread, concurrently. wait and shutdown may be called from any host thread
-///    (not from a callback).
+///  - submit, submit_tokens, cancel, tokenize, detokenize and info may be called from any
+///    thread, concurrently. wait, kv_cache_bytes and shutdown may be called from any host
+///    thread (not from a callback).
 ///  - Callbacks run on the engine's threads, one at a time (never two concurrently for one
 ///    engine); see StreamCallbacks for what they may and may not do.
 
@@ -62,7 +62,7 @@ enum class FinishReason {
   kCancelled,  ///< Engine::cancel before it finished (tokens holds what it streamed)
   kError,      ///< the engine failed (Completion::status says why)
   kShutdown,   ///< the engine was shut down (or destroyed) before it finished
-  kRejected,   ///< refused at arrival: the topology's `[scheduler] max_queued_requests` waited
+  kRejected,   ///< refused at arrival: `[scheduler] max_queued_requests` requests were waiting
 };
 
 /// "stop", "length", "cancelled", "error", "shutdown" or "rejected". Any thread.
@@ -182,8 +182,9 @@ class MUFLOW_API Engine {
   /// Errors: kNotFound (the file or a file it names is missing); kInvalidArgument (malformed
   /// TOML or key, with file:line; a model that does not fit the placement); kUnimplemented (a
   /// wiring or backend this build lacks); kFailedPrecondition (backend "sim", which runs in
-  /// virtual time and has no live engine: use the `muflow run` CLI); kResourceExhausted,
-  /// kDataLoss (model files). Any thread.
+  /// virtual time and has no live engine: use the `muflow run` CLI; or `[[cluster.workers]]`,
+  /// worker processes, which `muflow serve` and `muflow run` drive, not the library);
+  /// kResourceExhausted, kDataLoss (model files). Any thread.
   static Result<std::unique_ptr<Engine>> open(const std::string& topology_file);
 
   /// The embedded default topology, the one `muflow run` serves without a file: the trained
@@ -203,8 +204,9 @@ class MUFLOW_API Engine {
   /// SentencePiece pieces of the UTF-8 text) and enters the running batch at once. Returns
   /// its id. `callbacks` are moved into the engine and called as StreamCallbacks says.
   /// Errors (nothing is called back then): kFailedPrecondition when the model has no
-  /// tokenizer or after shutdown; kInvalidArgument when max_tokens < 1 or the prompt has
-  /// max_position_embeddings tokens or more. Any thread, concurrently.
+  /// tokenizer or after shutdown; kInvalidArgument when max_tokens < 1, the prompt has
+  /// max_position_embeddings tokens or more, or a temperature (non-finite or < 0) or top_p
+  /// (outside (0, 1]) is out of range. Any thread, concurrently.
   Result<RequestId> submit(std::string_view prompt, const GenerationParams& params,
                            StreamCallbacks callbacks = {});
 
@@ -221,10 +223,11 @@ class MUFLOW_API Engine {
   void cancel(RequestId id);
 
   /// Blocks until every request submitted so far (and any submitted while it waits) has
-  /// ended and its on_finish returned, then returns the metrics since open. Errors: kInternal
-  /// when the engine failed (a stage, or a callback that threw; requests submitted after that
-  /// end at once with reason kError: shut the engine down); kFailedPrecondition after
-  /// shutdown. Any host thread, never a callback.
+  /// ended and its on_finish returned, then returns the metrics since open. Errors: the
+  /// engine's failure (a stage, or a callback that threw; requests submitted after that end at
+  /// once with reason kError: shut the engine down): kInternal, or kResourceExhausted when a
+  /// request could not fit any attention rank's KV cache; kFailedPrecondition after shutdown.
+  /// Any host thread, never a callback.
   Result<Metrics> wait();
 
   /// Bytes held now by the KV caches of all attention stages (0 when no request is running

@@ -334,6 +334,15 @@ TEST(ApiTest, BadTopologiesGiveClearErrors) {
   ASSERT_FALSE(sim_engine.ok());
   EXPECT_EQ(sim_engine.status().code(), muflow::ErrorCode::kFailedPrecondition);
   EXPECT_THAT(sim_engine.status().message(), HasSubstr("sim"));
+
+  // Worker processes are driven by `muflow serve` / `muflow run`, not by the library: refused
+  // before the model loads, naming the file and what to do.
+  const std::string workers = kSource + "/topologies/sync-kjv-2workers.toml";
+  muflow::Result<std::unique_ptr<muflow::Engine>> with_workers = muflow::Engine::open(workers);
+  ASSERT_FALSE(with_workers.ok());
+  EXPECT_EQ(with_workers.status().code(), muflow::ErrorCode::kFailedPrecondition);
+  EXPECT_THAT(with_workers.status().message(), HasSubstr("sync-kjv-2workers.toml"));
+  EXPECT_THAT(with_workers.status().message(), HasSubstr("[[cluster.workers]]"));
 }
 
 TEST(ApiTest, BadRequestsAreRefusedWithoutCallbacks) {
