@@ -44,7 +44,8 @@ Command add_serve_command(CLI::App& app) {
                  "topology TOML file (default: the embedded kjv-mixtral-tiny-bf16 model)");
   app.add_option("--host", o->host, "address to bind (default 127.0.0.1: this machine only)");
   app.add_option("--port", o->port, "TCP port (0: any free port, printed at start)")
-      ->check(CLI::Range(0, 65535));
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
   app.add_option("--api-key", o->api_key,
                  "require 'Authorization: Bearer KEY' on every route but /health "
                  "(default: $MUFLOW_API_KEY when set)")
@@ -54,16 +55,20 @@ Command add_serve_command(CLI::App& app) {
                  "name)");
   app.add_option("--max-concurrent", o->max_concurrent,
                  "generation requests in the engine at once; more get 429 + Retry-After")
-      ->check(CLI::Range(int64_t{1}, int64_t{4096}));
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}))
+      ->capture_default_str();
   app.add_option("--max-body-bytes", o->max_body_bytes, "larger request bodies get 413")
-      ->check(CLI::Range(int64_t{1024}, int64_t{1} << 30));
+      ->check(CLI::Range(int64_t{1024}, int64_t{1} << 30))
+      ->capture_default_str();
   app.add_option("--default-max-tokens", o->default_max_tokens,
                  "completions without max_tokens generate this many (OpenAI's default: 16)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
   app.add_option("--shutdown-grace", o->shutdown_grace_s,
                  "seconds in-flight requests may finish after SIGINT/SIGTERM before they are "
                  "cancelled")
-      ->check(CLI::Range(0.0, 3600.0));
+      ->check(CLI::Range(0.0, 3600.0))
+      ->capture_default_str();
   app.add_flag("--spawn-workers", o->spawn_workers,
                "start the topology's [[cluster.workers]] here as loopback `muflow worker` "
                "processes (port 0: any free port), and stop them when the server stops; one "

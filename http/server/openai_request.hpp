@@ -29,7 +29,8 @@ struct ApiError {
 /// `{"error": {...}}` as compact JSON text.
 std::string api_error_body(const ApiError& error);
 
-/// One chat message (`role` is "system", "user", "assistant" or "tool"; `content` text).
+/// One chat message (`role` is "system", "developer", "user", "assistant" or "tool";
+/// `content` text, empty for an assistant message that gave none).
 struct ChatMessage {
   std::string role;
   std::string content;
@@ -66,8 +67,9 @@ struct CompletionRequest {
 /// strings with more than one element (batching: n prompts per request is not supported),
 /// or ids outside int32; `messages` missing/empty or a message without string role/content
 /// (content may also be a list of `{"type":"text","text":...}` parts); `n` != 1; `best_of`
-/// != 1; `logprobs`/`top_logprobs`/`echo`/`suffix`/`logit_bias`/`tools` set; non-zero
-/// presence/frequency penalties; numbers out of range (see the fields). Unknown fields are
+/// != 1; `logprobs` (other than false / 0), `top_logprobs`, `echo`, `suffix`, `logit_bias`,
+/// `tools`, `functions`, `tool_choice` or `response_format` set; non-neutral presence /
+/// frequency / repetition penalties; numbers out of range (see the fields). Unknown fields are
 /// ignored, as OpenAI-compatible servers do. Never throws.
 std::optional<CompletionRequest> parse_completion_request(std::string_view body, bool chat,
                                                           const RequestLimits& limits,

@@ -456,8 +456,15 @@ void OpenAiServer::install_routes() {
         out.over = finished || out.stop_string || abandon_.load();
         return out;
       };
-      auto finish_metrics = [this, p](const char* reason) {
-        metrics_.on_finished(reason, seconds_between(p->arrival, Clock::now()));
+      // The request's end in the metrics: one the engine refused at arrival (its queue was
+      // full: `[scheduler] max_queued_requests`) counts as rejected, as one refused here does,
+      // not as finished.
+      auto finish_metrics = [this, p](const char* reason, actors::FinishReason engine_reason) {
+        if (engine_reason == actors::FinishReason::kRejected) {
+          metrics_.on_rejected("queue_full");
+        } else {
+          metrics_.on_finished(reason, seconds_between(p->arrival, Clock::now()));
+        }
         untrack(p->id);
         in_flight_.fetch_sub(1);
       };
@@ -480,7 +487,7 @@ void OpenAiServer::install_routes() {
           status = p->status;
         }
         const char* finish = openai_finish_reason(reason, stop_string);
-        finish_metrics(finish);
+        finish_metrics(finish, reason);
         if (!status.ok()) {
           return send_error(res, make_error(500, "server_error", std::string(status.message())));
         }
@@ -576,8 +583,9 @@ void OpenAiServer::install_routes() {
             }
             // A client that went away cancels its request (frees its KV cache).
             if (!finished) engine_.cancel(p->id);
-            finish_metrics(success && *ended ? openai_finish_reason(reason, text->stopped())
-                                             : "abort");
+            finish_metrics(
+                success && *ended ? openai_finish_reason(reason, text->stopped()) : "abort",
+                finished ? reason : actors::FinishReason::kCancelled);
           });
     };
   };

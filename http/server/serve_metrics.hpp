@@ -25,16 +25,18 @@ class ServeMetrics {
   /// A request was admitted with `prompt_tokens` prompt tokens.
   void on_admitted(int64_t prompt_tokens);
   /// A request was refused before it reached the engine (`reason`: "queue_full",
-  /// "bad_request", "unauthorized", "too_large", "shutting_down").
+  /// "bad_request", "unauthorized", "too_large", "shutting_down"), or by the engine at its
+  /// arrival ("queue_full": the topology's `[scheduler] max_queued_requests`).
   void on_rejected(const char* reason);
-  /// The first token of a request came `seconds` after its HTTP arrival.
+  /// The first token of a request came `seconds` after its admission (parsed, tokenized and
+  /// let in).
   void on_first_token(double seconds) { ttft_.observe(seconds); }
   /// A later token came `seconds` after the request's previous one.
   void on_inter_token(double seconds) { itl_.observe(seconds); }
   /// A token was generated (any request).
   void on_token() { generation_tokens_.fetch_add(1, std::memory_order_relaxed); }
   /// A request ended: `finished_reason` "stop", "length", "abort" (client gone, shutdown);
-  /// `e2e_s` from HTTP arrival to its last token.
+  /// `e2e_s` from its admission to its last token.
   void on_finished(const char* finished_reason, double e2e_s);
 
   /// The exposition: these metrics plus `stats` (engine state now) and `kv_cache_bytes`

@@ -9,7 +9,9 @@
 
 #include <atomic>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "tests/integration/small_topology.hpp"
 
@@ -25,8 +27,8 @@ struct Running {
   std::unique_ptr<OpenAiServer> http;
   std::thread listener;
 
-  explicit Running(ServeOptions options = {}) {
-    engine::topology::Topology t = testing_fixtures::small_topology(2);
+  explicit Running(ServeOptions options = {},
+                   engine::topology::Topology t = testing_fixtures::small_topology(2)) {
     auto s = actors::Server::create(t);
     EXPECT_TRUE(s.ok()) << s.status();
     server = std::move(*s);
@@ -164,6 +166,55 @@ TEST(OpenAiServer, MetricsHaveEveryFamily) {
   EXPECT_THAT(res->body, HasSubstr("muflow:prompt_tokens_total{model_name=\"muflow\"} 3\n"));
   EXPECT_THAT(res->body, HasSubstr("muflow:worker_recoveries_total{model_name=\"muflow\"} 0\n"));
   EXPECT_THAT(res->body, HasSubstr("muflow:worker_rejoins_total{model_name=\"muflow\"} 0\n"));
+}
+
+// The engine's own admission limit (`[scheduler] max_queued_requests`): a request it refuses
+// gets 429 with code queue_full and counts in requests_rejected_total{reason="queue_full"},
+// not as a finished (aborted) request.
+TEST(OpenAiServer, ARequestTheEngineQueueRefusesIsCountedAsRejected) {
+  engine::topology::Topology t = testing_fixtures::small_topology(2);
+  t.scheduler.max_batch_requests = 1;
+  t.scheduler.max_queued_requests = 1;
+  Running r({}, t);
+  constexpr int kRequests = 8;
+  std::vector<int> status(kRequests, 0);
+  std::vector<std::string> body(kRequests);
+  std::vector<std::thread> senders;
+  for (int i = 0; i < kRequests; ++i) {
+    senders.emplace_back([&, i] {
+      auto res = r.client().Post("/v1/completions", R"({"prompt":[5,6,7],"max_tokens":32})",
+                                 "application/json");
+      if (res) {
+        status[i] = res->status;
+        body[i] = res->body;
+      }
+    });
+  }
+  for (std::thread& s : senders) s.join();
+  int ok = 0, rejected = 0;
+  for (int i = 0; i < kRequests; ++i) {
+    if (status[i] == 200) ++ok;
+    if (status[i] == 429) {
+      ++rejected;
+      EXPECT_THAT(body[i], HasSubstr("queue_full")) << body[i];
+    }
+  }
+  EXPECT_EQ(ok + rejected, kRequests);
+  EXPECT_GE(ok, 1);
+  // 8 requests at once, one running and one waiting at a time: the rest are refused (a
+  // request takes 32 decode steps, far longer than the 8 take to arrive).
+  ASSERT_GE(rejected, 1);
+  auto res = r.client().Get("/metrics");
+  ASSERT_TRUE(res);
+  EXPECT_THAT(
+      res->body,
+      HasSubstr("muflow:requests_rejected_total{model_name=\"muflow\",reason=\"queue_full\"} " +
+                std::to_string(rejected) + "\n"));
+  EXPECT_THAT(res->body, HasSubstr("muflow:request_success_total{model_name=\"muflow\","
+                                   "finished_reason=\"abort\"} 0\n"));
+  EXPECT_THAT(res->body, HasSubstr("muflow:request_success_total{model_name=\"muflow\","
+                                   "finished_reason=\"length\"} " +
+                                   std::to_string(ok) + "\n"));
 }
 
 }  // namespace
