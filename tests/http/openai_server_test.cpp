@@ -169,8 +169,8 @@ TEST(OpenAiServer, MetricsHaveEveryFamily) {
 }
 
 // The engine's own admission limit (`[scheduler] max_queued_requests`): a request it refuses
-// gets 429 with code queue_full and counts in requests_rejected_total{reason="queue_full"},
-// not as a finished (aborted) request.
+// gets 429 with code queue_full (streaming: 200, an error event, [DONE]) and counts in
+// requests_rejected_total{reason="queue_full"}, not as a finished (aborted) request.
 TEST(OpenAiServer, ARequestTheEngineQueueRefusesIsCountedAsRejected) {
   engine::topology::Topology t = testing_fixtures::small_topology(2);
   t.scheduler.max_batch_requests = 1;
@@ -215,6 +215,47 @@ TEST(OpenAiServer, ARequestTheEngineQueueRefusesIsCountedAsRejected) {
   EXPECT_THAT(res->body, HasSubstr("muflow:request_success_total{model_name=\"muflow\","
                                    "finished_reason=\"length\"} " +
                                    std::to_string(ok) + "\n"));
+
+  // The same when streaming: the refusal comes as HTTP 200 and an error event with the code,
+  // then [DONE]; it counts as rejected too (the stream's own end path).
+  std::vector<std::thread> streamers;
+  for (int i = 0; i < kRequests; ++i) {
+    status[i] = 0;
+    body[i].clear();
+    streamers.emplace_back([&, i] {
+      auto res = r.client().Post("/v1/completions",
+                                 R"({"prompt":[5,6,7],"max_tokens":32,"stream":true})",
+                                 "application/json");
+      if (res) {
+        status[i] = res->status;
+        body[i] = res->body;
+      }
+    });
+  }
+  for (std::thread& s : streamers) s.join();
+  int streamed = 0, refused_streams = 0;
+  for (int i = 0; i < kRequests; ++i) {
+    EXPECT_EQ(status[i], 200) << body[i];
+    EXPECT_THAT(body[i], HasSubstr("data: [DONE]\n\n")) << body[i];
+    if (body[i].find("queue_full") != std::string::npos) {
+      ++refused_streams;
+    } else {
+      ++streamed;
+    }
+  }
+  EXPECT_GE(streamed, 1);
+  ASSERT_GE(refused_streams, 1);
+  res = r.client().Get("/metrics");
+  ASSERT_TRUE(res);
+  EXPECT_THAT(
+      res->body,
+      HasSubstr("muflow:requests_rejected_total{model_name=\"muflow\",reason=\"queue_full\"} " +
+                std::to_string(rejected + refused_streams) + "\n"));
+  EXPECT_THAT(res->body, HasSubstr("muflow:request_success_total{model_name=\"muflow\","
+                                   "finished_reason=\"abort\"} 0\n"));
+  EXPECT_THAT(res->body, HasSubstr("muflow:request_success_total{model_name=\"muflow\","
+                                   "finished_reason=\"length\"} " +
+                                   std::to_string(ok + streamed) + "\n"));
 }
 
 }  // namespace

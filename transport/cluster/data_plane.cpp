@@ -29,16 +29,10 @@ absl::Status ucx_error(const char* call, ucs_status_t status) {
       absl::StrFormat("UCX %s failed: %s", call, ucs_status_string(status)));
 }
 
-// UCX settings under which a peer's death on this host is not fatal to this process, each unless
-// the user set it (its UCX_ variable wins). Without peer error handling on its endpoints (which
-// would cost the shared-memory transports: Impl::close_ep), UCX 1.13 takes a transport's failure
-// for fatal and aborts. On one host that failure came from a rendezvous: the receiver fetches
-// the message from the sender's memory with cross-memory attach (cma, process_vm_readv), which
-// fails once the sender is dead (tests/multiproc/data_plane_test.cpp). So messages of every
-// size go eagerly (RNDV_THRESH=inf): the sender pushes them through the shared-memory FIFO,
-// whose memory outlives either process; and cma is left out (TLS=^cma), so a rendezvous the
-// user asks for crosses over TCP, whose failure UCX reports. What eager sends cost against the
-// cma fetch: bench/README.md, "A sender killed mid-rendezvous".
+// UCX settings under which a peer's death on this host is not fatal to this process (every
+// message eager, no cross-memory attach), each unless the user set it (its UCX_ variable wins).
+// Why, and what is left for InfiniBand: transport/cluster/README.md, "A dead peer on one host
+// is not fatal"; the cost: bench/README.md, "A sender killed mid-rendezvous".
 absl::Status survive_dead_senders(ucp_config_t* config) {
   for (const auto& [name, value] : {std::pair<const char*, const char*>{"RNDV_THRESH", "inf"},
                                     std::pair<const char*, const char*>{"TLS", "^cma"}}) {
