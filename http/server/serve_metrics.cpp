@@ -77,7 +77,7 @@ std::string ServeMetrics::render(const actors::EngineStats& stats, int64_t kv_ca
            load(finished_length_));
   p.sample("muflow:request_success_total", with("finished_reason", "abort"), load(finished_abort_));
   p.family("muflow:requests_rejected_total", "counter",
-           "HTTP requests refused before reaching the engine, by reason.");
+           "HTTP requests refused, by reason (queue_full: by the server or the engine's queue).");
   p.sample("muflow:requests_rejected_total", with("reason", "queue_full"),
            load(rejected_queue_full_));
   p.sample("muflow:requests_rejected_total", with("reason", "bad_request"),
@@ -90,12 +90,12 @@ std::string ServeMetrics::render(const actors::EngineStats& stats, int64_t kv_ca
            load(rejected_shutting_down_));
 
   p.family("muflow:time_to_first_token_seconds", "histogram",
-           "HTTP arrival to the first generated token.");
+           "Admission (parsed, tokenized, let in) to the first generated token.");
   p.histogram("muflow:time_to_first_token_seconds", model, ttft_.snapshot());
   p.family("muflow:inter_token_latency_seconds", "histogram",
            "Time between consecutive tokens of one request.");
   p.histogram("muflow:inter_token_latency_seconds", model, itl_.snapshot());
-  p.family("muflow:e2e_request_latency_seconds", "histogram", "HTTP arrival to the request's end.");
+  p.family("muflow:e2e_request_latency_seconds", "histogram", "Admission to the request's end.");
   p.histogram("muflow:e2e_request_latency_seconds", model, e2e_.snapshot());
 
   p.family("muflow:device_busy_ratio", "gauge",

@@ -176,13 +176,14 @@ TEST(OpenAiServer, ARequestTheEngineQueueRefusesIsCountedAsRejected) {
   t.scheduler.max_batch_requests = 1;
   t.scheduler.max_queued_requests = 1;
   Running r({}, t);
-  constexpr int kRequests = 8;
+  constexpr int kRequests = 8;  // each to its max_tokens (ignore_eos: a sampled EOS ends none)
   std::vector<int> status(kRequests, 0);
   std::vector<std::string> body(kRequests);
   std::vector<std::thread> senders;
   for (int i = 0; i < kRequests; ++i) {
     senders.emplace_back([&, i] {
-      auto res = r.client().Post("/v1/completions", R"({"prompt":[5,6,7],"max_tokens":32})",
+      auto res = r.client().Post("/v1/completions",
+                                 R"({"prompt":[5,6,7],"max_tokens":32,"ignore_eos":true})",
                                  "application/json");
       if (res) {
         status[i] = res->status;
@@ -223,9 +224,10 @@ TEST(OpenAiServer, ARequestTheEngineQueueRefusesIsCountedAsRejected) {
     status[i] = 0;
     body[i].clear();
     streamers.emplace_back([&, i] {
-      auto res = r.client().Post("/v1/completions",
-                                 R"({"prompt":[5,6,7],"max_tokens":32,"stream":true})",
-                                 "application/json");
+      auto res =
+          r.client().Post("/v1/completions",
+                          R"({"prompt":[5,6,7],"max_tokens":32,"ignore_eos":true,"stream":true})",
+                          "application/json");
       if (res) {
         status[i] = res->status;
         body[i] = res->body;
