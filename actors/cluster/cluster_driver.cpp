@@ -91,6 +91,16 @@ void on_frame(Inbox& inbox, Heartbeats& beats, Received&& r) {
   }
 }
 
+// Fails the run `inbox` delivers to, if one is started (a message it needed was not sent or
+// not delivered); otherwise the message belonged to no run and is only logged where it was
+// dropped. Any thread.
+void fail_started_run(const std::weak_ptr<Inbox>& weak, const std::string& what) {
+  const std::shared_ptr<Inbox> inbox = weak.lock();
+  if (!inbox) return;
+  std::lock_guard<std::mutex> lock(inbox->mu);
+  if (inbox->ctx) fail_run(*inbox->ctx, *inbox->layout, nullptr, what);
+}
+
 // Monitors every live worker's gate (its CAF proxy: the middleman stops it, with a down
 // message, once the worker's connection breaks, e.g. when the process died). A lost worker is
 // recorded in `lost`, and its process's remote handles are stopped: the coordinator monitors
@@ -242,10 +252,17 @@ class ClusterDriver final : public ProcessGroup {
     DataPlane::Options o;
     o.process = 0;
     o.name = "driver data plane";
+    o.max_message_bytes = options_.max_message_bytes;
     beats_ = std::make_shared<Heartbeats>(workers_.size() + 1);
-    auto plane = DataPlane::create(o, [inbox = inbox_, beats = beats_](Received&& r) {
-      on_frame(*inbox, *beats, std::move(r));
-    });
+    auto plane = DataPlane::create(
+        o,
+        [inbox = inbox_, beats = beats_](Received&& r) { on_frame(*inbox, *beats, std::move(r)); },
+        [inbox = std::weak_ptr<Inbox>(inbox_)](uint64_t tag, uint64_t bytes,
+                                               const std::string& why) {
+          fail_started_run(inbox, absl::StrFormat("the driver dropped a %d-byte message from "
+                                                  "process %d: %s",
+                                                  bytes, tag, why));
+        });
     if (!plane.ok()) return plane.status();
     plane_ = std::move(*plane);
     // A lost worker's devices go to the survivors (its address stays empty: nobody connects
@@ -316,6 +333,11 @@ class ClusterDriver final : public ProcessGroup {
       }
     }
     outbox_ = std::make_shared<Outbox>(plane_.get(), 0, run_number_);
+    // A message for a worker that cannot be sent (e.g. larger than the data plane's limit)
+    // fails the run, instead of leaving it waiting for the message.
+    outbox_->on_undeliverable([inbox = std::weak_ptr<Inbox>(inbox_)](const std::string& what) {
+      fail_started_run(inbox, "the driver " + what);
+    });
     layout_ =
         std::make_unique<ClusterLayout>(sys, 0, std::move(device_process), outbox_, run_number_);
     ctx_ = ctx;

@@ -93,6 +93,13 @@ absl::StatusOr<Outbox::Framed> Outbox::frame(const ActorAddress& to,
 absl::Status Outbox::hand_over(uint32_t process, const ActorAddress& to, Framed f) {
   std::shared_lock<std::shared_mutex> lock(mu_);
   if (plane_ == nullptr) return absl::FailedPreconditionError("the run's data plane is closed");
+  if (const int64_t limit = plane_->options().max_message_bytes;
+      f.bytes.size() > static_cast<uint64_t>(limit)) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "a %d-byte message for %s in process %d is larger than the data plane's %d-byte limit "
+        "(max_message_bytes: `muflow worker --max-message-mib`, ClusterDriverOptions)",
+        f.bytes.size(), to_string(to), process, limit));
+  }
   f.prefix.sequence = next_sequence_[process]++;
   transport::cluster::write_frame_prefix(
       f.prefix, std::span<char, kPrefixBytes>(f.bytes.data(), kPrefixBytes));
@@ -117,6 +124,23 @@ absl::Status Outbox::ping(uint32_t process) {
   p.sequence = next_sequence_[process]++;
   plane_->send(process, {transport::cluster::encode_frame_prefix(p)});
   return absl::OkStatus();
+}
+
+void Outbox::on_undeliverable(std::function<void(const std::string&)> fail_run) {
+  std::lock_guard<std::mutex> lock(fail_mu_);
+  fail_run_ = std::move(fail_run);
+}
+
+void Outbox::undeliverable(const std::string& what) {
+  spdlog::error("muflow cluster: {}", what);
+  std::function<void(const std::string&)> fail;
+  {
+    std::lock_guard<std::mutex> lock(fail_mu_);
+    if (failed_) return;
+    failed_ = true;
+    fail = fail_run_;
+  }
+  if (fail) fail(what);
 }
 
 void Outbox::close() {
@@ -148,8 +172,8 @@ class RemoteActor final : public caf::monitorable_actor {
     if (getf(is_terminated_flag)) return;
     if (absl::Status s = outbox_->send(process_, to_, content);
         !s.ok() && !absl::IsFailedPrecondition(s)) {  // closed: the run ended, nothing to say
-      spdlog::error("muflow cluster: dropped a message for {} in process {}: {}", to_string(to_),
-                    process_, std::string(s.message()));
+      outbox_->undeliverable(absl::StrFormat("dropped a message for %s in process %d: %s",
+                                             to_string(to_), process_, s.message()));
     }
   }
 

@@ -10,11 +10,13 @@
 #include <caf/all.hpp>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <shared_mutex>
+#include <string>
 #include <vector>
 
 #include "actors/process_layout.hpp"
@@ -46,10 +48,20 @@ class Outbox {
   Outbox(transport::cluster::DataPlane* plane, uint32_t self, uint64_t run)
       : plane_(plane), self_(self), run_(run) {}
   /// Encodes `content` for the actor at `to` in process `process` and sends it. Errors: those
-  /// of encode_actor_message (nothing is sent); FailedPrecondition after `close`. A send that
-  /// UCX fails later is logged.
+  /// of encode_actor_message (nothing is sent); ResourceExhausted for a frame larger than the
+  /// data plane's `max_message_bytes` (nothing is sent: the receiver, whose limit is the same
+  /// in a cluster configured alike, would drain and drop it); FailedPrecondition after `close`.
+  /// A send that UCX fails later is logged.
   absl::Status send(uint32_t process, const ActorAddress& to,
                     const caf::type_erased_tuple& content);
+  /// Sets what `undeliverable` does: the cluster runtime fails the run (cluster_layout.hpp,
+  /// fail_run), which cannot finish without the message. Any thread.
+  void on_undeliverable(std::function<void(const std::string&)> fail_run);
+  /// A message of the run could not be sent (`what` says which and why): logged, and the
+  /// first of them handed to the `on_undeliverable` callback (later ones of a run that is
+  /// failing only logged). Call with no lock of this outbox held (a remote handle, after
+  /// `send` returned its error). Any thread.
+  void undeliverable(const std::string& what);
   /// Sends a liveness probe (a kPing frame, frame_kinds.hpp) to process `process`; it answers
   /// kPong. Errors: FailedPrecondition after `close`. Any thread.
   absl::Status ping(uint32_t process);
@@ -93,12 +105,16 @@ class Outbox {
   std::mutex reports_mu_;
   std::map<uint32_t, PendingReports> reports_;  // process → its waiting reports
   bool closed_ = false;                         // under reports_mu_
+  std::mutex fail_mu_;
+  std::function<void(const std::string&)> fail_run_;  // under fail_mu_
+  bool failed_ = false;                               // under fail_mu_: undeliverable was called
 };
 
 /// A handle whose messages go to the actor at `to` in process `process` through `outbox`.
 /// An exit message terminates the handle (its monitors get a down message) and nothing is
-/// sent; a message without a wire form is logged and dropped. Not registered with `sys`
-/// (await_all_actors_done does not wait for it).
+/// sent; a message that cannot be sent (no wire form, larger than the data plane's limit) is
+/// dropped and reported to `outbox`'s `undeliverable`, which fails the run. Not registered with
+/// `sys` (await_all_actors_done does not wait for it).
 caf::actor make_remote_actor(caf::actor_system& sys, std::shared_ptr<Outbox> outbox,
                              uint32_t process, const ActorAddress& to);
 

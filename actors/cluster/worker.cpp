@@ -170,6 +170,22 @@ void on_message(WorkerNode& node, Received&& r) {
   }
 }
 
+// Data plane (progress thread): a message that arrived and was not delivered (larger than
+// --max-message-mib, or a failed receive). If a run is hosted, it cannot finish without the
+// message (the plane cannot tell which run it was for: the current one, or a late one of a run
+// that ended), so it fails with the reason instead of waiting for it.
+void on_rejected(WorkerNode& node, uint64_t tag, uint64_t bytes, const std::string& why) {
+  std::shared_ptr<HostedRun> run;
+  {
+    std::lock_guard<std::mutex> lock(node.run_mu);
+    run = node.run;
+  }
+  if (!run || !run->started) return;
+  fail_run(*run->ctx, *run->layout, run->outbox.get(),
+           absl::StrFormat("worker process %d dropped a %d-byte message from process %d: %s",
+                           run->layout->self(), bytes, tag, why));
+}
+
 // Takes the hosted run away (the progress thread delivers nothing to it afterwards).
 std::shared_ptr<HostedRun> take_run(WorkerNode& node) {
   std::lock_guard<std::mutex> lock(node.run_mu);
@@ -224,6 +240,17 @@ absl::StatusOr<std::shared_ptr<HostedRun>> setup_run(
     if ((*device_process)[d] == self) hosted.push_back(static_cast<int64_t>(d));
   }
   run->outbox = std::make_shared<Outbox>(node.plane.get(), self, run_number);
+  // A message of this run that cannot be sent (e.g. larger than the data plane's limit) fails
+  // the run at the driver, instead of leaving it waiting for the message.
+  run->outbox->on_undeliverable([out = std::weak_ptr<Outbox>(run->outbox),
+                                 self](const std::string& what) {
+    if (std::shared_ptr<Outbox> o = out.lock()) {
+      (void)o->send(
+          0, {ActorRole::kCoordinator, 0, 0},
+          caf::make_message(failed_atom::value, absl::StrFormat("worker process %d %s", self, what))
+              .content());
+    }
+  });
   run->layout = std::make_unique<ClusterLayout>(sys, self, std::move(*device_process), run->outbox,
                                                 run_number);
   absl::StatusOr<std::shared_ptr<RunContext>> ctx =
@@ -322,7 +349,10 @@ caf::behavior gate_actor(caf::stateful_actor<GateState>* self, std::shared_ptr<W
           o.max_message_bytes = node.max_message_bytes;
           o.name = absl::StrFormat("worker %d data plane", process);
           auto plane = DataPlane::create(
-              o, [n = self->state.node](Received&& r) { on_message(*n, std::move(r)); });
+              o, [n = self->state.node](Received&& r) { on_message(*n, std::move(r)); },
+              [n = self->state.node](uint64_t tag, uint64_t bytes, const std::string& why) {
+                on_rejected(*n, tag, bytes, why);
+              });
           if (!plane.ok()) return refuse(from, std::string(plane.status().message()));
           node.plane = std::move(*plane);
           node.plane_ptr.store(node.plane.get(), std::memory_order_release);

@@ -184,6 +184,30 @@ TEST_F(ClusterRunTest, WrongTokenFailsTheRunWithAClearError) {
   EXPECT_TRUE(right.ok()) << right.status();
 }
 
+// A message above the data plane's limit (here the driver's, set small) fails the run with the
+// reason instead of leaving it waiting for a message that was never sent: the driver refuses
+// to send such a batch to the worker and drops one the worker sends it, and either fails the
+// run.
+TEST_F(ClusterRunTest, AMessageAboveTheDataPlaneLimitFailsTheRunWithTheReason) {
+  ASSERT_TRUE(workers_);
+  const std::string text = topology_text("sync", 2, true, {{1}}, {workers_->addresses()[0]});
+  auto topo = engine::topology::parse_topology_string(text, "<cluster test>", MUFLOW_SOURCE_DIR);
+  ASSERT_TRUE(topo.ok()) << topo.status();
+  ClusterDriverOptions options;
+  options.max_message_bytes = 600;  // a frame of a few 64-wide rows; a 7-token chunk is more
+  auto group = make_cluster_driver(*topo, options);
+  ASSERT_TRUE(group.ok()) << group.status();
+  auto server = Server::create(*topo);
+  ASSERT_TRUE(server.ok()) << server.status();
+  (*server)->set_process_group(std::move(*group));
+  auto out = (*server)->run(requests((*server)->config().vocab_size));
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("max_message_bytes"), std::string::npos) << out.status();
+  // The worker serves the next run, whose driver has the default limit.
+  auto right = run_text(text, nullptr);
+  EXPECT_TRUE(right.ok()) << right.status();
+}
+
 TEST_F(ClusterRunTest, ATopologyWithWorkersNeedsAProcessGroup) {
   ASSERT_TRUE(workers_);
   const std::string text = topology_text("sync", 2, true, {{0}}, {workers_->addresses()[0]});

@@ -29,6 +29,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
@@ -228,7 +229,22 @@ TEST(DataPlane, ADroppedPeerIsForgottenUntilConnectedAgain) {
 TEST(DataPlane, OversizedMessagesAreDrainedAndRejectedNotDelivered) {
   Inbox in0, in1;
   auto a = make_plane(0, in0);
-  auto b = make_plane(1, in1, /*max_bytes=*/1024);
+  // The receiver hears of each message it drops (its runtime fails the run that needed it).
+  std::mutex mu;
+  std::vector<std::pair<uint64_t, uint64_t>> dropped;  // (tag, bytes)
+  std::string why;
+  DataPlane::Options o;
+  o.process = 1;
+  o.max_message_bytes = 1024;
+  o.name = "plane-1";
+  auto created =
+      DataPlane::create(o, in1.handler(), [&](uint64_t tag, uint64_t bytes, const std::string& w) {
+        std::lock_guard<std::mutex> lock(mu);
+        dropped.emplace_back(tag, bytes);
+        why = w;
+      });
+  ASSERT_TRUE(created.ok()) << created.status();
+  std::unique_ptr<DataPlane> b = std::move(*created);
   ASSERT_TRUE(a && b);
   ASSERT_TRUE(a->connect(1, b->address()).ok());
   // Eager-sized and rendezvous-sized messages above the receiver's limit, then a good one.
@@ -242,6 +258,10 @@ TEST(DataPlane, OversizedMessagesAreDrainedAndRejectedNotDelivered) {
   EXPECT_FALSE(in1.pop(std::chrono::milliseconds(200)).has_value());
   EXPECT_EQ(b->stats().rejected_messages, 2u);
   EXPECT_EQ(b->stats().received_messages, 1u);
+  std::lock_guard<std::mutex> lock(mu);
+  const std::vector<std::pair<uint64_t, uint64_t>> want = {{0, 4096}, {0, 2u << 20}};
+  EXPECT_EQ(dropped, want);
+  EXPECT_NE(why.find("larger than the 1024-byte limit"), std::string::npos) << why;
 }
 
 // --- Two processes -------------------------------------------------------------------------

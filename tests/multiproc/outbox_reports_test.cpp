@@ -10,6 +10,7 @@
 #include <caf/all.hpp>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -30,9 +31,11 @@ using transport::cluster::DataPlane;
 const ActorAddress kCoordinator{ActorRole::kCoordinator, 0, 0};
 constexpr uint64_t kRun = 3;  // the run attempt the outbox stamps on every frame
 
-std::unique_ptr<DataPlane> make_plane(uint32_t process, transport::cluster::ReceivedQueue& in) {
+std::unique_ptr<DataPlane> make_plane(uint32_t process, transport::cluster::ReceivedQueue& in,
+                                      int64_t max_bytes = int64_t{1} << 30) {
   DataPlane::Options o;
   o.process = process;
+  o.max_message_bytes = max_bytes;
   o.name = "plane-" + std::to_string(process);
   auto p = DataPlane::create(o, in.handler());
   EXPECT_TRUE(p.ok()) << p.status();
@@ -183,6 +186,49 @@ TEST_F(OutboxReports, OtherMessagesAreNotHeldBack) {
   auto release = next(to_driver_);
   ASSERT_TRUE(release.has_value());
   EXPECT_TRUE((release->message.match_elements<release_atom, int64_t>()));
+}
+
+// A message larger than the data plane's limit is refused before it is sent (the receiver
+// would drain and drop it, and the run would wait for it forever); a remote handle that could
+// not send one reports it to the run once (the cluster runtime then fails the run), and
+// smaller messages still go.
+TEST(OutboxLimit, AMessageAboveThePlanesLimitIsRefusedAndTheRunToldOnce) {
+  transport::cluster::ReceivedQueue to_driver, to_worker;
+  auto driver = make_plane(0, to_driver);
+  auto worker = make_plane(1, to_worker, /*max_bytes=*/512);
+  ASSERT_TRUE(driver && worker);
+  ASSERT_TRUE(worker->connect(0, driver->address()).ok());
+  auto outbox = std::make_shared<Outbox>(worker.get(), 1, kRun);
+  const caf::message big = caf::make_message(failed_atom::value, std::string(2048, 'x'));
+  const absl::Status refused = outbox->send(0, kCoordinator, big.content());
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+  EXPECT_NE(refused.message().find("512-byte limit"), std::string::npos) << refused;
+  EXPECT_FALSE(next(to_driver, std::chrono::milliseconds(200)).has_value())
+      << "an oversized message was sent";
+
+  std::mutex mu;
+  std::vector<std::string> told;
+  outbox->on_undeliverable([&](const std::string& what) {
+    std::lock_guard<std::mutex> lock(mu);
+    told.push_back(what);
+  });
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  const caf::actor sampler = make_remote_actor(sys, outbox, 0, {ActorRole::kSampler, 0, 0});
+  caf::anon_send(sampler, failed_atom::value, std::string(2048, 'x'));  // enqueued in this thread
+  caf::anon_send(sampler, failed_atom::value, std::string(4096, 'y'));
+  caf::anon_send(sampler, release_atom::value, int64_t{4});
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    ASSERT_EQ(told.size(), 1u) << "the run is told of the first undeliverable message only";
+    EXPECT_NE(told[0].find("dropped a message for"), std::string::npos) << told[0];
+    EXPECT_NE(told[0].find("max_message_bytes"), std::string::npos) << told[0];
+  }
+  auto release = next(to_driver);
+  ASSERT_TRUE(release.has_value()) << "a message under the limit was held back";
+  EXPECT_TRUE((release->message.match_elements<release_atom, int64_t>()));
+  anon_send_exit(sampler, caf::exit_reason::user_shutdown);
+  outbox->close();
 }
 
 }  // namespace

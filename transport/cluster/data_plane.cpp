@@ -12,6 +12,7 @@
 #include <deque>
 #include <future>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -50,6 +51,7 @@ absl::Status survive_dead_senders(ucp_config_t* config) {
 struct DataPlane::Impl {
   Options options;
   Handler handler;
+  Rejected rejected;
   ucp_context_h context = nullptr;
   ucp_worker_h worker = nullptr;
   int ucx_fd = -1;  // the worker's event fd (owned by UCX)
@@ -350,18 +352,15 @@ struct DataPlane::Impl {
     const ucs_status_t status = op->status;
     --inflight_recvs;
     receives_pending.store(inflight_recvs, std::memory_order_relaxed);
-    if (op->reject) {
+    if (op->reject || status != UCS_OK) {
       rejected_messages.fetch_add(1, std::memory_order_relaxed);
-      spdlog::error(
-          "{}: rejected a {}-byte message from process {}: larger than the {}-byte "
-          "limit (drained, not delivered)",
-          options.name, op->length, op->tag, options.max_message_bytes);
-      return;
-    }
-    if (status != UCS_OK) {
-      rejected_messages.fetch_add(1, std::memory_order_relaxed);
-      spdlog::error("{}: receive of a {}-byte message from process {} failed: {}", options.name,
-                    op->length, op->tag, ucs_status_string(status));
+      const std::string why =
+          op->reject ? absl::StrFormat("larger than the %d-byte limit (max_message_bytes)",
+                                       options.max_message_bytes)
+                     : absl::StrFormat("the receive failed: %s", ucs_status_string(status));
+      spdlog::error("{}: rejected a {}-byte message from process {}: {} (not delivered)",
+                    options.name, op->length, op->tag, why);
+      if (rejected) rejected(op->tag, op->length, why);
       return;
     }
     received_messages.fetch_add(1, std::memory_order_relaxed);
@@ -489,15 +488,18 @@ struct DataPlane::Impl {
     // Outstanding receives are cancelled by the worker's destruction; nothing is delivered.
     // (recv_order keeps their buffers alive until ~Impl destroyed the worker.)
     handler = nullptr;
+    rejected = nullptr;
   }
 };
 
 thread_local const DataPlane::Impl* DataPlane::Impl::ucx_holder = nullptr;
 
-absl::StatusOr<std::unique_ptr<DataPlane>> DataPlane::create(Options options, Handler handler) {
+absl::StatusOr<std::unique_ptr<DataPlane>> DataPlane::create(Options options, Handler handler,
+                                                             Rejected rejected) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   impl->handler = std::move(handler);
+  impl->rejected = std::move(rejected);
 
   ucp_config_t* config = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);

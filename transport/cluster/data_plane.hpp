@@ -26,12 +26,12 @@
 ///   is queued (`Options::inline_sends`), else queues it, and the progress thread completes it.
 /// - **Receive.** Every message is probed first (`ucp_tag_probe_nb`), its length checked
 ///   against `max_message_bytes` before a buffer is allocated; an oversized message is drained
-///   into a zero-byte buffer (UCX reports it truncated), counted as rejected and logged, and
-///   never delivered. Accepted messages go to the `Handler` on the progress thread, per sender
-///   in the order they were sent (UCX tag matching is ordered per endpoint); messages of
-///   different senders are not ordered with each other, so a sender that died mid-message
-///   holds back only its own later messages, never another process's (until `drop_peer`
-///   abandons them).
+///   into a zero-byte buffer (UCX reports it truncated), counted as rejected, logged and
+///   reported to the `Rejected` callback, and never delivered. Accepted messages go to the
+///   `Handler` on the progress thread, per sender in the order they were sent (UCX tag
+///   matching is ordered per endpoint); messages of different senders are not ordered with
+///   each other, so a sender that died mid-message holds back only its own later messages,
+///   never another process's (until `drop_peer` abandons them).
 /// - **Tag.** A message's UCX tag is its sender's process index (`Options::process`); the
 ///   handler gets it, so a receiver can check it against the frame it parses.
 /// - **Errors** are `absl::Status`: UCX failures name the UCX call and its status string.
@@ -102,6 +102,12 @@ class DataPlane {
   /// Called on the progress thread for every accepted message; must not block for long
   /// (post the message to an actor and return).
   using Handler = std::function<void(Received&&)>;
+  /// Called on the progress thread for every message that was received but not delivered:
+  /// `tag` its sender's tag, `bytes` its length, `why` the reason (larger than
+  /// `max_message_bytes`, drained; or a failed receive). The message's content is gone; a
+  /// runtime whose run needed it fails that run (actors/cluster: it would otherwise wait for
+  /// it forever). Must not block for long.
+  using Rejected = std::function<void(uint64_t tag, uint64_t bytes, const std::string& why)>;
   /// Called when a send completed (ok) or failed: on the progress thread, or inside `send`
   /// on the caller's thread when UCX finished (or refused) it there, before `send` returns
   /// (so it must not take a lock the caller of `send` holds). A `send` from it is queued.
@@ -109,10 +115,12 @@ class DataPlane {
 
   /// Creates the UCX context and worker (tag matching, wakeup) and starts the progress
   /// thread. Sets `UCX_RNDV_THRESH=inf` and `UCX_TLS=^cma` for its context, each unless that
-  /// variable is set (a dead peer on this host is then not fatal: file comment). Errors: UCX
+  /// variable is set (a dead peer on this host is then not fatal: file comment). `rejected`
+  /// (optional) hears of every message received and not delivered. Errors: UCX
   /// initialisation failures, among them a UCX_ variable UCX does not accept
   /// (absl::Unavailable, naming the call).
-  static absl::StatusOr<std::unique_ptr<DataPlane>> create(Options options, Handler handler);
+  static absl::StatusOr<std::unique_ptr<DataPlane>> create(Options options, Handler handler,
+                                                           Rejected rejected = {});
 
   /// Stops the progress thread after in-flight sends finished (at most ~2 s), closes the
   /// endpoints and releases UCX. Handlers are not called after it returns.
