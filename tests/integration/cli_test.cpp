@@ -1,25 +1,23 @@
 // The `muflow` binary end to end: outputs, trace and the error messages a user sees for bad
 // input (malformed TOML, corrupt model folders), asserted on the real process.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
-
-#include <algorithm>
-#include <cstdio>
 #include <unistd.h>
 
-#include <filesystem>
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
-#include <thread>
 #include <map>
 #include <set>
 #include <sstream>
+#include <string>
+#include <thread>
 #include <utility>
 #include <vector>
-#include <string>
-
-#include <gtest/gtest.h>
 
 #include "engine/topology/topology.hpp"
 #include "nlohmann/json.hpp"
