@@ -569,7 +569,7 @@ bool apply_reports(Self* self, const std::vector<SampledBatchPtr>& reports) {
     try {
       st.callbacks.on_progress(st.num_finished,
                                st.num_submitted + (st.source ? st.source->remaining() : 0),
-                               st.num_tokens);
+                               st.num_tokens, now_s(self));
     } catch (const std::exception& e) {
       fail_run(self, absl::InternalError(std::string("on_progress callback threw: ") + e.what()));
       return false;

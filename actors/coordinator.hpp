@@ -127,8 +127,12 @@ using EngineStatsPtr = std::shared_ptr<EngineStats>;
 struct RunCallbacks {
   /// A token was generated for a request (streaming).
   std::function<void(int64_t request_id, int32_t token)> on_token;
-  /// After every iteration: finished requests, total requests, generated tokens so far.
-  std::function<void(int64_t num_finished, int64_t num_requests, int64_t num_tokens)> on_progress;
+  /// After every iteration: finished requests, total requests, generated tokens so far, and
+  /// the run's clock (seconds since the run started: virtual time on sim, real time since this
+  /// attempt started on cpu and cuda).
+  std::function<void(int64_t num_finished, int64_t num_requests, int64_t num_tokens,
+                     double clock_s)>
+      on_progress;
   /// A request finished, as soon as it did (so a host can write results as they come):
   /// `out.finish_reason` is kEos, kLength, kMaxPosition or kCancelled. Unlike
   /// RequestCallbacks::on_finish, the coordinator keeps the output: the drain outcome (what

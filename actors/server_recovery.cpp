@@ -98,9 +98,9 @@ RunCallbacks attempt_callbacks(const RunCallbacks& host, const std::shared_ptr<R
   cb.stop_requested = host.stop_requested;
   if (host.on_progress) {  // counts over the whole run, not the attempt
     cb.on_progress = [st, user = host.on_progress](int64_t finished, int64_t requests,
-                                                   int64_t tokens) {
+                                                   int64_t tokens, double clock_s) {
       user(finished + st->earlier_finished, requests + st->earlier_finished,
-           tokens + st->earlier_tokens);
+           tokens + st->earlier_tokens, clock_s);
     };
   }
   cb.on_token = [st, user = host.on_token](int64_t id, int32_t token) {

@@ -184,7 +184,7 @@ absl::StatusOr<std::shared_ptr<ServingEngine::Incarnation>> ServingEngine::build
       if (callbacks_.on_token) callbacks_.on_token(id, token);
     };
     if (callbacks_.on_progress) {  // counts over the engine's life, not this wiring's
-      cb.on_progress = [this](int64_t finished, int64_t requests, int64_t tokens) {
+      cb.on_progress = [this](int64_t finished, int64_t requests, int64_t tokens, double clock_s) {
         int64_t earlier_finished = 0, earlier_tokens = 0;
         {
           std::lock_guard<std::mutex> lock(ledger_->mu);
@@ -192,7 +192,7 @@ absl::StatusOr<std::shared_ptr<ServingEngine::Incarnation>> ServingEngine::build
           earlier_tokens = ledger_->earlier_tokens;
         }
         callbacks_.on_progress(finished + earlier_finished, requests + earlier_finished,
-                               tokens + earlier_tokens);
+                               tokens + earlier_tokens, clock_s);
       };
     }
   }

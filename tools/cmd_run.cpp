@@ -8,6 +8,8 @@
 // unfinished requests (polled by Server::run through RunCallbacks::stop_requested, the same on
 // the cpu backend's worker threads and the sim's single-threaded virtual clock), so the run
 // still prints its metrics and writes its trace, then exits 128 + the signal number.
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -282,19 +284,33 @@ Command add_run_command(CLI::App& app) {
     // The progress line is open (no newline yet); read after the run.
     auto progress_open = std::make_shared<bool>(false);
     const auto start = std::chrono::steady_clock::now();
-    auto last = start - std::chrono::seconds(1);
     if (!o->quiet && !other_topo) {
-      cb.on_progress = [start, last, progress_open](int64_t finished, int64_t total,
-                                                    int64_t tokens) mutable {
+      // On a terminal one line rewritten 5 times a second; into a file or a pipe (a CI log) the
+      // first line, one every 10 s and the last, each ending in a newline. The sim shows its
+      // virtual clock: a rate per wall second would be the simulator's speed, not the run's.
+      const bool terminal = ::isatty(::fileno(stderr)) != 0;
+      const bool sim = topo.backend == "sim";
+      const std::chrono::steady_clock::duration every =
+          terminal ? std::chrono::milliseconds(200) : std::chrono::seconds(10);
+      cb.on_progress = [start, last = start - every, every, progress_open, terminal, sim](
+                           int64_t finished, int64_t total, int64_t tokens,
+                           double clock_s) mutable {
         const auto now = std::chrono::steady_clock::now();
-        if (now - last < std::chrono::milliseconds(200) && finished < total) return;
+        if (now - last < every && finished < total) return;
         last = now;
         const double s = std::chrono::duration<double>(now - start).count();
-        std::fprintf(stderr, "\r  requests %lld/%lld  tokens %lld  %.1f tok/s  %.1fs   ",
-                     static_cast<long long>(finished), static_cast<long long>(total),
-                     static_cast<long long>(tokens), s > 0 ? tokens / s : 0.0, s);
-        *progress_open = finished < total;
-        if (finished == total) std::fprintf(stderr, "\n");
+        const std::string line =
+            sim ? absl::StrFormat("  requests %d/%d  tokens %d  simulated %.3f s  (wall %.1f s)",
+                                  finished, total, tokens, clock_s, s)
+                : absl::StrFormat("  requests %d/%d  tokens %d  %.1f tok/s  %.1f s", finished,
+                                  total, tokens, s > 0 ? tokens / s : 0.0, s);
+        if (terminal) {
+          std::fprintf(stderr, "\r%s   ", line.c_str());
+          *progress_open = finished < total;
+          if (finished == total) std::fprintf(stderr, "\n");
+        } else {
+          std::fprintf(stderr, "%s\n", line.c_str());
+        }
       };
     }
     // Outputs are kept to the end only to be printed (cpu, not --quiet); otherwise each goes

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -674,6 +675,30 @@ TEST(Cli, RunWarnsWhenTheTraceDroppedEvents) {
   EXPECT_EQ(r.output.find("warning"), std::string::npos) << r.output;
   std::ifstream tf2(trace);
   EXPECT_FALSE(nlohmann::json::parse(tf2).at("otherData").contains("warning"));
+}
+
+// Into a pipe (not a terminal) the progress goes as whole lines, no carriage returns, ending
+// with the finished count; on the sim it shows the simulated clock, which is the run's
+// duration in the metrics at the end (a rate per wall second would be the simulator's speed).
+TEST(Cli, ProgressIntoAPipeIsWholeLinesAndTheSimShowsItsClock) {
+  const fs::path dir = scratch("progress");
+  const fs::path topo = dir / "sim.toml";
+  write_file(topo,
+             "wiring = \"sync\"\nbackend = \"sim\"\n[cluster]\nnum_devices = 8\n"
+             "kind = \"H100-SXM\"\n[model]\npreset = \"mixtral-8x7b\"\ndtype = \"bf16\"\n"
+             "[workload]\nkind = \"poisson\"\nnum_requests = 40\nrate = 200.0\n"
+             "input = [50, 150]\noutput = [4, 8]\nseed = 1\n[sampling]\nstop_at_eos = false\n");
+  Result r = run_muflow("run " + topo.string() + " --no-trace");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find('\r'), std::string::npos) << r.output;
+  const std::regex last(
+      R"(\n  requests 40/40  tokens \d+  simulated (\d+\.\d+) s  \(wall \d+\.\d s\)\n)");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.output, m, last)) << r.output;
+  const std::regex duration(R"(duration\s+(\d+\.\d+) s)");
+  std::smatch d;
+  ASSERT_TRUE(std::regex_search(r.output, d, duration)) << r.output;
+  EXPECT_NEAR(std::stod(m[1].str()), std::stod(d[1].str()), 1e-3) << r.output;
 }
 
 }  // namespace
