@@ -459,9 +459,12 @@ void OpenAiServer::install_routes() {
       // The request's end in the metrics: one the engine refused at arrival (its queue was
       // full: `[scheduler] max_queued_requests`) counts as rejected, as one refused here does,
       // not as finished.
-      auto finish_metrics = [this, p](const char* reason, actors::FinishReason engine_reason) {
+      auto finish_metrics = [this, p](const char* reason, actors::FinishReason engine_reason,
+                                      const absl::Status& status) {
         if (engine_reason == actors::FinishReason::kRejected) {
           metrics_.on_rejected("queue_full");
+        } else if (!status.ok()) {
+          metrics_.on_error();
         } else {
           metrics_.on_finished(reason, seconds_between(p->arrival, Clock::now()));
         }
@@ -487,7 +490,7 @@ void OpenAiServer::install_routes() {
           status = p->status;
         }
         const char* finish = openai_finish_reason(reason, stop_string);
-        finish_metrics(finish, reason);
+        finish_metrics(finish, reason, status);
         if (!status.ok()) {
           return send_error(res, make_error(500, "server_error", std::string(status.message())));
         }
@@ -576,16 +579,18 @@ void OpenAiServer::install_routes() {
           [=, this](bool success) {
             bool finished;
             actors::FinishReason reason;
+            absl::Status status;
             {
               std::lock_guard<std::mutex> lock(p->mutex);
               finished = p->finished;
               reason = p->reason;
+              status = p->status;
             }
             // A client that went away cancels its request (frees its KV cache).
             if (!finished) engine_.cancel(p->id);
             finish_metrics(
                 success && *ended ? openai_finish_reason(reason, text->stopped()) : "abort",
-                finished ? reason : actors::FinishReason::kCancelled);
+                finished ? reason : actors::FinishReason::kCancelled, status);
           });
     };
   };

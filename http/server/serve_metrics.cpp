@@ -76,6 +76,10 @@ std::string ServeMetrics::render(const actors::EngineStats& stats, int64_t kv_ca
   p.sample("muflow:request_success_total", with("finished_reason", "length"),
            load(finished_length_));
   p.sample("muflow:request_success_total", with("finished_reason", "abort"), load(finished_abort_));
+  p.family("muflow:request_errors_total", "counter",
+           "Requests the engine failed (HTTP 500, or an error event in a stream): its wiring "
+           "stopped and could not be recovered. Not in request_success_total.");
+  p.sample("muflow:request_errors_total", model, load(errors_));
   p.family("muflow:requests_rejected_total", "counter",
            "HTTP requests refused, by reason (queue_full: by the server or the engine's queue).");
   p.sample("muflow:requests_rejected_total", with("reason", "queue_full"),

@@ -38,6 +38,9 @@ class ServeMetrics {
   /// A request ended: `finished_reason` "stop", "length", "abort" (client gone, shutdown);
   /// `e2e_s` from its admission to its last token.
   void on_finished(const char* finished_reason, double e2e_s);
+  /// A request the engine failed (HTTP 500, or an error event in a stream): its wiring stopped
+  /// and could not be recovered. Counted apart from the finished ones, not in the e2e latency.
+  void on_error() { errors_.fetch_add(1, std::memory_order_relaxed); }
 
   /// The exposition: these metrics plus `stats` (engine state now) and `kv_cache_bytes`
   /// (< 0: unknown, left out).
@@ -47,6 +50,7 @@ class ServeMetrics {
  private:
   std::atomic<int64_t> prompt_tokens_{0}, generation_tokens_{0};
   std::atomic<int64_t> finished_stop_{0}, finished_length_{0}, finished_abort_{0};
+  std::atomic<int64_t> errors_{0};
   std::atomic<int64_t> rejected_queue_full_{0}, rejected_bad_request_{0}, rejected_unauthorized_{0},
       rejected_too_large_{0}, rejected_shutting_down_{0};
   Histogram ttft_, itl_, e2e_;
