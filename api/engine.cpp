@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "actors/cluster/cluster_driver.hpp"
 #include "actors/server.hpp"
 #include "actors/serving_engine.hpp"
 #include "engine/model/text_stream.hpp"
@@ -51,6 +52,9 @@ Status to_status(const absl::Status& s) {
       break;
     case absl::StatusCode::kDataLoss:
       code = ErrorCode::kDataLoss;
+      break;
+    case absl::StatusCode::kUnavailable:
+      code = ErrorCode::kUnavailable;
       break;
     default:
       code = ErrorCode::kInternal;
@@ -302,19 +306,22 @@ struct __attribute__((visibility("hidden"))) Engine::Impl {
 
   // Loads the topology's model and starts its engine.
   static Result<std::unique_ptr<Impl>> open(engine::topology::Topology topology) {
+    // The devices of [[cluster.workers]] run in those `muflow worker` processes, which this
+    // process drives as `muflow serve` does (the cluster secret: [cluster] token_file, else
+    // $MUFLOW_CLUSTER_TOKEN). Checked before the model loads: addresses, the secret.
+    std::shared_ptr<actors::ProcessGroup> group;
     if (!topology.workers.empty()) {
-      // The library has no cluster driver to reach them (muflow serve / run set one up).
-      return Status(ErrorCode::kFailedPrecondition,
-                    topology.source +
-                        ": lists [[cluster.workers]]: worker processes are served by `muflow "
-                        "serve` or `muflow run`, not by the embedding library; leave the "
-                        "[[cluster.workers]] tables out to run every device in this process");
+      absl::StatusOr<std::shared_ptr<actors::ProcessGroup>> driver =
+          actors::cluster::make_cluster_driver(topology);
+      if (!driver.ok()) return to_status(driver.status());
+      group = std::move(*driver);
     }
     auto impl = std::make_unique<Impl>();
     absl::StatusOr<std::unique_ptr<actors::Server>> server =
         actors::Server::create(std::move(topology));
     if (!server.ok()) return to_status(server.status());
     impl->server = std::move(*server);
+    if (group) impl->server->set_process_group(std::move(group));
     absl::StatusOr<std::unique_ptr<actors::ServingEngine>> serving =
         actors::ServingEngine::start(*impl->server);
     if (!serving.ok()) return to_status(serving.status());

@@ -16,4 +16,4 @@
 /// version may change the API). Compare with muflow::version(), the library's.
 #define MUFLOW_VERSION_MAJOR 0
 #define MUFLOW_VERSION_MINOR 1
-#define MUFLOW_VERSION_PATCH 0
+#define MUFLOW_VERSION_PATCH 1

@@ -182,9 +182,15 @@ class MUFLOW_API Engine {
   /// Errors: kNotFound (the file or a file it names is missing); kInvalidArgument (malformed
   /// TOML or key, with file:line; a model that does not fit the placement); kUnimplemented (a
   /// wiring or backend this build lacks); kFailedPrecondition (backend "sim", which runs in
-  /// virtual time and has no live engine: use the `muflow run` CLI; or `[[cluster.workers]]`,
-  /// worker processes, which `muflow serve` and `muflow run` drive, not the library);
-  /// kResourceExhausted, kDataLoss (model files). Any thread.
+  /// virtual time and has no live engine: use the `muflow run` CLI); kResourceExhausted,
+  /// kDataLoss (model files). A topology with `[[cluster.workers]]` runs those devices in the
+  /// `muflow worker` processes at the addresses it gives (started beforehand, with the
+  /// cluster secret of `[cluster] token_file` or `$MUFLOW_CLUSTER_TOKEN`, which this process
+  /// needs too; the same model folder on each; actors/cluster/README.md); a lost worker's
+  /// devices move to the others while the engine serves. Its errors: kInvalidArgument (an
+  /// address without a port), kPermissionDenied (a worker refuses the secret), kUnavailable
+  /// (a worker cannot be reached), or the worker's own (e.g. kNotFound for its model
+  /// folder). Any thread.
   static Result<std::unique_ptr<Engine>> open(const std::string& topology_file);
 
   /// The embedded default topology, the one `muflow run` serves without a file: the trained

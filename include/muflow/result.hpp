@@ -25,6 +25,8 @@ enum class ErrorCode : int {
   kUnimplemented,       ///< a wiring or backend this build does not have
   kDataLoss,            ///< a model file is truncated or corrupt
   kInternal,            ///< the engine failed (a stage, a callback that threw, a bug)
+  kUnavailable,         ///< a worker process of `[[cluster.workers]]` cannot be reached, or
+                        ///< was lost and its devices could not be moved to the others
 };
 
 /// "OK", "INVALID_ARGUMENT", ... (the canonical upper-case names). Any thread.
@@ -48,6 +50,8 @@ inline const char* error_code_name(ErrorCode code) {
       return "DATA_LOSS";
     case ErrorCode::kInternal:
       return "INTERNAL";
+    case ErrorCode::kUnavailable:
+      return "UNAVAILABLE";
   }
   return "INTERNAL";
 }
