@@ -201,7 +201,10 @@ void MetricsRecorder::summarize_load_window(const std::map<int64_t, RequestTimes
     first = std::min(first, r.arrival_s);
     last = std::max(last, r.arrival_s);
   }
-  if (!(last > first)) return;
+  // Arrivals that span a sliver of the run are a closed batch (e.g. a rate of 1e12/s), not a
+  // load: its "window" of nanoseconds would give the configured rate back as arrivals per
+  // second and hold no token.
+  if (!(last > first) || last - first < kMinLoadSpan * m.duration_s) return;
   const double begin = first + 0.5 * (last - first);
   const auto inside = [&](double t) { return t >= begin && t < last; };
   int64_t arrivals = 0, completions = 0, tokens = 0;
@@ -287,8 +290,8 @@ RunMetrics MetricsRecorder::summarize(double wall_s) const {
   }
   m.ttft = latency_stats(ttft_folded_, ttft_s);
   m.itl = latency_stats(itl_folded_, itl_s);
-  if (!compacted_) summarize_load_window(requests_, m);
   m.duration_s = wall_s > 0 ? wall_s : (any_event_ ? last_s_ - first_s_ : 0.0);
+  if (!compacted_) summarize_load_window(requests_, m);
   m.output_tokens_per_s =
       m.duration_s > 0 ? static_cast<double>(m.num_output_tokens) / m.duration_s : 0.0;
   for (size_t d = 0; d < busy_.size(); ++d) {

@@ -30,6 +30,10 @@ struct LatencyStats {
   double p99_ms = 0.0;      ///< percentile_linear(samples, 99)
 };
 
+/// The load window (RunMetrics::load_window_s) needs arrivals that span at least this fraction
+/// of the run's duration.
+inline constexpr double kMinLoadSpan = 0.01;
+
 /// Summary of one run (MetricsRecorder::summarize).
 struct RunMetrics {
   int64_t num_requests = 0;            ///< requests that arrived
@@ -46,7 +50,8 @@ struct RunMetrics {
   /// the engine keeps up, load_output_tokens_per_s is the offered load (plus catch-up from
   /// the first half), not a capacity; when completions fall behind arrivals over a span long
   /// against a request's lifetime, it approaches the sustained throughput. All four are 0
-  /// when fewer than 2 requests arrived or all at the same time.
+  /// when fewer than 2 requests arrived, or their arrivals span less than kMinLoadSpan of the
+  /// run's duration (a closed batch, all at once or nearly).
   double load_window_s = 0.0;             ///< t_last - t_mid, seconds
   double load_arrivals_per_s = 0.0;       ///< requests arriving in the window / its length
   double load_completions_per_s = 0.0;    ///< requests finishing in the window / its length
@@ -183,6 +188,7 @@ class MetricsRecorder {
   };
   RequestTimes& request(int64_t request_id);
   /// Fills RunMetrics' load_* fields from the requests' times.
+  /// Fills m's load window (RunMetrics::load_window_s); reads m.duration_s.
   static void summarize_load_window(const std::map<int64_t, RequestTimes>& requests, RunMetrics& m);
 
   int64_t num_devices_;

@@ -156,6 +156,19 @@ TEST(Metrics, NoLoadWindowWithoutAnArrivalSpan) {
   EXPECT_EQ(m.load_window_s, 0.0);
   EXPECT_EQ(m.load_output_tokens_per_s, 0.0);
   EXPECT_THAT(serving::format_metrics_table(m, {}), Not(HasSubstr("under load")));
+  // A closed batch at a huge rate: arrivals 1 ns apart in a 2 s run. Its "window" of
+  // nanoseconds gave 1e9 arrivals per second and no token; now none is reported.
+  serving::MetricsRecorder burst(1);
+  for (int64_t id = 0; id < 4; ++id) burst.on_arrival(id, 1.0 + 1e-9 * static_cast<double>(id));
+  burst.on_token(0, 1.5);
+  burst.on_finish(0, 2.5);
+  const serving::RunMetrics b = burst.summarize(2.0);
+  EXPECT_EQ(b.load_window_s, 0.0);
+  EXPECT_EQ(b.load_arrivals_per_s, 0.0);
+  // Arrivals that span 1.5 % of the run (0.03 s of 2 s) have a load window again.
+  serving::MetricsRecorder spread(1);
+  for (int64_t id = 0; id < 4; ++id) spread.on_arrival(id, 1.0 + 0.01 * static_cast<double>(id));
+  EXPECT_NEAR(spread.summarize(2.0).load_window_s, 0.015, 1e-12);
 }
 
 TEST(Metrics, TableAndJson) {
