@@ -208,6 +208,36 @@ TEST_F(ClusterRunTest, AMessageAboveTheDataPlaneLimitFailsTheRunWithTheReason) {
   EXPECT_TRUE(right.ok()) << right.status();
 }
 
+// The same from a worker: its sampler's prompt logits (100 positions x 4,096 floats, 1.6 MB
+// per request) are above its own limit (--max-message-mib 1), so it refuses to send them and
+// tells the driver, whose run fails with the reason instead of waiting for the logits.
+TEST_F(ClusterRunTest, AWorkersMessageAboveItsLimitFailsTheRunWithTheReason) {
+  auto small = LaunchedWorkers::launch(MUFLOW_BINARY, {"127.0.0.1:0"}, kClusterRunToken,
+                                       {"--max-message-mib", "1"});
+  ASSERT_TRUE(small.ok()) << small.status();
+  // Every rank a request, so DP rank 1 (the worker's device) samples one; whole prompts in one
+  // chunk, so its logits leave as one message.
+  std::string text = topology_text("sync", 2, false, {{1}}, {(*small)->addresses()[0]});
+  const std::string chunk = "max_prefill_tokens = 7\n";
+  ASSERT_NE(text.find(chunk), std::string::npos);
+  text.replace(text.find(chunk), chunk.size(), "max_prefill_tokens = 512\n");
+  std::vector<engine::serving::Request> reqs;
+  for (int i = 0; i < 4; ++i) {
+    engine::serving::Request r;
+    r.id = i;
+    r.max_new_tokens = 2;
+    r.return_prompt_logits = true;
+    for (int j = 0; j < 100; ++j)
+      r.prompt.push_back(static_cast<int32_t>(3 + (i * 100 + j) % 4000));
+    reqs.push_back(std::move(r));
+  }
+  auto out = run_text(text, &reqs);
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("worker process 1 dropped a message"), std::string::npos)
+      << out.status();
+  EXPECT_NE(out.status().message().find("max_message_bytes"), std::string::npos) << out.status();
+}
+
 TEST_F(ClusterRunTest, ATopologyWithWorkersNeedsAProcessGroup) {
   ASSERT_TRUE(workers_);
   const std::string text = topology_text("sync", 2, true, {{0}}, {workers_->addresses()[0]});
