@@ -170,10 +170,10 @@ void on_message(WorkerNode& node, Received&& r) {
   }
 }
 
-// Data plane (progress thread): a message that arrived and was not delivered (larger than
-// --max-message-mib, or a failed receive). If a run is hosted, it cannot finish without the
-// message (the plane cannot tell which run it was for: the current one, or a late one of a run
-// that ended), so it fails with the reason instead of waiting for it.
+// Data plane (progress thread): a message larger than --max-message-mib was drained. If a run
+// is hosted, it cannot finish without the message (the plane cannot tell which run it was for:
+// the current one, or a late one of a run that ended), so it fails with the reason instead of
+// waiting for it.
 void on_rejected(WorkerNode& node, uint64_t tag, uint64_t bytes, const std::string& why) {
   std::shared_ptr<HostedRun> run;
   {

@@ -360,7 +360,10 @@ struct DataPlane::Impl {
                      : absl::StrFormat("the receive failed: %s", ucs_status_string(status));
       spdlog::error("{}: rejected a {}-byte message from process {}: {} (not delivered)",
                     options.name, op->length, op->tag, why);
-      if (rejected) rejected(op->tag, op->length, why);
+      // A failed receive is a transport error (e.g. a sender that died mid-message), which the
+      // runtime's liveness checks handle (a lost worker is recovered from); an oversized
+      // message comes from a live sender and can never be delivered.
+      if (op->reject && rejected) rejected(op->tag, op->length, why);
       return;
     }
     received_messages.fetch_add(1, std::memory_order_relaxed);

@@ -102,11 +102,12 @@ class DataPlane {
   /// Called on the progress thread for every accepted message; must not block for long
   /// (post the message to an actor and return).
   using Handler = std::function<void(Received&&)>;
-  /// Called on the progress thread for every message that was received but not delivered:
-  /// `tag` its sender's tag, `bytes` its length, `why` the reason (larger than
-  /// `max_message_bytes`, drained; or a failed receive). The message's content is gone; a
-  /// runtime whose run needed it fails that run (actors/cluster: it would otherwise wait for
-  /// it forever). Must not block for long.
+  /// Called on the progress thread for every message drained because it was larger than
+  /// `max_message_bytes`: `tag` its sender's tag, `bytes` its length, `why` the reason. Its
+  /// content is gone and its sender is alive, so a runtime whose run needed it fails that run
+  /// (actors/cluster: it would otherwise wait for it forever). Not called for a failed receive
+  /// (logged and counted only: a transport error such as a sender that died mid-message, which
+  /// the runtime's liveness checks handle). Must not block for long.
   using Rejected = std::function<void(uint64_t tag, uint64_t bytes, const std::string& why)>;
   /// Called when a send completed (ok) or failed: on the progress thread, or inside `send`
   /// on the caller's thread when UCX finished (or refused) it there, before `send` returns
@@ -116,7 +117,7 @@ class DataPlane {
   /// Creates the UCX context and worker (tag matching, wakeup) and starts the progress
   /// thread. Sets `UCX_RNDV_THRESH=inf` and `UCX_TLS=^cma` for its context, each unless that
   /// variable is set (a dead peer on this host is then not fatal: file comment). `rejected`
-  /// (optional) hears of every message received and not delivered. Errors: UCX
+  /// (optional) hears of every oversized message drained. Errors: UCX
   /// initialisation failures, among them a UCX_ variable UCX does not accept
   /// (absl::Unavailable, naming the call).
   static absl::StatusOr<std::unique_ptr<DataPlane>> create(Options options, Handler handler,
