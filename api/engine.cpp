@@ -112,6 +112,13 @@ engine::model::TextStream make_detokenizer(const engine::model::Tokenizer* token
       std::vector<int32_t>(prompt.begin() + static_cast<std::ptrdiff_t>(from), prompt.end()), {});
 }
 
+}  // namespace
+
+// A type of Engine::Impl's members, so not in the anonymous namespace (GCC's
+// -Wsubobject-linkage: a member of a class with linkage must not have a type without it);
+// hidden like everything here but the public API.
+namespace api_internal {
+
 // One accepted (or being submitted) request. `mutex` is held by submit until `id` is set and
 // by the callbacks (engine thread) and shutdown while they touch the rest.
 struct RequestState {
@@ -145,7 +152,9 @@ struct RequestState {
   }
 };
 
-}  // namespace
+}  // namespace api_internal
+
+using api_internal::RequestState;
 
 struct __attribute__((visibility("hidden"))) Engine::Impl {
   std::unique_ptr<actors::Server> server;          // outlives `serving`
