@@ -14,7 +14,7 @@
 namespace muflow::tools {
 
 absl::StatusOr<std::unique_ptr<actors::cluster::LaunchedWorkers>> spawn_workers(
-    engine::topology::Topology& topo, bool quiet, const std::string& who) {
+    engine::topology::Topology& topo, bool quiet, const std::string& who, int64_t max_message_mib) {
   std::vector<std::string> listen;
   for (const engine::topology::WorkerSpec& w : topo.workers) {
     absl::StatusOr<actors::cluster::ListenAddress> a =
@@ -35,8 +35,10 @@ absl::StatusOr<std::unique_ptr<actors::cluster::LaunchedWorkers>> spawn_workers(
     token = *made;
     ::setenv("MUFLOW_CLUSTER_TOKEN", token.c_str(), 1);
   }
-  std::vector<std::string> args;
-  if (!topo.cluster_token_file.empty()) args = {"--token-file", topo.cluster_token_file};
+  std::vector<std::string> args = {"--max-message-mib", std::to_string(max_message_mib)};
+  if (!topo.cluster_token_file.empty()) {
+    args.insert(args.end(), {"--token-file", topo.cluster_token_file});
+  }
   std::error_code ec;
   const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
   if (ec) return absl::InternalError("cannot find this program (/proc/self/exe): " + ec.message());
@@ -71,6 +73,16 @@ void add_heartbeat_option(CLI::App& app, int64_t* ms) {
                  "the survivors; raise it over slow links (a large message delays the answer); "
                  "0 turns the heartbeat off (a dead process is still noticed by its connection)")
       ->check(CLI::Range(int64_t{0}, int64_t{3'600'000}))
+      ->capture_default_str();
+}
+
+void add_max_message_option(CLI::App& app, int64_t* mib) {
+  app.add_option("--max-message-mib", *mib,
+                 "with [[cluster.workers]]: the largest data-plane message this driver sends or "
+                 "accepts, MiB (give the workers the same `muflow worker --max-message-mib`; "
+                 "--spawn-workers does); a message of the run above it fails the run with the "
+                 "reason")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 14))
       ->capture_default_str();
 }
 

@@ -126,6 +126,7 @@ Command add_run_command(CLI::App& app) {
     bool quiet = false, no_trace = false, synthetic = false, spawn_workers = false;
     int64_t heartbeat_timeout_ms =
         actors::cluster::ClusterDriverOptions{}.heartbeat_timeout.count();
+    int64_t max_message_mib = kDefaultMaxMessageMib;
     int64_t trace_max_events = 1'000'000;
   };
   auto o = std::make_shared<Options>();
@@ -157,6 +158,7 @@ Command add_run_command(CLI::App& app) {
                "cluster token ($MUFLOW_CLUSTER_TOKEN, [cluster] token_file) a random one is "
                "made for them");
   add_heartbeat_option(app, &o->heartbeat_timeout_ms);
+  add_max_message_option(app, &o->max_message_mib);
   app.add_option("--record-routing", o->record_routing,
                  "write every token's expert choices per block as CSV (replay in sim with "
                  "[router] kind = \"recorded\")");
@@ -210,7 +212,7 @@ Command add_run_command(CLI::App& app) {
         return fail_run("--spawn-workers: " + topo.source + " lists no [[cluster.workers]]");
       }
       absl::StatusOr<std::unique_ptr<actors::cluster::LaunchedWorkers>> launched =
-          spawn_workers(topo, o->quiet, "muflow");
+          spawn_workers(topo, o->quiet, "muflow", o->max_message_mib);
       if (!launched.ok()) return fail_run(std::string(launched.status().message()));
       workers = std::move(*launched);
     }
@@ -218,6 +220,7 @@ Command add_run_command(CLI::App& app) {
     if (!server.ok()) return fail_run(std::string(server.status().message()));
     actors::cluster::ClusterDriverOptions cluster;
     cluster.heartbeat_timeout = std::chrono::milliseconds(o->heartbeat_timeout_ms);
+    cluster.max_message_bytes = o->max_message_mib << 20;
     if (absl::Status s = attach_workers(**server, topo, cluster); !s.ok()) {
       return fail_run(std::string(s.message()));
     }

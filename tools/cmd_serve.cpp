@@ -38,6 +38,7 @@ Command add_serve_command(CLI::App& app) {
     int64_t heartbeat_timeout_ms =
         actors::cluster::ClusterDriverOptions{}.heartbeat_timeout.count();
     int64_t rejoin_interval_ms = actors::cluster::ClusterDriverOptions{}.rejoin_interval.count();
+    int64_t max_message_mib = kDefaultMaxMessageMib;
   };
   auto o = std::make_shared<Options>();
   app.add_option("topology", o->topology,
@@ -77,6 +78,7 @@ Command add_serve_command(CLI::App& app) {
                "[cluster] token_file) a random one is made for them");
   add_heartbeat_option(app, &o->heartbeat_timeout_ms);
   add_rejoin_option(app, &o->rejoin_interval_ms);
+  add_max_message_option(app, &o->max_message_mib);
   return [o]() {
     // Signals go to one watcher thread: block them here, before any thread is spawned (CAF's
     // workers and cpp-httplib's pool inherit the mask).
@@ -108,7 +110,7 @@ Command add_serve_command(CLI::App& app) {
         return fail_serve("--spawn-workers: " + topo.source + " lists no [[cluster.workers]]");
       }
       absl::StatusOr<std::unique_ptr<actors::cluster::LaunchedWorkers>> launched =
-          spawn_workers(topo, /*quiet=*/false, "muflow serve");
+          spawn_workers(topo, /*quiet=*/false, "muflow serve", o->max_message_mib);
       if (!launched.ok()) return fail_serve(std::string(launched.status().message()));
       workers = std::move(*launched);
     }
@@ -117,6 +119,7 @@ Command add_serve_command(CLI::App& app) {
     actors::cluster::ClusterDriverOptions cluster;
     cluster.heartbeat_timeout = std::chrono::milliseconds(o->heartbeat_timeout_ms);
     cluster.rejoin_interval = std::chrono::milliseconds(o->rejoin_interval_ms);
+    cluster.max_message_bytes = o->max_message_mib << 20;
     if (absl::Status s = attach_workers(**server, topo, cluster); !s.ok()) {
       return fail_serve(std::string(s.message()));
     }

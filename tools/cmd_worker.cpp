@@ -9,6 +9,7 @@
 #include <string>
 
 #include "actors/cluster/worker.hpp"
+#include "tools/cluster_launch.hpp"
 #include "tools/commands.hpp"
 
 namespace muflow::tools {
@@ -17,7 +18,7 @@ Command add_worker_command(CLI::App& app) {
   struct Options {
     std::string listen = "127.0.0.1:0", token_file;
     bool allow_remote = false, exit_with_parent = false;
-    int64_t max_message_mib = 1024;
+    int64_t max_message_mib = kDefaultMaxMessageMib;
     int64_t threads = 0;
   };
   auto o = std::make_shared<Options>();

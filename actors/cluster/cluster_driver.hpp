@@ -47,9 +47,10 @@ struct ClusterDriverOptions {
   /// (at most 5 min) before the next try. 0: a lost worker stays lost for the group's life.
   std::chrono::milliseconds rejoin_interval{1'000};
   /// The largest data-plane message (bytes) the driver sends or accepts, as a worker's
-  /// `--max-message-mib` (the same default, 1 GiB). A run's message above it fails the run
-  /// with the reason: one the driver would send is refused before it is sent, one it receives
-  /// is drained and dropped (transport/cluster/data_plane.hpp).
+  /// `--max-message-mib` (the same default, 1 GiB; `muflow run/serve --max-message-mib`). A
+  /// run's message above it fails the run with the reason: one the driver would send is
+  /// refused before it is sent, one it receives is drained and dropped
+  /// (transport/cluster/data_plane.hpp).
   int64_t max_message_bytes = int64_t{1} << 30;
 };
 

@@ -97,7 +97,7 @@ absl::Status Outbox::hand_over(uint32_t process, const ActorAddress& to, Framed 
       f.bytes.size() > static_cast<uint64_t>(limit)) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "a %d-byte message for %s in process %d is larger than the data plane's %d-byte limit "
-        "(max_message_bytes: `muflow worker --max-message-mib`, ClusterDriverOptions)",
+        "(max_message_bytes: --max-message-mib of `muflow worker`, `run` and `serve`)",
         f.bytes.size(), to_string(to), process, limit));
   }
   f.prefix.sequence = next_sequence_[process]++;
