@@ -34,7 +34,8 @@ Command add_worker_command(CLI::App& app) {
                "stop (as on SIGTERM) when the process that started this one dies, even by "
                "kill -9 (`muflow run --spawn-workers` and the tests pass it)");
   app.add_option("--max-message-mib", o->max_message_mib,
-                 "largest data-plane message accepted, MiB (larger ones are rejected)")
+                 "largest data-plane message sent or accepted, MiB (a message of a run above it "
+                 "fails the run with the reason; give the driver the same)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 14))
       ->capture_default_str();
   app.add_option("--threads", o->threads,

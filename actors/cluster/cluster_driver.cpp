@@ -92,13 +92,15 @@ void on_frame(Inbox& inbox, Heartbeats& beats, Received&& r) {
 }
 
 // Fails the run `inbox` delivers to, if one is started (a message it needed was not sent or
-// not delivered); otherwise the message belonged to no run and is only logged where it was
-// dropped. Any thread.
-void fail_started_run(const std::weak_ptr<Inbox>& weak, const std::string& what) {
+// not delivered), and says whether it did; otherwise the message belonged to no run and is
+// only logged where it was dropped. Any thread.
+bool fail_started_run(const std::weak_ptr<Inbox>& weak, const std::string& what) {
   const std::shared_ptr<Inbox> inbox = weak.lock();
-  if (!inbox) return;
+  if (!inbox) return false;
   std::lock_guard<std::mutex> lock(inbox->mu);
-  if (inbox->ctx) fail_run(*inbox->ctx, *inbox->layout, nullptr, what);
+  if (!inbox->ctx) return false;
+  fail_run(*inbox->ctx, *inbox->layout, nullptr, what);
+  return true;
 }
 
 // Monitors every live worker's gate (its CAF proxy: the middleman stops it, with a down
@@ -259,9 +261,9 @@ class ClusterDriver final : public ProcessGroup {
         [inbox = inbox_, beats = beats_](Received&& r) { on_frame(*inbox, *beats, std::move(r)); },
         [inbox = std::weak_ptr<Inbox>(inbox_)](uint64_t tag, uint64_t bytes,
                                                const std::string& why) {
-          fail_started_run(inbox, absl::StrFormat("the driver dropped a %d-byte message from "
-                                                  "process %d: %s",
-                                                  bytes, tag, why));
+          (void)fail_started_run(inbox, absl::StrFormat("the driver dropped a %d-byte message "
+                                                        "from process %d: %s",
+                                                        bytes, tag, why));
         });
     if (!plane.ok()) return plane.status();
     plane_ = std::move(*plane);
@@ -336,7 +338,7 @@ class ClusterDriver final : public ProcessGroup {
     // A message for a worker that cannot be sent (e.g. larger than the data plane's limit)
     // fails the run, instead of leaving it waiting for the message.
     outbox_->on_undeliverable([inbox = std::weak_ptr<Inbox>(inbox_)](const std::string& what) {
-      fail_started_run(inbox, "the driver " + what);
+      return fail_started_run(inbox, "the driver " + what);
     });
     layout_ =
         std::make_unique<ClusterLayout>(sys, 0, std::move(device_process), outbox_, run_number_);

@@ -126,21 +126,22 @@ absl::Status Outbox::ping(uint32_t process) {
   return absl::OkStatus();
 }
 
-void Outbox::on_undeliverable(std::function<void(const std::string&)> fail_run) {
+void Outbox::on_undeliverable(std::function<bool(const std::string&)> fail_run) {
   std::lock_guard<std::mutex> lock(fail_mu_);
   fail_run_ = std::move(fail_run);
 }
 
 void Outbox::undeliverable(const std::string& what) {
   spdlog::error("muflow cluster: {}", what);
-  std::function<void(const std::string&)> fail;
+  std::function<bool(const std::string&)> fail;
   {
     std::lock_guard<std::mutex> lock(fail_mu_);
     if (failed_) return;
-    failed_ = true;
     fail = fail_run_;
   }
-  if (fail) fail(what);
+  if (!fail || !fail(what)) return;
+  std::lock_guard<std::mutex> lock(fail_mu_);
+  failed_ = true;
 }
 
 void Outbox::close() {

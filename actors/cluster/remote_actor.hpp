@@ -55,12 +55,13 @@ class Outbox {
   absl::Status send(uint32_t process, const ActorAddress& to,
                     const caf::type_erased_tuple& content);
   /// Sets what `undeliverable` does: the cluster runtime fails the run (cluster_layout.hpp,
-  /// fail_run), which cannot finish without the message. Any thread.
-  void on_undeliverable(std::function<void(const std::string&)> fail_run);
-  /// A message of the run could not be sent (`what` says which and why): logged, and the
-  /// first of them handed to the `on_undeliverable` callback (later ones of a run that is
-  /// failing only logged). Call with no lock of this outbox held (a remote handle, after
-  /// `send` returned its error). Any thread.
+  /// fail_run), which cannot finish without the message; `fail_run` returns whether it did
+  /// (false: no run to fail yet, or the failure could not be sent). Any thread.
+  void on_undeliverable(std::function<bool(const std::string&)> fail_run);
+  /// A message of the run could not be sent (`what` says which and why): logged, and handed
+  /// to the `on_undeliverable` callback until it failed the run once (later ones of a run
+  /// that is failing are only logged). Call with no lock of this outbox held (a remote
+  /// handle, after `send` returned its error). Any thread.
   void undeliverable(const std::string& what);
   /// Sends a liveness probe (a kPing frame, frame_kinds.hpp) to process `process`; it answers
   /// kPong. Errors: FailedPrecondition after `close`. Any thread.
@@ -106,8 +107,8 @@ class Outbox {
   std::map<uint32_t, PendingReports> reports_;  // process → its waiting reports
   bool closed_ = false;                         // under reports_mu_
   std::mutex fail_mu_;
-  std::function<void(const std::string&)> fail_run_;  // under fail_mu_
-  bool failed_ = false;                               // under fail_mu_: undeliverable was called
+  std::function<bool(const std::string&)> fail_run_;  // under fail_mu_
+  bool failed_ = false;  // under fail_mu_: fail_run_ failed the run once
 };
 
 /// A handle whose messages go to the actor at `to` in process `process` through `outbox`.

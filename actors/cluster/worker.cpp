@@ -52,7 +52,7 @@ struct HostedRun {
   std::unique_ptr<ClusterLayout> layout;
   std::shared_ptr<RunContext> ctx;
   ActorMessageLimits limits;
-  bool started = false;  // frames are delivered from cl_start on
+  std::atomic<bool> started{false};  // frames are delivered from cl_start on (set under run_mu)
 };
 
 // What the gate actor and the data plane's progress thread share.
@@ -242,15 +242,16 @@ absl::StatusOr<std::shared_ptr<HostedRun>> setup_run(
   run->outbox = std::make_shared<Outbox>(node.plane.get(), self, run_number);
   // A message of this run that cannot be sent (e.g. larger than the data plane's limit) fails
   // the run at the driver, instead of leaving it waiting for the message.
-  run->outbox->on_undeliverable([out = std::weak_ptr<Outbox>(run->outbox),
-                                 self](const std::string& what) {
-    if (std::shared_ptr<Outbox> o = out.lock()) {
-      (void)o->send(
-          0, {ActorRole::kCoordinator, 0, 0},
-          caf::make_message(failed_atom::value, absl::StrFormat("worker process %d %s", self, what))
-              .content());
-    }
-  });
+  run->outbox->on_undeliverable(
+      [out = std::weak_ptr<Outbox>(run->outbox), self](const std::string& what) {
+        std::shared_ptr<Outbox> o = out.lock();
+        return o != nullptr &&
+               o->send(0, {ActorRole::kCoordinator, 0, 0},
+                       caf::make_message(failed_atom::value,
+                                         absl::StrFormat("worker process %d %s", self, what))
+                           .content())
+                   .ok();
+      });
   run->layout = std::make_unique<ClusterLayout>(sys, self, std::move(*device_process), run->outbox,
                                                 run_number);
   absl::StatusOr<std::shared_ptr<RunContext>> ctx =
@@ -360,7 +361,8 @@ caf::behavior gate_actor(caf::stateful_actor<GateState>* self, std::shared_ptr<W
         auto st = node.plane->connect(0, {driver_address.data(), driver_address.size()});
         if (!st.ok()) return refuse(from, std::string(st.message()));
         node.driver_address = driver_address;
-        spdlog::info("muflow worker: joined the data plane as process {}", process);
+        spdlog::info("muflow worker: joined the data plane as process {} (messages up to {} bytes)",
+                     process, node.max_message_bytes);
         const auto& a = node.plane->address();
         return std::string(a.begin(), a.end());
       },

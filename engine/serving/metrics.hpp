@@ -187,8 +187,7 @@ class MetricsRecorder {
     bool cancelled = false;
   };
   RequestTimes& request(int64_t request_id);
-  /// Fills RunMetrics' load_* fields from the requests' times.
-  /// Fills m's load window (RunMetrics::load_window_s); reads m.duration_s.
+  /// Fills m's load_* fields from the requests' times; reads m.duration_s.
   static void summarize_load_window(const std::map<int64_t, RequestTimes>& requests, RunMetrics& m);
 
   int64_t num_devices_;

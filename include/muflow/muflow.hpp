@@ -188,9 +188,9 @@ class MUFLOW_API Engine {
   /// cluster secret of `[cluster] token_file` or `$MUFLOW_CLUSTER_TOKEN`, which this process
   /// needs too; the same model folder on each; actors/cluster/README.md); a lost worker's
   /// devices move to the others while the engine serves. Its errors: kInvalidArgument (an
-  /// address without a port), kPermissionDenied (a worker refuses the secret), kUnavailable
-  /// (a worker cannot be reached), or the worker's own (e.g. kNotFound for its model
-  /// folder). Any thread.
+  /// address without a port), kFailedPrecondition (no cluster secret set; a worker refuses
+  /// the run, e.g. its model folder is missing: the message says why), kPermissionDenied (a
+  /// worker refuses the secret), kUnavailable (a worker cannot be reached). Any thread.
   static Result<std::unique_ptr<Engine>> open(const std::string& topology_file);
 
   /// The embedded default topology, the one `muflow run` serves without a file: the trained

@@ -18,7 +18,8 @@ enum class ErrorCode : int {
   kOk = 0,
   kInvalidArgument,     ///< bad input: a malformed topology, a bad prompt or parameter
   kNotFound,            ///< a file the topology names (itself, the model, prompts) is missing
-  kPermissionDenied,    ///< a file exists but cannot be read or written
+  kPermissionDenied,    ///< a file exists but cannot be read or written; a worker process
+                        ///< refuses this process's cluster secret
   kFailedPrecondition,  ///< the call is not possible in this state (after shutdown; text
                         ///< prompt without a tokenizer; the sim backend has no live engine)
   kResourceExhausted,   ///< the model or its KV cache does not fit in memory

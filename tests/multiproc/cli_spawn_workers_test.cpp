@@ -64,6 +64,10 @@ TEST(CliSpawnWorkers, MaxMessageMibIsTheDriversAndTheWorkersLimit) {
                                " --spawn-workers --quiet --no-trace --max-message-mib 1");
   EXPECT_EQ(small.exit_code, 1) << small.output;
   EXPECT_NE(small.output.find("max_message_bytes"), std::string::npos) << small.output;
+  // The worker got the same limit (either side may be the one whose refusal ends the run).
+  EXPECT_NE(small.output.find("joined the data plane as process 1 (messages up to 1048576 bytes)"),
+            std::string::npos)
+      << small.output;
   const Ran fits = run_muflow("run " + topo.string() + " --spawn-workers --quiet --no-trace");
   ASSERT_EQ(fits.exit_code, 0) << fits.output;
   EXPECT_NE(fits.output.find("requests completed       2 / 2"), std::string::npos) << fits.output;

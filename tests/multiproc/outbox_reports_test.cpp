@@ -190,9 +190,9 @@ TEST_F(OutboxReports, OtherMessagesAreNotHeldBack) {
 
 // A message larger than the data plane's limit is refused before it is sent (the receiver
 // would drain and drop it, and the run would wait for it forever); a remote handle that could
-// not send one reports it to the run once (the cluster runtime then fails the run), and
-// smaller messages still go.
-TEST(OutboxLimit, AMessageAboveThePlanesLimitIsRefusedAndTheRunToldOnce) {
+// not send one reports it to the run (the cluster runtime then fails the run) until the run
+// was failed once, and smaller messages still go.
+TEST(OutboxLimit, AMessageAboveThePlanesLimitIsRefusedAndTheRunToldUntilItFailed) {
   transport::cluster::ReceivedQueue to_driver, to_worker;
   auto driver = make_plane(0, to_driver);
   auto worker = make_plane(1, to_worker, /*max_bytes=*/512);
@@ -206,23 +206,33 @@ TEST(OutboxLimit, AMessageAboveThePlanesLimitIsRefusedAndTheRunToldOnce) {
   EXPECT_FALSE(next(to_driver, std::chrono::milliseconds(200)).has_value())
       << "an oversized message was sent";
 
+  // The callback says whether it failed a run: until one did (e.g. none was started yet),
+  // each undeliverable message is handed to it; after, they are only logged.
   std::mutex mu;
   std::vector<std::string> told;
+  bool run_started = false;
   outbox->on_undeliverable([&](const std::string& what) {
     std::lock_guard<std::mutex> lock(mu);
     told.push_back(what);
+    return run_started;
   });
   caf::actor_system_config cfg;
   caf::actor_system sys{cfg};
   const caf::actor sampler = make_remote_actor(sys, outbox, 0, {ActorRole::kSampler, 0, 0});
   caf::anon_send(sampler, failed_atom::value, std::string(2048, 'x'));  // enqueued in this thread
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    run_started = true;
+  }
   caf::anon_send(sampler, failed_atom::value, std::string(4096, 'y'));
+  caf::anon_send(sampler, failed_atom::value, std::string(8192, 'z'));
   caf::anon_send(sampler, release_atom::value, int64_t{4});
   {
     std::lock_guard<std::mutex> lock(mu);
-    ASSERT_EQ(told.size(), 1u) << "the run is told of the first undeliverable message only";
-    EXPECT_NE(told[0].find("dropped a message for"), std::string::npos) << told[0];
-    EXPECT_NE(told[0].find("max_message_bytes"), std::string::npos) << told[0];
+    ASSERT_EQ(told.size(), 2u) << "told until a run was failed, then no more";
+    EXPECT_NE(told[1].find("dropped a message for"), std::string::npos) << told[1];
+    EXPECT_NE(told[1].find("max_message_bytes"), std::string::npos) << told[1];
+    EXPECT_NE(told[0], told[1]) << "the second message (4,096 bytes of text) was not told";
   }
   auto release = next(to_driver);
   ASSERT_TRUE(release.has_value()) << "a message under the limit was held back";

@@ -84,8 +84,9 @@ absl::StatusOr<ClusterSecret> ClusterSecret::load(const std::string& token_file)
   const char* env = std::getenv(kClusterTokenEnv);
   if (env == nullptr || *env == '\0') {
     return absl::FailedPreconditionError(absl::StrFormat(
-        "no cluster secret: set %s or pass --token-file FILE (the same secret on every "
-        "process of the cluster, at least %d bytes)",
+        "no cluster secret: set %s, or give a token file (`--token-file FILE` of muflow "
+        "worker, `[cluster] token_file` in the topology); the same secret on every process of "
+        "the cluster, at least %d bytes",
         kClusterTokenEnv, kMinSecretBytes));
   }
   auto secret = from_string(env);
