@@ -179,19 +179,24 @@ TEST(OpenAiServer, ARequestTheEngineQueueRefusesIsCountedAsRejected) {
   constexpr int kRequests = 8;  // each to its max_tokens (ignore_eos: a sampled EOS ends none)
   std::vector<int> status(kRequests, 0);
   std::vector<std::string> body(kRequests);
-  std::vector<std::thread> senders;
-  for (int i = 0; i < kRequests; ++i) {
-    senders.emplace_back([&, i] {
-      auto res = r.client().Post("/v1/completions",
-                                 R"({"prompt":[5,6,7],"max_tokens":32,"ignore_eos":true})",
-                                 "application/json");
-      if (res) {
-        status[i] = res->status;
-        body[i] = res->body;
-      }
-    });
-  }
-  for (std::thread& s : senders) s.join();
+  // Sends kRequests copies of `request` at once; each answer's status and body (0 and empty
+  // when none came).
+  const auto send_all = [&](const std::string& request) {
+    std::vector<std::thread> senders;
+    for (int i = 0; i < kRequests; ++i) {
+      status[i] = 0;
+      body[i].clear();
+      senders.emplace_back([&, i] {
+        auto res = r.client().Post("/v1/completions", request, "application/json");
+        if (res) {
+          status[i] = res->status;
+          body[i] = res->body;
+        }
+      });
+    }
+    for (std::thread& s : senders) s.join();
+  };
+  send_all(R"({"prompt":[5,6,7],"max_tokens":32,"ignore_eos":true})");
   int ok = 0, rejected = 0;
   for (int i = 0; i < kRequests; ++i) {
     if (status[i] == 200) ++ok;
@@ -219,22 +224,7 @@ TEST(OpenAiServer, ARequestTheEngineQueueRefusesIsCountedAsRejected) {
 
   // The same when streaming: the refusal comes as HTTP 200 and an error event with the code,
   // then [DONE]; it counts as rejected too (the stream's own end path).
-  std::vector<std::thread> streamers;
-  for (int i = 0; i < kRequests; ++i) {
-    status[i] = 0;
-    body[i].clear();
-    streamers.emplace_back([&, i] {
-      auto res =
-          r.client().Post("/v1/completions",
-                          R"({"prompt":[5,6,7],"max_tokens":32,"ignore_eos":true,"stream":true})",
-                          "application/json");
-      if (res) {
-        status[i] = res->status;
-        body[i] = res->body;
-      }
-    });
-  }
-  for (std::thread& s : streamers) s.join();
+  send_all(R"({"prompt":[5,6,7],"max_tokens":32,"ignore_eos":true,"stream":true})");
   int streamed = 0, refused_streams = 0;
   for (int i = 0; i < kRequests; ++i) {
     EXPECT_EQ(status[i], 200) << body[i];

@@ -6,10 +6,6 @@
 // Uses only <muflow/muflow.hpp> (plus nlohmann::json to read the CLI's output).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
@@ -25,7 +21,8 @@
 #include <thread>
 #include <vector>
 
-extern char** environ;
+#include "scoped_env.hpp"
+#include "worker_process.hpp"
 
 namespace {
 
@@ -352,72 +349,16 @@ TEST(ApiTest, BadTopologiesGiveClearErrors) {
   EXPECT_THAT(with_workers.status().message(), HasSubstr("port 0"));
 }
 
-// A `muflow worker` process on a free loopback port (the first line of its stdout names it),
-// with this process's $MUFLOW_CLUSTER_TOKEN; stopped with SIGTERM at the end of the scope.
-class WorkerProcess {
- public:
-  WorkerProcess() {
-    int out[2];
-    if (::pipe(out) != 0) return;
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
-    posix_spawn_file_actions_addclose(&actions, out[0]);
-    std::vector<std::string> args = {MUFLOW_BINARY, "worker", "--listen",          "127.0.0.1:0",
-                                     "--threads",   "1",      "--exit-with-parent"};
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    const int spawned =
-        ::posix_spawn(&pid_, MUFLOW_BINARY, &actions, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    ::close(out[1]);
-    if (spawned != 0) {
-      pid_ = 0;
-      ::close(out[0]);
-      return;
-    }
-    // "muflow worker: listening on HOST:PORT (pid N)", within 60 s.
-    std::string line;
-    const auto deadline = std::chrono::steady_clock::now() + 60s;
-    while (line.find('\n') == std::string::npos && std::chrono::steady_clock::now() < deadline) {
-      pollfd p{out[0], POLLIN, 0};
-      if (::poll(&p, 1, 100) <= 0) continue;
-      char c[256];
-      const ssize_t n = ::read(out[0], c, sizeof c);
-      if (n <= 0) break;
-      line.append(c, static_cast<size_t>(n));
-    }
-    ::close(out[0]);
-    const std::string marker = "listening on ";
-    const size_t at = line.find(marker);
-    if (at == std::string::npos) return;
-    const size_t begin = at + marker.size();
-    address_ = line.substr(begin, line.find(' ', begin) - begin);
-  }
-  ~WorkerProcess() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGTERM);
-    ::waitpid(pid_, nullptr, 0);
-  }
-  WorkerProcess(const WorkerProcess&) = delete;
-  WorkerProcess& operator=(const WorkerProcess&) = delete;
-  /// HOST:PORT, empty when it did not start.
-  const std::string& address() const { return address_; }
-
- private:
-  pid_t pid_ = 0;
-  std::string address_;
-};
-
 // A topology with `[[cluster.workers]]` runs those devices in the worker processes: the engine
 // drives them (as `muflow serve` does) and gives the tokens the same topology gives in one
 // process.
 TEST(ApiTest, ATopologyWithAWorkerProcessGivesTheOneProcessTokens) {
-  ::setenv("MUFLOW_CLUSTER_TOKEN",
-           ("api-test-cluster-token-pid" + std::to_string(::getpid())).c_str(), 1);
-  WorkerProcess worker;
-  ASSERT_FALSE(worker.address().empty()) << "the worker did not start";
+  const std::string token = "api-test-cluster-token-pid" + std::to_string(::getpid());
+  muflow::testing::WorkerProcess worker({"--listen", "127.0.0.1:0", "--threads", "1"}, token);
+  const uint16_t port = worker.port();
+  ASSERT_NE(port, 0) << "the worker did not start:\n" << worker.log();
+  const std::string address = "127.0.0.1:" + std::to_string(port);
+  const muflow::testing::ScopedEnv secret("MUFLOW_CLUSTER_TOKEN", token);  // this process's
   const std::string base =
       "wiring = \"sync\"\nbackend = \"cpu\"\n[cluster]\nnum_devices = 2\n"
       "threads_per_device = 1\n";
@@ -425,7 +366,7 @@ TEST(ApiTest, ATopologyWithAWorkerProcessGivesTheOneProcessTokens) {
       "[model]\npath = \"" + kModel + "\"\n[sampling]\ntemperature = 0.0\nstop_at_eos = false\n";
   const std::string one = temp_path("one"), two = temp_path("two");
   std::ofstream(one) << base << rest;
-  std::ofstream(two) << base << "[[cluster.workers]]\naddress = \"" << worker.address()
+  std::ofstream(two) << base << "[[cluster.workers]]\naddress = \"" << address
                      << "\"\ndevices = [1]\n"
                      << rest;
   std::vector<std::vector<muflow::TokenId>> outputs;

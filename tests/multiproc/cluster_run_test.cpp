@@ -191,16 +191,9 @@ TEST_F(ClusterRunTest, WrongTokenFailsTheRunWithAClearError) {
 TEST_F(ClusterRunTest, AMessageAboveTheDataPlaneLimitFailsTheRunWithTheReason) {
   ASSERT_TRUE(workers_);
   const std::string text = topology_text("sync", 2, true, {{1}}, {workers_->addresses()[0]});
-  auto topo = engine::topology::parse_topology_string(text, "<cluster test>", MUFLOW_SOURCE_DIR);
-  ASSERT_TRUE(topo.ok()) << topo.status();
   ClusterDriverOptions options;
   options.max_message_bytes = 600;  // a frame of a few 64-wide rows; a 7-token chunk is more
-  auto group = make_cluster_driver(*topo, options);
-  ASSERT_TRUE(group.ok()) << group.status();
-  auto server = Server::create(*topo);
-  ASSERT_TRUE(server.ok()) << server.status();
-  (*server)->set_process_group(std::move(*group));
-  auto out = (*server)->run(requests((*server)->config().vocab_size));
+  auto out = run_text(text, nullptr, options);
   ASSERT_FALSE(out.ok());
   EXPECT_NE(out.status().message().find("max_message_bytes"), std::string::npos) << out.status();
   // The worker serves the next run, whose driver has the default limit.

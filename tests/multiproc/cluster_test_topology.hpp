@@ -83,14 +83,18 @@ inline std::vector<engine::serving::Request> requests(int64_t vocab) {
   return out;
 }
 
+// Runs the topology `text` on `reqs` (nullptr: `requests(vocab)`), behind a cluster driver
+// with `options` when it lists workers: the run's outcome, or the first error (parse, driver,
+// server, run).
 inline absl::StatusOr<RunOutcome> run_text(const std::string& text,
-                                           const std::vector<engine::serving::Request>* reqs) {
+                                           const std::vector<engine::serving::Request>* reqs,
+                                           const ClusterDriverOptions& options = {}) {
   auto topo = engine::topology::parse_topology_string(text, "<cluster test>", MUFLOW_SOURCE_DIR);
   if (!topo.ok()) return topo.status();
   auto server = Server::create(*topo);
   if (!server.ok()) return server.status();
   if (!topo->workers.empty()) {
-    auto group = make_cluster_driver(*topo);
+    auto group = make_cluster_driver(*topo, options);
     if (!group.ok()) return group.status();
     (*server)->set_process_group(std::move(*group));
   }
